@@ -1,0 +1,349 @@
+"""Read teaching-session bags back, checking them on the way.
+
+Everything wrong with a bag (missing, not a bag, truncated, corrupt messages, topics or types
+that are not there) becomes a :class:`BagFormatError` naming the bag and the topic. Truncation is
+detected by comparing the messages actually read with the counts in metadata.yaml, so a bag cut
+short is never mistaken for a shorter session.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from rosbags.interfaces import Connection
+from rosbags.rosbag2 import Reader, ReaderError
+
+from .errors import BagFormatError
+from .records import BagImage, EventKind, TeachingEventRecord
+from .types import EVENT_TYPE, IMAGE_TYPE, make_typestore
+from .writer import DEFAULT_EVENTS_TOPIC, normalize_topic
+
+__all__ = [
+    "BagSummary",
+    "RawMessage",
+    "TeachingSession",
+    "bag_info",
+    "check_bag",
+    "iter_raw",
+    "read_session",
+]
+_LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TopicSummary:
+    msgtype: str
+    count: int
+    type_hash: str
+
+
+@dataclass(frozen=True)
+class BagSummary:
+    """What metadata.yaml says about a bag."""
+
+    path: Path
+    storage: str
+    version: int
+    start_ns: int
+    duration_ns: int
+    message_count: int
+    topics: dict[str, TopicSummary]
+    custom_data: dict[str, str]
+    ros_distro: str | None
+
+
+@dataclass(frozen=True)
+class RawMessage:
+    """One serialized message as stored (CDR bytes), for replay."""
+
+    topic: str
+    msgtype: str
+    log_time_ns: int
+    data: bytes
+
+
+@dataclass
+class TeachingSession:
+    """A bag's teaching events and the camera frames they refer to (keyed by header stamp)."""
+
+    path: Path
+    camera_topic: str
+    events_topic: str
+    events: list[TeachingEventRecord]
+    frames: dict[int, BagImage] = field(repr=False)
+    info: BagSummary = field(repr=False)
+
+    def frame(self, stamp_ns: int) -> BagImage:
+        try:
+            return self.frames[int(stamp_ns)]
+        except KeyError:
+            raise BagFormatError(
+                self.path,
+                f"a teaching event refers to a frame stamped {stamp_ns} ns that is not in the bag",
+                self.camera_topic,
+            ) from None
+
+    def frames_of(self, event: TeachingEventRecord) -> list[BagImage]:
+        return [self.frame(s) for s in event.frame_stamps_ns]
+
+
+def _open(path: str | Path) -> Reader:
+    path = Path(path)
+    if not path.exists():
+        raise BagFormatError(path, "no such bag (directory with metadata.yaml expected)")
+    if path.is_file():
+        raise BagFormatError(path, "expected the bag directory (holding metadata.yaml), got a file")
+    try:
+        reader = Reader(path)
+        reader.open()
+    except (ReaderError, FileNotFoundError, OSError, KeyError, ValueError, TypeError) as exc:
+        raise BagFormatError(path, f"not a readable rosbag2 bag: {exc}") from None
+    except Exception as exc:  # storage plugins raise their own low-level errors
+        raise BagFormatError(path, f"not a readable rosbag2 bag ({type(exc).__name__}: {exc})") from None
+    return reader
+
+
+def _summary(path: Path, reader: Reader) -> BagSummary:
+    topics: dict[str, TopicSummary] = {}
+    for conn in reader.connections:
+        prev = topics.get(conn.topic)
+        count = conn.msgcount + (prev.count if prev else 0)
+        topics[conn.topic] = TopicSummary(conn.msgtype, count, conn.digest)
+    try:
+        meta = yaml.safe_load((path / "metadata.yaml").read_text(encoding="utf8"))
+        meta = meta["rosbag2_bagfile_information"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
+        raise BagFormatError(path, f"unreadable metadata.yaml ({exc})") from None
+    return BagSummary(
+        path=path,
+        storage=str(meta.get("storage_identifier", "")),
+        version=int(meta.get("version", 0)),
+        start_ns=reader.start_time if reader.message_count else 0,
+        duration_ns=reader.duration if reader.message_count else 0,
+        message_count=reader.message_count,
+        topics=topics,
+        custom_data=dict(meta.get("custom_data") or {}),
+        ros_distro=reader.ros_distro,
+    )
+
+
+def bag_info(path: str | Path) -> BagSummary:
+    """Metadata of a bag (topics, types, counts, duration) without reading its messages."""
+    reader = _open(path)
+    try:
+        return _summary(Path(path), reader)
+    finally:
+        reader.close()
+
+
+def _read(
+    path: Path, reader: Reader, conns: list[Connection]
+) -> Iterator[tuple[Connection, int, bytes]]:
+    """Messages of ``conns`` in log-time order; raises BagFormatError when the storage fails or
+    holds fewer messages than metadata.yaml announces (a truncated bag)."""
+    seen = {c.id: 0 for c in conns}
+    current: Connection | None = None
+    try:
+        for conn, log_time, data in reader.messages(connections=conns):
+            current = conn
+            seen[conn.id] += 1
+            yield conn, log_time, bytes(data)
+    except BagFormatError:
+        raise
+    except Exception as exc:
+        topic = current.topic if current is not None else None
+        raise BagFormatError(
+            path, f"storage error after {sum(seen.values())} messages ({type(exc).__name__}: {exc}); "
+            "the bag is truncated or corrupt", topic
+        ) from None
+    for conn in conns:
+        if seen[conn.id] != conn.msgcount:
+            raise BagFormatError(
+                path,
+                f"metadata announces {conn.msgcount} messages but {seen[conn.id]} could be read; "
+                "the bag is truncated or corrupt",
+                conn.topic,
+            )
+
+
+def check_bag(path: str | Path, topics: Iterable[str] | None = None) -> BagSummary:
+    """Read every message of ``topics`` (all by default) once, so a truncated bag is refused
+    before anything is replayed from it."""
+    reader = _open(path)
+    try:
+        conns = _select(Path(path), reader, topics)
+        for _ in _read(Path(path), reader, conns):
+            pass
+        return _summary(Path(path), reader)
+    finally:
+        reader.close()
+
+
+def _select(path: Path, reader: Reader, topics: Iterable[str] | None) -> list[Connection]:
+    if topics is None:
+        return list(reader.connections)
+    wanted = [normalize_topic(t) for t in topics]
+    have = {c.topic for c in reader.connections}
+    for topic in wanted:
+        if topic not in have:
+            raise BagFormatError(path, f"topic not in bag (it has: {', '.join(sorted(have)) or 'none'})", topic)
+    return [c for c in reader.connections if c.topic in wanted]
+
+
+def iter_raw(path: str | Path, topics: Iterable[str] | None = None) -> Iterator[RawMessage]:
+    """Serialized messages in log-time order (what replay publishes)."""
+    reader = _open(path)
+    try:
+        conns = _select(Path(path), reader, topics)
+        for conn, log_time, data in _read(Path(path), reader, conns):
+            yield RawMessage(conn.topic, conn.msgtype, log_time, data)
+    finally:
+        reader.close()
+
+
+def _deserialize(path: Path, store, conn: Connection, data: bytes):
+    try:
+        return store.deserialize_cdr(data, conn.msgtype)
+    except Exception as exc:
+        raise BagFormatError(
+            path, f"cannot decode a {conn.msgtype} message ({type(exc).__name__}: {exc})", conn.topic
+        ) from None
+
+
+def _stamp_ns(stamp) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def _check_type(path: Path, store, conn: Connection, expected: str) -> None:
+    if conn.msgtype != expected:
+        raise BagFormatError(path, f"holds {conn.msgtype!r}, expected {expected!r}", conn.topic)
+    want = store.hash_rihs01(expected)
+    if conn.digest and conn.digest != want:
+        raise BagFormatError(
+            path,
+            f"{expected} was recorded with another definition (type hash {conn.digest}, "
+            f"this package's is {want})",
+            conn.topic,
+        )
+
+
+def read_session(
+    path: str | Path,
+    camera_topic: str | None = None,
+    events_topic: str = DEFAULT_EVENTS_TOPIC,
+    frames: str = "referenced",
+) -> TeachingSession:
+    """Teaching events and camera frames of a bag.
+
+    Parameters
+    ----------
+    camera_topic : the ``sensor_msgs/msg/Image`` topic the events' frames come from; may be
+        omitted when the bag holds exactly one image topic.
+    frames : ``"referenced"`` keeps only frames some event refers to (memory stays small for long
+        recordings); ``"all"`` keeps every frame of the camera topic.
+    """
+    if frames not in ("referenced", "all"):
+        raise ValueError(f"frames must be 'referenced' or 'all', got {frames!r}")
+    path = Path(path)
+    reader = _open(path)
+    store = make_typestore()
+    try:
+        info = _summary(path, reader)
+        events_topic = normalize_topic(events_topic)
+        ev_conns = [c for c in reader.connections if c.topic == events_topic]
+        if not ev_conns:
+            raise BagFormatError(
+                path,
+                f"no teaching events (topics present: {', '.join(sorted(info.topics)) or 'none'})",
+                events_topic,
+            )
+        for conn in ev_conns:
+            _check_type(path, store, conn, EVENT_TYPE)
+        if camera_topic is None:
+            image_topics = sorted({c.topic for c in reader.connections if c.msgtype == IMAGE_TYPE})
+            if len(image_topics) != 1:
+                raise BagFormatError(
+                    path,
+                    "cannot choose the camera topic: "
+                    + (f"several image topics {image_topics}; pass camera_topic" if image_topics
+                       else f"no {IMAGE_TYPE} topic in the bag"),
+                )
+            camera_topic = image_topics[0]
+        camera_topic = normalize_topic(camera_topic)
+        cam_conns = [c for c in reader.connections if c.topic == camera_topic]
+        if not cam_conns:
+            raise BagFormatError(
+                path, f"camera topic not in bag (topics present: {', '.join(sorted(info.topics))})",
+                camera_topic,
+            )
+        for conn in cam_conns:
+            _check_type(path, store, conn, IMAGE_TYPE)
+
+        events: list[TeachingEventRecord] = []
+        for conn, _, data in _read(path, reader, ev_conns):
+            msg = _deserialize(path, store, conn, data)
+            try:
+                events.append(
+                    TeachingEventRecord(
+                        stamp_ns=_stamp_ns(msg.header.stamp),
+                        kind=int(msg.kind),
+                        label=msg.label,
+                        new_label=msg.new_label,
+                        frame_stamps_ns=tuple(_stamp_ns(s) for s in msg.frame_stamps),
+                        predicted_label=msg.predicted_label,
+                        confidence=float(msg.confidence),
+                        known=bool(msg.known),
+                        success=bool(msg.success),
+                        frame_id=msg.header.frame_id,
+                    )
+                )
+            except ValueError as exc:
+                raise BagFormatError(path, f"invalid teaching event #{len(events)}: {exc}", conn.topic) from None
+
+        needed = {s for ev in events for s in ev.frame_stamps_ns}
+        images: dict[int, BagImage] = {}
+        for conn, log_time, data in _read(path, reader, cam_conns):
+            msg = _deserialize(path, store, conn, data)
+            stamp = _stamp_ns(msg.header.stamp)
+            if frames == "referenced" and stamp not in needed:
+                continue
+            img = BagImage(
+                topic=conn.topic,
+                log_time_ns=int(log_time),
+                stamp_ns=stamp,
+                frame_id=msg.header.frame_id,
+                encoding=msg.encoding,
+                height=int(msg.height),
+                width=int(msg.width),
+                step=int(msg.step),
+                is_bigendian=bool(msg.is_bigendian),
+                data=msg.data.tobytes(),
+            )
+            if img.height * img.step != len(img.data):
+                raise BagFormatError(
+                    path, f"frame stamped {stamp} ns has {len(img.data)} data bytes, "
+                    f"expected height*step = {img.height * img.step}", conn.topic,
+                )
+            old = images.get(stamp)
+            if old is not None and old.data != img.data:
+                if stamp in needed:
+                    raise BagFormatError(
+                        path, f"two different frames share the stamp {stamp} ns that an event uses",
+                        conn.topic,
+                    )
+                continue
+            images.setdefault(stamp, img)
+        missing = sorted(needed - images.keys())
+        if missing:
+            raise BagFormatError(
+                path,
+                f"{len(missing)} frame(s) used by teaching events are missing (first stamp "
+                f"{missing[0]} ns)",
+                camera_topic,
+            )
+        return TeachingSession(path, camera_topic, events_topic, events, images, info)
+    finally:
+        reader.close()

@@ -1,0 +1,1 @@
+"""cli layer of cbcl_pr_ros."""

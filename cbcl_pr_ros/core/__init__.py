@@ -1,0 +1,1 @@
+"""core layer of cbcl_pr_ros."""

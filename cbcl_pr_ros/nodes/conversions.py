@@ -1,0 +1,209 @@
+"""Message <-> Python conversions and response assembly, kept out of the node callbacks.
+
+Everything here works on message objects without a ROS graph (no ``rclpy.init``), so the unit tests
+exercise it directly; the nodes only call these functions and publish.
+"""
+from __future__ import annotations
+
+import array
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from sensor_msgs.msg import CompressedImage, Image
+from std_msgs.msg import Header
+
+from cbcl_pr_ros.msg import ClassInfo, FeatureVector, LearnerStatus
+from cbcl_pr_ros.msg import Prediction as PredictionMsg
+
+__all__ = [
+    "StampKey",
+    "stamp_key",
+    "stamp_to_ns",
+    "ns_to_stamp",
+    "copy_header",
+    "image_msg_to_rgb",
+    "compressed_msg_to_rgb",
+    "rgb_to_image_msg",
+    "make_feature_msg",
+    "features_from_msgs",
+    "prediction_to_msg",
+    "fill_classify_response",
+    "fill_teach_response",
+    "class_info_msgs",
+    "make_status_msg",
+]
+
+StampKey = tuple[int, int, str]
+
+
+def stamp_key(header: Header) -> StampKey:
+    """Key that identifies one camera frame: (sec, nanosec, frame_id)."""
+    return (int(header.stamp.sec), int(header.stamp.nanosec), str(header.frame_id))
+
+
+def stamp_to_ns(stamp: Time) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def ns_to_stamp(ns: int) -> Time:
+    return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+
+
+def copy_header(header: Header) -> Header:
+    """A new Header with the same stamp and frame (messages are mutable; never share one)."""
+    return Header(stamp=Time(sec=header.stamp.sec, nanosec=header.stamp.nanosec),
+                  frame_id=header.frame_id)
+
+
+def image_msg_to_rgb(msg: Image) -> np.ndarray:
+    """Decode a sensor_msgs/Image of any supported encoding to RGB uint8 (h, w, 3).
+
+    Raises ValueError naming the encoding or size when the message cannot be decoded.
+    """
+    from cbcl_pr_ros.features import image_to_rgb
+
+    return image_to_rgb(msg.encoding, int(msg.height), int(msg.width), int(msg.step),
+                        msg.data, bool(msg.is_bigendian))
+
+
+def compressed_msg_to_rgb(msg: CompressedImage) -> np.ndarray:
+    """Decode a sensor_msgs/CompressedImage (jpeg/png) to RGB uint8."""
+    from cbcl_pr_ros.features import compressed_to_rgb
+
+    return compressed_to_rgb(msg.format, msg.data)
+
+
+def rgb_to_image_msg(rgb: np.ndarray, header: Header | None = None, encoding: str = "rgb8") -> Image:
+    """A sensor_msgs/Image holding ``rgb`` (h, w, 3) uint8, encoded as ``encoding``."""
+    from cbcl_pr_ros.features import rgb_to_image_fields
+
+    fields = rgb_to_image_fields(rgb, encoding)
+    msg = Image()
+    if header is not None:
+        msg.header = copy_header(header)
+    msg.height, msg.width = fields["height"], fields["width"]
+    msg.encoding = fields["encoding"]
+    msg.is_bigendian = fields["is_bigendian"]
+    msg.step = fields["step"]
+    # array('B') from bytes is a memcpy; assigning a plain list would validate byte by byte.
+    msg.data = array.array("B", fields["data"])
+    return msg
+
+
+def make_feature_msg(header: Header, backbone: str, preprocessing: str,
+                     vector: np.ndarray) -> FeatureVector:
+    """FeatureVector carrying the source image's header, so the learner needs nothing else."""
+    vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+    msg = FeatureVector()
+    msg.header = copy_header(header)
+    msg.backbone = backbone
+    msg.preprocessing = preprocessing
+    msg.dimension = int(vec.size)
+    msg.values = array.array("f", vec.tobytes())
+    return msg
+
+
+def features_from_msgs(msgs: Sequence[FeatureVector], expected_backbone: str | None = None,
+                       expected_dim: int | None = None) -> np.ndarray:
+    """Stack FeatureVector messages into an (n, d) float32 array, checking they fit the learner.
+
+    Raises ValueError (with a message fit for a service response) on an empty list, a backbone other
+    than ``expected_backbone``, mixed or wrong dimensions, or non-finite values.
+    """
+    if len(msgs) == 0:
+        raise ValueError("no feature vectors given")
+    rows = []
+    for i, m in enumerate(msgs):
+        if expected_backbone and m.backbone and m.backbone != expected_backbone:
+            raise ValueError(f"feature vector {i} comes from backbone '{m.backbone}', this learner "
+                             f"uses '{expected_backbone}'")
+        v = np.frombuffer(m.values, dtype=np.float32) if isinstance(m.values, array.array) \
+            else np.asarray(m.values, dtype=np.float32)
+        if m.dimension and v.size != m.dimension:
+            raise ValueError(f"feature vector {i} says dimension {m.dimension} but holds {v.size} values")
+        if v.size == 0:
+            raise ValueError(f"feature vector {i} is empty")
+        rows.append(v)
+    dims = {r.size for r in rows}
+    if len(dims) != 1:
+        raise ValueError(f"feature vectors have different dimensions {sorted(dims)}")
+    d = dims.pop()
+    if expected_dim and d != expected_dim:
+        raise ValueError(f"feature dimension {d} does not match the learner's {expected_dim}")
+    feats = np.stack(rows).astype(np.float32, copy=False)
+    if not np.all(np.isfinite(feats)):
+        raise ValueError("feature vectors contain NaN or infinite values")
+    return feats
+
+
+def prediction_to_msg(header: Header, pred: Any, model_version: int) -> PredictionMsg:
+    """Prediction.msg from a core Prediction (label, confidence, known, top_labels, top_scores)."""
+    msg = PredictionMsg()
+    msg.header = copy_header(header)
+    msg.label = str(pred.label)
+    msg.confidence = float(pred.confidence)
+    msg.known = bool(pred.known)
+    msg.class_labels = [str(x) for x in pred.top_labels]
+    msg.scores = [float(x) for x in pred.top_scores]
+    msg.model_version = int(model_version)
+    return msg
+
+
+def fill_classify_response(resp: Any, *, success: bool, message: str, pred: Any = None,
+                           header: Header | None = None, model_version: int = 0) -> Any:
+    """Fill a Classify response; ``pred`` is a core Prediction or None when there is no answer."""
+    resp.success = bool(success)
+    resp.message = message
+    resp.model_version = int(model_version)
+    if header is not None:
+        resp.header = copy_header(header)
+    if pred is not None:
+        resp.label = str(pred.label)
+        resp.confidence = float(pred.confidence)
+        resp.known = bool(pred.known)
+        resp.top_labels = [str(x) for x in pred.top_labels]
+        resp.top_scores = [float(x) for x in pred.top_scores]
+    return resp
+
+
+def fill_teach_response(resp: Any, outcome: Any) -> Any:
+    """Fill a TeachClass response from a controller TeachOutcome."""
+    resp.success = bool(outcome.success)
+    resp.message = outcome.message
+    resp.extended_existing = bool(outcome.extended_existing)
+    resp.num_examples = int(outcome.num_examples)
+    resp.num_clusters = int(outcome.num_clusters)
+    resp.num_classes = int(outcome.num_classes)
+    resp.learning_time_s = float(outcome.learning_time_s)
+    resp.model_version = int(outcome.model_version)
+    return resp
+
+
+def class_info_msgs(infos: Iterable[Any]) -> list[ClassInfo]:
+    """ClassInfo messages from the core's class_info() entries (objects or dicts)."""
+    out = []
+    for info in infos:
+        get = (lambda k, i=info: i[k]) if isinstance(info, dict) else (lambda k, i=info: getattr(i, k))
+        out.append(ClassInfo(name=str(get("name")), num_clusters=int(get("num_clusters")),
+                             num_examples=int(get("num_examples"))))
+    return out
+
+
+def make_status_msg(snapshot: Any, header: Header | None = None) -> LearnerStatus:
+    """LearnerStatus from a controller StatusSnapshot."""
+    msg = LearnerStatus()
+    if header is not None:
+        msg.header = copy_header(header)
+    msg.num_classes = int(len(snapshot.class_names))
+    msg.num_clusters = int(snapshot.num_clusters)
+    msg.cluster_budget = int(snapshot.cluster_budget)
+    msg.memory_bytes = int(snapshot.memory_bytes)
+    msg.backbone = snapshot.backbone
+    msg.feature_dimension = int(snapshot.feature_dimension)
+    msg.model_version = int(snapshot.model_version)
+    msg.training = bool(snapshot.training)
+    msg.memory_path = snapshot.memory_path
+    msg.last_save_ok = bool(snapshot.last_save_ok)
+    msg.class_names = list(snapshot.class_names)
+    return msg

@@ -1,0 +1,247 @@
+"""Feature-extractor node: camera frames in, FeatureVector messages out, plus an extraction service.
+
+* Subscribes to ``image`` (remappable; CompressedImage with ``compressed: true``) with sensor-data QoS
+  by default. The callback only stores the newest frame; a worker thread extracts and publishes, so a
+  slow backbone never queues frames up: stale frames are dropped and counted, the newest is kept.
+* Publishes ``features`` (FeatureVector with the source header, backbone and preprocessing id).
+* Serves ``extract_features`` for images sent in requests. A request image identical to a recent
+  stream frame (same stamp, frame, size and bytes) is answered from the cache, so a vector is computed
+  once.
+* Logs a hint naming the topic, its QoS and the publishers seen when nothing arrives for a while.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+import zlib
+from typing import Any
+
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import ReliabilityPolicy
+from sensor_msgs.msg import CompressedImage, Image
+
+from cbcl_pr_ros.msg import FeatureVector
+from cbcl_pr_ros.nodes.conversions import (
+    compressed_msg_to_rgb,
+    image_msg_to_rgb,
+    make_feature_msg,
+    stamp_key,
+)
+from cbcl_pr_ros.nodes.debug_image import FrameBuffer
+from cbcl_pr_ros.nodes.params import EXTRACTOR, declare_parameters, read_parameters
+from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos
+from cbcl_pr_ros.srv import ExtractFeatures
+
+__all__ = ["FeatureExtractorNode", "frame_fingerprint", "no_frame_hint", "main"]
+
+
+def frame_fingerprint(msg: Any) -> tuple:
+    """Identity of an image message's content: stamp key, size, encoding and a CRC of the bytes."""
+    data = msg.data
+    crc = zlib.crc32(memoryview(data).cast("B")) if len(data) else 0
+    enc = getattr(msg, "encoding", getattr(msg, "format", ""))
+    return (stamp_key(msg.header), int(getattr(msg, "height", 0)), int(getattr(msg, "width", 0)),
+            enc, len(data), crc)
+
+
+def no_frame_hint(topic: str, waited_s: float, qos_text: str, msg_type: str,
+                  publishers: list[tuple[str, str, str]]) -> str:
+    """The log line for "no frames": topic, our QoS, and what the graph offers (type, reliability).
+
+    ``publishers`` holds (node name, topic type, reliability) per publisher seen on the topic.
+    """
+    head = f"no frame received on '{topic}' for {waited_s:.0f} s (subscribed as {msg_type}, QoS {qos_text})."
+    if not publishers:
+        return (f"{head} Nobody publishes on it: is the camera running, and is the topic remapped "
+                f"(e.g. -r image:=/camera/image_raw) and in the same namespace/ROS_DOMAIN_ID?")
+    types = {t for _, t, _ in publishers}
+    if any(t != msg_type for t in types):
+        return (f"{head} Publishers send {', '.join(sorted(types))}: type mismatch; set "
+                f"compressed:={'true' if 'Compressed' in ''.join(types) else 'false'}.")
+    if qos_text.startswith("reliable") and all(r == "best_effort" for _, _, r in publishers):
+        return (f"{head} QoS mismatch: the publishers are best_effort and this subscription is "
+                f"reliable; set reliability:=best_effort.")
+    names = ", ".join(sorted({n for n, _, _ in publishers}))
+    return f"{head} {len(publishers)} publisher(s) ({names}) match but send nothing: is the camera streaming?"
+
+
+class FeatureExtractorNode(Node):
+    """Camera → feature vectors. ``backbone`` may be injected (tests, the one-process session)."""
+
+    def __init__(self, backbone: Any = None, *, node_name: str = "feature_extractor",
+                 namespace: str | None = None, **kwargs: Any) -> None:
+        super().__init__(node_name, namespace=namespace, **kwargs)
+        declare_parameters(self, EXTRACTOR)
+        p = read_parameters(self, EXTRACTOR)
+        if backbone is None:
+            from cbcl_pr_ros.features import make_backbone
+
+            t0 = time.perf_counter()
+            backbone = make_backbone(p["backbone"], runtime=p["runtime"], threads=p["threads"],
+                                     device=p["device"])
+            self.get_logger().info(f"backbone {backbone!r} ready in {time.perf_counter() - t0:.1f} s")
+        elif backbone.name != p["backbone"]:
+            self.get_logger().warning(f"injected backbone '{backbone.name}' differs from parameter "
+                                      f"backbone '{p['backbone']}'; using the injected one")
+        self.backbone = backbone
+        # Shared with an in-process learner (LocalFeatureSource) so both never compete mid-batch.
+        self.backbone_lock = threading.Lock()
+        self.compressed = bool(p["compressed"])
+        self._msg_type = CompressedImage if self.compressed else Image
+        self._qos = image_qos(p["reliability"], p["qos_depth"])
+        self._cache: FrameBuffer[FeatureVector] = FrameBuffer(capacity=32)
+
+        self._sub_group = MutuallyExclusiveCallbackGroup()
+        self._srv_group = MutuallyExclusiveCallbackGroup()
+        self._timer_group = MutuallyExclusiveCallbackGroup()
+        self.image_sub = self.create_subscription(self._msg_type, p["image_topic"], self._on_image,
+                                                  self._qos, callback_group=self._sub_group)
+        self.features_pub = self.create_publisher(FeatureVector, p["features_topic"],
+                                                  feature_qos("reliable", depth=10))
+        self.extract_srv = self.create_service(ExtractFeatures, p["extract_service"], self._on_extract,
+                                               callback_group=self._srv_group)
+
+        # newest-frame slot filled by the subscription, emptied by the worker
+        self._slot_lock = threading.Condition()
+        self._slot: Any = None
+        self._stop = False
+        self.received = 0
+        self.processed = 0
+        self.dropped = 0
+        self.failed = 0
+        self._last_frame_time = time.monotonic()
+        self._last_hint_time = time.monotonic()
+        self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
+        self._worker.start()
+        self.hint_timer = self.create_timer(1.0, self._check_frames, callback_group=self._timer_group)
+        self.get_logger().info(
+            f"extracting {backbone.name} features ({backbone.feature_dim}-d, {backbone.runtime}) from "
+            f"'{self.image_sub.topic_name}' ({self._msg_type.__name__}, QoS {describe_qos(self._qos)}) "
+            f"to '{self.features_pub.topic_name}'; service '{self.extract_srv.srv_name}'")
+
+    # ------------------------------------------------------------------ stream
+    def _on_image(self, msg: Any) -> None:
+        with self._slot_lock:
+            if self._slot is not None:
+                self.dropped += 1  # the worker had not taken the previous frame yet
+            self._slot = msg
+            self.received += 1
+            self._last_frame_time = time.monotonic()
+            self._slot_lock.notify()
+
+    def _work(self) -> None:
+        while True:
+            with self._slot_lock:
+                while self._slot is None and not self._stop:
+                    self._slot_lock.wait(0.5)
+                if self._stop:
+                    return
+                msg, self._slot = self._slot, None
+            try:
+                self._process(msg)
+            except Exception as exc:  # one bad frame must not stop the stream
+                self.failed += 1
+                self.get_logger().warning(f"frame skipped: {exc}", throttle_duration_sec=5.0)
+
+    def _decode(self, msg: Any):
+        return compressed_msg_to_rgb(msg) if self.compressed else image_msg_to_rgb(msg)
+
+    def _process(self, msg: Any) -> None:
+        rgb = self._decode(msg)
+        with self.backbone_lock:
+            vec = self.backbone.extract([rgb])[0]
+        out = make_feature_msg(msg.header, self.backbone.name, self.backbone.preprocessing_id, vec)
+        if not self.compressed:
+            self._cache.put(frame_fingerprint(msg), out)
+        self.features_pub.publish(out)
+        self.processed += 1
+
+    def _check_frames(self) -> None:
+        limit = float(self.get_parameter("no_frame_warning_s").value)
+        now = time.monotonic()
+        if limit <= 0 or now - self._last_frame_time < limit or now - self._last_hint_time < limit:
+            return
+        self._last_hint_time = now
+        infos = self.get_publishers_info_by_topic(self.image_sub.topic_name)
+        pubs = [(i.node_name, i.topic_type.replace("/msg/", "/"),
+                 "best_effort" if i.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT else "reliable")
+                for i in infos]
+        msg_type = "sensor_msgs/CompressedImage" if self.compressed else "sensor_msgs/Image"
+        self.get_logger().warning(no_frame_hint(self.image_sub.topic_name, now - self._last_frame_time,
+                                                describe_qos(self._qos), msg_type, pubs))
+
+    # ------------------------------------------------------------------ service
+    def _on_extract(self, req: Any, resp: Any) -> Any:
+        if len(req.images) == 0:
+            resp.success, resp.message = False, "no images in the request"
+            return resp
+        out: list[Any] = [None] * len(req.images)
+        todo, rgbs = [], []
+        for i, img in enumerate(req.images):
+            cached = self._cache.pop(frame_fingerprint(img))
+            if cached is not None:
+                self._cache.put(frame_fingerprint(img), cached)
+                out[i] = cached
+                continue
+            try:
+                rgbs.append(image_msg_to_rgb(img))
+            except (ValueError, TypeError) as exc:
+                resp.success = False
+                resp.message = (f"image {i} ({img.width}x{img.height}, encoding '{img.encoding}') "
+                                f"cannot be used: {exc}")
+                return resp
+            todo.append(i)
+        if rgbs:
+            with self.backbone_lock:
+                feats = self.backbone.extract(rgbs)
+            for row, i in enumerate(todo):
+                out[i] = make_feature_msg(req.images[i].header, self.backbone.name,
+                                          self.backbone.preprocessing_id, feats[row])
+        resp.features = out
+        resp.success = True
+        resp.message = (f"{len(out)} vectors ({len(out) - len(todo)} from the stream cache, "
+                        f"{len(todo)} computed)")
+        return resp
+
+    # ------------------------------------------------------------------ life cycle
+    def stats(self) -> dict[str, int]:
+        return {"received": self.received, "processed": self.processed, "dropped": self.dropped,
+                "failed": self.failed}
+
+    def close(self) -> None:
+        """Stop the worker thread (call before destroy_node)."""
+        with self._slot_lock:
+            self._stop = True
+            self._slot_lock.notify_all()
+        self._worker.join(timeout=5.0)
+
+    def destroy_node(self) -> None:
+        self.close()
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> int:
+    """``ros2 run cbcl_pr_ros feature_extractor_node [--ros-args ...]``."""
+    node = None
+    try:
+        with rclpy.init(args=args if args is not None else sys.argv):
+            node = FeatureExtractorNode()
+            executor = MultiThreadedExecutor(num_threads=3)
+            executor.add_node(node)
+            try:
+                executor.spin()
+            finally:
+                node.get_logger().info(f"stopping: {node.stats()}")
+                executor.shutdown()
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

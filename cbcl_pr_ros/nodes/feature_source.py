@@ -1,0 +1,123 @@
+"""Where the learner gets feature vectors for images sent in a request.
+
+Two implementations of one small interface, injected into the learner node:
+
+* :class:`LocalFeatureSource` calls a backbone object directly; the one-process session passes the
+  extractor's own backbone, so no model is loaded twice and no vector computed twice.
+* :class:`ServiceFeatureSource` calls the extractor's ``extract_features`` service, for an extractor in
+  another process or on another machine (a GPU box).
+
+Both return the vectors with the backbone and preprocessing that produced them, so the learner can
+check them against its memory either way.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from cbcl_pr_ros.nodes.conversions import features_from_msgs, image_msg_to_rgb
+
+__all__ = ["ExtractedFeatures", "FeatureSourceError", "FeatureSource", "LocalFeatureSource",
+           "ServiceFeatureSource"]
+
+
+class FeatureSourceError(RuntimeError):
+    """The vectors could not be computed; the message is fit for a service response."""
+
+
+@dataclass
+class ExtractedFeatures:
+    features: np.ndarray  # (n, d) float32
+    backbone: str
+    preprocessing: str
+
+
+class FeatureSource(Protocol):
+    def extract_images(self, images: Sequence[Any]) -> ExtractedFeatures:
+        """Vectors for sensor_msgs/Image messages (same order); FeatureSourceError when impossible."""
+
+
+def decode_images(images: Sequence[Any]) -> list[np.ndarray]:
+    """RGB arrays for Image messages; FeatureSourceError naming the first bad image."""
+    rgbs = []
+    for i, img in enumerate(images):
+        try:
+            rgbs.append(image_msg_to_rgb(img))
+        except (ValueError, TypeError) as exc:
+            raise FeatureSourceError(f"image {i} ({img.width}x{img.height}, encoding "
+                                     f"'{img.encoding}') cannot be used: {exc}") from exc
+    return rgbs
+
+
+class LocalFeatureSource:
+    """Computes vectors with a backbone object living in this process.
+
+    ``lock`` serialises calls when the same backbone also serves the camera stream (ONNX Runtime and
+    torch sessions are thread-safe, but two concurrent batches would only compete for the same cores).
+    """
+
+    def __init__(self, backbone: Any, lock: threading.Lock | None = None) -> None:
+        for attr in ("extract", "name", "preprocessing_id"):
+            if not hasattr(backbone, attr):
+                raise TypeError(f"backbone object lacks '{attr}': {type(backbone).__name__}")
+        self.backbone = backbone
+        self.lock = lock or threading.Lock()
+
+    def extract_images(self, images: Sequence[Any]) -> ExtractedFeatures:
+        if len(images) == 0:
+            raise FeatureSourceError("no images given")
+        rgbs = decode_images(images)
+        with self.lock:
+            feats = np.asarray(self.backbone.extract(rgbs), dtype=np.float32)
+        return ExtractedFeatures(feats, self.backbone.name, self.backbone.preprocessing_id)
+
+
+class ServiceFeatureSource:
+    """Calls an ExtractFeatures service (the extractor node, anywhere on the ROS graph).
+
+    The client must live in a callback group that can run while the caller's service callback waits
+    (the learner gives it its own group under a MultiThreadedExecutor).
+    """
+
+    def __init__(self, node: Any, service_name: str, timeout_s: float = 10.0,
+                 callback_group: Any = None) -> None:
+        from cbcl_pr_ros.srv import ExtractFeatures
+
+        self.node = node
+        self.service_name = service_name
+        self.timeout_s = float(timeout_s)
+        self._srv_type = ExtractFeatures
+        self.client = node.create_client(ExtractFeatures, service_name, callback_group=callback_group)
+
+    def extract_images(self, images: Sequence[Any]) -> ExtractedFeatures:
+        if len(images) == 0:
+            raise FeatureSourceError("no images given")
+        decode_images(images)  # a bad encoding is answered here, with the image's index
+        if not self.client.wait_for_service(timeout_sec=min(self.timeout_s, 5.0)):
+            raise FeatureSourceError(
+                f"feature extractor service '{self.client.srv_name}' is not available: is the "
+                "feature_extractor node running (same namespace / ROS_DOMAIN_ID)?")
+        req = self._srv_type.Request()
+        req.images = list(images)
+        done = threading.Event()
+        future = self.client.call_async(req)
+        future.add_done_callback(lambda _f: done.set())
+        if not done.wait(self.timeout_s):
+            self.client.remove_pending_request(future)
+            raise FeatureSourceError(f"feature extractor did not answer within {self.timeout_s:.1f} s")
+        resp = future.result()
+        if resp is None or not resp.success:
+            raise FeatureSourceError(f"feature extractor refused the images: "
+                                     f"{getattr(resp, 'message', 'no response')}")
+        try:
+            feats = features_from_msgs(resp.features)
+        except ValueError as exc:
+            raise FeatureSourceError(f"feature extractor answered unusable vectors: {exc}") from exc
+        if feats.shape[0] != len(images):
+            raise FeatureSourceError(f"feature extractor answered {feats.shape[0]} vectors for "
+                                     f"{len(images)} images")
+        first = resp.features[0]
+        return ExtractedFeatures(feats, first.backbone, first.preprocessing)

@@ -1,0 +1,199 @@
+"""The nodes' parameters in one table: name, default, description, range or choices, who uses them.
+
+The table drives three things, so they cannot drift apart: ``declare_parameters`` (descriptors with
+FloatingPointRange/IntegerRange, read-only flags), ``validate_parameter`` (the on-set callback, pure
+and unit-tested), and the test that ``config/cbcl_pr.yaml`` holds every parameter.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+__all__ = [
+    "ParamSpec",
+    "PARAMS",
+    "EXTRACTOR",
+    "LEARNER",
+    "specs_for",
+    "validate_parameter",
+    "declare_parameters",
+    "read_parameters",
+    "resolve_memory_path",
+]
+
+EXTRACTOR = "feature_extractor"
+LEARNER = "learner"
+BOTH = (EXTRACTOR, LEARNER)
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    default: Any
+    description: str
+    nodes: tuple[str, ...]
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+    read_only: bool = True  # structural: fixed for the node's life (change = restart)
+
+
+PARAMS: tuple[ParamSpec, ...] = (
+    # --- shared ---------------------------------------------------------------------------
+    ParamSpec("backbone", "efficientnet_lite0",
+              "Frozen backbone computing the feature vectors; the learner refuses vectors and memory "
+              "files of any other", BOTH),
+    ParamSpec("reliability", "best_effort",
+              "Reliability of the camera/feature subscriptions: best_effort (sensor data, matches "
+              "every publisher) or reliable (only matches reliable publishers)", BOTH,
+              choices=("best_effort", "reliable")),
+    ParamSpec("qos_depth", 2, "History depth of the camera subscription (keep last N frames)",
+              BOTH, min=1, max=100),
+    ParamSpec("image_topic", "image",
+              "Camera topic (sensor_msgs/Image or CompressedImage); remapping 'image' works too",
+              BOTH),
+    ParamSpec("features_topic", "features", "FeatureVector topic between extractor and learner",
+              BOTH),
+    # --- extractor ------------------------------------------------------------------------
+    ParamSpec("runtime", "onnx", "Inference runtime of the backbone", (EXTRACTOR,),
+              choices=("onnx", "torch")),
+    ParamSpec("device", "auto", "Where the backbone runs: auto (CUDA when the runtime has it), cpu or cuda",
+              (EXTRACTOR,), choices=("auto", "cpu", "cuda")),
+    ParamSpec("threads", 2, "CPU threads the backbone may use", (EXTRACTOR,), min=1, max=256),
+    ParamSpec("compressed", False,
+              "Subscribe to sensor_msgs/CompressedImage (jpeg/png) instead of sensor_msgs/Image",
+              BOTH),
+    ParamSpec("no_frame_warning_s", 5.0,
+              "Log a hint (topic, QoS, is the camera running?) when no frame arrived for this long "
+              "(0 = never)", (EXTRACTOR,), min=0.0, max=3600.0, read_only=False),
+    ParamSpec("extract_service", "extract_features",
+              "Name of the ExtractFeatures service (the learner calls it for request images)", BOTH),
+    # --- learner: CBCL-PR hyperparameters ---------------------------------------------------
+    ParamSpec("distance_threshold", 0.0,
+              "Agg-Var distance threshold D (0 = auto from the first class's vectors)", (LEARNER,),
+              min=0.0, max=1.0e6),
+    ParamSpec("cluster_budget", 0, "Total cluster budget K over all classes (0 = unlimited)",
+              (LEARNER,), min=0, max=10_000_000),
+    ParamSpec("covariance", "full", "Covariance kept per cluster: full or diagonal (CBCL-PR_D)",
+              (LEARNER,), choices=("full", "diagonal")),
+    ParamSpec("rehearsal_mode", "fixed",
+              "Pseudo-exemplars per class: fixed (rehearsal_per_class for every class, the paper's "
+              "few-shot setting) or proportional (as many as the class was taught with)", (LEARNER,),
+              choices=("fixed", "proportional")),
+    ParamSpec("rehearsal_per_class", 40, "Pseudo-exemplars drawn per class when rehearsal_mode=fixed",
+              (LEARNER,), min=1, max=100_000),
+    ParamSpec("classifier", "linear",
+              "Classifier over the clusters: linear (CBCL-PR), vote (CBCL weighted vote), ncm", (LEARNER,),
+              choices=("linear", "vote", "ncm")),
+    ParamSpec("unknown_threshold", 0.0,
+              "Open set: a best score below this is answered as unknown (0 = always a known label)",
+              (LEARNER,), min=0.0, max=1.0),
+    ParamSpec("seed", 0, "Seed of the pseudo-rehearsal sampling and classifier training", (LEARNER,),
+              min=0, max=2**31 - 1),
+    # --- learner: node behaviour --------------------------------------------------------------
+    ParamSpec("memory_path", "~/.ros/cbcl_pr_ros/memory.cbclpr",
+              "File the memory is saved to after every change and loaded from at start-up "
+              "('' = RAM only)", (LEARNER,)),
+    ParamSpec("max_prediction_rate", 30.0,
+              "Most predictions per second published for the stream (0 = one per feature vector)",
+              (LEARNER,), min=0.0, max=1000.0, read_only=False),
+    ParamSpec("teach_num_frames", 10, "Frames taken from the stream by a TeachClass without "
+              "images or features", (LEARNER,), min=1, max=10_000, read_only=False),
+    ParamSpec("teach_timeout_s", 10.0, "Seconds a TeachClass waits for those frames", (LEARNER,),
+              min=0.1, max=3600.0, read_only=False),
+    ParamSpec("extract_timeout_s", 10.0,
+              "Seconds to wait for the extractor's service when images are sent to the learner",
+              (LEARNER,), min=0.1, max=3600.0, read_only=False),
+    ParamSpec("status_period_s", 2.0, "Period of the status publication (also sent on every change)",
+              (LEARNER,), min=0.1, max=3600.0),
+    ParamSpec("debug_image", False,
+              "Always publish the annotated debug_image (otherwise only while someone subscribes)",
+              (LEARNER,), read_only=False),
+)
+
+_BY_NAME = {p.name: p for p in PARAMS}
+
+
+def specs_for(node: str) -> list[ParamSpec]:
+    """The parameters a node declares (``feature_extractor`` or ``learner``)."""
+    if node not in BOTH:
+        raise ValueError(f"unknown node kind {node!r}; expected one of {BOTH}")
+    return [p for p in PARAMS if node in p.nodes]
+
+
+def validate_parameter(name: str, value: Any) -> str | None:
+    """None when ``value`` is acceptable for parameter ``name``, else the reason (for the on-set callback)."""
+    spec = _BY_NAME.get(name)
+    if spec is None:
+        return None  # not ours (e.g. use_sim_time): let ROS decide
+    want = type(spec.default)
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if want is bool and not isinstance(value, bool) or want is not bool and isinstance(value, bool):
+        return f"{name} must be {want.__name__}, got {type(value).__name__} {value!r}"
+    if not isinstance(value, want):
+        return f"{name} must be {want.__name__}, got {type(value).__name__} {value!r}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{name} must be finite, got {value!r}"
+    if spec.choices is not None and value not in spec.choices:
+        return f"{name} must be one of {', '.join(spec.choices)}; got {value!r}"
+    if spec.min is not None and value < spec.min:
+        return f"{name} must be >= {spec.min}, got {value!r}"
+    if spec.max is not None and value > spec.max:
+        return f"{name} must be <= {spec.max}, got {value!r}"
+    if name in ("backbone", "image_topic", "features_topic", "extract_service") and not value.strip():
+        return f"{name} must not be empty"
+    return None
+
+
+def _descriptor(spec: ParamSpec):
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+
+    desc = spec.description
+    if spec.choices:
+        desc += f" [{'|'.join(spec.choices)}]"
+    d = ParameterDescriptor(description=desc, read_only=spec.read_only)
+    if isinstance(spec.default, float) and spec.min is not None and spec.max is not None:
+        d.floating_point_range = [FloatingPointRange(from_value=float(spec.min),
+                                                     to_value=float(spec.max), step=0.0)]
+    elif isinstance(spec.default, int) and not isinstance(spec.default, bool) \
+            and spec.min is not None and spec.max is not None:
+        d.integer_range = [IntegerRange(from_value=int(spec.min), to_value=int(spec.max), step=0)]
+    return d
+
+
+def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = None) -> None:
+    """Declare the parameters of ``kind`` on an rclpy node and install the validating on-set callback.
+
+    ``overrides`` replace the table's defaults (values from a YAML file still win over both).
+    """
+    from rcl_interfaces.msg import SetParametersResult
+
+    overrides = overrides or {}
+    for spec in specs_for(kind):
+        default = overrides.get(spec.name, spec.default)
+        node.declare_parameter(spec.name, default, _descriptor(spec))
+        reason = validate_parameter(spec.name, node.get_parameter(spec.name).value)
+        if reason:
+            raise ValueError(f"parameter {reason}")
+
+    def _on_set(params: Iterable[Any]) -> SetParametersResult:
+        for p in params:
+            reason = validate_parameter(p.name, p.value)
+            if reason:
+                return SetParametersResult(successful=False, reason=reason)
+        return SetParametersResult(successful=True)
+
+    node.add_on_set_parameters_callback(_on_set)
+
+
+def read_parameters(node: Any, kind: str) -> dict[str, Any]:
+    """Current values of the parameters of ``kind`` as a plain dict."""
+    return {spec.name: node.get_parameter(spec.name).value for spec in specs_for(kind)}
+
+
+def resolve_memory_path(path: str) -> str:
+    """Expand ``~`` and environment variables; "" stays "" (RAM only)."""
+    return os.path.expandvars(os.path.expanduser(path)) if path else ""

@@ -1,0 +1,1 @@
+"""robot layer of cbcl_pr_ros."""

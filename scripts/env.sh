@@ -1,0 +1,17 @@
+# Source this file to get the project's environment: the venv, the ROS 2 underlay it holds,
+# and the built package. With --no-install it only sets variables (used by scripts/setup).
+_cbcl_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck disable=SC1091
+source "$_cbcl_root/.venv/bin/activate"
+export AMENT_PREFIX_PATH="$_cbcl_root/.venv${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
+export CMAKE_PREFIX_PATH="$_cbcl_root/.venv${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
+# Large images over shared memory without loss (see docs/transport.md).
+export FASTDDS_DEFAULT_PROFILES_FILE="${FASTDDS_DEFAULT_PROFILES_FILE:-$_cbcl_root/config/fastdds_profile.xml}"
+mkdir -p "$_cbcl_root/log"
+if [ "${1:-}" != "--no-install" ] && [ -f "$_cbcl_root/install/setup.bash" ]; then
+  # colcon's setup does not chain the venv; it is sourced after the venv for that reason.
+  # shellcheck disable=SC1091
+  source "$_cbcl_root/install/setup.bash"
+fi
+unset _cbcl_root

@@ -1,0 +1,29 @@
+"""pip installation of the ROS-free part (core, features, evaluation, robot simulation, bags, CLI).
+
+On a ROS 2 install the package is built with colcon from CMakeLists.txt (rosidl needs CMake); colcon
+ignores this file. `pip install .` gives users without ROS the library and the command-line tools.
+"""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+
+
+def _requirements(name: str) -> list[str]:
+    lines = (HERE / "requirements" / name).read_text().splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+
+
+setup(
+    name="cbcl_pr_ros",
+    version="0.1.0",
+    description="CBCL-PR few-shot lifelong object learning (core library and tools of cbcl_pr_ros)",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["cbcl_pr_ros", "cbcl_pr_ros.*"], exclude=["cbcl_pr_ros.nodes*"]),
+    install_requires=_requirements("core.txt"),
+    extras_require={"test": _requirements("test.txt")},
+    package_data={"cbcl_pr_ros": ["py.typed"]},
+    entry_points={"console_scripts": []},
+)
