@@ -2,7 +2,8 @@
 # and the built package. With --no-install it only sets variables (used by scripts/setup).
 _cbcl_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck disable=SC1091
-source "$_cbcl_root/.venv/bin/activate"
+case $- in *u*) set +u; source "$_cbcl_root/.venv/bin/activate"; set -u ;;
+           *) source "$_cbcl_root/.venv/bin/activate" ;; esac
 export AMENT_PREFIX_PATH="$_cbcl_root/.venv${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
 export CMAKE_PREFIX_PATH="$_cbcl_root/.venv${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
@@ -12,6 +13,8 @@ mkdir -p "$_cbcl_root/log"
 if [ "${1:-}" != "--no-install" ] && [ -f "$_cbcl_root/install/setup.bash" ]; then
   # colcon's setup does not chain the venv; it is sourced after the venv for that reason.
   # shellcheck disable=SC1091
-  source "$_cbcl_root/install/setup.bash"
+  # colcon's and the venv's scripts read unset variables; callers may run under `set -u`.
+  case $- in *u*) set +u; source "$_cbcl_root/install/setup.bash"; set -u ;;
+             *) source "$_cbcl_root/install/setup.bash" ;; esac
 fi
 unset _cbcl_root
