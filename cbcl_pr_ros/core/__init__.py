@@ -1,1 +1,26 @@
-"""core layer of cbcl_pr_ros."""
+"""Core CBCL-PR library (no ROS): Agg-Var clustering, cluster memory with a budget, Gaussian
+pseudo-rehearsal, classifiers, open-set gate, the learner and its persistence.  See docs/core.md."""
+
+from .classifiers import NaiveFineTuneHead
+from .clustering import ClassClusters, agg_var
+from .distance_threshold import estimate_distance_threshold
+from .learner import CLASSIFIERS, CBCLPRLearner, ClassInfo, LearnerConfig, Prediction, TeachResult
+from .memory import ClusterMemory
+from .persistence import (
+    FORMAT_VERSION,
+    CorruptMemoryFileError,
+    IncompatibleMemoryFileError,
+    MemoryFileError,
+    load_learner,
+    read_metadata,
+    save_learner,
+)
+from .rehearsal import pseudo_exemplars
+from .validation import UnknownClassError
+
+__all__ = [
+    "CBCLPRLearner", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CLASSIFIERS",
+    "ClassClusters", "ClusterMemory", "agg_var", "estimate_distance_threshold", "pseudo_exemplars",
+    "NaiveFineTuneHead", "MemoryFileError", "CorruptMemoryFileError", "IncompatibleMemoryFileError",
+    "FORMAT_VERSION", "save_learner", "load_learner", "read_metadata", "UnknownClassError",
+]

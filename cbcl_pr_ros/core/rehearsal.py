@@ -41,7 +41,7 @@ REHEARSAL_MODES = ("few_shot", "full")
 def sample_counts(counts: np.ndarray, total: int) -> np.ndarray:
     """Split ``total`` samples among clusters in proportion to ``counts`` (largest remainders).
 
-    >>> sample_counts(np.array([1] * 50 + [10]), 40).sum()
+    >>> int(sample_counts(np.array([1] * 50 + [10]), 40).sum())
     40
     """
     counts = np.asarray(counts, dtype=np.float64)

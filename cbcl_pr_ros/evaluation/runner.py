@@ -75,4 +75,6 @@ def run_schedule(make_method: Callable[[int], IncrementalMethod], fs: FeatureSet
         if on_step is not None:
             on_step()
     res.forgetting = forgetting(step_class_acc)
+    if getattr(method, "D_", None) is not None:
+        res.info["D"] = float(method.D_)
     return res

@@ -107,6 +107,7 @@ class FeatureCache:
         try:
             with os.fdopen(fd, "wb" if binary else "w") as f:
                 write(f)
+            os.chmod(tmp, 0o644)
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):

@@ -14,6 +14,7 @@ import logging
 import os
 import tempfile
 import time
+import warnings
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
@@ -48,6 +49,7 @@ def _atomic_write_text(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -66,7 +68,11 @@ def export_and_check(model: Any, path: Path, input_size: int = 224, opset: int =
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".onnx.tmp")
     os.close(fd)
     try:
-        with torch.inference_mode(False), torch.no_grad():
+        with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+            # dynamo=False on purpose: the TorchScript exporter needs no onnxscript and its graphs
+            # run fast in ORT; its deprecation and tracer warnings are noise here.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
             torch.onnx.export(
                 model, (dummy,), tmp, input_names=["input"], output_names=["features"],
                 dynamic_axes={"input": {0: "n"}, "features": {0: "n"}}, opset_version=opset, dynamo=False,
@@ -85,6 +91,7 @@ def export_and_check(model: Any, path: Path, input_size: int = 224, opset: int =
                 f"ONNX export of {path.name} disagrees with PyTorch: max abs diff {diff:.3g} > {MAX_ALLOWED_DIFF}; "
                 "use runtime='torch'"
             )
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -140,7 +140,7 @@ class LearnerController:
         infos = list(lrn.class_info()) if lrn is not None else []
         return StatusSnapshot(
             class_names=self.classes,
-            num_clusters=sum(int(_info_get(i, "num_clusters")) for i in infos),
+            num_clusters=sum(int(_info_get(i, "clusters")) for i in infos),
             cluster_budget=self.cluster_budget,
             memory_bytes=int(lrn.memory_bytes()) if lrn is not None else 0,
             backbone=self.backbone,
@@ -284,7 +284,7 @@ class LearnerController:
                 warn = self._autosave()
         finally:
             self._set_training(-1)
-        n_clusters = int(getattr(res, "num_clusters", 0) or self._clusters_of(label))
+        n_clusters = int(res.clusters.get(label, 0)) if hasattr(res, "clusters") else self._clusters_of(label)
         verb = "extended known class" if extended else "learned new class"
         msg = (f"{verb} '{label}' from {feats.shape[0]} {source} ({n_clusters} clusters, "
                f"{len(lrn.classes_)} classes known, {elapsed:.2f} s){warn}")
@@ -296,7 +296,7 @@ class LearnerController:
     def _clusters_of(self, label: str) -> int:
         for info in self.class_info():
             if _info_get(info, "name") == label:
-                return int(_info_get(info, "num_clusters"))
+                return int(_info_get(info, "clusters"))
         return 0
 
     def forget(self, label: str) -> Outcome:

@@ -181,12 +181,12 @@ def fill_teach_response(resp: Any, outcome: Any) -> Any:
 
 
 def class_info_msgs(infos: Iterable[Any]) -> list[ClassInfo]:
-    """ClassInfo messages from the core's class_info() entries (objects or dicts)."""
+    """ClassInfo messages from the core's class_info() entries (name, clusters, shots)."""
     out = []
     for info in infos:
         get = (lambda k, i=info: i[k]) if isinstance(info, dict) else (lambda k, i=info: getattr(i, k))
-        out.append(ClassInfo(name=str(get("name")), num_clusters=int(get("num_clusters")),
-                             num_examples=int(get("num_examples"))))
+        out.append(ClassInfo(name=str(get("name")), num_clusters=int(get("clusters")),
+                             num_examples=int(get("shots"))))
     return out
 
 

@@ -21,11 +21,21 @@ __all__ = [
     "declare_parameters",
     "read_parameters",
     "resolve_memory_path",
+    "learner_config",
+    "learner_factory",
 ]
 
 EXTRACTOR = "feature_extractor"
 LEARNER = "learner"
 BOTH = (EXTRACTOR, LEARNER)
+
+# Choices of the core's LearnerConfig, repeated here so that this table imports no torch/scipy;
+# test_params checks they equal the core's constants.
+COVARIANCE_MODES = ("full", "diagonal")
+REDUCTIONS = ("kmeans", "remove")
+REHEARSAL_MODES = ("few_shot", "full")
+CLASSIFIERS = ("gaussian", "linear_sgd", "cbcl_vote", "ncm")
+OPEN_SET_MODES = ("distance", "confidence", "none")
 
 
 @dataclass(frozen=True)
@@ -61,7 +71,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               choices=("onnx", "torch")),
     ParamSpec("device", "auto", "Where the backbone runs: auto (CUDA when the runtime has it), cpu or cuda",
               (EXTRACTOR,), choices=("auto", "cpu", "cuda")),
-    ParamSpec("threads", 2, "CPU threads the backbone may use", (EXTRACTOR,), min=1, max=256),
+    ParamSpec("threads", 2, "CPU threads of the backbone (extractor) and of torch (learner)", BOTH,
+              min=1, max=256),
     ParamSpec("compressed", False,
               "Subscribe to sensor_msgs/CompressedImage (jpeg/png) instead of sensor_msgs/Image",
               BOTH),
@@ -72,28 +83,38 @@ PARAMS: tuple[ParamSpec, ...] = (
               "Name of the ExtractFeatures service (the learner calls it for request images)", BOTH),
     # --- learner: CBCL-PR hyperparameters ---------------------------------------------------
     ParamSpec("distance_threshold", 0.0,
-              "Agg-Var distance threshold D (0 = auto from the first class's vectors)", (LEARNER,),
+              "Agg-Var distance threshold D (0 = estimated from the first class taught)", (LEARNER,),
               min=0.0, max=1.0e6),
     ParamSpec("cluster_budget", 0, "Total cluster budget K over all classes (0 = unlimited)",
               (LEARNER,), min=0, max=10_000_000),
     ParamSpec("covariance", "full", "Covariance kept per cluster: full or diagonal (CBCL-PR_D)",
-              (LEARNER,), choices=("full", "diagonal")),
-    ParamSpec("rehearsal_mode", "fixed",
-              "Pseudo-exemplars per class: fixed (rehearsal_per_class for every class, the paper's "
-              "few-shot setting) or proportional (as many as the class was taught with)", (LEARNER,),
-              choices=("fixed", "proportional")),
-    ParamSpec("rehearsal_per_class", 40, "Pseudo-exemplars drawn per class when rehearsal_mode=fixed",
+              (LEARNER,), choices=COVARIANCE_MODES),
+    ParamSpec("reduction", "kmeans",
+              "How clusters are reduced when K is exceeded: kmeans (the paper's proportional "
+              "reduction) or remove", (LEARNER,), choices=REDUCTIONS),
+    ParamSpec("rehearsal", "few_shot",
+              "Pseudo-rehearsal: few_shot (exemplars_per_class for every class, the paper's few-shot "
+              "setting) or full (as many as each cluster holds, real vectors for the new class)",
+              (LEARNER,), choices=REHEARSAL_MODES),
+    ParamSpec("exemplars_per_class", 40, "Pseudo-exemplars drawn per class when rehearsal=few_shot",
               (LEARNER,), min=1, max=100_000),
-    ParamSpec("classifier", "linear",
-              "Classifier over the clusters: linear (CBCL-PR), vote (CBCL weighted vote), ncm", (LEARNER,),
-              choices=("linear", "vote", "ncm")),
+    ParamSpec("classifier", "gaussian",
+              "Classifier over the clusters: gaussian (closed form, fast), linear_sgd (the paper's "
+              "linear head), cbcl_vote (CBCL weighted vote), ncm (nearest class mean)", (LEARNER,),
+              choices=CLASSIFIERS),
+    ParamSpec("open_set", "distance",
+              "Unknown-object test: distance (to the predicted class's clusters), confidence, none",
+              (LEARNER,), choices=OPEN_SET_MODES),
+    ParamSpec("unknown_distance_factor", 2.0,
+              "open_set=distance: unknown when farther than this many D from the class's clusters",
+              (LEARNER,), min=1.0e-3, max=1000.0),
     ParamSpec("unknown_threshold", 0.0,
-              "Open set: a best score below this is answered as unknown (0 = always a known label)",
+              "A best score below this is answered as unknown (0 = no score threshold)",
               (LEARNER,), min=0.0, max=1.0),
     ParamSpec("seed", 0, "Seed of the pseudo-rehearsal sampling and classifier training", (LEARNER,),
               min=0, max=2**31 - 1),
     # --- learner: node behaviour --------------------------------------------------------------
-    ParamSpec("memory_path", "~/.ros/cbcl_pr_ros/memory.cbclpr",
+    ParamSpec("memory_path", "~/.ros/cbcl_pr_ros/memory.safetensors",
               "File the memory is saved to after every change and loaded from at start-up "
               "('' = RAM only)", (LEARNER,)),
     ParamSpec("max_prediction_rate", 30.0,
@@ -197,3 +218,39 @@ def read_parameters(node: Any, kind: str) -> dict[str, Any]:
 def resolve_memory_path(path: str) -> str:
     """Expand ``~`` and environment variables; "" stays "" (RAM only)."""
     return os.path.expandvars(os.path.expanduser(path)) if path else ""
+
+
+def learner_config(p: dict[str, Any]) -> Any:
+    """The core LearnerConfig for the learner's parameter values (0 = auto/unlimited → None)."""
+    from cbcl_pr_ros.core import LearnerConfig
+
+    return LearnerConfig(
+        distance_threshold=float(p["distance_threshold"]) or None,
+        max_clusters=int(p["cluster_budget"]) or None,
+        covariance=p["covariance"],
+        reduction=p["reduction"],
+        rehearsal=p["rehearsal"],
+        exemplars_per_class=int(p["exemplars_per_class"]),
+        classifier=p["classifier"],
+        open_set=p["open_set"],
+        unknown_distance_factor=float(p["unknown_distance_factor"]),
+        min_confidence=float(p["unknown_threshold"]),
+        seed=int(p["seed"]),
+        torch_threads=int(p["threads"]),
+    )
+
+
+def learner_factory(p: dict[str, Any]) -> Any:
+    """callable(feature_dim) -> an empty CBCLPRLearner configured from the parameters.
+
+    The config is built (and checked) now, so a bad combination fails at start-up, not at the first teach.
+    """
+    from cbcl_pr_ros.core import CBCLPRLearner
+
+    config = learner_config(p)
+    backbone = p["backbone"]
+
+    def make(feature_dim: int) -> Any:
+        return CBCLPRLearner(config, backbone=backbone, feature_dim=int(feature_dim))
+
+    return make

@@ -121,7 +121,8 @@ class BaxterKinematics:
         return all(self.limits[n][0] - 1e-6 <= v <= self.limits[n][1] + 1e-6 for n, v in q.items())
 
     def point_at(self, target: Sequence[float], seed: Mapping[str, float] | None = None, tolerance_m: float = 0.03,
-                 standoffs: Sequence[float] = (0.18, 0.25, 0.32), max_reach_m: float = 1.25) -> PointingSolution:
+                 standoffs: Sequence[float] = (0.18, 0.25, 0.32), max_reach_m: float = 1.25,
+                 min_forward_m: float = 0.3) -> PointingSolution:
         """Joint targets that aim the hand's z axis at ``target`` from a standoff.
 
         Several standoffs and approach elevations are tried; the solution with the smallest
@@ -131,6 +132,8 @@ class BaxterKinematics:
         tgt = np.asarray(target, float)
         if tgt.shape != (3,) or not np.all(np.isfinite(tgt)):
             raise ValueError(f"target must be 3 finite numbers, got {target!r}")
+        if tgt[0] < min_forward_m:
+            raise Unreachable(f"target {tgt.round(3).tolist()} is not in front of the robot (x < {min_forward_m} m)")
         shoulder, _ = self.link_pose({}, f"{self.side}_upper_shoulder")
         if np.linalg.norm(tgt - shoulder) > max_reach_m + max(standoffs):
             raise Unreachable(f"target {tgt.round(3).tolist()} is {np.linalg.norm(tgt - shoulder):.2f} m from the "

@@ -1,0 +1,228 @@
+"""cbcl-eval: the paper's experiments as commands, on cached frozen features.
+
+    cbcl-eval datasets                       # which data sets are present / missing
+    cbcl-eval fsil-table --seeds 5           # FSIL table on every present data set
+    cbcl-eval --dataset fashion-mnist curves --ways 2,5
+    cbcl-eval --synthetic all --seeds 2 --fast --out /tmp/x --docs /tmp/x/results.md
+    cbcl-eval all                            # every table and figure, then docs/results.md
+
+Results go to ``<out>/eval_<command>_<dataset>/`` as JSON, CSV, Markdown and PNG.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from cbcl_pr_ros.evaluation import experiments as ex
+from cbcl_pr_ros.evaluation.datasets import discover, load_dataset
+from cbcl_pr_ros.evaluation.featureset import FeatureSet, extract_feature_set, synthetic_feature_set
+from cbcl_pr_ros.evaluation.methods import METHODS, MethodContext
+from cbcl_pr_ros.evaluation.report import write_experiment
+from cbcl_pr_ros.evaluation.results_doc import write_results_doc
+
+__all__ = ["main", "build_parser"]
+
+_LOG = logging.getLogger("cbcl-eval")
+COMMANDS = ("fsil-table", "sota", "ablation", "memory-budget", "curves", "prediction-time", "d-sweep")
+
+
+def _ints(s: str) -> list[int]:
+    try:
+        return [int(v) for v in s.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
+
+
+def _floats(s: str) -> list[float]:
+    try:
+        return [float(v) for v in s.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {s!r}") from None
+
+
+def _methods(s: str) -> list[str]:
+    names = [v.strip() for v in s.split(",") if v.strip()]
+    bad = [n for n in names if n not in METHODS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown method(s) {bad}; known: {', '.join(METHODS)}")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cbcl-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-root", default="data", help="where data sets are looked for (default: data)")
+    p.add_argument("--dataset", action="append", default=[], metavar="NAME[=PATH]",
+                   help="restrict to this data set (repeatable); NAME=PATH adds any image folder")
+    p.add_argument("--synthetic", action="store_true", help="use synthetic Gaussian features (no images needed)")
+    p.add_argument("--backbone", default="efficientnet_lite0")
+    p.add_argument("--runtime", default="onnx", choices=("onnx", "torch"))
+    p.add_argument("--weights", default=None, help="weights file for resnet18/34")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--train-per-class", type=int, default=300,
+                   help="fixed seeded subsample of training images per class (0 = all)")
+    p.add_argument("--test-per-class", type=int, default=200, help="fixed seeded test subset per class (0 = all)")
+    p.add_argument("--seeds", type=int, default=10, help="number of seeds (class orders), default 10")
+    p.add_argument("--seed-start", type=int, default=0)
+    p.add_argument("--out", default="bench/results", help="output root (default bench/results)")
+    p.add_argument("--cache-dir", default="cache/eval", help="feature cache (default cache/eval)")
+    p.add_argument("--docs", default="docs/results.md", help="results document written by 'all'")
+    p.add_argument("--fast", action="store_true", help="3 SGD epochs instead of 25 (smoke runs only)")
+    p.add_argument("--methods", type=_methods, default=None, help="comma-separated subset of methods")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("datasets", help="list present and missing data sets")
+    s = sub.add_parser("fsil-table", help="few-shot incremental table (no base session)")
+    s.add_argument("--shots", type=_ints, default=[5, 10])
+    s.add_argument("--ways", type=_ints, default=[2, 5, 10, 20])
+    s = sub.add_parser("sota", help="base session + n-way k-shot sessions (TOPIC/CEC)")
+    s.add_argument("--base", type=int, default=None)
+    s.add_argument("--ways", type=int, default=None)
+    s.add_argument("--shots", type=int, default=None)
+    s.add_argument("--session-dir", default=None, help="folder of session_<i>.txt index files")
+    s = sub.add_parser("ablation", help="clustering and pseudo-rehearsal ablation (all data)")
+    s.add_argument("--ways", type=int, default=None)
+    s.add_argument("--K", type=int, default=None, help="memory budget in clusters (default unlimited)")
+    s = sub.add_parser("memory-budget", help="accuracy vs budget K, reduction vs removal")
+    s.add_argument("--ways", type=int, default=None)
+    s.add_argument("--budgets", type=_ints, default=None)
+    s = sub.add_parser("curves", help="accuracy after each increment (all data)")
+    s.add_argument("--ways", type=_ints, default=[2, 5, 10, 20])
+    s = sub.add_parser("prediction-time", help="prediction time vs stored clusters")
+    s.add_argument("--ways", type=int, default=None)
+    s = sub.add_parser("d-sweep", help="accuracy and clusters vs Agg-Var's D")
+    s.add_argument("--scales", type=_floats, default=[0.5, 0.75, 1.0, 1.25, 1.5, 3.0])
+    s.add_argument("--shots", type=int, default=10)
+    s.add_argument("--ways", type=int, default=2)
+    sub.add_parser("all", help="every table and figure on every present data set, then the results document")
+    return p
+
+
+def _feature_sets(args) -> list[FeatureSet]:
+    if args.synthetic:
+        return [synthetic_feature_set(n_classes=10, dim=32, train_per_class=60, test_per_class=30, seed=0)]
+    overrides = {}
+    wanted = []
+    for item in args.dataset:
+        name, _, path = item.partition("=")
+        wanted.append(name)
+        if path:
+            overrides[name] = path
+    present, missing = discover(args.data_root, overrides)
+    for name, how in missing.items():
+        if not wanted or name in wanted:
+            print(f"[missing] {name}: {how}")
+    names = [n for n in present if not wanted or n in wanted]
+    if not names:
+        print("no data set present; nothing to run (see 'cbcl-eval datasets')")
+        return []
+    from cbcl_pr_ros.features import backbones
+
+    bb = backbones.make_backbone(args.backbone, runtime=args.runtime, weights_path=args.weights,
+                                 threads=args.threads, cache_dir=str(Path(args.cache_dir).parent / "onnx"))
+    out = []
+    for n in names:
+        try:
+            ds = load_dataset(n, present[n])
+        except Exception as exc:  # one broken data set must not stop the others
+            print(f"[error] {n} at {present[n]}: {exc}")
+            continue
+        print(f"[present] {ds.summary()} ({present[n]})")
+        out.append(extract_feature_set(ds, bb, args.cache_dir, args.train_per_class or None,
+                                       args.test_per_class or None))
+    return out
+
+
+def _run_command(cmd: str, fs: FeatureSet, args, progress) -> ex.Experiment:
+    seeds = list(range(args.seed_start, args.seed_start + args.seeds))
+    task = progress.add_task(f"{cmd} on {fs.name}", total=None)
+
+    def tick(n: int) -> None:
+        progress.advance(task, n)
+
+    kw = {"tick": tick}
+    fast = args.fast
+    g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
+    if args.methods and cmd not in ("memory-budget", "d-sweep"):
+        kw["methods"] = args.methods
+    if cmd == "fsil-table":
+        exp = ex.fsil_table(fs, seeds, g("shots", [5, 10]), g("ways", [2, 5, 10, 20]),
+                            ctx=MethodContext(few_shot=True, fast=fast), **kw)
+    elif cmd == "sota":
+        exp = ex.sota(fs, seeds, g("base"), g("ways"), g("shots"), g("session_dir"),
+                      ctx=MethodContext(few_shot=True, fast=fast), **kw)
+    elif cmd == "ablation":
+        exp = ex.ablation(fs, seeds, g("ways"), g("K"), ctx=MethodContext(few_shot=False, max_clusters=g("K"), fast=fast),
+                          **kw)
+    elif cmd == "memory-budget":
+        exp = ex.memory_budget(fs, seeds, g("ways"), budgets=g("budgets"), ctx=MethodContext(few_shot=False, fast=fast),
+                               tick=tick)
+    elif cmd == "curves":
+        ways = g("ways", [2, 5, 10, 20])
+        exp = ex.curves(fs, seeds, ways if isinstance(ways, list) else [2, 5, 10, 20],
+                        ctx=MethodContext(few_shot=False, fast=fast), **kw)
+    elif cmd == "prediction-time":
+        ways = g("ways")
+        exp = ex.prediction_time(fs, seeds[:3], ways if isinstance(ways, int) else None,
+                                 ctx=MethodContext(few_shot=False, fast=fast), **kw)
+    elif cmd == "d-sweep":
+        exp = ex.d_sweep(fs, seeds, g("scales", [0.5, 0.75, 1.0, 1.25, 1.5, 3.0]), g("shots", 10) or 10,
+                         g("ways", 2) if isinstance(g("ways", 2), int) else 2, tick=tick)
+    else:  # pragma: no cover - argparse restricts the choices
+        raise ValueError(cmd)
+    if fs.meta.get("train_per_class"):
+        exp.notes.append(f"features of a fixed seeded subsample: {fs.meta['train_per_class']} train and "
+                         f"{fs.meta.get('test_per_class') or 'all'} test images per class "
+                         f"(of {fs.meta.get('full_train', '?')} / {fs.meta.get('full_test', '?')})")
+    if fast:
+        exp.notes.append("--fast: 3 SGD epochs (smoke run, not the paper's schedule)")
+    progress.update(task, description=f"{cmd} on {fs.name}: done")
+    return exp
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.command == "datasets":
+        present, missing = discover(args.data_root)
+        for n, p in present.items():
+            print(f"[present] {n}: {p}")
+        for n, how in missing.items():
+            print(f"[missing] {n}: {how}")
+        return 0
+    if args.seeds < 1:
+        print(f"--seeds must be >= 1, got {args.seeds}", file=sys.stderr)
+        return 2
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, args.threads))
+    except ImportError:  # pragma: no cover
+        pass
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    sets = _feature_sets(args)
+    if not sets:
+        return 1
+    cmds = COMMANDS if args.command == "all" else (args.command,)
+    written = []
+    t0 = time.time()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
+                  TimeElapsedColumn()) as progress:
+        for fs in sets:
+            for cmd in cmds:
+                exp = _run_command(cmd, fs, args, progress)
+                out_dir = Path(args.out) / f"eval_{cmd}_{fs.name.replace(':', '_')}"
+                paths = write_experiment(exp, out_dir)
+                written.append((exp, out_dir))
+                progress.console.print(f"[green]wrote[/green] {paths['md']}")
+    if args.command == "all":
+        doc = write_results_doc(written, args.docs, wall_seconds=time.time() - t0)
+        print(f"wrote {doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

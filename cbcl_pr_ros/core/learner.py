@@ -1,0 +1,427 @@
+"""The CBCL-PR learner: the one object the nodes, the evaluation tool and the bag tools use.
+
+It owns a :class:`~.memory.ClusterMemory`, the Agg-Var threshold ``D`` and an immutable *served*
+snapshot (classifier + class list + open-set gate + model version).  Every change (teach, forget,
+rename, load) builds the new memory and snapshot off to the side and then swaps them in with one
+attribute assignment, so:
+
+* ``predict`` may run in one thread while ``teach`` runs in another; it always sees one consistent
+  snapshot (old or new, never a mix);
+* a call that raises (bad input, K too small, ...) leaves the learner exactly as it was.
+
+Examples
+--------
+>>> import numpy as np
+>>> rng = np.random.default_rng(0)
+>>> learner = CBCLPRLearner(LearnerConfig(seed=0), backbone="synthetic", feature_dim=16)
+>>> _ = learner.teach("mug", rng.normal(0, 1, (10, 16)))
+>>> _ = learner.teach_increment({"cup": rng.normal(6, 1, (10, 16)), "box": rng.normal(-6, 1, (10, 16))})
+>>> learner.classes_
+('mug', 'cup', 'box')
+>>> p = learner.predict(rng.normal(6, 1, (1, 16)), top_k=2)[0]
+>>> p.label, p.known, p.top_labels[0]
+('cup', True, 'cup')
+>>> learner.predict(np.full((1, 16), 100.0))[0].label   # far from everything taught
+''
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .classifiers.base import LinearSnapshot, Snapshot
+from .classifiers.gaussian import fit_gaussian_head
+from .classifiers.ncm import fit_ncm
+from .classifiers.sgd import SGDSchedule, fit_linear_sgd
+from .classifiers.vote import fit_weighted_vote
+from .clustering import COVARIANCE_MODES
+from .distance_threshold import estimate_distance_threshold
+from .memory import REDUCTIONS, ClusterMemory
+from .open_set import OPEN_SET_MODES, DistanceGate
+from .rehearsal import REHEARSAL_MODES
+from .validation import UnknownClassError, check_features, check_label
+
+__all__ = ["CLASSIFIERS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner"]
+
+_log = logging.getLogger(__name__)
+
+CLASSIFIERS = ("gaussian", "linear_sgd", "cbcl_vote", "ncm")
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """Hyperparameters of the learner, all checked here (and nowhere else).
+
+    distance_threshold : Agg-Var ``D`` (> 0), or None to estimate it from the first data taught.
+    max_clusters : the budget ``K`` (>= number of classes at all times), or None for unlimited.
+    covariance : "full" (exact low-rank) or "diagonal" (the paper's CBCL-PR_D).
+    reduction : "kmeans" (paper's proportional reduction, count-weighted) or "remove".
+    rehearsal : "few_shot" (``exemplars_per_class`` per class, all classes) or "full" (m_i per cluster,
+        real vectors for the classes being taught).
+    classifier : "gaussian" (fast closed-form default), "linear_sgd" (the paper's schedule),
+        "cbcl_vote" (CBCL weighted vote), "ncm" (nearest class mean).
+    open_set / unknown_distance_factor / min_confidence : see :mod:`.open_set`.
+    """
+
+    distance_threshold: float | None = None
+    max_clusters: int | None = None
+    covariance: str = "full"
+    reduction: str = "kmeans"
+    rehearsal: str = "few_shot"
+    exemplars_per_class: int = 40
+    singleton_jitter: float = 0.0
+    classifier: str = "gaussian"
+    shrinkage: float = 0.5
+    epochs: int = 25
+    epochs_per_increment: int = 0
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    batch_size: int = 64
+    vote_neighbours: int = 5
+    open_set: str = "distance"
+    unknown_distance_factor: float = 2.0
+    min_confidence: float = 0.0
+    seed: int = 0
+    torch_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        def choice(name: str, allowed: tuple[str, ...]) -> None:
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+
+        def positive(name: str, *, integer: bool = False, allow_none: bool = False, zero: bool = False) -> None:
+            v = getattr(self, name)
+            if v is None and allow_none:
+                return
+            kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+            if isinstance(v, bool) or not isinstance(v, kinds) or not np.isfinite(v) or (v < 0 if zero else v <= 0):
+                raise ValueError(f"{name} must be a {'non-negative' if zero else 'positive'} "
+                                 f"{'integer' if integer else 'number'}{' or None' if allow_none else ''}, got {v!r}")
+
+        positive("distance_threshold", allow_none=True)
+        positive("max_clusters", integer=True, allow_none=True)
+        choice("covariance", COVARIANCE_MODES)
+        choice("reduction", REDUCTIONS)
+        choice("rehearsal", REHEARSAL_MODES)
+        choice("classifier", CLASSIFIERS)
+        choice("open_set", OPEN_SET_MODES)
+        positive("exemplars_per_class", integer=True)
+        positive("singleton_jitter", zero=True)
+        positive("epochs", integer=True)
+        positive("epochs_per_increment", integer=True, zero=True)
+        positive("lr")
+        positive("momentum", zero=True)
+        positive("weight_decay", zero=True)
+        positive("batch_size", integer=True)
+        positive("vote_neighbours", integer=True)
+        positive("unknown_distance_factor")
+        positive("min_confidence", zero=True)
+        positive("torch_threads", integer=True, allow_none=True)
+        if not 0.0 <= self.shrinkage <= 1.0:
+            raise ValueError(f"shrinkage must be in [0, 1], got {self.shrinkage!r}")
+        if self.min_confidence > 1.0:
+            raise ValueError(f"min_confidence must be <= 1, got {self.min_confidence!r}")
+        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool):
+            raise ValueError(f"seed must be an integer, got {self.seed!r}")
+
+    @classmethod
+    def paper(cls, **overrides: Any) -> "LearnerConfig":
+        """The paper's exact classifier schedule (linear head, SGD, +2 epochs per increment)."""
+        base = dict(classifier="linear_sgd", epochs=25, epochs_per_increment=2)
+        base.update(overrides)
+        return cls(**base)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LearnerConfig":
+        """Build from a mapping; unknown keys are refused (they are a typo or a newer format)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown LearnerConfig keys: {unknown}")
+        return cls(**dict(data))
+
+
+@dataclass(frozen=True)
+class TeachResult:
+    """What one teach/teach_increment did."""
+
+    labels: tuple[str, ...]  # the classes taught in this call
+    new_labels: tuple[str, ...]  # those that were not known before
+    shots: dict[str, int]  # vectors received per class
+    clusters: dict[str, int]  # clusters per taught class after the call
+    total_clusters: int
+    distance_threshold: float
+    model_version: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One classified feature vector.
+
+    ``label`` is "" when the vector is judged unknown (or nothing is taught yet); ``nearest_label``
+    is the classifier's best class regardless; ``distance`` is the distance to the nearest centroid
+    of that class (nan when the distance gate is off).
+    """
+
+    label: str
+    confidence: float
+    known: bool
+    top_labels: tuple[str, ...]
+    top_scores: tuple[float, ...]
+    nearest_label: str = ""
+    distance: float = float("nan")
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    name: str
+    clusters: int
+    shots: int
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class _Served:
+    """Everything ``predict`` reads, swapped as one object."""
+
+    classes: tuple[str, ...]
+    head: Snapshot | None
+    gate: DistanceGate | None
+    model_version: int
+
+
+class CBCLPRLearner:
+    """Few-shot class-incremental learner (CBCL-PR) over precomputed feature vectors.
+
+    Parameters
+    ----------
+    config : LearnerConfig
+    backbone : str
+        Name of the feature extractor the vectors come from (stored in saved files and checked on
+        load: vectors of another backbone are meaningless to this memory).
+    feature_dim : int
+        Width of the vectors.
+    """
+
+    def __init__(self, config: LearnerConfig | None = None, backbone: str = "unknown", feature_dim: int = 1280) -> None:
+        config = LearnerConfig() if config is None else config
+        if not isinstance(config, LearnerConfig):
+            raise TypeError(f"config must be a LearnerConfig, got {type(config).__name__}")
+        if not isinstance(backbone, str) or not backbone:
+            raise ValueError(f"backbone must be a non-empty str, got {backbone!r}")
+        if isinstance(feature_dim, bool) or not isinstance(feature_dim, (int, np.integer)) or feature_dim < 1:
+            raise ValueError(f"feature_dim must be a positive integer, got {feature_dim!r}")
+        self.config = config
+        self.backbone = backbone
+        self.feature_dim = int(feature_dim)
+        self._write_lock = threading.RLock()
+        self._memory = ClusterMemory(self.feature_dim, config.covariance, config.max_clusters,
+                                     config.reduction, config.seed)
+        self.distance_threshold_: float | None = config.distance_threshold
+        self.increments_ = 0
+        self._served = _Served((), None, None, 0)
+
+    # ------------------------------------------------------------------ read-only state
+    @property
+    def classes_(self) -> tuple[str, ...]:
+        """Known classes, in the column order of :meth:`predict_scores`."""
+        return self._served.classes
+
+    @property
+    def model_version_(self) -> int:
+        """Increases by one with every successful change (teach, forget, rename)."""
+        return self._served.model_version
+
+    @property
+    def memory(self) -> ClusterMemory:
+        """The current cluster memory (immutable)."""
+        return self._memory
+
+    @property
+    def n_clusters_(self) -> int:
+        return self._memory.n_clusters
+
+    def memory_bytes(self) -> int:
+        """Bytes of the cluster memory plus the classifier's parameters."""
+        head = self._served.head
+        extra = head.weight.nbytes + head.bias.nbytes if isinstance(head, LinearSnapshot) else 0
+        return self._memory.nbytes() + int(extra)
+
+    def class_info(self) -> list[ClassInfo]:
+        mem = self._memory
+        return [ClassInfo(c, cc.n_clusters, cc.n_samples, cc.nbytes()) for c, cc in mem.items()]
+
+    # ------------------------------------------------------------------ teaching
+    def teach(self, label: str, features: np.ndarray) -> TeachResult:
+        """Teach one class (new, or more shots of a known one) and retrain."""
+        return self.teach_increment({label: features})
+
+    def teach_increment(self, shots: Mapping[str, np.ndarray]) -> TeachResult:
+        """Teach several classes at once with a single retrain."""
+        t0 = time.perf_counter()
+        if not isinstance(shots, Mapping):
+            raise TypeError(f"shots must be a mapping label -> (n, d) features, got {type(shots).__name__}")
+        if not shots:
+            raise ValueError("shots is empty: give at least one class with at least one feature vector")
+        data = {check_label(c): check_features(x, self.feature_dim, name=f"features of {c!r}")
+                for c, x in shots.items()}
+        with self._write_lock:
+            old = self._memory
+            new_labels = tuple(c for c in data if c not in old)
+            k = self.config.max_clusters
+            if k is not None and len(old) + len(new_labels) > k:
+                raise ValueError(f"memory budget K={k} is smaller than the number of classes "
+                                 f"({len(old) + len(new_labels)}) after teaching {list(data)}")
+            dist = self.distance_threshold_
+            if dist is None:
+                dist = estimate_distance_threshold(data, self.config.seed)
+                _log.info("distance threshold D estimated from the first data: %.4g", dist)
+            memory = old.with_taught(data, dist)
+            served = self._build(memory, dist, self.increments_, real=data)
+            # commit: nothing above changed self
+            self._memory = memory
+            self.distance_threshold_ = dist
+            self.increments_ += 1
+            self._served = served
+        res = TeachResult(tuple(data), new_labels, {c: len(x) for c, x in data.items()},
+                          {c: memory[c].n_clusters for c in data}, memory.n_clusters, float(dist),
+                          served.model_version, time.perf_counter() - t0)
+        _log.info("taught %s (new: %s): %d clusters in memory, model v%d, %.3f s",
+                  list(data), list(new_labels), memory.n_clusters, served.model_version, res.seconds)
+        return res
+
+    def forget(self, label: str) -> None:
+        """Remove a class from memory and classifier."""
+        with self._write_lock:
+            if label not in self._memory:
+                raise UnknownClassError(f"cannot forget {label!r}: not a known class (known: {list(self.classes_)})")
+            memory = self._memory.without(label)
+            head = self._served.head
+            if isinstance(head, LinearSnapshot) and head.kind == "linear_sgd":
+                # a trained softmax without one row is that softmax restricted to the other classes;
+                # no 25-epoch retrain for a forget request
+                new_head = head.without(head.classes.index(label)) if len(memory) else None
+                served = self._build(memory, self.distance_threshold_, self.increments_, head=new_head)
+            else:
+                served = self._build(memory, self.distance_threshold_, self.increments_)
+            self._memory = memory
+            self._served = served
+        _log.info("forgot %r; model v%d", label, served.model_version)
+
+    def rename(self, old: str, new: str) -> None:
+        """Give a class another name; its clusters and classifier row are kept."""
+        with self._write_lock:
+            if old not in self._memory:
+                raise UnknownClassError(f"cannot rename {old!r}: not a known class (known: {list(self.classes_)})")
+            check_label(new, name="new label")
+            if new in self._memory and new != old:
+                raise ValueError(f"cannot rename {old!r} to {new!r}: {new!r} is already a class")
+            memory = self._memory.renamed(old, new)
+            head = self._served.head
+            if isinstance(head, LinearSnapshot):
+                head = head.renamed(memory.classes)
+            else:
+                head = None
+            served = self._build(memory, self.distance_threshold_, self.increments_, head=head)
+            self._memory = memory
+            self._served = served
+        _log.info("renamed %r to %r; model v%d", old, new, served.model_version)
+
+    # ------------------------------------------------------------------ prediction
+    def predict_scores(self, features: np.ndarray) -> np.ndarray:
+        """(n, len(classes_)) class probabilities."""
+        served = self._served
+        x = check_features(features, self.feature_dim)
+        if served.head is None:
+            return np.zeros((len(x), 0))
+        return served.head.scores(x)
+
+    def predict(self, features: np.ndarray, top_k: int = 5) -> list[Prediction]:
+        """Label (or "" for unknown), confidence and the top-k classes of each vector."""
+        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+            raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+        served = self._served  # one read: a consistent snapshot even if teach() swaps it now
+        x = check_features(features, self.feature_dim)
+        if served.head is None:
+            return [Prediction("", 0.0, False, (), ()) for _ in range(len(x))]
+        scores = served.head.scores(x)
+        k = min(int(top_k), scores.shape[1])
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        best = top[:, 0]
+        conf = scores[np.arange(len(x)), best]
+        cfg = self.config
+        known = np.ones(len(x), dtype=bool)
+        dist = np.full(len(x), np.nan)
+        if cfg.open_set == "distance" and served.gate is not None:
+            dist = served.gate.distances(x, best)
+            known &= dist < served.gate.radius
+        if cfg.open_set in ("distance", "confidence") and cfg.min_confidence > 0:
+            known &= conf >= cfg.min_confidence
+        out = []
+        for i in range(len(x)):
+            name = served.classes[best[i]]
+            out.append(Prediction(
+                name if known[i] else "", float(conf[i]), bool(known[i]),
+                tuple(served.classes[j] for j in top[i]), tuple(float(scores[i, j]) for j in top[i]),
+                name, float(dist[i]),
+            ))
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | Path) -> Path:
+        """Write the whole learner to one file, atomically (see :mod:`.persistence`)."""
+        from .persistence import save_learner
+
+        return save_learner(self, path)
+
+    @classmethod
+    def load(cls, path: str | Path, expected_backbone: str | None = None,
+             expected_feature_dim: int | None = None) -> "CBCLPRLearner":
+        """Read a file written by :meth:`save`; raises :class:`~.persistence.MemoryFileError`."""
+        from .persistence import load_learner
+
+        return load_learner(path, expected_backbone, expected_feature_dim)
+
+    # ------------------------------------------------------------------ internals
+    def _fit_head(self, memory: ClusterMemory, increment: int, real: Mapping[str, np.ndarray] | None) -> Snapshot:
+        cfg = self.config
+        if cfg.classifier == "gaussian":
+            return fit_gaussian_head(memory, cfg.shrinkage)
+        if cfg.classifier == "ncm":
+            return fit_ncm(memory)
+        if cfg.classifier == "cbcl_vote":
+            return fit_weighted_vote(memory, cfg.vote_neighbours)
+        if cfg.torch_threads is not None:
+            import torch
+
+            torch.set_num_threads(cfg.torch_threads)
+        sched = SGDSchedule(cfg.epochs, cfg.epochs_per_increment, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.batch_size)
+        rng = np.random.default_rng([cfg.seed, increment])
+        return fit_linear_sgd(memory, cfg.rehearsal, rng, sched, increment, real,
+                              cfg.exemplars_per_class, cfg.singleton_jitter)
+
+    def _build(self, memory: ClusterMemory, dist: float | None, increment: int,
+               real: Mapping[str, np.ndarray] | None = None, head: Snapshot | None = None,
+               version: int | None = None) -> _Served:
+        if len(memory) == 0:
+            return _Served((), None, None, self._served.model_version + 1 if version is None else version)
+        if head is None:
+            head = self._fit_head(memory, increment, real)
+        gate = DistanceGate(tuple(cc.means for _, cc in memory.items()), float(dist),
+                            self.config.unknown_distance_factor) if dist is not None else None
+        return _Served(memory.classes, head, gate,
+                       self._served.model_version + 1 if version is None else version)

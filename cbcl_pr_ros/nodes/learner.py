@@ -1,0 +1,340 @@
+"""Learner node: owns the CBCL-PR memory; teaches, classifies, forgets, renames, saves and loads.
+
+Topics: subscribes ``features`` (FeatureVector) and, only while ``debug_image`` is wanted, ``image``;
+publishes ``prediction`` (per frame, at most ``max_prediction_rate`` Hz), ``status`` (latched, on
+change and every ``status_period_s``) and ``debug_image`` (the frame with label and score drawn).
+
+Services: teach_class, classify, list_classes, forget_class, rename_class, save_memory, load_memory.
+
+Concurrency: under a MultiThreadedExecutor each of these runs in its own callback group: the stream
+(features → prediction), mutations (teach/forget/rename/save/load, serialised), queries (classify,
+list; reentrant), the extractor client, and the debug-image/timer group. A teach therefore retrains
+while predictions and classify keep answering from the previous classifier snapshot.
+
+Images sent in a request go through an injected :class:`FeatureSource`: the extractor's backbone
+when both nodes share a process, the ``extract_features`` service otherwise.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import CompressedImage, Image
+from std_msgs.msg import Header
+
+from cbcl_pr_ros.msg import FeatureVector, LearnerStatus
+from cbcl_pr_ros.msg import Prediction as PredictionMsg
+from cbcl_pr_ros.nodes.controller import NOTHING_LEARNED, LearnerController
+from cbcl_pr_ros.nodes.conversions import (
+    class_info_msgs,
+    compressed_msg_to_rgb,
+    features_from_msgs,
+    fill_classify_response,
+    fill_teach_response,
+    image_msg_to_rgb,
+    make_status_msg,
+    prediction_to_msg,
+    rgb_to_image_msg,
+    stamp_key,
+)
+from cbcl_pr_ros.nodes.debug_image import FrameBuffer, annotate
+from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
+from cbcl_pr_ros.nodes.frame_collector import FrameCollector
+from cbcl_pr_ros.nodes.params import (
+    LEARNER,
+    declare_parameters,
+    learner_factory,
+    read_parameters,
+    resolve_memory_path,
+)
+from cbcl_pr_ros.nodes.qos import feature_qos, image_qos, result_qos, status_qos
+from cbcl_pr_ros.srv import (
+    Classify,
+    ForgetClass,
+    ListClasses,
+    LoadMemory,
+    RenameClass,
+    SaveMemory,
+    TeachClass,
+)
+
+__all__ = ["LearnerNode", "main"]
+
+
+class LearnerNode(Node):
+    """The CBCL-PR learner on the ROS graph; ``feature_source`` may be injected (one process)."""
+
+    def __init__(self, feature_source: Any = None, *, node_name: str = "learner",
+                 namespace: str | None = None, **kwargs: Any) -> None:
+        super().__init__(node_name, namespace=namespace, **kwargs)
+        declare_parameters(self, LEARNER)
+        p = read_parameters(self, LEARNER)
+        self.params = p
+        self.backbone_name = p["backbone"]
+        self.controller = LearnerController(
+            make_learner=learner_factory(p), backbone=p["backbone"],
+            memory_path=resolve_memory_path(p["memory_path"]), cluster_budget=p["cluster_budget"],
+            on_change=self._on_change)
+
+        self._stream_group = MutuallyExclusiveCallbackGroup()
+        self._mutate_group = MutuallyExclusiveCallbackGroup()
+        self._query_group = ReentrantCallbackGroup()
+        self._client_group = MutuallyExclusiveCallbackGroup()
+        self._debug_group = MutuallyExclusiveCallbackGroup()
+
+        if feature_source is None:
+            feature_source = ServiceFeatureSource(self, p["extract_service"], p["extract_timeout_s"],
+                                                  callback_group=self._client_group)
+        self.feature_source = feature_source
+
+        self.features_sub = self.create_subscription(
+            FeatureVector, p["features_topic"], self._on_features,
+            feature_qos(p["reliability"], depth=10), callback_group=self._stream_group)
+        self.prediction_pub = self.create_publisher(PredictionMsg, "prediction", result_qos())
+        self.status_pub = self.create_publisher(LearnerStatus, "status", status_qos())
+        self.debug_pub = self.create_publisher(Image, "debug_image", result_qos(depth=2))
+        self._status_lock = threading.Lock()
+
+        s = self.create_service
+        s(TeachClass, "teach_class", self._on_teach, callback_group=self._mutate_group)
+        s(ForgetClass, "forget_class", self._on_forget, callback_group=self._mutate_group)
+        s(RenameClass, "rename_class", self._on_rename, callback_group=self._mutate_group)
+        s(SaveMemory, "save_memory", self._on_save, callback_group=self._mutate_group)
+        s(LoadMemory, "load_memory", self._on_load, callback_group=self._mutate_group)
+        s(Classify, "classify", self._on_classify, callback_group=self._query_group)
+        s(ListClasses, "list_classes", self._on_list, callback_group=self._query_group)
+
+        self._latest_features: FeatureVector | None = None
+        self._collectors: set[FrameCollector] = set()
+        self._collectors_lock = threading.Lock()
+        self._last_prediction_time = 0.0
+        self.predictions_published = 0
+        self._frames: FrameBuffer[Any] = FrameBuffer(capacity=16)
+        self._image_sub = None
+        self._image_topic = p["image_topic"]
+        self._image_qos = image_qos(p["reliability"], p["qos_depth"])
+        self._image_type = CompressedImage if p["compressed"] else Image
+
+        startup = self.controller.load_at_startup()
+        self.get_logger().info(startup)
+        self.status_timer = self.create_timer(p["status_period_s"], self.publish_status,
+                                              callback_group=self._debug_group)
+        self.debug_timer = self.create_timer(0.5, self._update_debug_subscription,
+                                             callback_group=self._debug_group)
+        self._update_debug_subscription()
+        self.publish_status()
+        self.get_logger().info(
+            f"learner ready: {len(self.controller.classes)} classes, backbone {self.backbone_name}, "
+            f"features from '{self.features_sub.topic_name}', memory '{self.controller.memory_path}'")
+
+    # ------------------------------------------------------------------ status
+    def _on_change(self) -> None:
+        self.publish_status()
+
+    def publish_status(self) -> None:
+        msg = make_status_msg(self.controller.status())
+        msg.header.stamp = self.get_clock().now().to_msg()
+        with self._status_lock:
+            self.status_pub.publish(msg)
+
+    # ------------------------------------------------------------------ stream
+    def _on_features(self, msg: FeatureVector) -> None:
+        self._latest_features = msg
+        with self._collectors_lock:
+            collectors = list(self._collectors)
+        for c in collectors:
+            c.offer(msg)
+        rate = float(self.get_parameter("max_prediction_rate").value)
+        now = time.monotonic()
+        if rate > 0 and now - self._last_prediction_time < 1.0 / rate:
+            return
+        if not self.controller.classes:
+            return
+        try:
+            feats = features_from_msgs([msg], self.backbone_name, self.controller.feature_dim or None)
+        except ValueError as exc:
+            self.get_logger().warning(f"feature vector ignored: {exc}", throttle_duration_sec=10.0)
+            return
+        out = self.controller.classify(feats, top_k=len(self.controller.classes))
+        if not out.success:
+            return
+        self._last_prediction_time = now
+        pred = out.predictions[0]
+        self.prediction_pub.publish(prediction_to_msg(msg.header, pred, out.model_version))
+        self.predictions_published += 1
+        if self._image_sub is not None:
+            self._publish_debug(msg.header, pred)
+
+    # ------------------------------------------------------------------ debug image
+    def _debug_wanted(self) -> bool:
+        return bool(self.get_parameter("debug_image").value) or self.debug_pub.get_subscription_count() > 0
+
+    def _update_debug_subscription(self) -> None:
+        """Subscribe to the camera only while someone looks at the debug image (frames are large)."""
+        wanted = self._debug_wanted()
+        if wanted and self._image_sub is None:
+            self._image_sub = self.create_subscription(
+                self._image_type, self._image_topic, self._on_image, self._image_qos,
+                callback_group=self._debug_group)
+            self.get_logger().info(f"debug image on: subscribed to '{self._image_sub.topic_name}'")
+        elif not wanted and self._image_sub is not None:
+            self.destroy_subscription(self._image_sub)
+            self._image_sub = None
+            self.get_logger().info("debug image off: camera subscription released")
+
+    def _on_image(self, msg: Any) -> None:
+        self._frames.put(stamp_key(msg.header), msg)
+
+    def _publish_debug(self, header: Header, pred: Any) -> None:
+        frame = self._frames.pop(stamp_key(header))
+        if frame is None:
+            return  # the frame has not arrived (or fell out): skip rather than mislabel another one
+        try:
+            rgb = compressed_msg_to_rgb(frame) if self._image_type is CompressedImage else image_msg_to_rgb(frame)
+            self.debug_pub.publish(rgb_to_image_msg(annotate(rgb, pred.label, pred.confidence, pred.known),
+                                                    frame.header))
+        except (ValueError, TypeError) as exc:
+            self.get_logger().warning(f"debug image skipped: {exc}", throttle_duration_sec=10.0)
+
+    # ------------------------------------------------------------------ feature gathering
+    def _features_from_images(self, images: list) -> tuple[Any, str]:
+        """(n, d) vectors for request images via the feature source; FeatureSourceError on failure."""
+        ex = self.feature_source.extract_images(images)
+        if ex.backbone != self.backbone_name:
+            raise FeatureSourceError(f"the extractor uses backbone '{ex.backbone}', this learner "
+                                     f"'{self.backbone_name}': set the same 'backbone' parameter on both")
+        return ex.features, ex.backbone
+
+    def _collect_frames(self, n: int, timeout_s: float) -> list[FeatureVector]:
+        collector = FrameCollector(n)
+        with self._collectors_lock:
+            self._collectors.add(collector)
+        try:
+            collector.wait(timeout_s)
+        finally:
+            with self._collectors_lock:
+                self._collectors.discard(collector)
+        return collector.frames
+
+    # ------------------------------------------------------------------ services
+    def _on_teach(self, req: Any, resp: Any) -> Any:
+        try:
+            label = self.controller.check_label(req.label)
+        except (TypeError, ValueError) as exc:
+            resp.success, resp.message = False, str(exc)
+            return resp
+        try:
+            if len(req.features) > 0:
+                feats = features_from_msgs(req.features, self.backbone_name,
+                                           self.controller.feature_dim or None)
+                source = "feature vectors"
+            elif len(req.images) > 0:
+                feats, _ = self._features_from_images(list(req.images))
+                source = "images"
+            else:
+                n = int(req.num_frames) or int(self.get_parameter("teach_num_frames").value)
+                timeout = float(req.timeout_s) if req.timeout_s > 0 else \
+                    float(self.get_parameter("teach_timeout_s").value)
+                frames = self._collect_frames(n, timeout)
+                if not frames:
+                    resp.success = False
+                    resp.message = (f"no camera frames arrived within {timeout:.1f} s on "
+                                    f"'{self.features_sub.topic_name}': is the camera and the "
+                                    f"feature_extractor running? Nothing was learned.")
+                    return resp
+                feats = features_from_msgs(frames, self.backbone_name, self.controller.feature_dim or None)
+                source = "camera frames" + ("" if len(frames) == n else f" (of {n} asked; timed out)")
+        except (ValueError, FeatureSourceError) as exc:
+            resp.success, resp.message = False, f"nothing learned: {exc}"
+            resp.num_classes = len(self.controller.classes)
+            resp.model_version = self.controller.model_version
+            return resp
+        outcome = self.controller.teach(label, feats, source)
+        self.get_logger().info(outcome.message)
+        return fill_teach_response(resp, outcome)
+
+    def _on_classify(self, req: Any, resp: Any) -> Any:
+        if not self.controller.classes:
+            return fill_classify_response(resp, success=False, message=NOTHING_LEARNED)
+        header = None
+        try:
+            if len(req.feature.values) > 0:
+                feats = features_from_msgs([req.feature], self.backbone_name, self.controller.feature_dim or None)
+                header = req.feature.header
+            elif len(req.image.data) > 0 or req.image.width > 0:
+                feats, _ = self._features_from_images([req.image])
+                header = req.image.header
+            else:
+                latest = self._latest_features
+                if latest is None:
+                    return fill_classify_response(
+                        resp, success=False, model_version=self.controller.model_version,
+                        message=f"no camera frame received on '{self.features_sub.topic_name}' yet: "
+                                "send an image, or start the camera and feature_extractor")
+                feats = features_from_msgs([latest], self.backbone_name, self.controller.feature_dim or None)
+                header = latest.header
+        except (ValueError, FeatureSourceError) as exc:
+            return fill_classify_response(resp, success=False, message=str(exc),
+                                          model_version=self.controller.model_version)
+        out = self.controller.classify(feats, top_k=int(req.top_k))
+        return fill_classify_response(resp, success=out.success, message=out.message,
+                                      pred=out.predictions[0] if out.predictions else None,
+                                      header=header, model_version=out.model_version)
+
+    def _on_list(self, req: Any, resp: Any) -> Any:
+        resp.classes = class_info_msgs(self.controller.class_info())
+        resp.model_version = self.controller.model_version
+        return resp
+
+    def _on_forget(self, req: Any, resp: Any) -> Any:
+        out = self.controller.forget(req.label)
+        self.get_logger().info(out.message)
+        resp.success, resp.message = out.success, out.message
+        resp.num_classes, resp.model_version = out.num_classes, out.model_version
+        return resp
+
+    def _on_rename(self, req: Any, resp: Any) -> Any:
+        out = self.controller.rename(req.old_label, req.new_label)
+        self.get_logger().info(out.message)
+        resp.success, resp.message, resp.model_version = out.success, out.message, out.model_version
+        return resp
+
+    def _on_save(self, req: Any, resp: Any) -> Any:
+        ok, message, path, size = self.controller.save(resolve_memory_path(req.path))
+        (self.get_logger().info if ok else self.get_logger().error)(message)
+        resp.success, resp.message, resp.path, resp.bytes_written = ok, message, path, size
+        return resp
+
+    def _on_load(self, req: Any, resp: Any) -> Any:
+        out = self.controller.load(resolve_memory_path(req.path))
+        (self.get_logger().info if out.success else self.get_logger().error)(out.message)
+        resp.success, resp.message = out.success, out.message
+        resp.num_classes, resp.model_version = out.num_classes, out.model_version
+        return resp
+
+
+def main(args: list[str] | None = None) -> int:
+    """``ros2 run cbcl_pr_ros learner_node [--ros-args ...]``."""
+    try:
+        with rclpy.init(args=args if args is not None else sys.argv):
+            node = LearnerNode()
+            executor = MultiThreadedExecutor(num_threads=6)
+            executor.add_node(node)
+            try:
+                executor.spin()
+            finally:
+                executor.shutdown()
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

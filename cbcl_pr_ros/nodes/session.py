@@ -1,0 +1,180 @@
+"""``teaching_session``: the nodes of a teaching session in ONE process, from the same YAML.
+
+Where ``ros2 launch`` is not installed (ROS 2 from PyPI wheels has no ``launch``), this command starts
+what ``launch/teaching_session.launch.py`` starts, with the same ``config/cbcl_pr.yaml``, on one
+MultiThreadedExecutor. In one process the learner computes features for request images with the
+extractor's own backbone object (no second model, no service round trip).
+
+Nodes are built by factories in :data:`NODE_FACTORIES`; other layers add theirs with
+:func:`register_node` (``world`` and ``arm`` are registered by name and imported lazily).
+
+Examples::
+
+    teaching_session --camera-topic /camera/image_raw
+    teaching_session --namespace robot1 --nodes extractor,learner,world,arm
+    python -m cbcl_pr_ros.nodes.session --config my.yaml -- --ros-args --log-level debug
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["SessionContext", "NODE_FACTORIES", "register_node", "default_config_path",
+           "build_ros_args", "parse_args", "build_nodes", "main"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SessionContext:
+    """What factories see: the namespace, the nodes built so far, and shared in-process objects."""
+    namespace: str = ""
+    nodes: dict[str, Any] = field(default_factory=dict)
+    shared: dict[str, Any] = field(default_factory=dict)
+
+
+NodeFactory = Callable[[SessionContext], Any]
+
+
+def _import(target: str) -> Any:
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def _extractor(ctx: SessionContext) -> Any:
+    cls = _import("cbcl_pr_ros.nodes.feature_extractor:FeatureExtractorNode")
+    node = cls(namespace=ctx.namespace or None)
+    ctx.shared["backbone"] = node.backbone
+    ctx.shared["backbone_lock"] = node.backbone_lock
+    return node
+
+
+def _learner(ctx: SessionContext) -> Any:
+    cls = _import("cbcl_pr_ros.nodes.learner:LearnerNode")
+    source = None
+    if "backbone" in ctx.shared:  # same process: call the extractor's backbone directly
+        from cbcl_pr_ros.nodes.feature_source import LocalFeatureSource
+
+        source = LocalFeatureSource(ctx.shared["backbone"], ctx.shared["backbone_lock"])
+    return cls(feature_source=source, namespace=ctx.namespace or None)
+
+
+def lazy_factory(target: str) -> NodeFactory:
+    """Factory for a node class named ``module:Class`` taking ``namespace=``, imported when built."""
+    def make(ctx: SessionContext) -> Any:
+        return _import(target)(namespace=ctx.namespace or None)
+    make.__doc__ = f"builds {target}"
+    return make
+
+
+# Build order is this dict's order (the learner uses the extractor's backbone, so it comes after).
+NODE_FACTORIES: dict[str, NodeFactory] = {
+    "extractor": _extractor,
+    "learner": _learner,
+    "world": lazy_factory("cbcl_pr_ros.nodes.sim_world:SimWorldNode"),
+    "arm": lazy_factory("cbcl_pr_ros.nodes.arm:ArmNode"),
+}
+
+
+def register_node(name: str, factory: NodeFactory | str) -> None:
+    """Add or replace a node kind; ``factory`` is a callable(ctx) or a ``module:Class`` string."""
+    if not name or "," in name:
+        raise ValueError(f"node name must be non-empty and without commas, got {name!r}")
+    NODE_FACTORIES[name] = lazy_factory(factory) if isinstance(factory, str) else factory
+
+
+def default_config_path() -> str:
+    """config/cbcl_pr.yaml of the installed package, else of the source tree."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        path = os.path.join(get_package_share_directory("cbcl_pr_ros"), "config", "cbcl_pr.yaml")
+        if os.path.isfile(path):
+            return path
+    except Exception:  # package not installed with ament (pip install, source tree)
+        pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "config", "cbcl_pr.yaml"))
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        prog="teaching_session",
+        description="Start the cbcl_pr_ros nodes in one process (what launch/teaching_session.launch.py "
+                    "starts), configured by the same YAML. Extra ROS arguments go after --ros-args.")
+    ap.add_argument("--config", default=None, help="parameters YAML (default: the package's "
+                    "config/cbcl_pr.yaml)")
+    ap.add_argument("--namespace", default="", help="namespace of every node, e.g. robot1")
+    ap.add_argument("--camera-topic", default="", help="camera topic to remap 'image' to, e.g. "
+                    "/camera/image_raw")
+    ap.add_argument("--nodes", default="extractor,learner",
+                    help=f"comma-separated node kinds to start; known: {','.join(NODE_FACTORIES)}")
+    ap.add_argument("--threads", type=int, default=0, help="executor threads (0 = 4 per node)")
+    return ap.parse_args(argv)
+
+
+def build_ros_args(config: str, camera_topic: str = "", extra: list[str] | None = None) -> list[str]:
+    """rclpy.init arguments: the params file and the camera remapping, global to every node."""
+    args = ["teaching_session", "--ros-args", "--params-file", config]
+    if camera_topic:
+        args += ["-r", f"image:={camera_topic}"]
+    if extra:
+        args += [a for a in extra if a != "--ros-args"]
+    return args
+
+
+def build_nodes(kinds: list[str], ctx: SessionContext) -> list[Any]:
+    unknown = [k for k in kinds if k not in NODE_FACTORIES]
+    if unknown:
+        raise ValueError(f"unknown node kind(s) {unknown}; known: {', '.join(NODE_FACTORIES)}")
+    for name, factory in NODE_FACTORIES.items():
+        if name in kinds:
+            ctx.nodes[name] = factory(ctx)
+    return list(ctx.nodes.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+    from rclpy.utilities import remove_ros_args
+
+    argv = list(sys.argv if argv is None else argv)
+    ros_extra = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
+    opts = parse_args([a for a in remove_ros_args(argv)[1:] if a != "--"])
+    config = os.path.abspath(opts.config or default_config_path())
+    if not os.path.isfile(config):
+        print(f"teaching_session: config file not found: {config}", file=sys.stderr)
+        return 2
+    kinds = [k.strip() for k in opts.nodes.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in NODE_FACTORIES]
+    if not kinds or unknown:
+        print(f"teaching_session: unknown node kind(s) {unknown or kinds}; known: "
+              f"{', '.join(NODE_FACTORIES)}", file=sys.stderr)
+        return 2
+    ctx = SessionContext(namespace=opts.namespace.strip("/"))
+    try:
+        with rclpy.init(args=build_ros_args(config, opts.camera_topic, ros_extra)):
+            nodes = build_nodes(kinds, ctx)
+            executor = MultiThreadedExecutor(num_threads=opts.threads or 4 * len(nodes) + 2)
+            for n in nodes:
+                executor.add_node(n)
+            nodes[0].get_logger().info(f"teaching session: {', '.join(kinds)} in one process, config "
+                                       f"{config}")
+            try:
+                executor.spin()
+            finally:
+                executor.shutdown()
+                for n in reversed(nodes):
+                    n.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""Simulated world node: a headless PyBullet Baxter at a table, seen by its hand camera.
+
+Publishes (relative names, remappable): ``image`` (sensor_msgs/Image rgb8), ``camera_info``,
+``depth`` (32FC1, metres), ``camera_pose`` (geometry_msgs/PoseStamped of the optical frame in
+``base``; all four share one stamp) at ``rate_hz``, and ``joint_states`` at ``joint_state_rate_hz``.
+
+Takes joint commands the way the real arms do: ``joint_command`` (sensor_msgs/JointState, positions
+by name, as a Baxter's position mode takes them), ``joint_trajectory`` (trajectory_msgs/
+JointTrajectory, as a ros2_control controller takes them) and, when ``baxter_core_msgs`` is
+installed, Baxter's own ``/robot/limb/<side>/joint_command``. Joints move towards their targets at
+``max_joint_velocity``; commands outside the joint limits are refused with a log line.
+
+The scripted teacher (the demo) arranges objects by calling the node's world in-process under
+``world_lock``; there is no ROS API for moving objects, since a real table has none either.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+import rclpy
+from geometry_msgs.msg import PoseStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rcl_interfaces.msg import ParameterDescriptor
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Header
+from trajectory_msgs.msg import JointTrajectory
+
+from cbcl_pr_ros.robot.world import CameraConfig, Frame, SimWorld, WorldConfig
+
+__all__ = ["SimWorldNode", "frame_messages", "main"]
+
+_PARAMS = {
+    "rate_hz": (5.0, "Camera frames per second (rgb, depth, camera_info, camera_pose)"),
+    "joint_state_rate_hz": (20.0, "JointState publishing and joint control rate"),
+    "width": (640, "Camera image width in pixels"),
+    "height": (480, "Camera image height in pixels"),
+    "fov_deg": (60.0, "Camera vertical field of view in degrees"),
+    "seed": (0, "World seed (table texture, lighting); the same seed gives the same images"),
+    "camera_side": ("right", "Which hand carries the camera: left or right"),
+    "frame_id": ("base", "Frame of joint targets and poses (Baxter's base)"),
+    "camera_frame_id": ("right_hand_camera", "frame_id of the published images"),
+    "publish_depth": (True, "Publish depth and camera_pose (needed by the arm node's localisation)"),
+    "max_joint_velocity": (2.0, "Joint speed (rad/s) towards commanded positions"),
+    "shadows": (True, "Render shadows (slower)"),
+}
+
+
+def frame_messages(frame: Frame, header: Header) -> tuple[Image, CameraInfo, Image, PoseStamped]:
+    """ROS messages of one rendered frame, all with ``header`` (pure conversion)."""
+    h, w = frame.rgb.shape[:2]
+    img = Image(header=header, height=h, width=w, encoding="rgb8", is_bigendian=0, step=3 * w)
+    img.data = frame.rgb.tobytes()
+    info = CameraInfo(header=header, height=h, width=w, distortion_model="plumb_bob")
+    K = frame.K
+    info.d = [0.0] * 5
+    info.k = [float(v) for v in K.ravel()]
+    info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    info.p = [float(K[0, 0]), 0.0, float(K[0, 2]), 0.0, 0.0, float(K[1, 1]), float(K[1, 2]), 0.0, 0.0, 0.0, 1.0, 0.0]
+    depth = Image(header=header, height=h, width=w, encoding="32FC1", is_bigendian=0, step=4 * w)
+    depth.data = np.ascontiguousarray(frame.depth, dtype="<f4").tobytes()
+    pose = PoseStamped()
+    pose.header.stamp = header.stamp
+    pose.header.frame_id = "base"
+    pose.pose.position.x, pose.pose.position.y, pose.pose.position.z = (float(v) for v in frame.camera_position)
+    q = frame.camera_quaternion
+    pose.pose.orientation.x, pose.pose.orientation.y, pose.pose.orientation.z, pose.pose.orientation.w = (float(v) for v in q)
+    return img, info, depth, pose
+
+
+class SimWorldNode(Node):
+    """ROS face of :class:`~cbcl_pr_ros.robot.world.SimWorld`. ``world`` may be injected (tests, demo)."""
+
+    def __init__(self, world: SimWorld | None = None, *, node_name: str = "sim_world",
+                 namespace: str | None = None, **kwargs: Any) -> None:
+        super().__init__(node_name, namespace=namespace, **kwargs)
+        for name, (default, text) in _PARAMS.items():
+            self.declare_parameter(name, default, ParameterDescriptor(description=text))
+        g = lambda n: self.get_parameter(n).value  # noqa: E731
+        if g("camera_side") not in ("left", "right"):
+            raise ValueError(f"camera_side must be left or right, got {g('camera_side')!r}")
+        cam = CameraConfig(int(g("width")), int(g("height")), float(g("fov_deg")))
+        self.world = world or SimWorld(WorldConfig(camera=cam, camera_side=g("camera_side"), shadows=bool(g("shadows"))),
+                                       seed=int(g("seed")))
+        self.world_lock = threading.RLock()
+        self.camera_frame_id = g("camera_frame_id")
+        self.publish_depth = bool(g("publish_depth"))
+        self.max_velocity = float(g("max_joint_velocity"))
+        self._targets: dict[str, float] = {}
+        self.frames_published = 0
+        self.commands_refused = 0
+        self.paused = False
+
+        self._render_group = MutuallyExclusiveCallbackGroup()
+        self._control_group = MutuallyExclusiveCallbackGroup()
+        self.image_pub = self.create_publisher(Image, "image", 2)
+        self.info_pub = self.create_publisher(CameraInfo, "camera_info", 2)
+        self.depth_pub = self.create_publisher(Image, "depth", 2)
+        self.pose_pub = self.create_publisher(PoseStamped, "camera_pose", 2)
+        self.joint_pub = self.create_publisher(JointState, "joint_states", 10)
+        self.create_subscription(JointState, "joint_command", self._on_joint_command, 10,
+                                 callback_group=self._control_group)
+        self.create_subscription(JointTrajectory, "joint_trajectory", self._on_trajectory, 10,
+                                 callback_group=self._control_group)
+        self._subscribe_baxter()
+        self._dt = 1.0 / float(g("joint_state_rate_hz"))
+        self.create_timer(1.0 / float(g("rate_hz")), self.publish_frame, callback_group=self._render_group)
+        self.create_timer(self._dt, self._control_step, callback_group=self._control_group)
+        self.get_logger().info(f"simulated world ready: camera {cam.width}x{cam.height} at {g('rate_hz')} Hz on "
+                               f"'{self.image_pub.topic_name}', seed {g('seed')}, table texture {self.world.table_texture}")
+
+    def _subscribe_baxter(self) -> None:
+        try:
+            from baxter_core_msgs.msg import JointCommand  # type: ignore
+        except ImportError:
+            return
+        from cbcl_pr_ros.robot.baxter import joint_command_topic
+
+        for side in ("left", "right"):
+            self.create_subscription(JointCommand, joint_command_topic(side),
+                                     lambda m: self._set_targets(list(m.names), list(m.command)), 10,
+                                     callback_group=self._control_group)
+
+    # ------------------------------------------------------------------ commands
+    def _set_targets(self, names: list[str], positions: list[float]) -> bool:
+        if len(names) != len(positions):
+            self.get_logger().warning(f"joint command refused: {len(names)} names but {len(positions)} positions")
+            self.commands_refused += 1
+            return False
+        try:
+            with self.world_lock:
+                checked = self.world.check_joint_command(dict(zip(names, positions)))
+        except ValueError as exc:
+            self.get_logger().warning(f"joint command refused: {exc}")
+            self.commands_refused += 1
+            return False
+        with self.world_lock:
+            self._targets.update(checked)
+        return True
+
+    def _on_joint_command(self, msg: JointState) -> None:
+        self._set_targets(list(msg.name), list(msg.position))
+
+    def _on_trajectory(self, msg: JointTrajectory) -> None:
+        if not msg.points:
+            return
+        self._set_targets(list(msg.joint_names), list(msg.points[-1].positions))
+
+    def set_joints_now(self, positions: dict[str, float]) -> None:
+        """Teleport joints (used by the scripted demo) and make them the new targets."""
+        with self.world_lock:
+            self.world.set_joint_positions(positions)
+            self._targets.update(self.world.check_joint_command(positions))
+
+    def _control_step(self) -> None:
+        with self.world_lock:
+            if self._targets:
+                if self.world.step_towards(self._targets, self._dt, self.max_velocity):
+                    self._targets.clear()
+            pos = self.world.joint_positions()
+        msg = JointState()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.name = list(pos)
+        msg.position = list(pos.values())
+        self.joint_pub.publish(msg)
+
+    def joints_settled(self) -> bool:
+        with self.world_lock:
+            return not self._targets
+
+    # ------------------------------------------------------------------ camera
+    def publish_frame(self) -> Header | None:
+        """Render and publish one frame; returns its header."""
+        if self.paused:
+            return None
+        with self.world_lock:
+            frame = self.world.render()
+        header = Header(frame_id=self.camera_frame_id)
+        header.stamp = self.get_clock().now().to_msg()
+        img, info, depth, pose = frame_messages(frame, header)
+        self.image_pub.publish(img)
+        self.info_pub.publish(info)
+        if self.publish_depth:
+            self.depth_pub.publish(depth)
+            self.pose_pub.publish(pose)
+        self.frames_published += 1
+        return header
+
+    def destroy_node(self) -> None:
+        try:
+            self.world.close()
+        finally:
+            super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> int:
+    try:
+        with rclpy.init(args=args):
+            node = SimWorldNode()
+            executor = MultiThreadedExecutor(num_threads=4)
+            executor.add_node(node)
+            try:
+                executor.spin()
+            finally:
+                executor.shutdown()
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
