@@ -25,5 +25,9 @@ setup(
     install_requires=_requirements("core.txt"),
     extras_require={"test": _requirements("test.txt")},
     package_data={"cbcl_pr_ros": ["py.typed"]},
-    entry_points={"console_scripts": []},
+    entry_points={"console_scripts": [
+        "cbcl-bag-eval=cbcl_pr_ros.cli.bag_eval:main",
+        "cbcl-bag-record=cbcl_pr_ros.cli.record:main",
+        "cbcl-render-dataset=cbcl_pr_ros.cli.render_dataset:main",
+    ]},
 )

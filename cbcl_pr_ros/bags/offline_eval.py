@@ -63,6 +63,7 @@ class PredictionRecord:
 class IncrementResult:
     index: int
     taught: list[str]
+    changes: list[str]  # forgets and renames of this increment, e.g. "rename mug -> cup"
     classes_known: list[str]
     n_test: int
     n_correct: int
@@ -187,6 +188,7 @@ def evaluate_session(
     preds: list[PredictionRecord] = []
     failures: list[str] = []
     taught: list[str] = []
+    changes: list[str] = []
     tests: list[PredictionRecord] = []
     t_learn = 0.0
 
@@ -194,7 +196,7 @@ def evaluate_session(
         scored = [p for p in tests if p.true_label]
         correct = sum(p.success and p.known and p.predicted_label == p.true_label for p in scored)
         increments.append(IncrementResult(
-            index=len(increments), taught=list(taught), classes_known=list(controller.classes),
+            index=len(increments), taught=list(taught), changes=list(changes), classes_known=list(controller.classes),
             n_test=len(scored), n_correct=int(correct),
             accuracy=correct / len(scored) if scored else None))
 
@@ -218,7 +220,7 @@ def evaluate_session(
             continue
         if in_test:  # a mutation after a test phase opens the next increment
             close_increment()
-            taught, tests, in_test = [], [], False
+            taught, changes, tests, in_test = [], [], [], False
         t0 = time.perf_counter()
         if ev.kind == EventKind.TEACH:
             x = feats.get(ev.frame_stamps_ns)
@@ -227,13 +229,15 @@ def evaluate_session(
             taught.append(ev.label)
         elif ev.kind == EventKind.FORGET:
             res = controller.forget(ev.label)
+            changes.append(f"forget {ev.label}")
         else:
             res = controller.rename(ev.label, ev.new_label)
+            changes.append(f"rename {ev.label} -> {ev.new_label}")
         t_learn += time.perf_counter() - t0
         if not res.success:
             failures.append(f"{ev.kind.name} {ev.label!r} at {ev.stamp_ns} ns: {res.message}")
             _LOG.warning("%s: %s", session.path, failures[-1])
-    if taught or tests:
+    if taught or changes or tests:
         close_increment()
     return OfflineReport(
         bag=str(session.path), backbone=getattr(backbone, "name", "?"), params=dict(params or {}),

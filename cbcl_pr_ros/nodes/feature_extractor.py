@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -37,6 +38,8 @@ from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos
 from cbcl_pr_ros.srv import ExtractFeatures
 
 __all__ = ["FeatureExtractorNode", "frame_fingerprint", "no_frame_hint", "main"]
+
+log = logging.getLogger(__name__)
 
 
 def frame_fingerprint(msg: Any) -> tuple:
@@ -235,7 +238,8 @@ def main(args: list[str] | None = None) -> int:
             try:
                 executor.spin()
             finally:
-                node.get_logger().info(f"stopping: {node.stats()}")
+                # the ROS logger's context is gone by now (rosout), so plain logging
+                log.warning("feature_extractor stopping: %s", node.stats())
                 executor.shutdown()
                 node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -35,6 +35,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image
 
+from cbcl_pr_ros.bags.config import load_bag_defaults
 from cbcl_pr_ros.bags.errors import BagFormatError
 from cbcl_pr_ros.bags.reader import bag_info
 from cbcl_pr_ros.bags.records import EventKind, TeachingEventRecord
@@ -126,6 +127,9 @@ class ReplayNode(Node):
                          for name in sorted(needed)}
         self.events_pub = (self.create_publisher(TeachingEvent, events_out, _qos(True, 100))
                            if events_out else None)
+        # Requests are built (frames deserialized) before the replay starts, so the worker thread
+        # does little Python work while frames are being published on time.
+        self._requests = [self._request(pe) for pe in plan.events]
 
     def wait_for_services(self, timeout_s: float) -> None:
         for name, client in self.clients_.items():
@@ -133,10 +137,12 @@ class ReplayNode(Node):
                 raise TimeoutError(f"service {client.srv_name} not available after {timeout_s:.0f} s "
                                    "(is the learner running, in this namespace and ROS_DOMAIN_ID?)")
 
-    def wait_for_subscribers(self, timeout_s: float) -> dict[str, int]:
-        """Give discovery a moment so the first frames are not published to nobody."""
+    def wait_for_subscribers(self, timeout_s: float, minimum: int = 1) -> dict[str, int]:
+        """Give discovery a moment (until every topic has ``minimum`` subscribers or the timeout),
+        so the first frames are not published to nobody."""
         end = time.monotonic() + timeout_s
-        while time.monotonic() < end and not all(p.get_subscription_count() for p in self.pubs.values()):
+        while time.monotonic() < end and not all(p.get_subscription_count() >= minimum
+                                                 for p in self.pubs.values()):
             time.sleep(0.05)
         return {t: p.get_subscription_count() for t, p in self.pubs.items()}
 
@@ -160,12 +166,14 @@ class ReplayNode(Node):
             req.old_label, req.new_label = ev.label, ev.new_label
         return req
 
-    def call(self, pe: PlannedEvent, timeout_s: float) -> LiveAnswer:
+    def call(self, index: int, timeout_s: float) -> LiveAnswer:
+        """Re-issue the plan's event ``index`` and wait for its answer."""
+        pe = self.plan.events[index]
         ev = pe.event
         client = self.clients_[kind_service(ev.kind)]
         t0 = time.perf_counter()
         done = threading.Event()
-        future = client.call_async(self._request(pe))
+        future = client.call_async(self._requests[index])
         future.add_done_callback(lambda _f: done.set())
         if not done.wait(timeout_s):
             client.remove_pending_request(future)
@@ -220,22 +228,27 @@ def run_replay(node: ReplayNode, *, call_timeout_s: float = 120.0) -> ReplayRepo
 
     def worker() -> None:
         try:
-            for pe in plan.events:
+            for i, pe in enumerate(plan.events):
                 _sleep_until(start + pe.offset_s)
-                report.answers.append(node.call(pe, call_timeout_s))
+                report.answers.append(node.call(i, call_timeout_s))
         except BaseException as exc:  # reported below, never swallowed
             failure.append(exc)
 
     thread = threading.Thread(target=worker, name="replay-events", daemon=True)
+    # A short GIL switch interval lets the publishing thread run within ~1 ms of its wake-up
+    # while the executor and the service worker are busy (the default 5 ms shows in the timing).
+    old_switch = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
     thread.start()
     for m in plan.messages:
         if failure:
             break
         _sleep_until(start + m.offset_s)
+        errors.append(time.perf_counter() - start - m.offset_s)  # lateness of the publish call
         node.pubs[m.topic].publish(m.data)
-        errors.append(time.perf_counter() - start - m.offset_s)
         report.published[m.topic] += 1
     thread.join()
+    sys.setswitchinterval(old_switch)
     report.publish_timing = timing_summary(errors)
     if failure:
         report.complete = False
@@ -244,23 +257,30 @@ def run_replay(node: ReplayNode, *, call_timeout_s: float = 120.0) -> ReplayRepo
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--bag-config", default=None)
+    d = load_bag_defaults("replay", pre.parse_known_args(argv)[0].bag_config)
     ap = argparse.ArgumentParser(prog="replay_session", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bag-config", default=None, help="defaults file (default: config/bags.yaml)")
     ap.add_argument("bag", help="bag directory (metadata.yaml + .mcap/.db3)")
     speed = ap.add_mutually_exclusive_group()
-    speed.add_argument("--rate", type=float, default=1.0, help="playback rate (1 = as recorded)")
+    speed.add_argument("--rate", type=float, default=float(d.get("rate", 1.0)), help="playback rate (1 = as recorded)")
     speed.add_argument("--fast", action="store_true", help="as fast as possible")
     ap.add_argument("--topics", nargs="*", default=None, help="topics to publish (default: all but events)")
-    ap.add_argument("--events-topic", default="/teaching_events", help="teaching events topic in the bag")
+    ap.add_argument("--events-topic", default=d.get("events_topic", "/teaching_events"),
+                    help="teaching events topic in the bag")
     ap.add_argument("--camera-topic", default=None, help="image topic the events' frames come from")
     ap.add_argument("--no-events", action="store_true", help="publish topics only, no service calls")
     ap.add_argument("--learner-ns", default="", help="namespace of the learner's services")
-    ap.add_argument("--events-out", default="teaching_events",
+    ap.add_argument("--events-out", default=d.get("events_out", "teaching_events"),
                     help="topic for the live answers as TeachingEvents ('' = none)")
     ap.add_argument("--best-effort", action="store_true", help="publish with BEST_EFFORT reliability")
-    ap.add_argument("--service-timeout", type=float, default=30.0, help="seconds to wait for the services")
-    ap.add_argument("--call-timeout", type=float, default=120.0, help="seconds to wait for one answer")
-    ap.add_argument("--discovery-wait", type=float, default=1.0,
+    ap.add_argument("--service-timeout", type=float, default=float(d.get("service_timeout_s", 30.0)), help="seconds to wait for the services")
+    ap.add_argument("--call-timeout", type=float, default=float(d.get("call_timeout_s", 120.0)), help="seconds to wait for one answer")
+    ap.add_argument("--discovery-wait", type=float, default=float(d.get("discovery_wait_s", 1.0)),
                     help="seconds to wait for subscribers before the first publication")
+    ap.add_argument("--min-subscribers", type=int, default=1,
+                    help="subscribers per topic to wait for (e.g. 2: the extractor and a recorder)")
     ap.add_argument("--report", default=None, help="write the JSON report here")
     return ap.parse_args(argv)
 
@@ -292,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             spin.start()
             try:
                 node.wait_for_services(opts.service_timeout)
-                node.wait_for_subscribers(opts.discovery_wait)
+                node.wait_for_subscribers(opts.discovery_wait, opts.min_subscribers)
                 report = run_replay(node, call_timeout_s=opts.call_timeout)
             finally:
                 executor.shutdown()

@@ -93,25 +93,24 @@ class ObjectMemory:
     """
 
     merge_m: float = 0.04
-    entries: list[tuple[np.ndarray, str, float]] = field(default_factory=list)
+    entries: list[tuple[np.ndarray, str, float, int]] = field(default_factory=list)
+    _seq: int = 0
 
     def update(self, centre: Sequence[float], label: str, confidence: float) -> None:
         c = np.asarray(centre, float)
-        for i, (pos, _, _) in enumerate(self.entries):
-            if np.linalg.norm(pos[:2] - c[:2]) < self.merge_m:
-                self.entries[i] = (c, label, float(confidence))
-                return
-        self.entries.append((c, label, float(confidence)))
+        self._seq += 1
+        self.entries = [e for e in self.entries if np.linalg.norm(e[0][:2] - c[:2]) >= self.merge_m]
+        self.entries.append((c, label, float(confidence), self._seq))
 
     def locate(self, label: str) -> np.ndarray | None:
-        """Centre of the most confident object predicted as ``label``, or None."""
-        cands = [(conf, pos) for pos, lab, conf in self.entries if lab == label and label]
+        """Centre of the object most recently predicted as ``label`` (objects get moved), or None."""
+        cands = [(seq, pos) for pos, lab, _, seq in self.entries if lab == label and label]
         if not cands:
             return None
         return max(cands, key=lambda t: t[0])[1]
 
     def labels(self) -> list[str]:
-        return sorted({lab for _, lab, _ in self.entries if lab})
+        return sorted({e[1] for e in self.entries if e[1]})
 
     def clear(self) -> None:
         self.entries.clear()

@@ -402,21 +402,26 @@ class SimWorld:
         return list(self._objects.values())
 
     def arrange(self, names: Sequence[str], rng: np.random.Generator, region: tuple[float, float, float, float] | None = None,
-                min_gap: float = 0.05) -> None:
+                min_gap: float = 0.03) -> None:
         """Shuffle objects onto the table without overlaps, inside ``region`` (x0, x1, y0, y1)."""
-        x0, x1, y0, y1 = region or (0.58, 0.82, -0.42, 0.12)
-        placed: list[tuple[np.ndarray, float]] = []
-        for name in names:
-            obj = self._get(name)
-            r = float(np.linalg.norm(obj.half_extents[:2]))
-            for _ in range(500):
-                xy = np.array([rng.uniform(x0, x1), rng.uniform(y0, y1)])
-                if all(np.linalg.norm(xy - q) > r + rq + min_gap for q, rq in placed):
+        x0, x1, y0, y1 = region or (0.55, 0.85, -0.45, 0.15)
+        objs = [self._get(n) for n in names]
+        for _attempt in range(50):  # restart the whole layout when a late object finds no room
+            placed: list[tuple[np.ndarray, float]] = []
+            for obj in objs:
+                r = float(np.linalg.norm(obj.half_extents[:2]))
+                for _ in range(200):
+                    xy = np.array([rng.uniform(x0, x1), rng.uniform(y0, y1)])
+                    if all(np.linalg.norm(xy - q) > r + rq + min_gap for q, rq in placed):
+                        placed.append((xy, r))
+                        break
+                else:
                     break
-            else:
-                raise ValueError(f"cannot fit {len(names)} objects into region {(x0, x1, y0, y1)} without overlap")
-            placed.append((xy, r))
-            self.move_object(name, xy, float(rng.uniform(-math.pi, math.pi)))
+            if len(placed) == len(objs):
+                for obj, (xy, _) in zip(objs, placed):
+                    self.move_object(obj.name, xy, float(rng.uniform(-math.pi, math.pi)))
+                return
+        raise ValueError(f"cannot fit {len(names)} objects into region {(x0, x1, y0, y1)} without overlap")
 
     # ------------------------------------------------------------------ camera
     def randomize_light(self, rng: np.random.Generator) -> None:

@@ -61,3 +61,18 @@ def test_changed_weights_hash_gives_a_new_export_name():
     assert onnx_file_name("resnet18", "a" * 64) != onnx_file_name("resnet18", "b" * 64)
     assert onnx_file_name("resnet18", "a" * 64, torch_version="2.13.0") != onnx_file_name(
         "resnet18", "a" * 64, torch_version="2.14.0")
+
+
+def test_export_that_disagrees_is_refused_and_leaves_nothing(tmp_path, monkeypatch):
+    import pytest
+    import torch
+
+    from cbcl_pr_ros.features import onnx_export
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+    ok = onnx_export.export_and_check(model, tmp_path / "ok.onnx", input_size=16)
+    assert ok < 1e-5 and (tmp_path / "ok.onnx").is_file()
+    monkeypatch.setattr(onnx_export, "MAX_ALLOWED_DIFF", -1.0)
+    with pytest.raises(RuntimeError, match="disagrees with PyTorch"):
+        onnx_export.export_and_check(model, tmp_path / "bad.onnx", input_size=16)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.onnx"]

@@ -22,7 +22,7 @@ def installed_executable(name: str) -> Path:
     """The executable as colcon installed it (lib/cbcl_pr_ros/<name>)."""
     import cbcl_pr_ros
 
-    pkg = Path(cbcl_pr_ros.__file__).resolve()
+    pkg = Path(cbcl_pr_ros.__file__).absolute()  # not resolve(): symlink-install
     # install/cbcl_pr_ros/lib/python3.X/site-packages/cbcl_pr_ros/__init__.py -> install/cbcl_pr_ros
     for parent in pkg.parents:
         cand = parent / "lib" / "cbcl_pr_ros" / name
@@ -56,7 +56,8 @@ class Proc:
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     def output(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def stop(self, timeout: float = 20.0) -> int:
@@ -68,17 +69,27 @@ class Proc:
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait(5)
-        self._log.close()
+        if not self._log.closed:
+            self._log.close()
         return self.popen.returncode
 
 
 def start_node(executable: str, domain_id: int, log_dir: Path, params: dict[str, Any] | None = None,
                extra: list[str] | None = None, tag: str = "") -> Proc:
+    """Start an installed executable with config/cbcl_pr.yaml plus ``params`` for every node in it.
+
+    The overrides go in a second params file under ``/**/<node>`` keys: a ``-p`` argument would lose
+    against the node-specific entries of the config file.
+    """
+    import yaml
+
     args = [sys.executable, str(installed_executable(executable))] + (extra or [])
     ros = ["--ros-args", "--params-file", str(CONFIG)]
-    for k, v in (params or {}).items():
-        v = str(v).lower() if isinstance(v, bool) else v
-        ros += ["-p", f"{k}:={v}"]
+    if params:
+        over = log_dir / f"{executable}{tag}.params.yaml"
+        over.write_text(yaml.safe_dump({f"/**/{n}": {"ros__parameters": dict(params)}
+                                        for n in ("learner", "feature_extractor")}))
+        ros += ["--params-file", str(over)]
     if "--ros-args" in args:
         i = args.index("--ros-args")
         args = args[:i] + ros + args[i + 1:]
@@ -127,10 +138,17 @@ class Client:
         finally:
             self.node.destroy_client(client)
 
-    def wait_for_service(self, srv_type: Any, name: str, timeout: float) -> bool:
+    def wait_for_service(self, srv_type: Any, name: str, timeout: float, proc: "Proc | None" = None) -> bool:
+        """True once the service is there; False at the timeout or as soon as ``proc`` has exited."""
         client = self.node.create_client(srv_type, name)
         try:
-            return client.wait_for_service(timeout_sec=timeout)
+            end = time.monotonic() + timeout
+            while time.monotonic() < end:
+                if client.wait_for_service(timeout_sec=1.0):
+                    return True
+                if proc is not None and proc.popen.poll() is not None:
+                    return False
+            return False
         finally:
             self.node.destroy_client(client)
 

@@ -64,8 +64,8 @@ def test_separate_processes_teach_classify_restart_forget(helpers, domain_id, tm
     cli = h.Client(domain_id)
     procs = [extractor, learner]
     try:
-        assert cli.wait_for_service(ExtractFeatures, "extract_features", START_TIMEOUT), extractor.output()
-        assert cli.wait_for_service(TeachClass, "teach_class", START_TIMEOUT), learner.output()
+        assert cli.wait_for_service(ExtractFeatures, "extract_features", START_TIMEOUT, extractor), extractor.output()
+        assert cli.wait_for_service(TeachClass, "teach_class", START_TIMEOUT, learner), learner.output()
 
         # nothing taught yet: a clear answer, no crash
         r = cli.call(Classify, "classify", Classify.Request())
@@ -135,7 +135,7 @@ def test_separate_processes_teach_classify_restart_forget(helpers, domain_id, tm
         assert learner.stop() == 0, learner.output()[-3000:]
         learner = h.start_node("learner_node", domain_id, tmp_path, lp, tag="_restarted")
         procs[1] = learner
-        assert cli.wait_for_service(Classify, "classify", START_TIMEOUT), learner.output()
+        assert cli.wait_for_service(Classify, "classify", START_TIMEOUT, learner), learner.output()
         r = cli.call(ListClasses, "list_classes", ListClasses.Request())
         assert sorted(c.name for c in r.classes) == sorted(CLASSES), learner.output()[-2000:]
         correct = 0

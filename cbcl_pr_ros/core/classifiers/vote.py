@@ -31,11 +31,12 @@ class WeightedVoteSnapshot:
     centroids: np.ndarray  # (N, d) float32
     owner: np.ndarray  # (N,) class index
     n_neighbours: int
+    sq_norms: np.ndarray  # (N,) squared centroid norms, precomputed once
 
     def scores(self, features: np.ndarray) -> np.ndarray:
         x = np.asarray(features, np.float32)
         c = self.centroids
-        d2 = (x * x).sum(1)[:, None] - 2.0 * (x @ c.T) + (c * c).sum(1)[None, :]
+        d2 = (x * x).sum(1)[:, None] - 2.0 * (x @ c.T) + self.sq_norms[None, :]
         dist = np.sqrt(np.maximum(d2, 0.0)).astype(np.float64)
         k = min(self.n_neighbours, c.shape[0])
         near = np.argpartition(dist, k - 1, axis=1)[:, :k] if k < c.shape[0] else np.tile(np.arange(k), (len(x), 1))
@@ -51,4 +52,5 @@ def fit_weighted_vote(memory: ClusterMemory, n_neighbours: int = 5) -> WeightedV
     if n_neighbours < 1:
         raise ValueError(f"n_neighbours must be >= 1, got {n_neighbours!r}")
     cent, owner = memory.all_centroids()
-    return WeightedVoteSnapshot("cbcl_vote", memory.classes, np.ascontiguousarray(cent, np.float32), owner, n_neighbours)
+    cent = np.ascontiguousarray(cent, np.float32)
+    return WeightedVoteSnapshot("cbcl_vote", memory.classes, cent, owner, n_neighbours, (cent * cent).sum(1))

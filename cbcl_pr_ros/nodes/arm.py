@@ -1,0 +1,217 @@
+"""Arm node: points Baxter's arm (real, Gazebo/ros2_control, or simulated) at a classified object.
+
+Service ``point_at`` (cbcl_pr_ros/PointAt). Subscribes ``prediction`` (the learner's), ``depth``,
+``camera_info`` and ``camera_pose`` (same stamps as the image) to locate each predicted object, and
+``joint_states`` for the IK seed. Commands go out through the backend chosen by ``backend``:
+
+- ``sim``: sensor_msgs/JointState positions by name on ``command_topic`` (default ``joint_command``,
+  what the simulated world node takes);
+- ``baxter``: baxter_core_msgs/JointCommand in position mode on ``/robot/limb/<side>/joint_command``,
+  repeated at ``rate_hz`` (> 5 Hz) for ``hold_s`` seconds (needs baxter_core_msgs installed);
+- ``trajectory``: trajectory_msgs/JointTrajectory on ``command_topic`` (e.g.
+  ``/arm_controller/joint_trajectory``).
+An unknown label or an unreachable target answers success=false and nothing is published.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import rclpy
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import PoseStamped
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from cbcl_pr_ros.msg import Prediction
+from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
+from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
+from cbcl_pr_ros.srv import PointAt
+
+__all__ = ["ArmNode", "main"]
+
+_PARAMS = {
+    "backend": ("sim", "Where commands go: sim | baxter | trajectory"),
+    "side": ("right", "Which arm points: left or right"),
+    "command_topic": ("", "Command topic ('' = joint_command for sim, Baxter's topic for baxter, "
+                          "joint_trajectory for trajectory)"),
+    "rate_hz": (20.0, "Baxter backend: command streaming rate (must be > 5 Hz)"),
+    "hold_s": (3.0, "Baxter backend: seconds to keep streaming a target"),
+    "max_joint_velocity": (0.8, "trajectory backend: fastest joint speed of the planned motion (rad/s)"),
+    "table_height": (-0.18, "z of the table top in the base frame (for depth segmentation)"),
+    "pointing_tolerance_m": (0.03, "Largest accepted distance from the object centre to the pointing ray"),
+    "point_on_prediction": (False, "Point at every newly located object as predictions arrive"),
+    "min_confidence": (0.0, "Ignore predictions below this confidence"),
+    "object_poses": (["none:0,0,0"], "Configured object positions 'label:x,y,z' (for robots without depth)"),
+}
+
+
+def _stamp_ns(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+class ArmNode(Node):
+    """ROS adapter around :class:`~cbcl_pr_ros.robot.arm_logic.ArmController`."""
+
+    def __init__(self, *, node_name: str = "arm", namespace: str | None = None, **kwargs: Any) -> None:
+        super().__init__(node_name, namespace=namespace, **kwargs)
+        for name, (default, text) in _PARAMS.items():
+            self.declare_parameter(name, default, ParameterDescriptor(description=text))
+        g = lambda n: self.get_parameter(n).value  # noqa: E731
+        self.backend = check_backend(g("backend"))
+        self.side = g("side")
+        poses = parse_object_poses([e for e in g("object_poses") if not e.startswith("none:")])
+        self.logic = ArmController(self.side, float(g("table_height")), float(g("pointing_tolerance_m")), poses,
+                                   float(g("min_confidence")))
+        self.point_on_prediction = bool(g("point_on_prediction"))
+        self.max_velocity = float(g("max_joint_velocity"))
+        self._lock = threading.Lock()
+        self._joints: dict[str, float] = {}
+        self._depth: dict[int, Image] = {}
+        self._poses: dict[int, PoseStamped] = {}
+        self._K: np.ndarray | None = None
+        self.commands_sent = 0
+        self.last_target: dict[str, float] | None = None
+
+        topic = g("command_topic")
+        self._stream: BaxterCommandStream | None = None
+        if self.backend == "baxter":
+            self._msg_type = load_baxter_joint_command()
+            self._stream = BaxterCommandStream(self.side, float(g("rate_hz")), float(g("hold_s")))
+            self.command_pub = self.create_publisher(self._msg_type, topic or self._stream.topic, 10)
+            self.create_timer(self._stream.period_s, self._stream_tick)
+        elif self.backend == "trajectory":
+            self.command_pub = self.create_publisher(JointTrajectory, topic or "joint_trajectory", 10)
+        else:
+            self.command_pub = self.create_publisher(JointState, topic or "joint_command", 10)
+
+        sensors = ReentrantCallbackGroup()
+        self.create_subscription(JointState, "joint_states", self._on_joints, 10, callback_group=sensors)
+        self.create_subscription(Image, "depth", lambda m: self._remember(self._depth, m), 5, callback_group=sensors)
+        self.create_subscription(PoseStamped, "camera_pose", lambda m: self._remember(self._poses, m), 5,
+                                 callback_group=sensors)
+        self.create_subscription(CameraInfo, "camera_info", self._on_info, 5, callback_group=sensors)
+        # predictions and the service in separate groups, so a backlog of frames never delays point_at;
+        # the controller itself is serialised by _logic_lock.
+        self._logic_lock = threading.Lock()
+        self._last_observed: tuple | None = None
+        self.create_subscription(Prediction, "prediction", self._on_prediction, 2,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_service(PointAt, "point_at", self._on_point_at, callback_group=MutuallyExclusiveCallbackGroup())
+        self.get_logger().info(f"arm ready: {self.side} arm, backend '{self.backend}' on '{self.command_pub.topic_name}'")
+
+    # ------------------------------------------------------------------ inputs
+    def _on_joints(self, msg: JointState) -> None:
+        with self._lock:
+            self._joints.update(zip(msg.name, msg.position))
+
+    def _on_info(self, msg: CameraInfo) -> None:
+        self._K = np.array(msg.k, float).reshape(3, 3)
+
+    def _remember(self, store: dict[int, Any], msg: Any) -> None:
+        with self._lock:
+            store[_stamp_ns(msg.header.stamp)] = msg
+            while len(store) > 30:
+                store.pop(min(store))
+
+    def _on_prediction(self, msg: Prediction) -> None:
+        key = _stamp_ns(msg.header.stamp)
+        with self._lock:
+            depth, pose = self._depth.get(key), self._poses.get(key)
+        if depth is None or pose is None or self._K is None:
+            return
+        p, q = pose.pose.position, pose.pose.orientation
+        key = (msg.label, round(p.x, 3), round(p.y, 3), round(p.z, 3), round(q.x, 3), round(q.y, 3), round(q.z, 3))
+        if key == self._last_observed:  # same view, same answer: nothing new to locate
+            return
+        self._last_observed = key
+        d = np.frombuffer(bytes(depth.data), "<f4").reshape(depth.height, depth.step // 4)[:, : depth.width]
+        K = self._K.copy()
+        K[:2] /= 2.0  # segment at half resolution: plenty for a table top, 4x less work
+        with self._logic_lock:
+            centre = self.logic.observe(msg.label, float(msg.confidence), bool(msg.known), d[::2, ::2], K,
+                                        (p.x, p.y, p.z), (q.x, q.y, q.z, q.w))
+        if centre is not None and self.point_on_prediction:
+            self.point(msg.label)
+
+    # ------------------------------------------------------------------ pointing
+    def point(self, label: str) -> tuple[bool, str, Any]:
+        """Solve and command; returns (success, message, (target, solution) or None)."""
+        with self._lock:
+            current = {n: self._joints[n] for n in self.logic.joint_names if n in self._joints}
+        try:
+            with self._logic_lock:
+                target, sol = self.logic.point_at(label, current)
+        except PointingRefused as exc:
+            self.get_logger().info(f"point_at {label!r} refused: {exc}")
+            return False, str(exc), None
+        self._command(dict(zip(sol.joint_names, sol.joint_positions)), current)
+        return True, (f"pointing the {self.side} arm at {label!r} at {np.round(target, 3).tolist()} "
+                      f"(ray misses the centre by {sol.error_m * 100:.1f} cm)"), (target, sol)
+
+    def _command(self, target: dict[str, float], current: dict[str, float]) -> None:
+        self.last_target = target
+        self.commands_sent += 1
+        if self.backend == "baxter":
+            assert self._stream is not None
+            self._stream.set_target(target, time.monotonic())
+            self._stream_tick()
+        elif self.backend == "trajectory":
+            plan = plan_trajectory({**target, **current}, target, self.max_velocity)
+            self.command_pub.publish(plan.fill(JointTrajectory(), JointTrajectoryPoint, Duration))
+        else:
+            msg = JointState(name=list(target), position=list(target.values()))
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self.command_pub.publish(msg)
+
+    def _stream_tick(self) -> None:
+        assert self._stream is not None
+        cmd = self._stream.tick(time.monotonic())
+        if cmd is not None:
+            self.command_pub.publish(cmd.fill(self._msg_type()))
+
+    def _on_point_at(self, req: PointAt.Request, resp: PointAt.Response) -> PointAt.Response:
+        ok, message, result = self.point(req.label)
+        resp.success, resp.message = ok, message
+        if result is not None:
+            target, sol = result
+            resp.target.header.frame_id = "base"
+            resp.target.header.stamp = self.get_clock().now().to_msg()
+            resp.target.point.x, resp.target.point.y, resp.target.point.z = (float(v) for v in target)
+            resp.joint_names = list(sol.joint_names)
+            resp.joint_positions = [float(v) for v in sol.joint_positions]
+            resp.pointing_error_m = float(sol.error_m)
+        return resp
+
+    def destroy_node(self) -> None:
+        try:
+            self.logic.close()
+        finally:
+            super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> int:
+    try:
+        with rclpy.init(args=args):
+            node = ArmNode()
+            executor = MultiThreadedExecutor(num_threads=4)
+            executor.add_node(node)
+            try:
+                executor.spin()
+            finally:
+                executor.shutdown()
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The arm node's behaviour without ROS: remember where predicted objects are, and solve pointing.
+
+Each prediction of the learner comes with the frame it was made on; the object at the image centre
+is segmented from that frame's depth and remembered under the predicted label. ``point_at`` then
+finds the remembered (or configured) position of a label and solves a pointing pose; an unknown
+label or an unreachable position raises :class:`PointingRefused` and nothing is commanded.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .kinematics import BaxterKinematics, PointingSolution, Unreachable
+from .localisation import ObjectMemory, object_at_centre, segment_tabletop
+
+__all__ = ["PointingRefused", "ArmController", "parse_object_poses"]
+
+
+class PointingRefused(ValueError):
+    """The arm will not move: unknown label, nothing located, or unreachable target."""
+
+
+def parse_object_poses(entries: Sequence[str]) -> dict[str, np.ndarray]:
+    """``["mug:0.7,-0.1,-0.15", ...]`` → {label: xyz}; a malformed entry raises ValueError naming it."""
+    out = {}
+    for e in entries:
+        label, sep, xyz = e.partition(":")
+        try:
+            vals = [float(v) for v in xyz.split(",")]
+        except ValueError:
+            vals = []
+        if not sep or not label.strip() or len(vals) != 3 or not all(np.isfinite(vals)):
+            raise ValueError(f"object pose entry {e!r} must look like 'label:x,y,z' (metres, base frame)")
+        out[label.strip()] = np.array(vals)
+    return out
+
+
+class ArmController:
+    """Pointing logic for one arm. Not thread-safe: the node serialises calls."""
+
+    def __init__(self, side: str = "right", table_height: float = -0.18, tolerance_m: float = 0.03,
+                 object_poses: Mapping[str, Sequence[float]] | None = None, min_confidence: float = 0.0) -> None:
+        self.kin = BaxterKinematics(side)
+        self.side = side
+        self.table_height = float(table_height)
+        self.tolerance_m = float(tolerance_m)
+        self.min_confidence = float(min_confidence)
+        self.configured = {k: np.asarray(v, float) for k, v in (object_poses or {}).items()}
+        self.memory = ObjectMemory()
+
+    @property
+    def joint_names(self) -> tuple[str, ...]:
+        return self.kin.joint_names
+
+    def observe(self, label: str, confidence: float, known: bool, depth: np.ndarray, K: np.ndarray,
+                cam_pos: Sequence[float], cam_quat: Sequence[float]) -> np.ndarray | None:
+        """Locate the object the camera looks at and remember it under ``label``; returns its centre."""
+        if not label or not known or confidence < self.min_confidence:
+            return None
+        dets = segment_tabletop(depth, K, cam_pos, cam_quat, self.table_height)
+        det = object_at_centre(dets, depth.shape[1], depth.shape[0])
+        if det is None:
+            return None
+        self.memory.update(det.centre, label, confidence)
+        return det.centre
+
+    def locate(self, label: str) -> np.ndarray:
+        if not label.strip():
+            raise PointingRefused("empty label: say which object to point at")
+        pos = self.memory.locate(label)
+        if pos is None:
+            pos = self.configured.get(label)
+        if pos is None:
+            seen = sorted(set(self.memory.labels()) | set(self.configured))
+            raise PointingRefused(f"no object predicted as {label!r} has been located yet"
+                                  f" (located: {', '.join(seen) if seen else 'none'})")
+        return pos
+
+    def point_at(self, label: str, current: Mapping[str, float]) -> tuple[np.ndarray, PointingSolution]:
+        """Target position and joint solution; raises PointingRefused (arm must stay still)."""
+        target = self.locate(label)
+        try:
+            sol = self.kin.point_at(target, seed=current, tolerance_m=self.tolerance_m)
+        except Unreachable as exc:
+            raise PointingRefused(str(exc)) from exc
+        return target, sol
+
+    def close(self) -> None:
+        self.kin.close()

@@ -1,0 +1,32 @@
+"""Perception only: camera topic -> feature_extractor -> learner (no arm, no simulated world).
+
+    ros2 launch cbcl_pr_ros perception.launch.py camera_topic:=/camera/image_raw namespace:=robot1
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def generate_launch_description():
+    default_config = os.path.join(get_package_share_directory("cbcl_pr_ros"), "config", "cbcl_pr.yaml")
+    camera_topic = LaunchConfiguration("camera_topic")
+    namespace = LaunchConfiguration("namespace")
+    config = LaunchConfiguration("config")
+    remap = [("image", camera_topic)]
+    return LaunchDescription([
+        DeclareLaunchArgument("camera_topic", default_value="/camera/image_raw",
+                              description="camera topic (sensor_msgs/Image) the nodes read"),
+        DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes"),
+        DeclareLaunchArgument("config", default_value=default_config,
+                              description="parameters YAML (see config/cbcl_pr.yaml)"),
+        Node(package="cbcl_pr_ros", executable="feature_extractor_node", name="feature_extractor",
+             namespace=namespace, parameters=[config], remappings=remap, output="screen",
+             emulate_tty=True),
+        Node(package="cbcl_pr_ros", executable="learner_node", name="learner",
+             namespace=namespace, parameters=[config], remappings=remap, output="screen",
+             emulate_tty=True),
+    ])

@@ -1,0 +1,42 @@
+"""A teaching session: camera -> feature_extractor -> learner, optionally the arm and the simulated world.
+
+    ros2 launch cbcl_pr_ros teaching_session.launch.py camera_topic:=/camera/image_raw
+    ros2 launch cbcl_pr_ros teaching_session.launch.py namespace:=robot1 with_arm:=true
+
+Where `ros2 launch` is not installed (ROS 2 from PyPI wheels), `teaching_session` starts the same
+nodes with the same YAML in one process.
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.conditions import IfCondition
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def generate_launch_description():
+    share = get_package_share_directory("cbcl_pr_ros")
+    default_config = os.path.join(share, "config", "cbcl_pr.yaml")
+    camera_topic = LaunchConfiguration("camera_topic")
+    namespace = LaunchConfiguration("namespace")
+    config = LaunchConfiguration("config")
+    perception = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(os.path.join(share, "launch", "perception.launch.py")),
+        launch_arguments={"camera_topic": camera_topic, "namespace": namespace,
+                          "config": config}.items(),
+    )
+    return LaunchDescription([
+        DeclareLaunchArgument("camera_topic", default_value="/camera/image_raw",
+                              description="camera topic (sensor_msgs/Image) the nodes read"),
+        DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes"),
+        DeclareLaunchArgument("config", default_value=default_config,
+                              description="parameters YAML (see config/cbcl_pr.yaml)"),
+        DeclareLaunchArgument("with_arm", default_value="false",
+                              description="also start the arm node (points at predicted objects)"),
+        perception,
+        Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
+             parameters=[config], output="screen", condition=IfCondition(LaunchConfiguration("with_arm"))),
+    ])

@@ -1,0 +1,80 @@
+"""Feature cache, report files and a CLI smoke run on synthetic features."""
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.cli.evaluate import main
+from cbcl_pr_ros.evaluation.datasets import ArrayImages, ImageDataset
+from cbcl_pr_ros.evaluation.featureset import FeatureSet, extract_feature_set, subsample_per_class
+
+
+class CountingBackbone:
+    name, feature_dim, preprocessing_id, weights_sha256 = "fake", 3, "fake-prep", "0"
+
+    def __init__(self):
+        self.calls = 0
+
+    def extract(self, images):
+        self.calls += 1
+        return np.stack([im.reshape(-1, 3).mean(0) for im in images]).astype(np.float32)
+
+
+def test_subsample_per_class():
+    y = np.repeat(np.arange(3), [5, 2, 9])
+    idx = subsample_per_class(y, 3, 0)
+    assert np.bincount(y[idx]).tolist() == [3, 2, 3]
+    assert np.array_equal(idx, subsample_per_class(y, 3, 0))
+
+
+def test_feature_cache_hit(tmp_path, rng):
+    imgs = rng.integers(0, 256, (20, 4, 4, 3), dtype=np.uint8)
+    y = np.arange(20) % 2
+    ds = ImageDataset("toy", ("a", "b"), ArrayImages(imgs), y, ArrayImages(imgs[:6]), y[:6])
+    bb = CountingBackbone()
+    fs = extract_feature_set(ds, bb, tmp_path, train_per_class=4)
+    calls = bb.calls
+    fs2 = extract_feature_set(ds, bb, tmp_path, train_per_class=4)
+    assert bb.calls == calls  # served from the cache
+    assert np.array_equal(fs.train_x, fs2.train_x) and fs2.meta["backbone"] == "fake"
+    assert np.bincount(fs.train_y).tolist() == [4, 4] and len(fs.test_y) == 6
+    assert np.allclose(fs.train_x[0], imgs[int(fs.train_refs[0])].reshape(-1, 3).mean(0))
+    assert isinstance(FeatureSet.load(next(tmp_path.glob("*.npz"))), FeatureSet)
+
+
+def test_cli_fsil_smoke_writes_json_csv_md_png(tmp_path):
+    rc = main(["--synthetic", "--seeds", "2", "--fast", "--out", str(tmp_path), "--methods", "cbcl-pr,ncm,slda",
+               "fsil-table", "--shots", "5", "--ways", "5"])
+    assert rc == 0
+    d = tmp_path / "eval_fsil-table_synthetic"
+    data = json.loads((d / "fsil-table.json").read_text())
+    assert len(data["runs"]) == 3 * 2 and data["seeds"] == [0, 1]
+    run = data["runs"][0]
+    assert len(run["accuracy"]) == 2 and run["n_classes"] == [5, 10]
+    assert 0.0 <= run["final_accuracy"] <= 1.0
+    rows = list(csv.DictReader(open(d / "fsil-table.csv")))
+    assert {r["method"] for r in rows} == {"cbcl-pr", "ncm", "slda"}
+    md = (d / "fsil-table.md").read_text()
+    assert "synthetic" in md and "seeds 2" in md and "| NCM |" in md
+    assert (d / "fsil-table.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_cli_all_writes_results_doc(tmp_path):
+    doc = tmp_path / "results.md"
+    rc = main(["--synthetic", "--seeds", "1", "--fast", "--out", str(tmp_path), "--docs", str(doc),
+               "--methods", "cbcl-pr,cbcl-pr-diag,cbcl,ncm,flb", "all"])
+    assert rc == 0
+    text = doc.read_text()
+    for name in ("fsil-table", "sota", "ablation", "memory-budget", "curves", "prediction-time", "d-sweep"):
+        assert f"## {name} — synthetic" in text
+        assert (tmp_path / f"eval_{name}_synthetic" / f"{name}.png").is_file()
+    assert "Answers" in text and "CBCL-PR minus other" in text
+
+
+def test_cli_rejects_unknown_method(capsys):
+    with pytest.raises(SystemExit):
+        main(["--synthetic", "--methods", "nope", "fsil-table"])
