@@ -81,35 +81,35 @@ def summarise_rate(values: list[float]) -> dict:
     return {"best": max(values), "median": statistics.median(values), "all": [round(v, 1) for v in values]}
 
 
-def bench_backbone(bb, batch: list[np.ndarray], single: np.ndarray, rounds: int, lat_iters: int) -> dict:
-    pre = bb.preprocess(batch)
-    bb.extract_preprocessed(pre[:4])  # warm-up
-    bb.extract([single])
-    thr_model, thr_e2e, p50s, p95s, pre_ms = [], [], [], [], []
-    for _ in range(rounds):
+def measure_round(bb, pre: np.ndarray, batch: list[np.ndarray], single: np.ndarray, lat_iters: int) -> dict:
+    """One round of every figure for one backbone."""
+    t = time.perf_counter()
+    bb.extract_preprocessed(pre)
+    thr_model = len(batch) / (time.perf_counter() - t)
+    t = time.perf_counter()
+    bb.extract(batch)
+    thr_e2e = len(batch) / (time.perf_counter() - t)
+    lat = []
+    for _ in range(lat_iters):
         t = time.perf_counter()
-        bb.extract_preprocessed(pre)
-        thr_model.append(len(batch) / (time.perf_counter() - t))
-        t = time.perf_counter()
-        bb.extract(batch)
-        thr_e2e.append(len(batch) / (time.perf_counter() - t))
-        lat = []
-        for _ in range(lat_iters):
-            t = time.perf_counter()
-            bb.extract([single])
-            lat.append((time.perf_counter() - t) * 1e3)
-        p50s.append(float(np.percentile(lat, 50)))
-        p95s.append(float(np.percentile(lat, 95)))
-        t = time.perf_counter()
-        for _ in range(20):
-            bb.preprocess([single])
-        pre_ms.append((time.perf_counter() - t) * 1e3 / 20)
+        bb.extract([single])
+        lat.append((time.perf_counter() - t) * 1e3)
+    t = time.perf_counter()
+    for _ in range(20):
+        bb.preprocess([single])
+    pre_ms = (time.perf_counter() - t) * 1e3 / 20
+    return {"thr_model": thr_model, "thr_e2e": thr_e2e, "p50": float(np.percentile(lat, 50)),
+            "p95": float(np.percentile(lat, 95)), "pre_ms": pre_ms, "load1": os.getloadavg()[0]}
+
+
+def aggregate(rounds: list[dict], lat_iters: int) -> dict:
     return {
-        "batch32_img_per_s_model_only": summarise_rate(thr_model),
-        "batch32_img_per_s_with_preprocessing": summarise_rate(thr_e2e),
-        "single_frame_latency_ms_p50": summarise(p50s),
-        "single_frame_latency_ms_p95": summarise(p95s),
-        "preprocess_one_640x480_ms": summarise(pre_ms),
+        "batch32_img_per_s_model_only": summarise_rate([r["thr_model"] for r in rounds]),
+        "batch32_img_per_s_with_preprocessing": summarise_rate([r["thr_e2e"] for r in rounds]),
+        "single_frame_latency_ms_p50": summarise([r["p50"] for r in rounds]),
+        "single_frame_latency_ms_p95": summarise([r["p95"] for r in rounds]),
+        "preprocess_one_640x480_ms": summarise([r["pre_ms"] for r in rounds]),
+        "loadavg_1min_per_round": [round(r["load1"], 2) for r in rounds],
         "latency_iterations_per_round": lat_iters,
     }
 
@@ -153,31 +153,39 @@ def main(argv: list[str] | None = None) -> int:
     check = frames(8, seed=7)
     with tempfile.TemporaryDirectory(prefix="bench_features_") as tmp:
         tmpd = Path(tmp)
+        models: dict[tuple[str, str], object] = {}
         for name in args.backbones.split(","):
             weights = None if name == "efficientnet_lite0" else random_resnet_weights(name, tmpd)
             entry: dict = {"weights": "pretrained ImageNet (package)" if weights is None else "random (see notes)"}
+            result["backbones"][name] = entry
             feats = {}
             for runtime in args.runtimes.split(","):
                 t = time.perf_counter()
                 bb = make_backbone(name, runtime=runtime, weights_path=weights, threads=args.threads,
                                    device="cpu", cache_dir=tmpd / "onnx")
-                build_s = time.perf_counter() - t
-                _LOG.info("%s/%s built in %.1f s; measuring", name, runtime, build_s)
-                r = bench_backbone(bb, batch, single, args.rounds, args.latency_iters if runtime == "onnx"
-                                   else max(5, args.latency_iters // 4))
-                r["build_seconds_incl_export"] = round(build_s, 2)
+                entry[runtime] = {"build_seconds_incl_export": round(time.perf_counter() - t, 2)}
                 if runtime == "onnx":
-                    r["export_max_abs_diff"] = bb.max_abs_diff
-                feats[runtime] = bb.extract(check)
-                entry[runtime] = r
-                _LOG.info("%s/%s: %s img/s (batch %d), p50 %s ms", name, runtime,
-                          f"{r['batch32_img_per_s_model_only']['best']:.1f}", args.batch,
-                          f"{r['single_frame_latency_ms_p50']['best']:.2f}")
-                del bb
+                    entry[runtime]["export_max_abs_diff"] = bb.max_abs_diff
+                feats[runtime] = bb.extract(check)  # also warms up both batch shapes
+                bb.extract([single])
+                models[(name, runtime)] = bb
             if "onnx" in feats and "torch" in feats:
                 entry["torch_vs_onnx_max_abs_diff"] = float(np.abs(feats["onnx"] - feats["torch"]).max())
                 entry["feature_max_abs"] = float(np.abs(feats["torch"]).max())
-            result["backbones"][name] = entry
+        # Rounds go over all models in turn, so a burst of load from other processes hits one
+        # round of each rather than every round of one model.
+        per_model: dict[tuple[str, str], list[dict]] = {k: [] for k in models}
+        pre = {k: bb.preprocess(batch) for k, bb in models.items()}
+        for r in range(args.rounds):
+            for key, bb in models.items():
+                iters = args.latency_iters if key[1] == "onnx" else max(5, args.latency_iters // 4)
+                m = measure_round(bb, pre[key], batch, single, iters)
+                per_model[key].append(m)
+                _LOG.info("round %d %s/%s: %.1f img/s (batch %d), p50 %.2f ms, load %.1f", r + 1, *key,
+                          m["thr_model"], args.batch, m["p50"], m["load1"])
+        for (name, runtime), rounds in per_model.items():
+            iters = args.latency_iters if runtime == "onnx" else max(5, args.latency_iters // 4)
+            result["backbones"][name][runtime].update(aggregate(rounds, iters))
     result["loadavg_end"] = os.getloadavg()
     result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     out = Path(args.out)

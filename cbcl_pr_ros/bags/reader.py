@@ -17,7 +17,7 @@ from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Reader, ReaderError
 
 from .errors import BagFormatError
-from .records import BagImage, EventKind, TeachingEventRecord
+from .records import BagImage, TeachingEventRecord
 from .types import EVENT_TYPE, IMAGE_TYPE, make_typestore
 from .writer import DEFAULT_EVENTS_TOPIC, normalize_topic
 
@@ -25,6 +25,7 @@ __all__ = [
     "BagSummary",
     "RawMessage",
     "TeachingSession",
+    "TopicSummary",
     "bag_info",
     "check_bag",
     "iter_raw",
@@ -100,9 +101,9 @@ def _open(path: str | Path) -> Reader:
         reader = Reader(path)
         reader.open()
     except (ReaderError, FileNotFoundError, OSError, KeyError, ValueError, TypeError) as exc:
-        raise BagFormatError(path, f"not a readable rosbag2 bag: {exc}") from None
+        raise BagFormatError(path, f"not a readable rosbag2 bag (missing, truncated or corrupt file): {exc}") from None
     except Exception as exc:  # storage plugins raise their own low-level errors
-        raise BagFormatError(path, f"not a readable rosbag2 bag ({type(exc).__name__}: {exc})") from None
+        raise BagFormatError(path, f"not a readable rosbag2 bag (truncated or corrupt file; {type(exc).__name__}: {exc})") from None
     return reader
 
 
@@ -121,8 +122,8 @@ def _summary(path: Path, reader: Reader) -> BagSummary:
         path=path,
         storage=str(meta.get("storage_identifier", "")),
         version=int(meta.get("version", 0)),
-        start_ns=reader.start_time if reader.message_count else 0,
-        duration_ns=reader.duration if reader.message_count else 0,
+        start_ns=int(meta.get("starting_time", {}).get("nanoseconds_since_epoch", 0)),
+        duration_ns=int(meta.get("duration", {}).get("nanoseconds", 0)),
         message_count=reader.message_count,
         topics=topics,
         custom_data=dict(meta.get("custom_data") or {}),

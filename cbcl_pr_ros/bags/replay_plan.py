@@ -17,7 +17,7 @@ from .records import EventKind, TeachingEventRecord
 from .types import IMAGE_TYPE, make_typestore
 from .writer import DEFAULT_EVENTS_TOPIC, normalize_topic
 
-__all__ = ["PlannedEvent", "PlannedMessage", "ReplayPlan", "build_plan", "timing_summary"]
+__all__ = ["PlannedEvent", "PlannedMessage", "ReplayPlan", "build_plan", "kind_service", "timing_summary"]
 
 
 @dataclass(frozen=True)
@@ -118,4 +118,3 @@ def kind_service(kind: EventKind) -> str:
             EventKind.FORGET: "forget_class", EventKind.RENAME: "rename_class"}[EventKind(kind)]
 
 
-__all__ += ["kind_service"]

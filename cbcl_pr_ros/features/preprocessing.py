@@ -74,6 +74,11 @@ def image_to_rgb(
     ValueError
         For an unsupported encoding, a zero size, a ``step`` too small for the width, or a buffer
         whose length is not ``step * height`` (truncated or oversized).
+
+    Examples
+    --------
+    >>> image_to_rgb("bgr8", 1, 2, 8, bytes([3, 2, 1, 6, 5, 4, 0, 0])).tolist()  # 2 bytes of row padding
+    [[[1, 2, 3], [4, 5, 6]]]
     """
     enc = str(encoding).strip().lower()
     if enc not in _LAYOUT:
@@ -169,6 +174,10 @@ def rgb_to_image_fields(rgb: np.ndarray, encoding: str = "rgb8") -> dict[str, An
 
     Returns a dict with ``encoding, height, width, step, is_bigendian, data`` (``data`` is bytes,
     rows unpadded). Mono encodings use the BT.601 luma (exact for grey inputs).
+
+    >>> f = rgb_to_image_fields(np.zeros((2, 3, 3), np.uint8), "bgra8")
+    >>> f["step"], len(f["data"])
+    (12, 24)
     """
     rgb = check_rgb(rgb)
     enc = str(encoding).strip().lower()

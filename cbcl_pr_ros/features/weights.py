@@ -86,7 +86,9 @@ def load_state_dict_file(path: str | os.PathLike[str], arch: str) -> dict[str, A
     return {k[len("module.") :] if k.startswith("module.") else k: v for k, v in obj.items()}
 
 
-def load_into(module: Any, state: dict[str, Any], arch: str, source: Path, optional_prefixes: tuple[str, ...] = ()) -> None:
+def load_into(
+    module: Any, state: dict[str, Any], arch: str, source: Path, optional_prefixes: tuple[str, ...] = ()
+) -> None:
     """Strictly load ``state`` into ``module``; keys under ``optional_prefixes`` may be absent or differ.
 
     Raises WeightsMismatchError listing missing/unexpected keys and shape mismatches.

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["main", "run_demo", "parse_args"]
+__all__ = ["main", "run_demo", "parse_args", "demo_ros_args", "config_path"]
 
 DEFAULT_CLASSES = ("mug", "can", "duck", "bottle", "teddy", "ball", "cereal", "lemon")
 SHOW_SPOT = (0.66, -0.12)
@@ -44,6 +44,41 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--rate-hz", type=float, default=4.0, help="camera rate of the simulated world")
     ap.add_argument("--timeout-s", type=float, default=20.0, help="longest wait for a service or a prediction")
     return ap.parse_args(argv)
+
+
+def config_path(name: str) -> str:
+    """config/<name> of the installed package (ament share), else of the source tree."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        path = os.path.join(get_package_share_directory("cbcl_pr_ros"), "config", name)
+        if os.path.isfile(path):
+            return path
+    except Exception:  # not installed with ament
+        pass
+    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config", name))
+
+
+def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
+    """rclpy arguments: the nodes' YAML files, then the demo's own values for named nodes only.
+
+    The overrides go in a params file keyed by node (a global ``-p`` would also hit every other node
+    with a parameter of that name, e.g. the arm's ``rate_hz`` or the learner's ``seed``).
+    """
+    import yaml
+
+    overrides = {
+        "/**/learner": {"ros__parameters": {"memory_path": memory_path}},
+        "/**/feature_extractor": {"ros__parameters": {"no_frame_warning_s": 0.0}},  # the camera pauses while teaching
+        "/**/sim_world": {"ros__parameters": {"rate_hz": float(opts.rate_hz), "seed": int(opts.seed),
+                                              "max_joint_velocity": 6.0}},
+    }
+    over = Path(memory_path).parent / "demo_overrides.params.yaml"
+    over.write_text(yaml.safe_dump(overrides))
+    args = ["run_demo_session", "--ros-args"]
+    for f in ("cbcl_pr.yaml", "sim_world.yaml", "arm.yaml"):
+        args += ["--params-file", config_path(f)]
+    return args + ["--params-file", str(over)]
 
 
 def _wait_future(fut: Any, timeout: float) -> Any:
@@ -79,8 +114,7 @@ def run_demo(opts: argparse.Namespace) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     mem = os.path.join(tempfile.mkdtemp(prefix="cbcl_demo_"), "memory.cbclpr")
     t_start = time.perf_counter()
-    args = ["run_demo_session", "--ros-args", "-p", f"memory_path:={mem}", "-p", f"rate_hz:={opts.rate_hz}",
-            "-p", f"seed:={opts.seed}", "-p", "max_joint_velocity:=6.0"]
+    args = demo_ros_args(opts, mem)
     transcript: dict[str, Any] = {"seed": opts.seed, "classes": classes, "phases": []}
     with rclpy.init(args=args):
         ctx = SessionContext()
@@ -235,30 +269,76 @@ def _write_scene(world_node: Any, phase: dict, path: Path) -> None:
     world = world_node.world
     cam = CameraConfig(960, 720, 55.0)
     with world_node.world_lock:
-        world.set_free_camera([1.75, -1.05, 0.55], [0.55, -0.12, -0.12])
+        # in front of the table, to the robot's right, looking back at the robot and the table
+        world.set_free_camera([1.3, -0.75, 0.55], [0.55, -0.12, -0.08], up_hint=(0.0, 0.0, 1.0))
         frame = world.render(cam)
         pos, quat = world.camera_pose()
+        side = world.config.camera_side
+        hand, hand_q = world.link_pose(f"{side}_hand")
         world.use_hand_camera()
         objs = {o.name: o.position.copy() for o in world.objects}
     R = quaternion_to_matrix(quat)
     K = cam.intrinsics()
+
+    def px(p: np.ndarray) -> tuple[float, float]:
+        pc = R.T @ (np.asarray(p, float) - pos)
+        return K[0, 0] * pc[0] / pc[2] + K[0, 2], K[1, 1] * pc[1] / pc[2] + K[1, 2]
+
     fig, ax = plt.subplots(figsize=(9.6, 7.2), dpi=100)
     ax.imshow(frame.rgb)
     ax.axis("off")
     for rec in phase["classify"]:
-        pc = R.T @ (objs[rec["object"]] - pos)
-        u, v = K[0, 0] * pc[0] / pc[2] + K[0, 2], K[1, 1] * pc[1] / pc[2] + K[1, 2]
+        u, v = px(objs[rec["object"]])
         colour = "lime" if rec["correct"] else "red"
-        ax.text(u, v - 25, f"{rec['predicted']}\n({rec['truth']})", color=colour, fontsize=9, ha="center",
-                bbox={"facecolor": "black", "alpha": 0.55, "pad": 2})
+        ax.text(u, v - 30, f"{rec['predicted']}\n(is {rec['truth']})", color=colour, fontsize=9, ha="center",
+                va="bottom", bbox={"facecolor": "black", "alpha": 0.6, "pad": 2})
     pointed = [p for p in phase["point"] if p.get("success")]
-    title = f"{phase['shots']} shots: accuracy {phase['accuracy']:.0%}"
+    title = f"{phase['shots']} shots per class: classification accuracy {phase['accuracy']:.0%}"
     if pointed:
-        title += f"; arm points at '{pointed[-1]['label']}'"
-    ax.set_title(title)
+        last = pointed[-1]
+        target = objs[last["pointed_at"]]
+        ray = quaternion_to_matrix(hand_q)[:, 2]
+        end = hand + ray * float(np.dot(target - hand, ray))  # the ray up to the object's depth along it
+        (u0, v0), (u1, v1) = px(hand), px(end)
+        ax.plot([u0, u1], [v0, v1], color="yellow", lw=2, ls="--")
+        ax.plot([u1], [v1], "o", ms=14, mfc="none", mec="yellow", mew=2)
+        title += (f"\narm asked to point at '{last['label']}': points at {last['pointed_at']} "
+                  f"({'right' if last['right_object'] else 'WRONG'} object, ray {last['ray_error_m'] * 100:.1f} cm "
+                  f"from its located centre)")
+    ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def print_summary(tr: dict, out: str) -> None:
+    """The transcript's short form: per phase what was taught, predicted and pointed at, and times."""
+    print("\n=== teaching session transcript ===")
+    print(f"seed {tr['seed']}; classes (taught 2 per increment): {', '.join(tr['classes'])}")
+    for ph in tr["phases"]:
+        teach_s = sum(t["seconds"] for t in ph["teach"])
+        print(f"\n-- {ph['shots']} shots per class (taught {sum(t['views'] for t in ph['teach'])} views in "
+              f"{len(ph['teach'])} TeachClass calls, {teach_s:.1f} s) --")
+        pointed = {p["label"]: p for p in ph["point"]}
+        print(f"{'object':14s} {'truth':10s} {'predicted':12s} {'conf':>5s}  {'point_at(truth) ->':20s} {'ray cm':>6s}")
+        for c in ph["classify"]:
+            p = pointed.get(c["truth"], {})
+            at = p.get("pointed_at", "refused") if p else "-"
+            mark = "ok" if p.get("right_object") else "WRONG"
+            ray = f"{p['ray_error_m'] * 100:.1f}" if "ray_error_m" in p else "-"
+            print(f"{c['object']:14s} {c['truth']:10s} {c['predicted']:12s} {c['confidence']:5.2f}  "
+                  f"{at + ' ' + mark:20s} {ray:>6s}")
+        pts = [p for p in ph["point"] if p["success"]]
+        right = sum(p.get("right_object", False) for p in pts)
+        err = np.mean([p["ray_error_m"] for p in pts]) * 100 if pts else float("nan")
+        loc = np.mean([p["localisation_error_m"] for p in pts if p.get("right_object")] or [np.nan]) * 100
+        cls_s = np.mean([c["seconds"] for c in ph["classify"]])
+        pt_s = np.mean([p["seconds"] for p in ph["point"]])
+        print(f"classification accuracy {ph['accuracy']:.2f} ({sum(c['correct'] for c in ph['classify'])}/"
+              f"{len(ph['classify'])}); pointed at the right object {right}/{len(ph['point'])} "
+              f"({len(ph['point']) - len(pts)} refused); ray error {err:.2f} cm, localisation error {loc:.1f} cm; "
+              f"{cls_s:.1f} s per classification, {pt_s:.1f} s per point_at")
+    print(f"\nwall time {tr['wall_time_s']:.1f} s; scene picture and transcript in {out}/")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -271,14 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, RuntimeError, TimeoutError) as exc:
         print(f"run_demo_session: {exc}", file=sys.stderr)
         return 1
-    print("\n=== teaching session transcript ===")
-    for ph in tr["phases"]:
-        pts = [p for p in ph["point"] if p["success"]]
-        right = sum(p.get("right_object", False) for p in pts)
-        err = np.mean([p["ray_error_m"] for p in pts]) * 100 if pts else float("nan")
-        print(f"{ph['shots']:>2} shots: classification accuracy {ph['accuracy']:.2f}; pointed {len(pts)}/{len(ph['point'])},"
-              f" at the right object {right}/{len(ph['point'])}; mean ray error {err:.2f} cm")
-    print(f"wall time {tr['wall_time_s']:.1f} s; scene picture and transcript in {opts.out}/")
+    print_summary(tr, opts.out)
     return 0
 
 

@@ -118,6 +118,7 @@ class FeatureExtractorNode(Node):
         self.failed = 0
         self._last_frame_time = time.monotonic()
         self._last_hint_time = time.monotonic()
+        self._hint_backoff = 1.0
         self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
         self._worker.start()
         self.hint_timer = self.create_timer(1.0, self._check_frames, callback_group=self._timer_group)
@@ -164,11 +165,17 @@ class FeatureExtractorNode(Node):
         self.processed += 1
 
     def _check_frames(self) -> None:
+        """Hint after ``no_frame_warning_s`` without frames, then again at doubling intervals (≤ 60 s)."""
         limit = float(self.get_parameter("no_frame_warning_s").value)
         now = time.monotonic()
-        if limit <= 0 or now - self._last_frame_time < limit or now - self._last_hint_time < limit:
+        silent = now - self._last_frame_time
+        if limit <= 0 or silent < limit:
+            self._hint_backoff = 1.0
+            return
+        if now - max(self._last_hint_time, self._last_frame_time) < min(60.0, limit * self._hint_backoff):
             return
         self._last_hint_time = now
+        self._hint_backoff *= 2.0
         infos = self.get_publishers_info_by_topic(self.image_sub.topic_name)
         pubs = [(i.node_name, i.topic_type.replace("/msg/", "/"),
                  "best_effort" if i.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT else "reliable")

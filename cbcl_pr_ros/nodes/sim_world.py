@@ -177,10 +177,12 @@ class SimWorldNode(Node):
         """Render and publish one frame; returns its header."""
         if self.paused:
             return None
-        with self.world_lock:
-            frame = self.world.render()
         header = Header(frame_id=self.camera_frame_id)
-        header.stamp = self.get_clock().now().to_msg()
+        with self.world_lock:
+            # stamped when the scene is fixed, not after rendering: a frame stamped after a move under
+            # world_lock always shows the scene after that move
+            header.stamp = self.get_clock().now().to_msg()
+            frame = self.world.render()
         img, info, depth, pose = frame_messages(frame, header)
         self.image_pub.publish(img)
         self.info_pub.publish(info)

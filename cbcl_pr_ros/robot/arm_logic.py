@@ -56,9 +56,11 @@ class ArmController:
     def observe(self, label: str, confidence: float, known: bool, depth: np.ndarray, K: np.ndarray,
                 cam_pos: Sequence[float], cam_quat: Sequence[float]) -> np.ndarray | None:
         """Locate the object the camera looks at and remember it under ``label``; returns its centre."""
+        dets = segment_tabletop(depth, K, cam_pos, cam_quat, self.table_height)
+        # whatever the prediction, the frame shows where objects no longer are
+        self.memory.forget_vanished(dets, depth, K, cam_pos, cam_quat, self.table_height)
         if not label or not known or confidence < self.min_confidence:
             return None
-        dets = segment_tabletop(depth, K, cam_pos, cam_quat, self.table_height)
         det = object_at_centre(dets, depth.shape[1], depth.shape[0])
         if det is None:
             return None

@@ -14,7 +14,7 @@ import numpy as np
 
 from .world import quaternion_to_matrix
 
-__all__ = ["Detection", "back_project", "segment_tabletop", "object_at_centre", "ObjectMemory"]
+__all__ = ["Detection", "back_project", "project", "segment_tabletop", "object_at_centre", "ObjectMemory"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,18 @@ def back_project(depth: np.ndarray, K: np.ndarray, cam_pos: Sequence[float], cam
     return pts @ R.T + np.asarray(cam_pos, float)
 
 
+def project(points: np.ndarray, K: np.ndarray, cam_pos: Sequence[float], cam_quat: Sequence[float]) -> np.ndarray:
+    """(n, 3) base-frame points → (n, 3) pixel u, v and depth along the optical axis (inverse of back_project)."""
+    pts = np.atleast_2d(np.asarray(points, np.float64))
+    R = quaternion_to_matrix(cam_quat)
+    pc = (pts - np.asarray(cam_pos, float)) @ R
+    z = pc[:, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = K[0, 0] * pc[:, 0] / z + K[0, 2]
+        v = K[1, 1] * pc[:, 1] / z + K[1, 2]
+    return np.stack([u, v, z], -1)
+
+
 def _components(mask: np.ndarray) -> tuple[np.ndarray, int]:
     import cv2
 
@@ -49,11 +61,17 @@ def _components(mask: np.ndarray) -> tuple[np.ndarray, int]:
 
 def segment_tabletop(depth: np.ndarray, K: np.ndarray, cam_pos: Sequence[float], cam_quat: Sequence[float],
                      table_height: float, margin_m: float = 0.008, min_pixels: int = 40,
-                     max_height_m: float = 0.5) -> list[Detection]:
+                     max_height_m: float = 0.5, edge_m: float = 0.03) -> list[Detection]:
     """Objects standing on a horizontal table at ``table_height`` (z in the base frame)."""
     pts = back_project(depth, K, cam_pos, cam_quat)
     z = pts[..., 2]
     mask = (z > table_height + margin_m) & (z < table_height + max_height_m)
+    # cut along depth jumps, so an object in front of another is not merged with it into one region
+    d = np.asarray(depth, np.float64)
+    jump = np.zeros(d.shape, bool)
+    jump[:, 1:] |= np.abs(np.diff(d, axis=1)) > edge_m
+    jump[1:, :] |= np.abs(np.diff(d, axis=0)) > edge_m
+    mask &= ~jump
     labels, n = _components(mask)
     out = []
     for i in range(1, n + 1):
@@ -101,6 +119,32 @@ class ObjectMemory:
         self._seq += 1
         self.entries = [e for e in self.entries if np.linalg.norm(e[0][:2] - c[:2]) >= self.merge_m]
         self.entries.append((c, label, float(confidence), self._seq))
+
+    def forget_vanished(self, detections: Sequence[Detection], depth: np.ndarray, K: np.ndarray,
+                        cam_pos: Sequence[float], cam_quat: Sequence[float], table_height: float,
+                        margin_m: float = 0.008, border_px: int = 4) -> list[str]:
+        """Drop remembered objects whose place this frame shows as bare table; returns their labels.
+
+        Objects get moved (the teacher shuffles the table): a remembered centre that projects into
+        the image, where the depth shows the table surface and no detection lies within ``merge_m``,
+        is no longer there. Places outside the view or hidden behind something are kept.
+        """
+        if not self.entries:
+            return []
+        h, w = depth.shape
+        uvz = project(np.array([e[0] for e in self.entries]), K, cam_pos, cam_quat)
+        pts = back_project(depth, K, cam_pos, cam_quat)
+        keep, gone = [], []
+        for e, (u, v, z) in zip(self.entries, uvz):
+            inside = z > 0 and border_px <= u < w - border_px and border_px <= v < h - border_px
+            if inside and not any(np.linalg.norm(d.centre[:2] - e[0][:2]) < self.merge_m for d in detections):
+                # the object's footprint: its centre's column down to the table, seen at the centre pixel
+                if pts[int(round(v)), int(round(u)), 2] <= table_height + margin_m:
+                    gone.append(e[1])
+                    continue
+            keep.append(e)
+        self.entries = keep
+        return gone
 
     def locate(self, label: str) -> np.ndarray | None:
         """Centre of the object most recently predicted as ``label`` (objects get moved), or None."""

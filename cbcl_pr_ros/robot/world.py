@@ -432,9 +432,14 @@ class SimWorld:
                       "ambient": float(rng.uniform(0.4, 0.7)), "diffuse": float(rng.uniform(0.35, 0.7)),
                       "specular": float(rng.uniform(0.0, 0.3))}
 
-    def set_free_camera(self, eye: Sequence[float], target: Sequence[float]) -> None:
-        """Render from a camera not attached to the robot (used for data sets and overview pictures)."""
-        self._free_camera = (np.asarray(eye, float), look_at_quaternion(eye, target))
+    def set_free_camera(self, eye: Sequence[float], target: Sequence[float],
+                        up_hint: Sequence[float] = (1.0, 0.0, 0.0)) -> None:
+        """Render from a camera not attached to the robot (data sets, overview pictures).
+
+        ``up_hint`` is the base-frame direction that appears as "up" in the image: the default suits a
+        camera looking down on the table; pass (0, 0, 1) for a view from the side.
+        """
+        self._free_camera = (np.asarray(eye, float), look_at_quaternion(eye, target, up_hint))
 
     def use_hand_camera(self) -> None:
         """Render from the robot's hand camera again (the default when there is a robot)."""

@@ -87,3 +87,13 @@ def test_bag_without_teaching_is_refused(tmp_path, backbone):
         evaluate_bag(tmp_path / "bag", backbone=backbone)
     with pytest.raises(BagFormatError, match="no TEACH event"):
         bag_to_class_images(tmp_path / "bag")
+
+
+def test_evaluation_layer_loads_a_bag(sim_bag):
+    from cbcl_pr_ros.evaluation.datasets.bags import load_bag_sessions
+
+    ds = load_bag_sessions(sim_bag)
+    assert ds.classes == ("duck", "lego", "mug")
+    assert len(ds.train_images) == 9 and len(ds.test_images) == 12
+    assert ds.meta["split"] == "as recorded"
+    assert np.bincount(ds.train_labels).tolist() == [3, 3, 3]

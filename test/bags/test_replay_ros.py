@@ -90,7 +90,7 @@ def test_plan_is_timed_at_the_rate(tmp_path):
 
 
 def test_replay_timing_at_1x(tmp_path):
-    """Frames arrive at a subscriber within 10 ms of their recorded offsets (p95)."""
+    """Frames reach a subscriber within 10 ms of their recorded offsets (p95; max is reported)."""
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
@@ -106,9 +106,11 @@ def test_replay_timing_at_1x(tmp_path):
     arrivals: list[tuple[float, int]] = []
     try:
         node = rclpy.create_node("timing_probe", context=ctx)
+        # The middleware's reception timestamp, not the callback's clock: what is measured is the
+        # replay and the transport, not how late this (shared, loaded) test process gets the GIL.
         node.create_subscription(
-            Image, CAMERA, lambda m: arrivals.append((time.perf_counter(),
-                                                      m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)),
+            Image, CAMERA, lambda m, info: arrivals.append((info["reception_timestamp"] * 1e-9,
+                                                            m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)),
             QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE))
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(node)
@@ -204,3 +206,21 @@ def test_live_replay_equals_offline_and_is_recorded(tmp_path, sim_bag):
     again = evaluate_bag(tmp_path / "live", config=tmp_path / "cfg.yaml")
     assert again.agreement_with_recording == 1.0
     assert [p.predicted_label for p in again.predictions] == [p.predicted_label for p in offline.predictions]
+
+
+def test_replay_refuses_bad_bags_before_publishing(tmp_path, capsys):
+    from cbcl_pr_ros.bags import BagFormatError
+    from cbcl_pr_ros.nodes.replay import main, message_class
+
+    write_synthetic(tmp_path / "bag", n_frames=20)
+    data = next((tmp_path / "bag").glob("*.mcap"))
+    data.write_bytes(data.read_bytes()[:-3000])
+    assert main(["replay_session", str(tmp_path / "bag")]) == 2  # before rclpy.init: nothing published
+    err = capsys.readouterr().err
+    assert str(tmp_path / "bag") in err and "truncated" in err
+    write_synthetic(tmp_path / "ok", n_frames=4)
+    assert main(["replay_session", str(tmp_path / "ok"), "--topics", "/missing"]) == 2
+    assert "/missing" in capsys.readouterr().err
+    with pytest.raises(BagFormatError, match="not installed") as e:
+        message_class("vendor_msgs/msg/Frame", tmp_path / "ok", "/cam")
+    assert e.value.topic == "/cam"

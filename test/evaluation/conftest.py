@@ -14,7 +14,8 @@ def write_png(path, rgb):
     import cv2
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    assert cv2.imwrite(str(path), np.ascontiguousarray(rgb[:, :, ::-1]))
+    img = rgb if rgb.ndim == 2 else rgb[:, :, ::-1]
+    assert cv2.imwrite(str(path), np.ascontiguousarray(img))
 
 
 def blob_features(n_classes=6, per_class=20, dim=16, seed=0, sep=6.0):

@@ -76,3 +76,19 @@ def test_export_that_disagrees_is_refused_and_leaves_nothing(tmp_path, monkeypat
     with pytest.raises(RuntimeError, match="disagrees with PyTorch"):
         onnx_export.export_and_check(model, tmp_path / "bad.onnx", input_size=16)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.onnx"]
+
+
+def test_prepare_command_reports_the_cached_export(effnet_onnx, onnx_cache_dir, capsys):
+    from cbcl_pr_ros.features.prepare import main
+
+    assert main(["--cache-dir", str(onnx_cache_dir)]) == 0
+    out = capsys.readouterr().out
+    assert str(effnet_onnx.onnx_path) in out and "max abs diff" in out
+
+
+def test_prepare_command_fails_cleanly_without_weights(tmp_path, monkeypatch, capsys):
+    from cbcl_pr_ros.features.prepare import main
+
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path))
+    assert main(["--backbone", "resnet18", "--cache-dir", str(tmp_path)]) == 1
+    assert "resnet18-*.pth" in capsys.readouterr().err

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cbcl_pr_ros.features import SUPPORTED_ENCODINGS, compressed_to_rgb, image_to_rgb, load_image_file, rgb_to_image_fields
+from cbcl_pr_ros.features import (
+    SUPPORTED_ENCODINGS,
+    compressed_to_rgb,
+    image_to_rgb,
+    load_image_file,
+    rgb_to_image_fields,
+)
 from cbcl_pr_ros.features.preprocessing import (
     EFFICIENTNET_LITE_SPEC,
     IMAGENET_SPEC,
@@ -198,7 +204,8 @@ def test_normalisation_per_backbone():
     np.testing.assert_allclose(x[0], 0.0, atol=1e-7)
     np.testing.assert_allclose(x[1], 1.0, atol=1e-7)
     y = preprocess_batch(np.stack([white]), IMAGENET_SPEC)
-    np.testing.assert_allclose(y[0, :, 0, 0], [(1 - 0.485) / 0.229, (1 - 0.456) / 0.224, (1 - 0.406) / 0.225], rtol=1e-5)
+    expected = [(1 - 0.485) / 0.229, (1 - 0.456) / 0.224, (1 - 0.406) / 0.225]
+    np.testing.assert_allclose(y[0, :, 0, 0], expected, rtol=1e-5)
     # channel order: a pure red image has only the R plane above the mean
     red = np.zeros((224, 224, 3), np.uint8)
     red[..., 0] = 255
@@ -219,3 +226,12 @@ def test_bad_images_in_a_batch_name_the_index():
 def test_preprocessing_ids_differ_between_backbones():
     assert EFFICIENTNET_LITE_SPEC.id != IMAGENET_SPEC.id
     assert "224" in EFFICIENTNET_LITE_SPEC.id and "256" in EFFICIENTNET_LITE_SPEC.id
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from cbcl_pr_ros.features import preprocessing
+
+    result = doctest.testmod(preprocessing)
+    assert result.attempted >= 3 and result.failed == 0

@@ -1,0 +1,49 @@
+"""The simulated teaching set-up as separate processes: simulated Baxter world, extractor, learner, arm.
+
+    ros2 launch cbcl_pr_ros sim_teaching_demo.launch.py
+    ros2 launch cbcl_pr_ros sim_teaching_demo.launch.py seed:=3 namespace:=sim
+
+Nodes read config/cbcl_pr.yaml (extractor, learner), config/sim_world.yaml and config/arm.yaml.
+The camera of the world publishes on ``image``, which the extractor reads; the arm node listens to the
+learner's ``prediction`` and the world's ``depth``/``camera_pose``/``joint_states``, and commands the
+world on ``joint_command``. Teach with ``ros2 service call teach_class cbcl_pr_ros/srv/TeachClass``,
+point with ``ros2 service call point_at cbcl_pr_ros/srv/PointAt "{label: mug}"``.
+
+The scripted teaching session (the main job, ``run_demo_session``) runs the same nodes in one process,
+because its teacher moves objects in the world in-process; it needs no ``ros2 launch``.
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def generate_launch_description():
+    share = get_package_share_directory("cbcl_pr_ros")
+    cfg = os.path.join(share, "config")
+    namespace = LaunchConfiguration("namespace")
+    seed = LaunchConfiguration("seed")
+    perception = LaunchConfiguration("config")
+    world_cfg = LaunchConfiguration("world_config")
+    arm_cfg = LaunchConfiguration("arm_config")
+    return LaunchDescription([
+        DeclareLaunchArgument("namespace", default_value="", description="namespace of every node"),
+        DeclareLaunchArgument("seed", default_value="0", description="world seed (texture, lighting)"),
+        DeclareLaunchArgument("config", default_value=os.path.join(cfg, "cbcl_pr.yaml"),
+                              description="extractor and learner parameters"),
+        DeclareLaunchArgument("world_config", default_value=os.path.join(cfg, "sim_world.yaml"),
+                              description="simulated world parameters"),
+        DeclareLaunchArgument("arm_config", default_value=os.path.join(cfg, "arm.yaml"),
+                              description="arm node parameters (backend, side, tolerances)"),
+        Node(package="cbcl_pr_ros", executable="sim_world_node", name="sim_world", namespace=namespace,
+             parameters=[world_cfg, {"seed": seed}], output="screen"),
+        Node(package="cbcl_pr_ros", executable="feature_extractor_node", name="feature_extractor",
+             namespace=namespace, parameters=[perception], output="screen"),
+        Node(package="cbcl_pr_ros", executable="learner_node", name="learner", namespace=namespace,
+             parameters=[perception], output="screen"),
+        Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
+             parameters=[arm_cfg], output="screen"),
+    ])
