@@ -1,7 +1,8 @@
 """Benchmark of the bag tools -> bench/results/bags.json.
 
 1. Replay timing at 1x: a 640x480 rgb8 camera bag at 30 Hz (3 s) replayed by ``replay_session``;
-   arrival times at a RELIABLE subscriber in this process vs the recorded offsets, and the
+   arrival times at a RELIABLE subscriber in this process (the middleware's reception timestamps)
+   vs the recorded offsets, and the
    replay's own publish lateness (p50/p95/max, ms).
 2. The same with a teaching session (simulated world, service calls to a live learner running in
    a ``teaching_session`` process), the worst case for timing (teaches retrain meanwhile).
@@ -47,8 +48,8 @@ def subscriber_timing(bag: Path, extra: list[str], env: dict, tmp: Path) -> dict
     arrivals: list[tuple[float, int]] = []
     node = rclpy.create_node("bench_probe", context=ctx)
     node.create_subscription(Image, "/camera/image_raw",
-                             lambda m: arrivals.append((time.perf_counter(),
-                                                        m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)),
+                             lambda m, info: arrivals.append((info["received_timestamp"] * 1e-9,
+                                                              m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)),
                              QoSProfile(depth=500, reliability=ReliabilityPolicy.RELIABLE))
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)

@@ -7,7 +7,7 @@ case $- in *u*) set +u; source "$_cbcl_root/.venv/bin/activate"; set -u ;;
 export AMENT_PREFIX_PATH="$_cbcl_root/.venv${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
 export CMAKE_PREFIX_PATH="$_cbcl_root/.venv${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
-# Large images over shared memory without loss (see docs/nodes.md, "QoS and transport").
+# Large images over shared memory without loss (see docs/nodes.md, "QoS choices and transport").
 export FASTDDS_DEFAULT_PROFILES_FILE="${FASTDDS_DEFAULT_PROFILES_FILE:-$_cbcl_root/config/fastdds_profile.xml}"
 mkdir -p "$_cbcl_root/log"
 if [ "${1:-}" != "--no-install" ] && [ -f "$_cbcl_root/install/setup.bash" ]; then

@@ -21,8 +21,10 @@ __all__ = ["main"]
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Export a backbone to ONNX into the cache and check it.")
     ap.add_argument("--backbone", default="efficientnet_lite0", choices=available_backbones())
-    ap.add_argument("--weights", default=None, help="torch state_dict file (ResNets: required unless in the hub cache)")
-    ap.add_argument("--cache-dir", default=None, help="default: $CBCL_CACHE_DIR/onnx or ~/.cache/cbcl_pr_ros/onnx")
+    ap.add_argument("--weights", default=None,
+                    help="torch state_dict file (ResNets: required unless in the torch hub cache)")
+    ap.add_argument("--cache-dir", default=None,
+                    help="default: $CBCL_CACHE_DIR/onnx or ~/.cache/cbcl_pr_ros/onnx")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")

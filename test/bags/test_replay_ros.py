@@ -109,7 +109,7 @@ def test_replay_timing_at_1x(tmp_path):
         # The middleware's reception timestamp, not the callback's clock: what is measured is the
         # replay and the transport, not how late this (shared, loaded) test process gets the GIL.
         node.create_subscription(
-            Image, CAMERA, lambda m, info: arrivals.append((info["reception_timestamp"] * 1e-9,
+            Image, CAMERA, lambda m, info: arrivals.append((info["received_timestamp"] * 1e-9,
                                                             m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)),
             QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE))
         ex = SingleThreadedExecutor(context=ctx)
