@@ -29,5 +29,6 @@ setup(
         "cbcl-bag-eval=cbcl_pr_ros.cli.bag_eval:main",
         "cbcl-bag-record=cbcl_pr_ros.cli.record:main",
         "cbcl-render-dataset=cbcl_pr_ros.cli.render_dataset:main",
+        "cbcl-eval=cbcl_pr_ros.cli.evaluate:main",
     ]},
 )

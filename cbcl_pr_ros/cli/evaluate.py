@@ -168,8 +168,9 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress) -> ex.Experiment:
         exp = ex.prediction_time(fs, seeds[:3], ways if isinstance(ways, int) else None,
                                  ctx=MethodContext(few_shot=False, fast=fast), **kw)
     elif cmd == "d-sweep":
+        sweep = [m for m in ("cbcl-pr", "cbcl") if not args.methods or m in args.methods] or ["cbcl-pr", "cbcl"]
         exp = ex.d_sweep(fs, seeds, g("scales", [0.5, 0.75, 1.0, 1.25, 1.5, 3.0]), g("shots", 10) or 10,
-                         g("ways", 2) if isinstance(g("ways", 2), int) else 2, tick=tick)
+                         g("ways", 2) if isinstance(g("ways", 2), int) else 2, methods=sweep, tick=tick)
     else:  # pragma: no cover - argparse restricts the choices
         raise ValueError(cmd)
     if fs.meta.get("train_per_class"):

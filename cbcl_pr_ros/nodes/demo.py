@@ -277,6 +277,7 @@ def _write_scene(world_node: Any, phase: dict, path: Path) -> None:
         hand, hand_q = world.link_pose(f"{side}_hand")
         world.use_hand_camera()
         objs = {o.name: o.position.copy() for o in world.objects}
+        tops = {o.name: o.position + np.array([0.0, 0.0, o.half_extents[2] + 0.02]) for o in world.objects}
     R = quaternion_to_matrix(quat)
     K = cam.intrinsics()
 
@@ -288,9 +289,9 @@ def _write_scene(world_node: Any, phase: dict, path: Path) -> None:
     ax.imshow(frame.rgb)
     ax.axis("off")
     for rec in phase["classify"]:
-        u, v = px(objs[rec["object"]])
+        u, v = px(tops[rec["object"]])  # the label sits just above the object
         colour = "lime" if rec["correct"] else "red"
-        ax.text(u, v - 30, f"{rec['predicted']}\n(is {rec['truth']})", color=colour, fontsize=9, ha="center",
+        ax.text(u, v, f"{rec['predicted']}\n(is {rec['truth']})", color=colour, fontsize=9, ha="center",
                 va="bottom", bbox={"facecolor": "black", "alpha": 0.6, "pad": 2})
     pointed = [p for p in phase["point"] if p.get("success")]
     title = f"{phase['shots']} shots per class: classification accuracy {phase['accuracy']:.0%}"
@@ -317,14 +318,14 @@ def print_summary(tr: dict, out: str) -> None:
     print(f"seed {tr['seed']}; classes (taught 2 per increment): {', '.join(tr['classes'])}")
     for ph in tr["phases"]:
         teach_s = sum(t["seconds"] for t in ph["teach"])
-        print(f"\n-- {ph['shots']} shots per class (taught {sum(t['views'] for t in ph['teach'])} views in "
-              f"{len(ph['teach'])} TeachClass calls, {teach_s:.1f} s) --")
+        print(f"\n-- {ph['shots']} shots per class (this phase taught {sum(t['views'] for t in ph['teach'])} new "
+              f"views in {len(ph['teach'])} TeachClass calls, {teach_s:.1f} s in the learner) --")
         pointed = {p["label"]: p for p in ph["point"]}
         print(f"{'object':14s} {'truth':10s} {'predicted':12s} {'conf':>5s}  {'point_at(truth) ->':20s} {'ray cm':>6s}")
         for c in ph["classify"]:
             p = pointed.get(c["truth"], {})
             at = p.get("pointed_at", "refused") if p else "-"
-            mark = "ok" if p.get("right_object") else "WRONG"
+            mark = "" if not p.get("success") else "ok" if p.get("right_object") else "WRONG"
             ray = f"{p['ray_error_m'] * 100:.1f}" if "ray_error_m" in p else "-"
             print(f"{c['object']:14s} {c['truth']:10s} {c['predicted']:12s} {c['confidence']:5.2f}  "
                   f"{at + ' ' + mark:20s} {ray:>6s}")

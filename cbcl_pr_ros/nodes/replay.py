@@ -23,7 +23,7 @@ import logging
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,8 @@ from cbcl_pr_ros.bags.replay_plan import PlannedEvent, ReplayPlan, build_plan, k
 from cbcl_pr_ros.msg import TeachingEvent
 from cbcl_pr_ros.srv import Classify, ForgetClass, RenameClass, TeachClass
 
-__all__ = ["LiveAnswer", "ReplayNode", "ReplayReport", "main", "message_class", "run_replay"]
+__all__ = ["LiveAnswer", "ReplayNode", "ReplayReport", "main", "message_class", "run_replay",
+           "teaching_event_msg"]
 _LOG = logging.getLogger(__name__)
 _SERVICES = {"teach_class": TeachClass, "classify": Classify, "forget_class": ForgetClass,
              "rename_class": RenameClass}
@@ -192,16 +193,27 @@ class ReplayNode(Node):
     def _publish_event(self, ev: TeachingEventRecord, ans: LiveAnswer) -> None:
         if self.events_pub is None:
             return
-        from builtin_interfaces.msg import Time
+        live = replace(ev, predicted_label=ans.predicted_label, confidence=ans.confidence,
+                       known=ans.known, success=ans.success)
+        self.events_pub.publish(teaching_event_msg(live))
 
-        msg = TeachingEvent()
-        msg.header.stamp = Time(sec=ev.stamp_ns // 1_000_000_000, nanosec=ev.stamp_ns % 1_000_000_000)
-        msg.header.frame_id = ev.frame_id
-        msg.kind, msg.label, msg.new_label = int(ev.kind), ev.label, ev.new_label
-        msg.frame_stamps = [Time(sec=s // 1_000_000_000, nanosec=s % 1_000_000_000) for s in ev.frame_stamps_ns]
-        msg.predicted_label, msg.confidence = ans.predicted_label, ans.confidence
-        msg.known, msg.success = ans.known, ans.success
-        self.events_pub.publish(msg)
+
+def teaching_event_msg(record: TeachingEventRecord) -> TeachingEvent:
+    """The ``cbcl_pr_ros/msg/TeachingEvent`` of a record: what any teacher script publishes on
+    ``teaching_events`` so that ``record_session`` captures its session."""
+    from builtin_interfaces.msg import Time
+
+    def t(ns: int) -> Time:
+        return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+    msg = TeachingEvent()
+    msg.header.stamp = t(record.stamp_ns)
+    msg.header.frame_id = record.frame_id
+    msg.kind, msg.label, msg.new_label = int(record.kind), record.label, record.new_label
+    msg.frame_stamps = [t(s) for s in record.frame_stamps_ns]
+    msg.predicted_label, msg.confidence = record.predicted_label, float(record.confidence)
+    msg.known, msg.success = bool(record.known), bool(record.success)
+    return msg
 
 
 def _sleep_until(t_target: float) -> None:

@@ -224,3 +224,31 @@ def test_replay_refuses_bad_bags_before_publishing(tmp_path, capsys):
     with pytest.raises(BagFormatError, match="not installed") as e:
         message_class("vendor_msgs/msg/Frame", tmp_path / "ok", "/cam")
     assert e.value.topic == "/cam"
+
+
+def test_teaching_event_msg_matches_the_bag_encoding():
+    """An rclpy TeachingEvent built for a record and the bag writer's CDR decode to each other
+    (bytes differ only in CDR padding, which Fast CDR leaves uninitialised)."""
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from cbcl_pr_ros.msg import TeachingEvent
+
+    from cbcl_pr_ros.bags import EVENT_TYPE, TeachingEventRecord, make_typestore
+    from cbcl_pr_ros.nodes.replay import teaching_event_msg
+
+    rec = TeachingEventRecord(5_000_000_123, EventKind.CLASSIFY, "mug", frame_stamps_ns=[4_999_000_000],
+                              predicted_label="cup", confidence=0.25, known=True, success=True, frame_id="cam")
+    store = make_typestore()
+    t = store.types
+    Time = t["builtin_interfaces/msg/Time"]
+    ours = store.serialize_cdr(t[EVENT_TYPE](
+        header=t["std_msgs/msg/Header"](stamp=Time(sec=5, nanosec=123), frame_id="cam"), kind=1,
+        label="mug", new_label="", frame_stamps=[Time(sec=4, nanosec=999_000_000)], predicted_label="cup",
+        confidence=0.25, known=True, success=True), EVENT_TYPE)
+    msg = teaching_event_msg(rec)
+    assert deserialize_message(bytes(ours), TeachingEvent) == msg
+    back = store.deserialize_cdr(serialize_message(msg), EVENT_TYPE)
+    assert (back.header.stamp.sec, back.header.stamp.nanosec, back.kind, back.label, back.predicted_label,
+            back.known, back.success) == (5, 123, 1, "mug", "cup", True, True)
+    assert back.confidence == pytest.approx(0.25)
+    assert [(x.sec, x.nanosec) for x in back.frame_stamps] == [(4, 999_000_000)]
