@@ -3,8 +3,8 @@
 1. Teaching-session accuracy (the paper's robot experiment, on the rendered object set): the set is
    rendered once (``cbcl_pr_ros.cli.render_dataset``) into a cache dir and its features extracted once
    (features layer backbone + FeatureCache). Per seed: classes shuffled, taught 2 per increment with
-   5 or 10 shots (random views of the class's train split) to a fresh ``CBCLPRLearner``; after each
-   increment, accuracy on the held-out (test split) views of every class seen so far.
+   5 or 10 shots (random views of the class; the class's other views are held out) to a fresh
+   ``CBCLPRLearner``; after each increment, accuracy on the held-out views of every class seen so far.
 2. Pointing error: IK pointing at random reachable table positions, checked by forward kinematics.
 3. The main job (``python -m cbcl_pr_ros.nodes.demo``) run once: wall time, its accuracies, its
    pointing and localisation errors.
@@ -50,8 +50,8 @@ def rendered_set(cache: Path, seed: int) -> Path:
     return root
 
 
-def features(root: Path, cache: Path, threads: int) -> tuple[dict, dict, dict]:
-    """{class: (n, d)} features of the train and test splits, computed once (FeatureCache)."""
+def features(root: Path, cache: Path, threads: int) -> tuple[dict, dict]:
+    """{class: (30, d)} features of every view (train and test splits together), computed once."""
     from cbcl_pr_ros.features import make_backbone
     from cbcl_pr_ros.features.cache import FeatureCache
 
@@ -63,25 +63,32 @@ def features(root: Path, cache: Path, threads: int) -> tuple[dict, dict, dict]:
     X = fc.features_for_files(bb, files)
     info = {"backbone": bb.name, "feature_dim": int(X.shape[1]), "images": len(files),
             "seconds": round(time.perf_counter() - t0, 2), "cache_hits": fc.hits, "cache_misses": fc.misses}
-    train: dict[str, list] = {}
-    test: dict[str, list] = {}
+    views: dict[str, list] = {}
     for r, x in zip(manifest["images"], X):
-        (train if r["split"] == "train" else test).setdefault(r["class"], []).append(x)
-    return ({c: np.stack(v) for c, v in train.items()}, {c: np.stack(v) for c, v in test.items()}, info)
+        views.setdefault(r["class"], []).append(x)
+    return {c: np.stack(v) for c, v in views.items()}, info
 
 
-def teaching_sessions(train: dict, test: dict, shots: int, seeds: int, per_inc: int = 2) -> dict:
+def teaching_sessions(views: dict, shots: int, seeds: int, per_inc: int = 2, open_set: str = "none") -> dict:
+    """Accuracy after each increment; ``open_set="none"`` is the paper's closed-set figure, the nodes'
+    default ("distance") may also answer "unknown", which counts as wrong.
+
+    Per seed and class, ``shots`` of the class's views are taught and the others held out (the rendered
+    set's fixed 10-view train split would make every 10-shot session see the same views)."""
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 
     curves, finals = [], []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
-        classes = list(rng.permutation(sorted(train)))
-        learner = CBCLPRLearner(LearnerConfig(seed=seed, torch_threads=1), backbone="efficientnet_lite0",
-                                feature_dim=next(iter(train.values())).shape[1])
+        classes = list(rng.permutation(sorted(views)))
+        split = {c: rng.permutation(len(views[c])) for c in classes}
+        train = {c: views[c][split[c][:shots]] for c in classes}
+        test = {c: views[c][split[c][shots:]] for c in classes}
+        learner = CBCLPRLearner(LearnerConfig(seed=seed, torch_threads=1, open_set=open_set), backbone="efficientnet_lite0",
+                                feature_dim=next(iter(views.values())).shape[1])
         curve = []
         for i in range(0, len(classes), per_inc):
-            batch = {c: train[c][rng.choice(len(train[c]), shots, replace=False)] for c in classes[i:i + per_inc]}
+            batch = {c: train[c] for c in classes[i:i + per_inc]}
             learner.teach_increment(batch)
             seen = classes[: i + per_inc]
             X = np.concatenate([test[c] for c in seen])
@@ -91,7 +98,8 @@ def teaching_sessions(train: dict, test: dict, shots: int, seeds: int, per_inc: 
         curves.append(curve)
         finals.append(curve[-1])
     C = np.array(curves)
-    return {"shots": shots, "seeds": seeds, "classes": len(train), "classes_per_increment": per_inc,
+    return {"shots": shots, "open_set": open_set, "seeds": seeds, "classes": len(views),
+            "held_out_views_per_class": len(next(iter(views.values()))) - shots, "classes_per_increment": per_inc,
             "final_accuracy_mean": round(float(np.mean(finals)), 4), "final_accuracy_std": round(float(np.std(finals)), 4),
             "mean_over_increments_mean": round(float(C.mean(1).mean()), 4),
             "mean_over_increments_std": round(float(C.mean(1).std()), 4),
@@ -173,12 +181,12 @@ def main() -> int:
     t0 = time.perf_counter()
     root = rendered_set(cache, 0)
     res["dataset"] = {"root": str(root), "render_seconds": json.loads((root / "manifest.json").read_text())["render_seconds"]}
-    train, test, res["features"] = features(root, cache, args.threads)
-    res["dataset"].update({"classes": len(train), "train_views_per_class": len(next(iter(train.values()))),
-                           "test_views_per_class": len(next(iter(test.values())))})
-    res["teaching"] = [teaching_sessions(train, test, s, args.seeds) for s in args.shots]
+    views, res["features"] = features(root, cache, args.threads)
+    res["dataset"].update({"classes": len(views), "views_per_class": len(next(iter(views.values())))})
+    res["teaching"] = [teaching_sessions(views, s, args.seeds, open_set=o)
+                       for o in ("none", "distance") for s in args.shots]
     for t in res["teaching"]:
-        print(f"{t['shots']:>2} shots, {t['seeds']} seeds: final accuracy {t['final_accuracy_mean']:.3f} ± "
+        print(f"{t['shots']:>2} shots, open set {t['open_set']:8s}, {t['seeds']} seeds: final accuracy {t['final_accuracy_mean']:.3f} ± "
               f"{t['final_accuracy_std']:.3f} over {t['classes']} classes; mean over increments "
               f"{t['mean_over_increments_mean']:.3f} ± {t['mean_over_increments_std']:.3f}")
     res["pointing"] = pointing(args.pointing_targets)

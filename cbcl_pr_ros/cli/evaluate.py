@@ -11,6 +11,7 @@ Results go to ``<out>/eval_<command>_<dataset>/`` as JSON, CSV, Markdown and PNG
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -71,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--docs", default="docs/results.md", help="results document written by 'all'")
     p.add_argument("--fast", action="store_true", help="3 SGD epochs instead of 25 (smoke runs only)")
     p.add_argument("--methods", type=_methods, default=None, help="comma-separated subset of methods")
+    p.add_argument("--reuse", action="store_true",
+                   help="reuse a stored result (same command, data set, seeds, --fast and --methods) instead of rerunning")
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("datasets", help="list present and missing data sets")
@@ -183,6 +186,31 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress) -> ex.Experiment:
     return exp
 
 
+def _run_key(cmd: str, fs: FeatureSet, args) -> str:
+    """What must match for a stored result to be reused (the subcommand's own options are in it)."""
+    own = {k: v for k, v in sorted(vars(args).items()) if k not in _GLOBAL_KEYS}
+    return json.dumps({"cmd": cmd, "dataset": fs.name, "dim": fs.dim, "n_train": len(fs.train_y),
+                       "seeds": [args.seed_start, args.seeds], "fast": args.fast, "methods": args.methods,
+                       "own": own if args.command != "all" else {}}, sort_keys=True, default=str)
+
+
+_GLOBAL_KEYS = {"data_root", "dataset", "synthetic", "backbone", "runtime", "weights", "threads", "train_per_class",
+                "test_per_class", "seeds", "seed_start", "out", "cache_dir", "docs", "fast", "methods", "reuse",
+                "verbose", "command"}
+
+
+def _stored(path: Path, cmd: str, fs: FeatureSet, args) -> ex.Experiment | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if data.get("params", {}).get("run_key") != _run_key(cmd, fs, args):
+        return None
+    return ex.Experiment.from_dict(data)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -214,8 +242,13 @@ def main(argv: list[str] | None = None) -> int:
                   TimeElapsedColumn()) as progress:
         for fs in sets:
             for cmd in cmds:
-                exp = _run_command(cmd, fs, args, progress)
                 out_dir = Path(args.out) / f"eval_{cmd}_{fs.name.replace(':', '_')}"
+                exp = _stored(out_dir / f"{cmd}.json", cmd, fs, args) if args.reuse else None
+                if exp is None:
+                    exp = _run_command(cmd, fs, args, progress)
+                    exp.params["run_key"] = _run_key(cmd, fs, args)
+                else:
+                    progress.console.print(f"[yellow]reused[/yellow] {out_dir / (cmd + '.json')}")
                 paths = write_experiment(exp, out_dir)
                 written.append((exp, out_dir))
                 progress.console.print(f"[green]wrote[/green] {paths['md']}")

@@ -54,6 +54,16 @@ class Experiment:
     params: dict = field(default_factory=dict)
     machine: dict = field(default_factory=dict)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "Experiment":
+        """Inverse of :meth:`to_dict` (summary fields of runs are recomputed, not read)."""
+        runs = []
+        for r in d.get("runs", []):
+            r = {k: v for k, v in r.items() if k not in ("average_incremental_accuracy", "final_accuracy")}
+            runs.append(RunResult(**r))
+        return cls(d["name"], d["dataset"], d["backbone"], list(d["seeds"]), runs, list(d.get("notes", [])),
+                   dict(d.get("params", {})), dict(d.get("machine", {})))
+
     def to_dict(self) -> dict:
         return {"name": self.name, "dataset": self.dataset, "backbone": self.backbone, "seeds": self.seeds,
                 "params": self.params, "notes": self.notes, "machine": self.machine,

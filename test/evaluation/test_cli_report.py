@@ -78,3 +78,36 @@ def test_cli_all_writes_results_doc(tmp_path):
 def test_cli_rejects_unknown_method(capsys):
     with pytest.raises(SystemExit):
         main(["--synthetic", "--methods", "nope", "fsil-table"])
+
+
+def test_cli_reuse_skips_a_matching_stored_run(tmp_path, capsys):
+    argv = ["--synthetic", "--seeds", "1", "--fast", "--out", str(tmp_path), "--methods", "ncm", "--reuse",
+            "fsil-table", "--shots", "5", "--ways", "5"]
+    assert main(argv) == 0
+    first = json.loads((tmp_path / "eval_fsil-table_synthetic" / "fsil-table.json").read_text())
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert "reused" in capsys.readouterr().out
+    again = json.loads((tmp_path / "eval_fsil-table_synthetic" / "fsil-table.json").read_text())
+    assert again["runs"] == first["runs"]
+    argv[2] = "2"  # other seeds: must rerun
+    assert main(argv) == 0
+    assert "reused" not in capsys.readouterr().out
+
+
+def test_answers_state_the_measured_differences():
+    from cbcl_pr_ros.evaluation.experiments import Experiment
+    from cbcl_pr_ros.evaluation.results_doc import answers
+    from cbcl_pr_ros.evaluation.runner import RunResult
+
+    def run(method, acc):
+        return RunResult(method, "fsil", 0, accuracy=[acc, acc], n_classes=[2, 4], teach_seconds=[0.1, 0.1],
+                         predict_ms_per_image=[0.01, 0.01], memory_bytes=[10, 20], n_clusters=[2, 4],
+                         info={"shots": 5, "ways": 2})
+
+    exp = Experiment("fsil-table", "toy", "fake", [0], [run("cbcl-pr", 0.70), run("cbcl", 0.65), run("ncm", 0.72),
+                                                       run("cbcl-pr-diag", 0.69)])
+    text = "\n".join(answers([exp]))
+    assert "| 5 | 2 | 70.0 ± 0.0 | +5.0 | -2.0 |" in text
+    assert "| -1.0 |" in text  # diagonal minus full
+    assert "1/1 settings against cbcl, 0/1 settings against ncm" in text

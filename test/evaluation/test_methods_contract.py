@@ -103,3 +103,21 @@ def test_budget_caps_clusters():
         m.fit_increment({0: feats[0], 1: feats[1]})
         m.fit_increment({2: feats[2], 3: feats[3]})
         assert m.n_clusters() <= 8
+
+
+@pytest.mark.parametrize("name,classifier,covariance", [("fast", "gaussian", "full"), ("cbcl", "cbcl_vote", "diagonal"),
+                                                        ("ncm", "ncm", "diagonal")])
+def test_core_backed_methods_match_the_learner(name, classifier, covariance):
+    """The evaluation adapters use the same core pieces as CBCLPRLearner: same predictions."""
+    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+
+    feats = blob_features(n_classes=4, per_class=20, dim=8, seed=5, sep=2.0)
+    train, tx, _ = _split(feats, 5)
+    m = make_method(name, 0, MethodContext(few_shot=True))
+    learner = CBCLPRLearner(LearnerConfig(classifier=classifier, covariance=covariance), feature_dim=8)
+    for inc in ({0: train[0], 1: train[1]}, {2: train[2], 3: train[3]}):
+        m.fit_increment(inc)
+        learner.teach_increment({str(c): x for c, x in inc.items()})
+    assert learner.distance_threshold_ == pytest.approx(m.D_)
+    ref = np.array([int(learner.classes_[i]) for i in learner.predict_scores(tx).argmax(1)])
+    assert np.array_equal(m.predict(tx), ref)

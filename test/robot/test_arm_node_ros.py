@@ -37,7 +37,6 @@ def _start_arm(tmp_path: Path, domain: int, params: Path, env_extra: dict | None
     return NodeProcess(["bash", "-c", f"{prelude}{cmd}"], ros_env(domain, env_extra), tmp_path / "arm.log")
 
 
-@pytest.mark.slow
 def test_point_at_service_refuses_unknown_and_unreachable_and_points_at_known(tmp_path, ros_client):
     from sensor_msgs.msg import JointState
 
