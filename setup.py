@@ -21,7 +21,11 @@ setup(
     description="CBCL-PR few-shot lifelong object learning (core library and tools of cbcl_pr_ros)",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["cbcl_pr_ros", "cbcl_pr_ros.*"], exclude=["cbcl_pr_ros.nodes*"]),
+    # cbcl_pr_ros.nodes is included: its rclpy modules only work on a ROS 2 install, but its pure
+    # modules (parameter table, controller, session defaults) serve offline evaluation from bags.
+    packages=find_packages(include=["cbcl_pr_ros", "cbcl_pr_ros.*"]),
+    data_files=[("share/cbcl_pr_ros/config",
+                 sorted(str(p.relative_to(HERE)) for p in (HERE / "config").glob("*.*")))],
     install_requires=_requirements("core.txt"),
     extras_require={"test": _requirements("test.txt")},
     package_data={"cbcl_pr_ros": ["py.typed"]},

@@ -98,6 +98,9 @@ def default_config_path() -> str:
             return path
     except Exception:  # package not installed with ament (pip install, source tree)
         pass
+    pip_installed = os.path.join(sys.prefix, "share", "cbcl_pr_ros", "config", "cbcl_pr.yaml")
+    if os.path.isfile(pip_installed):  # `pip install .` puts config/ under the prefix's share/
+        return pip_installed
     here = os.path.dirname(os.path.abspath(__file__))
     return os.path.normpath(os.path.join(here, "..", "..", "config", "cbcl_pr.yaml"))
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -77,15 +76,8 @@ def test_missing_compiler_is_named_in_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "compiler is missing" in lines[0], result.stderr
 
 
-def test_unreachable_registry_fails_clearly_and_leaves_nothing_trusted(tmp_path: Path) -> None:
-    clone = tmp_path / "clone"
-    tracked = _run(["git", "ls-files", "-co", "--exclude-standard"]).stdout.split()
-    for rel in tracked:
-        src = ROOT / rel
-        if src.is_file():
-            dst = clone / rel
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
+def test_unreachable_registry_fails_clearly_and_leaves_nothing_trusted(tmp_path: Path, checkout_copy: Path) -> None:
+    clone = checkout_copy
     empty_links = tmp_path / "no-wheels"
     empty_links.mkdir()
     env = dict(os.environ, CBCL_PYTHON=str(BASE_PYTHON), PIP_CONFIG_FILE=os.devnull,
