@@ -61,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backbone", default="efficientnet_lite0")
     p.add_argument("--runtime", default="onnx", choices=("onnx", "torch"))
     p.add_argument("--weights", default=None, help="weights file for resnet18/34")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2, help="backbone threads for feature extraction")
+    p.add_argument("--compute-threads", type=int, default=1,
+                   help="BLAS/torch threads for the methods (1 is fastest on a busy machine; see core.threads)")
     p.add_argument("--train-per-class", type=int, default=300,
                    help="fixed seeded subsample of training images per class (0 = all)")
     p.add_argument("--test-per-class", type=int, default=200, help="fixed seeded test subset per class (0 = all)")
@@ -138,7 +140,11 @@ def _feature_sets(args) -> list[FeatureSet]:
     return out
 
 
-def _run_command(cmd: str, fs: FeatureSet, args, progress) -> ex.Experiment:
+DEFAULT_METHODS = {"fsil-table": ex.FSIL_METHODS, "sota": ex.SOTA_METHODS, "ablation": ex.ABLATION_METHODS,
+                   "curves": ex.CURVE_METHODS, "prediction-time": ("cbcl", "cbcl-pr", "fast")}
+
+
+def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | None = None) -> ex.Experiment:
     seeds = list(range(args.seed_start, args.seed_start + args.seeds))
     task = progress.add_task(f"{cmd} on {fs.name}", total=None)
 
@@ -148,8 +154,8 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress) -> ex.Experiment:
     kw = {"tick": tick}
     fast = args.fast
     g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
-    if args.methods and cmd not in ("memory-budget", "d-sweep"):
-        kw["methods"] = args.methods
+    if (methods or args.methods) and cmd not in ("memory-budget", "d-sweep"):
+        kw["methods"] = methods or args.methods
     if cmd == "fsil-table":
         exp = ex.fsil_table(fs, seeds, g("shots", [5, 10]), g("ways", [2, 5, 10, 20]),
                             ctx=MethodContext(few_shot=True, fast=fast), **kw)
@@ -187,14 +193,19 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress) -> ex.Experiment:
 
 
 def _run_key(cmd: str, fs: FeatureSet, args) -> str:
+    return json.dumps(_key_dict(cmd, fs, args), sort_keys=True, default=str)
+
+
+def _key_dict(cmd: str, fs: FeatureSet, args) -> dict:
     """What must match for a stored result to be reused (the subcommand's own options are in it)."""
     own = {k: v for k, v in sorted(vars(args).items()) if k not in _GLOBAL_KEYS}
-    return json.dumps({"cmd": cmd, "dataset": fs.name, "dim": fs.dim, "n_train": len(fs.train_y),
-                       "seeds": [args.seed_start, args.seeds], "fast": args.fast, "methods": args.methods,
-                       "own": own if args.command != "all" else {}}, sort_keys=True, default=str)
+    return {"cmd": cmd, "dataset": fs.name, "dim": fs.dim, "n_train": len(fs.train_y),
+            "seeds": [args.seed_start, args.seeds], "fast": args.fast, "methods": args.methods,
+            "own": own if args.command != "all" else {}}
 
 
-_GLOBAL_KEYS = {"data_root", "dataset", "synthetic", "backbone", "runtime", "weights", "threads", "train_per_class",
+_GLOBAL_KEYS = {"data_root", "dataset", "synthetic", "backbone", "runtime", "weights", "threads", "compute_threads",
+                "train_per_class",
                 "test_per_class", "seeds", "seed_start", "out", "cache_dir", "docs", "fast", "methods", "reuse",
                 "verbose", "command"}
 
@@ -206,9 +217,33 @@ def _stored(path: Path, cmd: str, fs: FeatureSet, args) -> ex.Experiment | None:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if data.get("params", {}).get("run_key") != _run_key(cmd, fs, args):
+    try:
+        stored = json.loads(data.get("params", {}).get("run_key", "null")) or {}
+    except ValueError:
+        return None
+    current = json.loads(_run_key(cmd, fs, args))
+    stored.pop("methods", None)
+    current.pop("methods", None)
+    if stored != current:  # methods may differ: missing ones are run and merged by the caller
         return None
     return ex.Experiment.from_dict(data)
+
+
+def _complete(exp: ex.Experiment, cmd: str, fs: FeatureSet, args, progress) -> ex.Experiment:
+    """Run the methods a reused experiment lacks, merge them, and keep only the wanted ones."""
+    if cmd not in DEFAULT_METHODS:
+        return exp
+    wanted = list(args.methods or DEFAULT_METHODS[cmd])
+    have = list(exp.params.get("methods", []))
+    missing = [m for m in wanted if m not in have]
+    if missing:
+        extra = _run_command(cmd, fs, args, progress, methods=missing)
+        exp.runs += extra.runs
+        exp.notes.append(f"methods {missing} added to a stored run (load then: "
+                         f"{', '.join(f'{v:.1f}' for v in extra.machine.get('loadavg', []))})")
+    exp.runs = [r for r in exp.runs if r.method in wanted]
+    exp.params["methods"] = wanted
+    return exp
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,12 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 1:
         print(f"--seeds must be >= 1, got {args.seeds}", file=sys.stderr)
         return 2
-    try:
-        import torch
-
-        torch.set_num_threads(max(1, args.threads))
-    except ImportError:  # pragma: no cover
-        pass
+    if args.threads < 1 or args.compute_threads < 1:
+        print("--threads and --compute-threads must be >= 1", file=sys.stderr)
+        return 2
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     sets = _feature_sets(args)
@@ -238,8 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     cmds = COMMANDS if args.command == "all" else (args.command,)
     written = []
     t0 = time.time()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
-                  TimeElapsedColumn()) as progress:
+    from cbcl_pr_ros.core.threads import fit_threads
+
+    with fit_threads(args.compute_threads), Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
+            TimeElapsedColumn()) as progress:
         for fs in sets:
             for cmd in cmds:
                 out_dir = Path(args.out) / f"eval_{cmd}_{fs.name.replace(':', '_')}"
@@ -249,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
                     exp.params["run_key"] = _run_key(cmd, fs, args)
                 else:
                     progress.console.print(f"[yellow]reused[/yellow] {out_dir / (cmd + '.json')}")
+                    exp = _complete(exp, cmd, fs, args, progress)
+                    exp.params["run_key"] = _run_key(cmd, fs, args)
                 paths = write_experiment(exp, out_dir)
                 written.append((exp, out_dir))
                 progress.console.print(f"[green]wrote[/green] {paths['md']}")

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from .classifiers.base import LinearSnapshot, Snapshot
-from .classifiers.gaussian import fit_gaussian_head
+from .classifiers.gaussian import PooledMoments, fit_gaussian_head
 from .classifiers.ncm import fit_ncm
 from .classifiers.sgd import SGDSchedule, fit_linear_sgd
 from .classifiers.vote import fit_weighted_vote
@@ -48,6 +48,7 @@ from .distance_threshold import estimate_distance_threshold
 from .memory import REDUCTIONS, ClusterMemory
 from .open_set import OPEN_SET_MODES, DistanceGate
 from .rehearsal import REHEARSAL_MODES
+from .threads import fit_threads
 from .validation import UnknownClassError, check_features, check_label
 
 __all__ = ["CLASSIFIERS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner"]
@@ -70,6 +71,11 @@ class LearnerConfig:
     classifier : "gaussian" (fast closed-form default), "linear_sgd" (the paper's schedule),
         "cbcl_vote" (CBCL weighted vote), "ncm" (nearest class mean).
     open_set / unknown_distance_factor / min_confidence : see :mod:`.open_set`.
+    torch_threads : if set and ``fit_threads`` is None, ``torch.set_num_threads`` is called with it
+        before SGD training (process-wide, kept for compatibility).
+    fit_threads : BLAS and torch threads used *during* a retrain, restored afterwards (None: leave
+        the process settings).  1 by default: a retrain's matrices are small and extra threads
+        only spin against each other on a busy machine (see :mod:`.threads`).
     """
 
     distance_threshold: float | None = None
@@ -93,6 +99,7 @@ class LearnerConfig:
     min_confidence: float = 0.0
     seed: int = 0
     torch_threads: int | None = None
+    fit_threads: int | None = 1
 
     def __post_init__(self) -> None:
         def choice(name: str, allowed: tuple[str, ...]) -> None:
@@ -127,6 +134,7 @@ class LearnerConfig:
         positive("unknown_distance_factor")
         positive("min_confidence", zero=True)
         positive("torch_threads", integer=True, allow_none=True)
+        positive("fit_threads", integer=True, allow_none=True)
         if not 0.0 <= self.shrinkage <= 1.0:
             raise ValueError(f"shrinkage must be in [0, 1], got {self.shrinkage!r}")
         if self.min_confidence > 1.0:
@@ -202,6 +210,7 @@ class _Served:
     head: Snapshot | None
     gate: DistanceGate | None
     model_version: int
+    moments: PooledMoments | None = None  # cache for the next incremental retrain (gaussian / ncm)
 
 
 class CBCLPRLearner:
@@ -290,8 +299,9 @@ class CBCLPRLearner:
             if dist is None:
                 dist = estimate_distance_threshold(data, self.config.seed)
                 _log.info("distance threshold D estimated from the first data: %.4g", dist)
-            memory = old.with_taught(data, dist)
-            served = self._build(memory, dist, self.increments_, real=data)
+            with fit_threads(self.config.fit_threads):
+                memory = old.with_taught(data, dist)
+                served = self._build(memory, dist, self.increments_, real=data)
             # commit: nothing above changed self
             self._memory = memory
             self.distance_threshold_ = dist
@@ -317,7 +327,8 @@ class CBCLPRLearner:
                 new_head = head.without(head.classes.index(label)) if len(memory) else None
                 served = self._build(memory, self.distance_threshold_, self.increments_, head=new_head)
             else:
-                served = self._build(memory, self.distance_threshold_, self.increments_)
+                with fit_threads(self.config.fit_threads):
+                    served = self._build(memory, self.distance_threshold_, self.increments_)
             self._memory = memory
             self._served = served
         _log.info("forgot %r; model v%d", label, served.model_version)
@@ -343,12 +354,24 @@ class CBCLPRLearner:
 
     # ------------------------------------------------------------------ prediction
     def predict_scores(self, features: np.ndarray) -> np.ndarray:
-        """(n, len(classes_)) class probabilities."""
-        served = self._served
+        """(n, len(classes_)) class probabilities.
+
+        The columns follow ``classes_`` *of the same model*; if another thread may teach, forget
+        or rename meanwhile, use :meth:`predict_scores_with_classes` instead.
+        """
+        return self.predict_scores_with_classes(features)[0]
+
+    def predict_scores_with_classes(self, features: np.ndarray) -> tuple[np.ndarray, tuple[str, ...]]:
+        """(n, C) class probabilities and the C class names of their columns, from one model.
+
+        Both come from the same served snapshot, so the column order is right even when a teach,
+        forget or rename swaps the model between two reads of ``classes_`` and ``predict_scores``.
+        """
+        served = self._served  # one read
         x = check_features(features, self.feature_dim)
         if served.head is None:
-            return np.zeros((len(x), 0))
-        return served.head.scores(x)
+            return np.zeros((len(x), 0)), served.classes
+        return served.head.scores(x), served.classes
 
     def predict(self, features: np.ndarray, top_k: int = 5) -> list[Prediction]:
         """Label (or "" for unknown), confidence and the top-k classes of each vector."""
@@ -397,31 +420,36 @@ class CBCLPRLearner:
         return load_learner(path, expected_backbone, expected_feature_dim)
 
     # ------------------------------------------------------------------ internals
-    def _fit_head(self, memory: ClusterMemory, increment: int, real: Mapping[str, np.ndarray] | None) -> Snapshot:
+    def _fit_head(self, memory: ClusterMemory, increment: int,
+                  real: Mapping[str, np.ndarray] | None) -> tuple[Snapshot, PooledMoments | None]:
+        """The new head, and the moments cache to keep for the next retrain (or None)."""
         cfg = self.config
-        if cfg.classifier == "gaussian":
-            return fit_gaussian_head(memory, cfg.shrinkage)
-        if cfg.classifier == "ncm":
-            return fit_ncm(memory)
+        if cfg.classifier in ("gaussian", "ncm"):
+            prev = self._served.moments
+            moments = prev.updated(memory) if prev is not None else PooledMoments.from_memory(memory)
+            if cfg.classifier == "gaussian":
+                return fit_gaussian_head(memory, cfg.shrinkage, moments), moments
+            return fit_ncm(memory, moments), moments
         if cfg.classifier == "cbcl_vote":
-            return fit_weighted_vote(memory, cfg.vote_neighbours)
-        if cfg.torch_threads is not None:
+            return fit_weighted_vote(memory, cfg.vote_neighbours), None
+        if cfg.torch_threads is not None and cfg.fit_threads is None:  # fit_threads governs retrains
             import torch
 
             torch.set_num_threads(cfg.torch_threads)
         sched = SGDSchedule(cfg.epochs, cfg.epochs_per_increment, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.batch_size)
         rng = np.random.default_rng([cfg.seed, increment])
         return fit_linear_sgd(memory, cfg.rehearsal, rng, sched, increment, real,
-                              cfg.exemplars_per_class, cfg.singleton_jitter)
+                              cfg.exemplars_per_class, cfg.singleton_jitter), None
 
     def _build(self, memory: ClusterMemory, dist: float | None, increment: int,
                real: Mapping[str, np.ndarray] | None = None, head: Snapshot | None = None,
                version: int | None = None) -> _Served:
         if len(memory) == 0:
             return _Served((), None, None, self._served.model_version + 1 if version is None else version)
+        moments = self._served.moments  # still a valid cache: it is keyed by cluster objects
         if head is None:
-            head = self._fit_head(memory, increment, real)
+            head, moments = self._fit_head(memory, increment, real)
         gate = DistanceGate(tuple(cc.means for _, cc in memory.items()), float(dist),
                             self.config.unknown_distance_factor) if dist is not None else None
         return _Served(memory.classes, head, gate,
-                       self._served.model_version + 1 if version is None else version)
+                       self._served.model_version + 1 if version is None else version, moments)

@@ -21,8 +21,8 @@ __all__ = ["Experiment", "machine_info", "valid_ways", "fsil_table", "sota", "ab
 
 _LOG = logging.getLogger(__name__)
 
-FSIL_METHODS = ("cbcl-pr", "cbcl-pr-diag", "fast", "cbcl", "ncm", "flb", "ft", "mahalanobis", "slda")
-SOTA_METHODS = ("cbcl-pr", "cbcl-pr-diag", "fast", "cbcl", "ncm", "flb", "mahalanobis", "slda")
+FSIL_METHODS = ("cbcl-pr", "cbcl-pr-diag", "fast", "cbcl", "cbcl-1nn", "ncm", "flb", "ft", "mahalanobis", "slda")
+SOTA_METHODS = ("cbcl-pr", "cbcl-pr-diag", "fast", "cbcl", "cbcl-1nn", "ncm", "flb", "mahalanobis", "slda")
 ABLATION_METHODS = ("trad-agg-pr", "kmeans-pr", "cbcl", "trad-agg", "kmeans", "ncm", "cbcl-pr-diag")
 CURVE_METHODS = ("cbcl-pr", "cbcl-pr-diag", "fast", "cbcl", "ncm", "flb", "ft", "mahalanobis", "slda")
 

@@ -1,4 +1,5 @@
-"""Features of a (subsampled) data set, computed once with a frozen backbone and cached on disk.
+"""Features of a (subsampled) data set, computed once with a frozen backbone and cached on disk
+(the features layer's ``FeatureCache``).
 
 Every protocol, method and seed then works on the same arrays, so comparisons are on identical
 features and a rerun costs seconds. The cache key holds everything that changes the numbers:
@@ -17,7 +18,7 @@ import numpy as np
 
 from .datasets import ImageDataset
 
-__all__ = ["FeatureSet", "subsample_per_class", "extract_feature_set", "synthetic_feature_set"]
+__all__ = ["FeatureSet", "subsample_per_class", "extract_feature_set", "feature_set_key", "synthetic_feature_set"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -85,31 +86,43 @@ def _extract(backbone, images, idx: np.ndarray, desc: str, batch: int = 64) -> n
     return out
 
 
-def extract_feature_set(ds: ImageDataset, backbone, cache_dir: str | Path, train_per_class: int | None = None,
-                        test_per_class: int | None = None, subsample_seed: int = 0) -> FeatureSet:
-    """Features of ``ds`` (subsampled per class) with ``backbone`` (anything with ``extract``,
-    ``name``, ``feature_dim``); loaded from ``cache_dir`` when computed before."""
+def feature_set_key(ds: ImageDataset, backbone, train_per_class: int | None, test_per_class: int | None,
+                    subsample_seed: int) -> str:
+    """What identifies the images of a subsampled data set (the backbone's identity is added by the
+    features layer's cache): name, source, sizes and the subsample."""
     key = json.dumps({"ds": ds.name, "src": ds.meta.get("source"), "ntr": len(ds.train_labels),
-                      "nte": len(ds.test_labels), "tr": train_per_class, "te": test_per_class, "seed": subsample_seed,
-                      "bb": backbone.name, "prep": getattr(backbone, "preprocessing_id", ""),
-                      "w": getattr(backbone, "weights_sha256", "")}, sort_keys=True)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    path = Path(cache_dir) / f"{ds.name.replace('/', '_').replace(':', '_')}-{backbone.name}-{digest}.npz"
-    if path.is_file():
-        _LOG.info("feature cache hit %s", path)
-        return FeatureSet.load(path)
+                      "nte": len(ds.test_labels), "tr": train_per_class, "te": test_per_class, "seed": subsample_seed},
+                     sort_keys=True)
+    return "evaluation-" + hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def extract_feature_set(ds: ImageDataset, backbone, cache_dir: str | Path | None = None,
+                        train_per_class: int | None = None, test_per_class: int | None = None,
+                        subsample_seed: int = 0) -> FeatureSet:
+    """Features of ``ds`` (subsampled per class) with ``backbone``, through the features layer's
+    ``FeatureCache`` (one entry for the train and one for the test images), so a rerun costs nothing."""
+    from cbcl_pr_ros.features.cache import FeatureCache
+
+    cache = FeatureCache(cache_dir)
+    data_hash = feature_set_key(ds, backbone, train_per_class, test_per_class, subsample_seed)
     tr = subsample_per_class(ds.train_labels, train_per_class, subsample_seed)
     te = subsample_per_class(ds.test_labels, test_per_class, subsample_seed + 1)
-    fs = FeatureSet(ds.name, ds.classes, _extract(backbone, ds.train_images, tr, f"{ds.name} train"),
-                    ds.train_labels[tr], _extract(backbone, ds.test_images, te, f"{ds.name} test"), ds.test_labels[te],
-                    meta={"backbone": backbone.name, "preprocessing": getattr(backbone, "preprocessing_id", ""),
-                          "train_per_class": train_per_class, "test_per_class": test_per_class,
-                          "subsample_seed": subsample_seed, "full_train": int(len(ds.train_labels)),
-                          "full_test": int(len(ds.test_labels)), "source": ds.meta.get("source")},
-                    train_refs=[ds.train_ref(int(i)) for i in tr])
-    fs.save(path)
-    _LOG.info("features cached in %s", path)
-    return fs
+    info = {"dataset": ds.name, "source": ds.meta.get("source")}
+    train_x = cache.get_or_compute(backbone, data_hash + "-train",
+                                   lambda: _extract(backbone, ds.train_images, tr, f"{ds.name} train"),
+                                   {**info, "split": "train", "n": int(len(tr))})
+    test_x = cache.get_or_compute(backbone, data_hash + "-test",
+                                  lambda: _extract(backbone, ds.test_images, te, f"{ds.name} test"),
+                                  {**info, "split": "test", "n": int(len(te))})
+    if len(train_x) != len(tr) or len(test_x) != len(te):
+        raise ValueError(f"cached features of {ds.name} do not match the subsample ({len(train_x)} vs {len(tr)})")
+    _LOG.info("features of %s: cache hits %d, misses %d", ds.name, cache.hits, cache.misses)
+    return FeatureSet(ds.name, ds.classes, train_x, ds.train_labels[tr], test_x, ds.test_labels[te],
+                      meta={"backbone": backbone.name, "preprocessing": getattr(backbone, "preprocessing_id", ""),
+                            "train_per_class": train_per_class, "test_per_class": test_per_class,
+                            "subsample_seed": subsample_seed, "full_train": int(len(ds.train_labels)),
+                            "full_test": int(len(ds.test_labels)), "source": ds.meta.get("source")},
+                      train_refs=[ds.train_ref(int(i)) for i in tr])
 
 
 def synthetic_feature_set(n_classes: int = 10, dim: int = 32, train_per_class: int = 60, test_per_class: int = 30,

@@ -43,6 +43,8 @@ def summarise(exp: Experiment) -> list[dict]:
         if any("D" in r.info for r in runs):
             row["D"] = float(np.mean([r.info.get("D", np.nan) for r in runs]))
         rows.append(row)
+    order = {m: i for i, m in enumerate(METHOD_LABELS)}
+    rows.sort(key=lambda r: (tuple(str(r.get(k, "")).zfill(8) for k in GROUP_KEYS), order.get(r["method"], 99)))
     return rows
 
 

@@ -29,40 +29,61 @@ def _fsil_means(exp: Experiment) -> dict[tuple, dict[str, tuple[float, float]]]:
     return out
 
 
+COMPARED = ("cbcl", "cbcl-1nn", "ncm", "flb", "mahalanobis", "slda", "fast")
+
+
+def _paired_table(exp: Experiment) -> list[str]:
+    """CBCL-PR minus each other method, paired by seed (same class order and shots), mean ± std."""
+    acc: dict[tuple, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for r in exp.runs:
+        acc[(r.info.get("shots"), r.info.get("ways"), r.info.get("base"))][r.method][r.seed] = \
+            100 * r.average_incremental_accuracy
+    what = "few-shot incremental, no base session" if exp.name == "fsil-table" else "base session + few-shot sessions"
+    lines = [f"**{exp.dataset}, {what}, {len(exp.seeds)} seeds** — CBCL-PR's average incremental accuracy and "
+             "its difference to each method in percentage points (CBCL-PR minus other; paired by seed, mean ± std):",
+             "", "| shots | ways | CBCL-PR % | " + " | ".join(f"− {o}" for o in COMPARED) + " | diag − full |",
+             "|---|---|---|" + "---|" * (len(COMPARED) + 1)]
+    wins: dict[str, int] = defaultdict(int)
+    seen: dict[str, int] = defaultdict(int)
+    n = 0
+
+    def diff(a: dict[int, float], b: dict[int, float]) -> tuple[float, float] | None:
+        seeds = sorted(set(a) & set(b))
+        if not seeds:
+            return None
+        d = np.array([a[s] - b[s] for s in seeds])
+        return float(d.mean()), float(d.std())
+
+    for key in sorted(acc, key=lambda k: tuple(v or 0 for v in k)):
+        m = acc[key]
+        if "cbcl-pr" not in m:
+            continue
+        n += 1
+        pr = m["cbcl-pr"]
+        cells = []
+        for o in COMPARED:
+            d = diff(pr, m[o]) if o in m else None
+            if d is not None:
+                wins[o] += d[0] > 0
+                seen[o] += 1
+            cells.append("" if d is None else f"{d[0]:+.1f} ± {d[1]:.1f}")
+        dd = diff(m["cbcl-pr-diag"], pr) if "cbcl-pr-diag" in m else None
+        vals = list(pr.values())
+        lines.append(f"| {key[0]} | {key[1]} | {np.mean(vals):.1f} ± {np.std(vals):.1f} | " + " | ".join(cells)
+                     + f" | {'' if dd is None else f'{dd[0]:+.1f} ± {dd[1]:.1f}'} |")
+    lines.append("")
+    if n:
+        lines += ["CBCL-PR is ahead on average in " + ", ".join(f"{wins[o]}/{seen[o]} settings against {o}"
+                                                             for o in COMPARED if seen[o]) + ".", ""]
+    return lines
+
+
 def answers(experiments: list[Experiment]) -> list[str]:
     """Markdown lines answering QUESTIONS from the measured numbers."""
     lines: list[str] = []
     for exp in experiments:
-        if exp.name == "fsil-table":
-            table = _fsil_means(exp)
-            lines += [f"**{exp.dataset}, few-shot incremental (no base session), {len(exp.seeds)} seeds** — "
-                      "differences in average incremental accuracy, percentage points (CBCL-PR minus other):", "",
-                      "| shots | ways | CBCL-PR % | − CBCL | − NCM | − FLB | − Mahalanobis | − SLDA | − fast | diag − full |",
-                      "|---|---|---|---|---|---|---|---|---|---|"]
-            wins = defaultdict(int)
-            n = 0
-            for (shots, ways), m in sorted(table.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0)):
-                if "cbcl-pr" not in m:
-                    continue
-                n += 1
-                base = m["cbcl-pr"][0]
-                cells = []
-                for other in ("cbcl", "ncm", "flb", "mahalanobis", "slda", "fast"):
-                    if other in m:
-                        diff = base - m[other][0]
-                        wins[other] += diff > 0
-                        cells.append(f"{diff:+.1f}")
-                    else:
-                        cells.append("")
-                diag = f"{m['cbcl-pr-diag'][0] - base:+.1f}" if "cbcl-pr-diag" in m else ""
-                lines.append(f"| {shots} | {ways} | {base:.1f} ± {m['cbcl-pr'][1]:.1f} | " + " | ".join(cells)
-                             + f" | {diag} |")
-            lines.append("")
-            if n:
-                lines.append("CBCL-PR is ahead in " + ", ".join(
-                    f"{wins[o]}/{n} settings against {o}" for o in ("cbcl", "ncm", "flb", "mahalanobis", "slda", "fast"))
-                    + ".")
-                lines.append("")
+        if exp.name in ("fsil-table", "sota"):
+            lines += _paired_table(exp)
         if exp.name == "curves":
             rows = summarise(exp)
             full = {(r.get("ways")): 100 * r["avg_inc_acc"] for r in rows if r["method"] == "cbcl-pr"}
@@ -75,11 +96,14 @@ def answers(experiments: list[Experiment]) -> list[str]:
                              f"{memd[w] / 1024:.0f} KiB vs {memf[w] / 1024:.0f} KiB of memory.")
             lines.append("")
         if exp.name == "d-sweep":
-            rows = [r for r in summarise(exp) if r["method"] == "cbcl-pr"]
+            allrows = summarise(exp)
+            present = {r["method"] for r in allrows}
+            pick = "cbcl-pr" if "cbcl-pr" in present else min(present, default=None)
+            rows = [r for r in allrows if r["method"] == pick]
             if rows:
                 best = max(rows, key=lambda r: r["avg_inc_acc"])
                 default = next((r for r in rows if r.get("d_scale") == 1.0), None)
-                lines.append(f"- {exp.dataset}, D sweep ({exp.params.get('shots')}-shot, {exp.params.get('ways')}-way): "
+                lines.append(f"- {exp.dataset}, D sweep of {pick} ({exp.params.get('shots')}-shot, {exp.params.get('ways')}-way): "
                              + "; ".join(f"D×{r['d_scale']}: {100 * r['avg_inc_acc']:.1f}% with {r['clusters']:.0f} "
                                          f"clusters (D≈{r.get('D', float('nan')):.1f})" for r in rows) + ".")
                 if default is not None:
@@ -100,7 +124,8 @@ def write_results_doc(written: list[tuple[Experiment, Path]], doc_path: str | Pa
     doc.parent.mkdir(parents=True, exist_ok=True)
     exps = [e for e, _ in written]
     lines = ["# Results (generated by `cbcl-eval all`; do not edit by hand)", "",
-             f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} in {wall_seconds / 60:.1f} min. "
+             f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; this invocation took "
+             f"{wall_seconds / 60:.1f} min (with `--reuse`, stored runs are not recomputed). "
              "Accuracy is top-1 over all classes seen so far, after the last epoch of training (never the best "
              "epoch on test data); mean ± std over seeds (random class order per seed). "
              "See docs/evaluation.md for protocols and methods.", ""]

@@ -12,6 +12,10 @@ MultiThreadedExecutor (built by :mod:`cbcl_pr_ros.nodes.session`'s registry). A 
 5. prints a transcript and writes ``scene.png`` (predictions and the pointing arm) and
    ``transcript.json`` under ``--out``.
 
+Parameters come from ``config/cbcl_pr.yaml``, ``config/sim_world.yaml`` and ``config/arm.yaml``
+(the installed copies), then a per-node override file for what this run sets (see
+:func:`demo_ros_args`).
+
 Run: ``run_demo_session`` (or ``python -m cbcl_pr_ros.nodes.demo --classes 6 --seed 0``).
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ from cbcl_pr_ros.evaluation.featureset import FeatureSet, extract_feature_set, s
 
 
 class CountingBackbone:
-    name, feature_dim, preprocessing_id, weights_sha256 = "fake", 3, "fake-prep", "0"
+    name, feature_dim, preprocessing_id, weights_sha256, runtime = "fake", 3, "fake-prep", "0", "numpy"
 
     def __init__(self):
         self.calls = 0
@@ -42,7 +42,10 @@ def test_feature_cache_hit(tmp_path, rng):
     assert np.array_equal(fs.train_x, fs2.train_x) and fs2.meta["backbone"] == "fake"
     assert np.bincount(fs.train_y).tolist() == [4, 4] and len(fs.test_y) == 6
     assert np.allclose(fs.train_x[0], imgs[int(fs.train_refs[0])].reshape(-1, 3).mean(0))
-    assert isinstance(FeatureSet.load(next(tmp_path.glob("*.npz"))), FeatureSet)
+    assert len(list(tmp_path.glob("fake-*.npy"))) == 2  # train and test entries in the features layer's cache
+    path = tmp_path / "fs.npz"
+    fs.save(path)
+    assert np.array_equal(FeatureSet.load(path).test_x, fs.test_x)
 
 
 def test_cli_fsil_smoke_writes_json_csv_md_png(tmp_path):
@@ -72,7 +75,7 @@ def test_cli_all_writes_results_doc(tmp_path):
     for name in ("fsil-table", "sota", "ablation", "memory-budget", "curves", "prediction-time", "d-sweep"):
         assert f"## {name} — synthetic" in text
         assert (tmp_path / f"eval_{name}_synthetic" / f"{name}.png").is_file()
-    assert "## Answers" in text and "D sweep" in text
+    assert "## Answers" in text and "D sweep" in text and "paired by seed" in text
 
 
 def test_cli_rejects_unknown_method(capsys):
@@ -108,6 +111,17 @@ def test_answers_state_the_measured_differences():
     exp = Experiment("fsil-table", "toy", "fake", [0], [run("cbcl-pr", 0.70), run("cbcl", 0.65), run("ncm", 0.72),
                                                        run("cbcl-pr-diag", 0.69)])
     text = "\n".join(answers([exp]))
-    assert "| 5 | 2 | 70.0 ± 0.0 | +5.0 | -2.0 |" in text
-    assert "| -1.0 |" in text  # diagonal minus full
+    assert "| 5 | 2 | 70.0 ± 0.0 | +5.0 ± 0.0 |  | -2.0 ± 0.0 |" in text
+    assert "| -1.0 ± 0.0 |" in text  # diagonal minus full
     assert "1/1 settings against cbcl, 0/1 settings against ncm" in text
+
+
+def test_cli_reuse_runs_only_missing_methods(tmp_path, capsys):
+    base = ["--synthetic", "--seeds", "1", "--fast", "--out", str(tmp_path), "--reuse"]
+    tail = ["fsil-table", "--shots", "5", "--ways", "5"]
+    assert main(base + ["--methods", "ncm"] + tail) == 0
+    assert main(base + ["--methods", "ncm,slda"] + tail) == 0
+    assert "reused" in capsys.readouterr().out
+    data = json.loads((tmp_path / "eval_fsil-table_synthetic" / "fsil-table.json").read_text())
+    assert sorted({r["method"] for r in data["runs"]}) == ["ncm", "slda"] and len(data["runs"]) == 2
+    assert any("added to a stored run" in n for n in data["notes"])

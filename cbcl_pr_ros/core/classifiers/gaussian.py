@@ -20,56 +20,162 @@ a scaled identity ``(1 - a) S + a tr(S)/d I`` because a few shots at d = 1280 gi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
+from ..clustering import ClassClusters
 from ..memory import ClusterMemory
 from .base import LinearSnapshot
 
-__all__ = ["fit_gaussian_head", "class_moments"]
+__all__ = ["fit_gaussian_head", "class_moments", "ClassMoment", "PooledMoments"]
 
 
-def class_moments(memory: ClusterMemory) -> tuple[np.ndarray, np.ndarray]:
-    """Class means (C, d) and the class-balanced pooled within-class covariance (d, d)."""
-    d = memory.feature_dim
-    n_cls = len(memory)
-    means = np.zeros((n_cls, d))
-    cols: list[np.ndarray] = []
-    diag = np.zeros(d)
-    for ci, (_, cc) in enumerate(memory.items()):
+@dataclass(frozen=True)
+class ClassMoment:
+    """One class's mean and within-class covariance ``W = factor factor^T + diag(diag)``.
+
+    ``W`` is the covariance of the class's Gaussian mixture about its mean: the count-weighted
+    cluster covariances plus the count-weighted spread of the cluster means.  ``source`` is the
+    (immutable) :class:`ClassClusters` it was computed from, the key of the cache.
+    """
+
+    source: ClassClusters
+    mean: np.ndarray  # (d,) float64
+    factor: np.ndarray  # (d, r) float64
+    diag: np.ndarray | None  # (d,) float64 in diagonal mode, None in full mode
+
+    @classmethod
+    def of(cls, cc: ClassClusters) -> "ClassMoment":
         n = cc.counts.astype(np.float64)
         total = n.sum()
         mu_k = cc.means.astype(np.float64)
         mu = (n[:, None] * mu_k).sum(axis=0) / total
-        means[ci] = mu
-        cols.append(((mu_k - mu) * np.sqrt(n / (total * n_cls))[:, None]).T)
+        cols = [((mu_k - mu) * np.sqrt(n / total)[:, None]).T]
+        diag = None if cc.mode == "full" else np.zeros(cc.feature_dim)
         for k in range(cc.n_clusters):
             if n[k] < 2:
                 continue
-            w = n[k] / (total * (n[k] - 1) * n_cls)
+            w = n[k] / (total * (n[k] - 1))
             s = cc.scatter(k)
             if cc.mode == "full":
                 cols.append(s * np.sqrt(w))
             else:
                 diag += s * w
-    f = np.concatenate(cols, axis=1) if cols else np.zeros((d, 0))
-    cov = f @ f.T
-    cov[np.diag_indices(d)] += diag
-    return means, cov
+        return cls(cc, mu, np.ascontiguousarray(np.concatenate(cols, axis=1)), diag)
 
 
-def fit_gaussian_head(memory: ClusterMemory, shrinkage: float = 0.5) -> LinearSnapshot:
-    """Closed-form linear head of ``memory``; see the module docstring."""
+
+def _accumulate(acc: np.ndarray, moments: list[ClassMoment] | tuple[ClassMoment, ...], sign: float) -> None:
+    """``acc += sign * sum(W_c)`` in place, with one matrix product for all the factors."""
+    if not moments:
+        return
+    f = np.concatenate([m.factor for m in moments], axis=1)
+    if f.shape[1]:
+        prod = f @ f.T
+        if sign > 0:
+            acc += prod
+        else:
+            acc -= prod
+    diags = [m.diag for m in moments if m.diag is not None]
+    if diags:
+        acc[np.diag_indices(len(acc))] += sign * np.sum(diags, axis=0)
+
+
+@dataclass(frozen=True)
+class PooledMoments:
+    """Class means and the sum of the within-class covariances, kept for incremental retrains.
+
+    ``covariance()`` is the class-balanced pooled within-class covariance ``sum_c W_c / C``.
+    Instances are never modified; :meth:`updated` returns a new one.
+    """
+
+    classes: tuple[str, ...]
+    per_class: tuple[ClassMoment, ...]
+    within_sum: np.ndarray  # (d, d) float64, read-only
+
+    def __post_init__(self) -> None:
+        self.within_sum.setflags(write=False)
+
+    @classmethod
+    def from_memory(cls, memory: ClusterMemory) -> "PooledMoments":
+        """Everything from scratch (the reference the incremental path must equal)."""
+        d = memory.feature_dim
+        per = tuple(ClassMoment.of(cc) for _, cc in memory.items())
+        acc = np.zeros((d, d))
+        _accumulate(acc, per, 1.0)
+        return cls(memory.classes, per, acc)
+
+    def updated(self, memory: ClusterMemory) -> "PooledMoments":
+        """The moments of ``memory``, recomputing only classes whose clusters are new objects.
+
+        A class is reused when its :class:`ClassClusters` object is the one this cache was built
+        from (immutable, so identity means equal content), whatever its name now.  When more than
+        half the classes changed, everything is recomputed (as cheap, and no cancellation).
+        """
+        if len(self.within_sum) != memory.feature_dim:
+            return PooledMoments.from_memory(memory)
+        by_source = {id(m.source): m for m in self.per_class}
+        per: list[ClassMoment] = []
+        added: list[ClassMoment] = []
+        kept: set[int] = set()
+        for _, cc in memory.items():
+            m = by_source.get(id(cc))
+            if m is None or m.source is not cc or id(cc) in kept:  # (kept: one object under two names)
+                m = ClassMoment.of(cc)
+                added.append(m)
+            else:
+                kept.add(id(cc))
+            per.append(m)
+        removed = [m for m in self.per_class if id(m.source) not in kept]
+        if not added and not removed:
+            return self if self.classes == memory.classes else PooledMoments(memory.classes, tuple(per), self.within_sum)
+        if 2 * (len(added) + len(removed)) > max(len(memory), 1):
+            return PooledMoments.from_memory(memory)
+        acc = np.array(self.within_sum)
+        _accumulate(acc, removed, -1.0)
+        _accumulate(acc, added, 1.0)
+        return PooledMoments(memory.classes, tuple(per), acc)
+
+    def means(self) -> np.ndarray:
+        """(C, d) class means in class order."""
+        if not self.per_class:
+            return np.zeros((0, len(self.within_sum)))
+        return np.stack([m.mean for m in self.per_class])
+
+    def covariance(self) -> np.ndarray:
+        """A new (d, d) array: the class-balanced pooled within-class covariance."""
+        return self.within_sum / max(len(self.per_class), 1)
+
+
+def class_moments(memory: ClusterMemory) -> tuple[np.ndarray, np.ndarray]:
+    """Class means (C, d) and the class-balanced pooled within-class covariance (d, d)."""
+    pm = PooledMoments.from_memory(memory)
+    return pm.means(), pm.covariance()
+
+
+def fit_gaussian_head(memory: ClusterMemory, shrinkage: float = 0.5,
+                      moments: PooledMoments | None = None) -> LinearSnapshot:
+    """Closed-form linear head of ``memory``; see the module docstring.
+
+    ``moments`` (optional) must be the :class:`PooledMoments` of ``memory`` (e.g. from
+    ``previous.updated(memory)``); without it they are computed from scratch.
+    """
     if not 0.0 <= shrinkage <= 1.0:
         raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage!r}")
-    means, cov = class_moments(memory)
+    if moments is None:
+        moments = PooledMoments.from_memory(memory)
+    elif moments.classes != memory.classes:
+        raise ValueError(f"moments are of classes {moments.classes[:5]}..., not of this memory's")
+    means, cov = moments.means(), moments.covariance()
     d = memory.feature_dim
     scale = np.trace(cov) / d
     if scale <= 0:  # one shot per class everywhere: no spread known; isotropic unit covariance
         cov, scale, shrinkage = np.eye(d), 1.0, 1.0
     cov *= 1.0 - shrinkage
     cov[np.diag_indices(d)] += shrinkage * scale
-    factor = cho_factor(cov, lower=True, check_finite=False)
+    factor = cho_factor(cov, lower=True, check_finite=False, overwrite_a=True)
     w = cho_solve(factor, means.T, check_finite=False).T  # (C, d)
     b = -0.5 * np.einsum("cd,cd->c", w, means)
     return LinearSnapshot("gaussian", memory.classes, w.astype(np.float32), b.astype(np.float32))

@@ -17,14 +17,19 @@ import numpy as np
 
 from ..memory import ClusterMemory
 from .base import LinearSnapshot
-from .gaussian import class_moments
+from .gaussian import PooledMoments
 
 __all__ = ["fit_ncm"]
 
 
-def fit_ncm(memory: ClusterMemory) -> LinearSnapshot:
-    means, cov = class_moments(memory)
-    var = float(np.trace(cov)) / memory.feature_dim
+def fit_ncm(memory: ClusterMemory, moments: PooledMoments | None = None) -> LinearSnapshot:
+    """NCM head of ``memory``; ``moments`` (optional) are its :class:`PooledMoments`."""
+    if moments is None:
+        moments = PooledMoments.from_memory(memory)
+    elif moments.classes != memory.classes:
+        raise ValueError("moments are not of this memory's classes")
+    means = moments.means()
+    var = float(np.trace(moments.within_sum)) / max(len(memory), 1) / memory.feature_dim
     var = var if var > 0 else 1.0
     # -|x - m|^2 / (2 var) = (m.x - |m|^2 / 2) / var - |x|^2 / (2 var); the last term cancels in softmax
     w = means / var

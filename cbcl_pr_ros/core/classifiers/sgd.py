@@ -6,6 +6,11 @@ increment (the paper's text; the released code keeps 25).  Departures from the r
 minibatch order is reshuffled every epoch from one seeded generator (the code reset the seed each
 epoch, so every epoch saw the same order), and the head of the *last* epoch is used (the code picked
 the best epoch on the test set).
+
+Speed: the work is ~1,600 small steps (64 x 1280 x 101), where thread hand-offs cost more than the
+arithmetic; the learner runs it under :func:`~..threads.fit_threads` (1 thread by default), which
+took one 25-epoch training on 4,040 vectors from ~100 s (2 spinning threads on a loaded 2-core
+machine) to ~1 s.  Data are float32 and gathered once per epoch.
 """
 
 from __future__ import annotations
@@ -63,10 +68,11 @@ def train_linear(
     loss_fn = torch.nn.CrossEntropyLoss()
     for _ in range(epochs):
         perm = torch.randperm(len(xt), generator=torch_gen)
+        # one gather per epoch, then contiguous slices: the same minibatches as indexing per step
+        xe, ye = xt[perm], yt[perm]
         for start in range(0, len(xt), schedule.batch_size):
-            idx = perm[start:start + schedule.batch_size]
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(layer(xt[idx]), yt[idx])
+            loss = loss_fn(layer(xe[start:start + schedule.batch_size]), ye[start:start + schedule.batch_size])
             loss.backward()
             opt.step()
     return layer

@@ -52,6 +52,7 @@ METHODS: dict[str, Callable[[int, MethodContext], IncrementalMethod]] = {
     "cbcl-pr-diag": lambda s, c: _named(ClusterMemoryMethod("linear_sgd", "diagonal", **_cm(c, s)), "cbcl-pr-diag"),
     "fast": lambda s, c: _named(ClusterMemoryMethod("gaussian", "full", **_cm(c, s)), "fast"),
     "cbcl": lambda s, c: _named(ClusterMemoryMethod("vote", "diagonal", **_cm(c, s)), "cbcl"),
+    "cbcl-1nn": lambda s, c: _named(ClusterMemoryMethod("vote", "diagonal", n_neighbours=1, **_cm(c, s)), "cbcl-1nn"),
     "ncm": lambda s, c: _named(ClusterMemoryMethod("ncm", "diagonal", **_cm(c, s)), "ncm"),
     "flb": lambda s, c: FLB(epochs=3 if c.fast else 25, epochs_per_increment=0 if c.fast else 2, seed=s),
     "ft": lambda s, c: FineTune(epochs=3 if c.fast else 25, seed=s),
@@ -65,7 +66,7 @@ METHODS: dict[str, Callable[[int, MethodContext], IncrementalMethod]] = {
 
 METHOD_LABELS = {
     "cbcl-pr": "CBCL-PR (full cov.)", "cbcl-pr-diag": "CBCL-PR_D (diagonal cov.)", "fast": "fast default (closed form)",
-    "cbcl": "CBCL (weighted vote)", "ncm": "NCM", "flb": "FLB (batch, all data so far)", "ft": "FT (fine-tuning)",
+    "cbcl": "CBCL (weighted vote, 5 nearest)", "cbcl-1nn": "CBCL (nearest centroid)", "ncm": "NCM", "flb": "FLB (batch, all data so far)", "ft": "FT (fine-tuning)",
     "trad-agg-pr": "Trad-Agg-PR", "kmeans-pr": "k-means-PR", "trad-agg": "Trad-Agg", "kmeans": "k-means",
     "mahalanobis": "Mahalanobis prototypes (as FeCAM)", "slda": "Streaming LDA",
 }
