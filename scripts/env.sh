@@ -17,4 +17,6 @@ if [ "${1:-}" != "--no-install" ] && [ -f "$_cbcl_root/install/setup.bash" ]; th
   case $- in *u*) set +u; source "$_cbcl_root/install/setup.bash"; set -u ;;
              *) source "$_cbcl_root/install/setup.bash" ;; esac
 fi
+# The package's executables (what `ros2 run cbcl_pr_ros <name>` would start), by name.
+export PATH="$_cbcl_root/install/cbcl_pr_ros/lib/cbcl_pr_ros:$PATH"
 unset _cbcl_root
