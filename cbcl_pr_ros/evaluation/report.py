@@ -44,7 +44,14 @@ def summarise(exp: Experiment) -> list[dict]:
             row["D"] = float(np.mean([r.info.get("D", np.nan) for r in runs]))
         rows.append(row)
     order = {m: i for i, m in enumerate(METHOD_LABELS)}
-    rows.sort(key=lambda r: (tuple(str(r.get(k, "")).zfill(8) for k in GROUP_KEYS), order.get(r["method"], 99)))
+
+    def setting(v) -> tuple:
+        try:
+            return (0, float(v), "")
+        except (TypeError, ValueError):
+            return (1, 0.0, str(v))
+
+    rows.sort(key=lambda r: (tuple(setting(r.get(k, "")) for k in GROUP_KEYS), order.get(r["method"], 99)))
     return rows
 
 

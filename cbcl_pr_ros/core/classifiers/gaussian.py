@@ -130,7 +130,9 @@ class PooledMoments:
             per.append(m)
         removed = [m for m in self.per_class if id(m.source) not in kept]
         if not added and not removed:
-            return self if self.classes == memory.classes else PooledMoments(memory.classes, tuple(per), self.within_sum)
+            if self.classes == memory.classes:
+                return self
+            return PooledMoments(memory.classes, tuple(per), self.within_sum)  # renamed only
         if 2 * (len(added) + len(removed)) > max(len(memory), 1):
             return PooledMoments.from_memory(memory)
         acc = np.array(self.within_sum)
