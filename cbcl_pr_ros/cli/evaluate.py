@@ -182,14 +182,24 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
                          g("ways", 2) if isinstance(g("ways", 2), int) else 2, methods=sweep, tick=tick)
     else:  # pragma: no cover - argparse restricts the choices
         raise ValueError(cmd)
-    if fs.meta.get("train_per_class"):
-        exp.notes.append(f"features of a fixed seeded subsample: {fs.meta['train_per_class']} train and "
-                         f"{fs.meta.get('test_per_class') or 'all'} test images per class "
-                         f"(of {fs.meta.get('full_train', '?')} / {fs.meta.get('full_test', '?')})")
     if fast:
         exp.notes.append("--fast: 3 SGD epochs (smoke run, not the paper's schedule)")
     progress.update(task, description=f"{cmd} on {fs.name}: done")
     return exp
+
+
+def _subsample_note(exp: ex.Experiment, fs: FeatureSet) -> None:
+    """Say how much of the data set the features cover (replacing a stored note)."""
+    exp.notes = [n for n in exp.notes if not n.startswith("features of ")]
+    full_tr, full_te = fs.meta.get("full_train"), fs.meta.get("full_test")
+    if full_tr is None:
+        return
+    if full_tr > len(fs.train_y) or full_te > len(fs.test_y):
+        exp.notes.append(f"features of a fixed seeded subsample: up to {fs.meta.get('train_per_class')} train and "
+                         f"{fs.meta.get('test_per_class')} test images per class ({len(fs.train_y)} of {full_tr} "
+                         f"train, {len(fs.test_y)} of {full_te} test images)")
+    else:
+        exp.notes.append(f"features of all images: {len(fs.train_y)} train, {len(fs.test_y)} test")
 
 
 def _run_key(cmd: str, fs: FeatureSet, args) -> str:
@@ -286,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                     progress.console.print(f"[yellow]reused[/yellow] {out_dir / (cmd + '.json')}")
                     exp = _complete(exp, cmd, fs, args, progress)
                     exp.params["run_key"] = _run_key(cmd, fs, args)
+                _subsample_note(exp, fs)
                 paths = write_experiment(exp, out_dir)
                 written.append((exp, out_dir))
                 progress.console.print(f"[green]wrote[/green] {paths['md']}")

@@ -160,3 +160,11 @@ def test_discover_reports_missing_and_generic_folders(tmp_path, rng):
     assert load_dataset("mine", present["mine"]).classes == ("a",)
     with pytest.raises(FileNotFoundError):
         discover(tmp_path, {"other": str(tmp_path / "absent")})
+
+
+def test_bag_hook_finds_the_bag_layers_reader():
+    pytest.importorskip("rosbags", reason="the bag layer needs rosbags")
+    from cbcl_pr_ros.evaluation.datasets.bags import _reader
+
+    fn = _reader()
+    assert callable(fn) and fn.__module__.startswith("cbcl_pr_ros.bags")
