@@ -1,13 +1,15 @@
 """Open set: decide whether a feature vector belongs to any taught class.
 
 Default rule (``"distance"``): after the classifier picks class ``c``, ``x`` is *known* when its
-Euclidean distance to the nearest centroid of ``c`` is below ``factor * D``.  ``D`` is the Agg-Var
+Euclidean distance to the nearest centroid of ``c`` is below ``factor * D`` (default factor 1.0:
+known iff Agg-Var would have put ``x`` into an existing cluster of ``c``; chosen on real features by
+``bench/bench_open_set.py``, see docs/core.md "Open set").  ``D`` is the Agg-Var
 threshold, itself calibrated on the taught data (median within-class distance, see
 :mod:`.distance_threshold`), so the rule is in units of the spread of the taught classes and works
 for any backbone; a taught vector is within about ``D`` of its cluster by construction, a vector of
 an unseen object is usually farther.  Only the predicted class's centroids are searched, so the cost
 does not grow with the number of classes.  ``min_confidence`` adds a max-softmax threshold
-(``"confidence"`` uses that alone; ``"none"`` says every prediction is known).
+(``"confidence"`` uses that alone, though the head's softmax is saturated on real features; ``"none"`` says every prediction is known).
 
 >>> import numpy as np
 >>> gate = DistanceGate((np.zeros((1, 2), np.float32),), distance_threshold=1.0, factor=2.0)
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["OPEN_SET_MODES", "DistanceGate"]
+__all__ = ["OPEN_SET_MODES", "DistanceGate", "class_spreads", "expected_calibration_error"]
 
 OPEN_SET_MODES = ("distance", "confidence", "none")
 
@@ -50,3 +52,42 @@ class DistanceGate:
 
     def known(self, features: np.ndarray, predicted: np.ndarray) -> np.ndarray:
         return self.distances(features, predicted) < self.radius
+
+
+def class_spreads(memory, fallback: float) -> np.ndarray:
+    """Per class (memory order) the RMS distance of its members to their cluster centroids.
+
+    ``sqrt(sum_i tr(S_i) / n)`` from the stored scatters; ``fallback`` where a class has no spread
+    (singletons only).
+    """
+    out = []
+    for _, cc in memory.items():
+        if cc.diag is not None:
+            tr = float(np.asarray(cc.diag, np.float64).sum())
+        else:
+            tr = float(sum((np.asarray(f, np.float64) ** 2).sum() for f in cc.factors))
+        n = int(np.sum(cc.counts))
+        out.append(np.sqrt(tr / n) if tr > 0 and n > 0 else fallback)
+    return np.asarray(out)
+
+
+def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, bins: int = 15) -> float:
+    """ECE: the count-weighted mean |accuracy - mean confidence| over ``bins`` equal-width bins.
+
+    >>> expected_calibration_error(np.array([1.0, 1.0]), np.array([True, False]))
+    0.5
+    """
+    conf = np.asarray(confidence, np.float64)
+    ok = np.asarray(correct, bool)
+    if conf.shape != ok.shape or conf.ndim != 1:
+        raise ValueError(f"confidence and correct must be 1-d of one length, got {conf.shape} and {ok.shape}")
+    if conf.size == 0:
+        return 0.0
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, bins - 1)
+    err = 0.0
+    for b in range(bins):
+        m = which == b
+        if m.any():
+            err += m.sum() * abs(ok[m].mean() - conf[m].mean())
+    return float(err / conf.size)
