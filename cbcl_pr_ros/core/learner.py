@@ -71,8 +71,9 @@ class LearnerConfig:
     classifier : "gaussian" (fast closed-form default), "linear_sgd" (the paper's schedule),
         "cbcl_vote" (CBCL weighted vote), "ncm" (nearest class mean).
     open_set / unknown_distance_factor / min_confidence : see :mod:`.open_set`; a vector is known when it
-        is closer than ``unknown_distance_factor * D`` (1.0: the radius within which Agg-Var would
-        have put it into a cluster of the class) to a centroid of its predicted class.
+        is closer than ``unknown_distance_factor * D`` to a centroid of its predicted class (1.0 is
+        the radius within which Agg-Var would have put it into a cluster of the class; the default
+        1.2 keeps nearly every new view of a taught object, see docs/core.md "Open set").
     torch_threads : if set and ``fit_threads`` is None, ``torch.set_num_threads`` is called with it
         before SGD training (process-wide, kept for compatibility).
     fit_threads : BLAS and torch threads used *during* a retrain, restored afterwards (None: leave
@@ -97,7 +98,7 @@ class LearnerConfig:
     batch_size: int = 64
     vote_neighbours: int = 5
     open_set: str = "distance"
-    unknown_distance_factor: float = 1.0
+    unknown_distance_factor: float = 1.2
     min_confidence: float = 0.0
     seed: int = 0
     torch_threads: int | None = None

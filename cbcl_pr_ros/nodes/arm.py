@@ -20,16 +20,15 @@ import time
 from typing import Any
 
 import numpy as np
-import rclpy
 from builtin_interfaces.msg import Duration
 from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import Prediction
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
@@ -198,19 +197,7 @@ class ArmNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    try:
-        with rclpy.init(args=args):
-            node = ArmNode()
-            executor = MultiThreadedExecutor(num_threads=4)
-            executor.add_node(node)
-            try:
-                executor.spin()
-            finally:
-                executor.shutdown()
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return 0
+    return run_node(ArmNode, threads=4, args=args)
 
 
 if __name__ == "__main__":

@@ -18,13 +18,12 @@ import time
 import zlib
 from typing import Any
 
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image
 
+from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import FeatureVector
 from cbcl_pr_ros.nodes.conversions import (
     compressed_msg_to_rgb,
@@ -234,24 +233,14 @@ class FeatureExtractorNode(Node):
         super().destroy_node()
 
 
+def _log_stats(node: FeatureExtractorNode) -> None:
+    # the ROS logger's context is gone by now (rosout), so plain logging
+    log.warning("feature_extractor stopping: %s", node.stats())
+
+
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros feature_extractor_node [--ros-args ...]``."""
-    node = None
-    try:
-        with rclpy.init(args=args if args is not None else sys.argv):
-            node = FeatureExtractorNode()
-            executor = MultiThreadedExecutor(num_threads=3)
-            executor.add_node(node)
-            try:
-                executor.spin()
-            finally:
-                # the ROS logger's context is gone by now (rosout), so plain logging
-                log.warning("feature_extractor stopping: %s", node.stats())
-                executor.shutdown()
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return 0
+    return run_node(FeatureExtractorNode, threads=3, args=args, on_stop=_log_stats)
 
 
 if __name__ == "__main__":

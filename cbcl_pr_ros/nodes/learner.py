@@ -21,13 +21,12 @@ import threading
 import time
 from typing import Any
 
-import rclpy
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
+from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import FeatureVector, LearnerStatus
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
 from cbcl_pr_ros.nodes.controller import NOTHING_LEARNED, LearnerController
@@ -321,19 +320,7 @@ class LearnerNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros learner_node [--ros-args ...]``."""
-    try:
-        with rclpy.init(args=args if args is not None else sys.argv):
-            node = LearnerNode()
-            executor = MultiThreadedExecutor(num_threads=6)
-            executor.add_node(node)
-            try:
-                executor.spin()
-            finally:
-                executor.shutdown()
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return 0
+    return run_node(LearnerNode, threads=6, args=args)
 
 
 if __name__ == "__main__":

@@ -20,16 +20,15 @@ import threading
 from typing import Any
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rcl_interfaces.msg import ParameterDescriptor
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
+from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.robot.world import CameraConfig, Frame, SimWorld, WorldConfig
 
 __all__ = ["SimWorldNode", "frame_messages", "main"]
@@ -200,19 +199,7 @@ class SimWorldNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    try:
-        with rclpy.init(args=args):
-            node = SimWorldNode()
-            executor = MultiThreadedExecutor(num_threads=4)
-            executor.add_node(node)
-            try:
-                executor.spin()
-            finally:
-                executor.shutdown()
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return 0
+    return run_node(SimWorldNode, threads=4, args=args)
 
 
 if __name__ == "__main__":
