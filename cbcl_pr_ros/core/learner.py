@@ -73,7 +73,7 @@ class LearnerConfig:
     open_set / unknown_distance_factor / min_confidence : see :mod:`.open_set`; a vector is known when it
         is closer than ``unknown_distance_factor * D`` to a centroid of its predicted class (1.0 is
         the radius within which Agg-Var would have put it into a cluster of the class; the default
-        1.2 keeps nearly every new view of a taught object, see docs/core.md "Open set").
+        1.5 keeps new views and new instances of taught objects, see docs/core.md "Open set").
     torch_threads : if set and ``fit_threads`` is None, ``torch.set_num_threads`` is called with it
         before SGD training (process-wide, kept for compatibility).
     fit_threads : BLAS and torch threads used *during* a retrain, restored afterwards (None: leave
@@ -98,7 +98,7 @@ class LearnerConfig:
     batch_size: int = 64
     vote_neighbours: int = 5
     open_set: str = "distance"
-    unknown_distance_factor: float = 1.2
+    unknown_distance_factor: float = 1.5
     min_confidence: float = 0.0
     seed: int = 0
     torch_threads: int | None = None

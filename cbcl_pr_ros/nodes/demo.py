@@ -216,7 +216,10 @@ def run_demo(opts: argparse.Namespace) -> dict:
                             pred = fresh[0]
                             break
                         time.sleep(0.02)
-                    label = pred.label if pred is not None else "(no prediction)"
+                    if pred is None:
+                        label = "(no prediction)"
+                    else:  # an empty label is the learner saying it does not know the object
+                        label = pred.label or "unknown"
                     ok = label == inst.category
                     correct += ok
                     ph["classify"].append({"object": inst.name, "truth": inst.category, "predicted": label,

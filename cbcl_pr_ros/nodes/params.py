@@ -105,7 +105,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("open_set", "distance",
               "Unknown-object test: distance (to the predicted class's clusters), confidence, none",
               (LEARNER,), choices=OPEN_SET_MODES),
-    ParamSpec("unknown_distance_factor", 1.2,
+    ParamSpec("unknown_distance_factor", 1.5,
               "open_set=distance: unknown when farther than this many D from the class's clusters",
               (LEARNER,), min=1.0e-3, max=1000.0),
     ParamSpec("unknown_threshold", 0.0,

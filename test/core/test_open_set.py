@@ -28,9 +28,9 @@ def _taught(seed: int = 0, **cfg):
 def test_default_rule_is_the_agg_var_radius():
     cfg = LearnerConfig()
     assert cfg.open_set == "distance"
-    assert cfg.unknown_distance_factor == 1.2
+    assert cfg.unknown_distance_factor == 1.5
     learner, _, _ = _taught()
-    assert learner._served.gate.radius == pytest.approx(1.2 * learner.distance_threshold_)
+    assert learner._served.gate.radius == pytest.approx(1.5 * learner.distance_threshold_)
 
 
 def test_accepts_taught_class_vectors_and_rejects_far_ones():
