@@ -1,0 +1,40 @@
+"""The default open-set rule on real features: new views of taught objects are known, unrelated
+images are not. Uses the shipped EfficientNet-Lite0 and the photo views the node tests teach with
+(conftest.views: scikit-image photos, no download)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+skdata = pytest.importorskip("skimage.data")
+
+TAUGHT = ("cat", "coffee", "rocket")
+
+
+@pytest.fixture
+def taught(helpers):
+    from cbcl_pr_ros.core import CBCLPRLearner
+    from cbcl_pr_ros.features import make_backbone
+
+    backbone = make_backbone("efficientnet_lite0")
+    learner = CBCLPRLearner(backbone=backbone.name, feature_dim=backbone.feature_dim)
+    for k, label in enumerate(TAUGHT):
+        learner.teach(label, backbone.extract(helpers.views(label, 5, seed=k)))
+    return backbone, learner, helpers
+
+
+def test_new_views_of_taught_objects_are_known_and_correct(taught) -> None:
+    backbone, learner, helpers = taught
+    for k, label in enumerate(TAUGHT):
+        for p in learner.predict(backbone.extract(helpers.views(label, 4, seed=100 + k))):
+            assert p.known and p.label == label, (label, p)
+
+
+def test_unrelated_images_are_unknown(taught) -> None:
+    backbone, learner, _ = taught
+    grey = np.full((480, 640, 3), 128, np.uint8)
+    astronaut = skdata.astronaut()
+    coins = np.repeat(skdata.coins()[:, :, None], 3, axis=2)
+    for p in learner.predict(backbone.extract([grey, astronaut, coins])):
+        assert not p.known and p.label == "", p
+        assert p.distance > 2.0 * learner.distance_threshold_  # a margin beyond the default 1.5 D
