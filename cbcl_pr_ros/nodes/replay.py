@@ -328,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
                 report = run_replay(node, call_timeout_s=opts.call_timeout)
             finally:
                 executor.shutdown()
+                # The spin thread must be out of rclpy's C++ wait before the context goes down,
+                # or the process aborts at exit ("terminate called without an active exception").
+                spin.join(timeout=5.0)
                 node.destroy_node()
     except TimeoutError as exc:
         print(f"replay_session: {exc}", file=sys.stderr)
