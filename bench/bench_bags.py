@@ -24,15 +24,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from cbcl_pr_ros.evaluation.experiments import machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor()
 
 
 def subscriber_timing(bag: Path, extra: list[str], env: dict, tmp: Path) -> dict:
@@ -132,7 +128,7 @@ def main() -> int:
             "frames_per_s": r1.n_frames_extracted / wall, "accuracy": r1.accuracy,
             "accuracy_per_increment": [i.accuracy for i in r1.increments],
             "deterministic": r1.to_dict(timings=False) == r2.to_dict(timings=False)}
-    results["machine"] = {"cpu": cpu_model(), "nproc": os.cpu_count(), "loadavg_start": load0,
+    results["machine"] = {"cpu": machine_info()["cpu"], "nproc": os.cpu_count(), "loadavg_start": load0,
                           "loadavg_end": os.getloadavg(), "python": platform.python_version()}
     out = ROOT / "bench" / "results" / "bags.json"
     out.parent.mkdir(parents=True, exist_ok=True)

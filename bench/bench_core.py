@@ -27,18 +27,11 @@ from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 from cbcl_pr_ros.core.classifiers import fit_gaussian_head, fit_weighted_vote
 from cbcl_pr_ros.core.clustering import ClassClusters
 from cbcl_pr_ros.core.memory import ClusterMemory
+from cbcl_pr_ros.evaluation.experiments import machine_info
 
 DIM = 1280
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def synthetic(rng, n_classes, shots):
@@ -125,7 +118,7 @@ def main() -> None:
     load_start = os.getloadavg()
     reps = 3 if args.quick else 5
     res = {
-        "machine": {"cpu": cpu_model(), "nproc": os.cpu_count(), "torch_threads": args.threads,
+        "machine": {"cpu": machine_info()["cpu"], "nproc": os.cpu_count(), "torch_threads": args.threads,
                     "python": platform.python_version(), "torch": torch.__version__,
                     "loadavg_start": load_start},
         "teach_one_10shot_class_100_known": [

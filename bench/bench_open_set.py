@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -28,18 +27,11 @@ import numpy as np
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 from cbcl_pr_ros.core.open_set import class_spreads, expected_calibration_error
+from cbcl_pr_ros.evaluation.experiments import machine_info
 
 FACTORS = (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 2.0)
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def load_feature_sets(synthetic: bool, cache_dir: str, data_root: str) -> list:
@@ -191,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     load0 = os.getloadavg()
     t0 = time.time()
-    results = {"machine": {"cpu": _cpu_model(), "nproc": os.cpu_count(), "loadavg_start": load0,
+    results = {"machine": {"cpu": machine_info()["cpu"], "nproc": os.cpu_count(), "loadavg_start": load0,
                            "python": sys.version.split()[0]},
                "protocol": "half the classes taught few-shot (default LearnerConfig), known = test images of "
                            "taught classes, unknown = test images of the others; score higher = more known",

@@ -31,19 +31,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from cbcl_pr_ros.evaluation.experiments import machine_info
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "config" / "cbcl_pr.yaml"
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def executable(name: str) -> Path:
@@ -279,7 +272,7 @@ def main() -> int:
     import tempfile
 
     out = {"benchmark": "pipeline", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-           "machine": {"cpu": cpu_model(), "nproc": os.cpu_count(), "loadavg_start": os.getloadavg(),
+           "machine": {"cpu": machine_info()["cpu"], "nproc": os.cpu_count(), "loadavg_start": os.getloadavg(),
                        "python": platform.python_version(), "rmw": os.environ.get("RMW_IMPLEMENTATION", ""),
                        "fastdds_profile": os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE", "")},
            "settings": {"backbone": "efficientnet_lite0", "runtime": "onnx", "threads": 2,
