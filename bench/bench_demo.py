@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -25,20 +24,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+from cbcl_pr_ros.evaluation.experiments import machine_info as _shared_machine_info
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def machine() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "nproc": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    info = _shared_machine_info()
+    return {"cpu": info["cpu"], "nproc": info["nproc"], "python": info["python"], "platform": info["os"]}
 
 
 def rendered_set(cache: Path, seed: int) -> Path:

@@ -24,19 +24,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from cbcl_pr_ros.evaluation.experiments import machine_info as _shared_machine_info
 
 _LOG = logging.getLogger("bench_features")
 
 
 def machine_info() -> dict:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = _shared_machine_info()["cpu"] or "unknown"
     import onnxruntime
     import torch
 
