@@ -134,8 +134,7 @@ def learner_params(config: str | Path | None = None, overrides: Mapping[str, Any
     """The learner node's parameter values: the table's defaults, then ``config`` (default: the
     package's ``config/cbcl_pr.yaml``), then ``overrides``. The extractor's ``runtime`` and
     ``device`` are included, since the features depend on them."""
-    from cbcl_pr_ros.nodes.params import EXTRACTOR, LEARNER, specs_for, validate_parameter
-    from cbcl_pr_ros.nodes.session import default_config_path
+    from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, default_config_path, specs_for, validate_parameter
 
     p = {s.name: s.default for s in specs_for(LEARNER)}
     p.update({s.name: s.default for s in specs_for(EXTRACTOR) if s.name not in p})
@@ -180,7 +179,7 @@ def evaluate_session(
     params: Mapping[str, Any] | None = None,
 ) -> OfflineReport:
     """Replay ``session``'s events through a fresh learner (see the module docstring)."""
-    from cbcl_pr_ros.nodes.controller import LearnerController
+    from cbcl_pr_ros.service.controller import LearnerController
 
     controller = LearnerController(make_learner=make_learner, backbone=getattr(backbone, "name", "?"),
                                    memory_path="")
@@ -262,7 +261,7 @@ def evaluate_bag(
     e.g. to share one loaded model between bags; by default it is built like the extractor node
     builds it. Raises :class:`BagFormatError` for an unusable bag, before any learning happens.
     """
-    from cbcl_pr_ros.nodes.params import learner_factory
+    from cbcl_pr_ros.service.params import learner_factory
 
     session = read_session(path, camera_topic=camera_topic, events_topic=events_topic)
     if not any(ev.kind == EventKind.TEACH for ev in session.events):

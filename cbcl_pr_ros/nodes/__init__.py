@@ -2,8 +2,8 @@
 
 Modules: ``feature_extractor`` (camera → FeatureVector, ExtractFeatures), ``learner`` (TeachClass,
 Classify, ... over a CBCLPRLearner), ``session`` (all nodes in one process: ``teaching_session``),
-and the ROS-free helpers they call: ``conversions``, ``controller``, ``params``, ``debug_image``,
+and the helpers they call: ``conversions``, ``ros_params``, ``debug_image``,
 ``frame_collector``, ``feature_source``, plus ``qos``. See docs/nodes.md.
 
-Nothing is imported here, so ``import cbcl_pr_ros.nodes.controller`` costs no rclpy import.
+The ROS-free service logic (controller, parameter table) lives in :mod:`cbcl_pr_ros.service`.
 """

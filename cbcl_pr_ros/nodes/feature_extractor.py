@@ -32,7 +32,8 @@ from cbcl_pr_ros.nodes.conversions import (
     stamp_key,
 )
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer
-from cbcl_pr_ros.nodes.params import EXTRACTOR, declare_parameters, read_parameters
+from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
+from cbcl_pr_ros.service.params import EXTRACTOR
 from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos
 from cbcl_pr_ros.srv import ExtractFeatures
 

@@ -29,7 +29,7 @@ from std_msgs.msg import Header
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import FeatureVector, LearnerStatus
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
-from cbcl_pr_ros.nodes.controller import NOTHING_LEARNED, LearnerController
+from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController
 from cbcl_pr_ros.nodes.conversions import (
     class_info_msgs,
     compressed_msg_to_rgb,
@@ -45,13 +45,8 @@ from cbcl_pr_ros.nodes.conversions import (
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer, annotate
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
 from cbcl_pr_ros.nodes.frame_collector import FrameCollector
-from cbcl_pr_ros.nodes.params import (
-    LEARNER,
-    declare_parameters,
-    learner_factory,
-    read_parameters,
-    resolve_memory_path,
-)
+from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
+from cbcl_pr_ros.service.params import LEARNER, learner_factory, resolve_memory_path
 from cbcl_pr_ros.nodes.qos import feature_qos, image_qos, result_qos, status_qos
 from cbcl_pr_ros.srv import (
     Classify,

@@ -24,7 +24,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["SessionContext", "NODE_FACTORIES", "register_node", "default_config_path",
+from cbcl_pr_ros.service.params import default_config_path
+
+__all__ = ["SessionContext", "NODE_FACTORIES", "register_node",
            "build_ros_args", "parse_args", "build_nodes", "main"]
 
 log = logging.getLogger(__name__)
@@ -86,23 +88,6 @@ def register_node(name: str, factory: NodeFactory | str) -> None:
     if not name or "," in name:
         raise ValueError(f"node name must be non-empty and without commas, got {name!r}")
     NODE_FACTORIES[name] = lazy_factory(factory) if isinstance(factory, str) else factory
-
-
-def default_config_path() -> str:
-    """config/cbcl_pr.yaml of the installed package, else of the source tree."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        path = os.path.join(get_package_share_directory("cbcl_pr_ros"), "config", "cbcl_pr.yaml")
-        if os.path.isfile(path):
-            return path
-    except Exception:  # package not installed with ament (pip install, source tree)
-        pass
-    pip_installed = os.path.join(sys.prefix, "share", "cbcl_pr_ros", "config", "cbcl_pr.yaml")
-    if os.path.isfile(pip_installed):  # `pip install .` puts config/ under the prefix's share/
-        return pip_installed
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "config", "cbcl_pr.yaml"))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

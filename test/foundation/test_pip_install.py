@@ -16,7 +16,7 @@ import numpy as np
 import cbcl_pr_ros
 assert cbcl_pr_ros.__file__.startswith(sys.argv[1]), cbcl_pr_ros.__file__
 import cbcl_pr_ros.core, cbcl_pr_ros.features, cbcl_pr_ros.evaluation, cbcl_pr_ros.bags.offline_eval
-import cbcl_pr_ros.nodes.params, cbcl_pr_ros.nodes.controller
+import cbcl_pr_ros.service.params, cbcl_pr_ros.service.controller
 ros = sorted(m for m in sys.modules if m.split('.')[0] in ('rclpy', 'rosidl_runtime_py', 'sensor_msgs'))
 assert not ros, f'ROS modules imported by the ROS-free layers: {ros}'
 from cbcl_pr_ros.core import CBCLPRLearner

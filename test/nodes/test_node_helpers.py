@@ -67,7 +67,7 @@ def test_feature_message_round_trip_and_refusals():
 
 def test_prediction_status_and_class_info_messages():
     from cbcl_pr_ros.core import ClassInfo, Prediction
-    from cbcl_pr_ros.nodes.controller import StatusSnapshot
+    from cbcl_pr_ros.service.controller import StatusSnapshot
     from cbcl_pr_ros.nodes.conversions import class_info_msgs, make_status_msg, prediction_to_msg
 
     p = Prediction("mug", 0.9, True, ("mug", "cup"), (0.9, 0.1))
@@ -91,7 +91,7 @@ def _blob(rng, centre, n=8):
 
 def _controller(path="", **kw):
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
-    from cbcl_pr_ros.nodes.controller import LearnerController
+    from cbcl_pr_ros.service.controller import LearnerController
 
     def make(dim):
         return CBCLPRLearner(LearnerConfig(seed=0), backbone="synthetic", feature_dim=dim)
@@ -110,7 +110,7 @@ def taught(tmp_path):
 
 
 def test_classify_before_teaching_says_nothing_learned():
-    from cbcl_pr_ros.nodes.controller import NOTHING_LEARNED
+    from cbcl_pr_ros.service.controller import NOTHING_LEARNED
 
     out = _controller().classify(np.zeros((1, D)))
     assert not out.success and out.message == NOTHING_LEARNED and "nothing learned yet" in out.message
@@ -215,7 +215,7 @@ def test_classify_answers_while_a_teach_runs(taught):
 
 # ------------------------------------------------------------------ params
 def test_parameter_validation():
-    from cbcl_pr_ros.nodes.params import validate_parameter
+    from cbcl_pr_ros.service.params import validate_parameter
 
     assert validate_parameter("reliability", "reliable") is None
     assert "one of" in validate_parameter("reliability", "sometimes")
@@ -230,7 +230,7 @@ def test_parameter_validation():
 
 
 def test_yaml_holds_every_parameter_and_valid_values():
-    from cbcl_pr_ros.nodes.params import EXTRACTOR, LEARNER, specs_for, validate_parameter
+    from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, specs_for, validate_parameter
 
     cfg = yaml.safe_load((REPO / "config" / "cbcl_pr.yaml").read_text())
     shared = cfg["/**"]["ros__parameters"]
@@ -270,7 +270,8 @@ def test_declared_parameters_have_ranges_and_reject_bad_values():
     from rclpy.context import Context
     from rclpy.parameter import Parameter
 
-    from cbcl_pr_ros.nodes.params import LEARNER, declare_parameters
+    from cbcl_pr_ros.nodes.ros_params import declare_parameters
+    from cbcl_pr_ros.service.params import LEARNER
 
     ctx = Context()
     rclpy.init(context=ctx, domain_id=233 - os.getpid() % 30)

@@ -1,6 +1,6 @@
-"""The nodes' parameters in one table: name, default, description, range or choices, who uses them.
+"""The nodes' parameters in one table (ROS-free; ``nodes.ros_params`` declares them on a node): name, default, description, range or choices, who uses them.
 
-The table drives three things, so they cannot drift apart: ``declare_parameters`` (descriptors with
+The table drives three things, so they cannot drift apart: ``nodes.ros_params.declare_parameters`` (descriptors with
 FloatingPointRange/IntegerRange, read-only flags), ``validate_parameter`` (the on-set callback, pure
 and unit-tested), and the test that ``config/cbcl_pr.yaml`` holds every parameter.
 """
@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 __all__ = [
     "ParamSpec",
@@ -18,8 +19,7 @@ __all__ = [
     "LEARNER",
     "specs_for",
     "validate_parameter",
-    "declare_parameters",
-    "read_parameters",
+    "default_config_path",
     "resolve_memory_path",
     "learner_config",
     "learner_factory",
@@ -169,52 +169,6 @@ def validate_parameter(name: str, value: Any) -> str | None:
     return None
 
 
-def _descriptor(spec: ParamSpec):
-    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
-
-    desc = spec.description
-    if spec.choices:
-        desc += f" [{'|'.join(spec.choices)}]"
-    d = ParameterDescriptor(description=desc, read_only=spec.read_only)
-    if isinstance(spec.default, float) and spec.min is not None and spec.max is not None:
-        d.floating_point_range = [FloatingPointRange(from_value=float(spec.min),
-                                                     to_value=float(spec.max), step=0.0)]
-    elif isinstance(spec.default, int) and not isinstance(spec.default, bool) \
-            and spec.min is not None and spec.max is not None:
-        d.integer_range = [IntegerRange(from_value=int(spec.min), to_value=int(spec.max), step=0)]
-    return d
-
-
-def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = None) -> None:
-    """Declare the parameters of ``kind`` on an rclpy node and install the validating on-set callback.
-
-    ``overrides`` replace the table's defaults (values from a YAML file still win over both).
-    """
-    from rcl_interfaces.msg import SetParametersResult
-
-    overrides = overrides or {}
-    for spec in specs_for(kind):
-        default = overrides.get(spec.name, spec.default)
-        node.declare_parameter(spec.name, default, _descriptor(spec))
-        reason = validate_parameter(spec.name, node.get_parameter(spec.name).value)
-        if reason:
-            raise ValueError(f"parameter {reason}")
-
-    def _on_set(params: Iterable[Any]) -> SetParametersResult:
-        for p in params:
-            reason = validate_parameter(p.name, p.value)
-            if reason:
-                return SetParametersResult(successful=False, reason=reason)
-        return SetParametersResult(successful=True)
-
-    node.add_on_set_parameters_callback(_on_set)
-
-
-def read_parameters(node: Any, kind: str) -> dict[str, Any]:
-    """Current values of the parameters of ``kind`` as a plain dict."""
-    return {spec.name: node.get_parameter(spec.name).value for spec in specs_for(kind)}
-
-
 def resolve_memory_path(path: str) -> str:
     """Expand ``~`` and environment variables; "" stays "" (RAM only)."""
     return os.path.expandvars(os.path.expanduser(path)) if path else ""
@@ -254,3 +208,20 @@ def learner_factory(p: dict[str, Any]) -> Any:
         return CBCLPRLearner(config, backbone=backbone, feature_dim=int(feature_dim))
 
     return make
+
+
+def default_config_path() -> str:
+    """config/cbcl_pr.yaml of the installed package, else of the source tree."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        path = os.path.join(get_package_share_directory("cbcl_pr_ros"), "config", "cbcl_pr.yaml")
+        if os.path.isfile(path):
+            return path
+    except Exception:  # package not installed with ament (pip install, source tree)
+        pass
+    pip_installed = os.path.join(sys.prefix, "share", "cbcl_pr_ros", "config", "cbcl_pr.yaml")
+    if os.path.isfile(pip_installed):  # `pip install .` puts config/ under the prefix's share/
+        return pip_installed
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "config", "cbcl_pr.yaml"))
