@@ -250,7 +250,7 @@ def test_choices_match_the_core_and_config_builds():
     from cbcl_pr_ros.core.memory import REDUCTIONS
     from cbcl_pr_ros.core.open_set import OPEN_SET_MODES
     from cbcl_pr_ros.core.rehearsal import REHEARSAL_MODES
-    from cbcl_pr_ros.nodes import params
+    from cbcl_pr_ros.service import params
 
     assert params.CLASSIFIERS == tuple(core_learner.CLASSIFIERS)
     assert params.COVARIANCE_MODES == tuple(COVARIANCE_MODES)
