@@ -271,7 +271,8 @@ def evaluate_bag(
         from cbcl_pr_ros.features import make_backbone
 
         backbone = make_backbone(params["backbone"], runtime=params["runtime"],
-                                 threads=int(params["threads"]), device=params["device"])
+                                 threads=int(params["threads"]), device=params["device"],
+                                 precision=params.get("precision", "fp32"))
     elif getattr(backbone, "name", params["backbone"]) != params["backbone"]:
         raise ValueError(f"backbone {backbone.name!r} differs from the parameters' {params['backbone']!r}")
     return evaluate_session(session, backbone, learner_factory(params), params)

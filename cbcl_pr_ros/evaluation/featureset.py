@@ -77,13 +77,15 @@ def subsample_per_class(labels: np.ndarray, per_class: int | None, seed: int) ->
 
 
 def _extract(backbone, images, idx: np.ndarray, desc: str, batch: int = 64) -> np.ndarray:
+    """Features of ``images[idx]``: worker threads load (decode) and stage the next batches while the
+    backbone runs (the features layer's ``extract_prefetched``)."""
     from tqdm import tqdm
 
-    out = np.empty((len(idx), backbone.feature_dim), np.float32)
-    for s in tqdm(range(0, len(idx), batch), desc=desc, unit="batch", leave=False):
-        chunk = [images[int(i)] for i in idx[s:s + batch]]
-        out[s:s + len(chunk)] = backbone.extract(chunk)
-    return out
+    from cbcl_pr_ros.features.prefetch import extract_prefetched
+
+    with tqdm(total=len(idx), desc=desc, unit="img", leave=False) as bar:
+        return extract_prefetched(backbone, len(idx), lambda k: images[int(idx[k])], batch_size=batch,
+                                  progress=bar.update)
 
 
 def feature_set_key(ds: ImageDataset, backbone, train_per_class: int | None, test_per_class: int | None,

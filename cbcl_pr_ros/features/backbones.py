@@ -3,7 +3,10 @@
 ``make_backbone`` picks the model (EfficientNet-Lite0 by default, whose weights ship in a
 package; the paper's ResNet-18/34 from a file the user names or an existing torch hub cache)
 and the runtime: ONNX Runtime (exported once, cached, checked against PyTorch; 5-8x faster on
-a CPU) or PyTorch. Both use the same preprocessing (``preprocessing.py``).
+a CPU) or PyTorch. Both use the same preprocessing (``preprocessing.py``); on CUDA the PyTorch
+backbone uploads uint8 frames and crops/normalises them on the GPU (``device_preprocessing.py``)
+and replays one-frame calls from a CUDA graph. ``select_runtime`` decides, and says, which
+runtime reaches which device; ``precision`` (fp32 default, tf32, fp16) is part of the identity.
 """
 
 from __future__ import annotations
@@ -11,13 +14,23 @@ from __future__ import annotations
 import logging
 import os
 from abc import ABC, abstractmethod
+from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ContextManager, Sequence
 
 import numpy as np
 
-from .preprocessing import EFFICIENTNET_LITE_SPEC, IMAGENET_SPEC, PreprocessSpec, preprocess_batch
+from .preprocessing import (
+    EFFICIENTNET_LITE_SPEC,
+    IMAGENET_SPEC,
+    PreprocessSpec,
+    check_rgb,
+    crop_and_resize,
+    normalise,
+    preprocess_batch,
+)
 from .weights import (
     WeightsNotFoundError,
     file_sha256,
@@ -33,7 +46,9 @@ __all__ = [
     "TorchBackbone",
     "OnnxBackbone",
     "BACKBONES",
+    "PRECISIONS",
     "available_backbones",
+    "select_runtime",
     "make_backbone",
     "build_torch_model",
     "resolve_weights",
@@ -41,6 +56,12 @@ __all__ = [
 ]
 
 _LOG = logging.getLogger(__name__)
+
+# fp32: IEEE float32 everywhere (TF32 off), GPU features equal CPU ones within 1e-4 relative;
+# tf32: CUDA convolutions/matmuls in TF32 (~1e-3); fp16: half-precision weights and activations (CUDA only).
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16")
+_ORT_GPU_HINT = ("pip install onnxruntime-gpu (in place of onnxruntime; it needs the CUDA 12 and cuDNN 9 "
+                 "libraries, e.g. from a CUDA build of torch)")
 
 
 def default_cache_dir(sub: str) -> Path:
@@ -168,12 +189,17 @@ class Backbone(ABC):
 
     Attributes: ``name``, ``feature_dim``, ``preprocessing_id`` (goes into cache keys and saved
     memories so features from different pipelines are never mixed), ``weights_sha256``,
-    ``runtime``, ``device``, ``batch_size`` (images per forward pass inside ``extract``).
+    ``runtime``, ``device``, ``precision``, ``batch_size`` (images per forward pass inside ``extract``).
+
+    ``extract`` is ``stage`` (per-image host work: checks, and the crop/resize when it is done on
+    the host) followed by ``extract_staged`` (the rest, per batch), so an offline producer
+    (``prefetch.extract_prefetched``) can stage the next batch in threads while this one runs.
     """
 
     runtime: str = ""
 
-    def __init__(self, info: BackboneInfo, weights_file: Path, device: str, batch_size: int = 32) -> None:
+    def __init__(self, info: BackboneInfo, weights_file: Path, device: str, batch_size: int = 32,
+                 precision: str = "fp32") -> None:
         self.info = info
         self.name = info.name
         self.feature_dim = info.feature_dim
@@ -182,17 +208,42 @@ class Backbone(ABC):
         self.weights_file = Path(weights_file)
         self.weights_sha256 = file_sha256(weights_file)
         self.device = device
+        self.precision = precision
         self.batch_size = int(batch_size)
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(name={self.name!r}, feature_dim={self.feature_dim}, "
-            f"runtime={self.runtime!r}, device={self.device!r})"
+            f"runtime={self.runtime!r}, device={self.device!r}, precision={self.precision!r})"
         )
+
+    @property
+    def numerics_id(self) -> str:
+        """What, beyond weights and preprocessing, changes the numbers: '' for float32 on a CPU
+        (ONNX Runtime and PyTorch agree to ~1e-6 there), else ``runtime/device/precision``."""
+        if self.device == "cpu" and self.precision == "fp32":
+            return ""
+        return f"{self.runtime}/{self.device}/{self.precision}"
+
+    def describe(self) -> dict[str, str]:
+        """Where and how it runs, for logs and status: name, runtime, device, precision."""
+        return {"backbone": self.name, "runtime": self.runtime, "device": self.device, "precision": self.precision}
 
     def preprocess(self, images: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
         """RGB uint8 images -> the (n, 3, 224, 224) float32 batch this backbone expects."""
         return preprocess_batch(images, self.spec)
+
+    def stage(self, rgb: np.ndarray) -> np.ndarray:
+        """Host work for one image (safe to run in worker threads): here the (crop, crop, 3) uint8 crop."""
+        return crop_and_resize(rgb, self.spec)
+
+    def extract_staged(self, staged: Sequence[np.ndarray]) -> np.ndarray:
+        """Features of images returned by ``stage`` (one forward pass per ``batch_size``)."""
+        c = self.spec.crop
+        crops = np.empty((len(staged), c, c, 3), np.uint8)
+        for i, x in enumerate(staged):
+            crops[i] = x
+        return self.extract_preprocessed(normalise(crops, self.spec))
 
     def extract(self, images: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
         """Features of RGB uint8 images (a list of (H, W, 3) arrays or an (n, H, W, 3) array)."""
@@ -208,8 +259,13 @@ class Backbone(ABC):
         n = len(images)
         out = np.empty((n, self.feature_dim), dtype=np.float32)
         for start in range(0, n, self.batch_size):
-            chunk = images[start : start + self.batch_size]
-            out[start : start + len(chunk)] = self.extract_preprocessed(self.preprocess(chunk))
+            staged = []
+            for i in range(start, min(n, start + self.batch_size)):
+                try:
+                    staged.append(self.stage(images[i]))
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f"image {i}: {exc}") from None
+            out[start : start + len(staged)] = self.extract_staged(staged)
         return out
 
     def extract_preprocessed(self, batch: np.ndarray) -> np.ndarray:
@@ -226,40 +282,219 @@ class Backbone(ABC):
     def _forward(self, batch: np.ndarray) -> np.ndarray: ...
 
 
-def _pick_torch_device(device: str) -> str:
+def select_runtime(runtime: str, device: str, torch_cuda: bool, ort_providers: Sequence[str]) -> tuple[str, str, str]:
+    """(runtime, device, note) that will actually run, from the request and what is installed.
+
+    ``device='auto'`` means CUDA whenever any runtime reaches it: ONNX Runtime through its
+    ``CUDAExecutionProvider`` (package onnxruntime-gpu), else PyTorch on CUDA; the CPU otherwise.
+    ``runtime='onnx'`` with CUDA requested (or available) but a CPU-only onnxruntime runs PyTorch
+    on CUDA and says so in ``note`` (a log line), since the device is what decides the speed and
+    both runtimes give the same features; with no CUDA at all ``device='cuda'`` is an error that
+    names what to install. ``note`` is '' when the request is met as asked.
+    """
+    if device == "cpu":
+        return runtime, "cpu", ""
+    if runtime == "torch":
+        if torch_cuda:
+            return "torch", "cuda", ""
+        if device == "cuda":
+            raise ValueError("device='cuda' requested but torch sees no CUDA device (a CPU build of torch, "
+                             "or no GPU/driver); install a CUDA build of torch or use device='cpu'")
+        return "torch", "cpu", ""
+    if "CUDAExecutionProvider" in ort_providers:
+        return "onnx", "cuda", ""
+    if torch_cuda:
+        return "torch", "cuda", (
+            f"onnxruntime has no CUDAExecutionProvider (providers: {', '.join(ort_providers)}); running the "
+            f"backbone with runtime 'torch' on CUDA instead. For ONNX on CUDA: {_ORT_GPU_HINT}")
+    if device == "cuda":
+        raise ValueError(
+            f"device='cuda' requested but no runtime reaches a CUDA device: onnxruntime has no "
+            f"CUDAExecutionProvider (providers: {', '.join(ort_providers)}; {_ORT_GPU_HINT}) and torch sees "
+            f"no CUDA device (install a CUDA build of torch); or use device='cpu'")
+    return "onnx", "cpu", ""
+
+
+def _torch_cuda_available() -> bool:
     import torch
 
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' requested but torch sees no CUDA device")
-    return device
+    return bool(torch.cuda.is_available())
 
 
 class TorchBackbone(Backbone):
-    """PyTorch inference (channels_last, inference_mode); also the reference the ONNX export is checked against."""
+    """PyTorch inference (channels_last, inference_mode); also the reference the ONNX export is checked against.
+
+    On CUDA: frames go up as uint8 through a pinned host buffer and are cropped/normalised on the
+    GPU when they are shrunk (``device_preprocessing``), smaller ones are cut on the host; one-frame
+    calls replay a CUDA graph captured per frame size (``cuda_graphs``), falling back to eager
+    execution if capture fails. ``device_preprocessing=True`` on the CPU runs the same torch ops
+    (tests; it is slower than OpenCV there, so it is off by default).
+    """
 
     runtime = "torch"
+    MAX_GRAPHS = 4  # frame sizes with a captured graph; the oldest is dropped beyond that
 
     def __init__(self, info: BackboneInfo, weights_file: Path, device: str = "auto", threads: int | None = 2,
-                 batch_size: int = 32) -> None:
+                 batch_size: int = 32, precision: str = "fp32", cuda_graphs: bool = True,
+                 device_preprocessing: bool | None = None) -> None:
         import torch
 
         if threads is not None:
             torch.set_num_threads(int(threads))
-        dev = _pick_torch_device(device)
-        super().__init__(info, weights_file, dev, batch_size)
+        dev = select_runtime("torch", device, _torch_cuda_available(), ())[1]
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if dev == "cpu" and precision == "fp16":
+            raise ValueError("precision 'fp16' needs a CUDA device (half-precision convolutions on a CPU are "
+                             "slow and not what the documented error was measured on); use 'fp32'")
+        if dev == "cpu" and precision == "tf32":
+            _LOG.info("precision 'tf32' only exists on CUDA; the CPU computes in fp32")
+            precision = "fp32"
+        super().__init__(info, weights_file, dev, batch_size, precision)
         self.model, self.head = build_torch_model(info.name, weights_file)
         self.model.to(dev).to(memory_format=torch.channels_last)
+        if precision == "fp16":
+            self.model.half()
         if self.head is not None:
             self.head.to(dev)
+        self.device_preprocessing = (dev == "cuda") if device_preprocessing is None else bool(device_preprocessing)
+        self.cuda_graphs = bool(cuda_graphs) and dev == "cuda"
+        self._graphs: OrderedDict[tuple[int, int], Any] = OrderedDict()
+        self._pinned: dict[tuple[int, ...], Any] = {}
+        self._pre = None
+        if self.device_preprocessing:
+            from .device_preprocessing import DevicePreprocessor
+
+            self._pre = DevicePreprocessor(self.spec, dev)
+
+    def _math(self) -> ContextManager[Any]:
+        """The precision policy for one call: IEEE float32 unless 'tf32' was chosen (CUDA only)."""
+        if self.device != "cuda":
+            return nullcontext()
+        from .device_preprocessing import fp32_math
+
+        return fp32_math(self.precision == "tf32")
+
+    def _net(self, x: Any) -> Any:
+        """Normalised float32 NCHW on the device -> float32 features."""
+        import torch
+
+        x = x.contiguous(memory_format=torch.channels_last)
+        if self.precision == "fp16":
+            x = x.half()
+        return self.model(x).float()
 
     def _forward(self, batch: np.ndarray) -> np.ndarray:
         import torch
 
+        with torch.inference_mode(), self._math():
+            x = torch.from_numpy(batch).to(self.device)
+            return self._net(x).cpu().numpy()
+
+    # ------------------------------------------------------------------ uint8 path (device preprocessing)
+    def stage(self, rgb: np.ndarray) -> np.ndarray:
+        """The frame itself when the device shrinks it, else the host crop (small frames)."""
+        if not self.device_preprocessing:
+            return super().stage(rgb)
+        from .device_preprocessing import device_resizes
+
+        rgb = check_rgb(rgb)
+        if device_resizes(rgb.shape[0], rgb.shape[1], self.spec):
+            return rgb
+        return crop_and_resize(rgb, self.spec)
+
+    def _pin(self, frames: np.ndarray) -> Any:
+        """uint8 host array -> a tensor holding it, in a reused pinned buffer on CUDA (so the
+        upload is one asynchronous DMA; every call synchronises on its result before the buffer
+        is written again)."""
+        import torch
+
+        t = torch.from_numpy(np.ascontiguousarray(frames))
+        if self.device != "cuda":
+            return t
+        buf = self._pinned.get(frames.shape)
+        if buf is None:
+            if len(self._pinned) >= 2 * self.MAX_GRAPHS:
+                self._pinned.clear()
+            buf = self._pinned[frames.shape] = torch.empty(frames.shape, dtype=torch.uint8, pin_memory=True)
+        return buf.copy_(t)
+
+    def _run_uint8(self, frames: Any) -> Any:
+        """Staged uint8 (n, H, W, 3) on the device (crops, or frames to shrink) -> float32 features there."""
+        assert self._pre is not None
+        c = self.spec.crop
+        if frames.shape[1] == c and frames.shape[2] == c:  # a host crop (a frame to shrink is larger)
+            x = self._pre.normalise_crops(frames)
+        else:
+            from .device_preprocessing import fp32_math
+
+            with fp32_math(False) if self.device == "cuda" else nullcontext():
+                x = self._pre(frames)
+        return self._net(x)
+
+    def extract_staged(self, staged: Sequence[np.ndarray]) -> np.ndarray:
+        if not self.device_preprocessing:
+            return super().extract_staged(staged)
+        import torch
+
+        out = np.empty((len(staged), self.feature_dim), np.float32)
+        if len(staged) == 1 and self.cuda_graphs:
+            out[0] = self._extract_one_graph(staged[0])
+            return out
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, x in enumerate(staged):
+            groups.setdefault(x.shape, []).append(i)
+        with torch.inference_mode(), self._math():
+            for idx in groups.values():
+                frames = np.stack([staged[i] for i in idx]) if len(idx) > 1 else staged[idx[0]][None]
+                x = self._pin(frames).to(self.device, non_blocking=True)
+                out[idx] = self._run_uint8(x).cpu().numpy()
+        return out
+
+    def _extract_one_graph(self, frame: np.ndarray) -> np.ndarray:
+        """One frame through the CUDA graph captured for its size (captured on first use)."""
+        import torch
+
+        key = (int(frame.shape[0]), int(frame.shape[1]))
+        entry = self._graphs.get(key)
+        if entry is None:
+            entry = self._capture(key)
+            if entry is None:  # capture failed: eager from now on, said once
+                self.cuda_graphs = False
+                with torch.inference_mode(), self._math():
+                    return self._run_uint8(self._pin(frame[None]).to(self.device)).cpu().numpy()[0]
+            self._graphs[key] = entry
+            while len(self._graphs) > self.MAX_GRAPHS:
+                self._graphs.popitem(last=False)
+        else:
+            self._graphs.move_to_end(key)
+        static_in, graph, static_out = entry
         with torch.inference_mode():
-            x = torch.from_numpy(batch).to(self.device).contiguous(memory_format=torch.channels_last)
-            return self.model(x).float().cpu().numpy()
+            static_in.copy_(self._pin(frame[None]), non_blocking=True)
+            graph.replay()
+            return static_out.cpu().numpy()[0]
+
+    def _capture(self, key: tuple[int, int]) -> Any:
+        """(static input, graph, static output) for frames of size ``key``, or None if capture fails."""
+        import torch
+
+        try:
+            with torch.inference_mode():
+                static_in = torch.zeros((1, key[0], key[1], 3), dtype=torch.uint8, device=self.device)
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side), self._math():
+                    for _ in range(3):  # warm-up: cuDNN picks its algorithms outside the capture
+                        self._run_uint8(static_in)
+                torch.cuda.current_stream().wait_stream(side)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph), self._math():
+                    static_out = self._run_uint8(static_in)
+            _LOG.info("captured a CUDA graph for %dx%d frames (%s)", key[1], key[0], self.name)
+            return static_in, graph, static_out
+        except Exception as exc:  # capture is an optimisation: any failure means eager execution
+            _LOG.warning("CUDA graph capture failed for %dx%d frames, running eagerly: %s", key[1], key[0], exc)
+            return None
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """ImageNet class scores from features (only when the weights file had the 1000-class head)."""
@@ -267,17 +502,24 @@ class TorchBackbone(Backbone):
 
         if self.head is None:
             raise ValueError(f"the {self.name} weights file {self.weights_file} has no ImageNet head")
-        with torch.inference_mode():
-            return self.head(torch.from_numpy(np.asarray(features, np.float32)).to(self.device)).cpu().numpy()
+        dtype = next(self.head.parameters()).dtype  # half when the head is part of an fp16 model
+        with torch.inference_mode(), self._math():
+            x = torch.from_numpy(np.asarray(features, np.float32)).to(self.device, dtype)
+            return self.head(x).float().cpu().numpy()
 
 
 class OnnxBackbone(Backbone):
-    """ONNX Runtime inference of a model exported once from PyTorch and cached on disk."""
+    """ONNX Runtime inference of a model exported once from PyTorch and cached on disk.
+
+    On CUDA (onnxruntime-gpu) the session runs the CUDAExecutionProvider with TF32 off unless
+    precision 'tf32' is chosen; fp16 is not offered here (it needs a converted graph): use torch.
+    """
 
     runtime = "onnx"
 
     def __init__(self, info: BackboneInfo, weights_file: Path, device: str = "auto", threads: int | None = 2,
-                 cache_dir: str | os.PathLike[str] | None = None, batch_size: int = 32) -> None:
+                 cache_dir: str | os.PathLike[str] | None = None, batch_size: int = 32,
+                 precision: str = "fp32") -> None:
         import onnxruntime as ort
 
         from .onnx_export import ensure_onnx
@@ -286,10 +528,19 @@ class OnnxBackbone(Backbone):
         if device == "auto":
             dev = "cuda" if "CUDAExecutionProvider" in avail else "cpu"
         elif device == "cuda" and "CUDAExecutionProvider" not in avail:
-            raise ValueError(f"device='cuda' requested but onnxruntime has no CUDAExecutionProvider (has {avail})")
+            raise ValueError(f"device='cuda' requested but onnxruntime has no CUDAExecutionProvider "
+                             f"(has {avail}); {_ORT_GPU_HINT}")
         else:
             dev = device
-        super().__init__(info, weights_file, dev, batch_size)
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if precision == "fp16":
+            raise ValueError("precision 'fp16' is offered with runtime 'torch' only (ONNX would need a "
+                             "converted half-precision graph)")
+        if dev == "cpu" and precision == "tf32":
+            _LOG.info("precision 'tf32' only exists on CUDA; the CPU computes in fp32")
+            precision = "fp32"
+        super().__init__(info, weights_file, dev, batch_size, precision)
         cdir = Path(cache_dir) if cache_dir is not None else default_cache_dir("onnx")
         self.onnx_path, self.export_report = ensure_onnx(
             info.name, weights_file, self.weights_sha256, cdir,
@@ -304,8 +555,16 @@ class OnnxBackbone(Backbone):
         # No busy-waiting between runs: the CPU is shared with the other nodes (and measured no
         # slower on a loaded 2-core machine).
         so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if dev == "cuda" else ["CPUExecutionProvider"]
+        providers: list[Any] = ["CPUExecutionProvider"]
+        if dev == "cuda":
+            providers.insert(0, ("CUDAExecutionProvider", {"use_tf32": "1" if precision == "tf32" else "0"}))
         self.session = ort.InferenceSession(str(self.onnx_path), so, providers=providers)
+        if dev == "cuda" and self.session.get_providers()[0] != "CUDAExecutionProvider":
+            # onnxruntime-gpu lists the provider even when its CUDA/cuDNN libraries do not load,
+            # then quietly runs on the CPU: refuse rather than mislabel the device.
+            raise RuntimeError(f"onnxruntime's CUDAExecutionProvider did not load (session providers "
+                               f"{self.session.get_providers()}): are the CUDA 12 / cuDNN 9 libraries on the "
+                               f"library path? Its log above names the missing library")
         self._input = self.session.get_inputs()[0].name
 
     @property
@@ -326,6 +585,8 @@ def make_backbone(
     device: str = "auto",
     cache_dir: str | os.PathLike[str] | None = None,
     batch_size: int = 32,
+    precision: str = "fp32",
+    cuda_graphs: bool = True,
 ) -> Backbone:
     """Build a backbone by name.
 
@@ -337,21 +598,52 @@ def make_backbone(
         torch hub cache (ResNets). Nothing is ever downloaded.
     threads : intra-op CPU threads (ORT session option / ``torch.set_num_threads``, which is
         process-wide); None leaves the library default.
-    device : 'auto' (CUDA when the runtime has it, else CPU), 'cpu' or 'cuda'.
+    device : 'auto' (CUDA when any runtime reaches it, else CPU), 'cpu' or 'cuda'; see
+        :func:`select_runtime` for when 'onnx' runs as 'torch' (logged as a warning).
     cache_dir : where ONNX exports are kept; default ``$CBCL_CACHE_DIR/onnx`` or
         ``~/.cache/cbcl_pr_ros/onnx``.
+    precision : 'fp32' (default; TF32 off, GPU equals CPU within 1e-4 relative), 'tf32' (CUDA)
+        or 'fp16' (CUDA, runtime 'torch'); on a CPU 'tf32' is fp32.
+    cuda_graphs : replay one-frame calls from CUDA graphs (torch on CUDA only).
     """
     info = _info(name)
     if runtime not in ("onnx", "torch"):
         raise ValueError(f"runtime must be 'onnx' or 'torch', got {runtime!r}")
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    requested = device
+    if device != "cpu":
+        import onnxruntime as ort
+
+        runtime, device, note = select_runtime(runtime, device, _torch_cuda_available(),
+                                               ort.get_available_providers())
+        if note:
+            _LOG.warning("%s: %s", name, note)
+    if precision == "fp16" and device == "cpu":
+        raise ValueError("precision 'fp16' needs a CUDA device; use 'fp32' on a CPU")
+    if runtime == "onnx" and precision == "fp16" and device == "cuda" and _torch_cuda_available():
+        _LOG.warning("%s: precision 'fp16' is offered with runtime 'torch' only; using torch on CUDA", name)
+        runtime = "torch"
     weights_file = resolve_weights(name, weights_path)
-    if runtime == "torch":
-        return TorchBackbone(info, weights_file, device=device, threads=threads, batch_size=batch_size)
-    return OnnxBackbone(info, weights_file, device=device, threads=threads, cache_dir=cache_dir,
-                        batch_size=batch_size)
+    if runtime == "onnx":
+        try:
+            return OnnxBackbone(info, weights_file, device=device, threads=threads, cache_dir=cache_dir,
+                                batch_size=batch_size, precision=precision)
+        except RuntimeError as exc:
+            if not (requested == "auto" and device == "cuda"):
+                raise
+            # 'auto' promises a working backbone: a broken onnxruntime-gpu install falls back
+            device = "cuda" if _torch_cuda_available() else "cpu"
+            runtime = "torch" if device == "cuda" else "onnx"
+            _LOG.warning("%s: %s; running runtime %r on %s instead", name, exc, runtime, device)
+            if runtime == "onnx":
+                return OnnxBackbone(info, weights_file, device="cpu", threads=threads, cache_dir=cache_dir,
+                                    batch_size=batch_size, precision=precision)
+    return TorchBackbone(info, weights_file, device=device, threads=threads, batch_size=batch_size,
+                         precision=precision, cuda_graphs=cuda_graphs)

@@ -1,8 +1,10 @@
 """A disk cache of data-set features, so evaluations never run the backbone twice on the same data.
 
 The key covers everything that changes a feature vector: backbone name, preprocessing id,
-weights hash and a hash of the data (image bytes, or the file list with sizes and mtimes).
-The runtime is left out on purpose: ONNX and PyTorch features agree to ~1e-6. Entries are
+weights hash, a hash of the data (image bytes, or the file list with sizes and mtimes) and,
+for anything but float32 on a CPU, the runtime, device and precision (``Backbone.numerics_id``:
+CUDA fp32 differs from the CPU by up to 1e-4 relative, TF32 ~1e-3, fp16 ~4e-3). On a CPU the
+runtime is left out on purpose: ONNX and PyTorch features agree to ~1e-6 there. Entries are
 ``<key>.npy`` (float32, (n, d)) with a ``<key>.json`` describing them; both written atomically.
 """
 
@@ -19,6 +21,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .backbones import Backbone, default_cache_dir
+from .prefetch import extract_prefetched
 from .preprocessing import load_image_file
 
 __all__ = ["FeatureCache", "hash_arrays", "hash_files"]
@@ -67,9 +70,11 @@ class FeatureCache:
     @staticmethod
     def key(backbone: Backbone, data_hash: str) -> str:
         """Cache key for ``data_hash`` seen through ``backbone``."""
-        ident = json.dumps(
-            [_FORMAT_VERSION, backbone.name, backbone.preprocessing_id, backbone.weights_sha256, data_hash]
-        )
+        parts = [_FORMAT_VERSION, backbone.name, backbone.preprocessing_id, backbone.weights_sha256, data_hash]
+        numerics = getattr(backbone, "numerics_id", "")
+        if numerics:  # float32 on a CPU keeps the key it always had
+            parts.append(numerics)
+        ident = json.dumps(parts)
         return f"{backbone.name}-{hashlib.sha256(ident.encode()).hexdigest()[:32]}"
 
     def path(self, key: str) -> Path:
@@ -131,6 +136,8 @@ class FeatureCache:
             "weights_sha256": backbone.weights_sha256,
             "data_hash": data_hash,
             "runtime": backbone.runtime,
+            "device": getattr(backbone, "device", ""),
+            "precision": getattr(backbone, "precision", ""),
             **(meta or {}),
         }
         self.save(key, feats, full_meta)
@@ -149,16 +156,14 @@ class FeatureCache:
         *,
         loader: Callable[[str], np.ndarray] = load_image_file,
         hash_contents: bool = False,
+        workers: int | None = None,
     ) -> np.ndarray:
-        """Features of image files (rows in the order given), keyed by the file list with sizes/mtimes."""
+        """Features of image files (rows in the order given), keyed by the file list with sizes/mtimes;
+        ``workers`` threads decode and crop the next batch while the backbone runs (see ``prefetch``)."""
         paths = [os.fspath(p) for p in paths]
 
         def compute() -> np.ndarray:
-            out = np.empty((len(paths), backbone.feature_dim), np.float32)
-            for s in range(0, len(paths), backbone.batch_size):
-                chunk = paths[s : s + backbone.batch_size]
-                out[s : s + len(chunk)] = backbone.extract([loader(p) for p in chunk])
-            return out
+            return extract_prefetched(backbone, len(paths), lambda i: loader(paths[i]), workers=workers)
 
         return self.get_or_compute(
             backbone, hash_files(paths, hash_contents), compute, {"n": len(paths), "source": "files"}

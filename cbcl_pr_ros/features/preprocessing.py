@@ -25,7 +25,10 @@ __all__ = [
     "rgb_to_image_fields",
     "load_image_file",
     "check_rgb",
+    "crop_box",
     "crop_and_resize",
+    "crop_batch",
+    "normalise",
     "preprocess_batch",
 ]
 
@@ -254,13 +257,16 @@ IMAGENET_SPEC = PreprocessSpec(
 )
 
 
+def crop_box(height: int, width: int, spec: PreprocessSpec) -> tuple[int, int, int]:
+    """(top, left, side) of the centred square the backbone sees; shared by the CPU and GPU paths."""
+    side = max(1, int(round(min(height, width) * spec.crop / spec.resize_shorter)))
+    return (height - side) // 2, (width - side) // 2, side
+
+
 def crop_and_resize(rgb: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
     """Centre-crop the region the backbone expects and resize it to (crop, crop, 3) uint8."""
     rgb = check_rgb(rgb)
-    h, w = rgb.shape[:2]
-    side = max(1, int(round(min(h, w) * spec.crop / spec.resize_shorter)))
-    top = (h - side) // 2
-    left = (w - side) // 2
+    top, left, side = crop_box(rgb.shape[0], rgb.shape[1], spec)
     region = rgb[top : top + side, left : left + side]
     if side == spec.crop:
         return np.ascontiguousarray(region)
@@ -268,22 +274,34 @@ def crop_and_resize(rgb: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
     return cv2.resize(region, (spec.crop, spec.crop), interpolation=interp)
 
 
-def preprocess_batch(images: Sequence[np.ndarray] | np.ndarray, spec: PreprocessSpec) -> np.ndarray:
-    """RGB uint8 images (a list, or an (n, H, W, 3) array) -> (n, 3, crop, crop) float32, normalised."""
+def _as_list(images: Sequence[np.ndarray] | np.ndarray) -> Sequence[np.ndarray]:
     if isinstance(images, np.ndarray):
         if images.ndim != 4:
             raise ValueError(f"an image batch array must have shape (n, H, W, 3), got {images.shape}")
-        seq: Sequence[np.ndarray] = list(images)
-    else:
-        seq = list(images)
-    n = len(seq)
-    out = np.empty((n, spec.crop, spec.crop, 3), dtype=np.uint8)
+        return list(images)
+    return list(images)
+
+
+def crop_batch(images: Sequence[np.ndarray] | np.ndarray, spec: PreprocessSpec) -> np.ndarray:
+    """RGB uint8 images -> (n, crop, crop, 3) uint8 crops; errors name the image's index."""
+    seq = _as_list(images)
+    out = np.empty((len(seq), spec.crop, spec.crop, 3), dtype=np.uint8)
     for i, img in enumerate(seq):
         try:
             out[i] = crop_and_resize(img, spec)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"image {i}: {exc}") from None
-    x = out.astype(np.float32)
+    return out
+
+
+def normalise(crops: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
+    """(n, crop, crop, 3) uint8 crops -> (n, 3, crop, crop) float32, ``(x - mean) / std``."""
+    x = np.asarray(crops).astype(np.float32)
     x -= np.asarray(spec.mean, np.float32)
     x *= np.asarray([1.0 / s for s in spec.std], np.float32)
     return np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+
+
+def preprocess_batch(images: Sequence[np.ndarray] | np.ndarray, spec: PreprocessSpec) -> np.ndarray:
+    """RGB uint8 images (a list, or an (n, H, W, 3) array) -> (n, 3, crop, crop) float32, normalised."""
+    return normalise(crop_batch(images, spec), spec)

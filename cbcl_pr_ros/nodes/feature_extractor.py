@@ -85,7 +85,7 @@ class FeatureExtractorNode(Node):
 
             t0 = time.perf_counter()
             backbone = make_backbone(p["backbone"], runtime=p["runtime"], threads=p["threads"],
-                                     device=p["device"])
+                                     device=p["device"], precision=p["precision"])
             self.get_logger().info(f"backbone {backbone!r} ready in {time.perf_counter() - t0:.1f} s")
         elif backbone.name != p["backbone"]:
             self.get_logger().warning(f"injected backbone '{backbone.name}' differs from parameter "
@@ -123,7 +123,8 @@ class FeatureExtractorNode(Node):
         self._worker.start()
         self.hint_timer = self.create_timer(1.0, self._check_frames, callback_group=self._timer_group)
         self.get_logger().info(
-            f"extracting {backbone.name} features ({backbone.feature_dim}-d, {backbone.runtime}) from "
+            f"extracting {backbone.name} features ({backbone.feature_dim}-d, runtime {backbone.runtime}, "
+            f"device {getattr(backbone, 'device', '?')}, precision {getattr(backbone, 'precision', '?')}) from "
             f"'{self.image_sub.topic_name}' ({self._msg_type.__name__}, QoS {describe_qos(self._qos)}) "
             f"to '{self.features_pub.topic_name}'; service '{self.extract_srv.srv_name}'")
 
@@ -218,9 +219,11 @@ class FeatureExtractorNode(Node):
         return resp
 
     # ------------------------------------------------------------------ life cycle
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
+        """Frame counters, and where the backbone runs (runtime, device, precision)."""
         return {"received": self.received, "processed": self.processed, "dropped": self.dropped,
-                "failed": self.failed}
+                "failed": self.failed, "runtime": getattr(self.backbone, "runtime", ""),
+                "device": getattr(self.backbone, "device", ""), "precision": getattr(self.backbone, "precision", "")}
 
     def close(self) -> None:
         """Stop the worker thread (call before destroy_node)."""

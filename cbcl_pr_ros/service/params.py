@@ -69,8 +69,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     # --- extractor ------------------------------------------------------------------------
     ParamSpec("runtime", "onnx", "Inference runtime of the backbone", (EXTRACTOR,),
               choices=("onnx", "torch")),
-    ParamSpec("device", "auto", "Where the backbone runs: auto (CUDA when the runtime has it), cpu or cuda",
+    ParamSpec("device", "auto", "Where the backbone runs: auto (CUDA when any runtime reaches it), cpu or cuda",
               (EXTRACTOR,), choices=("auto", "cpu", "cuda")),
+    ParamSpec("precision", "fp32", "Backbone arithmetic: fp32 (GPU = CPU within 1e-4), tf32 or fp16 (CUDA)",
+              (EXTRACTOR,), choices=("fp32", "tf32", "fp16")),
     ParamSpec("threads", 2, "CPU threads of the backbone (extractor) and of torch (learner)", BOTH,
               min=1, max=256),
     ParamSpec("compressed", False,

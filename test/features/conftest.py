@@ -1,10 +1,27 @@
-"""Shared, session-wide backbones for the feature tests: exporting EfficientNet-Lite0 once is ~10 s."""
+"""Shared, session-wide backbones for the feature tests: exporting EfficientNet-Lite0 once is ~10 s.
+
+Tests marked ``cuda`` run only where torch sees a CUDA device and are skipped elsewhere, saying so.
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from cbcl_pr_ros.features import make_backbone
+
+NO_CUDA_REASON = ("needs a CUDA GPU (torch.cuda.is_available() is False here); on a GPU machine run "
+                  "scripts/test test/features -m cuda (docs/features.md, 'On a GPU machine')")
+
+
+def pytest_collection_modifyitems(config, items):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason=NO_CUDA_REASON)
+    for item in items:
+        if item.get_closest_marker("cuda") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
