@@ -409,15 +409,15 @@ class TorchBackbone(Backbone):
         is written again)."""
         import torch
 
-        t = torch.from_numpy(np.ascontiguousarray(frames))
         if self.device != "cuda":
-            return t
+            return torch.from_numpy(np.require(frames, np.uint8, ["C", "W"]))
         buf = self._pinned.get(frames.shape)
         if buf is None:
             if len(self._pinned) >= 2 * self.MAX_GRAPHS:
                 self._pinned.clear()
             buf = self._pinned[frames.shape] = torch.empty(frames.shape, dtype=torch.uint8, pin_memory=True)
-        return buf.copy_(t)
+        buf.numpy()[...] = frames  # the one host copy, straight into pinned memory (any strides)
+        return buf
 
     def _run_uint8(self, frames: Any) -> Any:
         """Staged uint8 (n, H, W, 3) on the device (crops, or frames to shrink) -> float32 features there."""
@@ -488,7 +488,8 @@ class TorchBackbone(Backbone):
                         self._run_uint8(static_in)
                 torch.cuda.current_stream().wait_stream(side)
                 graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph), self._math():
+                # thread_local: CUDA work of other threads (none expected) does not break the capture
+                with torch.cuda.graph(graph, capture_error_mode="thread_local"), self._math():
                     static_out = self._run_uint8(static_in)
             _LOG.info("captured a CUDA graph for %dx%d frames (%s)", key[1], key[0], self.name)
             return static_in, graph, static_out
