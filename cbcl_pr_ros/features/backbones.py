@@ -233,8 +233,9 @@ class Backbone(ABC):
         """RGB uint8 images -> the (n, 3, 224, 224) float32 batch this backbone expects."""
         return preprocess_batch(images, self.spec)
 
-    def stage(self, rgb: np.ndarray) -> np.ndarray:
-        """Host work for one image (safe to run in worker threads): here the (crop, crop, 3) uint8 crop."""
+    def stage(self, rgb: np.ndarray, *, host_crop: bool = False) -> np.ndarray:
+        """Host work for one image (safe to run in worker threads): here always the (crop, crop, 3)
+        uint8 crop. ``host_crop=True`` asks a GPU backbone to crop on the host too (see prefetch)."""
         return crop_and_resize(rgb, self.spec)
 
     def extract_staged(self, staged: Sequence[np.ndarray]) -> np.ndarray:
@@ -392,9 +393,9 @@ class TorchBackbone(Backbone):
             return self._net(x).cpu().numpy()
 
     # ------------------------------------------------------------------ uint8 path (device preprocessing)
-    def stage(self, rgb: np.ndarray) -> np.ndarray:
-        """The frame itself when the device shrinks it, else the host crop (small frames)."""
-        if not self.device_preprocessing:
+    def stage(self, rgb: np.ndarray, *, host_crop: bool = False) -> np.ndarray:
+        """The frame itself when the device shrinks it, else (small frames, or ``host_crop``) the host crop."""
+        if not self.device_preprocessing or host_crop:
             return super().stage(rgb)
         from .device_preprocessing import device_resizes
 
@@ -403,21 +404,32 @@ class TorchBackbone(Backbone):
             return rgb
         return crop_and_resize(rgb, self.spec)
 
-    def _pin(self, frames: np.ndarray) -> Any:
-        """uint8 host array -> a tensor holding it, in a reused pinned buffer on CUDA (so the
-        upload is one asynchronous DMA; every call synchronises on its result before the buffer
-        is written again)."""
+    def _pinned_buffer(self, shape: tuple[int, ...]) -> np.ndarray:
+        """A reused uint8 host array of ``shape``: page-locked on CUDA, so the upload is one
+        asynchronous DMA (every call synchronises on its result before the buffer is written again)."""
         import torch
 
         if self.device != "cuda":
-            return torch.from_numpy(np.require(frames, np.uint8, ["C", "W"]))
-        buf = self._pinned.get(frames.shape)
+            return np.empty(shape, np.uint8)
+        buf = self._pinned.get(shape)
         if buf is None:
             if len(self._pinned) >= 2 * self.MAX_GRAPHS:
                 self._pinned.clear()
-            buf = self._pinned[frames.shape] = torch.empty(frames.shape, dtype=torch.uint8, pin_memory=True)
-        buf.numpy()[...] = frames  # the one host copy, straight into pinned memory (any strides)
-        return buf
+            buf = self._pinned[shape] = torch.empty(shape, dtype=torch.uint8, pin_memory=True)
+        return buf.numpy()
+
+    def _as_tensor(self, host: np.ndarray) -> Any:
+        """The torch view of a host buffer (the pinned tensor itself on CUDA, so the copy stays async)."""
+        import torch
+
+        pinned = self._pinned.get(host.shape)
+        return pinned if pinned is not None else torch.from_numpy(host)
+
+    def _pin(self, frames: np.ndarray) -> Any:
+        """uint8 host array -> a tensor holding a copy of it in a pinned buffer (see ``_pinned_buffer``)."""
+        host = self._pinned_buffer(frames.shape)
+        host[...] = frames
+        return self._as_tensor(host)
 
     def _run_uint8(self, frames: Any) -> Any:
         """Staged uint8 (n, H, W, 3) on the device (crops, or frames to shrink) -> float32 features there."""
@@ -445,9 +457,11 @@ class TorchBackbone(Backbone):
         for i, x in enumerate(staged):
             groups.setdefault(x.shape, []).append(i)
         with torch.inference_mode(), self._math():
-            for idx in groups.values():
-                frames = np.stack([staged[i] for i in idx]) if len(idx) > 1 else staged[idx[0]][None]
-                x = self._pin(frames).to(self.device, non_blocking=True)
+            for shape, idx in groups.items():
+                host = self._pinned_buffer((len(idx), *shape))
+                for k, i in enumerate(idx):  # the one host copy, straight into pinned memory
+                    host[k] = staged[i]
+                x = self._as_tensor(host).to(self.device, non_blocking=True)
                 out[idx] = self._run_uint8(x).cpu().numpy()
         return out
 

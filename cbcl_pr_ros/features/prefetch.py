@@ -38,12 +38,17 @@ def extract_prefetched(
     workers: int | None = None,
     depth: int = 2,
     progress: Callable[[int], Any] | None = None,
+    host_crop: bool | None = None,
 ) -> np.ndarray:
     """(n, feature_dim) float32 features of the RGB uint8 images ``load(0) .. load(n-1)``.
 
     ``batch_size`` defaults to the backbone's; ``workers`` to :func:`default_workers` (0 runs
     everything in the calling thread); ``depth`` batches are staged ahead; ``progress(k)`` is
     called after each batch with the number of images it held (e.g. ``tqdm.update``).
+    ``host_crop`` (default: when there are workers) has the workers crop and resize frames with
+    OpenCV even for a GPU backbone, so it uploads 224x224 crops instead of whole frames (the
+    same numbers; which is faster depends on the cores and the bus: ``bench_features --device cuda``
+    measures both).
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
@@ -55,12 +60,13 @@ def extract_prefetched(
     # any object with extract() works (test doubles, wrappers): it is then only loaded ahead
     stage = getattr(backbone, "stage", None)
     extract_staged = getattr(backbone, "extract_staged", None)
+    crop_on_host = nw > 0 if host_crop is None else bool(host_crop)
     if stage is None or extract_staged is None:
-        stage, extract_staged = (lambda x: x), backbone.extract
+        stage, extract_staged = (lambda x, host_crop=False: x), backbone.extract
 
     def staged(i: int) -> np.ndarray:
         try:
-            return stage(load(i))
+            return stage(load(i), host_crop=crop_on_host)
         except (TypeError, ValueError, OSError) as exc:
             raise type(exc)(f"image {i}: {exc}") from None
 
