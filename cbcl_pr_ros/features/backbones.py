@@ -316,6 +316,22 @@ def select_runtime(runtime: str, device: str, torch_cuda: bool, ort_providers: S
     return "onnx", "cpu", ""
 
 
+def _effective_precision(precision: str, device: str, runtime: str) -> str:
+    """The precision that will run, checked: 'fp16' needs CUDA and torch; 'tf32' on a CPU is fp32 (logged)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "fp16" and device == "cpu":
+        raise ValueError("precision 'fp16' needs a CUDA device (half-precision convolutions on a CPU are slow "
+                         "and not what its documented error was measured on); use 'fp32'")
+    if precision == "fp16" and runtime == "onnx":
+        raise ValueError("precision 'fp16' is offered with runtime 'torch' only (ONNX would need a converted "
+                         "half-precision graph)")
+    if precision == "tf32" and device == "cpu":
+        _LOG.info("precision 'tf32' only exists on CUDA; the CPU computes in fp32")
+        return "fp32"
+    return precision
+
+
 def _torch_cuda_available() -> bool:
     import torch
 
@@ -343,14 +359,7 @@ class TorchBackbone(Backbone):
         if threads is not None:
             torch.set_num_threads(int(threads))
         dev = select_runtime("torch", device, _torch_cuda_available(), ())[1]
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-        if dev == "cpu" and precision == "fp16":
-            raise ValueError("precision 'fp16' needs a CUDA device (half-precision convolutions on a CPU are "
-                             "slow and not what the documented error was measured on); use 'fp32'")
-        if dev == "cpu" and precision == "tf32":
-            _LOG.info("precision 'tf32' only exists on CUDA; the CPU computes in fp32")
-            precision = "fp32"
+        precision = _effective_precision(precision, dev, self.runtime)
         super().__init__(info, weights_file, dev, batch_size, precision)
         self.model, self.head = build_torch_model(info.name, weights_file)
         self.model.to(dev).to(memory_format=torch.channels_last)
@@ -547,14 +556,7 @@ class OnnxBackbone(Backbone):
                              f"(has {avail}); {_ORT_GPU_HINT}")
         else:
             dev = device
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-        if precision == "fp16":
-            raise ValueError("precision 'fp16' is offered with runtime 'torch' only (ONNX would need a "
-                             "converted half-precision graph)")
-        if dev == "cpu" and precision == "tf32":
-            _LOG.info("precision 'tf32' only exists on CUDA; the CPU computes in fp32")
-            precision = "fp32"
+        precision = _effective_precision(precision, dev, self.runtime)
         super().__init__(info, weights_file, dev, batch_size, precision)
         cdir = Path(cache_dir) if cache_dir is not None else default_cache_dir("onnx")
         self.onnx_path, self.export_report = ensure_onnx(

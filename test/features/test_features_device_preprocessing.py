@@ -102,6 +102,16 @@ def test_uint8_device_path_matches_the_cpu_path(uint8_path, effnet_torch):
     assert (uint8_path.numerics_id, effnet_torch.numerics_id) == ("", "")
 
 
+def test_prefetched_extraction_on_the_uint8_path_crops_on_host_or_device_alike(uint8_path, effnet_torch):
+    frames = _mixed_frames()
+    ref = effnet_torch.extract(frames)
+    for host_crop in (True, False):
+        got = extract_prefetched(uint8_path, len(frames), frames.__getitem__, workers=2, host_crop=host_crop)
+        assert np.abs(got - ref).max() <= 1e-5 * np.abs(ref).max()
+    assert uint8_path.stage(frames[0], host_crop=True).shape == (224, 224, 3)
+    assert uint8_path.stage(frames[0]).shape == (480, 640, 3)
+
+
 def test_prefetched_extraction_keeps_order_and_equals_extract(effnet_onnx):
     frames = _mixed_frames() * 2
     ref = effnet_onnx.extract(frames)

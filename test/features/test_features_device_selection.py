@@ -54,7 +54,7 @@ def test_auto_falls_back_when_onnxruntime_gpu_does_not_load(monkeypatch, tmp_pat
     monkeypatch.setattr(ort, "get_available_providers", lambda: list(GPU_ORT))
     with pytest.raises(RuntimeError, match="CUDAExecutionProvider did not load"), pytest.warns(UserWarning):
         make_backbone("efficientnet_lite0", runtime="onnx", device="cuda", cache_dir=tmp_path)
-    with caplog.at_level(logging.WARNING, logger="cbcl_pr_ros.features.backbones"):
+    with caplog.at_level(logging.WARNING, logger="cbcl_pr_ros.features.backbones"), pytest.warns(UserWarning):
         bb = make_backbone("efficientnet_lite0", runtime="onnx", device="auto", cache_dir=tmp_path)
     assert (bb.runtime, bb.device) == ("onnx", "cpu")
     assert "did not load" in caplog.text
