@@ -10,7 +10,7 @@ import pytest
 from cbcl_pr_ros.features import make_backbone
 
 NO_CUDA_REASON = ("needs a CUDA GPU (torch.cuda.is_available() is False here); on a GPU machine run "
-                  "scripts/test test/features -m cuda (docs/features.md, 'On a GPU machine')")
+                  "scripts/gpu-features-check run tests (docs/features.md, 'On a GPU machine')")
 
 
 def pytest_collection_modifyitems(config, items):
