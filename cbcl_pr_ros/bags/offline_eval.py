@@ -182,7 +182,7 @@ def evaluate_session(
     from cbcl_pr_ros.service.controller import LearnerController
 
     controller = LearnerController(make_learner=make_learner, backbone=getattr(backbone, "name", "?"),
-                                   memory_path="")
+                                   feature_dim=int(backbone.feature_dim))  # no store: RAM only
     feats = _FeatureCache(session, backbone)
     increments: list[IncrementResult] = []
     preds: list[PredictionRecord] = []

@@ -4,16 +4,26 @@ pseudo-rehearsal, classifiers, open-set gate, the learner and its persistence.  
 from .classifiers import NaiveFineTuneHead
 from .clustering import ClassClusters, agg_var
 from .distance_threshold import estimate_distance_threshold
-from .learner import CLASSIFIERS, CBCLPRLearner, ClassInfo, LearnerConfig, Prediction, TeachResult
+from .learner import (
+    CLASSIFIERS,
+    CBCLPRLearner,
+    ClassInfo,
+    LearnerConfig,
+    Prediction,
+    TeachResult,
+    load_learner,
+    save_learner,
+)
 from .memory import ClusterMemory
 from .persistence import (
     FORMAT_VERSION,
     CorruptMemoryFileError,
     IncompatibleMemoryFileError,
+    LearnerState,
     MemoryFileError,
-    load_learner,
     read_metadata,
-    save_learner,
+    state_from_bytes,
+    state_to_bytes,
 )
 from .rehearsal import pseudo_exemplars
 from .validation import UnknownClassError
@@ -23,4 +33,5 @@ __all__ = [
     "ClassClusters", "ClusterMemory", "agg_var", "estimate_distance_threshold", "pseudo_exemplars",
     "NaiveFineTuneHead", "MemoryFileError", "CorruptMemoryFileError", "IncompatibleMemoryFileError",
     "FORMAT_VERSION", "save_learner", "load_learner", "read_metadata", "UnknownClassError",
+    "LearnerState", "state_from_bytes", "state_to_bytes",
 ]

@@ -47,11 +47,13 @@ from .clustering import COVARIANCE_MODES
 from .distance_threshold import estimate_distance_threshold
 from .memory import REDUCTIONS, ClusterMemory
 from .open_set import OPEN_SET_MODES, DistanceGate
+from .persistence import LearnerState, load_state, save_state
 from .rehearsal import REHEARSAL_MODES
 from .threads import fit_threads
 from .validation import UnknownClassError, check_features, check_label
 
-__all__ = ["CLASSIFIERS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner"]
+__all__ = ["CLASSIFIERS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner",
+           "save_learner", "load_learner"]
 
 _log = logging.getLogger(__name__)
 
@@ -378,9 +380,11 @@ class CBCLPRLearner:
 
     def predict(self, features: np.ndarray, top_k: int = 5) -> list[Prediction]:
         """Label (or "" for unknown), confidence and the top-k classes of each vector."""
+        return self._predict_with(self._served, features, top_k)  # one read: a consistent snapshot
+
+    def _predict_with(self, served: _Served, features: np.ndarray, top_k: int) -> list[Prediction]:
         if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
             raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
-        served = self._served  # one read: a consistent snapshot even if teach() swaps it now
         x = check_features(features, self.feature_dim)
         if served.head is None:
             return [Prediction("", 0.0, False, (), ()) for _ in range(len(x))]
@@ -407,19 +411,67 @@ class CBCLPRLearner:
             ))
         return out
 
-    # ------------------------------------------------------------------ persistence
+    # ------------------------------------------------------------------ state and persistence
+    def to_state(self) -> LearnerState:
+        """A consistent copy of everything this learner is (memory, D, head, version), as plain data."""
+        with self._write_lock:
+            served = self._served
+            head = served.head if isinstance(served.head, LinearSnapshot) else None
+            return LearnerState(self.backbone, self.feature_dim, self.config.to_dict(), self._memory,
+                                self.distance_threshold_, self.increments_, served.model_version, head)
+
+    @classmethod
+    def from_state(cls, state: LearnerState, model_version: int | None = None) -> "CBCLPRLearner":
+        """A new learner from ``state``, after checking it is consistent; ValueError otherwise.
+
+        ``model_version`` overrides the stored version (a loaded memory must never make the served
+        version go backwards).  The head is refitted from the memory unless the state carries one.
+        """
+        config = LearnerConfig.from_dict(state.config)
+        mem = state.memory
+        if mem.feature_dim != state.feature_dim:
+            raise ValueError(f"memory width {mem.feature_dim} differs from feature_dim {state.feature_dim}")
+        if mem.covariance != config.covariance:
+            raise ValueError(f"memory covariance {mem.covariance!r} differs from the config's {config.covariance!r}")
+        if config.max_clusters is not None and len(mem) > config.max_clusters:
+            raise ValueError(f"cluster budget K={config.max_clusters} is smaller than the {len(mem)} classes")
+        dist = state.distance_threshold
+        if dist is not None and (not np.isfinite(dist) or dist <= 0):
+            raise ValueError(f"distance threshold D must be finite and > 0, got {dist!r}")
+        if len(mem) and dist is None:
+            raise ValueError("a memory with classes needs its distance threshold D")
+        head = state.head
+        if head is not None:
+            c = len(mem)
+            if tuple(head.classes) != tuple(mem.classes) or head.weight.shape != (c, state.feature_dim) \
+                    or head.bias.shape != (c,):
+                raise ValueError(f"head of shape {head.weight.shape} for classes {list(head.classes)} does "
+                                 f"not fit {c} classes of width {state.feature_dim}")
+        learner = cls(config, backbone=state.backbone, feature_dim=state.feature_dim)
+        version = int(state.model_version if model_version is None else model_version)
+        if version < 0:
+            raise ValueError(f"model_version must be >= 0, got {version}")
+        with fit_threads(config.fit_threads):
+            served = learner._build(mem, dist, int(state.increments), head=head, version=version)
+        learner._memory = mem
+        learner.distance_threshold_ = dist
+        learner.increments_ = int(state.increments)
+        learner._served = served
+        return learner
+
+    def predict_versioned(self, features: np.ndarray, top_k: int = 5) -> tuple[list[Prediction], int]:
+        """:meth:`predict` plus the model version of the very snapshot that answered."""
+        served = self._served
+        return self._predict_with(served, features, top_k), served.model_version
+
     def save(self, path: str | Path) -> Path:
         """Write the whole learner to one file, atomically (see :mod:`.persistence`)."""
-        from .persistence import save_learner
-
         return save_learner(self, path)
 
     @classmethod
     def load(cls, path: str | Path, expected_backbone: str | None = None,
              expected_feature_dim: int | None = None) -> "CBCLPRLearner":
         """Read a file written by :meth:`save`; raises :class:`~.persistence.MemoryFileError`."""
-        from .persistence import load_learner
-
         return load_learner(path, expected_backbone, expected_feature_dim)
 
     # ------------------------------------------------------------------ internals
@@ -456,3 +508,20 @@ class CBCLPRLearner:
                             self.config.unknown_distance_factor) if dist is not None else None
         return _Served(memory.classes, head, gate,
                        self._served.model_version + 1 if version is None else version, moments)
+
+
+def save_learner(learner: CBCLPRLearner, path: str | Path) -> Path:
+    """Atomically write ``learner`` to ``path`` (see :mod:`.persistence`); returns the path."""
+    return save_state(learner.to_state(), path)
+
+
+def load_learner(path: str | Path, expected_backbone: str | None = None,
+                 expected_feature_dim: int | None = None) -> CBCLPRLearner:
+    """Read, verify and rebuild a learner; :class:`~.persistence.MemoryFileError` when refused."""
+    from .persistence import CorruptMemoryFileError
+
+    state = load_state(path, expected_backbone, expected_feature_dim)
+    try:
+        return CBCLPRLearner.from_state(state)
+    except (TypeError, ValueError) as exc:
+        raise CorruptMemoryFileError(f"{path}: inconsistent memory file ({exc})") from exc

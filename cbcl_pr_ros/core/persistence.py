@@ -2,46 +2,57 @@
 
 Layout: a standard safetensors file.  Its ``__metadata__`` holds one key, ``"cbcl_pr"``, a JSON
 document with the format version, backbone, feature dimension, class names, learner config, model
-version, D, increments, classifier kind and the SHA-256 of the tensors (name, dtype, shape and bytes
-of every tensor, in name order).  Tensors: ``counts`` (N,), ``means`` (N, d), ``owner`` (N,) class
-index of each cluster; full mode ``ranks`` (N,) and ``factors`` (d, sum of ranks); diagonal mode
-``diag`` (N, d); a linear head adds ``head.weight`` and ``head.bias``.
+version, D, increments, classifier kind and a SHA-256.  Tensors: ``counts`` (N,), ``means`` (N, d),
+``owner`` (N,) class index of each cluster; full mode ``ranks`` (N,) and ``factors`` (d, sum of
+ranks); diagonal mode ``diag`` (N, d); a linear head adds ``head.weight`` (C, d) and ``head.bias`` (C,).
+
+Integrity: format 2's SHA-256 covers the metadata (canonical JSON without the digest) *and* every
+tensor's name, dtype, shape and bytes, so an edited class name, D, K or head is as corrupt as a
+flipped tensor byte.  Format 1 files (digest over the tensors only) are still read, with every
+structural check below applied.  The digest is not a signature: whoever can write the memory
+directory can forge a file (docs/security.md), which is why every field is also checked for
+consistency: shapes against ``feature_dim``, classes and clusters, dtypes, finite values, unique
+valid class names, D > 0, K >= classes, the head's shape.
+
+This module knows the file format and :class:`LearnerState` only; it never touches a learner's
+internals (``CBCLPRLearner.to_state``/``from_state`` do), so it does not import the learner.
 
 Writing: a temporary file in the target directory, fsync, ``os.replace`` over the target, fsync of
-the directory, so a crash leaves either the old file or the new one, never a torn file.  Reading
-refuses (with :class:`MemoryFileError` subclasses) a file that does not parse, fails the checksum,
-comes from a newer format, another backbone or another feature width; the caller's current learner
-is never touched by a failed load because loading builds a new object.
+the directory, so a crash leaves either the old file or the new one, never a torn file.  No pickle
+anywhere: a refused file runs no code.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import struct
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
 from .classifiers.base import LinearSnapshot
-from .clustering import ClassClusters
+from .clustering import COVARIANCE_MODES, ClassClusters
 from .memory import ClusterMemory
-
-if TYPE_CHECKING:
-    from .learner import CBCLPRLearner
+from .validation import check_label
 
 __all__ = [
-    "FORMAT_VERSION", "MemoryFileError", "CorruptMemoryFileError", "IncompatibleMemoryFileError",
-    "save_learner", "load_learner", "read_metadata",
+    "FORMAT_VERSION", "MAX_FEATURE_DIM", "MemoryFileError", "CorruptMemoryFileError",
+    "IncompatibleMemoryFileError", "LearnerState", "state_to_bytes", "state_from_bytes",
+    "write_atomic", "save_state", "load_state", "read_metadata",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+MAX_FEATURE_DIM = 65536  # wider than any backbone; refuses absurd widths before any allocation
 _META_KEY = "cbcl_pr"
+_FLOAT_TENSORS = ("means", "factors", "diag", "head.weight", "head.bias")
 
 
 class MemoryFileError(ValueError):
@@ -49,66 +60,98 @@ class MemoryFileError(ValueError):
 
 
 class CorruptMemoryFileError(MemoryFileError):
-    """The file is truncated, unparsable or fails its checksum."""
+    """The file is truncated, unparsable, inconsistent or fails its checksum."""
 
 
 class IncompatibleMemoryFileError(MemoryFileError):
     """The file is sound but made for another backbone, feature width or a newer format."""
 
 
-def _checksum(tensors: dict[str, np.ndarray]) -> str:
-    h = hashlib.sha256()
+@dataclass(frozen=True)
+class LearnerState:
+    """Everything a learner is, as plain data: what is saved, and what a learner is rebuilt from.
+
+    ``config`` is the LearnerConfig as a dict; ``head`` the trained linear head (None when the
+    classifier is refitted from the memory in closed form).
+    """
+
+    backbone: str
+    feature_dim: int
+    config: dict
+    memory: ClusterMemory
+    distance_threshold: float | None
+    increments: int
+    model_version: int
+    head: LinearSnapshot | None = None
+
+
+# ------------------------------------------------------------------ encoding
+def _tensor_digest(h: Any, tensors: dict[str, np.ndarray]) -> None:
     for name in sorted(tensors):
         arr = np.ascontiguousarray(tensors[name])
         h.update(f"{name}|{arr.dtype.str}|{arr.shape}|".encode())
         h.update(arr.tobytes())
+
+
+def _checksum(tensors: dict[str, np.ndarray], meta: dict | None) -> str:
+    """Format 2: metadata (without the digest) + tensors; format 1 (``meta`` None): tensors only."""
+    h = hashlib.sha256()
+    if meta is not None:
+        body = {k: v for k, v in meta.items() if k != "sha256"}
+        h.update(json.dumps(body, sort_keys=True, allow_nan=False).encode())
+        h.update(b"\x00")
+    _tensor_digest(h, tensors)
     return h.hexdigest()
 
 
-def _pack(learner: "CBCLPRLearner") -> tuple[dict[str, np.ndarray], dict]:
-    mem = learner.memory
-    d = learner.feature_dim
+def _pack(state: LearnerState) -> tuple[dict[str, np.ndarray], dict]:
+    mem, d = state.memory, state.feature_dim
     items = list(mem.items())
-    counts = [cc.counts for _, cc in items]
     tensors: dict[str, np.ndarray] = {
-        "counts": np.concatenate(counts) if counts else np.zeros(0, np.int64),
-        "means": np.concatenate([cc.means for _, cc in items]) if items else np.zeros((0, d), np.float32),
+        "counts": np.concatenate([cc.counts for _, cc in items]).astype(np.int64) if items
+        else np.zeros(0, np.int64),
+        "means": np.concatenate([cc.means for _, cc in items]).astype(np.float32) if items
+        else np.zeros((0, d), np.float32),
         "owner": np.concatenate([np.full(cc.n_clusters, i, np.int64) for i, (_, cc) in enumerate(items)])
         if items else np.zeros(0, np.int64),
     }
     if mem.covariance == "full":
         facs = [f for _, cc in items for f in cc.factors]
         tensors["ranks"] = np.array([f.shape[1] for f in facs], np.int64)
-        tensors["factors"] = np.ascontiguousarray(np.concatenate(facs, axis=1)) if facs else np.zeros((d, 0), np.float32)
+        tensors["factors"] = (np.ascontiguousarray(np.concatenate(facs, axis=1), np.float32) if facs
+                              else np.zeros((d, 0), np.float32))
     else:
-        tensors["diag"] = np.concatenate([cc.diag for _, cc in items]) if items else np.zeros((0, d), np.float32)
-    served = learner._served
+        tensors["diag"] = np.concatenate([cc.diag for _, cc in items]).astype(np.float32) if items \
+            else np.zeros((0, d), np.float32)
     head_kind = None
-    if isinstance(served.head, LinearSnapshot):
-        head_kind = served.head.kind
-        tensors["head.weight"] = np.ascontiguousarray(served.head.weight)
-        tensors["head.bias"] = np.ascontiguousarray(served.head.bias)
+    if state.head is not None:
+        head_kind = state.head.kind
+        tensors["head.weight"] = np.ascontiguousarray(state.head.weight, np.float32)
+        tensors["head.bias"] = np.ascontiguousarray(state.head.bias, np.float32)
     meta = {
         "format_version": FORMAT_VERSION,
-        "backbone": learner.backbone,
-        "feature_dim": d,
+        "backbone": state.backbone,
+        "feature_dim": int(d),
         "classes": list(mem.classes),
-        "config": learner.config.to_dict(),
-        "model_version": served.model_version,
-        "increments": learner.increments_,
-        "distance_threshold": learner.distance_threshold_,
+        "config": dict(state.config),
+        "model_version": int(state.model_version),
+        "increments": int(state.increments),
+        "distance_threshold": None if state.distance_threshold is None else float(state.distance_threshold),
         "head_kind": head_kind,
-        "sha256": _checksum(tensors),
     }
+    meta["sha256"] = _checksum(tensors, meta)
     return tensors, meta
 
 
-def save_learner(learner: "CBCLPRLearner", path: str | os.PathLike) -> Path:
-    """Atomically write ``learner`` to ``path``; returns the path."""
+def state_to_bytes(state: LearnerState) -> bytes:
+    """The file's bytes for ``state`` (nothing written)."""
+    tensors, meta = _pack(state)
+    return st_save(tensors, metadata={_META_KEY: json.dumps(meta, sort_keys=True, allow_nan=False)})
+
+
+def write_atomic(path: str | os.PathLike, blob: bytes) -> Path:
+    """Write ``blob`` to ``path`` through a temporary file + fsync + rename (+ directory fsync)."""
     path = Path(path)
-    with learner._write_lock:  # a consistent memory + head
-        tensors, meta = _pack(learner)
-    blob = st_save(tensors, metadata={_META_KEY: json.dumps(meta, sort_keys=True)})
     directory = path.parent if str(path.parent) else Path(".")
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
@@ -135,84 +178,190 @@ def save_learner(learner: "CBCLPRLearner", path: str | os.PathLike) -> Path:
     return path
 
 
-def read_metadata(path: str | os.PathLike) -> dict:
-    """The JSON metadata of a memory file (no checksum verification)."""
-    return _parse(Path(path).read_bytes(), Path(path))[1]
+def save_state(state: LearnerState, path: str | os.PathLike) -> Path:
+    """Atomically write ``state`` to ``path``; returns the path."""
+    return write_atomic(path, state_to_bytes(state))
 
 
-def _parse(blob: bytes, path: Path) -> tuple[dict[str, np.ndarray], dict]:
+# ------------------------------------------------------------------ decoding
+def _parse(blob: bytes, where: str) -> tuple[dict[str, np.ndarray], dict]:
     if len(blob) < 8:
-        raise CorruptMemoryFileError(f"{path}: not a memory file ({len(blob)} bytes, truncated?)")
+        raise CorruptMemoryFileError(f"{where}: not a memory file ({len(blob)} bytes, truncated?)")
     (hlen,) = struct.unpack("<Q", blob[:8])
     if hlen > len(blob) - 8:
-        raise CorruptMemoryFileError(f"{path}: header claims {hlen} bytes but the file has {len(blob) - 8} (truncated?)")
+        raise CorruptMemoryFileError(f"{where}: header claims {hlen} bytes but the file has "
+                                     f"{len(blob) - 8} (truncated?)")
     try:
         header = json.loads(blob[8:8 + hlen])
         meta = json.loads(header["__metadata__"][_META_KEY])
         tensors = st_load(blob)
     except Exception as exc:
-        raise CorruptMemoryFileError(f"{path}: unreadable memory file ({type(exc).__name__}: {exc})") from exc
+        raise CorruptMemoryFileError(f"{where}: unreadable memory file ({type(exc).__name__}: {exc})") from exc
     if not isinstance(meta, dict):
-        raise CorruptMemoryFileError(f"{path}: metadata is not a JSON object")
+        raise CorruptMemoryFileError(f"{where}: metadata is not a JSON object")
     return tensors, meta
 
 
-def load_learner(path: str | os.PathLike, expected_backbone: str | None = None,
-                 expected_feature_dim: int | None = None) -> "CBCLPRLearner":
-    """Read and verify a memory file and build a new learner from it."""
-    from .learner import CBCLPRLearner, LearnerConfig, _Served
+def _bad(where: str, what: str) -> CorruptMemoryFileError:
+    return CorruptMemoryFileError(f"{where}: inconsistent memory file: {what}")
 
+
+def _int(meta: dict, key: str, where: str, lo: int, hi: int) -> int:
+    v = meta.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise _bad(where, f"{key} must be an integer in [{lo}, {hi}], got {v!r}")
+    return v
+
+
+def _check_meta(meta: dict, where: str) -> tuple[int, list[str], str, str | None]:
+    """Types and ranges of the metadata fields; returns (d, classes, covariance, head_kind)."""
+    backbone = meta.get("backbone")
+    if not isinstance(backbone, str) or not backbone:
+        raise _bad(where, f"backbone must be a non-empty string, got {backbone!r}")
+    d = _int(meta, "feature_dim", where, 1, MAX_FEATURE_DIM)
+    _int(meta, "model_version", where, 0, 2**63 - 1)
+    _int(meta, "increments", where, 0, 2**63 - 1)
+    classes = meta.get("classes")
+    if not isinstance(classes, list):
+        raise _bad(where, "classes must be a list of names")
+    for c in classes:
+        try:
+            check_label(c, name="class name")
+        except (TypeError, ValueError) as exc:
+            raise _bad(where, str(exc)) from None
+    if len(set(classes)) != len(classes):
+        dup = sorted({c for c in classes if classes.count(c) > 1})
+        raise _bad(where, f"duplicate class names {dup}")
+    config = meta.get("config")
+    if not isinstance(config, dict):
+        raise _bad(where, "config must be a JSON object")
+    covariance = config.get("covariance", "full")
+    if covariance not in COVARIANCE_MODES:
+        raise _bad(where, f"config covariance must be one of {COVARIANCE_MODES}, got {covariance!r}")
+    k = config.get("max_clusters")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < max(1, len(classes))):
+        raise _bad(where, f"cluster budget K={k!r} is smaller than the {len(classes)} classes")
+    dist = meta.get("distance_threshold")
+    if dist is None:
+        if classes:
+            raise _bad(where, "distance threshold D is missing although classes are stored")
+    elif isinstance(dist, bool) or not isinstance(dist, (int, float)) or not math.isfinite(dist) or dist <= 0:
+        raise _bad(where, f"distance threshold D must be a finite number > 0, got {dist!r}")
+    head_kind = meta.get("head_kind")
+    if head_kind is not None and not isinstance(head_kind, str):
+        raise _bad(where, f"head_kind must be a string or null, got {head_kind!r}")
+    return d, list(classes), covariance, head_kind
+
+
+def _expect(tensors: dict[str, np.ndarray], name: str, dtype: Any, shape: tuple, where: str) -> np.ndarray:
+    arr = tensors[name]
+    if arr.dtype != np.dtype(dtype):
+        raise _bad(where, f"tensor {name} has dtype {arr.dtype}, expected {np.dtype(dtype)}")
+    if arr.shape != shape:
+        raise _bad(where, f"tensor {name} has shape {arr.shape}, expected {shape}")
+    return arr
+
+
+def _check_tensors(tensors: dict[str, np.ndarray], d: int, classes: list[str], covariance: str,
+                   head_kind: str | None, k: int | None, where: str) -> None:
+    want = {"counts", "means", "owner"} | ({"ranks", "factors"} if covariance == "full" else {"diag"})
+    if head_kind is not None:
+        want |= {"head.weight", "head.bias"}
+    if set(tensors) != want:
+        raise _bad(where, f"tensors {sorted(tensors)} do not match the layout {sorted(want)}")
+    n = tensors["counts"].shape[0] if tensors["counts"].ndim == 1 else -1
+    if n < 0:
+        raise _bad(where, f"tensor counts has shape {tensors['counts'].shape}, expected (N,)")
+    counts = _expect(tensors, "counts", np.int64, (n,), where)
+    _expect(tensors, "means", np.float32, (n, d), where)
+    owner = _expect(tensors, "owner", np.int64, (n,), where)
+    if n and counts.min() < 1:
+        raise _bad(where, "every cluster must count at least one vector")
+    if k is not None and n > k:
+        raise _bad(where, f"{n} clusters exceed the cluster budget K={k}")
+    if n and (owner.min() < 0 or owner.max() >= len(classes)):
+        raise _bad(where, f"cluster owners must index the {len(classes)} classes")
+    if len(np.unique(owner)) != len(classes):
+        raise _bad(where, "every class must own at least one cluster")
+    if covariance == "full":
+        ranks = _expect(tensors, "ranks", np.int64, (n,), where)
+        if n and (ranks.min() < 0 or ranks.max() > d):
+            raise _bad(where, f"factor ranks must be in [0, {d}]")
+        _expect(tensors, "factors", np.float32, (d, int(ranks.sum())), where)
+    else:
+        diag = _expect(tensors, "diag", np.float32, (n, d), where)
+        if n and diag.min() < 0:
+            raise _bad(where, "diagonal scatters must be >= 0")
+    if head_kind is not None:
+        _expect(tensors, "head.weight", np.float32, (len(classes), d), where)
+        _expect(tensors, "head.bias", np.float32, (len(classes),), where)
+    for name in _FLOAT_TENSORS:
+        if name in tensors and not np.all(np.isfinite(tensors[name])):
+            raise _bad(where, f"tensor {name} holds NaN or infinite values")
+
+
+def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone: str | None = None,
+                     expected_feature_dim: int | None = None) -> LearnerState:
+    """Verify a memory file's bytes completely and return its state; MemoryFileError otherwise.
+
+    ``where`` names the file in messages (callers pass a name that reveals nothing they should not).
+    """
+    tensors, meta = _parse(blob, where)
+    version = meta.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+        raise IncompatibleMemoryFileError(
+            f"{where}: format version {version!r} is not supported (this code reads up to {FORMAT_VERSION})")
+    if meta.get("sha256") != _checksum(tensors, meta if version >= 2 else None):
+        raise CorruptMemoryFileError(f"{where}: checksum mismatch; the file is corrupt")
+    if expected_backbone is not None and meta.get("backbone") != expected_backbone:
+        raise IncompatibleMemoryFileError(
+            f"{where}: memory was made with backbone {meta.get('backbone')!r}, expected {expected_backbone!r}")
+    if expected_feature_dim is not None and meta.get("feature_dim") != expected_feature_dim:
+        raise IncompatibleMemoryFileError(
+            f"{where}: memory has feature_dim {meta.get('feature_dim')!r}, expected {expected_feature_dim}")
+    d, classes, covariance, head_kind = _check_meta(meta, where)
+    config = meta["config"]
+    k = config.get("max_clusters")
+    _check_tensors(tensors, d, classes, covariance, head_kind, k, where)
+    counts, means, owner = tensors["counts"], tensors["means"], tensors["owner"]
+    if covariance == "full":
+        offsets = np.concatenate([[0], np.cumsum(tensors["ranks"])])
+        factors = tensors["factors"]
+    per_class = {}
+    try:
+        for ci, name in enumerate(classes):
+            idx = np.flatnonzero(owner == ci)
+            if covariance == "full":
+                scat = [factors[:, offsets[i]:offsets[i + 1]].astype(np.float64) for i in idx]
+            else:
+                scat = [tensors["diag"][i].astype(np.float64) for i in idx]
+            per_class[name] = ClassClusters.from_stats(counts[idx], means[idx].astype(np.float64),
+                                                       covariance, scat)
+        memory = ClusterMemory(d, covariance, k, config.get("reduction", "kmeans"),
+                               config.get("seed", 0), per_class)
+        head = None
+        if head_kind is not None:
+            head = LinearSnapshot(head_kind, tuple(classes), tensors["head.weight"].copy(),
+                                  tensors["head.bias"].copy())
+    except (TypeError, ValueError) as exc:
+        raise _bad(where, f"{type(exc).__name__}: {exc}") from exc
+    dist = meta.get("distance_threshold")
+    return LearnerState(meta["backbone"], d, dict(config), memory,
+                        None if dist is None else float(dist), int(meta["increments"]),
+                        int(meta["model_version"]), head)
+
+
+def load_state(path: str | os.PathLike, expected_backbone: str | None = None,
+               expected_feature_dim: int | None = None) -> LearnerState:
+    """Read and verify a memory file (trusted path: the caller chose it)."""
     path = Path(path)
     try:
         blob = path.read_bytes()
     except OSError as exc:
         raise MemoryFileError(f"{path}: cannot read memory file: {exc}") from exc
-    tensors, meta = _parse(blob, path)
-    version = meta.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
-        raise IncompatibleMemoryFileError(
-            f"{path}: format version {version!r} is not supported (this code reads up to {FORMAT_VERSION})")
-    if meta.get("sha256") != _checksum(tensors):
-        raise CorruptMemoryFileError(f"{path}: checksum mismatch; the file is corrupt")
-    if expected_backbone is not None and meta.get("backbone") != expected_backbone:
-        raise IncompatibleMemoryFileError(
-            f"{path}: memory was made with backbone {meta.get('backbone')!r}, expected {expected_backbone!r}")
-    if expected_feature_dim is not None and meta.get("feature_dim") != expected_feature_dim:
-        raise IncompatibleMemoryFileError(
-            f"{path}: memory has feature_dim {meta.get('feature_dim')!r}, expected {expected_feature_dim}")
-    try:
-        config = LearnerConfig.from_dict(meta["config"])
-        learner = CBCLPRLearner(config, backbone=meta["backbone"], feature_dim=int(meta["feature_dim"]))
-        classes = [str(c) for c in meta["classes"]]
-        counts, means, owner = tensors["counts"], tensors["means"], tensors["owner"]
-        if config.covariance == "full":
-            ranks = tensors["ranks"]
-            offsets = np.concatenate([[0], np.cumsum(ranks)])
-            factors = tensors["factors"]
-        per_class = {}
-        for ci, name in enumerate(classes):
-            idx = np.flatnonzero(owner == ci)
-            if config.covariance == "full":
-                scat = [factors[:, offsets[i]:offsets[i + 1]].astype(np.float64) for i in idx]
-            else:
-                scat = [tensors["diag"][i].astype(np.float64) for i in idx]
-            per_class[name] = ClassClusters.from_stats(counts[idx], means[idx].astype(np.float64),
-                                                       config.covariance, scat)
-        memory = ClusterMemory(learner.feature_dim, config.covariance, config.max_clusters,
-                               config.reduction, config.seed, per_class)
-        learner._memory = memory
-        learner.distance_threshold_ = meta["distance_threshold"]
-        learner.increments_ = int(meta["increments"])
-        head = None
-        if meta.get("head_kind") is not None:
-            head = LinearSnapshot(meta["head_kind"], tuple(classes), tensors["head.weight"].copy(),
-                                  tensors["head.bias"].copy())
-        learner._served = learner._build(memory, learner.distance_threshold_, learner.increments_,
-                                         head=head, version=int(meta["model_version"]))
-        if len(memory) == 0:
-            learner._served = _Served((), None, None, int(meta["model_version"]))
-    except MemoryFileError:
-        raise
-    except Exception as exc:
-        raise CorruptMemoryFileError(f"{path}: inconsistent memory file ({type(exc).__name__}: {exc})") from exc
-    return learner
+    return state_from_bytes(blob, str(path), expected_backbone, expected_feature_dim)
+
+
+def read_metadata(path: str | os.PathLike) -> dict:
+    """The JSON metadata of a memory file (no checksum verification)."""
+    return _parse(Path(path).read_bytes(), str(path))[1]

@@ -47,9 +47,14 @@ def check_features(features: object, feature_dim: int | None, *, name: str = "fe
 
 
 def check_label(label: object, *, name: str = "label") -> str:
-    """A class label must be a non-empty string without surrounding whitespace."""
+    """A class label must be a non-empty printable string without surrounding whitespace.
+
+    Control characters are refused: a NUL would cut the name in C code, a newline forge a log line.
+    """
     if not isinstance(label, str):
         raise TypeError(f"{name} must be a str, got {type(label).__name__}: {label!r}")
     if not label or label.strip() != label:
         raise ValueError(f"{name} must be a non-empty string without leading/trailing spaces, got {label!r}")
+    if not label.isprintable():
+        raise ValueError(f"{name} must not contain control or unprintable characters, got {label!r}")
     return label

@@ -11,6 +11,7 @@ Service ``point_at`` (cbcl_pr_ros/PointAt). Subscribes ``prediction`` (the learn
 - ``trajectory``: trajectory_msgs/JointTrajectory on ``command_topic`` (e.g.
   ``/arm_controller/joint_trajectory``).
 An unknown label or an unreachable target answers success=false and nothing is published.
+Every callback is guarded (:mod:`.guard`); a malformed depth image or camera_info is dropped.
 """
 from __future__ import annotations
 
@@ -28,13 +29,14 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import Prediction
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
 from cbcl_pr_ros.srv import PointAt
 
-__all__ = ["ArmNode", "main"]
+__all__ = ["ArmNode", "depth_array", "main"]
 
 _PARAMS = {
     "backend": ("sim", "Where commands go: sim | baxter | trajectory"),
@@ -54,6 +56,17 @@ _PARAMS = {
 
 def _stamp_ns(stamp: Any) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def depth_array(msg: Image) -> np.ndarray:
+    """(h, w) float32 metres of a 32FC1 depth image; ValueError when the message is inconsistent."""
+    if msg.encoding not in ("32FC1", ""):
+        raise ValueError(f"depth encoding {msg.encoding[:32]!r} is not 32FC1")
+    h, w, step = int(msg.height), int(msg.width), int(msg.step)
+    if h < 1 or w < 1 or step < 4 * w or step % 4 or len(msg.data) < step * h:
+        raise ValueError(f"depth image {w}x{h} with step {step} and {len(msg.data)} bytes is inconsistent")
+    dtype = ">f4" if msg.is_bigendian else "<f4"
+    return np.frombuffer(bytes(msg.data[: step * h]), dtype).reshape(h, step // 4)[:, :w]
 
 
 class ArmNode(Node):
@@ -85,34 +98,43 @@ class ArmNode(Node):
             self._msg_type = load_baxter_joint_command()
             self._stream = BaxterCommandStream(self.side, float(g("rate_hz")), float(g("hold_s")))
             self.command_pub = self.create_publisher(self._msg_type, topic or self._stream.topic, 10)
-            self.create_timer(self._stream.period_s, self._stream_tick)
+            self.create_timer(self._stream.period_s, guard_callback(self, self._stream_tick, "command stream"))
         elif self.backend == "trajectory":
             self.command_pub = self.create_publisher(JointTrajectory, topic or "joint_trajectory", 10)
         else:
             self.command_pub = self.create_publisher(JointState, topic or "joint_command", 10)
 
         sensors = ReentrantCallbackGroup()
-        self.create_subscription(JointState, "joint_states", self._on_joints, 10, callback_group=sensors)
-        self.create_subscription(Image, "depth", lambda m: self._remember(self._depth, m), 5, callback_group=sensors)
-        self.create_subscription(PoseStamped, "camera_pose", lambda m: self._remember(self._poses, m), 5,
+        gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
+        self.create_subscription(JointState, "joint_states", gc(self._on_joints, "joint_states"), 10,
                                  callback_group=sensors)
-        self.create_subscription(CameraInfo, "camera_info", self._on_info, 5, callback_group=sensors)
+        self.create_subscription(Image, "depth", gc(lambda m: self._remember(self._depth, m), "depth"), 5,
+                                 callback_group=sensors)
+        self.create_subscription(PoseStamped, "camera_pose",
+                                 gc(lambda m: self._remember(self._poses, m), "camera_pose"), 5,
+                                 callback_group=sensors)
+        self.create_subscription(CameraInfo, "camera_info", gc(self._on_info, "camera_info"), 5,
+                                 callback_group=sensors)
         # predictions and the service in separate groups, so a backlog of frames never delays point_at;
         # the controller itself is serialised by _logic_lock.
         self._logic_lock = threading.Lock()
         self._last_observed: tuple | None = None
-        self.create_subscription(Prediction, "prediction", self._on_prediction, 2,
+        self.create_subscription(Prediction, "prediction", gc(self._on_prediction, "prediction"), 2,
                                  callback_group=MutuallyExclusiveCallbackGroup())
-        self.create_service(PointAt, "point_at", self._on_point_at, callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_service(PointAt, "point_at", guard_service(self, self._on_point_at, "point_at"),
+                            callback_group=MutuallyExclusiveCallbackGroup())
         self.get_logger().info(f"arm ready: {self.side} arm, backend '{self.backend}' on '{self.command_pub.topic_name}'")
 
     # ------------------------------------------------------------------ inputs
     def _on_joints(self, msg: JointState) -> None:
+        pairs = [(str(n), float(p)) for n, p in zip(msg.name, msg.position) if np.isfinite(p)]
         with self._lock:
-            self._joints.update(zip(msg.name, msg.position))
+            self._joints.update(pairs)
 
     def _on_info(self, msg: CameraInfo) -> None:
-        self._K = np.array(msg.k, float).reshape(3, 3)
+        K = np.array(msg.k, float).reshape(3, 3)
+        if np.all(np.isfinite(K)) and K[0, 0] > 0 and K[1, 1] > 0:
+            self._K = K
 
     def _remember(self, store: dict[int, Any], msg: Any) -> None:
         with self._lock:
@@ -131,7 +153,11 @@ class ArmNode(Node):
         if key == self._last_observed:  # same view, same answer: nothing new to locate
             return
         self._last_observed = key
-        d = np.frombuffer(bytes(depth.data), "<f4").reshape(depth.height, depth.step // 4)[:, : depth.width]
+        try:
+            d = depth_array(depth)
+        except ValueError as exc:
+            self.get_logger().warning(f"depth image dropped: {exc}", throttle_duration_sec=5.0)
+            return
         K = self._K.copy()
         K[:2] /= 2.0  # segment at half resolution: plenty for a table top, 4x less work
         with self._logic_lock:

@@ -115,8 +115,8 @@ def features_from_msgs(msgs: Sequence[FeatureVector], expected_backbone: str | N
         raise ValueError("no feature vectors given")
     rows = []
     for i, m in enumerate(msgs):
-        if expected_backbone and m.backbone and m.backbone != expected_backbone:
-            raise ValueError(f"feature vector {i} comes from backbone '{m.backbone}', this learner "
+        if expected_backbone and m.backbone != expected_backbone:  # an empty name is no exemption
+            raise ValueError(f"feature vector {i} comes from backbone {m.backbone[:64]!r}, this learner "
                              f"uses '{expected_backbone}'")
         v = np.frombuffer(m.values, dtype=np.float32) if isinstance(m.values, array.array) \
             else np.asarray(m.values, dtype=np.float32)

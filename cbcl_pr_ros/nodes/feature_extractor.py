@@ -8,6 +8,8 @@
   stream frame (same stamp, frame, size and bytes) is answered from the cache, so a vector is computed
   once.
 * Logs a hint naming the topic, its QoS and the publishers seen when nothing arrives for a while.
+* Every callback is guarded (:mod:`.guard`) and request images are size-checked before decoding
+  (``max_images_per_request``, ``max_image_pixels``, ``max_image_bytes``; docs/security.md).
 """
 from __future__ import annotations
 
@@ -32,8 +34,10 @@ from cbcl_pr_ros.nodes.conversions import (
     stamp_key,
 )
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer
+from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.service.params import EXTRACTOR
+from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos
 from cbcl_pr_ros.srv import ExtractFeatures
 
@@ -91,6 +95,7 @@ class FeatureExtractorNode(Node):
             self.get_logger().warning(f"injected backbone '{backbone.name}' differs from parameter "
                                       f"backbone '{p['backbone']}'; using the injected one")
         self.backbone = backbone
+        self.limits = RequestLimits.from_params(p)
         # Shared with an in-process learner (LocalFeatureSource) so both never compete mid-batch.
         self.backbone_lock = threading.Lock()
         self.compressed = bool(p["compressed"])
@@ -101,11 +106,13 @@ class FeatureExtractorNode(Node):
         self._sub_group = MutuallyExclusiveCallbackGroup()
         self._srv_group = MutuallyExclusiveCallbackGroup()
         self._timer_group = MutuallyExclusiveCallbackGroup()
-        self.image_sub = self.create_subscription(self._msg_type, p["image_topic"], self._on_image,
+        self.image_sub = self.create_subscription(self._msg_type, p["image_topic"],
+                                                  guard_callback(self, self._on_image, "camera frame"),
                                                   self._qos, callback_group=self._sub_group)
         self.features_pub = self.create_publisher(FeatureVector, p["features_topic"],
                                                   feature_qos("reliable", depth=10))
-        self.extract_srv = self.create_service(ExtractFeatures, p["extract_service"], self._on_extract,
+        self.extract_srv = self.create_service(ExtractFeatures, p["extract_service"],
+                                               guard_service(self, self._on_extract, "extract_features"),
                                                callback_group=self._srv_group)
 
         # newest-frame slot filled by the subscription, emptied by the worker
@@ -121,7 +128,8 @@ class FeatureExtractorNode(Node):
         self._hint_backoff = 1.0
         self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
         self._worker.start()
-        self.hint_timer = self.create_timer(1.0, self._check_frames, callback_group=self._timer_group)
+        self.hint_timer = self.create_timer(1.0, guard_callback(self, self._check_frames, "frame check"),
+                                           callback_group=self._timer_group)
         self.get_logger().info(
             f"extracting {backbone.name} features ({backbone.feature_dim}-d, runtime {backbone.runtime}, "
             f"device {getattr(backbone, 'device', '?')}, precision {getattr(backbone, 'precision', '?')}) from "
@@ -190,6 +198,13 @@ class FeatureExtractorNode(Node):
         if len(req.images) == 0:
             resp.success, resp.message = False, "no images in the request"
             return resp
+        try:
+            check_count(len(req.images), self.limits.max_images_per_request, "images")
+            for i, img in enumerate(req.images):
+                check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i)
+        except RequestError as exc:
+            resp.success, resp.message = False, str(exc)
+            return resp
         out: list[Any] = [None] * len(req.images)
         todo, rgbs = [], []
         for i, img in enumerate(req.images):
@@ -202,7 +217,7 @@ class FeatureExtractorNode(Node):
                 rgbs.append(image_msg_to_rgb(img))
             except (ValueError, TypeError) as exc:
                 resp.success = False
-                resp.message = (f"image {i} ({img.width}x{img.height}, encoding '{img.encoding}') "
+                resp.message = (f"image {i} ({img.width}x{img.height}, encoding {img.encoding[:32]!r}) "
                                 f"cannot be used: {exc}")
                 return resp
             todo.append(i)

@@ -48,7 +48,7 @@ def decode_images(images: Sequence[Any]) -> list[np.ndarray]:
             rgbs.append(image_msg_to_rgb(img))
         except (ValueError, TypeError) as exc:
             raise FeatureSourceError(f"image {i} ({img.width}x{img.height}, encoding "
-                                     f"'{img.encoding}') cannot be used: {exc}") from exc
+                                     f"{img.encoding[:32]!r}) cannot be used: {exc}") from exc
     return rgbs
 
 

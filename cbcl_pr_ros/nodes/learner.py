@@ -13,6 +13,12 @@ while predictions and classify keep answering from the previous classifier snaps
 
 Images sent in a request go through an injected :class:`FeatureSource`: the extractor's backbone
 when both nodes share a process, the ``extract_features`` service otherwise.
+
+Hardening (docs/security.md): every callback is wrapped by :mod:`.guard` (an unexpected exception
+becomes an error response or a dropped message, never the end of the node); request fields are
+checked against the limits of :mod:`cbcl_pr_ros.service.validation`; SaveMemory/LoadMemory names
+resolve inside ``memory_dir`` (:mod:`cbcl_pr_ros.service.memory_files`); the feature width comes
+from the backbone, never from a request.
 """
 from __future__ import annotations
 
@@ -45,8 +51,18 @@ from cbcl_pr_ros.nodes.conversions import (
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer, annotate
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
 from cbcl_pr_ros.nodes.frame_collector import FrameCollector
+from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
-from cbcl_pr_ros.service.params import LEARNER, learner_factory, resolve_memory_path
+from cbcl_pr_ros.service.memory_files import MemoryStore, memory_dir_for
+from cbcl_pr_ros.service.params import LEARNER, feature_dim_for, learner_factory
+from cbcl_pr_ros.service.validation import (
+    RequestLimits,
+    check_count,
+    check_image_fields,
+    check_label,
+    check_num_frames,
+    check_timeout,
+)
 from cbcl_pr_ros.nodes.qos import feature_qos, image_qos, result_qos, status_qos
 from cbcl_pr_ros.srv import (
     Classify,
@@ -71,10 +87,16 @@ class LearnerNode(Node):
         p = read_parameters(self, LEARNER)
         self.params = p
         self.backbone_name = p["backbone"]
+        self.limits = RequestLimits.from_params(p)
+        store = None
+        if p["memory_path"]:
+            memory_dir, default_name = memory_dir_for(p["memory_dir"], p["memory_path"])
+            store = MemoryStore(memory_dir, default_name, allow_absolute=p["allow_absolute_paths"],
+                                max_bytes=p["max_memory_file_bytes"])
         self.controller = LearnerController(
-            make_learner=learner_factory(p), backbone=p["backbone"],
-            memory_path=resolve_memory_path(p["memory_path"]), cluster_budget=p["cluster_budget"],
-            on_change=self._on_change)
+            make_learner=learner_factory(p), backbone=p["backbone"], feature_dim=feature_dim_for(p),
+            store=store, cluster_budget=p["cluster_budget"], on_change=self._on_change,
+            limits=self.limits)
 
         self._stream_group = MutuallyExclusiveCallbackGroup()
         self._mutate_group = MutuallyExclusiveCallbackGroup()
@@ -88,21 +110,23 @@ class LearnerNode(Node):
         self.feature_source = feature_source
 
         self.features_sub = self.create_subscription(
-            FeatureVector, p["features_topic"], self._on_features,
+            FeatureVector, p["features_topic"], guard_callback(self, self._on_features, "feature vector"),
             feature_qos(p["reliability"], depth=10), callback_group=self._stream_group)
         self.prediction_pub = self.create_publisher(PredictionMsg, "prediction", result_qos())
         self.status_pub = self.create_publisher(LearnerStatus, "status", status_qos())
         self.debug_pub = self.create_publisher(Image, "debug_image", result_qos(depth=2))
         self._status_lock = threading.Lock()
 
-        s = self.create_service
-        s(TeachClass, "teach_class", self._on_teach, callback_group=self._mutate_group)
-        s(ForgetClass, "forget_class", self._on_forget, callback_group=self._mutate_group)
-        s(RenameClass, "rename_class", self._on_rename, callback_group=self._mutate_group)
-        s(SaveMemory, "save_memory", self._on_save, callback_group=self._mutate_group)
-        s(LoadMemory, "load_memory", self._on_load, callback_group=self._mutate_group)
-        s(Classify, "classify", self._on_classify, callback_group=self._query_group)
-        s(ListClasses, "list_classes", self._on_list, callback_group=self._query_group)
+        def s(srv_type: Any, name: str, fn: Any, group: Any) -> None:
+            self.create_service(srv_type, name, guard_service(self, fn, name), callback_group=group)
+
+        s(TeachClass, "teach_class", self._on_teach, self._mutate_group)
+        s(ForgetClass, "forget_class", self._on_forget, self._mutate_group)
+        s(RenameClass, "rename_class", self._on_rename, self._mutate_group)
+        s(SaveMemory, "save_memory", self._on_save, self._mutate_group)
+        s(LoadMemory, "load_memory", self._on_load, self._mutate_group)
+        s(Classify, "classify", self._on_classify, self._query_group)
+        s(ListClasses, "list_classes", self._on_list, self._query_group)
 
         self._latest_features: FeatureVector | None = None
         self._collectors: set[FrameCollector] = set()
@@ -117,9 +141,11 @@ class LearnerNode(Node):
 
         startup = self.controller.load_at_startup()
         self.get_logger().info(startup)
-        self.status_timer = self.create_timer(p["status_period_s"], self.publish_status,
+        self.status_timer = self.create_timer(p["status_period_s"],
+                                              guard_callback(self, self.publish_status, "status"),
                                               callback_group=self._debug_group)
-        self.debug_timer = self.create_timer(0.5, self._update_debug_subscription,
+        self.debug_timer = self.create_timer(0.5, guard_callback(self, self._update_debug_subscription,
+                                                                 "debug subscription"),
                                              callback_group=self._debug_group)
         self._update_debug_subscription()
         self.publish_status()
@@ -151,7 +177,7 @@ class LearnerNode(Node):
         if not self.controller.classes:
             return
         try:
-            feats = features_from_msgs([msg], self.backbone_name, self.controller.feature_dim or None)
+            feats = features_from_msgs([msg], self.backbone_name, self.controller.feature_dim)
         except ValueError as exc:
             self.get_logger().warning(f"feature vector ignored: {exc}", throttle_duration_sec=10.0)
             return
@@ -174,7 +200,8 @@ class LearnerNode(Node):
         wanted = self._debug_wanted()
         if wanted and self._image_sub is None:
             self._image_sub = self.create_subscription(
-                self._image_type, self._image_topic, self._on_image, self._image_qos,
+                self._image_type, self._image_topic, guard_callback(self, self._on_image, "debug frame"),
+                self._image_qos,
                 callback_group=self._debug_group)
             self.get_logger().info(f"debug image on: subscribed to '{self._image_sub.topic_name}'")
         elif not wanted and self._image_sub is not None:
@@ -198,7 +225,16 @@ class LearnerNode(Node):
 
     # ------------------------------------------------------------------ feature gathering
     def _features_from_images(self, images: list) -> tuple[Any, str]:
-        """(n, d) vectors for request images via the feature source; FeatureSourceError on failure."""
+        """(n, d) vectors for request images via the feature source; FeatureSourceError on failure.
+
+        The images are size-checked first (RequestError), and the wait uses the current
+        ``extract_timeout_s`` (it may be changed at run time).
+        """
+        check_count(len(images), self.limits.max_images_per_request, "images")
+        for i, img in enumerate(images):
+            check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i)
+        if hasattr(self.feature_source, "timeout_s"):
+            self.feature_source.timeout_s = float(self.get_parameter("extract_timeout_s").value)
         ex = self.feature_source.extract_images(images)
         if ex.backbone != self.backbone_name:
             raise FeatureSourceError(f"the extractor uses backbone '{ex.backbone}', this learner "
@@ -218,38 +254,32 @@ class LearnerNode(Node):
 
     # ------------------------------------------------------------------ services
     def _on_teach(self, req: Any, resp: Any) -> Any:
+        c = self.controller
         try:
-            label = self.controller.check_label(req.label)
-        except (TypeError, ValueError) as exc:
-            resp.success, resp.message = False, str(exc)
-            return resp
-        try:
+            label = check_label(req.label)
             if len(req.features) > 0:
-                feats = features_from_msgs(req.features, self.backbone_name,
-                                           self.controller.feature_dim or None)
+                check_count(len(req.features), self.limits.max_images_per_request, "feature vectors")
+                feats = features_from_msgs(req.features, self.backbone_name, c.feature_dim)
                 source = "feature vectors"
             elif len(req.images) > 0:
                 feats, _ = self._features_from_images(list(req.images))
                 source = "images"
             else:
-                n = int(req.num_frames) or int(self.get_parameter("teach_num_frames").value)
-                timeout = float(req.timeout_s) if req.timeout_s > 0 else \
-                    float(self.get_parameter("teach_timeout_s").value)
+                n = check_num_frames(req.num_frames, int(self.get_parameter("teach_num_frames").value),
+                                     int(self.params["max_teach_frames"]))
+                timeout = check_timeout(req.timeout_s, float(self.get_parameter("teach_timeout_s").value),
+                                        float(self.params["max_teach_timeout_s"]))
                 frames = self._collect_frames(n, timeout)
                 if not frames:
-                    resp.success = False
-                    resp.message = (f"no camera frames arrived within {timeout:.1f} s on "
-                                    f"'{self.features_sub.topic_name}': is the camera and the "
-                                    f"feature_extractor running? Nothing was learned.")
-                    return resp
-                feats = features_from_msgs(frames, self.backbone_name, self.controller.feature_dim or None)
+                    return fill_teach_response(resp, c.refused(
+                        f"no camera frames arrived within {timeout:.1f} s on "
+                        f"'{self.features_sub.topic_name}': is the camera and the "
+                        f"feature_extractor running? Nothing was learned."))
+                feats = features_from_msgs(frames, self.backbone_name, c.feature_dim)
                 source = "camera frames" + ("" if len(frames) == n else f" (of {n} asked; timed out)")
-        except (ValueError, FeatureSourceError) as exc:
-            resp.success, resp.message = False, f"nothing learned: {exc}"
-            resp.num_classes = len(self.controller.classes)
-            resp.model_version = self.controller.model_version
-            return resp
-        outcome = self.controller.teach(label, feats, source)
+        except (ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
+            return fill_teach_response(resp, c.refused(f"nothing learned: {exc}"))
+        outcome = c.teach(label, feats, source)
         self.get_logger().info(outcome.message)
         return fill_teach_response(resp, outcome)
 
@@ -259,7 +289,7 @@ class LearnerNode(Node):
         header = None
         try:
             if len(req.feature.values) > 0:
-                feats = features_from_msgs([req.feature], self.backbone_name, self.controller.feature_dim or None)
+                feats = features_from_msgs([req.feature], self.backbone_name, self.controller.feature_dim)
                 header = req.feature.header
             elif len(req.image.data) > 0 or req.image.width > 0:
                 feats, _ = self._features_from_images([req.image])
@@ -271,7 +301,7 @@ class LearnerNode(Node):
                         resp, success=False, model_version=self.controller.model_version,
                         message=f"no camera frame received on '{self.features_sub.topic_name}' yet: "
                                 "send an image, or start the camera and feature_extractor")
-                feats = features_from_msgs([latest], self.backbone_name, self.controller.feature_dim or None)
+                feats = features_from_msgs([latest], self.backbone_name, self.controller.feature_dim)
                 header = latest.header
         except (ValueError, FeatureSourceError) as exc:
             return fill_classify_response(resp, success=False, message=str(exc),
@@ -299,15 +329,22 @@ class LearnerNode(Node):
         resp.success, resp.message, resp.model_version = out.success, out.message, out.model_version
         return resp
 
+    # rclpy binds a severity to each logging call site: success and failure log from separate lines
     def _on_save(self, req: Any, resp: Any) -> Any:
-        ok, message, path, size = self.controller.save(resolve_memory_path(req.path))
-        (self.get_logger().info if ok else self.get_logger().error)(message)
+        ok, message, path, size = self.controller.save(req.path)
+        if ok:
+            self.get_logger().info(message)
+        else:
+            self.get_logger().error(message)
         resp.success, resp.message, resp.path, resp.bytes_written = ok, message, path, size
         return resp
 
     def _on_load(self, req: Any, resp: Any) -> Any:
-        out = self.controller.load(resolve_memory_path(req.path))
-        (self.get_logger().info if out.success else self.get_logger().error)(out.message)
+        out = self.controller.load(req.path)
+        if out.success:
+            self.get_logger().info(out.message)
+        else:
+            self.get_logger().error(out.message)
         resp.success, resp.message = out.success, out.message
         resp.num_classes, resp.model_version = out.num_classes, out.model_version
         return resp

@@ -43,10 +43,13 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
             raise ValueError(f"parameter {reason}")
 
     def _on_set(params: Iterable[Any]) -> SetParametersResult:
-        for p in params:
-            reason = validate_parameter(p.name, p.value)
-            if reason:
-                return SetParametersResult(successful=False, reason=reason)
+        try:
+            for p in params:
+                reason = validate_parameter(p.name, p.value)
+                if reason:
+                    return SetParametersResult(successful=False, reason=reason)
+        except Exception as exc:  # a parameter request must never end the node
+            return SetParametersResult(successful=False, reason=f"refused ({type(exc).__name__})")
         return SetParametersResult(successful=True)
 
     node.add_on_set_parameters_callback(_on_set)

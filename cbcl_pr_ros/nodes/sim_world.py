@@ -28,6 +28,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
+from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.robot.world import CameraConfig, Frame, SimWorld, WorldConfig
 
@@ -101,14 +102,16 @@ class SimWorldNode(Node):
         self.depth_pub = self.create_publisher(Image, "depth", 2)
         self.pose_pub = self.create_publisher(PoseStamped, "camera_pose", 2)
         self.joint_pub = self.create_publisher(JointState, "joint_states", 10)
-        self.create_subscription(JointState, "joint_command", self._on_joint_command, 10,
+        gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
+        self.create_subscription(JointState, "joint_command", gc(self._on_joint_command, "joint_command"), 10,
                                  callback_group=self._control_group)
-        self.create_subscription(JointTrajectory, "joint_trajectory", self._on_trajectory, 10,
-                                 callback_group=self._control_group)
+        self.create_subscription(JointTrajectory, "joint_trajectory", gc(self._on_trajectory, "joint_trajectory"),
+                                 10, callback_group=self._control_group)
         self._subscribe_baxter()
         self._dt = 1.0 / float(g("joint_state_rate_hz"))
-        self.create_timer(1.0 / float(g("rate_hz")), self.publish_frame, callback_group=self._render_group)
-        self.create_timer(self._dt, self._control_step, callback_group=self._control_group)
+        self.create_timer(1.0 / float(g("rate_hz")), gc(self.publish_frame, "render"),
+                          callback_group=self._render_group)
+        self.create_timer(self._dt, gc(self._control_step, "control step"), callback_group=self._control_group)
         self.get_logger().info(f"simulated world ready: camera {cam.width}x{cam.height} at {g('rate_hz')} Hz on "
                                f"'{self.image_pub.topic_name}', seed {g('seed')}, table texture {self.world.table_texture}")
 
@@ -121,7 +124,9 @@ class SimWorldNode(Node):
 
         for side in ("left", "right"):
             self.create_subscription(JointCommand, joint_command_topic(side),
-                                     lambda m: self._set_targets(list(m.names), list(m.command)), 10,
+                                     guard_callback(self, lambda m: self._set_targets(list(m.names),
+                                                                                      list(m.command)),
+                                                    "baxter joint command"), 10,
                                      callback_group=self._control_group)
 
     # ------------------------------------------------------------------ commands

@@ -8,21 +8,36 @@ Threading: mutations (teach/forget/rename/load) are serialised by one lock; ``cl
 lock, since the core learner swaps an immutable classifier snapshot when a retrain finishes, so a
 prediction never waits for a retrain. ``load`` replaces the learner object as one reference swap.
 
-Persistence: the memory is saved after every change (the core's ``save`` writes a temporary file and
-renames it, so a crash mid-save leaves the previous file intact). A failed save is reported in the
-outcome's message and in ``last_save_ok``; the memory stays in RAM and the next change retries.
+Persistence: the memory is saved after every change through a :class:`~.memory_files.MemoryStore`
+(a temporary file renamed over the target, inside the memory directory only), so a crash mid-save
+leaves the previous file intact. A failed save is reported in the outcome's message and in
+``last_save_ok``; the memory stays in RAM and the next change retries. A file to load is read with a
+size cap, verified completely (:func:`~cbcl_pr_ros.core.persistence.state_from_bytes`), rebuilt, and
+exercised with one classification before it replaces the served memory; a refused file is never
+autosaved.
+
+Every request field is untrusted (docs/security.md): labels, vectors and counts go through
+:mod:`.validation` and answer a clear refusal that changes nothing.
 """
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
+from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
+from cbcl_pr_ros.service.validation import (
+    RequestError,
+    RequestLimits,
+    check_count,
+    check_feature_values,
+    check_label,
+    quote,
+)
 
 __all__ = [
     "Outcome",
@@ -82,33 +97,42 @@ def _info_get(info: Any, key: str) -> Any:
 
 
 class LearnerController:
-    """Owns one CBCL-PR learner, its memory file and the answers to every session request.
+    """Owns one CBCL-PR learner, its memory files and the answers to every session request.
 
     Parameters
     ----------
     make_learner : callable(feature_dim) -> CBCLPRLearner
-        Builds an empty learner; called lazily at the first teach, when the feature dimension is
-        known from the vectors themselves (so the learner node needs no backbone of its own).
+        Builds an empty learner (called once, at construction).
     backbone : str
         Backbone name the memory is built with; vectors and memory files of another are refused.
-    memory_path : str
-        File the memory is saved to after every change and loaded from at start-up ("" = none).
+    feature_dim : int
+        Width of the vectors, from the backbone (``service.params.feature_dim_for``); fixed for the
+        controller's life, never taken from a request.
+    store : MemoryStore or None
+        Where memory files live (None: RAM only, save/load refused).
+    limits : RequestLimits or None
+        Caps on request fields (defaults when None).
     on_change : callable() or None
         Called after every change of state (status publication).
     """
 
-    def __init__(self, make_learner: Callable[[int], Any], backbone: str, memory_path: str = "",
-                 cluster_budget: int = 0, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(self, make_learner: Callable[[int], Any], backbone: str, feature_dim: int,
+                 store: MemoryStore | None = None, cluster_budget: int = 0,
+                 on_change: Callable[[], None] | None = None, limits: RequestLimits | None = None) -> None:
         if not callable(make_learner):
             raise TypeError(f"make_learner must be callable, got {type(make_learner).__name__}")
         if not backbone:
             raise ValueError("backbone must be a non-empty name")
+        if isinstance(feature_dim, bool) or int(feature_dim) < 1:
+            raise ValueError(f"feature_dim must be a positive integer, got {feature_dim!r}")
         self.make_learner = make_learner
         self.backbone = backbone
-        self.memory_path = str(memory_path)
+        self.feature_dim = int(feature_dim)
+        self.store = store
         self.cluster_budget = int(cluster_budget)
         self.on_change = on_change
-        self.learner_: Any = None
+        self.limits = limits or RequestLimits()
+        self.learner_: Any = make_learner(self.feature_dim)
         self.last_save_ok_ = True
         self.last_save_error_ = ""
         self._mutate = threading.Lock()
@@ -122,38 +146,40 @@ class LearnerController:
 
     @property
     def classes(self) -> list[str]:
-        lrn = self.learner_
-        return list(lrn.classes_) if lrn is not None else []
+        return list(self.learner_.classes_)
 
     @property
     def model_version(self) -> int:
-        lrn = self.learner_
-        return int(lrn.model_version_) if lrn is not None else 0
+        return int(self.learner_.model_version_)
 
     @property
-    def feature_dim(self) -> int:
-        lrn = self.learner_
-        return int(getattr(lrn, "feature_dim", 0) or 0) if lrn is not None else 0
+    def memory_path(self) -> str:
+        """Full path of the default memory file ("" when RAM only)."""
+        return self.store.default_path if self.store is not None else ""
 
     def status(self) -> StatusSnapshot:
         lrn = self.learner_
-        infos = list(lrn.class_info()) if lrn is not None else []
+        infos = list(lrn.class_info())
         return StatusSnapshot(
-            class_names=self.classes,
+            class_names=list(lrn.classes_),
             num_clusters=sum(int(_info_get(i, "clusters")) for i in infos),
             cluster_budget=self.cluster_budget,
-            memory_bytes=int(lrn.memory_bytes()) if lrn is not None else 0,
+            memory_bytes=int(lrn.memory_bytes()),
             backbone=self.backbone,
             feature_dimension=self.feature_dim,
-            model_version=self.model_version,
+            model_version=int(lrn.model_version_),
             training=self.training,
             memory_path=self.memory_path,
             last_save_ok=self.last_save_ok_,
         )
 
     def class_info(self) -> list:
+        return list(self.learner_.class_info())
+
+    def refused(self, message: str) -> TeachOutcome:
+        """A refused teach that reports the current state (classes known, model version)."""
         lrn = self.learner_
-        return list(lrn.class_info()) if lrn is not None else []
+        return TeachOutcome(False, message, int(lrn.model_version_), len(lrn.classes_))
 
     def _changed(self) -> None:
         if self.on_change is not None:
@@ -168,26 +194,27 @@ class LearnerController:
         self._changed()
 
     # ------------------------------------------------------------------ persistence
-    def _save_to(self, path: str) -> tuple[bool, str, int]:
-        """Save the current memory to ``path``; (ok, message, bytes). Never raises."""
+    def _save_to(self, name: str) -> tuple[bool, str, str, int]:
+        """Save the current memory as ``name`` ("" = default); (ok, message, shown name, bytes)."""
+        from cbcl_pr_ros.core import state_to_bytes
+
+        if self.store is None:
+            return False, "no memory directory configured: the memory lives in RAM only", "", 0
         lrn = self.learner_
-        if lrn is None:
-            return False, NOTHING_LEARNED + " (nothing to save)", 0
-        if not path:
-            return False, "no memory_path configured and none given", 0
         try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            lrn.save(path)
-            size = os.path.getsize(path)
-        except Exception as exc:  # OSError, PermissionError, NotADirectoryError, ...
-            return False, f"could not write memory file '{path}': {exc}", 0
-        return True, f"saved {len(lrn.classes_)} classes to '{path}'", size
+            blob = state_to_bytes(lrn.to_state())
+            size, shown = self.store.write(name, blob)
+        except MemoryAccessError as exc:
+            return False, f"could not write memory file: {exc}", "", 0
+        except OSError as exc:  # ENOSPC and the like, after the checks
+            return False, f"could not write memory file: {exc.strerror or type(exc).__name__}", "", 0
+        return True, f"saved {len(lrn.classes_)} classes to '{shown}'", shown, size
 
     def _autosave(self) -> str:
-        """Save after a change to the configured path; returns "" or a warning to append."""
-        if not self.memory_path:
+        """Save after a change to the default file; returns "" or a warning to append."""
+        if self.store is None or not self.store.default_name:
             return ""
-        ok, msg, _ = self._save_to(self.memory_path)
+        ok, msg, _, _ = self._save_to("")
         self.last_save_ok_ = ok
         self.last_save_error_ = "" if ok else msg
         if not ok:
@@ -196,116 +223,128 @@ class LearnerController:
         return ""
 
     def load_at_startup(self) -> str:
-        """Load ``memory_path`` if it exists; a corrupt or foreign file is moved aside, never lost."""
-        if not self.memory_path or not os.path.exists(self.memory_path):
-            return f"no memory file at '{self.memory_path}', starting empty" if self.memory_path \
-                else "no memory_path configured, the memory lives in RAM only"
-        out = self.load("")
-        if out.success:
-            return out.message
-        aside = f"{self.memory_path}.unreadable-{int(time.time())}"
-        try:
-            os.replace(self.memory_path, aside)
-            return f"{out.message}; the file was moved to '{aside}' and the learner starts empty"
-        except OSError as exc:
-            return f"{out.message}; starting empty (could not move the file aside: {exc})"
+        """Remove stale temp files, then load the default file if it exists.
 
-    def save(self, path: str = "") -> tuple[bool, str, str, int]:
-        """SaveMemory: (success, message, path, bytes_written)."""
-        target = path or self.memory_path
+        A corrupt or foreign file is moved aside (renamed, never deleted) and the learner starts empty.
+        """
+        if self.store is None or not self.store.default_name:
+            return "no memory file configured, the memory lives in RAM only"
+        removed = self.store.remove_stale_temp()
+        note = f" (removed {len(removed)} stale temporary files of interrupted saves)" if removed else ""
+        name = self.store.default_name
+        if not self.store.exists(""):
+            return f"no memory file '{name}' in '{self.store.memory_dir}', starting empty{note}"
+        out = self.load("", startup=True)
+        if out.success:
+            return out.message + note
+        try:
+            aside = self.store.move_aside("", f"unreadable-{int(time.time())}")
+            return f"{out.message}; the file was moved to '{aside}' and the learner starts empty{note}"
+        except (OSError, MemoryAccessError) as exc:
+            return f"{out.message}; starting empty (could not move the file aside: {exc}){note}"
+
+    def save(self, name: str = "") -> tuple[bool, str, str, int]:
+        """SaveMemory: (success, message, shown name, bytes_written)."""
         with self._mutate:
-            ok, msg, size = self._save_to(target)
-            if target == self.memory_path:
+            ok, msg, shown, size = self._save_to(name)
+            if name == "" or (self.store is not None and name == self.store.default_name):
                 self.last_save_ok_ = ok
         self._changed()
-        return ok, msg, target, size
+        return ok, msg, shown, size
 
-    def load(self, path: str = "") -> Outcome:
-        """LoadMemory: replace the memory with a file's; a bad file leaves the current one in use."""
-        from cbcl_pr_ros.core import CBCLPRLearner
+    def _outcome(self, success: bool, message: str) -> Outcome:
+        lrn = self.learner_
+        return Outcome(success, message, int(lrn.model_version_), len(lrn.classes_))
 
-        source = path or self.memory_path
-        if not source:
-            return Outcome(False, "no path given and no memory_path configured",
-                           self.model_version, len(self.classes))
-        if not os.path.exists(source):
-            return Outcome(False, f"no memory file at '{source}'", self.model_version, len(self.classes))
+    def load(self, name: str = "", *, startup: bool = False) -> Outcome:
+        """LoadMemory: replace the memory with a file's; a refused file leaves the current one in use."""
+        from cbcl_pr_ros.core import MemoryFileError, state_from_bytes
+
+        if self.store is None:
+            return self._outcome(False, "no memory directory configured: nothing can be loaded")
         with self._mutate:
+            current = self.learner_
             try:
-                new = CBCLPRLearner.load(source, expected_backbone=self.backbone)
-            except Exception as exc:
-                return Outcome(False, f"refused memory file '{source}': {exc}; the current memory "
-                               "stays in use", self.model_version, len(self.classes))
+                blob, shown = self.store.read(name)
+                state = state_from_bytes(blob, f"'{shown}'", expected_backbone=self.backbone,
+                                         expected_feature_dim=self.feature_dim)
+                for c in state.memory.classes:
+                    check_label(c, "stored class name")
+                # the served version never goes backwards: a load is a change like any other
+                version = max(int(state.model_version), int(current.model_version_) + (0 if startup else 1))
+                new = type(current).from_state(state, model_version=version)
+                self._exercise(new)
+            except (MemoryAccessError, MemoryFileError, RequestError) as exc:
+                return self._outcome(False, f"refused memory file: {exc}; the current memory stays in use")
+            except (TypeError, ValueError, ArithmeticError) as exc:
+                return self._outcome(False, f"refused memory file {quote(name or 'default')}: "
+                                     f"inconsistent ({exc}); the current memory stays in use")
             self.learner_ = new
-            warn = self._autosave() if path and path != self.memory_path else ""
+            warn = "" if startup or name in ("", self.store.default_name) else self._autosave()
         self._changed()
         n = len(new.classes_)
-        return Outcome(True, f"loaded {n} classes from '{source}'{warn}", self.model_version, n)
+        return Outcome(True, f"loaded {n} classes from '{shown}'{warn}", int(new.model_version_), n)
+
+    def _exercise(self, learner: Any) -> None:
+        """One classification with the loaded memory before it is served; ValueError when it fails."""
+        if not learner.classes_:
+            return
+        probe = np.zeros((1, self.feature_dim), np.float32)
+        preds, _ = learner.predict_versioned(probe, top_k=1)
+        if len(preds) != 1 or not np.isfinite(preds[0].confidence):
+            raise ValueError("a test classification with the loaded memory did not give a finite score")
 
     # ------------------------------------------------------------------ teaching
-    def check_label(self, label: str) -> str:
-        """Normalised label; ValueError with a readable reason for an unusable one."""
-        if not isinstance(label, str):
-            raise TypeError(f"label must be a string, got {type(label).__name__}")
-        clean = label.strip()
-        if not clean:
-            raise ValueError("empty label: give the class a name")
-        return clean
+    def check_features(self, feats: Any) -> np.ndarray:
+        """(n, d) float32 of this learner's width, within the count and value limits; RequestError."""
+        arr = np.asarray(feats, dtype=np.float32)
+        if arr.ndim != 2 or arr.shape[0] == 0:
+            raise RequestError(f"need an (n, d) array of feature vectors with n >= 1, got shape {arr.shape}")
+        check_count(arr.shape[0], self.limits.max_images_per_request, "feature vectors")
+        if arr.shape[1] != self.feature_dim:
+            raise RequestError(f"feature dimension {arr.shape[1]} does not match the backbone's "
+                               f"{self.feature_dim} ({self.backbone})")
+        return check_feature_values(arr, self.limits.max_feature_abs)
 
     def teach(self, label: str, feats: np.ndarray, source: str = "feature vectors") -> TeachOutcome:
         """Learn ``label`` from (n, d) vectors: a new class, or more examples of a known one."""
         try:
-            label = self.check_label(label)
-            feats = np.asarray(feats, dtype=np.float32)
-            if feats.ndim != 2 or feats.shape[0] == 0 or feats.shape[1] == 0:
-                raise ValueError(f"need an (n, d) array of feature vectors with n >= 1, got shape "
-                                 f"{feats.shape}")
-            if not np.all(np.isfinite(feats)):
-                raise ValueError("feature vectors contain NaN or infinite values")
-            if self.feature_dim and feats.shape[1] != self.feature_dim:
-                raise ValueError(f"feature dimension {feats.shape[1]} does not match the memory's "
-                                 f"{self.feature_dim}")
-        except (TypeError, ValueError) as exc:
-            return TeachOutcome(False, str(exc), self.model_version, len(self.classes))
+            label = check_label(label)
+            feats = self.check_features(feats)
+        except RequestError as exc:
+            return self.refused(str(exc))
         t0 = time.perf_counter()
         self._set_training(+1)
         try:
             with self._mutate:
-                if self.learner_ is None:
-                    self.learner_ = self.make_learner(int(feats.shape[1]))
                 lrn = self.learner_
                 extended = label in lrn.classes_
                 try:
                     res = lrn.teach(label, feats)
                 except (TypeError, ValueError) as exc:
-                    return TeachOutcome(False, f"could not learn '{label}': {exc}",
-                                        self.model_version, len(lrn.classes_))
+                    return self.refused(f"could not learn '{label}': {exc}")
                 elapsed = time.perf_counter() - t0
                 warn = self._autosave()
         finally:
             self._set_training(-1)
-        n_clusters = int(res.clusters.get(label, 0)) if hasattr(res, "clusters") else self._clusters_of(label)
+        n_clusters = int(res.clusters.get(label, 0))
         verb = "extended known class" if extended else "learned new class"
         msg = (f"{verb} '{label}' from {feats.shape[0]} {source} ({n_clusters} clusters, "
                f"{len(lrn.classes_)} classes known, {elapsed:.2f} s){warn}")
         log.info(msg)
-        return TeachOutcome(True, msg, self.model_version, len(lrn.classes_),
+        return TeachOutcome(True, msg, int(res.model_version), len(lrn.classes_),
                             extended_existing=extended, num_examples=int(feats.shape[0]),
                             num_clusters=n_clusters, learning_time_s=float(elapsed))
 
-    def _clusters_of(self, label: str) -> int:
-        for info in self.class_info():
-            if _info_get(info, "name") == label:
-                return int(_info_get(info, "clusters"))
-        return 0
-
     def forget(self, label: str) -> Outcome:
-        label = (label or "").strip()
+        try:
+            label = check_label(label)
+        except RequestError as exc:
+            return self._outcome(False, f"nothing forgotten: {exc}")
         with self._mutate:
-            if self.learner_ is None or label not in self.learner_.classes_:
+            if label not in self.learner_.classes_:
                 known = ", ".join(self.classes) or "none"
-                return Outcome(False, f"no class '{label}' to forget (known: {known})",
-                               self.model_version, len(self.classes))
+                return self._outcome(False, f"no class '{label}' to forget (known: {known})")
             self._set_training(+1)
             try:
                 self.learner_.forget(label)
@@ -313,47 +352,44 @@ class LearnerController:
                 self._set_training(-1)
             warn = self._autosave()
         self._changed()
-        return Outcome(True, f"forgot '{label}' ({len(self.classes)} classes left){warn}",
-                       self.model_version, len(self.classes))
+        return self._outcome(True, f"forgot '{label}' ({len(self.classes)} classes left){warn}")
 
     def rename(self, old: str, new: str) -> Outcome:
-        old = (old or "").strip()
         try:
-            new = self.check_label(new)
-        except (TypeError, ValueError) as exc:
-            return Outcome(False, f"cannot rename to that: {exc}", self.model_version, len(self.classes))
+            old = check_label(old, "old label")
+            new = check_label(new, "new label")
+        except RequestError as exc:
+            return self._outcome(False, f"cannot rename: {exc}")
         with self._mutate:
             classes = self.classes
             if old not in classes:
-                return Outcome(False, f"no class '{old}' to rename (known: {', '.join(classes) or 'none'})",
-                               self.model_version, len(classes))
+                return self._outcome(False, f"no class '{old}' to rename (known: {', '.join(classes) or 'none'})")
             if new in classes:
-                return Outcome(False, f"'{new}' is already a learned class; forget it first or pick "
-                               "another name", self.model_version, len(classes))
+                return self._outcome(False, f"'{new}' is already a learned class; forget it first or pick "
+                                     "another name")
             self.learner_.rename(old, new)
             warn = self._autosave()
         self._changed()
-        return Outcome(True, f"renamed '{old}' to '{new}'{warn}", self.model_version, len(self.classes))
+        return self._outcome(True, f"renamed '{old}' to '{new}'{warn}")
 
     # ------------------------------------------------------------------ classification
     def classify(self, feats: np.ndarray, top_k: int = 5) -> ClassifyOutcome:
-        """Predictions for (n, d) vectors; never waits for a retrain in progress."""
+        """Predictions for (n, d) vectors; never waits for a retrain in progress.
+
+        The model version answered is the one of the snapshot that computed the predictions.
+        """
         lrn = self.learner_  # one reference: a concurrent load swaps the object, not its inside
-        if lrn is None or len(lrn.classes_) == 0:
-            return ClassifyOutcome(False, NOTHING_LEARNED, [], self.model_version)
+        if len(lrn.classes_) == 0:
+            return ClassifyOutcome(False, NOTHING_LEARNED, [], int(lrn.model_version_))
         feats = np.asarray(feats, dtype=np.float32)
         if feats.ndim == 1:
             feats = feats[None, :]
-        dim = int(getattr(lrn, "feature_dim", 0) or 0)
-        if feats.ndim != 2 or (dim and feats.shape[1] != dim):
-            return ClassifyOutcome(False, f"feature shape {feats.shape} does not fit the memory's "
-                                   f"dimension {dim}", [], int(lrn.model_version_))
-        if not np.all(np.isfinite(feats)):
-            return ClassifyOutcome(False, "feature vector contains NaN or infinite values", [],
-                                   int(lrn.model_version_))
-        version = int(lrn.model_version_)
+        try:
+            feats = self.check_features(feats)
+        except RequestError as exc:
+            return ClassifyOutcome(False, str(exc), [], int(lrn.model_version_))
         k = int(top_k) if top_k and top_k > 0 else 5
-        preds = lrn.predict(feats, top_k=k)
+        preds, version = lrn.predict_versioned(feats, top_k=max(1, min(k, len(lrn.classes_))))
         p = preds[0]
         what = f"'{p.label}'" if p.known and p.label else "unknown object"
-        return ClassifyOutcome(True, f"{what} ({p.confidence:.2f})", list(preds), version)
+        return ClassifyOutcome(True, f"{what} ({p.confidence:.2f})", list(preds), int(version))

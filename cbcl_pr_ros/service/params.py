@@ -20,7 +20,7 @@ __all__ = [
     "specs_for",
     "validate_parameter",
     "default_config_path",
-    "resolve_memory_path",
+    "feature_dim_for",
     "learner_config",
     "learner_factory",
 ]
@@ -83,6 +83,14 @@ PARAMS: tuple[ParamSpec, ...] = (
               "(0 = never)", (EXTRACTOR,), min=0.0, max=3600.0, read_only=False),
     ParamSpec("extract_service", "extract_features",
               "Name of the ExtractFeatures service (the learner calls it for request images)", BOTH),
+    # --- request limits (every request field is untrusted; docs/security.md) -----------------
+    ParamSpec("max_images_per_request", 64,
+              "Most images (or feature vectors) in one TeachClass or ExtractFeatures request", BOTH,
+              min=1, max=10_000),
+    ParamSpec("max_image_pixels", 4096 * 4096, "Most pixels (width x height) of one request image",
+              BOTH, min=1, max=2**31 - 1),
+    ParamSpec("max_image_bytes", 64 * 1024 * 1024, "Most data bytes of one request image", BOTH,
+              min=1, max=2**31 - 1),
     # --- learner: CBCL-PR hyperparameters ---------------------------------------------------
     ParamSpec("distance_threshold", 0.0,
               "Agg-Var distance threshold D (0 = estimated from the first class taught)", (LEARNER,),
@@ -116,9 +124,32 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("seed", 0, "Seed of the pseudo-rehearsal sampling and classifier training", (LEARNER,),
               min=0, max=2**31 - 1),
     # --- learner: node behaviour --------------------------------------------------------------
-    ParamSpec("memory_path", "~/.ros/cbcl_pr_ros/memory.safetensors",
-              "File the memory is saved to after every change and loaded from at start-up "
+    ParamSpec("feature_dim", 0,
+              "Width of the feature vectors (0 = the backbone's, from features.backbones); vectors "
+              "of another width are refused", (LEARNER,), min=0, max=65536),
+    ParamSpec("memory_dir", "",
+              "Directory of the memory files; SaveMemory/LoadMemory names resolve inside it "
+              "('' = $ROS_HOME/cbcl_pr_ros, i.e. ~/.ros/cbcl_pr_ros; an absolute path otherwise)",
+              (LEARNER,)),
+    ParamSpec("memory_path", "memory.safetensors",
+              "Default memory file, saved after every change and loaded at start-up: a file name "
+              "inside memory_dir, or an absolute path whose directory is then the memory directory "
               "('' = RAM only)", (LEARNER,)),
+    ParamSpec("allow_absolute_paths", False,
+              "Let SaveMemory/LoadMemory requests name absolute paths outside memory_dir (off: "
+              "any peer on the ROS domain could then write files as this process)", (LEARNER,)),
+    ParamSpec("max_memory_file_bytes", 256 * 1024 * 1024,
+              "Largest memory file that is read (checked before reading)", (LEARNER,),
+              min=1024, max=2**40),
+    ParamSpec("max_teach_frames", 100, "Most camera frames one TeachClass may ask for (num_frames)",
+              (LEARNER,), min=1, max=10_000),
+    ParamSpec("max_teach_timeout_s", 60.0,
+              "Longest a TeachClass may wait for camera frames (timeout_s); this bounds how long "
+              "the mutation group (teach/forget/rename/save/load) can be busy waiting", (LEARNER,),
+              min=0.1, max=3600.0),
+    ParamSpec("max_feature_abs", 1.0e6,
+              "Largest absolute feature value accepted in a request (backbone features are O(10))",
+              (LEARNER,), min=1.0, max=1.0e30),
     ParamSpec("max_prediction_rate", 30.0,
               "Most predictions per second published for the stream (0 = one per feature vector)",
               (LEARNER,), min=0.0, max=1000.0, read_only=False),
@@ -128,7 +159,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               min=0.1, max=3600.0, read_only=False),
     ParamSpec("extract_timeout_s", 10.0,
               "Seconds to wait for the extractor's service when images are sent to the learner",
-              (LEARNER,), min=0.1, max=3600.0, read_only=False),
+              (LEARNER,), min=0.1, max=300.0, read_only=False),
     ParamSpec("status_period_s", 2.0, "Period of the status publication (also sent on every change)",
               (LEARNER,), min=0.1, max=3600.0),
     ParamSpec("debug_image", False,
@@ -168,12 +199,31 @@ def validate_parameter(name: str, value: Any) -> str | None:
         return f"{name} must be <= {spec.max}, got {value!r}"
     if name in ("backbone", "image_topic", "features_topic", "extract_service") and not value.strip():
         return f"{name} must not be empty"
+    if name == "memory_dir" and value and not os.path.isabs(value):
+        return f"memory_dir must be an absolute path or '' (nothing is expanded), got {value!r}"
+    if name == "memory_path" and value and not os.path.isabs(value) and (
+            "/" in value or value.startswith(".") or "$" in value or value.startswith("~")):
+        return (f"memory_path must be a file name inside memory_dir or an absolute path (nothing is "
+                f"expanded), got {value!r}")
     return None
 
 
-def resolve_memory_path(path: str) -> str:
-    """Expand ``~`` and environment variables; "" stays "" (RAM only)."""
-    return os.path.expandvars(os.path.expanduser(path)) if path else ""
+def feature_dim_for(p: dict[str, Any]) -> int:
+    """The feature width of the learner: ``feature_dim`` if set, else the backbone's declared width.
+
+    The width is fixed by configuration, never by the first request (a peer's three 3-d vectors
+    must not decide it); an unknown backbone needs ``feature_dim``.
+    """
+    from cbcl_pr_ros.features.backbones import BACKBONES
+
+    dim = int(p.get("feature_dim", 0) or 0)
+    info = BACKBONES.get(p["backbone"])
+    if info is not None and dim and dim != info.feature_dim:
+        raise ValueError(f"feature_dim {dim} contradicts backbone {p['backbone']!r} ({info.feature_dim})")
+    if info is None and not dim:
+        raise ValueError(f"backbone {p['backbone']!r} is not one of {sorted(BACKBONES)}: set "
+                         "feature_dim to the width of its vectors")
+    return dim or info.feature_dim
 
 
 def learner_config(p: dict[str, Any]) -> Any:

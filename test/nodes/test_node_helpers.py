@@ -90,13 +90,16 @@ def _blob(rng, centre, n=8):
 
 
 def _controller(path="", **kw):
+    """A controller over synthetic D-wide vectors; ``path`` = its default memory file ("" = RAM only)."""
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
     from cbcl_pr_ros.service.controller import LearnerController
+    from cbcl_pr_ros.service.memory_files import MemoryStore
 
     def make(dim):
         return CBCLPRLearner(LearnerConfig(seed=0), backbone="synthetic", feature_dim=dim)
 
-    return LearnerController(make, "synthetic", str(path), **kw)
+    store = MemoryStore(str(Path(path).parent), Path(path).name) if str(path) else None
+    return LearnerController(make, "synthetic", D, store, **kw)
 
 
 @pytest.fixture
@@ -124,6 +127,9 @@ def test_teach_bad_inputs_change_nothing(taught):
         ("   ", np.zeros((2, D)), "empty label"),
         ("x", np.zeros((0, D)), "n >= 1"),
         ("x", np.zeros((2, D + 1)), "does not match"),
+        ("x", np.full((1, D), 3e38), "most accepted"),
+        ("a\nb", np.zeros((2, D)), "unprintable"),
+        ("x" * 200, np.zeros((2, D)), "the most is 128"),
         ("x", np.full((2, D), np.nan), "NaN"),
     ]:
         out = c.teach(label, feats)
@@ -163,17 +169,16 @@ def test_restart_loses_nothing(taught, tmp_path):
 
 def test_unwritable_memory_file_keeps_memory_in_ram(tmp_path):
     rng = np.random.default_rng(1)
-    blocker = tmp_path / "not_a_dir"
-    blocker.write_text("a file where a directory should be")
-    c = _controller(blocker / "m.safetensors")
+    c = _controller(tmp_path / "m.safetensors")
+    os.mkfifo(tmp_path / "m.safetensors")  # the default file is something a save must not replace
     out = c.teach("mug", _blob(rng, 3.0))
     assert out.success and "WARNING" in out.message and "could not write memory file" in out.message
     assert not c.last_save_ok_ and not c.status().last_save_ok
     assert c.teach("box", _blob(rng, -3.0)).success and c.classes == ["mug", "box"]
     ok, msg, path, size = c.save()
-    assert not ok and "could not write" in msg and size == 0
-    ok, msg, path, size = c.save(str(tmp_path / "elsewhere.safetensors"))
-    assert ok and size > 0 and Path(path).exists()
+    assert not ok and "not a regular file" in msg and size == 0
+    ok, msg, path, size = c.save("elsewhere.safetensors")
+    assert ok and size > 0 and (tmp_path / path).exists()
     assert c.classify(_blob(rng, -3.0, 1)).predictions[0].label == "box"
 
 
@@ -184,15 +189,16 @@ def test_corrupt_or_foreign_memory_files_are_refused(taught, tmp_path):
     corrupt = tmp_path / "corrupt.safetensors"
     corrupt.write_bytes(b"\x00" * 5)
     v = c.model_version
-    out = c.load(str(corrupt))
+    out = c.load("corrupt.safetensors")
     assert not out.success and "current memory stays in use" in out.message and c.model_version == v
     foreign = tmp_path / "foreign.safetensors"
     other = CBCLPRLearner(LearnerConfig(), backbone="resnet18", feature_dim=D)
     other.teach("x", np.random.default_rng(0).normal(size=(4, D)))
     other.save(foreign)
-    out = c.load(str(foreign))
+    out = c.load("foreign.safetensors")
     assert not out.success and "resnet18" in out.message and len(c.classes) == 3
-    assert not c.load(str(tmp_path / "missing")).success
+    assert not c.load("missing").success
+    assert out.num_classes == 3 and out.model_version == v
     # a corrupt file at start-up is moved aside (never overwritten) and the learner starts empty
     fresh = _controller(corrupt)
     msg = fresh.load_at_startup()
@@ -201,7 +207,10 @@ def test_corrupt_or_foreign_memory_files_are_refused(taught, tmp_path):
 
 
 def test_classify_answers_while_a_teach_runs(taught):
+    from cbcl_pr_ros.service.validation import RequestLimits
+
     c, centres, rng = taught
+    c.limits = RequestLimits(max_images_per_request=400)
     big = _blob(rng, np.full(D, 9.0), 400)
     t = threading.Thread(target=c.teach, args=("pot", big))
     t.start()

@@ -1,0 +1,134 @@
+"""Limits on every field of a learner or extractor request, as pure functions.
+
+Every request field is untrusted: any process on the ROS domain may call these services.  Each
+check returns the clean value or raises :class:`RequestError` with one sentence fit for a service
+response; it never echoes a long or control-character-laden input back (that would forge log lines).
+The caps come from node parameters (:class:`RequestLimits`), documented in docs/nodes.md and
+docs/security.md.
+"""
+from __future__ import annotations
+
+import math
+import unicodedata
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+__all__ = [
+    "MAX_LABEL_CHARS",
+    "RequestError",
+    "RequestLimits",
+    "check_label",
+    "check_count",
+    "check_image_fields",
+    "check_timeout",
+    "check_num_frames",
+    "check_feature_values",
+    "quote",
+]
+
+MAX_LABEL_CHARS = 128  # a class name, not a document; also bounds every message that echoes it
+
+
+class RequestError(ValueError):
+    """A request field is out of its limits; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """Caps on request fields (node parameters of the same names, see service.params)."""
+
+    max_images_per_request: int = 64
+    max_image_pixels: int = 4096 * 4096
+    max_image_bytes: int = 64 * 1024 * 1024
+    max_teach_frames: int = 100
+    max_teach_timeout_s: float = 60.0
+    max_feature_abs: float = 1.0e6
+
+    @classmethod
+    def from_params(cls, p: Mapping[str, Any]) -> "RequestLimits":
+        """The limits among a node's parameter values (missing ones keep their defaults)."""
+        fields = cls.__dataclass_fields__
+        return cls(**{k: type(getattr(cls, k))(p[k]) for k in fields if k in p})
+
+
+def quote(text: str, limit: int = 40) -> str:
+    """``text`` safe to put in a message or log line: repr-escaped, cut to ``limit`` characters."""
+    text = str(text)
+    cut = text[:limit]
+    return repr(cut) + (f"... ({len(text)} characters)" if len(text) > limit else "")
+
+
+def check_label(label: Any, what: str = "label") -> str:
+    """A class name: printable UTF-8, 1..MAX_LABEL_CHARS characters after stripping, no control chars."""
+    if not isinstance(label, str):
+        raise RequestError(f"{what} must be a string, got {type(label).__name__}")
+    clean = label.strip()
+    if not clean:
+        raise RequestError(f"empty {what}: give the class a name")
+    if len(clean) > MAX_LABEL_CHARS:
+        raise RequestError(f"{what} has {len(clean)} characters; the most is {MAX_LABEL_CHARS}")
+    for i, ch in enumerate(clean):
+        if not ch.isprintable():
+            cat = unicodedata.category(ch)
+            raise RequestError(f"{what} contains an unprintable character U+{ord(ch):04X} ({cat}) at "
+                               f"position {i}; use printable characters only")
+    return clean
+
+
+def check_count(n: int, limit: int, what: str) -> int:
+    """``n`` items of ``what`` in one request, at most ``limit``."""
+    if n > limit:
+        raise RequestError(f"{n} {what} in one request; the most is {limit}")
+    return n
+
+
+def check_image_fields(width: int, height: int, step: int, data_len: int, limits: RequestLimits,
+                       index: int = 0) -> None:
+    """Size of one sensor_msgs/Image before it is decoded (pixels, bytes, step consistent)."""
+    pixels = int(width) * int(height)
+    if pixels > limits.max_image_pixels:
+        raise RequestError(f"image {index} has {width}x{height} = {pixels} pixels; the most is "
+                           f"{limits.max_image_pixels}")
+    if data_len > limits.max_image_bytes:
+        raise RequestError(f"image {index} has {data_len} bytes of data; the most is {limits.max_image_bytes}")
+    if height and step and int(step) * int(height) > data_len:
+        raise RequestError(f"image {index}: step {step} x height {height} exceeds its {data_len} bytes")
+
+
+def check_timeout(value: float, default: float, cap: float, what: str = "timeout_s") -> float:
+    """Seconds to wait: 0 = ``default``; finite, >= 0 and at most ``cap`` (the default is capped too)."""
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        raise RequestError(f"{what} must be a finite number >= 0, got {v!r}")
+    if v == 0:
+        return min(float(default), float(cap))
+    if v > cap:
+        raise RequestError(f"{what} {v:g} s is above the cap of {cap:g} s (parameter max_teach_timeout_s)")
+    return v
+
+
+def check_num_frames(value: int, default: int, cap: int) -> int:
+    """Frames to take from the stream: 0 = ``default``; at most ``cap`` (max_teach_frames)."""
+    n = int(value)
+    if n < 0:
+        raise RequestError(f"num_frames must be >= 0, got {n}")
+    if n == 0:
+        return min(int(default), int(cap))
+    if n > cap:
+        raise RequestError(f"num_frames {n} is above the cap of {cap} (parameter max_teach_frames)")
+    return n
+
+
+def check_feature_values(feats: np.ndarray, max_abs: float) -> np.ndarray:
+    """Feature vectors must be finite and within ``max_abs``: one huge vector would turn every
+    other class's confidence into NaN (overflow in the distances)."""
+    arr = np.asarray(feats)
+    if not np.all(np.isfinite(arr)):
+        raise RequestError("feature vectors contain NaN or infinite values")
+    peak = float(np.max(np.abs(arr))) if arr.size else 0.0
+    if peak > max_abs:
+        raise RequestError(f"feature values reach {peak:.3g}; the most accepted is {max_abs:g} "
+                           "(parameter max_feature_abs)")
+    return arr
