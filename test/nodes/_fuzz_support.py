@@ -1,0 +1,309 @@
+"""Random and adversarial requests for every service of the learner and the extractor (hypothesis).
+
+Shared by test/nodes/test_hardening_live.py (a bounded run in CI) and bench/bench_hardening.py
+(thousands of requests, the kill -9 loop). Loaded by file path (tests run in importlib mode).
+
+:class:`Fuzzer` sends one request per example to live nodes in child processes, keeps a shadow of
+the classes the learner must hold (successful teach/forget/rename/load answers), and counts
+crashes (the process ended), wedged calls (no answer within the call timeout) and lost classes.
+"""
+from __future__ import annotations
+
+import array
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+DIM = 1280  # efficientnet_lite0, the backbone of the fuzzed nodes
+BACKBONE = "efficientnet_lite0"
+ANCHORS = ("anchor_a", "anchor_b")
+
+# ------------------------------------------------------------------ strategies
+_NASTY_TEXT = ["", " ", "\x00", "a\x00b", "evil\nINFO [learner]: forged", "\u202emug", "x" * 300,
+               "x" * 20_000, "🙂 mug", "anchor_a", "anchor_b", " anchor_a ", "$HOME", "~", "..", "%s%n",
+               "\t", "mug\r"]
+_NASTY_PATHS = ["", "../../etc/passwd", "/dev/zero", "/etc/passwd", "~/.ssh/authorized_keys",
+                "$HOME/.bashrc", "a/b", ".hidden", "..", ".", "memory.safetensors", "copy.safetensors",
+                "fifo", "link_out", "big.bin", "garbage.safetensors", "/tmp", "x" * 300, "nul\x00byte",
+                "copy2.safetensors"]
+_ENCODINGS = ["rgb8", "bgr8", "mono8", "rgba8", "bgra8", "mono16", "16UC1", "32FC1", "yuv422", "", "rgb8\x00",
+              "bayer_rggb8", "8UC3"]
+
+
+def text() -> st.SearchStrategy[str]:
+    return st.one_of(st.sampled_from(_NASTY_TEXT), st.text(max_size=40),
+                     st.text(alphabet="abcdefghij_ -", min_size=1, max_size=12))
+
+
+def floats32() -> st.SearchStrategy[float]:
+    return st.one_of(st.floats(width=32, allow_nan=True, allow_infinity=True),
+                     st.sampled_from([0.0, 1e-3, 0.5, 2.0, 1e9, 1e10, 3e38, float("inf"), float("nan"), -1.0]))
+
+
+@st.composite
+def feature_vector(draw: Any) -> Any:
+    from cbcl_pr_ros.msg import FeatureVector
+
+    width = draw(st.sampled_from([DIM, DIM, DIM, 3, 0, 1, 512, 1281]))
+    kind = draw(st.sampled_from(["normal", "normal", "huge", "nan", "inf", "zeros", "random"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    v = rng.normal(0, 1, width).astype(np.float32)
+    if kind == "huge" and width:
+        v[rng.integers(width)] = 3e38
+    elif kind == "nan" and width:
+        v[rng.integers(width)] = np.nan
+    elif kind == "inf" and width:
+        v[rng.integers(width)] = -np.inf
+    elif kind == "zeros":
+        v[:] = 0
+    elif kind == "random" and width:
+        v = rng.uniform(-1e6, 1e6, width).astype(np.float32)
+    m = FeatureVector()
+    m.backbone = draw(st.sampled_from([BACKBONE, BACKBONE, "", "resnet18", "x" * 100]))
+    m.preprocessing = draw(st.sampled_from(["", "p", "\x00"]))
+    m.dimension = draw(st.sampled_from([width, width, 0, 7, 2**32 - 1]))
+    m.values = array.array("f", v.tobytes())
+    return m
+
+
+@st.composite
+def image(draw: Any) -> Any:
+    from sensor_msgs.msg import Image
+
+    img = Image()
+    img.encoding = draw(st.sampled_from(_ENCODINGS))
+    consistent = draw(st.booleans())
+    if consistent:
+        h, w = draw(st.integers(1, 24)), draw(st.integers(1, 24))
+        ch = {"mono8": 1, "mono16": 2, "16UC1": 2, "32FC1": 4, "rgba8": 4, "bgra8": 4}.get(img.encoding, 3)
+        img.height, img.width, img.step = h, w, w * ch
+        n = h * w * ch
+    else:
+        img.height = draw(st.sampled_from([0, 1, 5, 4096, 100_000, 2**32 - 1]))
+        img.width = draw(st.sampled_from([0, 1, 5, 4096, 100_000, 2**32 - 1]))
+        img.step = draw(st.sampled_from([0, 1, 3, 15, 2**32 - 1]))
+        n = draw(st.integers(0, 300))
+    img.is_bigendian = draw(st.sampled_from([0, 1]))
+    img.data = array.array("B", np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+                           .integers(0, 256, n, dtype=np.uint8).tobytes())
+    return img
+
+
+def _uint32() -> st.SearchStrategy[int]:
+    return st.one_of(st.sampled_from([0, 1, 3, 101, 2**31, 2**32 - 1]), st.integers(0, 2**32 - 1))
+
+
+@st.composite
+def teach_request(draw: Any) -> Any:
+    from cbcl_pr_ros.srv import TeachClass
+
+    r = TeachClass.Request()
+    r.label = draw(text())
+    source = draw(st.sampled_from(["features", "features", "images", "stream", "nothing"]))
+    if source == "features":
+        r.features = draw(st.lists(feature_vector(), min_size=0, max_size=4))
+    elif source == "images":
+        r.images = draw(st.lists(image(), min_size=1, max_size=3))
+    elif source == "stream":
+        r.num_frames = draw(_uint32())
+        r.timeout_s = draw(floats32())
+    return r
+
+
+@st.composite
+def request(draw: Any) -> tuple[str, Any]:
+    """(service name, request) for one of the learner's or the extractor's services."""
+    from cbcl_pr_ros.srv import (Classify, ExtractFeatures, ForgetClass, ListClasses, LoadMemory, RenameClass,
+                                 SaveMemory)
+
+    kind = draw(st.sampled_from(["teach_class"] * 4 + ["classify"] * 3 + ["forget_class", "rename_class",
+                                 "save_memory", "load_memory", "list_classes", "extract_features"]))
+    if kind == "teach_class":
+        return kind, draw(teach_request())
+    if kind == "classify":
+        r = Classify.Request()
+        which = draw(st.sampled_from(["feature", "image", "latest"]))
+        if which == "feature":
+            r.feature = draw(feature_vector())
+        elif which == "image":
+            r.image = draw(image())
+        r.top_k = draw(_uint32())
+        return kind, r
+    if kind == "forget_class":
+        return kind, ForgetClass.Request(label=draw(text()))
+    if kind == "rename_class":
+        return kind, RenameClass.Request(old_label=draw(text()), new_label=draw(text()))
+    if kind == "save_memory":
+        return kind, SaveMemory.Request(path=draw(st.one_of(st.sampled_from(_NASTY_PATHS), text())))
+    if kind == "load_memory":
+        return kind, LoadMemory.Request(path=draw(st.one_of(st.sampled_from(_NASTY_PATHS), text())))
+    if kind == "extract_features":
+        r = ExtractFeatures.Request()
+        r.images = draw(st.lists(image(), min_size=0, max_size=3))
+        return kind, r
+    return kind, ListClasses.Request()
+
+
+# ------------------------------------------------------------------ driver
+def good_features(seed: int, n: int = 4, centre: float = 0.0) -> list:
+    from cbcl_pr_ros.msg import FeatureVector
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        m = FeatureVector(backbone=BACKBONE, dimension=DIM)
+        m.values = array.array("f", (rng.normal(centre, 1.0, DIM)).astype(np.float32).tobytes())
+        out.append(m)
+    return out
+
+
+@dataclass
+class Tally:
+    requests: int = 0
+    by_service: dict = field(default_factory=dict)
+    successes: int = 0
+    wedged: int = 0
+    crashes: int = 0
+    classes_lost: int = 0
+    errors_internal: int = 0
+    notes: list = field(default_factory=list)
+
+
+class Fuzzer:
+    """Sends fuzzed requests through ``client`` (conftest Client) and keeps the shadow of classes."""
+
+    def __init__(self, client: Any, procs: dict[str, Any], call_timeout: float = 30.0) -> None:
+        self.client = client
+        self.procs = procs  # name -> conftest Proc
+        self.call_timeout = call_timeout
+        self.tally = Tally()
+        self.expected: set[str] = set()
+        self.saved: dict[str, set[str]] = {}
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _srv_type(self, name: str) -> Any:
+        from cbcl_pr_ros import srv
+
+        return {"teach_class": srv.TeachClass, "classify": srv.Classify, "forget_class": srv.ForgetClass,
+                "rename_class": srv.RenameClass, "save_memory": srv.SaveMemory, "load_memory": srv.LoadMemory,
+                "list_classes": srv.ListClasses, "extract_features": srv.ExtractFeatures}[name]
+
+    def call(self, name: str, req: Any) -> Any:
+        """The response, or None when none came within the call timeout (a wedged call)."""
+        with self._lock:
+            cli = self._clients.get(name)
+            if cli is None:
+                cli = self.client.node.create_client(self._srv_type(name), name)
+                self._clients[name] = cli
+        if not cli.wait_for_service(timeout_sec=self.call_timeout):
+            return None
+        done = threading.Event()
+        fut = cli.call_async(req)
+        fut.add_done_callback(lambda _f: done.set())
+        if not done.wait(self.call_timeout):
+            cli.remove_pending_request(fut)
+            return None
+        return fut.result()
+
+    def alive(self) -> bool:
+        return all(p.popen.poll() is None for p in self.procs.values())
+
+    def seed_anchors(self) -> None:
+        from cbcl_pr_ros.srv import TeachClass
+
+        for i, label in enumerate(ANCHORS):
+            r = self.call("teach_class", TeachClass.Request(label=label, features=good_features(i, 4, 3.0 * i)))
+            assert r is not None and r.success, getattr(r, "message", "no answer")
+            self.expected.add(label)
+
+    def step(self, name: str, req: Any) -> None:
+        t = self.tally
+        t.requests += 1
+        t.by_service[name] = t.by_service.get(name, 0) + 1
+        resp = self.call(name, req)
+        if resp is None:
+            if self.alive():
+                t.wedged += 1
+                t.notes.append(f"wedged: {name}")
+            else:
+                t.crashes += 1
+                t.notes.append(f"crash after {name}")
+                raise AssertionError(f"a node ended after a {name} request")
+            return
+        ok = bool(getattr(resp, "success", True))
+        t.successes += ok
+        if "internal error" in getattr(resp, "message", ""):
+            t.errors_internal += 1
+            t.notes.append(f"internal error: {name}: {resp.message[:120]}")
+        if not ok:
+            return
+        if name == "teach_class":
+            self.expected.add(req.label.strip())
+        elif name == "forget_class":
+            self.expected.discard(req.label.strip())
+        elif name == "rename_class":
+            self.expected.discard(req.old_label.strip())
+            self.expected.add(req.new_label.strip())
+        elif name == "save_memory":
+            self.saved[resp.path] = set(self.expected)
+        elif name == "load_memory":
+            key = req.path or "memory.safetensors"
+            self.expected = set(self.saved.get(key, self.expected))
+
+    def check_classes(self) -> int:
+        """Classes the learner should hold but does not (0 is the target); updates the tally."""
+        from cbcl_pr_ros.srv import ListClasses
+
+        r = self.call("list_classes", ListClasses.Request())
+        if r is None:
+            self.tally.wedged += 1
+            return -1
+        held = {c.name for c in r.classes}
+        lost = self.expected - held
+        if lost:
+            self.tally.notes.append(f"lost {sorted(lost)[:5]} (held {sorted(held)[:10]})")
+        self.tally.classes_lost += len(lost)
+        return len(lost)
+
+    def run(self, examples: int, seed: int | None = None,
+            on_example: Callable[[int], None] | None = None) -> Tally:
+        """``examples`` hypothesis-generated requests, one per example (no shrinking: the nodes keep state)."""
+        count = [0]
+
+        @settings(max_examples=examples, deadline=None, database=None, derandomize=seed is not None,
+                  suppress_health_check=list(HealthCheck), phases=["generate"], print_blob=False)
+        @given(request())
+        def one(item: tuple[str, Any]) -> None:
+            name, req = item
+            self.step(name, req)
+            count[0] += 1
+            if on_example is not None:
+                on_example(count[0])
+
+        one()
+        return self.tally
+
+
+def prepare_memory_dir(mem: Any, outside: Any) -> None:
+    """Traps in the memory directory: a FIFO, a link out of it, a big file, a garbage file."""
+    import os
+
+    mem.mkdir(parents=True, exist_ok=True)
+    outside.write_text("must never change")
+    os.mkfifo(mem / "fifo")
+    (mem / "link_out").symlink_to(outside)
+    (mem / "big.bin").write_bytes(b"\0" * (2 * 1024 * 1024))
+    (mem / "garbage.safetensors").write_bytes(os.urandom(4096))
+
+
+def learner_params(mem: Any) -> dict[str, Any]:
+    return {"memory_dir": str(mem), "memory_path": "memory.safetensors", "teach_timeout_s": 0.5,
+            "max_teach_timeout_s": 2.0, "extract_timeout_s": 10.0, "status_period_s": 0.5,
+            "max_memory_file_bytes": 1024 * 1024}
+

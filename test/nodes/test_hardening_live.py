@@ -1,0 +1,91 @@
+"""Issue 11 against live nodes in child processes: the two-severity logging sequence, and a bounded
+hypothesis run of random and adversarial requests at every service (bench/bench_hardening.py runs
+thousands, plus the kill -9 loop)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+START_TIMEOUT = 120.0
+FUZZ_EXAMPLES = 250  # about a minute on a 2-core CI machine; the bench runs thousands
+
+
+def _support():
+    spec = importlib.util.spec_from_file_location("_fuzz_support", Path(__file__).with_name("_fuzz_support.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_failed_then_successful_save_and_load_keep_the_learner_alive(helpers, domain_id, tmp_path):
+    """rclpy refuses a logging call site whose severity changes; this sequence used to end the node."""
+    from cbcl_pr_ros.srv import ListClasses, LoadMemory, SaveMemory, TeachClass
+
+    h, fz = helpers, _support()
+    mem = tmp_path / "mem"
+    learner = h.start_node("learner_node", domain_id, tmp_path, fz.learner_params(mem))
+    cli = h.Client(domain_id)
+    try:
+        assert cli.wait_for_service(TeachClass, "teach_class", START_TIMEOUT, learner), learner.output()
+        r = cli.call(TeachClass, "teach_class", TeachClass.Request(label="mug", features=fz.good_features(0)))
+        assert r.success, r.message
+        sequence = [(SaveMemory, "save_memory", "../outside", False), (SaveMemory, "save_memory", "", True),
+                    (SaveMemory, "save_memory", "a/b", False), (SaveMemory, "save_memory", "copy", True),
+                    (LoadMemory, "load_memory", "missing", False), (LoadMemory, "load_memory", "", True),
+                    (LoadMemory, "load_memory", "/dev/zero", False), (LoadMemory, "load_memory", "copy", True),
+                    (SaveMemory, "save_memory", "~/.ssh/authorized_keys", False)]
+        for srv_type, name, path, ok in sequence:
+            r = cli.call(srv_type, name, srv_type.Request(path=path), timeout=30.0)
+            assert r.success is ok, (name, path, r.message)
+        r = cli.call(ListClasses, "list_classes", ListClasses.Request(), timeout=30.0)
+        assert [c.name for c in r.classes] == ["mug"]
+        assert learner.popen.poll() is None
+        assert sorted(p.name for p in mem.iterdir()) == ["copy", "memory.safetensors"]
+    finally:
+        cli.close()
+        code = learner.stop()
+    out = learner.output()
+    assert code == 0 and "severity cannot be changed" not in out and "Traceback" not in out, out[-3000:]
+
+
+def test_fuzzed_requests_end_no_node_wedge_no_call_and_lose_no_class(helpers, domain_id, tmp_path):
+    from cbcl_pr_ros.srv import ExtractFeatures, ListClasses, TeachClass
+
+    h, fz = helpers, _support()
+    mem, outside = tmp_path / "mem", tmp_path / "outside.txt"
+    fz.prepare_memory_dir(mem, outside)
+    lp = fz.learner_params(mem)
+    extractor = h.start_node("feature_extractor_node", domain_id, tmp_path, {"no_frame_warning_s": 0.0})
+    learner = h.start_node("learner_node", domain_id, tmp_path, lp)
+    cli = h.Client(domain_id)
+    try:
+        assert cli.wait_for_service(ExtractFeatures, "extract_features", START_TIMEOUT, extractor), extractor.output()
+        assert cli.wait_for_service(TeachClass, "teach_class", START_TIMEOUT, learner), learner.output()
+        fuzz = fz.Fuzzer(cli, {"extractor": extractor, "learner": learner})
+        fuzz.seed_anchors()
+        tally = fuzz.run(FUZZ_EXAMPLES, seed=11)
+        assert fuzz.alive(), learner.output()[-3000:] + extractor.output()[-2000:]
+        assert fuzz.check_classes() == 0, tally.notes
+        assert (tally.crashes, tally.wedged, tally.classes_lost) == (0, 0, 0), tally.notes
+        assert tally.errors_internal == 0, tally.notes  # every refusal was a foreseen one
+        assert tally.requests == FUZZ_EXAMPLES and len(tally.by_service) == 8, tally.by_service
+        # a restart brings back exactly what the learner held
+        assert learner.stop() == 0, learner.output()[-3000:]
+        learner = h.start_node("learner_node", domain_id, tmp_path, lp, tag="_restarted")
+        fuzz.procs["learner"] = learner
+        assert cli.wait_for_service(ListClasses, "list_classes", START_TIMEOUT, learner), learner.output()
+        assert fuzz.check_classes() == 0, fuzz.tally.notes
+        assert outside.read_text() == "must never change"
+        assert not list(mem.glob("*.tmp")) and not (mem / ".ssh").exists()
+    finally:
+        cli.close()
+        for p in (learner, extractor):
+            p.stop()
+    for p in (learner, extractor):
+        assert "Traceback" not in p.output() and "severity cannot" not in p.output(), p.output()[-3000:]
