@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Issue 11's closing figures: fuzzed requests against live nodes, the kill -9 loop, and the time the
+new memory-file checks add to a save and a load.
+
+1. **Fuzz**: extractor and learner as child processes on a fresh ROS domain; thousands of
+   hypothesis-generated requests (random and adversarial: labels with NUL/newlines/20k characters,
+   vectors of the wrong width or with 3e38/NaN, images with lying sizes, timeouts of inf/1e10, paths
+   like ``../../etc/passwd``, ``/dev/zero``, a FIFO, a symlink out, a garbage file) at all 8 services,
+   while a second client classifies continuously. Counted: crashes (a node ended), wedged calls (no
+   answer within 30 s), classes lost (a successful teach/rename/load the learner no longer reflects,
+   checked live and after a restart), files outside the memory directory changed.
+2. **kill -9 loop**: a learner is taught new classes continuously and killed with SIGKILL at a random
+   moment (often inside a save), then restarted; every class whose teach answered success must be
+   back, and the temporary files of interrupted saves must be gone after the restart.
+3. **Save/load time**: the same learner saved and loaded by the code before this change (``--before-ref``,
+   extracted with ``git archive`` and run in a subprocess) and by the node's path now (MemoryStore +
+   complete validation + one test classification); medians and their ratio.
+
+    python -P bench/bench_hardening.py [--requests 3000] [--kills 50] [--before-ref f65c4c8]
+
+Writes bench/results/hardening.json (machine and load average included).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cbcl_pr_ros.evaluation.experiments import machine_info
+
+REPO = Path(__file__).resolve().parents[1]
+log_every = 250
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+H = _load("nodes_conftest", REPO / "test" / "nodes" / "conftest.py")
+FZ = _load("_fuzz_support", REPO / "test" / "nodes" / "_fuzz_support.py")
+
+
+def progress(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ------------------------------------------------------------------ 1. fuzz
+def fuzz(n_requests: int, work: Path) -> dict:
+    from cbcl_pr_ros.srv import Classify, ExtractFeatures, ListClasses, TeachClass
+
+    domain = H.fresh_domain()
+    mem, outside = work / "mem", work / "outside.txt"
+    FZ.prepare_memory_dir(mem, outside)
+    lp = FZ.learner_params(mem)
+    extractor = H.start_node("feature_extractor_node", domain, work, {"no_frame_warning_s": 0.0})
+    learner = H.start_node("learner_node", domain, work, lp)
+    cli = H.Client(domain, "fuzz_client")
+    side = H.Client(domain, "classify_client")
+    t0 = time.monotonic()
+    try:
+        assert cli.wait_for_service(ExtractFeatures, "extract_features", 180, extractor), extractor.output()
+        assert cli.wait_for_service(TeachClass, "teach_class", 180, learner), learner.output()
+        f = FZ.Fuzzer(cli, {"extractor": extractor, "learner": learner})
+        f.seed_anchors()
+        side_f = FZ.Fuzzer(side, {"learner": learner})
+        stop = threading.Event()
+        side_stats = {"calls": 0, "answered": 0, "unanswered": 0}
+        probe = FZ.good_features(99, 1)[0]
+
+        def classify_loop() -> None:
+            while not stop.is_set():
+                r = side_f.call("classify", Classify.Request(feature=probe))
+                side_stats["calls"] += 1
+                side_stats["answered" if r is not None else "unanswered"] += 1
+
+        th = threading.Thread(target=classify_loop, daemon=True)
+        th.start()
+        f.run(n_requests, seed=2024, on_example=lambda i: i % log_every == 0 and progress(
+            f"fuzz {i}/{n_requests}: {f.tally.successes} succeeded, crashes {f.tally.crashes}, "
+            f"wedged {f.tally.wedged}"))
+        stop.set()
+        th.join(60)
+        alive = f.alive()
+        lost_live = f.check_classes()
+        held_before = len(f.expected)
+        learner.stop()
+        learner = H.start_node("learner_node", domain, work, lp, tag="_restarted")
+        f.procs["learner"] = learner
+        assert cli.wait_for_service(ListClasses, "list_classes", 180, learner), learner.output()
+        lost_restart = f.check_classes()
+        tally = f.tally
+        out = {
+            "requests": tally.requests, "by_service": tally.by_service, "succeeded": tally.successes,
+            "crashes": tally.crashes, "wedged_calls": tally.wedged, "internal_errors": tally.errors_internal,
+            "classes_lost_live": lost_live, "classes_lost_after_restart": lost_restart,
+            "classes_held_at_end": held_before, "nodes_alive_at_end": alive,
+            "concurrent_classify": side_stats,
+            "outside_file_unchanged": outside.read_text() == "must never change",
+            "temp_files_left": len(list(mem.glob("*.tmp"))),
+            "tracebacks_in_logs": sum(p.output().count("Traceback") for p in (learner, extractor)),
+            "seconds": round(time.monotonic() - t0, 1), "notes": tally.notes[:20],
+        }
+    finally:
+        stop_all = [cli, side]
+        for c in stop_all:
+            c.close()
+        for p in (learner, extractor):
+            p.stop()
+    return out
+
+
+# ------------------------------------------------------------------ 2. kill -9 loop
+def kill_loop(kills: int, work: Path, seed: int = 7) -> dict:
+    from cbcl_pr_ros.srv import ListClasses, TeachClass
+
+    rnd = random.Random(seed)
+    domain = H.fresh_domain()
+    mem = work / "kill_mem"
+    mem.mkdir(parents=True, exist_ok=True)
+    lp = FZ.learner_params(mem)
+    cli = H.Client(domain, "kill_client")
+    confirmed: set[str] = set()
+    lost_total, killed_mid_save, temp_after_restart, restarts_failed = 0, 0, 0, 0
+    per_kill = []
+    k = 0
+    try:
+        for k in range(kills):
+            proc = H.start_node("learner_node", domain, work, lp, tag=f"_kill{k}")
+            if not cli.wait_for_service(ListClasses, "list_classes", 120, proc):
+                restarts_failed += 1
+                proc.popen.kill()
+                continue
+            r = H_call(cli, ListClasses, "list_classes", ListClasses.Request())
+            held = {c.name for c in r.classes} if r is not None else set()
+            lost = confirmed - held
+            lost_total += len(lost)
+            temp_after_restart += len(list(mem.glob("*.tmp")))
+            stop = threading.Event()
+
+            def teach_loop(k: int = k) -> None:
+                j = 0
+                while not stop.is_set():
+                    label = f"k{k}_{j}"
+                    feats = FZ.good_features(1000 * k + j, 16, centre=float(j % 7))
+                    resp = H_call(cli, TeachClass, "teach_class", TeachClass.Request(label=label, features=feats))
+                    if resp is not None and resp.success and "WARNING" not in resp.message:
+                        confirmed.add(label)
+                    j += 1
+
+            th = threading.Thread(target=teach_loop, daemon=True)
+            th.start()
+            time.sleep(rnd.uniform(0.3, 2.5))
+            proc.popen.send_signal(signal.SIGKILL)
+            proc.popen.wait(10)
+            stop.set()
+            th.join(30)
+            tmp_left = len(list(mem.glob("*.tmp")))
+            killed_mid_save += tmp_left > 0
+            per_kill.append({"held_at_start": len(held), "lost": len(lost), "temp_files_after_kill": tmp_left})
+            if k % 10 == 0:
+                progress(f"kill {k + 1}/{kills}: {len(confirmed)} classes confirmed, lost so far {lost_total}, "
+                         f"kills inside a save {killed_mid_save}")
+        # the final restart checks the last kill
+        proc = H.start_node("learner_node", domain, work, lp, tag="_final")
+        assert cli.wait_for_service(ListClasses, "list_classes", 120, proc), proc.output()
+        r = H_call(cli, ListClasses, "list_classes", ListClasses.Request())
+        held = {c.name for c in r.classes}
+        lost_total += len(confirmed - held)
+        temp_final = len(list(mem.glob("*.tmp")))
+        proc.stop()
+    finally:
+        cli.close()
+    return {"kills": kills, "classes_confirmed": len(confirmed), "classes_lost": lost_total,
+            "kills_that_left_a_temp_file": killed_mid_save, "temp_files_after_restarts": temp_after_restart + temp_final,
+            "restarts_failed": restarts_failed, "memory_file_bytes_at_end": (mem / "memory.safetensors").stat().st_size}
+
+
+def H_call(cli, srv_type, name, req, timeout: float = 30.0):
+    try:
+        return cli.call(srv_type, name, req, timeout=timeout)
+    except TimeoutError:
+        return None
+
+
+# ------------------------------------------------------------------ 3. save/load time
+_OLD_TIMER = r"""
+import sys, time, json, numpy as np
+sys.path.insert(0, sys.argv[1])
+from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+data = np.load(sys.argv[2])
+lrn = CBCLPRLearner(LearnerConfig(seed=0), backbone="efficientnet_lite0", feature_dim=data["x"].shape[2])
+lrn.teach_increment({f"c{i}": data["x"][i] for i in range(data["x"].shape[0])})
+path = sys.argv[3]
+save, load = [], []
+for _ in range(int(sys.argv[4])):
+    t = time.perf_counter(); lrn.save(path); save.append(time.perf_counter() - t)
+    t = time.perf_counter(); CBCLPRLearner.load(path, expected_backbone="efficientnet_lite0"); load.append(time.perf_counter() - t)
+print(json.dumps({"save": save, "load": load, "file": sys.modules["cbcl_pr_ros"].__file__}))
+"""
+
+
+def save_load_times(ref: str, work: Path, classes: int = 30, shots: int = 10, reps: int = 15) -> dict:
+    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+    from cbcl_pr_ros.service.controller import LearnerController
+    from cbcl_pr_ros.service.memory_files import MemoryStore
+
+    rng = np.random.default_rng(0)
+    x = (rng.normal(0, 1, (classes, shots, 1280)) + rng.normal(0, 3, (classes, 1, 1280))).astype(np.float32)
+    np.savez(work / "data.npz", x=x)
+    old_dir = work / "before"
+    old_dir.mkdir(exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "cbcl_pr_ros/__init__.py", "cbcl_pr_ros/core"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old_dir)], input=archive, check=True)
+    res = subprocess.run([sys.executable, "-P", "-c", _OLD_TIMER, str(old_dir), str(work / "data.npz"),
+                          str(work / "old.safetensors"), str(reps)], check=True, capture_output=True, text=True,
+                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+    old = json.loads(res.stdout.strip().splitlines()[-1])
+    assert old["file"].startswith(str(old_dir)), old["file"]  # the code before, not the installed one
+
+    def make(d: int) -> CBCLPRLearner:
+        return CBCLPRLearner(LearnerConfig(seed=0), backbone="efficientnet_lite0", feature_dim=d)
+
+    c = LearnerController(make, "efficientnet_lite0", 1280, MemoryStore(str(work / "new_mem"), ""))
+    c.learner_.teach_increment({f"c{i}": x[i] for i in range(classes)})
+    save, load = [], []
+    for _ in range(reps):
+        t = time.perf_counter()
+        ok, msg, _, size = c.save("bench.safetensors")
+        save.append(time.perf_counter() - t)
+        assert ok, msg
+        t = time.perf_counter()
+        out = c.load("bench.safetensors")
+        load.append(time.perf_counter() - t)
+        assert out.success, out.message
+
+    def med(v: list) -> float:
+        return float(np.median(v))
+
+    return {
+        "classes": classes, "shots_per_class": shots, "feature_dim": 1280, "file_bytes": size, "reps": reps,
+        "before_ref": ref,
+        "save_s_before": med(old["save"]), "save_s_after": med(save),
+        "load_s_before": med(old["load"]), "load_s_after": med(load),
+        "save_ratio_after_over_before": med(save) / med(old["save"]),
+        "load_ratio_after_over_before": med(load) / med(old["load"]),
+        "note": "before = the code at before_ref (core save/load by path); after = the node's path now "
+                "(MemoryStore name resolution + O_NOFOLLOW/fstat/size cap, complete validation, "
+                "rebuild, one test classification). Same machine, same data, medians.",
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--requests", type=int, default=3000)
+    ap.add_argument("--kills", type=int, default=50)
+    ap.add_argument("--before-ref", default="f65c4c8")
+    ap.add_argument("--parts", default="fuzz,kill,time")
+    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "hardening.json"))
+    args = ap.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    parts = set(args.parts.split(","))
+    result: dict = {"machine_start": machine_info()}
+    with tempfile.TemporaryDirectory(prefix="bench_hardening_") as tmp:
+        work = Path(tmp)
+        if "time" in parts:
+            progress("save/load timing (before vs after)")
+            result["save_load"] = save_load_times(args.before_ref, work)
+            progress(json.dumps(result["save_load"]))
+        if "fuzz" in parts:
+            progress(f"fuzzing {args.requests} requests")
+            result["fuzz"] = fuzz(args.requests, work)
+            progress(json.dumps({k: v for k, v in result["fuzz"].items() if k != "notes"}))
+        if "kill" in parts:
+            progress(f"kill -9 loop, {args.kills} kills")
+            result["kill_loop"] = kill_loop(args.kills, work)
+            progress(json.dumps(result["kill_loop"]))
+    result["machine_end"] = machine_info()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    progress(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
