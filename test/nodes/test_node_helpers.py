@@ -470,3 +470,44 @@ def test_fastdds_profile_is_accepted(tmp_path):
     broken.write_text(prof.read_text().replace("<segment_size>", "<segment_sise>"))
     bad = _probe_profile(broken)
     assert "XMLPARSER" in bad.stderr, bad.stderr
+
+
+# ------------------------------------------------------------------ hardening (issue 11)
+def test_guard_turns_exceptions_into_error_answers_with_one_log_line():
+    from types import SimpleNamespace
+
+    from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
+
+    lines = []
+
+    class Logger:
+        def error(self, msg, **kw):
+            lines.append(msg)
+
+    node = SimpleNamespace(get_logger=lambda: Logger())
+
+    def boom(req, resp):
+        raise KeyError("evil\nforged line")
+
+    resp = guard_service(node, boom, "teach_class")(None, SimpleNamespace(success=True, message=""))
+    assert resp.success is False and "internal error in teach_class (KeyError)" in resp.message
+    assert len(lines) == 1 and "\n" not in lines[0] and "teach_class failed" in lines[0]
+    assert guard_callback(node, lambda m: 1 / 0, "features")("msg") is None and len(lines) == 2
+    ok = guard_service(node, lambda req, resp: "fine", "x")(None, None)
+    assert ok == "fine" and len(lines) == 2
+
+
+def test_malformed_depth_images_are_refused_not_fatal():
+    from sensor_msgs.msg import Image
+
+    from cbcl_pr_ros.nodes.arm import depth_array
+
+    good = Image(height=2, width=3, step=12, encoding="32FC1")
+    good.data = np.arange(6, dtype="<f4").tobytes()
+    np.testing.assert_array_equal(depth_array(good), np.arange(6, dtype=np.float32).reshape(2, 3))
+    for h, w, step, n, enc in [(2, 3, 12, 20, "32FC1"), (2, 3, 5, 24, "32FC1"), (0, 3, 12, 0, "32FC1"),
+                               (2, 3, 12, 24, "rgb8"), (100000, 100000, 400000, 24, "32FC1")]:
+        bad = Image(height=h, width=w, step=step, encoding=enc)
+        bad.data = bytes(n)
+        with pytest.raises(ValueError):
+            depth_array(bad)
