@@ -132,7 +132,7 @@ def kill_loop(kills: int, work: Path, seed: int = 7) -> dict:
     domain = H.fresh_domain()
     mem = work / "kill_mem"
     mem.mkdir(parents=True, exist_ok=True)
-    lp = FZ.learner_params(mem)
+    lp = {**FZ.learner_params(mem), "max_memory_file_bytes": 256 * 1024 * 1024}  # the default cap
     cli = H.Client(domain, "kill_client")
     confirmed: set[str] = set()
     lost_total, killed_mid_save, temp_after_restart, restarts_failed = 0, 0, 0, 0
@@ -157,7 +157,8 @@ def kill_loop(kills: int, work: Path, seed: int = 7) -> dict:
                 while not stop.is_set():
                     label = f"k{k}_{j}"
                     feats = FZ.good_features(1000 * k + j, 16, centre=float(j % 7))
-                    resp = H_call(cli, TeachClass, "teach_class", TeachClass.Request(label=label, features=feats))
+                    resp = H_call(cli, TeachClass, "teach_class", TeachClass.Request(label=label, features=feats),
+                                  timeout=8.0)
                     if resp is not None and resp.success and "WARNING" not in resp.message:
                         confirmed.add(label)
                     j += 1
@@ -168,7 +169,7 @@ def kill_loop(kills: int, work: Path, seed: int = 7) -> dict:
             proc.popen.send_signal(signal.SIGKILL)
             proc.popen.wait(10)
             stop.set()
-            th.join(30)
+            th.join(10)  # a call to the killed process times out after 8 s
             tmp_left = len(list(mem.glob("*.tmp")))
             killed_mid_save += tmp_left > 0
             per_kill.append({"held_at_start": len(held), "lost": len(lost), "temp_files_after_kill": tmp_left})
@@ -291,8 +292,15 @@ def main() -> int:
             result["kill_loop"] = kill_loop(args.kills, work)
             progress(json.dumps(result["kill_loop"]))
     result["machine_end"] = machine_info()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and parts != {"fuzz", "kill", "time"}:  # a partial run updates its parts only
+        previous = json.loads(out.read_text())
+        previous.update({k: v for k, v in result.items() if not k.startswith("machine")})
+        previous.setdefault("machine_runs", []).append(
+            {"parts": sorted(parts), "start": result["machine_start"], "end": result["machine_end"]})
+        result = previous
+    out.write_text(json.dumps(result, indent=2) + "\n")
     progress(f"wrote {args.out}")
     return 0
 

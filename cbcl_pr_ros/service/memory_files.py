@@ -10,8 +10,9 @@ resolves it inside ``memory_dir``, which is fixed when the node starts:
   ``O_NOFOLLOW``, so neither a renamed directory nor a symlink leads out of it;
 * only regular files are read (a FIFO or device is refused without blocking: ``O_NONBLOCK``), and
   only up to ``max_bytes``, checked with ``fstat`` before reading;
-* a save never replaces anything but a regular file, and writes through a temporary file that is
-  renamed (atomic); temporary files left by a killed save are removed by :meth:`remove_stale_temp`;
+* a save never replaces anything but a regular file, never writes more than ``max_bytes`` (a file it
+  could not read back), and writes through a temporary file that is renamed (atomic); temporary
+  files left by a killed save are removed by :meth:`remove_stale_temp`;
 * error messages name the file as the caller gave it and nothing else.
 
 An absolute path is accepted only when the operator allows it (``allow_absolute_paths``); it gets
@@ -163,6 +164,9 @@ class MemoryStore:
 
     def write(self, requested: str, blob: bytes) -> tuple[int, str]:
         """Atomically replace (or create) the file with ``blob``; (bytes written, shown name)."""
+        if len(blob) > self.max_bytes:  # never write a file this store would refuse to read back
+            raise MemoryAccessError(f"the memory needs {len(blob)} bytes, above the {self.max_bytes} that are "
+                                    "read back (parameter max_memory_file_bytes): raise it or forget classes")
         t = self.resolve(requested)
         try:
             try:

@@ -161,6 +161,9 @@ def test_links_fifos_devices_and_big_files_are_refused(tmp_path):
     assert time.monotonic() - t0 < 5.0
     (mem / "big").write_bytes(b"\0" * 1001)
     assert "1001 bytes" in _refusal(store, "big")
+    with pytest.raises(MemoryAccessError, match="max_memory_file_bytes"):
+        store.write("too_big", b"\0" * 1001)  # never a file it would refuse to read back
+    assert not (mem / "too_big").exists()
     absolute = MemoryStore(str(mem), allow_absolute=True)
     assert "not a regular file" in _refusal(absolute, "/dev/zero")
     with pytest.raises(MemoryAccessError, match="not a regular file"):
