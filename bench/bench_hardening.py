@@ -102,6 +102,7 @@ def fuzz(n_requests: int, work: Path) -> dict:
         learner = H.start_node("learner_node", domain, work, lp, tag="_restarted")
         f.procs["learner"] = learner
         assert cli.wait_for_service(ListClasses, "list_classes", 180, learner), learner.output()
+        H.wait_until(lambda: "learner ready" in learner.output(), 120)
         lost_restart = f.check_classes()
         tally = f.tally
         out = {
@@ -141,12 +142,12 @@ def kill_loop(kills: int, work: Path, seed: int = 7) -> dict:
     try:
         for k in range(kills):
             proc = H.start_node("learner_node", domain, work, lp, tag=f"_kill{k}")
-            if not cli.wait_for_service(ListClasses, "list_classes", 120, proc):
+            r = held_classes(cli, proc)
+            if r is None:
                 restarts_failed += 1
                 proc.popen.kill()
                 continue
-            r = H_call(cli, ListClasses, "list_classes", ListClasses.Request())
-            held = {c.name for c in r.classes} if r is not None else set()
+            held = r
             lost = confirmed - held
             lost_total += len(lost)
             temp_after_restart += len(list(mem.glob("*.tmp")))
@@ -178,9 +179,8 @@ def kill_loop(kills: int, work: Path, seed: int = 7) -> dict:
                          f"kills inside a save {killed_mid_save}")
         # the final restart checks the last kill
         proc = H.start_node("learner_node", domain, work, lp, tag="_final")
-        assert cli.wait_for_service(ListClasses, "list_classes", 120, proc), proc.output()
-        r = H_call(cli, ListClasses, "list_classes", ListClasses.Request())
-        held = {c.name for c in r.classes}
+        held = held_classes(cli, proc)
+        assert held is not None, proc.output()[-2000:]
         lost_total += len(confirmed - held)
         temp_final = len(list(mem.glob("*.tmp")))
         proc.stop()
@@ -189,6 +189,21 @@ def kill_loop(kills: int, work: Path, seed: int = 7) -> dict:
     return {"kills": kills, "classes_confirmed": len(confirmed), "classes_lost": lost_total,
             "kills_that_left_a_temp_file": killed_mid_save, "temp_files_after_restarts": temp_after_restart + temp_final,
             "restarts_failed": restarts_failed, "memory_file_bytes_at_end": (mem / "memory.safetensors").stat().st_size}
+
+
+def held_classes(cli, proc, timeout: float = 120.0) -> set | None:
+    """The classes a freshly started learner holds, once *it* answers (the killed one may still look
+    discovered for a while, so a first call can go to a dead server); None if it never answers."""
+    from cbcl_pr_ros.srv import ListClasses
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.popen.poll() is None:
+        if "learner ready" in proc.output():
+            r = H_call(cli, ListClasses, "list_classes", ListClasses.Request(), timeout=10.0)
+            if r is not None:
+                return {c.name for c in r.classes}
+        time.sleep(0.5)
+    return None
 
 
 def H_call(cli, srv_type, name, req, timeout: float = 30.0):

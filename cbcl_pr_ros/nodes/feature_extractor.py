@@ -38,7 +38,7 @@ from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.service.params import EXTRACTOR
 from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
-from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos
+from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos, service_qos
 from cbcl_pr_ros.srv import ExtractFeatures
 
 __all__ = ["FeatureExtractorNode", "frame_fingerprint", "no_frame_hint", "main"]
@@ -113,6 +113,7 @@ class FeatureExtractorNode(Node):
                                                   feature_qos("reliable", depth=10))
         self.extract_srv = self.create_service(ExtractFeatures, p["extract_service"],
                                                guard_service(self, self._on_extract, "extract_features"),
+                                               qos_profile=service_qos(),
                                                callback_group=self._srv_group)
 
         # newest-frame slot filled by the subscription, emptied by the worker

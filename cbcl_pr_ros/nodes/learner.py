@@ -63,7 +63,7 @@ from cbcl_pr_ros.service.validation import (
     check_num_frames,
     check_timeout,
 )
-from cbcl_pr_ros.nodes.qos import feature_qos, image_qos, result_qos, status_qos
+from cbcl_pr_ros.nodes.qos import feature_qos, image_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.srv import (
     Classify,
     ForgetClass,
@@ -118,7 +118,8 @@ class LearnerNode(Node):
         self._status_lock = threading.Lock()
 
         def s(srv_type: Any, name: str, fn: Any, group: Any) -> None:
-            self.create_service(srv_type, name, guard_service(self, fn, name), callback_group=group)
+            self.create_service(srv_type, name, guard_service(self, fn, name), qos_profile=service_qos(),
+                                callback_group=group)
 
         s(TeachClass, "teach_class", self._on_teach, self._mutate_group)
         s(ForgetClass, "forget_class", self._on_forget, self._mutate_group)

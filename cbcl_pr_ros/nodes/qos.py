@@ -20,6 +20,7 @@ __all__ = [
     "feature_qos",
     "result_qos",
     "status_qos",
+    "service_qos",
     "describe_qos",
 ]
 
@@ -84,3 +85,16 @@ def describe_qos(profile: QoSProfile) -> str:
     dur = "transient_local" if profile.durability == DurabilityPolicy.TRANSIENT_LOCAL else "volatile"
     hist = f"keep_last({profile.depth})" if profile.history == HistoryPolicy.KEEP_LAST else "keep_all"
     return f"{rel}/{hist}/{dur}"
+
+
+def service_qos(depth: int = 100) -> QoSProfile:
+    """Services: reliable, keep the last ``depth`` requests/replies (the default keeps 10).
+
+    All clients of a service share its one reply writer; with keep-last 10, a client that classifies
+    continuously could push another client's reply out of the history before it was delivered (a
+    call that is never answered). 100 bounds memory and leaves room for many concurrent clients.
+    """
+    if depth < 1:
+        raise ValueError(f"depth must be >= 1, got {depth}")
+    return QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=depth, reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.VOLATILE)

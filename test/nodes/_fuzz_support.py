@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 DIM = 1280  # efficientnet_lite0, the backbone of the fuzzed nodes
 BACKBONE = "efficientnet_lite0"
 ANCHORS = ("anchor_a", "anchor_b")
+DEFAULT_FILE = "memory.safetensors"
 
 # ------------------------------------------------------------------ strategies
 _NASTY_TEXT = ["", " ", "\x00", "a\x00b", "evil\nINFO [learner]: forged", "\u202emug", "x" * 300,
@@ -150,6 +151,28 @@ def request(draw: Any) -> tuple[str, Any]:
 
 
 # ------------------------------------------------------------------ driver
+def describe(req: Any) -> str:
+    """A short summary of a request for notes (field sizes, not contents)."""
+    parts = []
+    for f in req.get_fields_and_field_types():
+        v = getattr(req, f)
+        if isinstance(v, str):
+            parts.append(f"{f}={v[:30]!r}({len(v)})")
+        elif hasattr(v, "__len__") and not hasattr(v, "get_fields_and_field_types"):
+            parts.append(f"{f}[{len(v)}]")
+        elif hasattr(v, "get_fields_and_field_types"):
+            parts.append(f"{f}:{describe(v)}")
+        else:
+            parts.append(f"{f}={v!r}")
+    return "{" + ", ".join(parts)[:400] + "}"
+
+
+def _list_request() -> Any:
+    from cbcl_pr_ros.srv import ListClasses
+
+    return ListClasses.Request()
+
+
 def good_features(seed: int, n: int = 4, centre: float = 0.0) -> list:
     from cbcl_pr_ros.msg import FeatureVector
 
@@ -194,19 +217,28 @@ class Fuzzer:
                 "rename_class": srv.RenameClass, "save_memory": srv.SaveMemory, "load_memory": srv.LoadMemory,
                 "list_classes": srv.ListClasses, "extract_features": srv.ExtractFeatures}[name]
 
-    def call(self, name: str, req: Any) -> Any:
-        """The response, or None when none came within the call timeout (a wedged call)."""
+    def call(self, name: str, req: Any, late_s: float = 0.0) -> Any:
+        """The response, or None when none came within the call timeout (a wedged call).
+
+        With ``late_s`` > 0 a missing answer is waited for that much longer, and how late it came
+        (or that it never came) is noted, to tell a slow node from a lost response.
+        """
         with self._lock:
             cli = self._clients.get(name)
             if cli is None:
                 cli = self.client.node.create_client(self._srv_type(name), name)
                 self._clients[name] = cli
         if not cli.wait_for_service(timeout_sec=self.call_timeout):
+            self.tally.notes.append(f"{name}: service not discovered within {self.call_timeout} s")
             return None
         done = threading.Event()
         fut = cli.call_async(req)
         fut.add_done_callback(lambda _f: done.set())
         if not done.wait(self.call_timeout):
+            if late_s > 0:
+                t0 = time.monotonic()
+                came = done.wait(late_s)
+                self.tally.notes.append(f"{name}: answer {'came %.1f s late' % (self.call_timeout + time.monotonic() - t0) if came else 'never came'}; request {describe(req)}")
             cli.remove_pending_request(fut)
             return None
         return fut.result()
@@ -226,11 +258,12 @@ class Fuzzer:
         t = self.tally
         t.requests += 1
         t.by_service[name] = t.by_service.get(name, 0) + 1
-        resp = self.call(name, req)
+        resp = self.call(name, req, late_s=90.0)
         if resp is None:
             if self.alive():
                 t.wedged += 1
-                t.notes.append(f"wedged: {name}")
+                probe = self.call("list_classes", _list_request(), late_s=0.0)
+                t.notes.append(f"wedged: {name}; the learner answers list_classes afterwards: {probe is not None}")
             else:
                 t.crashes += 1
                 t.notes.append(f"crash after {name}")
@@ -250,11 +283,11 @@ class Fuzzer:
         elif name == "rename_class":
             self.expected.discard(req.old_label.strip())
             self.expected.add(req.new_label.strip())
-        elif name == "save_memory":
+        elif name == "save_memory" and resp.path != DEFAULT_FILE:
             self.saved[resp.path] = set(self.expected)
-        elif name == "load_memory":
-            key = req.path or "memory.safetensors"
-            self.expected = set(self.saved.get(key, self.expected))
+        elif name == "load_memory" and req.path not in ("", DEFAULT_FILE):
+            # the default file is autosaved after every change: loading it changes nothing
+            self.expected = set(self.saved.get(req.path, self.expected))
 
     def check_classes(self) -> int:
         """Classes the learner should hold but does not (0 is the target); updates the tally."""

@@ -80,6 +80,7 @@ def test_fuzzed_requests_end_no_node_wedge_no_call_and_lose_no_class(helpers, do
         learner = h.start_node("learner_node", domain_id, tmp_path, lp, tag="_restarted")
         fuzz.procs["learner"] = learner
         assert cli.wait_for_service(ListClasses, "list_classes", START_TIMEOUT, learner), learner.output()
+        assert h.wait_until(lambda: "learner ready" in learner.output(), START_TIMEOUT)
         assert fuzz.check_classes() == 0, fuzz.tally.notes
         assert outside.read_text() == "must never change"
         assert not list(mem.glob("*.tmp")) and not (mem / ".ssh").exists()
