@@ -167,6 +167,12 @@ def describe(req: Any) -> str:
     return "{" + ", ".join(parts)[:400] + "}"
 
 
+def on_the_wire(label: str) -> str:
+    """The label the node receives and keeps: rclpy's C conversion ends a string at its first NUL
+    (before the request leaves the client, so the node cannot see or refuse it), then it is stripped."""
+    return label.split("\x00", 1)[0].strip()
+
+
 def _list_request() -> Any:
     from cbcl_pr_ros.srv import ListClasses
 
@@ -277,12 +283,12 @@ class Fuzzer:
         if not ok:
             return
         if name == "teach_class":
-            self.expected.add(req.label.strip())
+            self.expected.add(on_the_wire(req.label))
         elif name == "forget_class":
-            self.expected.discard(req.label.strip())
+            self.expected.discard(on_the_wire(req.label))
         elif name == "rename_class":
-            self.expected.discard(req.old_label.strip())
-            self.expected.add(req.new_label.strip())
+            self.expected.discard(on_the_wire(req.old_label))
+            self.expected.add(on_the_wire(req.new_label))
         elif name == "save_memory" and resp.path != DEFAULT_FILE:
             self.saved[resp.path] = set(self.expected)
         elif name == "load_memory" and req.path not in ("", DEFAULT_FILE):
