@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from cbcl_pr_ros.share import find_share_file
+
 __all__ = ["main", "run_demo", "parse_args", "demo_ros_args", "config_path"]
 
 DEFAULT_CLASSES = ("mug", "can", "duck", "bottle", "teddy", "ball", "cereal", "lemon")
@@ -51,16 +53,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def config_path(name: str) -> str:
-    """config/<name> of the installed package (ament share), else of the source tree."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        path = os.path.join(get_package_share_directory("cbcl_pr_ros"), "config", name)
-        if os.path.isfile(path):
-            return path
-    except Exception:  # not installed with ament
-        pass
-    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config", name))
+    """config/<name> of the installed package (ament or pip), else of the source tree."""
+    return str(find_share_file("config", name))
 
 
 def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:

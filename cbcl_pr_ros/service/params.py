@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
+
+from cbcl_pr_ros.share import find_share_file
 
 __all__ = [
     "ParamSpec",
@@ -213,17 +214,5 @@ def learner_factory(p: dict[str, Any]) -> Any:
 
 
 def default_config_path() -> str:
-    """config/cbcl_pr.yaml of the installed package, else of the source tree."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        path = os.path.join(get_package_share_directory("cbcl_pr_ros"), "config", "cbcl_pr.yaml")
-        if os.path.isfile(path):
-            return path
-    except Exception:  # package not installed with ament (pip install, source tree)
-        pass
-    pip_installed = os.path.join(sys.prefix, "share", "cbcl_pr_ros", "config", "cbcl_pr.yaml")
-    if os.path.isfile(pip_installed):  # `pip install .` puts config/ under the prefix's share/
-        return pip_installed
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "config", "cbcl_pr.yaml"))
+    """config/cbcl_pr.yaml of the installed package (ament or pip), else of the source tree."""
+    return str(find_share_file("config", "cbcl_pr.yaml"))
