@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 
 __all__ = ["PACKAGE", "find_share_file", "share_dirs"]
@@ -20,9 +21,29 @@ PACKAGE = "cbcl_pr_ros"
 def share_dirs() -> list[Path]:
     """Candidate package share directories, most specific installation first."""
     dirs = [Path(p) / "share" / PACKAGE for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    dirs += _pip_share_dirs()
     dirs.append(Path(sys.prefix) / "share" / PACKAGE)
     dirs.append(Path(__file__).resolve().parents[1])  # source checkout (also colcon --symlink-install)
     return dirs
+
+
+def _pip_share_dirs() -> list[Path]:
+    """``share/cbcl_pr_ros`` of a pip installation, wherever its prefix (``--prefix``, ``--target``,
+    ``--user``, a venv): the distribution's own file list names the installed data files."""
+    try:
+        files = metadata.distribution(PACKAGE).files or []
+    except metadata.PackageNotFoundError:
+        return []
+    found: list[Path] = []
+    for f in files:
+        parts = f.parts
+        for i in range(len(parts) - 1):
+            if parts[i] == "share" and parts[i + 1] == PACKAGE:
+                d = Path(os.path.normpath(f.locate())).parents[len(parts) - i - 3]
+                if d not in found:
+                    found.append(d)
+                break
+    return found
 
 
 def find_share_file(*parts: str) -> Path:
