@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from cbcl_pr_ros.share import find_share_file
+from cbcl_pr_ros.service.node_configs import params_files
 
-__all__ = ["main", "run_demo", "parse_args", "demo_ros_args", "config_path"]
+__all__ = ["main", "run_demo", "parse_args", "demo_ros_args"]
 
 DEFAULT_CLASSES = ("mug", "can", "duck", "bottle", "teddy", "ball", "cereal", "lemon")
 SHOW_SPOT = (0.66, -0.12)
@@ -50,11 +50,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--rate-hz", type=float, default=4.0, help="camera rate of the simulated world")
     ap.add_argument("--timeout-s", type=float, default=20.0, help="longest wait for a service or a prediction")
     return ap.parse_args(argv)
-
-
-def config_path(name: str) -> str:
-    """config/<name> of the installed package (ament or pip), else of the source tree."""
-    return str(find_share_file("config", name))
 
 
 def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
@@ -74,8 +69,8 @@ def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
     over = Path(memory_path).parent / "demo_overrides.params.yaml"
     over.write_text(yaml.safe_dump(overrides))
     args = ["run_demo_session", "--ros-args"]
-    for f in ("cbcl_pr.yaml", "sim_world.yaml", "arm.yaml"):
-        args += ["--params-file", config_path(f)]
+    for f in params_files(["world", "extractor", "learner", "arm"]):  # each node's own YAML
+        args += ["--params-file", f]
     return args + ["--params-file", str(over)]
 
 

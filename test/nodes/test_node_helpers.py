@@ -389,23 +389,15 @@ def test_session_options_and_registry():
     opts = session.parse_args(["--nodes", "extractor,learner,world", "--camera-topic", "/cam/raw",
                                "--namespace", "robot1"])
     assert opts.nodes == "extractor,learner,world" and opts.namespace == "robot1"
-    args = session.build_ros_args("/c.yaml", "/cam/raw", ["--ros-args", "--log-level", "debug"])
-    assert args[:4] == ["teaching_session", "--ros-args", "--params-file", "/c.yaml"]
+    args = session.build_ros_args(["/c.yaml", "/arm.yaml"], "/cam/raw", ["--ros-args", "--log-level", "debug"])
+    assert args[:6] == ["teaching_session", "--ros-args", "--params-file", "/c.yaml", "--params-file", "/arm.yaml"]
     assert "image:=/cam/raw" in args and args[-2:] == ["--log-level", "debug"]
     assert list(session.NODE_FACTORIES)[:2] == ["extractor", "learner"]
     assert {"world", "arm"} <= set(session.NODE_FACTORIES)
     with pytest.raises(ValueError, match="unknown node kind"):
         session.build_nodes(["camera9"], session.SessionContext())
-    built = []
-    session.register_node("probe", lambda ctx: built.append(ctx.namespace) or "node")
-    try:
-        ctx = session.SessionContext(namespace="r2")
-        assert session.build_nodes(["probe"], ctx) == ["node"] and built == ["r2"]
-    finally:
-        session.NODE_FACTORIES.pop("probe")
-    with pytest.raises(ValueError):
-        session.register_node("a,b", "x:y")
-    assert Path(session.default_config_path()).is_file()
+    files = session.session_params_files(opts, ["extractor", "learner", "world"])
+    assert [Path(f).name for f in files] == ["cbcl_pr.yaml", "sim_world.yaml"] and all(Path(f).is_file() for f in files)
     assert session.main(["teaching_session", "--nodes", "bogus"]) == 2
     assert session.main(["teaching_session", "--config", "/nonexistent.yaml"]) == 2
 
