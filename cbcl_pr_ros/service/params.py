@@ -74,7 +74,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               (EXTRACTOR,), choices=("auto", "cpu", "cuda")),
     ParamSpec("precision", "fp32", "Backbone arithmetic: fp32 (GPU = CPU within 1e-4), tf32 or fp16 (CUDA)",
               (EXTRACTOR,), choices=("fp32", "tf32", "fp16")),
-    ParamSpec("threads", 2, "CPU threads of the backbone (extractor) and of torch (learner)", BOTH,
+    ParamSpec("threads", 2, "CPU threads: of the backbone (extractor); of BLAS and torch during a "
+              "retrain (learner, core fit_threads; 1 is fastest on a busy machine)", BOTH,
               min=1, max=256),
     ParamSpec("compressed", False,
               "Subscribe to sensor_msgs/CompressedImage (jpeg/png) instead of sensor_msgs/Image",
@@ -120,8 +121,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("memory_path", "~/.ros/cbcl_pr_ros/memory.safetensors",
               "File the memory is saved to after every change and loaded from at start-up "
               "('' = RAM only)", (LEARNER,)),
-    ParamSpec("max_prediction_rate", 30.0,
-              "Most predictions per second published for the stream (0 = one per feature vector)",
+    ParamSpec("max_prediction_rate", 0.0,
+              "Most predictions per second published for the stream, on average (token bucket on the "
+              "node clock, bursts of 2); 0 = one per feature vector, i.e. the camera's rate",
               (LEARNER,), min=0.0, max=1000.0, read_only=False),
     ParamSpec("teach_num_frames", 10, "Frames taken from the stream by a TeachClass without "
               "images or features", (LEARNER,), min=1, max=10_000, read_only=False),
@@ -178,7 +180,11 @@ def resolve_memory_path(path: str) -> str:
 
 
 def learner_config(p: dict[str, Any]) -> Any:
-    """The core LearnerConfig for the learner's parameter values (0 = auto/unlimited → None)."""
+    """The core LearnerConfig for the learner's parameter values (0 = auto/unlimited → None).
+
+    ``threads`` becomes ``fit_threads``: the BLAS and torch threads of a retrain (the core's
+    ``torch_threads`` only applies when ``fit_threads`` is None, so it would change nothing).
+    """
     from cbcl_pr_ros.core import LearnerConfig
 
     return LearnerConfig(
@@ -193,7 +199,7 @@ def learner_config(p: dict[str, Any]) -> Any:
         unknown_distance_factor=float(p["unknown_distance_factor"]),
         min_confidence=float(p["unknown_threshold"]),
         seed=int(p["seed"]),
-        torch_threads=int(p["threads"]),
+        fit_threads=int(p["threads"]),
     )
 
 
