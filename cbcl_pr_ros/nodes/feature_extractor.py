@@ -116,8 +116,8 @@ class FeatureExtractorNode(Node):
         self.processed = 0
         self.dropped = 0
         self.failed = 0
-        self._last_frame_time = self._now()
-        self._last_hint_time = self._now()
+        self._last_frame_time: float | None = None  # set at the first check: spinning may start late
+        self._last_hint_time = 0.0
         self._hint_backoff = 1.0
         self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
         self._worker.start()
@@ -173,6 +173,8 @@ class FeatureExtractorNode(Node):
         """Hint after ``no_frame_warning_s`` without frames, then again at doubling intervals (≤ 60 s)."""
         limit = float(self.get_parameter("no_frame_warning_s").value)
         now = self._now()
+        if self._last_frame_time is None:
+            self._last_frame_time = self._last_hint_time = now
         silent = now - self._last_frame_time
         if limit <= 0 or silent < limit:
             self._hint_backoff = 1.0

@@ -130,40 +130,10 @@ def build_nodes(kinds: list[str], ctx: SessionContext) -> list[Any]:
     return list(ctx.nodes.values())
 
 
-def spin_each(nodes: list[Any], threads_per_node: int) -> None:
-    """Spin every node on its own multi-threaded executor, each in its own thread, until shutdown.
-
-    One executor over all nodes was measured to starve the camera path: rclpy's executor rebuilds
-    its wait set over every entity of every node in Python on each wake-up, holding the GIL, and
-    with the extractor and learner together (a few dozen services, timers and subscriptions) 30 Hz
-    frames were dropped (38 %) with a 357 ms p95 latency; with one executor per node, 18-20 %
-    (24 Hz sustained, p95 ~160 ms). Separate processes, each with its own GIL, deliver every frame
-    (see docs/nodes.md): use them for camera-rate streams.
-    """
-    import threading
-
-    from rclpy.executors import MultiThreadedExecutor
-
-    executors = [MultiThreadedExecutor(num_threads=threads_per_node) for _ in nodes]
-    for executor, node in zip(executors, nodes):
-        executor.add_node(node)
-    threads = [threading.Thread(target=executor.spin, name=f"spin-{node.get_name()}", daemon=True)
-               for executor, node in zip(executors, nodes)]
-    for t in threads[1:]:
-        t.start()
-    try:
-        executors[0].spin()  # the main thread spins the first node; Ctrl-C arrives here
-    finally:
-        for executor in executors:
-            executor.shutdown()
-        for t in threads[1:]:
-            t.join(timeout=5.0)
-
-
 def main(argv: list[str] | None = None) -> int:
-    import rclpy
-    from rclpy.executors import ExternalShutdownException
     from rclpy.utilities import remove_ros_args
+
+    from cbcl_pr_ros.nodes.spin import run_nodes
 
     argv = list(sys.argv if argv is None else argv)
     ros_extra = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
@@ -180,19 +150,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"teaching_session: config file not found: {', '.join(missing)}", file=sys.stderr)
         return 2
     ctx = SessionContext(namespace=opts.namespace.strip("/"))
-    try:
-        with rclpy.init(args=build_ros_args(files, opts.camera_topic, ros_extra)):
-            nodes = build_nodes(kinds, ctx)
-            nodes[0].get_logger().info(f"teaching session: {', '.join(kinds)} in one process, config "
-                                       f"{', '.join(files)}")
-            try:
-                spin_each(nodes, threads_per_node=opts.threads or 4)
-            finally:
-                for n in reversed(nodes):
-                    n.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return 0
+
+    def make() -> list[Any]:
+        nodes = build_nodes(kinds, ctx)
+        nodes[0].get_logger().info(f"teaching session: {', '.join(kinds)} in one process, config "
+                                   f"{', '.join(files)}")
+        return nodes
+
+    # one executor per node, signals handled in order (cbcl_pr_ros.nodes.spin)
+    return run_nodes(make, threads=opts.threads or 4, args=build_ros_args(files, opts.camera_topic, ros_extra))
 
 
 if __name__ == "__main__":
