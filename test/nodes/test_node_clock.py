@@ -13,6 +13,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 from rclpy.parameter import Parameter  # noqa: E402
 from rclpy.time import Time  # noqa: E402
+from ros_testing import fresh_domain, release_domain  # noqa: E402
 from std_msgs.msg import Header  # noqa: E402
 
 from cbcl_pr_ros.nodes.conversions import make_feature_msg  # noqa: E402
@@ -22,8 +23,9 @@ from cbcl_pr_ros.nodes.conversions import make_feature_msg  # noqa: E402
 def learner():
     from cbcl_pr_ros.nodes.learner import LearnerNode
 
+    dom = fresh_domain()
     ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=231)
+    rclpy.init(context=ctx, domain_id=dom)
     node = LearnerNode(feature_source=object(), context=ctx, parameter_overrides=[
         Parameter("use_sim_time", value=True), Parameter("memory_path", value=""),
         Parameter("max_prediction_rate", value=1.0), Parameter("backbone", value="test")])
@@ -37,6 +39,7 @@ def learner():
     finally:
         node.destroy_node()
         rclpy.shutdown(context=ctx)
+        release_domain(dom)
 
 
 def _vector(seed: int):
