@@ -87,10 +87,12 @@ def run_demo(opts: argparse.Namespace) -> dict:
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
 
     from cbcl_pr_ros.msg import Prediction
     from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
     from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
+    from cbcl_pr_ros.nodes.spin import spin_until, stop_executor
     from cbcl_pr_ros.robot.assets import CATALOGUE
     from cbcl_pr_ros.robot.kinematics import BaxterKinematics, Unreachable
     from cbcl_pr_ros.robot.world import sample_instances
@@ -109,7 +111,9 @@ def run_demo(opts: argparse.Namespace) -> dict:
     t_start = time.perf_counter()
     args = demo_ros_args(opts, mem)
     transcript: dict[str, Any] = {"seed": opts.seed, "classes": classes, "phases": []}
-    with rclpy.init(args=args):
+    # Ctrl-C: Python's KeyboardInterrupt, so the finally below stops executor and nodes before
+    # the context goes (rclpy's own handler would shut the context down under running publishers)
+    with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
         ctx = SessionContext()
         nodes = build_nodes(["extractor", "learner", "world", "arm"], ctx)
         world_node = ctx.nodes["world"]
@@ -121,7 +125,8 @@ def run_demo(opts: argparse.Namespace) -> dict:
         executor = MultiThreadedExecutor(num_threads=8)
         for n in [*nodes, teacher]:
             executor.add_node(n)
-        spin = threading.Thread(target=executor.spin, daemon=True)
+        stop_spin = threading.Event()
+        spin = threading.Thread(target=spin_until, args=(executor, stop_spin), daemon=True)
         spin.start()
         kin = BaxterKinematics(world_node.world.config.camera_side)
         try:
@@ -244,8 +249,9 @@ def run_demo(opts: argparse.Namespace) -> dict:
             _write_scene(world_node, last, out / "scene.png")
         finally:
             kin.close()
-            executor.shutdown()
+            stop_spin.set()  # then let queued callbacks finish before the nodes go (cbcl_pr_ros.nodes.spin)
             spin.join(timeout=5)
+            stop_executor(executor)
             for n in [teacher, *reversed(nodes)]:
                 n.destroy_node()
     transcript["wall_time_s"] = round(time.perf_counter() - t_start, 2)

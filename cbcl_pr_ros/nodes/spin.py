@@ -26,12 +26,14 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-__all__ = ["run_node", "run_nodes", "spin_until_signal"]
+__all__ = ["run_node", "run_nodes", "spin_until", "spin_until_signal", "stop_executor"]
 
 N = TypeVar("N", bound=Node)
 
 
-def _spin(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
+def spin_until(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
+    """``executor.spin()`` that ends when ``stop`` is set, leaving the executor usable for
+    :func:`stop_executor` (``Executor.shutdown`` would end it too, but with the race below)."""
     try:
         while not stop.is_set() and executor.context.ok():
             executor.spin_once(timeout_sec=0.1)
@@ -39,7 +41,7 @@ def _spin(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
         pass
 
 
-def _stop_executor(executor: MultiThreadedExecutor) -> None:
+def stop_executor(executor: MultiThreadedExecutor) -> None:
     """Let the callbacks already handed to the thread pool finish, then shut the executor down.
 
     rclpy's ``Executor.shutdown`` destroys its wake-up guard condition before its thread pool has
@@ -59,7 +61,7 @@ def spin_until_signal(nodes: Sequence[Node], threads_per_node: int, stop: thread
     executors = [MultiThreadedExecutor(num_threads=threads_per_node, context=n.context) for n in nodes]
     for executor, node in zip(executors, nodes):
         executor.add_node(node)
-    threads = [threading.Thread(target=_spin, args=(executor, stop), name=f"spin-{node.get_name()}", daemon=True)
+    threads = [threading.Thread(target=spin_until, args=(executor, stop), name=f"spin-{node.get_name()}", daemon=True)
                for executor, node in zip(executors, nodes)]
     for t in threads:
         t.start()
@@ -71,7 +73,7 @@ def spin_until_signal(nodes: Sequence[Node], threads_per_node: int, stop: thread
         for t in threads:
             t.join(timeout=10.0)
         for executor in executors:
-            _stop_executor(executor)
+            stop_executor(executor)
 
 
 def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: list[str] | None = None,
