@@ -45,6 +45,7 @@ def test_classify_service_answers_while_teach_class_is_learning(monkeypatch):
     from rclpy.parameter import Parameter
 
     from cbcl_pr_ros.nodes.learner import LearnerNode
+    from cbcl_pr_ros.nodes.spin import spin_until, stop_executor
     from cbcl_pr_ros.srv import Classify, TeachClass
 
     rng = np.random.default_rng(0)
@@ -55,7 +56,8 @@ def test_classify_service_answers_while_teach_class_is_learning(monkeypatch):
             Parameter("memory_path", value=""), Parameter("backbone", value="test")])
         executor = MultiThreadedExecutor(num_threads=4, context=ctx)
         executor.add_node(node)
-        spin = threading.Thread(target=executor.spin, daemon=True)
+        stop = threading.Event()
+        spin = threading.Thread(target=spin_until, args=(executor, stop), daemon=True)
         spin.start()
         cli = Client(dom)
         try:
@@ -82,7 +84,8 @@ def test_classify_service_answers_while_teach_class_is_learning(monkeypatch):
             assert after.label == "pot" and after.model_version > version
         finally:
             cli.close()
-            executor.shutdown()
+            stop.set()
+            spin.join(5.0)
+            stop_executor(executor)  # the node's own shutdown order (cbcl_pr_ros.nodes.spin)
             node.destroy_node()
             ctx.try_shutdown()
-            spin.join(5.0)
