@@ -21,11 +21,13 @@ setup(
     description="CBCL-PR few-shot lifelong object learning (core library and tools of cbcl_pr_ros)",
     license="Apache-2.0",
     python_requires=">=3.10",
-    # cbcl_pr_ros.nodes is included: its rclpy modules only work on a ROS 2 install, but its pure
-    # modules (parameter table, controller, session defaults) serve offline evaluation from bags.
+    # cbcl_pr_ros.nodes is included (it only works on a ROS 2 install); the ROS-free tools need only
+    # core, features, service, bags and cli.
     packages=find_packages(include=["cbcl_pr_ros", "cbcl_pr_ros.*"]),
-    data_files=[("share/cbcl_pr_ros/config",
-                 sorted(str(p.relative_to(HERE)) for p in (HERE / "config").glob("*.*")))],
+    # config/ for every tool's defaults; msg/ and srv/ so that the bag tools (rosbags) can register
+    # this package's message types without a ROS build (cbcl_pr_ros.share finds them there).
+    data_files=[(f"share/cbcl_pr_ros/{sub}", sorted(str(p.relative_to(HERE)) for p in (HERE / sub).glob(pattern)))
+                for sub, pattern in (("config", "*.*"), ("msg", "*.msg"), ("srv", "*.srv"))],
     install_requires=_requirements("core.txt"),
     extras_require={"test": _requirements("test.txt")},
     package_data={"cbcl_pr_ros": ["py.typed"]},

@@ -9,11 +9,14 @@ Measured per mode:
   * latency image stamp -> prediction received, p50/p95/max (same host clock);
   * TeachClass time with 100 known classes: 5 images in the request (extraction + learning) and
     5 feature vectors in the request (learning only), client round trip and the node's learning_time_s.
+Mode ``learner_rate``: the learner alone (shipped defaults, then ``max_prediction_rate: 30``) fed
+feature vectors at the camera rate with a camera's jitter (each frame early or late by N(0, 4 ms)):
+the prediction rate the learner's rate limit lets through, independent of the backbone's speed.
 The 100 classes are pre-taught by feature requests: real EfficientNet vectors of four photos, each class
 shifted by its own random offset. Results: bench/results/pipeline.json (machine and load included;
 other agents share this machine's CPU, so read the load figures beside the timings).
 
-    python bench/bench_pipeline.py [--seconds 20] [--rate 30] [--modes separate,one_process]
+    python bench/bench_pipeline.py [--seconds 20] [--rate 30] [--modes separate,one_process,learner_rate]
 """
 from __future__ import annotations
 
@@ -151,8 +154,7 @@ def run_mode(mode: str, seconds: float, rate: float, workdir: Path) -> dict:
 
     domain = random.Random(time.time_ns()).randint(1, 200)
     workdir.mkdir(parents=True, exist_ok=True)
-    params = {"memory_path": str(workdir / "memory.safetensors"), "max_prediction_rate": 0.0,
-              "no_frame_warning_s": 0.0}
+    params = {"memory_path": str(workdir / "memory.safetensors"), "no_frame_warning_s": 0.0}
     if mode == "separate":
         procs = [start("feature_extractor_node", domain, workdir, params),
                  start("learner_node", domain, workdir, params)]
@@ -262,11 +264,65 @@ def run_mode(mode: str, seconds: float, rate: float, workdir: Path) -> dict:
     return res
 
 
+def run_learner_rate(seconds: float, rate: float, workdir: Path, jitter_s: float = 0.004) -> dict:
+    """Predictions per second from a jittered ``rate`` Hz stream of feature vectors (learner only)."""
+    from cbcl_pr_ros.msg import FeatureVector, Prediction
+    from cbcl_pr_ros.nodes.conversions import make_feature_msg, ns_to_stamp
+    from cbcl_pr_ros.srv import TeachClass
+    from std_msgs.msg import Header
+
+    out: dict = {"jitter_sd_ms": jitter_s * 1000, "rate_hz": rate}
+    for label, extra in (("shipped_default", {}), ("max_prediction_rate_30", {"max_prediction_rate": 30.0})):
+        domain = random.Random(time.time_ns()).randint(1, 200)
+        wd = workdir / label
+        wd.mkdir(parents=True, exist_ok=True)
+        proc = start("learner_node", domain, wd, {"memory_path": "", **extra})
+        b = Bench(domain)
+        try:
+            rng = np.random.default_rng(0)
+            for c in range(20):
+                feats = rng.normal(c, 1.0, (5, 1280)).astype(np.float32)
+                rr = b.call(TeachClass, "teach_class", TeachClass.Request(
+                    label=f"class_{c:02d}",
+                    features=[make_feature_msg(Header(), "efficientnet_lite0", "", f) for f in feats]))
+                if not rr.success:
+                    raise RuntimeError(rr.message)
+            recv: list[int] = []
+            b.node.create_subscription(Prediction, "prediction", lambda m: recv.append(time.monotonic_ns()), 50)
+            pub = b.node.create_publisher(FeatureVector, "features", 10)
+            deadline = time.monotonic() + 30
+            while pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.0)
+            vecs = [make_feature_msg(Header(), "efficientnet_lite0", "", rng.normal(c, 1.0, 1280)) for c in range(20)]
+            n = int(seconds * rate)
+            offsets = np.clip(rng.normal(0.0, jitter_s, n), -0.4 / rate, 0.4 / rate)
+            load_start = os.getloadavg()
+            t0 = time.monotonic()
+            for i in range(n):
+                delay = t0 + i / rate + offsets[i] - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                msg = vecs[i % len(vecs)]
+                msg.header.stamp = ns_to_stamp(time.time_ns())
+                pub.publish(msg)
+            span = time.monotonic() - t0
+            time.sleep(1.0)
+            out[label] = {"vectors_published": n, "publish_seconds": round(span, 2),
+                          "predictions_received": len(recv),
+                          "prediction_rate_hz": round(len(recv) / span, 2),
+                          "loadavg_during": [load_start, os.getloadavg()], **extra}
+        finally:
+            b.close()
+            out.setdefault("exit_codes", []).append(stop(proc))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rate", type=float, default=30.0)
-    ap.add_argument("--modes", default="separate,one_process")
+    ap.add_argument("--modes", default="separate,one_process,learner_rate")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "pipeline.json"))
     args = ap.parse_args()
     import tempfile
@@ -276,9 +332,11 @@ def main() -> int:
                        "python": platform.python_version(), "rmw": os.environ.get("RMW_IMPLEMENTATION", ""),
                        "fastdds_profile": os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE", "")},
            "settings": {"backbone": "efficientnet_lite0", "runtime": "onnx", "threads": 2,
-                        "classifier": "gaussian (config default)", "max_prediction_rate": 0.0}}
+                        "classifier": "gaussian (config default)",
+                        "max_prediction_rate": "shipped default (config/cbcl_pr.yaml)"}}
     with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as tmp:
-        out["modes"] = {m: run_mode(m, args.seconds, args.rate, Path(tmp) / m)
+        out["modes"] = {m: (run_learner_rate(args.seconds, args.rate, Path(tmp) / m) if m == "learner_rate"
+                            else run_mode(m, args.seconds, args.rate, Path(tmp) / m))
                         for m in args.modes.split(",")}
     out["machine"]["loadavg_end"] = os.getloadavg()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

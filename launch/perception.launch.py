@@ -26,7 +26,9 @@ def generate_launch_description():
         Node(package="cbcl_pr_ros", executable="feature_extractor_node", name="feature_extractor",
              namespace=namespace, parameters=[config], remappings=remap, output="screen",
              emulate_tty=True),
+        # sigterm_timeout: the learner stops at once on SIGINT, but its Python exit (torch's module
+        # teardown) took 5-7 s on a loaded 2-core machine, past launch's 5 s before SIGTERM
         Node(package="cbcl_pr_ros", executable="learner_node", name="learner",
              namespace=namespace, parameters=[config], remappings=remap, output="screen",
-             emulate_tty=True),
+             emulate_tty=True, sigterm_timeout="20"),
     ])

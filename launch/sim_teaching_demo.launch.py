@@ -7,7 +7,9 @@ Nodes read config/cbcl_pr.yaml (extractor, learner), config/sim_world.yaml and c
 The camera of the world publishes on ``image``, which the extractor reads; the arm node listens to the
 learner's ``prediction`` and the world's ``depth``/``camera_pose``/``joint_states``, and commands the
 world on ``joint_command``. Teach with ``ros2 service call teach_class cbcl_pr_ros/srv/TeachClass``,
-point with ``ros2 service call point_at cbcl_pr_ros/srv/PointAt "{label: mug}"``.
+ask with ``ros2 service call point_at cbcl_pr_ros/srv/PointAt "{label: mug}"``: the world's table is
+empty here (only the in-process teacher places objects), so the arm answers that nothing predicted as
+that class has been located yet; ``run_demo_session`` shows the pointing.
 
 The scripted teaching session (the main job, ``run_demo_session``) runs the same nodes in one process,
 because its teacher moves objects in the world in-process; it needs no ``ros2 launch``.
@@ -43,7 +45,7 @@ def generate_launch_description():
         Node(package="cbcl_pr_ros", executable="feature_extractor_node", name="feature_extractor",
              namespace=namespace, parameters=[perception], output="screen"),
         Node(package="cbcl_pr_ros", executable="learner_node", name="learner", namespace=namespace,
-             parameters=[perception], output="screen"),
+             parameters=[perception], output="screen", sigterm_timeout="20"),  # see perception.launch.py
         Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
              parameters=[arm_cfg], output="screen"),
     ])

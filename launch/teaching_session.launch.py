@@ -1,7 +1,10 @@
 """A teaching session: camera -> feature_extractor -> learner, optionally the arm and the simulated world.
 
     ros2 launch cbcl_pr_ros teaching_session.launch.py camera_topic:=/camera/image_raw
-    ros2 launch cbcl_pr_ros teaching_session.launch.py namespace:=robot1 with_arm:=true
+    ros2 launch cbcl_pr_ros teaching_session.launch.py namespace:=robot1 with_arm:=true [arm_config:=my_arm.yaml]
+
+Each node reads its own YAML: the extractor and the learner ``config`` (config/cbcl_pr.yaml), the arm
+``arm_config`` (config/arm.yaml).
 
 Where `ros2 launch` is not installed (ROS 2 from PyPI wheels), `teaching_session` starts the same
 nodes with the same YAML in one process.
@@ -23,6 +26,7 @@ def generate_launch_description():
     camera_topic = LaunchConfiguration("camera_topic")
     namespace = LaunchConfiguration("namespace")
     config = LaunchConfiguration("config")
+    arm_config = LaunchConfiguration("arm_config")
     perception = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(os.path.join(share, "launch", "perception.launch.py")),
         launch_arguments={"camera_topic": camera_topic, "namespace": namespace,
@@ -34,9 +38,11 @@ def generate_launch_description():
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes"),
         DeclareLaunchArgument("config", default_value=default_config,
                               description="parameters YAML (see config/cbcl_pr.yaml)"),
+        DeclareLaunchArgument("arm_config", default_value=os.path.join(share, "config", "arm.yaml"),
+                              description="arm node parameters (backend, side, tolerances)"),
         DeclareLaunchArgument("with_arm", default_value="false",
                               description="also start the arm node (points at predicted objects)"),
         perception,
         Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
-             parameters=[config], output="screen", condition=IfCondition(LaunchConfiguration("with_arm"))),
+             parameters=[arm_config], output="screen", condition=IfCondition(LaunchConfiguration("with_arm"))),
     ])

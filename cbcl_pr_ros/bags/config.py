@@ -1,21 +1,22 @@
 """Defaults of the bag tools from ``config/bags.yaml`` (installed share dir, else source tree)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from cbcl_pr_ros.share import find_share_file
+
 __all__ = ["default_bags_config", "load_bag_defaults"]
 
 
 def default_bags_config() -> Path | None:
-    """``config/bags.yaml`` of the installed package (AMENT_PREFIX_PATH) or of the source tree."""
-    cands = [Path(p) / "share" / "cbcl_pr_ros" / "config" / "bags.yaml"
-             for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
-    cands.append(Path(__file__).resolve().parents[2] / "config" / "bags.yaml")
-    return next((c for c in cands if c.is_file()), None)
+    """``config/bags.yaml`` of the installed package (ament or pip) or of the source tree; None if none."""
+    try:
+        return find_share_file("config", "bags.yaml")
+    except FileNotFoundError:
+        return None
 
 
 def load_bag_defaults(section: str, path: str | Path | None = None) -> dict[str, Any]:

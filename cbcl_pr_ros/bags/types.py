@@ -13,6 +13,8 @@ from pathlib import Path
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
+from cbcl_pr_ros.share import PACKAGE, find_share_file
+
 __all__ = [
     "COMPRESSED_IMAGE_TYPE",
     "EVENT_TYPE",
@@ -22,7 +24,6 @@ __all__ = [
     "make_typestore",
 ]
 
-PACKAGE = "cbcl_pr_ros"
 IMAGE_TYPE = "sensor_msgs/msg/Image"
 COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
 EVENT_TYPE = f"{PACKAGE}/msg/TeachingEvent"
@@ -31,25 +32,16 @@ EVENT_TYPE = f"{PACKAGE}/msg/TeachingEvent"
 def find_msg_dir() -> Path:
     """Directory holding this package's ``.msg`` files.
 
-    Looked up in this order: ``$CBCL_PR_ROS_MSG_DIR``; the source tree beside the Python package
-    (works for a checkout and for colcon's ``--symlink-install``); ``share/cbcl_pr_ros/msg`` under
-    every prefix of ``$AMENT_PREFIX_PATH`` (a normal colcon or apt install).
+    ``$CBCL_PR_ROS_MSG_DIR`` if set, else ``msg/`` of the installed package (ament or pip) or of the
+    source tree (:func:`cbcl_pr_ros.share.find_share_file`).
     """
-    candidates: list[Path] = []
-    if os.environ.get("CBCL_PR_ROS_MSG_DIR"):
-        candidates.append(Path(os.environ["CBCL_PR_ROS_MSG_DIR"]))
-    candidates.append(Path(__file__).resolve().parents[2] / "msg")
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        if prefix:
-            candidates.append(Path(prefix) / "share" / PACKAGE / "msg")
-    for cand in candidates:
-        if (cand / "TeachingEvent.msg").is_file():
-            return cand
-    raise FileNotFoundError(
-        "cannot find cbcl_pr_ros/msg/TeachingEvent.msg; looked in "
-        + ", ".join(str(c) for c in candidates)
-        + " (set CBCL_PR_ROS_MSG_DIR to the package's msg/ directory)"
-    )
+    override = os.environ.get("CBCL_PR_ROS_MSG_DIR")
+    if override and (Path(override) / "TeachingEvent.msg").is_file():
+        return Path(override)
+    try:
+        return find_share_file("msg", "TeachingEvent.msg").parent
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{exc} (set CBCL_PR_ROS_MSG_DIR to the package's msg/ directory)") from None
 
 
 @functools.lru_cache(maxsize=1)

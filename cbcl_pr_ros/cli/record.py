@@ -5,8 +5,9 @@ for tests and data sets)::
 
     python -m cbcl_pr_ros.cli.record --simulate /tmp/session --classes 5 --shots 5 --test-views 3
 
-Without ``--simulate`` the live recorder runs (needs rclpy; same as ``ros2 run cbcl_pr_ros
-record_session``): ``python -m cbcl_pr_ros.cli.record /tmp/live --topics /camera/image_raw``.
+Live recording is the ROS node ``ros2 run cbcl_pr_ros record_session /tmp/live --topics
+/camera/image_raw`` (:mod:`cbcl_pr_ros.nodes.recorder`): this module, like everything outside
+``nodes``, imports no node.
 """
 from __future__ import annotations
 
@@ -59,13 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     if "--simulate" in argv:
         argv.remove("--simulate")
         return _simulate(argv)
-    try:
-        from cbcl_pr_ros.nodes.recorder import main as live_main
-    except ImportError as exc:
-        print(f"record: live recording needs rclpy and the built package ({exc}); "
-              "use --simulate for a ROS-free bag", file=sys.stderr)
-        return 2
-    return live_main(["record_session", *argv])
+    print("record: live recording is a ROS node: `ros2 run cbcl_pr_ros record_session OUTPUT ...` "
+          "(or `python -m cbcl_pr_ros.nodes.recorder`); use --simulate for a ROS-free bag", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

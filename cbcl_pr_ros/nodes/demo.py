@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["main", "run_demo", "parse_args", "demo_ros_args", "config_path"]
+from cbcl_pr_ros.service.node_configs import params_files
+
+__all__ = ["main", "run_demo", "parse_args", "demo_ros_args"]
 
 DEFAULT_CLASSES = ("mug", "can", "duck", "bottle", "teddy", "ball", "cereal", "lemon")
 SHOW_SPOT = (0.66, -0.12)
@@ -48,19 +50,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--rate-hz", type=float, default=4.0, help="camera rate of the simulated world")
     ap.add_argument("--timeout-s", type=float, default=20.0, help="longest wait for a service or a prediction")
     return ap.parse_args(argv)
-
-
-def config_path(name: str) -> str:
-    """config/<name> of the installed package (ament share), else of the source tree."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        path = os.path.join(get_package_share_directory("cbcl_pr_ros"), "config", name)
-        if os.path.isfile(path):
-            return path
-    except Exception:  # not installed with ament
-        pass
-    return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "config", name))
 
 
 def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
@@ -80,8 +69,8 @@ def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
     over = Path(memory_path).parent / "demo_overrides.params.yaml"
     over.write_text(yaml.safe_dump(overrides))
     args = ["run_demo_session", "--ros-args"]
-    for f in ("cbcl_pr.yaml", "sim_world.yaml", "arm.yaml"):
-        args += ["--params-file", config_path(f)]
+    for f in params_files(["world", "extractor", "learner", "arm"]):  # each node's own YAML
+        args += ["--params-file", f]
     return args + ["--params-file", str(over)]
 
 
@@ -98,10 +87,12 @@ def run_demo(opts: argparse.Namespace) -> dict:
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
 
     from cbcl_pr_ros.msg import Prediction
     from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
     from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
+    from cbcl_pr_ros.nodes.spin import spin_until, stop_executor
     from cbcl_pr_ros.robot.assets import CATALOGUE
     from cbcl_pr_ros.robot.kinematics import BaxterKinematics, Unreachable
     from cbcl_pr_ros.robot.world import sample_instances
@@ -120,7 +111,9 @@ def run_demo(opts: argparse.Namespace) -> dict:
     t_start = time.perf_counter()
     args = demo_ros_args(opts, mem)
     transcript: dict[str, Any] = {"seed": opts.seed, "classes": classes, "phases": []}
-    with rclpy.init(args=args):
+    # Ctrl-C: Python's KeyboardInterrupt, so the finally below stops executor and nodes before
+    # the context goes (rclpy's own handler would shut the context down under running publishers)
+    with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
         ctx = SessionContext()
         nodes = build_nodes(["extractor", "learner", "world", "arm"], ctx)
         world_node = ctx.nodes["world"]
@@ -132,7 +125,8 @@ def run_demo(opts: argparse.Namespace) -> dict:
         executor = MultiThreadedExecutor(num_threads=8)
         for n in [*nodes, teacher]:
             executor.add_node(n)
-        spin = threading.Thread(target=executor.spin, daemon=True)
+        stop_spin = threading.Event()
+        spin = threading.Thread(target=spin_until, args=(executor, stop_spin), daemon=True)
         spin.start()
         kin = BaxterKinematics(world_node.world.config.camera_side)
         try:
@@ -255,8 +249,9 @@ def run_demo(opts: argparse.Namespace) -> dict:
             _write_scene(world_node, last, out / "scene.png")
         finally:
             kin.close()
-            executor.shutdown()
+            stop_spin.set()  # then let queued callbacks finish before the nodes go (cbcl_pr_ros.nodes.spin)
             spin.join(timeout=5)
+            stop_executor(executor)
             for n in [teacher, *reversed(nodes)]:
                 n.destroy_node()
     transcript["wall_time_s"] = round(time.perf_counter() - t_start, 2)

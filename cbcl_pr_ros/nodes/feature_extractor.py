@@ -124,8 +124,8 @@ class FeatureExtractorNode(Node):
         self.processed = 0
         self.dropped = 0
         self.failed = 0
-        self._last_frame_time = time.monotonic()
-        self._last_hint_time = time.monotonic()
+        self._last_frame_time: float | None = None  # set at the first check: spinning may start late
+        self._last_hint_time = 0.0
         self._hint_backoff = 1.0
         self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
         self._worker.start()
@@ -137,6 +137,10 @@ class FeatureExtractorNode(Node):
             f"'{self.image_sub.topic_name}' ({self._msg_type.__name__}, QoS {describe_qos(self._qos)}) "
             f"to '{self.features_pub.topic_name}'; service '{self.extract_srv.srv_name}'")
 
+    def _now(self) -> float:
+        """Node clock in seconds: with ``use_sim_time`` the no-frame hint follows a bag's /clock."""
+        return self.get_clock().now().nanoseconds * 1e-9
+
     # ------------------------------------------------------------------ stream
     def _on_image(self, msg: Any) -> None:
         with self._slot_lock:
@@ -144,7 +148,7 @@ class FeatureExtractorNode(Node):
                 self.dropped += 1  # the worker had not taken the previous frame yet
             self._slot = msg
             self.received += 1
-            self._last_frame_time = time.monotonic()
+            self._last_frame_time = self._now()
             self._slot_lock.notify()
 
     def _work(self) -> None:
@@ -177,7 +181,9 @@ class FeatureExtractorNode(Node):
     def _check_frames(self) -> None:
         """Hint after ``no_frame_warning_s`` without frames, then again at doubling intervals (≤ 60 s)."""
         limit = float(self.get_parameter("no_frame_warning_s").value)
-        now = time.monotonic()
+        now = self._now()
+        if self._last_frame_time is None:
+            self._last_frame_time = self._last_hint_time = now
         silent = now - self._last_frame_time
         if limit <= 0 or silent < limit:
             self._hint_backoff = 1.0

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["FrameCollector"]
@@ -25,9 +27,26 @@ class FrameCollector:
                 if len(self.frames) == self.n:
                     self._done.set()
 
-    def wait(self, timeout_s: float) -> bool:
-        """True when N frames arrived in time; the frames gathered so far stay in ``frames``."""
-        ok = self._done.wait(timeout_s)
+    def wait(self, timeout_s: float, now: Callable[[], float] | None = None) -> bool:
+        """True when N frames arrived in time; the frames gathered so far stay in ``frames``.
+
+        ``now`` is the node's clock in seconds (``use_sim_time``: a bag's /clock), so a replay at
+        half speed gives the stream twice the wall time. If that clock stands still (sim time with
+        no /clock publisher), the wait ends after ``timeout_s`` of wall time instead of never.
+        """
+        if now is None:
+            ok = self._done.wait(timeout_s)
+        else:
+            start, last, wall_last = now(), None, time.monotonic()
+            ok = False
+            while not ok:
+                t, wall = now(), time.monotonic()
+                if t != last:
+                    last, wall_last = t, wall
+                if t - start >= timeout_s or wall - wall_last >= timeout_s:
+                    break
+                ok = self._done.wait(min(0.05, timeout_s))
+            ok = ok or self._done.is_set()
         with self._lock:
             self.frames = list(self.frames)
         return ok

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
@@ -55,6 +54,7 @@ from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.service.memory_files import MemoryStore, memory_dir_for
 from cbcl_pr_ros.service.params import LEARNER, feature_dim_for, learner_factory
+from cbcl_pr_ros.service.rate_limit import RateLimiter
 from cbcl_pr_ros.service.validation import (
     RequestLimits,
     check_count,
@@ -132,7 +132,7 @@ class LearnerNode(Node):
         self._latest_features: FeatureVector | None = None
         self._collectors: set[FrameCollector] = set()
         self._collectors_lock = threading.Lock()
-        self._last_prediction_time = 0.0
+        self._rate_limit = RateLimiter()  # on the node clock: use_sim_time follows a bag's /clock
         self.predictions_published = 0
         self._frames: FrameBuffer[Any] = FrameBuffer(capacity=16)
         self._image_sub = None
@@ -172,8 +172,7 @@ class LearnerNode(Node):
         for c in collectors:
             c.offer(msg)
         rate = float(self.get_parameter("max_prediction_rate").value)
-        now = time.monotonic()
-        if rate > 0 and now - self._last_prediction_time < 1.0 / rate:
+        if not self._rate_limit.allow(self.get_clock().now().nanoseconds * 1e-9, rate):
             return
         if not self.controller.classes:
             return
@@ -185,7 +184,6 @@ class LearnerNode(Node):
         out = self.controller.classify(feats, top_k=len(self.controller.classes))
         if not out.success:
             return
-        self._last_prediction_time = now
         pred = out.predictions[0]
         self.prediction_pub.publish(prediction_to_msg(msg.header, pred, out.model_version))
         self.predictions_published += 1
@@ -247,7 +245,7 @@ class LearnerNode(Node):
         with self._collectors_lock:
             self._collectors.add(collector)
         try:
-            collector.wait(timeout_s)
+            collector.wait(timeout_s, now=lambda: self.get_clock().now().nanoseconds * 1e-9)
         finally:
             with self._collectors_lock:
                 self._collectors.discard(collector)

@@ -5,13 +5,13 @@ what ``launch/teaching_session.launch.py`` starts, with the same ``config/cbcl_p
 MultiThreadedExecutor. In one process the learner computes features for request images with the
 extractor's own backbone object (no second model, no service round trip).
 
-Nodes are built by factories in :data:`NODE_FACTORIES`; other layers add theirs with
-:func:`register_node` (``world`` and ``arm`` are registered by name and imported lazily).
+Nodes are built by factories in :data:`NODE_FACTORIES` (``world`` and ``arm`` imported lazily); each
+node reads its own YAML (:mod:`cbcl_pr_ros.service.node_configs`), as with ``ros2 launch``.
 
 Examples::
 
     teaching_session --camera-topic /camera/image_raw
-    teaching_session --namespace robot1 --nodes extractor,learner,world,arm
+    teaching_session --namespace robot1 --nodes extractor,learner,world,arm --arm-config my_arm.yaml
     python -m cbcl_pr_ros.nodes.session --config my.yaml -- --ros-args --log-level debug
 """
 from __future__ import annotations
@@ -24,10 +24,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from cbcl_pr_ros.service.params import default_config_path
+from cbcl_pr_ros.service.node_configs import params_files
 
-__all__ = ["SessionContext", "NODE_FACTORIES", "register_node",
-           "build_ros_args", "parse_args", "build_nodes", "main"]
+__all__ = ["SessionContext", "NODE_FACTORIES", "build_ros_args", "session_params_files", "parse_args",
+           "build_nodes", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -83,20 +83,16 @@ NODE_FACTORIES: dict[str, NodeFactory] = {
 }
 
 
-def register_node(name: str, factory: NodeFactory | str) -> None:
-    """Add or replace a node kind; ``factory`` is a callable(ctx) or a ``module:Class`` string."""
-    if not name or "," in name:
-        raise ValueError(f"node name must be non-empty and without commas, got {name!r}")
-    NODE_FACTORIES[name] = lazy_factory(factory) if isinstance(factory, str) else factory
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="teaching_session",
         description="Start the cbcl_pr_ros nodes in one process (what launch/teaching_session.launch.py "
                     "starts), configured by the same YAML. Extra ROS arguments go after --ros-args.")
-    ap.add_argument("--config", default=None, help="parameters YAML (default: the package's "
-                    "config/cbcl_pr.yaml)")
+    ap.add_argument("--config", default=None, help="extractor and learner parameters (default: the "
+                    "package's config/cbcl_pr.yaml)")
+    ap.add_argument("--world-config", default=None, help="simulated world parameters (default: "
+                    "config/sim_world.yaml)")
+    ap.add_argument("--arm-config", default=None, help="arm node parameters (default: config/arm.yaml)")
     ap.add_argument("--namespace", default="", help="namespace of every node, e.g. robot1")
     ap.add_argument("--camera-topic", default="", help="camera topic to remap 'image' to, e.g. "
                     "/camera/image_raw")
@@ -106,9 +102,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def build_ros_args(config: str, camera_topic: str = "", extra: list[str] | None = None) -> list[str]:
-    """rclpy.init arguments: the params file and the camera remapping, global to every node."""
-    args = ["teaching_session", "--ros-args", "--params-file", config]
+def session_params_files(opts: argparse.Namespace, kinds: list[str]) -> list[str]:
+    """The YAML files of the started node kinds (absolute paths), as the launch files give them."""
+    over = {"config": opts.config, "world_config": opts.world_config, "arm_config": opts.arm_config}
+    return [os.path.abspath(f) for f in params_files(kinds, over)]
+
+
+def build_ros_args(files: list[str], camera_topic: str = "", extra: list[str] | None = None) -> list[str]:
+    """rclpy.init arguments: the params files (sections keyed by node) and the camera remapping."""
+    args = ["teaching_session", "--ros-args"]
+    for f in files:
+        args += ["--params-file", f]
     if camera_topic:
         args += ["-r", f"image:={camera_topic}"]
     if extra:
@@ -126,68 +130,35 @@ def build_nodes(kinds: list[str], ctx: SessionContext) -> list[Any]:
     return list(ctx.nodes.values())
 
 
-def spin_each(nodes: list[Any], threads_per_node: int) -> None:
-    """Spin every node on its own multi-threaded executor, each in its own thread, until shutdown.
-
-    One executor over all nodes was measured to starve the camera path: rclpy's executor rebuilds
-    its wait set over every entity of every node in Python on each wake-up, holding the GIL, and
-    with the extractor and learner together (a few dozen services, timers and subscriptions) 30 Hz
-    frames were dropped (38 %) with a 357 ms p95 latency; with one executor per node, 18-20 %
-    (24 Hz sustained, p95 ~160 ms). Separate processes, each with its own GIL, deliver every frame
-    (see docs/nodes.md): use them for camera-rate streams.
-    """
-    import threading
-
-    from rclpy.executors import MultiThreadedExecutor
-
-    executors = [MultiThreadedExecutor(num_threads=threads_per_node) for _ in nodes]
-    for executor, node in zip(executors, nodes):
-        executor.add_node(node)
-    threads = [threading.Thread(target=executor.spin, name=f"spin-{node.get_name()}", daemon=True)
-               for executor, node in zip(executors, nodes)]
-    for t in threads[1:]:
-        t.start()
-    try:
-        executors[0].spin()  # the main thread spins the first node; Ctrl-C arrives here
-    finally:
-        for executor in executors:
-            executor.shutdown()
-        for t in threads[1:]:
-            t.join(timeout=5.0)
-
-
 def main(argv: list[str] | None = None) -> int:
-    import rclpy
-    from rclpy.executors import ExternalShutdownException
     from rclpy.utilities import remove_ros_args
+
+    from cbcl_pr_ros.nodes.spin import run_nodes
 
     argv = list(sys.argv if argv is None else argv)
     ros_extra = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
     opts = parse_args([a for a in remove_ros_args(argv)[1:] if a != "--"])
-    config = os.path.abspath(opts.config or default_config_path())
-    if not os.path.isfile(config):
-        print(f"teaching_session: config file not found: {config}", file=sys.stderr)
-        return 2
     kinds = [k.strip() for k in opts.nodes.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in NODE_FACTORIES]
     if not kinds or unknown:
         print(f"teaching_session: unknown node kind(s) {unknown or kinds}; known: "
               f"{', '.join(NODE_FACTORIES)}", file=sys.stderr)
         return 2
+    files = session_params_files(opts, kinds)
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        print(f"teaching_session: config file not found: {', '.join(missing)}", file=sys.stderr)
+        return 2
     ctx = SessionContext(namespace=opts.namespace.strip("/"))
-    try:
-        with rclpy.init(args=build_ros_args(config, opts.camera_topic, ros_extra)):
-            nodes = build_nodes(kinds, ctx)
-            nodes[0].get_logger().info(f"teaching session: {', '.join(kinds)} in one process, config "
-                                       f"{config}")
-            try:
-                spin_each(nodes, threads_per_node=opts.threads or 4)
-            finally:
-                for n in reversed(nodes):
-                    n.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return 0
+
+    def make() -> list[Any]:
+        nodes = build_nodes(kinds, ctx)
+        nodes[0].get_logger().info(f"teaching session: {', '.join(kinds)} in one process, config "
+                                   f"{', '.join(files)}")
+        return nodes
+
+    # one executor per node, signals handled in order (cbcl_pr_ros.nodes.spin)
+    return run_nodes(make, threads=opts.threads or 4, args=build_ros_args(files, opts.camera_topic, ros_extra))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from . import baxter
 
@@ -20,7 +20,6 @@ __all__ = [
     "BaxterCommandStream",
     "TrajectoryPlan",
     "plan_trajectory",
-    "SimBackend",
     "load_baxter_joint_command",
     "check_backend",
 ]
@@ -150,17 +149,3 @@ def plan_trajectory(current: Mapping[str, float], target: Mapping[str, float], m
         a = k / steps
         pts.append((tuple(float(current[n]) + a * (float(target[n]) - float(current[n])) for n in names), a * duration))
     return TrajectoryPlan(names, tuple(pts))
-
-
-class SimBackend:
-    """Sends targets to a :class:`~cbcl_pr_ros.robot.world.SimWorld` (moves at once, limits checked)."""
-
-    name = "sim"
-
-    def __init__(self, world: Any) -> None:
-        self.world = world
-
-    def execute(self, names: Sequence[str], positions: Sequence[float]) -> None:
-        if len(names) != len(positions):
-            raise ValueError(f"{len(names)} names but {len(positions)} positions")
-        self.world.set_joint_positions(dict(zip(names, positions)))

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
+
+from cbcl_pr_ros.share import find_share_file
 
 __all__ = [
     "ParamSpec",
@@ -73,7 +74,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               (EXTRACTOR,), choices=("auto", "cpu", "cuda")),
     ParamSpec("precision", "fp32", "Backbone arithmetic: fp32 (GPU = CPU within 1e-4), tf32 or fp16 (CUDA)",
               (EXTRACTOR,), choices=("fp32", "tf32", "fp16")),
-    ParamSpec("threads", 2, "CPU threads of the backbone (extractor) and of torch (learner)", BOTH,
+    ParamSpec("threads", 2, "CPU threads: of the backbone (extractor); of BLAS and torch during a "
+              "retrain (learner, core fit_threads; 1 is fastest on a busy machine)", BOTH,
               min=1, max=256),
     ParamSpec("compressed", False,
               "Subscribe to sensor_msgs/CompressedImage (jpeg/png) instead of sensor_msgs/Image",
@@ -150,8 +152,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_feature_abs", 1.0e6,
               "Largest absolute feature value accepted in a request (backbone features are O(10))",
               (LEARNER,), min=1.0, max=1.0e30),
-    ParamSpec("max_prediction_rate", 30.0,
-              "Most predictions per second published for the stream (0 = one per feature vector)",
+    ParamSpec("max_prediction_rate", 0.0,
+              "Most predictions per second published for the stream, on average (token bucket on the "
+              "node clock, bursts of 2); 0 = one per feature vector, i.e. the camera's rate",
               (LEARNER,), min=0.0, max=1000.0, read_only=False),
     ParamSpec("teach_num_frames", 10, "Frames taken from the stream by a TeachClass without "
               "images or features", (LEARNER,), min=1, max=10_000, read_only=False),
@@ -227,7 +230,11 @@ def feature_dim_for(p: dict[str, Any]) -> int:
 
 
 def learner_config(p: dict[str, Any]) -> Any:
-    """The core LearnerConfig for the learner's parameter values (0 = auto/unlimited → None)."""
+    """The core LearnerConfig for the learner's parameter values (0 = auto/unlimited → None).
+
+    ``threads`` becomes ``fit_threads``: the BLAS and torch threads of a retrain (the core's
+    ``torch_threads`` only applies when ``fit_threads`` is None, so it would change nothing).
+    """
     from cbcl_pr_ros.core import LearnerConfig
 
     return LearnerConfig(
@@ -242,7 +249,7 @@ def learner_config(p: dict[str, Any]) -> Any:
         unknown_distance_factor=float(p["unknown_distance_factor"]),
         min_confidence=float(p["unknown_threshold"]),
         seed=int(p["seed"]),
-        torch_threads=int(p["threads"]),
+        fit_threads=int(p["threads"]),
     )
 
 
@@ -263,17 +270,5 @@ def learner_factory(p: dict[str, Any]) -> Any:
 
 
 def default_config_path() -> str:
-    """config/cbcl_pr.yaml of the installed package, else of the source tree."""
-    try:
-        from ament_index_python.packages import get_package_share_directory
-
-        path = os.path.join(get_package_share_directory("cbcl_pr_ros"), "config", "cbcl_pr.yaml")
-        if os.path.isfile(path):
-            return path
-    except Exception:  # package not installed with ament (pip install, source tree)
-        pass
-    pip_installed = os.path.join(sys.prefix, "share", "cbcl_pr_ros", "config", "cbcl_pr.yaml")
-    if os.path.isfile(pip_installed):  # `pip install .` puts config/ under the prefix's share/
-        return pip_installed
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.normpath(os.path.join(here, "..", "..", "config", "cbcl_pr.yaml"))
+    """config/cbcl_pr.yaml of the installed package (ament or pip), else of the source tree."""
+    return str(find_share_file("config", "cbcl_pr.yaml"))

@@ -1,9 +1,11 @@
-"""`pip install .` gives users without ROS the core, features, evaluation and tools."""
+"""`pip install .` gives users without ROS the core, features, evaluation and working bag tools."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,9 @@ import cbcl_pr_ros.core, cbcl_pr_ros.features, cbcl_pr_ros.evaluation, cbcl_pr_r
 import cbcl_pr_ros.service.params, cbcl_pr_ros.service.controller
 ros = sorted(m for m in sys.modules if m.split('.')[0] in ('rclpy', 'rosidl_runtime_py', 'sensor_msgs'))
 assert not ros, f'ROS modules imported by the ROS-free layers: {ros}'
+from cbcl_pr_ros.service.params import default_config_path
+from cbcl_pr_ros.bags import find_msg_dir
+print(default_config_path()); print(find_msg_dir())
 from cbcl_pr_ros.core import CBCLPRLearner
 rng = np.random.default_rng(0)
 learner = CBCLPRLearner(backbone='test', feature_dim=8)
@@ -28,18 +33,42 @@ print(learner.predict(rng.normal(6, 1, (1, 8)))[0].label)
 
 
 @pytest.mark.slow
-def test_pip_install_of_the_ros_free_part(tmp_path: Path, checkout_copy: Path) -> None:
-    target = tmp_path / "site"
+def test_pip_install_gives_working_bag_tools(tmp_path: Path, checkout_copy: Path) -> None:
+    """Install a copy of the checkout into a scratch prefix (dependencies from this venv), then use
+    it as a user would, from a directory outside any checkout and with no ROS environment."""
+    prefix = tmp_path / "prefix"
     build = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-         "--target", str(target), "-c", str(ROOT / "requirements" / "constraints.txt"), str(checkout_copy)],
+         "--prefix", str(prefix), "-c", str(ROOT / "requirements" / "constraints.txt"), str(checkout_copy)],
         capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr[-2000:]
-    assert (target / "cbcl_pr_ros" / "core" / "learner.py").is_file()
-    assert (target / "share" / "cbcl_pr_ros" / "config" / "cbcl_pr.yaml").is_file()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AMENT_PREFIX_PATH")}
-    env["PYTHONPATH"] = str(target)
-    probe = subprocess.run([sys.executable, "-P", "-c", PROBE, str(target)], cwd=tmp_path, env=env,
-                           capture_output=True, text=True, timeout=300)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)}))
+    share = prefix / "share" / "cbcl_pr_ros"
+    assert (site / "cbcl_pr_ros" / "core" / "learner.py").is_file()
+    assert (share / "config" / "cbcl_pr.yaml").is_file() and (share / "msg" / "TeachingEvent.msg").is_file()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "AMENT_PREFIX_PATH", "CBCL_PR_ROS_MSG_DIR", "COLCON_PREFIX_PATH")}
+    env["PYTHONPATH"] = str(site)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+
+    def run(*cmd: str) -> subprocess.CompletedProcess:
+        return subprocess.run(list(cmd), cwd=work, env=env, capture_output=True, text=True, timeout=600)
+
+    probe = run(sys.executable, "-P", "-c", PROBE, str(site))
     assert probe.returncode == 0, probe.stderr[-3000:]
-    assert probe.stdout.strip().splitlines()[-1] == "b"
+    config_path, msg_dir, label = probe.stdout.strip().splitlines()[-3:]
+    assert Path(config_path) == share / "config" / "cbcl_pr.yaml" and Path(msg_dir) == share / "msg"
+    assert label == "b"
+
+    bag = work / "session"
+    rec = run(str(prefix / "bin" / "cbcl-bag-record"), "--simulate", str(bag), "--categories", "mug", "duck",
+              "--shots", "2", "--test-views", "1", "--image-size", "64")
+    assert rec.returncode == 0, rec.stderr[-3000:]
+    assert json.loads(rec.stdout.strip().splitlines()[-1])
+    ev = run(str(prefix / "bin" / "cbcl-bag-eval"), str(bag), "-q", "--set", "classifier=ncm",
+             "--json", str(work / "r.json"))
+    assert ev.returncode == 0, ev.stderr[-3000:]
+    report = json.loads((work / "r.json").read_text())
+    assert [inc["n_test"] for inc in report["increments"]] == [1, 2]
+    assert "overall accuracy" in ev.stdout

@@ -17,13 +17,6 @@ pytestmark = pytest.mark.ros
 SERVER = Path(__file__).with_name("_echo_teach_server.py")
 
 
-def _isolated_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["ROS_DOMAIN_ID"] = str(100 + os.getpid() % 100)
-    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    return env
-
-
 def test_teach_request_with_images_crosses_processes_intact() -> None:
     import rclpy
     from rclpy.node import Node
@@ -31,7 +24,9 @@ def test_teach_request_with_images_crosses_processes_intact() -> None:
 
     from cbcl_pr_ros.srv import TeachClass
 
-    env = _isolated_env()
+    from ros_testing import fresh_domain, ros_env
+
+    env = ros_env(fresh_domain())
     server = subprocess.Popen([sys.executable, str(SERVER)], env=env, stdout=subprocess.PIPE,
                               text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     os.environ["ROS_DOMAIN_ID"] = env["ROS_DOMAIN_ID"]
@@ -46,7 +41,7 @@ def test_teach_request_with_images_crosses_processes_intact() -> None:
         digest.update(f"rgb8:224x224:{224 * 3}:".encode())
         digest.update(pixels.tobytes())
     context = rclpy.Context()
-    rclpy.init(context=context)
+    rclpy.init(context=context, domain_id=int(env["ROS_DOMAIN_ID"]))
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
         node = Node("roundtrip_client", context=context)

@@ -90,3 +90,15 @@ def test_unreachable_registry_fails_clearly_and_leaves_nothing_trusted(tmp_path:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot reach the Python package registry" in lines[0], result.stderr
     assert not (clone / ".venv" / ".cbcl-setup-complete").exists()
+
+
+def test_run_demo_shows_the_set_up_steps_with_elapsed_time() -> None:
+    """The main job is not silent while it sets up (each step with its elapsed time); tests are."""
+    result = _run(["bash", str(ROOT / "scripts" / "run-demo"), "--help"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    steps = [ln for ln in lines if ln.startswith("[") and "s] setup: " in ln]
+    assert steps and any("venv up to date" in ln or "venv complete" in ln for ln in steps), result.stdout
+    assert any("building cbcl_pr_ros" in ln for ln in steps) and "run_demo_session" in result.stdout
+    quiet = _run(["bash", str(ROOT / "scripts" / "test"), "--collect-only", "-q", str(Path(__file__))])
+    assert quiet.returncode == 0 and "setup: " not in quiet.stdout, quiet.stdout[-2000:]

@@ -206,20 +206,29 @@ def test_corrupt_or_foreign_memory_files_are_refused(taught, tmp_path):
     assert list(tmp_path.glob("corrupt.safetensors.unreadable-*"))
 
 
-def test_classify_answers_while_a_teach_runs(taught):
-    from cbcl_pr_ros.service.validation import RequestLimits
+def test_classify_answers_while_a_teach_is_held(taught, monkeypatch):
+    """Fails if classify waits for a teach: the teach cannot finish until classify has answered."""
+    from held_retrain import blocked_retrains
 
     c, centres, rng = taught
-    c.limits = RequestLimits(max_images_per_request=400)
-    big = _blob(rng, np.full(D, 9.0), 400)
-    t = threading.Thread(target=c.teach, args=("pot", big))
-    t.start()
-    answers = 0
-    while t.is_alive() and answers < 50:
-        assert c.classify(_blob(rng, centres["box"], 1)).success
-        answers += 1
-    t.join()
-    assert answers >= 1 and "pot" in c.classes
+    version = c.model_version
+    with blocked_retrains(monkeypatch) as (entered, release):
+        t = threading.Thread(target=c.teach, args=("pot", _blob(rng, np.full(D, 9.0), 20)), daemon=True)
+        t.start()
+        assert entered.wait(60.0), "the teach never reached its retrain"
+        answers: list = []
+        q = threading.Thread(target=lambda: answers.append(c.classify(_blob(rng, centres["box"], 1))), daemon=True)
+        q.start()
+        q.join(60.0)  # a deadlock, not a speed, is what this detects: the teach is held until release
+        classify_waited = q.is_alive()
+        assert c.status().training and c.model_version == version
+        release.set()
+        t.join(60.0)
+        q.join(60.0)
+    assert not classify_waited, "classify waited for the teach to finish"
+    assert answers[0].success and answers[0].predictions[0].label == "box"
+    assert answers[0].model_version == version  # the model served before the teach
+    assert "pot" in c.classes and c.model_version > version
 
 
 # ------------------------------------------------------------------ params
@@ -276,15 +285,13 @@ def test_choices_match_the_core_and_config_builds():
 
 def test_declared_parameters_have_ranges_and_reject_bad_values():
     import rclpy
-    from rclpy.context import Context
     from rclpy.parameter import Parameter
+    from ros_testing import domain, isolated_context
 
     from cbcl_pr_ros.nodes.ros_params import declare_parameters
     from cbcl_pr_ros.service.params import LEARNER
 
-    ctx = Context()
-    rclpy.init(context=ctx, domain_id=233 - os.getpid() % 30)
-    try:
+    with domain() as dom, isolated_context(dom) as ctx:
         node = rclpy.create_node("params_probe", context=ctx)
         declare_parameters(node, LEARNER)
         d = node.describe_parameter("unknown_threshold")
@@ -296,8 +303,6 @@ def test_declared_parameters_have_ranges_and_reject_bad_values():
         assert r.successful and node.get_parameter("max_prediction_rate").value == 10.0
         assert not node.set_parameters([Parameter("backbone", value="resnet18")])[0].successful  # read-only
         node.destroy_node()
-    finally:
-        rclpy.shutdown(context=ctx)
 
 
 # ------------------------------------------------------------------ small pieces
@@ -398,23 +403,15 @@ def test_session_options_and_registry():
     opts = session.parse_args(["--nodes", "extractor,learner,world", "--camera-topic", "/cam/raw",
                                "--namespace", "robot1"])
     assert opts.nodes == "extractor,learner,world" and opts.namespace == "robot1"
-    args = session.build_ros_args("/c.yaml", "/cam/raw", ["--ros-args", "--log-level", "debug"])
-    assert args[:4] == ["teaching_session", "--ros-args", "--params-file", "/c.yaml"]
+    args = session.build_ros_args(["/c.yaml", "/arm.yaml"], "/cam/raw", ["--ros-args", "--log-level", "debug"])
+    assert args[:6] == ["teaching_session", "--ros-args", "--params-file", "/c.yaml", "--params-file", "/arm.yaml"]
     assert "image:=/cam/raw" in args and args[-2:] == ["--log-level", "debug"]
     assert list(session.NODE_FACTORIES)[:2] == ["extractor", "learner"]
     assert {"world", "arm"} <= set(session.NODE_FACTORIES)
     with pytest.raises(ValueError, match="unknown node kind"):
         session.build_nodes(["camera9"], session.SessionContext())
-    built = []
-    session.register_node("probe", lambda ctx: built.append(ctx.namespace) or "node")
-    try:
-        ctx = session.SessionContext(namespace="r2")
-        assert session.build_nodes(["probe"], ctx) == ["node"] and built == ["r2"]
-    finally:
-        session.NODE_FACTORIES.pop("probe")
-    with pytest.raises(ValueError):
-        session.register_node("a,b", "x:y")
-    assert Path(session.default_config_path()).is_file()
+    files = session.session_params_files(opts, ["extractor", "learner", "world"])
+    assert [Path(f).name for f in files] == ["cbcl_pr.yaml", "sim_world.yaml"] and all(Path(f).is_file() for f in files)
     assert session.main(["teaching_session", "--nodes", "bogus"]) == 2
     assert session.main(["teaching_session", "--config", "/nonexistent.yaml"]) == 2
 
@@ -449,9 +446,11 @@ _PROBE = ("import rclpy; rclpy.init(); n = rclpy.create_node('xml_probe'); "
 
 
 def _probe_profile(path: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, FASTDDS_DEFAULT_PROFILES_FILE=str(path), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
-               ROS_DOMAIN_ID=str(150 + os.getpid() % 50))
-    return subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=60)
+    from ros_testing import domain, ros_env
+
+    with domain() as dom:
+        env = ros_env(dom, {"FASTDDS_DEFAULT_PROFILES_FILE": str(path)})
+        return subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_fastdds_profile_is_accepted(tmp_path):

@@ -18,7 +18,7 @@ import yaml
 
 from cbcl_pr_ros.robot import baxter
 
-from .conftest import REPO, NodeProcess, domain_id, ros_env, wait_until
+from .conftest import REPO, NodeProcess, fresh_domain, ros_env, wait_until
 
 FIXTURE = REPO / "test" / "fixtures" / "baxter_core_msgs"
 REACHABLE = (0.7, -0.25, -0.12)
@@ -42,7 +42,7 @@ def test_point_at_service_refuses_unknown_and_unreachable_and_points_at_known(tm
 
     from cbcl_pr_ros.srv import PointAt
 
-    dom = domain_id(1)
+    dom = fresh_domain()
     proc = _start_arm(tmp_path, dom, _arm_params(tmp_path, backend="sim"))
     try:
         c = ros_client(dom)
@@ -52,13 +52,13 @@ def test_point_at_service_refuses_unknown_and_unreachable_and_points_at_known(tm
         assert wait_until(lambda: c.node.count_publishers("joint_command") > 0, 60), proc.output()
 
         for label, why in (("spaceship", "spaceship"), ("far", "reach"), ("", "empty label")):
-            res = c.call(cli, PointAt.Request(label=label), timeout=60)
+            res = c.request(cli, PointAt.Request(label=label), timeout=60)
             assert not res.success and why in res.message, (label, res.message)
             assert list(res.joint_positions) == []
         time.sleep(0.5)
         assert commands == [], "a refused request must not move the arm"
 
-        res = c.call(cli, PointAt.Request(label="mug"), timeout=60)
+        res = c.request(cli, PointAt.Request(label="mug"), timeout=60)
         assert res.success, res.message
         assert res.pointing_error_m < 0.03
         assert [res.target.point.x, res.target.point.y, res.target.point.z] == pytest.approx(REACHABLE)
@@ -113,7 +113,7 @@ def _build_fixture() -> Path:
 @pytest.mark.slow
 def test_baxter_backend_streams_position_commands_with_baxter_message(tmp_path):
     install = _build_fixture()
-    dom = domain_id(2)
+    dom = fresh_domain()
     prelude = f"source {install}/local_setup.bash && "
     proc = _start_arm(tmp_path, dom, _arm_params(tmp_path, backend="baxter", rate_hz=20.0, hold_s=3.0),
                       prelude=prelude)

@@ -1,0 +1,227 @@
+"""Every way of starting the nodes gives each node its own YAML (the parameters it ends up with).
+
+Paths: the launch files (``ros2 launch``; evaluated here with a small stand-in for ``launch`` and
+``launch_ros``, which are not part of ROS 2 from PyPI wheels), ``teaching_session`` (one process)
+and the main job ``run_demo_session``. For each node, rcl itself resolves the parameter files of
+that path: a probe node with the node's name and namespace is created from the same arguments
+with ``automatically_declare_parameters_from_overrides``, so what it holds is what the real node
+would be handed. It must hold every value of its own YAML section, and none of the parameters it
+declares may come from another node's file.
+"""
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from cbcl_pr_ros.service.node_configs import NODE_KINDS  # noqa: E402
+from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, specs_for  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "config"
+OWN_FILE = {kind.node_name: kind.default_file for kind in NODE_KINDS.values()}
+
+
+def _declared(node_name: str) -> set[str]:
+    """Parameter names the real node declares."""
+    if node_name in (EXTRACTOR, LEARNER):
+        return {p.name for p in specs_for(node_name)}
+    module = {"arm": "cbcl_pr_ros.nodes.arm", "sim_world": "cbcl_pr_ros.nodes.sim_world"}[node_name]
+    return set(__import__(module, fromlist=["_PARAMS"])._PARAMS)
+
+
+def _from_files(files: list[str], name: str, namespace: str) -> dict[str, Any]:
+    """What the node's own YAML files alone give it (later files win), resolved by rcl too."""
+    args = ["--ros-args"]
+    for f in files:
+        args += ["--params-file", f]
+    return _probe(args, name, namespace)
+
+
+def _probe(ros_args: list[str], name: str, namespace: str) -> dict[str, Any]:
+    """The parameter overrides rcl gives a node named ``name`` in ``namespace`` with these arguments."""
+    context = rclpy.Context()
+    rclpy.init(args=["probe", *ros_args], context=context)
+    try:
+        node = rclpy.create_node(name, namespace=namespace or None, context=context, start_parameter_services=False,
+                                 automatically_declare_parameters_from_overrides=True)
+        try:
+            values = {n: node.get_parameter(n).value for n in node._parameters}  # noqa: SLF001
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+    values.pop("use_sim_time", None)
+    return values
+
+
+def _check_node(got: dict[str, Any], name: str, namespace: str, expected_files: list[str]) -> None:
+    expected = _from_files(expected_files, name, namespace)
+    assert expected, f"{name}: its own YAML ({expected_files}) sets nothing for it"
+    for key, value in expected.items():
+        assert got.get(key) == value, f"{name}: {key} is {got.get(key)!r}, its own YAML says {value!r}"
+    foreign = sorted((set(got) - set(expected)) & _declared(name))
+    assert not foreign, f"{name}: parameters {foreign} come from another node's file"
+
+
+# ------------------------------------------------------------------ the launch files
+class _Config:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _Entity:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+
+def _fake_launch_modules(share: Path) -> dict[str, types.ModuleType]:
+    """Stand-ins for the names the launch files import; they only record what they are given."""
+    mods: dict[str, types.ModuleType] = {}
+
+    def mod(name: str, **attrs: Any) -> None:
+        m = types.ModuleType(name)
+        m.__dict__.update(attrs)
+        mods[name] = m
+
+    kinds = {n: type(n, (_Entity,), {}) for n in ("LaunchDescription", "DeclareLaunchArgument", "IncludeLaunchDescription",
+                                                 "OpaqueFunction", "IfCondition", "PythonLaunchDescriptionSource", "Node")}
+    mod("launch", LaunchDescription=kinds["LaunchDescription"])
+    mod("launch.actions", **{k: kinds[k] for k in ("DeclareLaunchArgument", "IncludeLaunchDescription", "OpaqueFunction")})
+    mod("launch.conditions", IfCondition=kinds["IfCondition"])
+    mod("launch.launch_description_sources", PythonLaunchDescriptionSource=kinds["PythonLaunchDescriptionSource"])
+    mod("launch.substitutions", LaunchConfiguration=_Config)
+    mod("launch_ros")
+    mod("launch_ros.actions", Node=kinds["Node"])
+    mod("ament_index_python")
+    mod("ament_index_python.packages", get_package_share_directory=lambda pkg: str(share))
+    return mods
+
+
+def _launch_nodes(path: Path, given: dict[str, str]) -> list[dict[str, Any]]:
+    """Evaluate a launch file: the nodes it starts with resolved name, namespace and parameters."""
+    module = types.ModuleType(path.stem)
+    module.__file__ = str(path)
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102
+    entities = module.generate_launch_description().args[0]
+    values = dict(given)
+    for e in entities:
+        if type(e).__name__ == "DeclareLaunchArgument":
+            values.setdefault(e.args[0], e.kwargs.get("default_value"))
+
+    def val(x: Any) -> Any:
+        return values[x.name] if isinstance(x, _Config) else x
+
+    nodes: list[dict[str, Any]] = []
+    for e in entities:
+        cond = e.kwargs.get("condition")
+        if cond is not None and str(val(cond.args[0])).lower() != "true":
+            continue
+        kind = type(e).__name__
+        if kind == "IncludeLaunchDescription":
+            sub = {k: val(v) for k, v in e.kwargs.get("launch_arguments", ())}
+            nodes += _launch_nodes(Path(e.args[0].args[0]), sub)
+        elif kind == "Node":
+            params = [{k: val(v) for k, v in p.items()} if isinstance(p, dict) else val(p)
+                      for p in e.kwargs.get("parameters", [])]
+            nodes.append({"name": val(e.kwargs["name"]), "namespace": val(e.kwargs.get("namespace", "")) or "",
+                          "parameters": params})
+    return nodes
+
+
+def _launch_ros_args(params: list[Any]) -> list[str]:
+    args = ["--ros-args"]
+    for p in params:
+        args += ["-p", *[f"{k}:={v}" for k, v in p.items()]] if isinstance(p, dict) else ["--params-file", p]
+    return args
+
+
+@pytest.fixture
+def launch_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "launch").symlink_to(REPO / "launch")
+    (share / "config").symlink_to(CONFIG)
+    for name, m in _fake_launch_modules(share).items():
+        monkeypatch.setitem(sys.modules, name, m)
+    return share
+
+
+@pytest.mark.parametrize("launch_file, given, expected_nodes", [
+    ("perception.launch.py", {}, {"feature_extractor", "learner"}),
+    ("teaching_session.launch.py", {"with_arm": "true", "namespace": "robot1"}, {"feature_extractor", "learner", "arm"}),
+    ("sim_teaching_demo.launch.py", {}, {"sim_world", "feature_extractor", "learner", "arm"}),
+    ("replay.launch.py", {"bag": "/tmp/none"}, {"feature_extractor", "learner"}),
+])
+def test_launch_files_give_each_node_its_own_yaml(launch_share, launch_file, given, expected_nodes):
+    nodes = _launch_nodes(launch_share / "launch" / launch_file, given)
+    assert {n["name"] for n in nodes} == expected_nodes
+    for n in nodes:
+        files = [p for p in n["parameters"] if isinstance(p, str)]
+        assert [Path(f).name for f in files] == [OWN_FILE[n["name"]]], f"{launch_file}: {n['name']} reads {files}"
+        got = _probe(_launch_ros_args(n["parameters"]), n["name"], n["namespace"])
+        _check_node(got, n["name"], n["namespace"], files)
+
+
+def test_launch_argument_replaces_the_arm_yaml(launch_share, tmp_path):
+    """A user's arm file (``backend: baxter``) reaches the arm, not the default's ``sim``."""
+    mine = tmp_path / "my_arm.yaml"
+    mine.write_text("/**/arm:\n  ros__parameters:\n    backend: baxter\n")
+    nodes = _launch_nodes(launch_share / "launch" / "teaching_session.launch.py",
+                          {"with_arm": "true", "arm_config": str(mine)})
+    arm = next(n for n in nodes if n["name"] == "arm")
+    assert _probe(_launch_ros_args(arm["parameters"]), "arm", "")["backend"] == "baxter"
+
+
+# ------------------------------------------------------------------ teaching_session (one process)
+@pytest.mark.parametrize("argv", [["--nodes", "extractor,learner,world,arm"],
+                                  ["--nodes", "arm,learner", "--namespace", "robot1"]])
+def test_teaching_session_gives_each_node_its_own_yaml(argv):
+    from cbcl_pr_ros.nodes import session
+
+    opts = session.parse_args(argv)
+    kinds = opts.nodes.split(",")
+    files = session.session_params_files(opts, kinds)
+    ros_args = session.build_ros_args(files, "/cam")[1:]
+    for kind in kinds:
+        name = NODE_KINDS[kind].node_name
+        got = _probe(ros_args, name, opts.namespace)
+        _check_node(got, name, opts.namespace, [str(CONFIG / OWN_FILE[name])])
+
+
+def test_teaching_session_arm_config_option(tmp_path):
+    from cbcl_pr_ros.nodes import session
+
+    mine = tmp_path / "my_arm.yaml"
+    mine.write_text("/**/arm:\n  ros__parameters:\n    backend: baxter\n")
+    opts = session.parse_args(["--nodes", "extractor,arm", "--arm-config", str(mine)])
+    files = session.session_params_files(opts, ["extractor", "arm"])
+    assert _probe(session.build_ros_args(files)[1:], "arm", "")["backend"] == "baxter"
+    assert set(session.NODE_FACTORIES) == set(NODE_KINDS)
+
+
+# ------------------------------------------------------------------ the main job (run_demo_session)
+def test_demo_gives_each_node_its_own_yaml(tmp_path):
+    from cbcl_pr_ros.nodes import demo
+
+    opts = demo.parse_args([])
+    ros_args = demo.demo_ros_args(opts, str(tmp_path / "memory.safetensors"))
+    ros_args = ros_args[ros_args.index("--ros-args"):]
+    overrides = ros_args[-1]  # the demo's own values, keyed by node, come last
+    for name in ("sim_world", "feature_extractor", "learner", "arm"):
+        got = _probe(ros_args, name, "")
+        _check_node(got, name, "", [str(CONFIG / OWN_FILE[name]), overrides])
+
+
+def test_the_check_catches_a_node_given_another_nodes_file():
+    """The old teaching_session.launch.py gave the arm cbcl_pr.yaml: the check must refuse that."""
+    got = _probe(["--ros-args", "--params-file", str(CONFIG / "cbcl_pr.yaml")], "arm", "")
+    with pytest.raises(AssertionError):
+        _check_node(got, "arm", "", [str(CONFIG / "arm.yaml")])
+    got = _probe(["--ros-args", "--params-file", str(CONFIG / "sim_world.yaml"),
+                  "--params-file", str(CONFIG / "arm.yaml")], "arm", "")
+    _check_node(got, "arm", "", [str(CONFIG / "arm.yaml")])
