@@ -11,6 +11,10 @@ Service ``point_at`` (cbcl_pr_ros/PointAt). Subscribes ``prediction`` (the learn
 - ``trajectory``: trajectory_msgs/JointTrajectory on ``command_topic`` (e.g.
   ``/arm_controller/joint_trajectory``).
 An unknown label or an unreachable target answers success=false and nothing is published.
+
+Issue 12: ``detections`` (the learner's tracked objects, centroids in the camera's optical frame) are
+moved to the base frame with the ``camera_pose`` of the same stamp; ``point_at(label)`` aims at the
+best detection of that label (highest fused confidence) before any frame-level prediction.
 """
 from __future__ import annotations
 
@@ -28,8 +32,9 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
 from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.msg import Prediction
+from cbcl_pr_ros.msg import Detections, Prediction
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
 from cbcl_pr_ros.srv import PointAt
@@ -76,6 +81,7 @@ class ArmNode(Node):
         self._depth: dict[int, Image] = {}
         self._poses: dict[int, PoseStamped] = {}
         self._K: np.ndarray | None = None
+        self._info: CameraInfo | None = None
         self.commands_sent = 0
         self.last_target: dict[str, float] | None = None
 
@@ -104,6 +110,9 @@ class ArmNode(Node):
         self.create_subscription(Prediction, "prediction", self._on_prediction, 2,
                                  callback_group=MutuallyExclusiveCallbackGroup())
         self.create_service(PointAt, "point_at", self._on_point_at, callback_group=MutuallyExclusiveCallbackGroup())
+        self.detections_used = 0
+        self.create_subscription(Detections, "detections", self._on_detections, 2,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
         self.get_logger().info(f"arm ready: {self.side} arm, backend '{self.backend}' on '{self.command_pub.topic_name}'")
 
     # ------------------------------------------------------------------ inputs
@@ -113,6 +122,7 @@ class ArmNode(Node):
 
     def _on_info(self, msg: CameraInfo) -> None:
         self._K = np.array(msg.k, float).reshape(3, 3)
+        self._info = msg
 
     def _remember(self, store: dict[int, Any], msg: Any) -> None:
         with self._lock:
@@ -131,7 +141,11 @@ class ArmNode(Node):
         if key == self._last_observed:  # same view, same answer: nothing new to locate
             return
         self._last_observed = key
-        d = np.frombuffer(bytes(depth.data), "<f4").reshape(depth.height, depth.step // 4)[:, : depth.width]
+        try:
+            d = depth_msg_to_array(depth)
+        except ValueError as exc:  # a malformed depth frame is skipped, the node keeps running
+            self.get_logger().warning(f"depth frame ignored: {exc}", throttle_duration_sec=10.0)
+            return
         K = self._K.copy()
         K[:2] /= 2.0  # segment at half resolution: plenty for a table top, 4x less work
         with self._logic_lock:
@@ -139,6 +153,35 @@ class ArmNode(Node):
                                         (p.x, p.y, p.z), (q.x, q.y, q.z, q.w))
         if centre is not None and self.point_on_prediction:
             self.point(msg.label)
+
+    def _pose_for(self, stamp: Any, max_age_s: float = 0.3) -> PoseStamped | None:
+        """The camera pose of a stamp, else the newest one at most ``max_age_s`` older."""
+        key = _stamp_ns(stamp)
+        with self._lock:
+            pose = self._poses.get(key)
+            if pose is None and self._poses:
+                newest = max(k for k in self._poses if k <= key) if any(k <= key for k in self._poses) else None
+                if newest is not None and key - newest <= max_age_s * 1e9:
+                    pose = self._poses[newest]
+        return pose
+
+    def _on_detections(self, msg: Detections) -> None:
+        """Remember the detected objects in the base frame (camera pose of the image's stamp)."""
+        pose = self._pose_for(msg.header.stamp)
+        if pose is None:
+            self.get_logger().warning("detections ignored: no camera_pose for their stamp",
+                                      throttle_duration_sec=10.0)
+            return
+        p, q = pose.pose.position, pose.pose.orientation
+        objs = [(o.id, o.label, o.known, o.confidence, (o.centroid.x, o.centroid.y, o.centroid.z))
+                for o in msg.objects]
+        info = self._info
+        size = (int(info.width), int(info.height)) if info is not None and info.width and info.height else None
+        with self._logic_lock:
+            self.logic.detected.update(objs, (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
+                                       msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9,
+                                       self._K if size else None, size)
+        self.detections_used += 1
 
     # ------------------------------------------------------------------ pointing
     def point(self, label: str) -> tuple[bool, str, Any]:

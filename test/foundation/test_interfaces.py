@@ -7,7 +7,7 @@ import pytest
 
 pytestmark = pytest.mark.ros
 
-MSGS = ["FeatureVector", "ClassInfo", "Prediction", "LearnerStatus", "TeachingEvent"]
+MSGS = ["DetectedObject", "Detections", "ObjectFeatures", "FeatureVector", "ClassInfo", "Prediction", "LearnerStatus", "TeachingEvent"]
 SRVS = ["PlaceObject", "ClearObjects", "TeachClass", "Classify", "ListClasses", "ForgetClass", "RenameClass", "SaveMemory",
         "LoadMemory", "ExtractFeatures", "PointAt"]
 
