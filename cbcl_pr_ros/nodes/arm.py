@@ -125,9 +125,11 @@ class ArmNode(Node):
         self._info = msg
 
     def _remember(self, store: dict[int, Any], msg: Any) -> None:
+        # poses are small and detections may lag seconds behind the camera: keep more of them
+        cap = 600 if store is self._poses else 30
         with self._lock:
             store[_stamp_ns(msg.header.stamp)] = msg
-            while len(store) > 30:
+            while len(store) > cap:
                 store.pop(min(store))
 
     def _on_prediction(self, msg: Prediction) -> None:
@@ -173,8 +175,8 @@ class ArmNode(Node):
                                       throttle_duration_sec=10.0)
             return
         p, q = pose.pose.position, pose.pose.orientation
-        objs = [(o.id, o.label, o.known, o.confidence, (o.centroid.x, o.centroid.y, o.centroid.z))
-                for o in msg.objects]
+        objs = [(o.id, o.label, o.known, o.confidence, (o.centroid.x, o.centroid.y, o.centroid.z),
+                 (o.x0, o.y0, o.x1, o.y1)) for o in msg.objects]
         info = self._info
         size = (int(info.width), int(info.height)) if info is not None and info.width and info.height else None
         with self._logic_lock:

@@ -187,7 +187,7 @@ def draw_detections(rgb: np.ndarray, det: Detections,
     """A copy of the frame with every object's box and "#id label score".
 
     Colours: green known, orange unknown; with ``truth`` (one entry per object: right, wrong or
-    None), green right and red wrong, as the main job's scene picture.
+    None = matches no real object), green right, red wrong and orange none, as the main job's scene picture.
     """
     if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
         raise ValueError(f"draw_detections needs an (h, w, 3) uint8 RGB array, got {getattr(rgb, 'shape', None)}")
@@ -197,7 +197,9 @@ def draw_detections(rgb: np.ndarray, det: Detections,
     thick = max(1, int(round(2 * scale)))
     for i, o in enumerate(det.objects):
         ok = None if truth is None else truth[i]
-        if ok is None:
+        if truth is not None and ok is None:
+            colour = (255, 140, 0)  # matches no real object
+        elif ok is None:
             colour = (40, 200, 40) if o.known and o.label else (255, 140, 0)
         else:
             colour = (40, 200, 40) if ok else (230, 30, 30)

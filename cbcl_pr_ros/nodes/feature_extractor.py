@@ -232,6 +232,10 @@ class FeatureExtractorNode(Node):
         except ValueError:
             K = None
         dmsg = self._depths.pop(stamp_key(header))
+        deadline = time.monotonic() + 0.1  # a camera publishes depth just after colour: wait a moment
+        while dmsg is None and self._latest_depth is not None and time.monotonic() < deadline:
+            time.sleep(0.005)
+            dmsg = self._depths.pop(stamp_key(header))
         if dmsg is None and self._latest_depth is not None:
             age = (stamp_to_ns(header.stamp) - stamp_to_ns(self._latest_depth.header.stamp)) / 1e9
             if 0.0 <= age <= float(self.get_parameter("depth_max_age_s").value):

@@ -7,7 +7,7 @@ shows their place without them, or a new detection lands on them. Pure numpy, no
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -18,17 +18,29 @@ from .world import quaternion_to_matrix
 __all__ = ["SeenObject", "DetectedObjects"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class SeenObject:
-    """One detected object: track id, fused label, confidence and centre (base frame, metres)."""
+    """One remembered object: its centre (base frame, metres) and the labels it was seen as.
+
+    ``votes`` sums each label's fused confidence over the frames that saw the object ("" = unknown),
+    so one bad view does not relabel it; ``label`` is the label with the most votes.
+    """
 
     track_id: int
-    label: str
-    known: bool
-    confidence: float
     centre: np.ndarray
     stamp: float
     seq: int
+    votes: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return max(self.votes.items(), key=lambda kv: (kv[1], kv[0]))[0] if self.votes else ""
+
+    @property
+    def confidence(self) -> float:
+        """Share of the votes that went to ``label``."""
+        total = sum(self.votes.values())
+        return self.votes.get(self.label, 0.0) / total if total > 0 else 0.0
 
 
 class DetectedObjects:
@@ -36,46 +48,66 @@ class DetectedObjects:
 
     Parameters
     ----------
-    merge_m : a detection closer than this (horizontally) to a remembered object replaces it.
-    min_confidence : detections below this fused confidence are not remembered.
+    merge_m : a detection closer than this (horizontally) to a remembered object is that object.
+    min_confidence : detections below this fused confidence vote for "unknown".
+    border_weight : vote weight of a detection whose box touches the image border (a part of an object).
     """
 
-    def __init__(self, merge_m: float = 0.05, min_confidence: float = 0.0) -> None:
+    def __init__(self, merge_m: float = 0.06, min_confidence: float = 0.0, border_weight: float = 0.25) -> None:
         if not merge_m > 0:
             raise ValueError(f"merge_m must be > 0, got {merge_m!r}")
         self.merge_m = float(merge_m)
         self.min_confidence = float(min_confidence)
+        self.border_weight = float(border_weight)
         self.objects_: list[SeenObject] = []
         self._seq = 0
 
-    def update(self, detections: Sequence[tuple[int, str, bool, float, Sequence[float]]],
-               cam_pos: Sequence[float], cam_quat: Sequence[float], stamp: float,
+    def update(self, detections: Sequence[tuple], cam_pos: Sequence[float], cam_quat: Sequence[float], stamp: float,
                K: np.ndarray | None = None, image_size: tuple[int, int] | None = None) -> int:
-        """Add one frame's detections (track id, label, known, confidence, centroid in the optical frame).
+        """Add one frame's detections: (track id, label, known, confidence, centroid in the optical frame[,
+        box (x0, y0, x1, y1)]).
 
+        A detection votes for its label on the remembered object it lands on (or starts a new one).
         With ``K`` and ``image_size`` (w, h), remembered objects whose centre projects into this image
-        but that no detection confirms are dropped (they were moved or taken away). Returns how many
-        detections were remembered (objects without a finite centroid are skipped).
+        but that no detection confirms are dropped (moved or taken away). Returns how many detections
+        had a usable (finite, in front of the camera) centroid.
         """
         R = quaternion_to_matrix(cam_quat)
         p = np.asarray(cam_pos, float)
         fresh = []
-        for tid, label, known, conf, c in detections:
+        for d in detections:
+            tid, label, known, conf, c = d[:5]
             c = np.asarray(c, float).reshape(3)
             if not np.all(np.isfinite(c)) or c[2] <= 0:
                 continue
-            self._seq += 1
-            fresh.append(SeenObject(int(tid), str(label), bool(known), float(conf), R @ c + p, float(stamp), self._seq))
-        keep = []
+            weight = float(conf)
+            if len(d) > 5 and image_size is not None:
+                x0, y0, x1, y1 = d[5]
+                if x0 <= 2 or y0 <= 2 or x1 >= image_size[0] - 2 or y1 >= image_size[1] - 2:
+                    weight *= self.border_weight
+            name = str(label) if known and label and conf >= self.min_confidence else ""
+            fresh.append((int(tid), name, weight, R @ c + p))
+        keep, used = [], set()
         for o in self.objects_:
-            if any(np.linalg.norm(o.centre[:2] - f.centre[:2]) < self.merge_m for f in fresh):
-                continue  # replaced by this frame's view of it
+            near = [i for i, f in enumerate(fresh) if np.linalg.norm(o.centre[:2] - f[3][:2]) < self.merge_m]
+            if near:
+                i = min(near, key=lambda i: np.linalg.norm(o.centre[:2] - fresh[i][3][:2]))
+                if i not in used:
+                    used.add(i)
+                    tid, name, weight, centre = fresh[i]
+                    o.votes[name] = o.votes.get(name, 0.0) + weight
+                    o.centre, o.track_id, o.stamp = centre, tid, float(stamp)
+                keep.append(o)
+                continue
             if K is not None and image_size is not None and self._in_view(o.centre, K, p, cam_quat, image_size):
                 continue  # its place is in view and nothing is detected there: gone
             keep.append(o)
-        good = [f for f in fresh if f.known and f.label and f.confidence >= self.min_confidence]
-        self.objects_ = keep + good
-        return len(good)
+        for i, (tid, name, weight, centre) in enumerate(fresh):
+            if i not in used:
+                self._seq += 1
+                keep.append(SeenObject(tid, centre, float(stamp), self._seq, {name: weight}))
+        self.objects_ = keep
+        return len(fresh)
 
     @staticmethod
     def _in_view(centre: np.ndarray, K: np.ndarray, cam_pos: np.ndarray, cam_quat: Sequence[float],
@@ -85,12 +117,12 @@ class DetectedObjects:
         return bool(z > 0 and border * w <= u < (1 - border) * w and border * h <= v < (1 - border) * h)
 
     def best(self, label: str) -> SeenObject | None:
-        """The remembered object of ``label`` with the highest fused confidence (newest on a tie)."""
-        cands = [o for o in self.objects_ if o.label == label and label]
-        return max(cands, key=lambda o: (round(o.confidence, 3), o.seq)) if cands else None
+        """The remembered object seen as ``label`` most (by votes); None when no object is."""
+        cands = [o for o in self.objects_ if label and o.label == label]
+        return max(cands, key=lambda o: (round(o.votes[label], 6), o.seq)) if cands else None
 
     def labels(self) -> list[str]:
-        return sorted({o.label for o in self.objects_})
+        return sorted({o.label for o in self.objects_ if o.label})
 
     def clear(self) -> None:
         self.objects_.clear()

@@ -25,9 +25,21 @@ def test_detections_become_base_frame_positions_and_best_confidence_wins() -> No
     n = mem.update([(1, "mug", True, 0.6, _cam_point(a)), (2, "mug", True, 0.9, _cam_point(b)),
                     (3, "", False, 0.3, _cam_point(a + 0.1)), (4, "duck", True, 0.8, [np.nan] * 3)],
                    CAM, QUAT, 1.0)
-    assert n == 2  # unknown and depth-less objects are not pointing targets
+    assert n == 3  # the depth-less duck has no position
     np.testing.assert_allclose(mem.best("mug").centre, b, atol=1e-9)
-    assert mem.best("duck") is None and mem.labels() == ["mug"]
+    assert mem.best("duck") is None and mem.labels() == ["mug"]  # unknown objects are no target
+
+
+def test_one_bad_view_does_not_relabel_a_remembered_object() -> None:
+    mem = DetectedObjects()
+    a = np.array([0.72, -0.05, -0.14])
+    for label, conf in (("mug", 0.8), ("mug", 0.7), ("duck", 1.0), ("mug", 0.6)):
+        mem.update([(1, label, True, conf, _cam_point(a + np.array([0.01, 0.0, 0.0])))], CAM, QUAT, 1.0)
+    assert len(mem.objects_) == 1 and mem.best("mug") is not None and mem.best("duck") is None
+    # a view that only shows part of it (box at the image border) counts less
+    for _ in range(2):
+        mem.update([(1, "duck", True, 1.0, _cam_point(a), (0, 10, 50, 60))], CAM, QUAT, 2.0, K, (640, 480))
+    assert mem.best("mug") is not None
 
 
 def test_objects_out_of_view_are_kept_and_vanished_ones_dropped() -> None:
