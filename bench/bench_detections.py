@@ -115,7 +115,7 @@ def run_seed(seed: int, args, bb) -> dict:
         feats, fallbacks, crop_iou = _teaching_inputs(world, cats, rng, max(args.shots), cam, bb)
         dim = next(iter(feats.values()))[0].shape[1]
         learners = {(s, name): _learner(feats, s, w, seed, dim) for s in args.shots for w, name in ((0, "crops"), (1, "whole"))}
-        spec = SceneSpec(camera=cam)
+        spec = SceneSpec(camera=cam, view_step_deg=args.view_step)
         res = {k: {"single": [], "single_open": [], "fused_last": [], "fused_last_open": [], "single_last": [],
                    "single_last_open": [], "gt_last": 0, "gt_all": 0} for k in learners}
         recall = {"depth": [0, 0], "rgb": [0, 0]}
@@ -274,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenes", type=int, default=2, help="scenes per seed")
     ap.add_argument("--views", type=int, default=5, help="views per scene (the fusion window)")
     ap.add_argument("--shots", type=int, nargs="+", default=[5, 10])
+    ap.add_argument("--view-step", type=float, default=4.0, help="degrees of azimuth between a scene's views")
     ap.add_argument("--threads", type=int, default=2, help="backbone threads")
     ap.add_argument("--rate-frames", type=int, default=60)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "detections.json"))
@@ -307,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "bench_detections", "machine": machine_info(),
         "note": "the 2-core machine was shared with other helpers' jobs during this run; see loadavg",
-        "params": {"seeds": args.seeds, "classes": args.classes, "scenes_per_seed": args.scenes, "views_per_scene": args.views,
+        "params": {"seeds": args.seeds, "classes": args.classes, "scenes_per_seed": args.scenes, "views_per_scene": args.views, "view_step_deg": args.view_step,
                    "shots": args.shots, "backbone": "efficientnet_lite0 (onnx)", "backbone_threads": args.threads,
                    "image": "640x480, 60 deg vertical fov", "objects_per_scene": "3-10", "match_iou": 0.5,
                    "teaching": "one teaching object per class, alone on the table, 10 hand-camera views; test objects are other instances"},

@@ -3,18 +3,20 @@
 Our classes are taught a minute before they are asked for, so no trained detector can know them:
 objects are found as "what stands out from the support surface".
 
-With depth (``method="depth"``): pixels are back-projected, the support plane is fitted by RANSAC
-(vectorised hypotheses, least-squares refit on the inliers), and points more than ``min_height_m`` above it are object points. They are grouped by connected
-components on the image grid after cutting the grid where neighbouring depths jump (two objects at
-different distances) and, optionally, along strong colour edges (two touching objects of different
-colour at the same distance). Fragments smaller than ``min_pixels`` are given back to the nearest
-component. Each object gets its mask, box, and a 3D centroid and extent completed down to the plane
-(the camera sees only the top and front of an object; its foot lies on the plane).
+With depth (``method="depth"``): pixels are back-projected, the support plane is fitted by
+RANSAC (vectorised hypotheses, least-squares refit on the inliers), and points more than
+``min_height_m`` above it are object points. They are grouped by connected components on the image
+grid after cutting it where neighbouring depths jump (two objects at different distances) and,
+optionally, along colour edges (touching objects of different colour at the same distance).
+Fragments smaller than ``min_pixels`` and depth holes join a neighbouring component. Each object
+gets its mask, box, and a 3D centroid and extent completed down to the plane (the camera sees only
+the top and near side of an object; its foot lies on the plane).
 
 Without depth (``method="rgb"``, or as a fallback when depth is missing, too sparse or holds no
-plane): a colour model of the background is fitted to the image border (a Gaussian mixture in a
-shadow-tolerant Lab space; on a table view the border is mostly table and floor), and pixels the
-model finds unlikely are object pixels, grouped and split as above. 3D fields are NaN then.
+plane): a colour model of the background is built from the image border (a Lab histogram coarse in
+lightness, so shading and shadows stay background; on a table view the border is mostly table and
+floor); pixels whose colour the border hardly holds are object pixels, grouped and split as above.
+3D fields are NaN then.
 
 The work is done at ``work_width`` pixels wide (masks are scaled back), which keeps one 640x480
 frame at a few tens of milliseconds on one core.
@@ -59,8 +61,8 @@ class ProposalConfig:
     min_pixels : smaller components are fragments, merged into a neighbour within ``merge_px`` or dropped.
     max_area_fraction : a component larger than this share of the image is background, not an object.
     background_border : width of the image border (share of the smaller side) the RGB method's
-        background colour model is fitted to; ``background_components`` its mixture size;
-        ``background_quantile`` the share of border pixels allowed to fall below the threshold.
+        background colour model is built from; ``background_quantile`` the share of border pixels
+        allowed to fall below the object threshold.
     max_proposals : keep at most this many (highest score first).
     seed : seeds RANSAC's and the background model's sampling.
     """
@@ -84,7 +86,6 @@ class ProposalConfig:
     merge_px: int = 4
     max_area_fraction: float = 0.5
     background_border: float = 0.06
-    background_components: int = 3
     background_quantile: float = 0.01
     max_proposals: int = 32
     seed: int = 0
@@ -105,7 +106,7 @@ class ProposalConfig:
         for name in ("min_plane_fraction", "max_area_fraction", "background_border", "background_quantile"):
             if not 0 < getattr(self, name) < 1:
                 raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)}")
-        for name in ("ransac_points", "ransac_trials", "min_pixels", "background_components", "max_proposals"):
+        for name in ("ransac_points", "ransac_trials", "min_pixels", "max_proposals"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.depth_jump_rel < 0 or self.merge_px < 0:
