@@ -306,7 +306,8 @@ class LearnerNode(Node):
             self.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
             return
         version = self.controller.model_version
-        obs = []
+        # before anything is taught, objects are still tracked (unlabelled), so a track id can be taught
+        obs = [ObjectObservation(p, {}, False) for p in props]
         if props and self.controller.classes:
             out = self.controller.classify(feats, top_k=len(self.controller.classes))
             if out.success:
