@@ -182,7 +182,7 @@ class ArmNode(Node):
         with self._logic_lock:
             self.logic.detected.update(objs, (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
                                        msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9,
-                                       self._K if size else None, size)
+                                       self._K if size else None, size, int(msg.model_version))
         self.detections_used += 1
 
     # ------------------------------------------------------------------ pointing

@@ -45,7 +45,7 @@ SCENE_REGION = (0.57, 0.85, -0.52, -0.12)  # x0, x1, y0, y1 of the table scene (
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="run_demo_session", description=__doc__.splitlines()[0])
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the classes, objects, layout and world")
     ap.add_argument("--classes", type=int, default=10,
                     help="object classes to teach (2 per increment); one held-out object of each goes on the table")
     ap.add_argument("--shots", type=int, nargs="+", default=[5, 10], help="cumulative shots per class per phase")

@@ -23,7 +23,9 @@ class SeenObject:
     """One remembered object: its centre (base frame, metres) and the labels it was seen as.
 
     ``votes`` sums each label's fused confidence over the frames that saw the object ("" = unknown),
-    so one bad view does not relabel it; ``label`` is the label with the most votes.
+    so one bad view does not relabel it; ``label`` is the label with the most votes. Votes are of
+    one model version: a newer model that sees the object starts them afresh (a class taught since
+    may be what it is).
     """
 
     track_id: int
@@ -31,6 +33,7 @@ class SeenObject:
     stamp: float
     seq: int
     votes: dict[str, float] = field(default_factory=dict)
+    model_version: int = 0
 
     @property
     def label(self) -> str:
@@ -63,7 +66,7 @@ class DetectedObjects:
         self._seq = 0
 
     def update(self, detections: Sequence[tuple], cam_pos: Sequence[float], cam_quat: Sequence[float], stamp: float,
-               K: np.ndarray | None = None, image_size: tuple[int, int] | None = None) -> int:
+               K: np.ndarray | None = None, image_size: tuple[int, int] | None = None, model_version: int = 0) -> int:
         """Add one frame's detections: (track id, label, known, confidence, centroid in the optical frame[,
         box (x0, y0, x1, y1)]).
 
@@ -95,6 +98,8 @@ class DetectedObjects:
                 if i not in used:
                     used.add(i)
                     tid, name, weight, centre = fresh[i]
+                    if int(model_version) != o.model_version:
+                        o.votes, o.model_version = {}, int(model_version)
                     o.votes[name] = o.votes.get(name, 0.0) + weight
                     o.centre, o.track_id, o.stamp = centre, tid, float(stamp)
                 keep.append(o)
@@ -105,7 +110,7 @@ class DetectedObjects:
         for i, (tid, name, weight, centre) in enumerate(fresh):
             if i not in used:
                 self._seq += 1
-                keep.append(SeenObject(tid, centre, float(stamp), self._seq, {name: weight}))
+                keep.append(SeenObject(tid, centre, float(stamp), self._seq, {name: weight}, int(model_version)))
         self.objects_ = keep
         return len(fresh)
 

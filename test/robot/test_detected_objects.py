@@ -40,6 +40,9 @@ def test_one_bad_view_does_not_relabel_a_remembered_object() -> None:
     for _ in range(2):
         mem.update([(1, "duck", True, 1.0, _cam_point(a), (0, 10, 50, 60))], CAM, QUAT, 2.0, K, (640, 480))
     assert mem.best("mug") is not None
+    # a newer model (a class taught since) starts the votes afresh
+    mem.update([(1, "cup", True, 0.5, _cam_point(a))], CAM, QUAT, 3.0, model_version=2)
+    assert mem.best("cup") is not None and mem.best("mug") is None
 
 
 def test_objects_out_of_view_are_kept_and_vanished_ones_dropped() -> None:
