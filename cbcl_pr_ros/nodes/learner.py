@@ -212,15 +212,17 @@ class LearnerNode(Node):
                                      f"'{self.backbone_name}': set the same 'backbone' parameter on both")
         return ex.features, ex.backbone
 
-    def _collect_frames(self, n: int, timeout_s: float) -> list[FeatureVector]:
+    def _collect_frames(self, n: int, timeout_s: float, pool: set | None = None) -> list[Any]:
+        """The next ``n`` messages offered to ``pool`` (default: the feature vectors' collectors)."""
+        pool = self._collectors if pool is None else pool
         collector = FrameCollector(n)
         with self._collectors_lock:
-            self._collectors.add(collector)
+            pool.add(collector)
         try:
             collector.wait(timeout_s)
         finally:
             with self._collectors_lock:
-                self._collectors.discard(collector)
+                pool.discard(collector)
         return collector.frames
 
     # ------------------------------------------------------------------ services
@@ -338,17 +340,6 @@ class LearnerNode(Node):
         except (ValueError, TypeError) as exc:
             self.get_logger().warning(f"debug image skipped: {exc}", throttle_duration_sec=10.0)
 
-    def _collect_object_frames(self, n: int, timeout_s: float) -> list[ObjectFeatures]:
-        collector = FrameCollector(n)
-        with self._collectors_lock:
-            self._object_collectors.add(collector)
-        try:
-            collector.wait(timeout_s)
-        finally:
-            with self._collectors_lock:
-                self._object_collectors.discard(collector)
-        return collector.frames
-
     def _teach_refused(self, resp: Any, message: str) -> Any:
         resp.success, resp.message = False, message
         resp.num_classes = len(self.controller.classes)
@@ -401,7 +392,7 @@ class LearnerNode(Node):
                     roi_box(plan.rois[0], self._last_object_shape, "camera image")  # fail now, not after waiting
                 timeout = float(req.timeout_s) if req.timeout_s > 0 else \
                     float(self.get_parameter("teach_timeout_s").value)
-                frames = self._collect_object_frames(n, timeout)
+                frames = self._collect_frames(n, timeout, self._object_collectors)
                 if not frames:
                     raise ValueError(f"no object frames arrived within {timeout:.1f} s on "
                                      f"'{self.objects_sub.topic_name}': is the feature_extractor detecting "

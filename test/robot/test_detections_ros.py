@@ -51,7 +51,7 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
     from sensor_msgs.msg import Image, JointState, RegionOfInterest
 
     from cbcl_pr_ros.msg import Detections, FeatureVector
-    from cbcl_pr_ros.srv import ClearObjects, ListClasses, PlaceObject, PointAt, TeachClass
+    from cbcl_pr_ros.srv import ClearObjects, ForgetClass, ListClasses, PlaceObject, PointAt, TeachClass
 
     dom = domain_id(12)
     over = _overrides(tmp_path)
@@ -67,6 +67,7 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
         clear = node.create_client(ClearObjects, "clear_objects")
         teach = node.create_client(TeachClass, "teach_class")
         listc = node.create_client(ListClasses, "list_classes")
+        forget = node.create_client(ForgetClass, "forget_class")
         point = node.create_client(PointAt, "point_at")
         logs = lambda: "\n".join(p.output()[-3000:] for p in procs)  # noqa: E731
 
@@ -118,6 +119,15 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
             assert res.success, res.message
             assert "track" in res.message
             ids[label] = o.id
+        # ... from the stream: a box (the proposal of best IoU in each frame), and the object in view
+        o = boxes[1]
+        roi = RegionOfInterest(x_offset=o.x0, y_offset=o.y0, width=o.x1 - o.x0, height=o.y1 - o.y0)
+        res = c.call(teach, TeachClass.Request(label="muggish", rois=[roi], num_frames=2, timeout_s=30.0), timeout=120)
+        assert res.success and "inside the box" in res.message, res.message
+        res = c.call(teach, TeachClass.Request(label="in_view", num_frames=2, timeout_s=30.0), timeout=120)
+        assert res.success and "object crops of camera frames" in res.message, res.message  # teach_from: auto
+        res = c.call(forget, ForgetClass.Request(label="in_view"), timeout=60)  # either object: not kept
+        assert res.success, res.message
         n0 = len(dets)
         assert wait_until(lambda: len(dets) > n0 + 2 and {o.label for o in dets[-1].objects if o.known}
                           >= {"duckish", "muggish"}, 120), [(o.id, o.label, o.known) for o in dets[-1].objects]
