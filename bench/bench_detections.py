@@ -17,7 +17,8 @@ Per seed (a fresh PyBullet table world, ``cbcl_pr_ros.robot.scenes``):
    Per-object accuracy: a ground-truth object counts correct when its matched proposal's label
    (single frame) or its track's fused label (fusion) is its category; "of_detected" divides by the
    matched objects, "end_to_end" by all visible objects (a missed object is wrong). Closed-set
-   accuracy uses the best class; ``open_set`` also needs the learner to call it known.
+   accuracy uses the best class; ``open_set`` also needs the learner to call it known. Label
+   stability: how often an object's label changes from one view to the next, single frame vs fused.
 4. Rate: 640x480 frames of a 6-object scene through proposals + crops + one batched backbone call +
    classify + track, sequentially; latency from the start of processing (the image stamp) to the
    tracks, p50/p95.
@@ -117,7 +118,8 @@ def run_seed(seed: int, args, bb) -> dict:
         learners = {(s, name): _learner(feats, s, w, seed, dim) for s in args.shots for w, name in ((0, "crops"), (1, "whole"))}
         spec = SceneSpec(camera=cam, view_step_deg=args.view_step)
         res = {k: {"single": [], "single_open": [], "fused_last": [], "fused_last_open": [], "single_last": [],
-                   "single_last_open": [], "gt_last": 0, "gt_all": 0} for k in learners}
+                   "single_last_open": [], "gt_last": 0, "gt_all": 0, "flips_single": 0, "flips_fused": 0,
+                   "transitions": 0} for k in learners}
         recall = {"depth": [0, 0], "rgb": [0, 0]}
         n_props = {"depth": [], "rgb": []}
         loc_err, n_objects = [], []
@@ -126,6 +128,7 @@ def run_seed(seed: int, args, bb) -> dict:
             n_objects.append(len(world.objects))
             frames = render_scene_views(world, rng, args.views, spec)
             trackers = {k: ObjectTracker(window=args.views) for k in learners}
+            previous: dict = {k: {} for k in learners}  # object name -> (single label, fused label) of its last view
             for vi, sf in enumerate(frames):
                 f = sf.frame
                 K = CameraIntrinsics.from_k(f.K)
@@ -155,6 +158,12 @@ def run_seed(seed: int, args, bb) -> dict:
                         if j is None:
                             continue
                         pr, tr = preds[j], by_prop[id(props[j])]
+                        before = previous[key].get(o.name)
+                        if before is not None:  # label changes between consecutive views of one object
+                            r["transitions"] += 1
+                            r["flips_single"] += before[0] != pr.nearest_label
+                            r["flips_fused"] += before[1] != tr.nearest_label
+                        previous[key][o.name] = (pr.nearest_label, tr.nearest_label)
                         r["single"].append(pr.nearest_label == o.category)
                         r["single_open"].append(pr.known and pr.label == o.category)
                         if last:
@@ -182,6 +191,8 @@ def run_seed(seed: int, args, bb) -> dict:
             "last_view_fused_end_to_end": round(sum(r["fused_last"]) / max(r["gt_last"], 1), 4),
             "last_view_single_open_set": round(sum(r["single_last_open"]) / det_last, 4),
             "last_view_fused_open_set": round(sum(r["fused_last_open"]) / det_last, 4),
+            "label_changes_per_view_single": round(r["flips_single"] / max(r["transitions"], 1), 4),
+            "label_changes_per_view_fused": round(r["flips_fused"] / max(r["transitions"], 1), 4),
         }
     return out
 
