@@ -54,7 +54,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--timeout-s", type=float, default=20.0, help="longest wait for a service or detections")
     ap.add_argument("--views", type=int, default=3, help="hand-camera poses the robot looks at the table from")
     ap.add_argument("--frames-per-view", type=int, default=3,
-                    help="detection frames per view (the learner fuses each track's scores over them)")
+                    help="detection frames per view; the learner fuses each track's scores over this many frames")
     ap.add_argument("--teach-crop", choices=("box", "object", "frame"), default="box",
                     help="what TeachClass learns from each view: the teacher's box around the object, the "
                          "learner's own choice of the object in view (RGB proposals), or the whole frame")
@@ -83,7 +83,10 @@ def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
     import yaml
 
     overrides = {
-        "/**/learner": {"ros__parameters": {"memory_path": memory_path}},
+        # fuse a track over the frames of one view: the tracker works in the camera frame, so after a
+        # move an old track can pick up another object; its old scores leave the window in that many frames
+        "/**/learner": {"ros__parameters": {"memory_path": memory_path,
+                                            "track_window": int(getattr(opts, "frames_per_view", 3))}},
         "/**/feature_extractor": {"ros__parameters": {"no_frame_warning_s": 0.0}},  # the camera pauses while teaching
         # no shadows: half the rendering time on 2 cores (teaching and table views alike)
         "/**/sim_world": {"ros__parameters": {"rate_hz": float(opts.rate_hz), "seed": int(opts.seed),
