@@ -4,8 +4,8 @@ One process runs the simulated world, the feature extractor, the learner and the
 MultiThreadedExecutor (built by :mod:`cbcl_pr_ros.nodes.session`'s registry). A scripted teacher:
 
 1. shows one object of each class to the hand camera from several views and calls ``teach_class``
-   with the frames and a box around the object (the crop is learned, not the table; 2 classes per
-   increment, 5 shots each, then 5 more each to make 10);
+   with the frames in MODE_OBJECT: the learner crops the object in view and learns the crop, not the
+   table (2 classes per increment, 5 shots each, then 5 more each to make 10);
 2. puts other objects of the same classes (held-out instances) close together on the table, some
    touching or partly hidden behind others;
 3. looks at the table from a few hand-camera poses; the extractor proposes the objects of each
@@ -55,9 +55,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--views", type=int, default=3, help="hand-camera poses the robot looks at the table from")
     ap.add_argument("--frames-per-view", type=int, default=3,
                     help="detection frames per view; the learner fuses each track's scores over this many frames")
-    ap.add_argument("--teach-crop", choices=("box", "object", "frame"), default="box",
-                    help="what TeachClass learns from each view: the teacher's box around the object, the "
-                         "learner's own choice of the object in view (RGB proposals), or the whole frame")
+    ap.add_argument("--teach-crop", choices=("object", "box", "frame"), default="object",
+                    help="what TeachClass learns from each view: the learner's own choice of the object in "
+                         "view (MODE_OBJECT: RGB proposals, largest and most central), the teacher's box "
+                         "around the object (rois), or the whole frame (MODE_FRAME, as before issue 12)")
     return ap.parse_args(argv)
 
 
@@ -417,7 +418,7 @@ def _write_scene(pictures: list[np.ndarray], phase: dict, path: Path) -> None:
 def print_summary(tr: dict, out: str) -> None:
     """The transcript's short form: per phase every object's answer, pointing, and the times."""
     print("\n=== teaching session transcript ===")
-    print(f"seed {tr['seed']}; classes (taught 2 per increment, {tr.get('teach_crop', 'box')} crops): "
+    print(f"seed {tr['seed']}; classes (taught 2 per increment, teaching crops: {tr.get('teach_crop', 'object')}): "
           f"{', '.join(tr['classes'])}")
     for ph in tr["phases"]:
         teach_s = sum(t["seconds"] for t in ph["teach"])

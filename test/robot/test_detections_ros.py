@@ -97,6 +97,15 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
         assert d.header.frame_id == "right_hand_camera" and d.header.stamp.sec > 0
         boxes = sorted(d.objects, key=lambda o: o.x0)
         assert all(np.isfinite(o.centroid.z) and 0.2 < o.centroid.z < 1.0 for o in boxes)
+        # markers and the debug image with the boxes (the learner subscribes to the camera once watched)
+        from visualization_msgs.msg import MarkerArray
+
+        marks: list = []
+        debug: list = []
+        node.create_subscription(MarkerArray, "detection_markers", marks.append, 10)
+        node.create_subscription(Image, "debug_image", debug.append, 10)
+        assert wait_until(lambda: any(len(m.markers) >= 5 for m in marks) and debug, 90), logs()
+        assert (debug[-1].width, debug[-1].height) == (320, 240)
 
         # ---- bad teaching requests: a clear message, nothing learned
         bad = [
