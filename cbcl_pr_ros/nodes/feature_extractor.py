@@ -307,7 +307,8 @@ class FeatureExtractorNode(Node):
         """Frame counters, and where the backbone runs (runtime, device, precision)."""
         return {"received": self.received, "processed": self.processed, "dropped": self.dropped,
                 "failed": self.failed, "runtime": getattr(self.backbone, "runtime", ""),
-                "device": getattr(self.backbone, "device", ""), "precision": getattr(self.backbone, "precision", "")}
+                "device": getattr(self.backbone, "device", ""), "precision": getattr(self.backbone, "precision", ""),
+                "objects": self.objects_published, "depth_rejected": self.depth_rejected}
 
     def close(self) -> None:
         """Stop the worker thread (call before destroy_node)."""
