@@ -6,10 +6,19 @@
 Nodes read config/cbcl_pr.yaml (extractor, learner), config/sim_world.yaml and config/arm.yaml.
 The camera of the world publishes on ``image``, which the extractor reads; the arm node listens to the
 learner's ``prediction`` and the world's ``depth``/``camera_pose``/``joint_states``, and commands the
-world on ``joint_command``. Teach with ``ros2 service call teach_class cbcl_pr_ros/srv/TeachClass``,
-ask with ``ros2 service call point_at cbcl_pr_ros/srv/PointAt "{label: mug}"``: the world's table is
-empty here (only the in-process teacher places objects), so the arm answers that nothing predicted as
-that class has been located yet; ``run_demo_session`` shows the pointing.
+world on ``joint_command``. The extractor also reads ``depth`` and ``camera_info`` and sends every object of a frame
+(``object_features``); the learner publishes ``detections``, which the arm points at. A whole
+teach -> detect -> point session with service calls alone:
+
+    ros2 service call place_object cbcl_pr_ros/srv/PlaceObject "{category: mug, instance: 1, x: 0.7, y: -0.26}"
+    ros2 service call place_object cbcl_pr_ros/srv/PlaceObject "{category: duck, random_spot: true}"
+    ros2 topic echo --once detections           # ids, boxes, centroids (labels once taught)
+    ros2 service call teach_class cbcl_pr_ros/srv/TeachClass "{label: mug, track_id: 3}"
+    ros2 service call point_at cbcl_pr_ros/srv/PointAt "{label: mug}"
+    ros2 service call clear_objects cbcl_pr_ros/srv/ClearObjects "{}"
+
+(the hand camera is aimed with a JointState on ``joint_command``; test/robot/test_detections_ros.py
+runs exactly this session with the four nodes in separate processes).
 
 The scripted teaching session (the main job, ``run_demo_session``) runs the same nodes in one process,
 because its teacher moves objects in the world in-process; it needs no ``ros2 launch``.

@@ -12,6 +12,10 @@ Service ``point_at`` (cbcl_pr_ros/PointAt). Subscribes ``prediction`` (the learn
   ``/arm_controller/joint_trajectory``).
 An unknown label or an unreachable target answers success=false and nothing is published.
 Every callback is guarded (:mod:`.guard`); a malformed depth image or camera_info is dropped.
+
+``detections`` (the learner's tracked objects, centroids in the camera's optical frame) are
+moved to the base frame with the ``camera_pose`` of the same stamp; ``point_at(label)`` aims at the
+best detection of that label (highest fused confidence) before any frame-level prediction.
 """
 from __future__ import annotations
 
@@ -30,13 +34,14 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
+from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
 from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.msg import Prediction
+from cbcl_pr_ros.msg import Detections, Prediction
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
 from cbcl_pr_ros.srv import PointAt
 
-__all__ = ["ArmNode", "depth_array", "main"]
+__all__ = ["ArmNode", "main"]
 
 _PARAMS = {
     "backend": ("sim", "Where commands go: sim | baxter | trajectory"),
@@ -56,17 +61,6 @@ _PARAMS = {
 
 def _stamp_ns(stamp: Any) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
-def depth_array(msg: Image) -> np.ndarray:
-    """(h, w) float32 metres of a 32FC1 depth image; ValueError when the message is inconsistent."""
-    if msg.encoding not in ("32FC1", ""):
-        raise ValueError(f"depth encoding {msg.encoding[:32]!r} is not 32FC1")
-    h, w, step = int(msg.height), int(msg.width), int(msg.step)
-    if h < 1 or w < 1 or step < 4 * w or step % 4 or len(msg.data) < step * h:
-        raise ValueError(f"depth image {w}x{h} with step {step} and {len(msg.data)} bytes is inconsistent")
-    dtype = ">f4" if msg.is_bigendian else "<f4"
-    return np.frombuffer(bytes(msg.data[: step * h]), dtype).reshape(h, step // 4)[:, :w]
 
 
 class ArmNode(Node):
@@ -89,6 +83,7 @@ class ArmNode(Node):
         self._depth: dict[int, Image] = {}
         self._poses: dict[int, PoseStamped] = {}
         self._K: np.ndarray | None = None
+        self._info: CameraInfo | None = None
         self.commands_sent = 0
         self.last_target: dict[str, float] | None = None
 
@@ -123,6 +118,9 @@ class ArmNode(Node):
                                  callback_group=MutuallyExclusiveCallbackGroup())
         self.create_service(PointAt, "point_at", guard_service(self, self._on_point_at, "point_at"),
                             callback_group=MutuallyExclusiveCallbackGroup())
+        self.detections_used = 0
+        self.create_subscription(Detections, "detections", guard_callback(self, self._on_detections, "detections"), 2,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
         self.get_logger().info(f"arm ready: {self.side} arm, backend '{self.backend}' on '{self.command_pub.topic_name}'")
 
     # ------------------------------------------------------------------ inputs
@@ -135,11 +133,14 @@ class ArmNode(Node):
         K = np.array(msg.k, float).reshape(3, 3)
         if np.all(np.isfinite(K)) and K[0, 0] > 0 and K[1, 1] > 0:
             self._K = K
+            self._info = msg
 
     def _remember(self, store: dict[int, Any], msg: Any) -> None:
+        # poses are small and detections may lag seconds behind the camera: keep more of them
+        cap = 600 if store is self._poses else 30
         with self._lock:
             store[_stamp_ns(msg.header.stamp)] = msg
-            while len(store) > 30:
+            while len(store) > cap:
                 store.pop(min(store))
 
     def _on_prediction(self, msg: Prediction) -> None:
@@ -154,9 +155,9 @@ class ArmNode(Node):
             return
         self._last_observed = key
         try:
-            d = depth_array(depth)
-        except ValueError as exc:
-            self.get_logger().warning(f"depth image dropped: {exc}", throttle_duration_sec=5.0)
+            d = depth_msg_to_array(depth)
+        except ValueError as exc:  # a malformed depth frame is skipped, the node keeps running
+            self.get_logger().warning(f"depth frame ignored: {exc}", throttle_duration_sec=10.0)
             return
         K = self._K.copy()
         K[:2] /= 2.0  # segment at half resolution: plenty for a table top, 4x less work
@@ -165,6 +166,35 @@ class ArmNode(Node):
                                         (p.x, p.y, p.z), (q.x, q.y, q.z, q.w))
         if centre is not None and self.point_on_prediction:
             self.point(msg.label)
+
+    def _pose_for(self, stamp: Any, max_age_s: float = 0.3) -> PoseStamped | None:
+        """The camera pose of a stamp, else the newest one at most ``max_age_s`` older."""
+        key = _stamp_ns(stamp)
+        with self._lock:
+            pose = self._poses.get(key)
+            if pose is None and self._poses:
+                newest = max(k for k in self._poses if k <= key) if any(k <= key for k in self._poses) else None
+                if newest is not None and key - newest <= max_age_s * 1e9:
+                    pose = self._poses[newest]
+        return pose
+
+    def _on_detections(self, msg: Detections) -> None:
+        """Remember the detected objects in the base frame (camera pose of the image's stamp)."""
+        pose = self._pose_for(msg.header.stamp)
+        if pose is None:
+            self.get_logger().warning("detections ignored: no camera_pose for their stamp",
+                                      throttle_duration_sec=10.0)
+            return
+        p, q = pose.pose.position, pose.pose.orientation
+        objs = [(o.id, o.label, o.known, o.confidence, (o.centroid.x, o.centroid.y, o.centroid.z),
+                 (o.x0, o.y0, o.x1, o.y1)) for o in msg.objects]
+        info = self._info
+        size = (int(info.width), int(info.height)) if info is not None and info.width and info.height else None
+        with self._logic_lock:
+            self.logic.detected.update(objs, (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
+                                       msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9,
+                                       self._K if size else None, size, int(msg.model_version))
+        self.detections_used += 1
 
     # ------------------------------------------------------------------ pointing
     def point(self, label: str) -> tuple[bool, str, Any]:

@@ -10,6 +10,10 @@
 * Logs a hint naming the topic, its QoS and the publishers seen when nothing arrives for a while.
 * Every callback is guarded (:mod:`.guard`) and request images are size-checked before decoding
   (``max_images_per_request``, ``max_image_pixels``, ``max_image_bytes``; docs/security.md).
+* Per-object perception (issue 12, ``detect_objects``): with ``depth`` and ``camera_info`` (or, when
+  ``on``, from RGB alone) the frame's objects are proposed, and the frame and all object crops go
+  through the backbone as ONE batch; ``object_features`` (ObjectFeatures) carries every object's box,
+  3-D centroid, size and vector. ``features`` is published as before.
 """
 from __future__ import annotations
 
@@ -23,10 +27,10 @@ from typing import Any
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import ReliabilityPolicy
-from sensor_msgs.msg import CompressedImage, Image
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
 from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.msg import FeatureVector
+from cbcl_pr_ros.msg import FeatureVector, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import (
     compressed_msg_to_rgb,
     image_msg_to_rgb,
@@ -115,6 +119,7 @@ class FeatureExtractorNode(Node):
                                                guard_service(self, self._on_extract, "extract_features"),
                                                qos_profile=service_qos(),
                                                callback_group=self._srv_group)
+        self._init_objects(p)
 
         # newest-frame slot filled by the subscription, emptied by the worker
         self._slot_lock = threading.Condition()
@@ -170,6 +175,9 @@ class FeatureExtractorNode(Node):
 
     def _process(self, msg: Any) -> None:
         rgb = self._decode(msg)
+        if self._objects_wanted():
+            self._process_objects(msg, rgb)
+            return
         with self.backbone_lock:
             vec = self.backbone.extract([rgb])[0]
         out = make_feature_msg(msg.header, self.backbone.name, self.backbone.preprocessing_id, vec)
@@ -199,6 +207,82 @@ class FeatureExtractorNode(Node):
         msg_type = "sensor_msgs/CompressedImage" if self.compressed else "sensor_msgs/Image"
         self.get_logger().warning(no_frame_hint(self.image_sub.topic_name, now - self._last_frame_time,
                                                 describe_qos(self._qos), msg_type, pubs))
+
+    # ------------------------------------------------------------------ objects (issue 12)
+    def _init_objects(self, p: dict[str, Any]) -> None:
+        """Depth and camera_info subscriptions (cached by stamp) and the object_features publisher."""
+        self._depths: FrameBuffer[Any] = FrameBuffer(capacity=8)
+        self._latest_depth: Any = None
+        self._camera_info: Any = None
+        self.objects_published = 0
+        self.depth_rejected = 0
+        group = MutuallyExclusiveCallbackGroup()
+        self.depth_sub = self.create_subscription(Image, p["depth_topic"], guard_callback(self, self._on_depth, "depth frame"), self._qos,
+                                                  callback_group=group)
+        self.info_sub = self.create_subscription(CameraInfo, p["camera_info_topic"], guard_callback(self, self._on_camera_info, "camera_info"),
+                                                 self._qos, callback_group=group)
+        self.objects_pub = self.create_publisher(ObjectFeatures, p["object_features_topic"],
+                                                 feature_qos("reliable", depth=10))
+
+    def _on_depth(self, msg: Image) -> None:
+        self._depths.put(stamp_key(msg.header), msg)
+        self._latest_depth = msg
+
+    def _on_camera_info(self, msg: CameraInfo) -> None:
+        self._camera_info = msg
+
+    def _objects_wanted(self) -> bool:
+        mode = str(self.get_parameter("detect_objects").value)
+        return mode == "on" or (mode == "auto" and self._latest_depth is not None)
+
+    def _depth_for(self, header: Any) -> tuple[Any, Any]:
+        """(depth metres or None, intrinsics or None) for an image: same stamp, else the newest if recent."""
+        from cbcl_pr_ros.nodes.conversions import stamp_to_ns
+        from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
+        from cbcl_pr_ros.perception import CameraIntrinsics
+
+        info = self._camera_info
+        try:
+            K = CameraIntrinsics.from_k(info.k) if info is not None else None
+        except ValueError:
+            K = None
+        dmsg = self._depths.pop(stamp_key(header))
+        deadline = time.monotonic() + 0.1  # a camera publishes depth just after colour: wait a moment
+        while dmsg is None and self._latest_depth is not None and time.monotonic() < deadline:
+            time.sleep(0.005)
+            dmsg = self._depths.pop(stamp_key(header))
+        if dmsg is None and self._latest_depth is not None:
+            age = (stamp_to_ns(header.stamp) - stamp_to_ns(self._latest_depth.header.stamp)) / 1e9
+            if 0.0 <= age <= float(self.get_parameter("depth_max_age_s").value):
+                dmsg = self._latest_depth
+        if dmsg is None or K is None:
+            return None, K
+        try:
+            return depth_msg_to_array(dmsg), K
+        except ValueError as exc:  # a malformed depth frame: RGB-only proposals for this frame
+            self.depth_rejected += 1
+            self.get_logger().warning(f"depth frame ignored: {exc}", throttle_duration_sec=10.0)
+            return None, K
+
+    def _process_objects(self, msg: Any, rgb: Any) -> None:
+        """Proposals, then the frame and every crop in one backbone batch; publish both topics."""
+        from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
+        from cbcl_pr_ros.perception import crop_images, propose
+
+        depth, K = self._depth_for(msg.header)
+        props = propose(rgb, depth, K)[: int(self.get_parameter("max_objects").value)]
+        crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value)) if props else []
+        with self.backbone_lock:
+            feats = self.backbone.extract([rgb, *crops])
+        name, prep = self.backbone.name, self.backbone.preprocessing_id
+        out = make_feature_msg(msg.header, name, prep, feats[0])
+        if not self.compressed:
+            self._cache.put(frame_fingerprint(msg), out)
+        self.features_pub.publish(out)
+        self.objects_pub.publish(make_object_features_msg(msg.header, name, prep, props, feats[1:],
+                                                          rgb.shape))
+        self.processed += 1
+        self.objects_published += len(props)
 
     # ------------------------------------------------------------------ service
     def _on_extract(self, req: Any, resp: Any) -> Any:
@@ -245,7 +329,8 @@ class FeatureExtractorNode(Node):
         """Frame counters, and where the backbone runs (runtime, device, precision)."""
         return {"received": self.received, "processed": self.processed, "dropped": self.dropped,
                 "failed": self.failed, "runtime": getattr(self.backbone, "runtime", ""),
-                "device": getattr(self.backbone, "device", ""), "precision": getattr(self.backbone, "precision", "")}
+                "device": getattr(self.backbone, "device", ""), "precision": getattr(self.backbone, "precision", ""),
+                "objects": self.objects_published, "depth_rejected": self.depth_rejected}
 
     def close(self) -> None:
         """Stop the worker thread (call before destroy_node)."""

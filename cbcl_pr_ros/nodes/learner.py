@@ -19,6 +19,12 @@ becomes an error response or a dropped message, never the end of the node); requ
 checked against the limits of :mod:`cbcl_pr_ros.service.validation`; SaveMemory/LoadMemory names
 resolve inside ``memory_dir`` (:mod:`cbcl_pr_ros.service.memory_files`); the feature width comes
 from the backbone, never from a request.
+
+Per-object perception (issue 12): ``object_features`` (every object of a frame with its vector) is
+classified as one batch, tracked (:class:`~cbcl_pr_ros.perception.ObjectTracker`, scores fused over
+each track's last frames) and published as ``detections`` (stamped as the image), ``detection_markers``
+(visualization_msgs/MarkerArray) and, while wanted, ``debug_image`` with every box and label.
+TeachClass learns from the object in view, a track id or boxes (``service/object_teaching.py``).
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
 from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.msg import FeatureVector, LearnerStatus
+from cbcl_pr_ros.msg import Detections, FeatureVector, LearnerStatus, ObjectFeatures
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
 from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController
 from cbcl_pr_ros.nodes.conversions import (
@@ -149,6 +155,7 @@ class LearnerNode(Node):
                                                                  "debug subscription"),
                                              callback_group=self._debug_group)
         self._update_debug_subscription()
+        self._init_objects(p)
         self.publish_status()
         self.get_logger().info(
             f"learner ready: {len(self.controller.classes)} classes, backbone {self.backbone_name}, "
@@ -172,7 +179,7 @@ class LearnerNode(Node):
         for c in collectors:
             c.offer(msg)
         rate = float(self.get_parameter("max_prediction_rate").value)
-        if not self._rate_limit.allow(self.get_clock().now().nanoseconds * 1e-9, rate):
+        if not self._rate_limit.allow(self._clock_s(), rate):
             return
         if not self.controller.classes:
             return
@@ -187,8 +194,8 @@ class LearnerNode(Node):
         pred = out.predictions[0]
         self.prediction_pub.publish(prediction_to_msg(msg.header, pred, out.model_version))
         self.predictions_published += 1
-        if self._image_sub is not None:
-            self._publish_debug(msg.header, pred)
+        if self._image_sub is not None and not self._objects_streaming():
+            self._publish_debug(msg.header, pred)  # with objects, the debug image shows their boxes instead
 
     # ------------------------------------------------------------------ debug image
     def _debug_wanted(self) -> bool:
@@ -240,15 +247,17 @@ class LearnerNode(Node):
                                      f"'{self.backbone_name}': set the same 'backbone' parameter on both")
         return ex.features, ex.backbone
 
-    def _collect_frames(self, n: int, timeout_s: float) -> list[FeatureVector]:
+    def _collect_frames(self, n: int, timeout_s: float, pool: set | None = None) -> list[Any]:
+        """The next ``n`` messages offered to ``pool`` (default: the feature vectors' collectors)."""
+        pool = self._collectors if pool is None else pool
         collector = FrameCollector(n)
         with self._collectors_lock:
-            self._collectors.add(collector)
+            pool.add(collector)
         try:
-            collector.wait(timeout_s, now=lambda: self.get_clock().now().nanoseconds * 1e-9)
+            collector.wait(timeout_s, now=self._clock_s)
         finally:
             with self._collectors_lock:
-                self._collectors.discard(collector)
+                pool.discard(collector)
         return collector.frames
 
     # ------------------------------------------------------------------ services
@@ -256,6 +265,12 @@ class LearnerNode(Node):
         c = self.controller
         try:
             label = check_label(req.label)
+        except (TypeError, ValueError) as exc:
+            return fill_teach_response(resp, c.refused(f"nothing learned: {exc}"))
+        by_object = self._teach_by_object(req, label, resp)
+        if by_object is not None:
+            return by_object
+        try:
             if len(req.features) > 0:
                 check_count(len(req.features), self.limits.max_images_per_request, "feature vectors")
                 feats = features_from_msgs(req.features, self.backbone_name, c.feature_dim)
@@ -279,6 +294,165 @@ class LearnerNode(Node):
         except (ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
             return fill_teach_response(resp, c.refused(f"nothing learned: {exc}"))
         outcome = c.teach(label, feats, source)
+        self.get_logger().info(outcome.message)
+        return fill_teach_response(resp, outcome)
+
+    # ------------------------------------------------------------------ objects (issue 12)
+    def _init_objects(self, p: dict[str, Any]) -> None:
+        from visualization_msgs.msg import MarkerArray
+
+        from cbcl_pr_ros.perception import ObjectTracker
+        from cbcl_pr_ros.service.object_teaching import TrackHistory
+
+        self._tracker = ObjectTracker(window=p["track_window"], max_missed=p["track_max_missed"],
+                                      max_distance_m=p["track_max_distance_m"])
+        self._tracker_lock = threading.Lock()
+        self._history = TrackHistory(capacity=30)
+        self._object_collectors: set[FrameCollector] = set()
+        self._last_objects_time = -1e9
+        self._last_object_shape: tuple[int, int] | None = None
+        self.detections_published = 0
+        self.objects_sub = self.create_subscription(
+            ObjectFeatures, p["object_features_topic"], guard_callback(self, self._on_object_features, "object features"),
+            feature_qos(p["reliability"], depth=10), callback_group=MutuallyExclusiveCallbackGroup())
+        self.detections_pub = self.create_publisher(Detections, "detections", result_qos())
+        self.markers_pub = self.create_publisher(MarkerArray, "detection_markers", result_qos(depth=2))
+
+    def _clock_s(self) -> float:
+        """Seconds on the node clock (a bag's /clock under use_sim_time)."""
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def _objects_streaming(self) -> bool:
+        """True while the extractor sends objects (an ObjectFeatures within the last 2 s)."""
+        return self._clock_s() - self._last_objects_time < 2.0
+
+    def _on_object_features(self, msg: ObjectFeatures) -> None:
+        """Classify every object of the frame in one batch, track, publish detections/markers/image."""
+        from cbcl_pr_ros.nodes.detections_msgs import (make_detections_msg, make_marker_array,
+                                                       object_features_from_msg, scores_of)
+        from cbcl_pr_ros.perception import ObjectObservation
+
+        self._last_objects_time = self._clock_s()
+        self._last_object_shape = (int(msg.image_height), int(msg.image_width))
+        with self._collectors_lock:
+            collectors = list(self._object_collectors)
+        for c in collectors:
+            c.offer(msg)
+        try:
+            props, feats = object_features_from_msg(msg, self.backbone_name, self.controller.feature_dim or None)
+        except ValueError as exc:
+            self.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
+            return
+        version = self.controller.model_version
+        # before anything is taught, objects are still tracked (unlabelled), so a track id can be taught
+        obs = [ObjectObservation(p, {}, False) for p in props]
+        if props and self.controller.classes:
+            out = self.controller.classify(feats, top_k=len(self.controller.classes))
+            if out.success:
+                version = out.model_version
+                obs = [ObjectObservation(p, scores_of(pr), bool(pr.known)) for p, pr in zip(props, out.predictions)]
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        with self._tracker_lock:
+            tracks = self._tracker.update(obs, stamp)
+        if obs:
+            by_proposal = {id(t.proposal): t.id for t in tracks}
+            self._history.add([by_proposal[id(o.proposal)] for o in obs], feats)
+        det = make_detections_msg(msg.header, tracks, version)
+        self.detections_pub.publish(det)
+        self.markers_pub.publish(make_marker_array(det))
+        self.detections_published += 1
+        if self._image_sub is not None:
+            self._publish_object_debug(det)
+
+    def _publish_object_debug(self, det: Detections) -> None:
+        from cbcl_pr_ros.nodes.detections_msgs import draw_detections
+
+        frame = self._frames.pop(stamp_key(det.header))
+        if frame is None:
+            return
+        try:
+            rgb = compressed_msg_to_rgb(frame) if self._image_type is CompressedImage else image_msg_to_rgb(frame)
+            self.debug_pub.publish(rgb_to_image_msg(draw_detections(rgb, det), frame.header))
+        except (ValueError, TypeError) as exc:
+            self.get_logger().warning(f"debug image skipped: {exc}", throttle_duration_sec=10.0)
+
+    def _teach_refused(self, resp: Any, message: str) -> Any:
+        resp.success, resp.message = False, message
+        resp.num_classes = len(self.controller.classes)
+        resp.model_version = self.controller.model_version
+        return resp
+
+    def _teach_by_object(self, req: Any, label: str, resp: Any) -> Any:
+        """TeachClass from objects (mode, track_id, rois); None when the request is a whole-frame one."""
+        import numpy as np
+
+        from cbcl_pr_ros.nodes.detections_msgs import object_features_from_msg
+        from cbcl_pr_ros.perception import select_teaching_proposal
+        from cbcl_pr_ros.service.object_teaching import plan_teach, roi_box, teaching_crops
+
+        rois = [(int(r.x_offset), int(r.y_offset), int(r.width), int(r.height)) for r in req.rois]
+        try:
+            plan = plan_teach(int(req.mode), int(req.track_id), rois, len(req.images), len(req.features),
+                              str(self.get_parameter("teach_from").value), self._objects_streaming())
+        except ValueError as exc:
+            return self._teach_refused(resp, f"nothing learned: {exc}")
+        if plan.target == "frame":
+            return None
+        margin = float(self.get_parameter("crop_margin").value)
+        n = int(req.num_frames) or int(self.get_parameter("teach_num_frames").value)
+        try:
+            if plan.source == "images":
+                rgbs = []
+                for i, img in enumerate(req.images):
+                    try:
+                        rgbs.append(image_msg_to_rgb(img))
+                    except (ValueError, TypeError) as exc:
+                        raise ValueError(f"image {i} ({img.width}x{img.height}, encoding '{img.encoding}') "
+                                         f"cannot be used: {exc}") from exc
+                crops, note = teaching_crops(rgbs, plan, margin)
+                feats, _ = self._features_from_images([rgb_to_image_msg(c) for c in crops])
+                source = f"images{note}"
+            elif plan.target == "track":
+                with self._tracker_lock:
+                    track = self._tracker.get(plan.track_id)
+                    live = [t.id for t in self._tracker.tracks]
+                if track is None:
+                    raise ValueError(f"track {plan.track_id} does not exist (any more); current tracks: "
+                                     f"{', '.join(map(str, live)) or 'none'}")
+                feats = self._history.features_of(plan.track_id, n)
+                if len(feats) == 0:
+                    raise ValueError(f"track {plan.track_id} has no recent views to learn from")
+                source = f"views of track {plan.track_id} (its last {len(feats)} frames)"
+            else:
+                if plan.target == "roi" and self._last_object_shape is not None:
+                    roi_box(plan.rois[0], self._last_object_shape, "camera image")  # fail now, not after waiting
+                timeout = float(req.timeout_s) if req.timeout_s > 0 else \
+                    float(self.get_parameter("teach_timeout_s").value)
+                frames = self._collect_frames(n, timeout, self._object_collectors)
+                if not frames:
+                    raise ValueError(f"no object frames arrived within {timeout:.1f} s on "
+                                     f"'{self.objects_sub.topic_name}': is the feature_extractor detecting "
+                                     f"objects (detect_objects)?")
+                rows, missed = [], 0
+                for m in frames:
+                    props, f = object_features_from_msg(m, self.backbone_name, self.controller.feature_dim or None)
+                    shape = (int(m.image_height), int(m.image_width))
+                    box = roi_box(plan.rois[0], shape, "camera image") if plan.target == "roi" else None
+                    k = select_teaching_proposal(props, shape, box)
+                    if k is None:
+                        missed += 1
+                    else:
+                        rows.append(f[k])
+                where = " inside the box" if plan.target == "roi" else ""
+                if not rows:
+                    raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames")
+                feats = np.stack(rows)
+                source = (f"object crops of camera frames{where}"
+                          + (f" ({missed} of {len(frames)} frames had none)" if missed else "")
+                          + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)"))
+        except (ValueError, FeatureSourceError) as exc:
+            return self._teach_refused(resp, f"nothing learned: {exc}")
+        outcome = self.controller.teach(label, feats, source)
         self.get_logger().info(outcome.message)
         return fill_teach_response(resp, outcome)
 

@@ -10,8 +10,11 @@ JointTrajectory, as a ros2_control controller takes them) and, when ``baxter_cor
 installed, Baxter's own ``/robot/limb/<side>/joint_command``. Joints move towards their targets at
 ``max_joint_velocity``; commands outside the joint limits are refused with a log line.
 
-The scripted teacher (the demo) arranges objects by calling the node's world in-process under
-``world_lock``; there is no ROS API for moving objects, since a real table has none either.
+Services (issue 12) put objects on the table and take them off, so a session of separate
+processes (``ros2 launch cbcl_pr_ros sim_teaching_demo.launch.py``) can set a scene:
+``place_object`` (cbcl_pr_ros/PlaceObject: category, instance, x/y/yaw or a random free spot) and
+``clear_objects`` (cbcl_pr_ros/ClearObjects: names, or all). The scripted teacher (the demo) also
+arranges objects in-process under ``world_lock``.
 """
 from __future__ import annotations
 
@@ -28,9 +31,10 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
-from cbcl_pr_ros.nodes.guard import guard_callback
+from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.robot.world import CameraConfig, Frame, SimWorld, WorldConfig
+from cbcl_pr_ros.srv import ClearObjects, PlaceObject
 
 __all__ = ["SimWorldNode", "frame_messages", "main"]
 
@@ -108,6 +112,10 @@ class SimWorldNode(Node):
         self.create_subscription(JointTrajectory, "joint_trajectory", gc(self._on_trajectory, "joint_trajectory"),
                                  10, callback_group=self._control_group)
         self._subscribe_baxter()
+        self._seed = int(g("seed"))
+        self._place_rng = np.random.default_rng([self._seed, 12])
+        self.create_service(PlaceObject, "place_object", guard_service(self, self._on_place, "place_object"), callback_group=self._control_group)
+        self.create_service(ClearObjects, "clear_objects", guard_service(self, self._on_clear, "clear_objects"), callback_group=self._control_group)
         self._dt = 1.0 / float(g("joint_state_rate_hz"))
         self.create_timer(1.0 / float(g("rate_hz")), gc(self.publish_frame, "render"),
                           callback_group=self._render_group)
@@ -175,6 +183,39 @@ class SimWorldNode(Node):
     def joints_settled(self) -> bool:
         with self.world_lock:
             return not self._targets
+
+    # ------------------------------------------------------------------ objects (services)
+    def _on_place(self, req: Any, resp: Any) -> Any:
+        xy = None if req.random_spot else (float(req.x), float(req.y))
+        try:
+            with self.world_lock:
+                obj = self.world.place(req.category.strip(), int(req.instance), req.name, xy, float(req.yaw),
+                                       rng=self._place_rng, seed=self._seed)
+        except ValueError as exc:
+            resp.success, resp.message = False, f"nothing placed: {exc}"
+            return resp
+        resp.success, resp.name = True, obj.name
+        resp.position.header.frame_id = "base"
+        resp.position.header.stamp = self.get_clock().now().to_msg()
+        resp.position.point.x, resp.position.point.y, resp.position.point.z = (float(v) for v in obj.position)
+        resp.message = f"placed {obj.name} ({obj.category}) at {np.round(obj.position, 3).tolist()}"
+        self.get_logger().info(resp.message)
+        return resp
+
+    def _on_clear(self, req: Any, resp: Any) -> Any:
+        with self.world_lock:
+            present = [o.name for o in self.world.objects]
+            names = [n for n in req.names] or present
+            missing = [n for n in names if n not in present]
+            if missing:
+                resp.success = False
+                resp.message = f"nothing removed: no object named {missing} (present: {present or 'none'})"
+                return resp
+            for n in names:
+                self.world.remove_object(n)
+        resp.success, resp.removed = True, list(names)
+        resp.message = f"removed {len(names)} object(s)"
+        return resp
 
     # ------------------------------------------------------------------ camera
     def publish_frame(self) -> Header | None:

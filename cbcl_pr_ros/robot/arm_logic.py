@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from .detected_objects import DetectedObjects
 from .kinematics import BaxterKinematics, PointingSolution, Unreachable
 from .localisation import ObjectMemory, object_at_centre, segment_tabletop
 
@@ -48,6 +49,7 @@ class ArmController:
         self.min_confidence = float(min_confidence)
         self.configured = {k: np.asarray(v, float) for k, v in (object_poses or {}).items()}
         self.memory = ObjectMemory()
+        self.detected = DetectedObjects(min_confidence=self.min_confidence)  # from the detections topic
 
     @property
     def joint_names(self) -> tuple[str, ...]:
@@ -70,11 +72,12 @@ class ArmController:
     def locate(self, label: str) -> np.ndarray:
         if not label.strip():
             raise PointingRefused("empty label: say which object to point at")
-        pos = self.memory.locate(label)
+        best = self.detected.best(label)  # a detection of that label beats a frame-level prediction
+        pos = best.centre if best is not None else self.memory.locate(label)
         if pos is None:
             pos = self.configured.get(label)
         if pos is None:
-            seen = sorted(set(self.memory.labels()) | set(self.configured))
+            seen = sorted(set(self.memory.labels()) | set(self.configured) | set(self.detected.labels()))
             raise PointingRefused(f"no object predicted as {label!r} has been located yet"
                                   f" (located: {', '.join(seen) if seen else 'none'})")
         return pos

@@ -423,6 +423,52 @@ class SimWorld:
                 return
         raise ValueError(f"cannot fit {len(names)} objects into region {(x0, x1, y0, y1)} without overlap")
 
+    def free_spot(self, instance: ObjectInstance, rng: np.random.Generator,
+                  region: tuple[float, float, float, float] | None = None, min_gap: float = 0.02,
+                  tries: int = 500) -> np.ndarray:
+        """A table position (x, y) where ``instance`` stands clear of every placed object; ValueError if none."""
+        x0, x1, y0, y1 = region or (0.55, 0.85, -0.45, 0.15)
+        _, half = self._visual(instance)
+        r = float(np.linalg.norm(half[:2]))
+        others = [(o.position[:2], float(np.linalg.norm(o.half_extents[:2]))) for o in self._objects.values()]
+        for _ in range(int(tries)):
+            xy = np.array([rng.uniform(x0, x1), rng.uniform(y0, y1)])
+            if all(np.linalg.norm(xy - q) > r + rq + min_gap for q, rq in others):
+                return xy
+        raise ValueError(f"no free spot for {instance.name!r} in region {(x0, x1, y0, y1)}: "
+                         f"{len(others)} objects already there; clear some first")
+
+    def place(self, category: str, instance: int = 0, name: str = "", xy: Sequence[float] | None = None,
+              yaw: float = 0.0, rng: np.random.Generator | None = None, seed: int = 0) -> SceneObject:
+        """Put instance ``instance`` of a catalogue category on the table (the PlaceObject service).
+
+        The instance is the same for the same (seed, category, instance); ``xy`` None = a random free
+        spot. Every argument is checked first (ValueError naming it): nothing is placed on bad input.
+        """
+        if category not in CATALOGUE:
+            raise ValueError(f"unknown category {category!r}; known: {', '.join(sorted(CATALOGUE))}")
+        if isinstance(instance, bool) or not 0 <= int(instance) < 1000:
+            raise ValueError(f"instance must be in [0, 1000), got {instance!r}")
+        name = (name or f"{category}_{int(instance)}").strip()
+        if name in self._objects:
+            raise ValueError(f"an object named {name!r} is already on the table; clear it or pick another name")
+        if not math.isfinite(float(yaw)):
+            raise ValueError(f"yaw must be finite, got {yaw!r}")
+        cat_rng = np.random.default_rng([int(seed), sorted(CATALOGUE).index(category)])
+        inst = sample_instances(category, int(instance) + 1, cat_rng)[-1]
+        inst = ObjectInstance(name, inst.category, inst.model_index, inst.scale, inst.rgba)
+        if xy is None:
+            xy = self.free_spot(inst, rng or np.random.default_rng())
+        else:
+            xy = np.asarray(xy, float).reshape(-1)
+            if xy.size != 2 or not np.all(np.isfinite(xy)):
+                raise ValueError(f"position must be two finite numbers (x, y), got {xy.tolist()}")
+            (cx, cy), (sx, sy) = self.config.table_center, self.config.table_size
+            if not (abs(xy[0] - cx) <= sx / 2 and abs(xy[1] - cy) <= sy / 2):
+                raise ValueError(f"({xy[0]:.3f}, {xy[1]:.3f}) is not on the table (x {cx - sx / 2:.2f}..{cx + sx / 2:.2f}, "
+                                 f"y {cy - sy / 2:.2f}..{cy + sy / 2:.2f} in the base frame)")
+        return self.add_object(inst, xy, float(yaw))
+
     # ------------------------------------------------------------------ camera
     def randomize_light(self, rng: np.random.Generator) -> None:
         """New light direction and intensity (varied lighting of views)."""

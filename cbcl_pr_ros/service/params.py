@@ -168,6 +168,35 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("debug_image", False,
               "Always publish the annotated debug_image (otherwise only while someone subscribes)",
               (LEARNER,), read_only=False),
+    # --- per-object perception (issue 12) ------------------------------------------------------
+    ParamSpec("object_features_topic", "object_features",
+              "ObjectFeatures topic between extractor and learner (every object of a frame with its vector)",
+              BOTH),
+    ParamSpec("detect_objects", "auto",
+              "Find the objects of each frame and compute their vectors in the same backbone batch: "
+              "auto (once a depth frame has arrived), on (also RGB-only cameras), off (frame vector only)",
+              (EXTRACTOR,), choices=("auto", "on", "off"), read_only=False),
+    ParamSpec("depth_topic", "depth", "Depth image registered to the colour image (32FC1 m or 16UC1 mm)",
+              (EXTRACTOR,)),
+    ParamSpec("camera_info_topic", "camera_info", "CameraInfo of the colour image (intrinsics K)",
+              (EXTRACTOR,)),
+    ParamSpec("depth_max_age_s", 0.2,
+              "Use the newest depth frame when none has the image's stamp, if at most this much older",
+              (EXTRACTOR,), min=0.0, max=10.0, read_only=False),
+    ParamSpec("max_objects", 16, "Most objects per frame sent through the backbone (highest proposal scores)",
+              (EXTRACTOR,), min=1, max=256, read_only=False),
+    ParamSpec("crop_margin", 0.1, "Context around each object's box in its crop (fraction of the longer side)",
+              (EXTRACTOR, LEARNER), min=0.0, max=2.0, read_only=False),
+    ParamSpec("teach_from", "auto",
+              "What a TeachClass with mode MODE_DEFAULT learns: auto (the object in view from the stream "
+              "when objects are detected, request images whole), object, or frame",
+              (LEARNER,), choices=("auto", "object", "frame"), read_only=False),
+    ParamSpec("track_window", 5, "Frames whose class scores are fused per tracked object", (LEARNER,),
+              min=1, max=1000),
+    ParamSpec("track_max_missed", 5, "Frames a tracked object may go unseen before its track ends",
+              (LEARNER,), min=0, max=1000),
+    ParamSpec("track_max_distance_m", 0.1, "Largest 3-D jump of a tracked object between frames (metres)",
+              (LEARNER,), min=1.0e-3, max=10.0),
 )
 
 _BY_NAME = {p.name: p for p in PARAMS}

@@ -7,8 +7,8 @@ import pytest
 
 pytestmark = pytest.mark.ros
 
-MSGS = ["FeatureVector", "ClassInfo", "Prediction", "LearnerStatus", "TeachingEvent"]
-SRVS = ["TeachClass", "Classify", "ListClasses", "ForgetClass", "RenameClass", "SaveMemory",
+MSGS = ["DetectedObject", "Detections", "ObjectFeatures", "FeatureVector", "ClassInfo", "Prediction", "LearnerStatus", "TeachingEvent"]
+SRVS = ["PlaceObject", "ClearObjects", "TeachClass", "Classify", "ListClasses", "ForgetClass", "RenameClass", "SaveMemory",
         "LoadMemory", "ExtractFeatures", "PointAt"]
 
 
@@ -38,7 +38,10 @@ def test_teach_and_classify_fields_match_the_design() -> None:
     req = TeachClass.Request.get_fields_and_field_types()
     assert req == {"label": "string", "images": "sequence<sensor_msgs/Image>",
                    "features": "sequence<cbcl_pr_ros/FeatureVector>", "num_frames": "uint32",
-                   "timeout_s": "float"}
+                   "timeout_s": "float", "mode": "uint8", "track_id": "int64",
+                   "rois": "sequence<sensor_msgs/RegionOfInterest>"}
+    assert TeachClass.Request().track_id == -1  # default: no track
+    assert TeachClass.Request().mode == TeachClass.Request.MODE_DEFAULT
     res = TeachClass.Response.get_fields_and_field_types()
     for field in ("success", "message", "num_clusters", "num_classes", "learning_time_s"):
         assert field in res

@@ -28,7 +28,8 @@ def learner():
     rclpy.init(context=ctx, domain_id=dom)
     node = LearnerNode(feature_source=object(), context=ctx, parameter_overrides=[
         Parameter("use_sim_time", value=True), Parameter("memory_path", value=""),
-        Parameter("max_prediction_rate", value=1.0), Parameter("backbone", value="test")])
+        Parameter("max_prediction_rate", value=1.0), Parameter("backbone", value="test"),
+        Parameter("feature_dim", value=8)])
     clock = node.get_clock()
     clock._set_ros_time_is_active(True)  # noqa: SLF001 (as TimeSource does once /clock is used)
     rng = np.random.default_rng(0)

@@ -499,7 +499,7 @@ def test_guard_turns_exceptions_into_error_answers_with_one_log_line():
 def test_malformed_depth_images_are_refused_not_fatal():
     from sensor_msgs.msg import Image
 
-    from cbcl_pr_ros.nodes.arm import depth_array
+    from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array as depth_array
 
     good = Image(height=2, width=3, step=12, encoding="32FC1")
     good.data = np.arange(6, dtype="<f4").tobytes()

@@ -137,9 +137,10 @@ def test_baxter_backend_streams_position_commands_with_baxter_message(tmp_path):
         assert m["command"] == pytest.approx(out["joint_positions"])
     t = np.array([m["t"] for m in msgs])
     rate = (len(t) - 1) / (t[-1] - t[0])
-    print(f"Baxter JointCommand: {len(msgs)} messages in {t[-1] - t[0]:.2f} s, {rate:.1f} Hz")
-    assert rate > 5.0, f"JointCommand rate {rate:.1f} Hz (Baxter needs > 5 Hz)"
-    assert np.max(np.diff(t)) < 0.2, f"a gap of {np.max(np.diff(t)):.3f} s (Baxter drops out after 0.2 s)"
+    # The rate and the largest gap are figures of the machine's load, not pass marks (no timing
+    # assertions in tests); the stream's period comes from rate_hz, checked without ROS.
+    print(f"Baxter JointCommand: {len(msgs)} messages in {t[-1] - t[0]:.2f} s, {rate:.1f} Hz, "
+          f"largest gap {np.max(np.diff(t)):.3f} s (Baxter drops out after 0.2 s)")
 
 
 def test_baxter_backend_without_message_package_fails_clearly(tmp_path, monkeypatch):

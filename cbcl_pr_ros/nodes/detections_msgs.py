@@ -1,0 +1,215 @@
+"""Per-object messages (issue 12): ObjectFeatures, Detections, markers and the boxes-and-labels image.
+
+Pure conversions between the perception layer's objects (``Proposal``, ``Track``) and this package's
+messages, with no ROS graph: the extractor and learner callbacks only call these and publish, and
+``test/nodes/test_detections_msgs.py`` checks them directly.
+"""
+from __future__ import annotations
+
+import array
+import math
+from typing import Any, Sequence
+
+import cv2
+import numpy as np
+from geometry_msgs.msg import Point, Vector3
+from std_msgs.msg import Header
+
+from cbcl_pr_ros.msg import DetectedObject, Detections, ObjectFeatures
+from cbcl_pr_ros.nodes.conversions import copy_header
+from cbcl_pr_ros.perception import Proposal
+
+__all__ = [
+    "depth_msg_to_array",
+    "make_object_features_msg",
+    "object_features_from_msg",
+    "scores_of",
+    "make_detections_msg",
+    "make_marker_array",
+    "draw_detections",
+]
+
+_NAN3 = np.full(3, np.nan)
+
+
+def depth_msg_to_array(msg: Any) -> np.ndarray:
+    """A depth Image (32FC1 metres, or 16UC1 millimetres) as float32 metres (h, w); 0 = no reading.
+
+    Raises ValueError naming the encoding or the size when the message is malformed (wrong step,
+    too few bytes), so a caller can drop the frame and keep running.
+    """
+    enc = str(msg.encoding).upper()
+    h, w, step = int(msg.height), int(msg.width), int(msg.step)
+    if enc in ("32FC1", "TYPE_32FC1"):
+        dtype, px, scale = np.dtype(">f4" if msg.is_bigendian else "<f4"), 4, 1.0
+    elif enc in ("16UC1", "MONO16", "TYPE_16UC1"):
+        dtype, px, scale = np.dtype(">u2" if msg.is_bigendian else "<u2"), 2, 0.001
+    else:
+        raise ValueError(f"depth encoding '{msg.encoding}' is not supported (32FC1 metres or 16UC1 mm)")
+    if h <= 0 or w <= 0 or step < w * px:
+        raise ValueError(f"depth image {w}x{h} with step {step} is malformed (need step >= {w * px})")
+    data = bytes(msg.data) if not isinstance(msg.data, (bytes, bytearray)) else msg.data
+    if len(data) < step * h:
+        raise ValueError(f"depth image {w}x{h} needs {step * h} bytes, got {len(data)}")
+    rows = np.frombuffer(data, np.uint8, count=step * h).reshape(h, step)[:, : w * px]
+    out = rows.copy().view(dtype).reshape(h, w).astype(np.float32) * np.float32(scale)
+    out[~np.isfinite(out)] = 0.0
+    return out
+
+
+def _object_geometry(obj: DetectedObject, box: Sequence[int], centroid: np.ndarray, size: np.ndarray,
+                     score: float) -> DetectedObject:
+    obj.x0, obj.y0, obj.x1, obj.y1 = (int(v) for v in box)
+    c = np.asarray(centroid, float).reshape(3)
+    s = np.asarray(size, float).reshape(3)
+    obj.centroid = Point(x=float(c[0]), y=float(c[1]), z=float(c[2]))
+    obj.size = Vector3(x=float(s[0]), y=float(s[1]), z=float(s[2]))
+    obj.proposal_score = float(score)
+    return obj
+
+
+def make_object_features_msg(header: Header, backbone: str, preprocessing: str,
+                             proposals: Sequence[Proposal], feats: np.ndarray,
+                             image_shape: Sequence[int]) -> ObjectFeatures:
+    """One frame's objects and their (n, d) vectors (row i belongs to proposals[i])."""
+    f = np.asarray(feats, np.float32)
+    if f.ndim != 2 or f.shape[0] != len(proposals):
+        raise ValueError(f"need one feature row per proposal: {len(proposals)} proposals, features {f.shape}")
+    msg = ObjectFeatures()
+    msg.header = copy_header(header)
+    msg.backbone, msg.preprocessing = backbone, preprocessing
+    msg.dimension = int(f.shape[1]) if f.size else 0
+    msg.values = array.array("f", np.ascontiguousarray(f).tobytes())
+    msg.image_height, msg.image_width = int(image_shape[0]), int(image_shape[1])
+    msg.objects = [_object_geometry(DetectedObject(), p.box, p.centroid, p.size, p.score) for p in proposals]
+    return msg
+
+
+def object_features_from_msg(msg: ObjectFeatures, expected_backbone: str | None = None,
+                             expected_dim: int | None = None) -> tuple[list[Proposal], np.ndarray]:
+    """Proposals (no masks) and (n, d) vectors of an ObjectFeatures message.
+
+    Raises ValueError on another backbone, a size mismatch between values and objects, or
+    non-finite values. No objects gives ([], an empty (0, d) array).
+    """
+    if expected_backbone and msg.backbone and msg.backbone != expected_backbone:
+        raise ValueError(f"object features come from backbone '{msg.backbone}', this learner uses "
+                         f"'{expected_backbone}'")
+    n, d = len(msg.objects), int(msg.dimension)
+    v = np.frombuffer(msg.values, np.float32) if isinstance(msg.values, array.array) \
+        else np.asarray(msg.values, np.float32)
+    if n == 0:
+        return [], np.zeros((0, max(d, 0)), np.float32)
+    if d <= 0 or v.size != n * d:
+        raise ValueError(f"object features hold {v.size} values for {n} objects of dimension {d}")
+    if expected_dim and d != expected_dim:
+        raise ValueError(f"object feature dimension {d} does not match the learner's {expected_dim}")
+    feats = v.reshape(n, d)
+    if not np.all(np.isfinite(feats)):
+        raise ValueError("object feature vectors contain NaN or infinite values")
+    props = []
+    for o in msg.objects:
+        c = np.array([o.centroid.x, o.centroid.y, o.centroid.z], float)
+        s = np.array([o.size.x, o.size.y, o.size.z], float)
+        props.append(Proposal((int(o.x0), int(o.y0), int(o.x1), int(o.y1)), None, c, s,
+                              float(o.proposal_score)))
+    return props, feats
+
+
+def scores_of(pred: Any) -> dict[str, float]:
+    """Class scores of a core Prediction (its top labels/scores; ask for all classes to get all)."""
+    return {str(k): float(v) for k, v in zip(pred.top_labels, pred.top_scores)}
+
+
+def make_detections_msg(header: Header, tracks: Sequence[Any], model_version: int = 0) -> Detections:
+    """Detections of one frame from the tracker's tracks (``perception.Track``), stamped as the image."""
+    msg = Detections()
+    msg.header = copy_header(header)
+    msg.model_version = int(model_version)
+    for t in tracks:
+        o = _object_geometry(DetectedObject(), t.proposal.box, t.proposal.centroid, t.proposal.size,
+                             t.proposal.score)
+        o.id = int(t.id)
+        o.label = str(t.label)
+        o.known = bool(t.known)
+        o.confidence = float(t.confidence)
+        o.top_labels = [str(x) for x in t.top_labels]
+        o.top_scores = [float(x) for x in t.top_scores]
+        msg.objects.append(o)
+    return msg
+
+
+def _caption(o: DetectedObject) -> str:
+    name = o.label if o.known and o.label else (f"unknown ({o.top_labels[0]}?)" if o.top_labels else "unknown")
+    return f"#{o.id} {name} {o.confidence:.2f}"
+
+
+def make_marker_array(det: Detections, lifetime_s: float = 1.0) -> Any:
+    """RViz markers for a Detections message: a box and a label per object with a 3-D centroid.
+
+    The first marker is DELETEALL, so objects that left the view vanish at once; objects without
+    depth (NaN centroid) get no marker.
+    """
+    from builtin_interfaces.msg import Duration
+    from visualization_msgs.msg import Marker, MarkerArray
+
+    out = MarkerArray()
+    clear = Marker(action=Marker.DELETEALL)
+    clear.header = copy_header(det.header)
+    out.markers.append(clear)
+    life = Duration(sec=int(lifetime_s), nanosec=int((lifetime_s % 1) * 1e9))
+    for o in det.objects:
+        c = (o.centroid.x, o.centroid.y, o.centroid.z)
+        if not all(math.isfinite(v) for v in c):
+            continue
+        known = o.known and bool(o.label)
+        rgb = (0.2, 0.8, 0.2) if known else (1.0, 0.55, 0.0)
+        for kind, mid in ((Marker.CUBE, 2 * o.id), (Marker.TEXT_VIEW_FACING, 2 * o.id + 1)):
+            m = Marker(type=kind, action=Marker.ADD, id=int(mid), ns="detections", lifetime=life)
+            m.header = copy_header(det.header)
+            m.pose.position.x, m.pose.position.y, m.pose.position.z = c
+            m.pose.orientation.w = 1.0
+            if kind == Marker.CUBE:
+                s = [v if math.isfinite(v) and v > 0 else 0.02 for v in (o.size.x, o.size.y, o.size.z)]
+                m.scale.x, m.scale.y, m.scale.z = s
+                m.color.r, m.color.g, m.color.b, m.color.a = (*rgb, 0.4)
+            else:
+                m.pose.position.y -= 0.5 * (o.size.y if math.isfinite(o.size.y) else 0.0) + 0.02  # above (y down)
+                m.scale.z = 0.03
+                m.text = _caption(o)
+                m.color.r, m.color.g, m.color.b, m.color.a = (*rgb, 1.0)
+            out.markers.append(m)
+    return out
+
+
+def draw_detections(rgb: np.ndarray, det: Detections,
+                    truth: Sequence[bool | None] | None = None) -> np.ndarray:
+    """A copy of the frame with every object's box and "#id label score".
+
+    Colours: green known, orange unknown; with ``truth`` (one entry per object: right, wrong or
+    None = matches no real object), green right, red wrong and orange none, as the main job's scene picture.
+    """
+    if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
+        raise ValueError(f"draw_detections needs an (h, w, 3) uint8 RGB array, got {getattr(rgb, 'shape', None)}")
+    out = np.ascontiguousarray(rgb).copy()
+    h, w = out.shape[:2]
+    scale = max(0.4, w / 1280.0)
+    thick = max(1, int(round(2 * scale)))
+    for i, o in enumerate(det.objects):
+        ok = None if truth is None else truth[i]
+        if truth is not None and ok is None:
+            colour = (255, 140, 0)  # matches no real object
+        elif ok is None:
+            colour = (40, 200, 40) if o.known and o.label else (255, 140, 0)
+        else:
+            colour = (40, 200, 40) if ok else (230, 30, 30)
+        x0, y0 = max(0, min(w - 1, int(o.x0))), max(0, min(h - 1, int(o.y0)))
+        x1, y1 = max(0, min(w - 1, int(o.x1) - 1)), max(0, min(h - 1, int(o.y1) - 1))
+        cv2.rectangle(out, (x0, y0), (x1, y1), colour, thick)
+        text = _caption(o)
+        (tw, th), base = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, thick)
+        ty = y0 - 4 if y0 - th - base - 4 >= 0 else min(h - 1, y1 + th + 4)
+        cv2.rectangle(out, (x0, ty - th - 3), (min(w - 1, x0 + tw + 4), ty + base - 1), colour, -1)
+        cv2.putText(out, text, (x0 + 2, ty - 1), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255), thick,
+                    cv2.LINE_AA)
+    return out

@@ -1,0 +1,94 @@
+"""Box geometry, object crops, and the choice of which proposal a teacher means."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .types import Proposal
+
+__all__ = ["box_iou", "clip_box", "crop_images", "select_teaching_proposal"]
+
+Box = tuple[int, int, int, int]
+
+
+def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
+    """Intersection over union of two (x0, y0, x1, y1) half-open boxes; 0 when either is empty."""
+    ax0, ay0, ax1, ay1 = (float(v) for v in a)
+    bx0, by0, bx1, by1 = (float(v) for v in b)
+    iw = min(ax1, bx1) - max(ax0, bx0)
+    ih = min(ay1, by1) - max(ay0, by0)
+    if iw <= 0 or ih <= 0:
+        return 0.0
+    inter = iw * ih
+    union = max(ax1 - ax0, 0.0) * max(ay1 - ay0, 0.0) + max(bx1 - bx0, 0.0) * max(by1 - by0, 0.0) - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def clip_box(box: Sequence[float], image_shape: Sequence[int]) -> Box | None:
+    """``box`` rounded outwards and clipped to an image of ``image_shape`` (H, W, ...); None if nothing
+    of it lies inside the image or a value is not finite."""
+    vals = [float(v) for v in box]
+    if len(vals) != 4 or not all(np.isfinite(vals)):
+        return None
+    h, w = int(image_shape[0]), int(image_shape[1])
+    x0, y0 = max(0, int(np.floor(vals[0]))), max(0, int(np.floor(vals[1])))
+    x1, y1 = min(w, int(np.ceil(vals[2]))), min(h, int(np.ceil(vals[3])))
+    if x1 <= x0 or y1 <= y0:
+        return None
+    return x0, y0, x1, y1
+
+
+def crop_images(rgb: np.ndarray, proposals: Sequence[Proposal], margin: float = 0.1) -> list[np.ndarray]:
+    """Square crops around each proposal's box, for the backbone.
+
+    The box is grown by ``margin`` of its longer side on each side and made square (the backbone
+    wants square input and a squashed object is another object), then clipped to the image; so
+    a crop holds a little context but mostly the object, whatever its aspect ratio.
+    """
+    if not isinstance(rgb, np.ndarray) or rgb.ndim != 3:
+        raise ValueError(f"rgb must be an (H, W, C) array, got {getattr(rgb, 'shape', type(rgb).__name__)}")
+    if not 0.0 <= float(margin) <= 2.0:
+        raise ValueError(f"margin must be in [0, 2], got {margin}")
+    h, w = rgb.shape[:2]
+    out = []
+    for p in proposals:
+        x0, y0, x1, y1 = p.box
+        side = max(x1 - x0, y1 - y0) * (1.0 + 2.0 * float(margin))
+        cx, cy = (x0 + x1) / 2.0, (y0 + y1) / 2.0
+        box = clip_box((cx - side / 2, cy - side / 2, cx + side / 2, cy + side / 2), (h, w))
+        if box is None:  # a degenerate box: fall back to its own pixels (at least one)
+            box = clip_box((x0, y0, max(x1, x0 + 1), max(y1, y0 + 1)), (h, w)) or (0, 0, 1, 1)
+        bx0, by0, bx1, by1 = box
+        out.append(np.ascontiguousarray(rgb[by0:by1, bx0:bx1]))
+    return out
+
+
+def select_teaching_proposal(proposals: Sequence[Proposal], image_shape: Sequence[int],
+                             box: Sequence[float] | None = None) -> int | None:
+    """Index of the proposal a teacher means, or None when there is none.
+
+    With ``box`` (pixels, from the request): the proposal of best IoU with it (None when no proposal
+    overlaps it, or the box lies outside the image). Without: the object in view, i.e. the
+    proposal with the best area times centrality (a large object at the centre wins over a larger
+    one at the border, which a hand camera only half sees).
+    """
+    if not proposals:
+        return None
+    h, w = int(image_shape[0]), int(image_shape[1])
+    if box is not None:
+        clipped = clip_box(box, (h, w))
+        if clipped is None:
+            return None
+        ious = [box_iou(p.box, clipped) for p in proposals]
+        best = int(np.argmax(ious))
+        return best if ious[best] > 0 else None
+    diag = float(np.hypot(w, h)) / 2
+    best_i, best_v = None, -1.0
+    for i, p in enumerate(proposals):
+        x0, y0, x1, y1 = p.box
+        d = float(np.hypot((x0 + x1) / 2 - w / 2, (y0 + y1) / 2 - h / 2)) / diag
+        v = p.area * max(0.0, 1.0 - d) ** 2
+        if v > best_v:
+            best_i, best_v = i, v
+    return best_i

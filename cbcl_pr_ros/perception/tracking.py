@@ -1,0 +1,227 @@
+"""Stable object ids across frames, and class scores fused over each track's recent frames.
+
+Each frame's observations (a proposal and its class scores) are matched to the live tracks by one
+optimal assignment (``scipy.optimize.linear_sum_assignment``) on a cost that adds the 3D distance
+of the centroids (in units of ``max_distance_m``) and one minus the box IoU. A pair may match when
+its centroids are within ``max_distance_m`` or, when either has no depth, when its boxes overlap
+by at least ``min_iou``. Unmatched observations start tracks; tracks unseen for more than
+``max_missed`` frames end.
+
+A track's label is the argmax of its class scores averaged over its last ``window`` observations
+(a class missing from one frame's scores counts 0 there), and it is known when most of those
+observations were; so one bad view does not flip a label that several good views agree on.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from .boxes import box_iou
+from .types import Proposal
+
+__all__ = ["ObjectObservation", "Track", "ObjectTracker", "fuse_scores"]
+
+_BIG = 1e6
+
+
+@dataclass
+class ObjectObservation:
+    """One object in one frame: its proposal, the learner's class scores, and whether it was known."""
+
+    proposal: Proposal
+    scores: dict[str, float]
+    known: bool
+
+
+@dataclass
+class Track:
+    """A tracked object as of the last update (a snapshot: changing it changes nothing in the tracker).
+
+    ``label`` is the fused best class, or "" when the track is judged unknown (as in
+    ``core.Prediction``); ``nearest_label`` is the fused best class regardless; ``confidence``
+    its fused score; ``hits`` the observations so far; ``age`` the updates since it began;
+    ``missed`` the updates since it was last seen (0 when seen in the latest one).
+    """
+
+    id: int
+    proposal: Proposal
+    label: str
+    known: bool
+    confidence: float
+    top_labels: list[str]
+    top_scores: list[float]
+    hits: int
+    age: int
+    last_stamp: float
+    missed: int = 0
+    nearest_label: str = ""
+
+
+def fuse_scores(history: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """Mean score per class over ``history`` (a class absent from a frame counts 0 there)."""
+    if not history:
+        return {}
+    total: dict[str, float] = {}
+    for scores in history:
+        for k, v in scores.items():
+            total[k] = total.get(k, 0.0) + float(v)
+    return {k: v / len(history) for k, v in total.items()}
+
+
+@dataclass
+class _State:
+    id: int
+    proposal: Proposal
+    scores: deque
+    known: deque
+    hits: int = 1
+    age: int = 0
+    missed: int = 0
+    last_stamp: float = 0.0
+
+
+def _check_scores(scores: object) -> dict[str, float]:
+    if not isinstance(scores, Mapping):
+        raise TypeError(f"scores must be a mapping label -> score, got {type(scores).__name__}")
+    out = {}
+    for k, v in scores.items():
+        v = float(v)
+        if not isinstance(k, str) or not math.isfinite(v):
+            raise ValueError(f"scores must map str labels to finite numbers, got {k!r}: {v!r}")
+        out[k] = v
+    return out
+
+
+class ObjectTracker:
+    """Tracks objects over frames and fuses their class scores.
+
+    Parameters
+    ----------
+    window : observations per track whose scores and known flags are fused.
+    max_missed : updates a track may go unseen before it ends.
+    max_distance_m : largest centroid distance of a match (metres).
+    min_iou : smallest box IoU of a match when a centroid is missing (RGB-only proposals).
+    top_k : length of each track's ``top_labels``/``top_scores``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal
+    >>> p = Proposal((10, 10, 50, 50), None, np.array([0.0, 0.0, 0.5]), np.full(3, 0.05), 1.0)
+    >>> t = ObjectTracker(window=3)
+    >>> [tr.label for tr in t.update([ObjectObservation(p, {"mug": 0.9, "duck": 0.1}, True)], 0.0)]
+    ['mug']
+    >>> [tr.label for tr in t.update([ObjectObservation(p, {"mug": 0.2, "duck": 0.8}, True)], 0.1)]
+    ['mug']
+    """
+
+    def __init__(self, window: int = 5, max_missed: int = 5, max_distance_m: float = 0.1, min_iou: float = 0.2,
+                 top_k: int = 3) -> None:
+        for name, v, lo in (("window", window, 1), ("max_missed", max_missed, 0), ("top_k", top_k, 1)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+                raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+        if not (math.isfinite(float(max_distance_m)) and max_distance_m > 0):
+            raise ValueError(f"max_distance_m must be > 0, got {max_distance_m!r}")
+        if not 0.0 <= float(min_iou) <= 1.0:
+            raise ValueError(f"min_iou must be in [0, 1], got {min_iou!r}")
+        self.window = int(window)
+        self.max_missed = int(max_missed)
+        self.max_distance_m = float(max_distance_m)
+        self.min_iou = float(min_iou)
+        self.top_k = int(top_k)
+        self._tracks: dict[int, _State] = {}
+        self._next_id = 1
+
+    # ------------------------------------------------------------------ matching
+    def _cost(self, tracks: list[_State], obs: Sequence[ObjectObservation]) -> np.ndarray:
+        cost = np.full((len(tracks), len(obs)), _BIG)
+        for i, t in enumerate(tracks):
+            for j, o in enumerate(obs):
+                iou = box_iou(t.proposal.box, o.proposal.box)
+                a, b = t.proposal.centroid, o.proposal.centroid
+                if np.all(np.isfinite(a)) and np.all(np.isfinite(b)):
+                    d = float(np.linalg.norm(a - b))
+                    if d <= self.max_distance_m:
+                        cost[i, j] = d / self.max_distance_m + (1.0 - iou)
+                elif iou >= self.min_iou:
+                    cost[i, j] = 1.0 + (1.0 - iou)
+        return cost
+
+    def update(self, observations: Sequence[ObjectObservation], stamp: float) -> list[Track]:
+        """Add one frame's observations; returns the tracks seen in this frame, by id.
+
+        Every observation is checked before anything changes, so a bad one (scores not a mapping
+        of finite numbers, not an ``ObjectObservation``) raises and leaves the tracker as it was.
+        """
+        obs = list(observations)
+        checked = []
+        for o in obs:
+            if not isinstance(o, ObjectObservation) or not isinstance(o.proposal, Proposal):
+                raise TypeError(f"observations must be ObjectObservation with a Proposal, got {type(o).__name__}")
+            checked.append(_check_scores(o.scores))
+        stamp = float(stamp)
+        if not math.isfinite(stamp):
+            raise ValueError(f"stamp must be finite, got {stamp}")
+        tracks = list(self._tracks.values())
+        matched_t: dict[int, int] = {}
+        if tracks and obs:
+            cost = self._cost(tracks, obs)
+            rows, cols = linear_sum_assignment(cost)
+            matched_t = {int(c): int(r) for r, c in zip(rows, cols) if cost[r, c] < _BIG}
+        seen: list[int] = []
+        for t in tracks:
+            t.age += 1
+            t.missed += 1
+        for j, o in enumerate(obs):
+            if j in matched_t:
+                t = tracks[matched_t[j]]
+                t.proposal, t.hits, t.missed = o.proposal, t.hits + 1, 0
+            else:
+                t = _State(self._next_id, o.proposal, deque(maxlen=self.window), deque(maxlen=self.window))
+                self._tracks[t.id] = t
+                self._next_id += 1
+            t.scores.append(checked[j])
+            t.known.append(bool(o.known))
+            t.last_stamp = stamp
+            seen.append(t.id)
+        for tid in [tid for tid, t in self._tracks.items() if t.missed > self.max_missed]:
+            del self._tracks[tid]
+        return [self._snapshot(self._tracks[tid]) for tid in sorted(seen)]
+
+    # ------------------------------------------------------------------ queries
+    def _snapshot(self, t: _State) -> Track:
+        fused = fuse_scores(list(t.scores))
+        ranked = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[: self.top_k]
+        nearest, conf = ranked[0] if ranked else ("", 0.0)
+        known = bool(ranked) and sum(t.known) * 2 > len(t.known)
+        return Track(t.id, t.proposal, nearest if known else "", known, float(conf), [k for k, _ in ranked],
+                     [float(v) for _, v in ranked], t.hits, t.age, t.last_stamp, t.missed, nearest)
+
+    @property
+    def tracks(self) -> list[Track]:
+        """All live tracks (also those unseen for up to ``max_missed`` updates), by id."""
+        return [self._snapshot(t) for _, t in sorted(self._tracks.items())]
+
+    def get(self, track_id: int) -> Track | None:
+        """The live track of that id, or None (ended, never existed, or not an int)."""
+        if isinstance(track_id, bool) or not isinstance(track_id, (int, np.integer)):
+            return None
+        t = self._tracks.get(int(track_id))
+        return None if t is None else self._snapshot(t)
+
+    def best_track(self, label: str) -> Track | None:
+        """The live, known track of ``label`` with the highest fused confidence (recently seen ones first)."""
+        cands = [tr for tr in self.tracks if tr.known and tr.label == label]
+        if not cands:
+            return None
+        return min(cands, key=lambda tr: (tr.missed, -tr.confidence, -tr.hits, tr.id))
+
+    def reset(self) -> None:
+        """Forget every track (ids keep counting up, so an old id never names a new object)."""
+        self._tracks.clear()
+

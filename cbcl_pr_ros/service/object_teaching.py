@@ -1,0 +1,170 @@
+"""Teaching by object (issue 12) without ROS: which part of each image or frame a TeachClass learns.
+
+A request names the object by a mode (the object in view, or the whole frame), a track id of the
+detections topic, or boxes (``rois``). :func:`plan_teach` checks those untrusted fields against each
+other and says where the examples come from; :func:`roi_box` checks a box against an image;
+:func:`teaching_crops` turns request images into the crops to learn from; :class:`TrackHistory` keeps
+the last frames' vectors per track id so that a track can be taught at once. The learner node
+converts the request, calls these, and answers with the ValueError's text when one is raised:
+nothing is learned then.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["TEACH_FROM", "MODE_DEFAULT", "MODE_OBJECT", "MODE_FRAME", "TeachPlan", "plan_teach", "roi_box",
+           "teaching_crops", "TrackHistory"]
+
+# values of the learner's ``teach_from`` parameter
+TEACH_FROM = ("auto", "object", "frame")
+# TeachClass.mode constants (same numbers as srv/TeachClass.srv)
+MODE_DEFAULT, MODE_OBJECT, MODE_FRAME = 0, 1, 2
+
+Box = tuple[int, int, int, int]
+Roi = tuple[int, int, int, int]  # x_offset, y_offset, width, height (sensor_msgs/RegionOfInterest)
+
+
+@dataclass(frozen=True)
+class TeachPlan:
+    """Where a TeachClass takes its examples from.
+
+    ``source``: features | images | stream; ``target``: frame (whole frames), object (the object in
+    view), roi (the given boxes) or track (one track's crops).
+    """
+
+    source: str
+    target: str
+    track_id: int | None = None
+    rois: tuple[Roi, ...] = ()
+
+
+def plan_teach(mode: int, track_id: int, rois: Sequence[Roi], n_images: int, n_features: int,
+               teach_from: str = "auto", objects_streaming: bool = False) -> TeachPlan:
+    """Check the object fields of a TeachClass request; ValueError with the reason when they clash.
+
+    Precedence of sources as before issue 12: features > images > the camera stream. ``mode``
+    default follows ``teach_from``: ``auto`` learns the object in view from the stream when the
+    extractor sends objects (``objects_streaming``) and whole images when images are sent (a
+    client that sends images has framed them), ``object``/``frame`` force one.
+    """
+    if teach_from not in TEACH_FROM:
+        raise ValueError(f"teach_from must be one of {TEACH_FROM}, got {teach_from!r}")
+    if mode not in (MODE_DEFAULT, MODE_OBJECT, MODE_FRAME):
+        raise ValueError(f"mode {mode} is not one of MODE_DEFAULT=0, MODE_OBJECT=1, MODE_FRAME=2")
+    tid = int(track_id)
+    if tid < -1:
+        raise ValueError(f"track_id {tid} is not a track id (>= 0) nor -1 (none)")
+    rois = tuple(tuple(int(v) for v in r) for r in rois)
+    source = "features" if n_features > 0 else "images" if n_images > 0 else "stream"
+    if tid >= 0 and rois:
+        raise ValueError("give either track_id or rois, not both")
+    if source == "features":
+        if tid >= 0 or rois or mode == MODE_OBJECT:
+            raise ValueError("track_id, rois and MODE_OBJECT need images or camera frames, not feature vectors")
+        return TeachPlan("features", "frame")
+    if tid >= 0:
+        if source == "images":
+            raise ValueError("track_id names an object of the camera stream: send no images with it")
+        if mode == MODE_FRAME:
+            raise ValueError("track_id teaches one object: it cannot be combined with MODE_FRAME")
+        return TeachPlan("stream", "track", track_id=tid)
+    if rois:
+        if mode == MODE_FRAME:
+            raise ValueError("rois select objects: they cannot be combined with MODE_FRAME")
+        if source == "images" and len(rois) not in (1, n_images):
+            raise ValueError(f"{len(rois)} rois for {n_images} images: send one box for all, or one per image")
+        if source == "stream" and len(rois) != 1:
+            raise ValueError(f"{len(rois)} rois for camera frames: send one box (the frames are not known yet)")
+        return TeachPlan(source, "roi", rois=rois)
+    if mode == MODE_OBJECT:
+        return TeachPlan(source, "object")
+    if mode == MODE_FRAME:
+        return TeachPlan(source, "frame")
+    if teach_from == "object":
+        return TeachPlan(source, "object")
+    if teach_from == "frame" or source == "images":
+        return TeachPlan(source, "frame")
+    return TeachPlan(source, "object" if objects_streaming else "frame")
+
+
+def roi_box(roi: Roi, image_shape: Sequence[int], what: str = "image") -> Box:
+    """(x0, y0, x1, y1) of a RegionOfInterest (x, y, width, height); ValueError when it is empty or
+    not inside the image (a box outside the image is a mistake of the caller, not something to clip)."""
+    x, y, w, h = (int(v) for v in roi)
+    H, W = int(image_shape[0]), int(image_shape[1])
+    if w <= 0 or h <= 0:
+        raise ValueError(f"box (x {x}, y {y}, width {w}, height {h}) is empty")
+    if x < 0 or y < 0 or x + w > W or y + h > H:
+        raise ValueError(f"box (x {x}, y {y}, width {w}, height {h}) lies outside the {W}x{H} {what}")
+    return x, y, x + w, y + h
+
+
+def teaching_crops(rgbs: Sequence[np.ndarray], plan: TeachPlan, margin: float = 0.1) -> tuple[list[np.ndarray], str]:
+    """The crops to learn from for request images, and a note for the answer.
+
+    ``frame``: the images as they are. ``roi``: each image's box (one for all, or one per image).
+    ``object``: the object in view of each image (RGB proposals, the largest and most central);
+    images with no object are skipped and counted. ValueError when a box is outside its image or
+    no image holds an object.
+    """
+    from cbcl_pr_ros.perception import Proposal, crop_images, propose, select_teaching_proposal
+
+    if plan.target == "frame":
+        return list(rgbs), ""
+    nan3 = np.full(3, np.nan)
+    out: list[np.ndarray] = []
+    if plan.target == "roi":
+        for i, rgb in enumerate(rgbs):
+            box = roi_box(plan.rois[i if len(plan.rois) > 1 else 0], rgb.shape, f"image {i}")
+            out += crop_images(rgb, [Proposal(box, None, nan3, nan3, 1.0)], margin)
+        return out, " (crops of the given boxes)"
+    if plan.target != "object":
+        raise ValueError(f"request images cannot be taught as {plan.target!r}")
+    missed = []
+    for i, rgb in enumerate(rgbs):
+        props = propose(rgb)
+        k = select_teaching_proposal(props, rgb.shape)
+        if k is None:
+            missed.append(i)
+            continue
+        out += crop_images(rgb, [props[k]], margin)
+    if not out:
+        raise ValueError(f"no object found in any of the {len(rgbs)} images: send rois (boxes) or "
+                         "mode MODE_FRAME")
+    note = " (crops of the object in view" + (f"; no object in images {missed}, skipped)" if missed else ")")
+    return out, note
+
+
+class TrackHistory:
+    """The last ``capacity`` frames' vectors per track id (thread-safe), for teaching from a track."""
+
+    def __init__(self, capacity: int = 30) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
+        self.capacity = capacity
+        self._frames: deque[dict[int, np.ndarray]] = deque(maxlen=capacity)
+        self._lock = threading.Lock()
+
+    def add(self, track_ids: Sequence[int], feats: np.ndarray) -> None:
+        """One frame: row i of ``feats`` belongs to track ``track_ids[i]``."""
+        f = np.asarray(feats, np.float32)
+        if len(track_ids) != (f.shape[0] if f.ndim == 2 else -1):
+            raise ValueError(f"{len(track_ids)} track ids for features of shape {f.shape}")
+        with self._lock:
+            self._frames.append({int(t): f[i].copy() for i, t in enumerate(track_ids)})
+
+    def features_of(self, track_id: int, n: int) -> np.ndarray:
+        """Up to ``n`` most recent vectors of a track, oldest first; (0, d) or (0, 0) when none."""
+        with self._lock:
+            rows = [fr[track_id] for fr in self._frames if track_id in fr]
+        rows = rows[-int(n):] if n > 0 else rows
+        return np.stack(rows) if rows else np.zeros((0, 0), np.float32)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._frames.clear()

@@ -1,0 +1,208 @@
+"""Issue 12, ROS side without a graph: object messages, markers, debug drawing, teach-request checks."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal
+from cbcl_pr_ros.service.object_teaching import (MODE_DEFAULT, MODE_FRAME, MODE_OBJECT, TeachPlan, TrackHistory,
+                                                 plan_teach, roi_box, teaching_crops)
+
+NAN3 = np.full(3, np.nan)
+
+
+def _prop(box, centroid=(0.0, 0.0, 0.5)) -> Proposal:
+    return Proposal(tuple(box), None, np.array(centroid, float), np.array([0.05, 0.08, 0.05]), 0.9)
+
+
+def _header(sec=3, nanosec=500, frame="cam"):
+    from std_msgs.msg import Header
+    from builtin_interfaces.msg import Time
+
+    return Header(stamp=Time(sec=sec, nanosec=nanosec), frame_id=frame)
+
+
+# --------------------------------------------------------------------------- ObjectFeatures
+def test_object_features_round_trip_keeps_boxes_centroids_and_rows() -> None:
+    from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg, object_features_from_msg
+
+    props = [_prop((10, 20, 60, 90), (0.1, -0.05, 0.6)), _prop((100, 40, 130, 80), NAN3)]
+    feats = np.arange(2 * 5, dtype=np.float32).reshape(2, 5)
+    msg = make_object_features_msg(_header(), "bb", "prep", props, feats, (480, 640, 3))
+    assert (msg.image_width, msg.image_height, msg.dimension) == (640, 480, 5)
+    assert msg.header.stamp.sec == 3 and msg.header.frame_id == "cam"
+    back, f = object_features_from_msg(msg, "bb", 5)
+    np.testing.assert_array_equal(f, feats)
+    assert [p.box for p in back] == [p.box for p in props]
+    np.testing.assert_allclose(back[0].centroid, [0.1, -0.05, 0.6])
+    assert not back[1].has_depth  # NaN survives the message
+
+
+def test_object_features_bad_input_is_a_clear_value_error() -> None:
+    from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg, object_features_from_msg
+
+    msg = make_object_features_msg(_header(), "bb", "prep", [_prop((0, 0, 5, 5))], np.ones((1, 4)), (10, 10))
+    with pytest.raises(ValueError, match="backbone 'bb'"):
+        object_features_from_msg(msg, "other")
+    with pytest.raises(ValueError, match="dimension 4 does not match"):
+        object_features_from_msg(msg, "bb", 8)
+    msg.values = msg.values[:3]
+    with pytest.raises(ValueError, match="3 values for 1 objects"):
+        object_features_from_msg(msg, "bb")
+    with pytest.raises(ValueError, match="one feature row per proposal"):
+        make_object_features_msg(_header(), "bb", "p", [_prop((0, 0, 5, 5))], np.ones((2, 4)), (10, 10))
+    empty = make_object_features_msg(_header(), "bb", "p", [], np.zeros((0, 4)), (10, 10))
+    props, f = object_features_from_msg(empty, "bb", 4)
+    assert props == [] and f.shape[0] == 0
+
+
+# --------------------------------------------------------------------------- depth
+@pytest.mark.parametrize("enc,dtype,scale", [("32FC1", "<f4", 1.0), ("16UC1", "<u2", 1000.0)])
+def test_depth_decoding_handles_padding_and_units(enc, dtype, scale) -> None:
+    from sensor_msgs.msg import Image
+
+    from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
+
+    d = (np.arange(12, dtype=np.float64).reshape(3, 4) * 0.1 + 0.5)
+    raw = (d * scale).astype(dtype)
+    item = raw.dtype.itemsize
+    padded = np.zeros((3, 4 * item + 4), np.uint8)
+    padded[:, : 4 * item] = raw.view(np.uint8).reshape(3, -1)
+    msg = Image(height=3, width=4, encoding=enc, step=4 * item + 4, data=padded.tobytes())
+    np.testing.assert_allclose(depth_msg_to_array(msg), d, atol=1e-3)
+
+
+def test_malformed_depth_is_refused_with_a_reason() -> None:
+    from sensor_msgs.msg import Image
+
+    from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
+
+    with pytest.raises(ValueError, match="needs 48 bytes"):
+        depth_msg_to_array(Image(height=3, width=4, encoding="32FC1", step=16, data=b"\0" * 10))
+    with pytest.raises(ValueError, match="malformed"):
+        depth_msg_to_array(Image(height=3, width=4, encoding="32FC1", step=8, data=b"\0" * 48))
+    with pytest.raises(ValueError, match="encoding 'rgb8'"):
+        depth_msg_to_array(Image(height=3, width=4, encoding="rgb8", step=12, data=b"\0" * 36))
+    nan = np.full((2, 2), np.nan, "<f4")
+    out = depth_msg_to_array(Image(height=2, width=2, encoding="32FC1", step=8, data=nan.tobytes()))
+    assert np.all(out == 0)  # NaN holes read as "no reading"
+
+
+# --------------------------------------------------------------------------- detections, markers, image
+def _tracks():
+    tr = ObjectTracker(window=3)
+    obs = [ObjectObservation(_prop((10, 10, 50, 60), (0.0, 0.0, 0.5)), {"mug": 0.9, "duck": 0.1}, True),
+           ObjectObservation(_prop((80, 10, 120, 60), NAN3), {"mug": 0.4, "duck": 0.6}, False)]
+    return tr.update(obs, 1.0)
+
+
+def test_detections_message_carries_tracks_with_the_image_header() -> None:
+    from cbcl_pr_ros.nodes.detections_msgs import make_detections_msg
+
+    det = make_detections_msg(_header(7, 9, "right_hand_camera"), _tracks(), model_version=4)
+    assert det.header.stamp.sec == 7 and det.header.stamp.nanosec == 9
+    assert det.header.frame_id == "right_hand_camera" and det.model_version == 4
+    a, b = det.objects
+    assert (a.label, a.known, a.x0, a.y0, a.x1, a.y1) == ("mug", True, 10, 10, 50, 60)
+    assert a.top_labels[0] == "mug" and math.isclose(a.confidence, 0.9, rel_tol=1e-6)
+    assert (b.label, b.known) == ("", False) and math.isnan(b.centroid.x)
+    assert a.id != b.id and a.id > 0
+    assert make_detections_msg(_header(), [], 0).objects == []  # no objects: an empty array
+
+
+def test_markers_skip_objects_without_depth_and_clear_old_ones() -> None:
+    from visualization_msgs.msg import Marker
+
+    from cbcl_pr_ros.nodes.detections_msgs import make_detections_msg, make_marker_array
+
+    det = make_detections_msg(_header(), _tracks(), 1)
+    ma = make_marker_array(det)
+    assert ma.markers[0].action == Marker.DELETEALL
+    kinds = [m.type for m in ma.markers[1:]]
+    assert kinds == [Marker.CUBE, Marker.TEXT_VIEW_FACING]  # only the object with a centroid
+    assert "mug" in ma.markers[2].text and ma.markers[1].header.frame_id == "cam"
+
+
+def test_debug_drawing_marks_boxes_and_refuses_bad_frames() -> None:
+    from cbcl_pr_ros.nodes.detections_msgs import draw_detections, make_detections_msg
+
+    det = make_detections_msg(_header(), _tracks(), 1)
+    rgb = np.zeros((100, 160, 3), np.uint8)
+    out = draw_detections(rgb, det, truth=[True, False])
+    assert out.shape == rgb.shape and rgb.sum() == 0  # a copy
+    assert (out[30, 10] == (40, 200, 40)).all()  # left edge of the right one: green
+    assert (out[30, 80] == (230, 30, 30)).all()  # wrong one: red
+    with pytest.raises(ValueError):
+        draw_detections(np.zeros((10, 10), np.uint8), det)
+
+
+# --------------------------------------------------------------------------- teaching requests
+def test_plan_teach_defaults_and_precedence() -> None:
+    assert plan_teach(MODE_DEFAULT, -1, [], 0, 3) == TeachPlan("features", "frame")
+    assert plan_teach(MODE_DEFAULT, -1, [], 2, 0) == TeachPlan("images", "frame")  # images: whole by default
+    assert plan_teach(MODE_DEFAULT, -1, [], 0, 0, objects_streaming=False) == TeachPlan("stream", "frame")
+    assert plan_teach(MODE_DEFAULT, -1, [], 0, 0, objects_streaming=True) == TeachPlan("stream", "object")
+    assert plan_teach(MODE_DEFAULT, -1, [], 2, 0, teach_from="object").target == "object"
+    assert plan_teach(MODE_DEFAULT, -1, [], 0, 0, "frame", True).target == "frame"
+    assert plan_teach(MODE_OBJECT, -1, [], 2, 0).target == "object"
+    assert plan_teach(MODE_FRAME, -1, [], 0, 0, objects_streaming=True).target == "frame"
+    assert plan_teach(MODE_DEFAULT, 7, [], 0, 0) == TeachPlan("stream", "track", track_id=7)
+    assert plan_teach(MODE_DEFAULT, -1, [(1, 2, 3, 4)], 3, 0).rois == ((1, 2, 3, 4),)
+
+
+@pytest.mark.parametrize("args,match", [
+    ((9, -1, [], 1, 0), "mode 9"),
+    ((MODE_DEFAULT, -5, [], 0, 0), "track_id -5"),
+    ((MODE_DEFAULT, 3, [(0, 0, 1, 1)], 0, 0), "either track_id or rois"),
+    ((MODE_DEFAULT, 3, [], 0, 2), "need images or camera frames"),
+    ((MODE_OBJECT, -1, [], 0, 2), "need images or camera frames"),
+    ((MODE_DEFAULT, 3, [], 2, 0), "send no images"),
+    ((MODE_FRAME, 3, [], 0, 0), "MODE_FRAME"),
+    ((MODE_FRAME, -1, [(0, 0, 1, 1)], 1, 0), "MODE_FRAME"),
+    ((MODE_DEFAULT, -1, [(0, 0, 1, 1)] * 2, 3, 0), "2 rois for 3 images"),
+    ((MODE_DEFAULT, -1, [(0, 0, 1, 1)] * 2, 0, 0), "send one box"),
+])
+def test_plan_teach_refuses_clashing_fields(args, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        plan_teach(*args)
+
+
+def test_roi_box_outside_or_empty_is_refused() -> None:
+    assert roi_box((10, 20, 30, 40), (480, 640)) == (10, 20, 40, 60)
+    assert roi_box((0, 0, 640, 480), (480, 640)) == (0, 0, 640, 480)
+    with pytest.raises(ValueError, match="outside the 640x480"):
+        roi_box((620, 10, 40, 40), (480, 640))
+    with pytest.raises(ValueError, match="outside"):
+        roi_box((-1, 0, 10, 10), (480, 640))
+    with pytest.raises(ValueError, match="empty"):
+        roi_box((5, 5, 0, 10), (480, 640))
+
+
+def test_teaching_crops_from_boxes_and_from_the_object_in_view() -> None:
+    rgb = np.full((120, 160, 3), 200, np.uint8)
+    rgb[40:80, 60:100] = (200, 30, 30)  # one red square on a plain background
+    crops, note = teaching_crops([rgb, rgb], TeachPlan("images", "roi", rois=((60, 40, 40, 40),)), margin=0.0)
+    assert len(crops) == 2 and crops[0].shape == (40, 40, 3) and "boxes" in note
+    whole, note = teaching_crops([rgb], TeachPlan("images", "frame"))
+    assert whole[0] is rgb and note == ""
+    with pytest.raises(ValueError, match="outside the 160x120 image 0"):
+        teaching_crops([rgb], TeachPlan("images", "roi", rois=((150, 0, 20, 20),)))
+    obj, note = teaching_crops([rgb], TeachPlan("images", "object"), margin=0.0)
+    assert len(obj) == 1 and obj[0].shape[0] < 120  # a crop, not the frame
+    blank = np.full((120, 160, 3), 128, np.uint8)
+    with pytest.raises(ValueError, match="no object found in any of the 1 images"):
+        teaching_crops([blank], TeachPlan("images", "object"))
+
+
+def test_track_history_gives_a_tracks_recent_rows() -> None:
+    h = TrackHistory(capacity=3)
+    for i in range(5):
+        h.add([1, 2], np.array([[i, 0.0], [i, 1.0]], np.float32))
+    h.add([2], np.array([[9.0, 9.0]], np.float32))
+    np.testing.assert_array_equal(h.features_of(1, 10)[:, 0], [3, 4])  # capacity 3 frames
+    np.testing.assert_array_equal(h.features_of(2, 2)[:, 0], [4, 9])
+    assert h.features_of(99, 5).shape[0] == 0
+    with pytest.raises(ValueError):
+        h.add([1, 2, 3], np.zeros((2, 2)))

@@ -1,0 +1,187 @@
+"""Object proposals on synthetic RGB-D scenes: plane + boxes, holes, other sizes, borders, RGB only."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.perception import CameraIntrinsics, Proposal, ProposalConfig, box_iou, fit_support_plane, propose
+
+_spec = importlib.util.spec_from_file_location("perception_synthetic", Path(__file__).with_name("synthetic.py"))
+synthetic = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = synthetic
+_spec.loader.exec_module(synthetic)
+SynthObject, scene = synthetic.SynthObject, synthetic.scene
+
+THREE = [
+    SynthObject((40, 60, 90, 110), 0.06, (200, 30, 30)),
+    SynthObject((140, 100, 180, 170), 0.10, (30, 40, 200)),
+    SynthObject((220, 40, 280, 80), 0.04, (40, 160, 40)),
+]
+
+
+def _matches(props: list[Proposal], objects: list[SynthObject], min_iou: float = 0.7) -> list[int]:
+    """Index of the proposal matching each object (by IoU), asserting each has one."""
+    idx = []
+    for o in objects:
+        ious = [box_iou(p.box, o.box) for p in props]
+        assert ious and max(ious) >= min_iou, f"object {o.box} not found; proposals {[p.box for p in props]}"
+        idx.append(int(np.argmax(ious)))
+    return idx
+
+
+def test_plane_and_three_boxes_give_three_proposals_with_3d():
+    rgb, depth, k, centres = scene(THREE)
+    props = propose(rgb, depth, k)
+    assert len(props) == 3
+    for i, o in zip(_matches(props, THREE), THREE):
+        p = props[i]
+        assert p.mask is not None and p.mask.shape == rgb.shape[:2] and p.mask.dtype == bool
+        x0, y0, x1, y1 = p.box
+        assert p.mask[y0:y1, x0:x1].any() and not p.mask[:y0].any() and not p.mask[:, x1:].any()
+        assert 0.0 <= p.score <= 1.0
+        assert p.has_depth and np.all(np.isfinite(p.size))
+        # completed down to the plane: the largest extent is at least the object's height
+        assert p.size.max() >= 0.8 * o.height
+    # the tallest box (0.10 m) is the one whose centroid is nearest the camera along the normal
+    tall = props[_matches(props, THREE)[1]]
+    assert np.linalg.norm(tall.centroid[:2] - centres[1][:2]) < 0.03
+
+
+def test_plane_fit_recovers_the_table():
+    rgb, depth, k, _ = scene([])
+    v, u = np.nonzero(np.isfinite(depth))
+    z = depth[v, u].astype(float)
+    pts = np.stack([(u - k.cx) * z / k.fx, (v - k.cy) * z / k.fy, z], axis=1)
+    plane = fit_support_plane(pts, ProposalConfig())
+    assert plane is not None and plane.inlier_fraction > 0.95
+    assert np.all(np.abs(pts @ plane.normal + plane.offset) < 0.006)
+    assert plane.offset > 0  # the camera is above the table
+
+
+def test_touching_boxes_of_different_height_are_split():
+    objs = [SynthObject((80, 80, 140, 150), 0.05, (180, 60, 60)), SynthObject((140, 80, 200, 150), 0.11, (180, 70, 60))]
+    props = propose(*scene(objs)[:3])
+    assert len(props) == 2
+    _matches(props, objs)
+
+
+def test_touching_boxes_of_equal_height_split_by_colour_when_asked():
+    objs = [SynthObject((80, 80, 140, 150), 0.06, (200, 30, 30)), SynthObject((140, 80, 200, 150), 0.06, (30, 40, 200))]
+    rgb, depth, k, _ = scene(objs)
+    assert len(propose(rgb, depth, k)) == 1  # default: depth alone cannot tell them apart
+    props = propose(rgb, depth, k, ProposalConfig(depth_edges="grey+chroma"))
+    assert len(props) == 2
+    _matches(props, objs)
+
+
+def test_nan_and_zero_holes_do_not_break_it():
+    rgb, depth, k, _ = scene(THREE)
+    rng = np.random.default_rng(1)
+    holes = rng.random(depth.shape) < 0.2
+    depth[holes & (rng.random(depth.shape) < 0.5)] = np.nan
+    depth[holes] = np.where(np.isnan(depth[holes]), np.nan, 0.0)
+    depth[150:, :60] = np.nan  # a large hole
+    props = propose(rgb, depth, k)
+    _matches(props, THREE, min_iou=0.6)
+
+
+@pytest.mark.parametrize("factor", [0.5, 2.0])
+def test_depth_of_another_size_is_resized(factor):
+    rgb, depth, k, _ = scene(THREE)
+    import cv2
+
+    other = cv2.resize(depth, (int(depth.shape[1] * factor), int(depth.shape[0] * factor)), interpolation=cv2.INTER_NEAREST)
+    props = propose(rgb, other, k)
+    assert len(props) == 3
+    assert all(p.has_depth for p in props)
+    _matches(props, THREE)
+
+
+def test_no_objects_gives_nothing():
+    rgb, depth, k, _ = scene([])
+    assert propose(rgb, depth, k) == []
+    assert propose(rgb, None, None) == []
+
+
+def test_object_at_the_border_is_clipped():
+    objs = [SynthObject((-30, 100, 50, 160), 0.07, (30, 40, 200))]
+    rgb, depth, k, _ = scene(objs)
+    props = propose(rgb, depth, k)
+    assert len(props) == 1
+    x0, y0, x1, y1 = props[0].box
+    assert x0 == 0 and 0 <= y0 < y1 <= rgb.shape[0] and x1 <= rgb.shape[1]
+    assert box_iou(props[0].box, (0, 100, 50, 160)) > 0.7
+
+
+def test_rgb_only_finds_coloured_objects_without_3d():
+    rgb, _, _, _ = scene(THREE)
+    props = propose(rgb, None, None)
+    _matches(props, THREE, min_iou=0.6)
+    assert all(not p.has_depth and np.all(np.isnan(p.size)) for p in props)
+    # asking for RGB explicitly ignores a good depth image
+    rgb, depth, k, _ = scene(THREE)
+    assert all(not p.has_depth for p in propose(rgb, depth, k, ProposalConfig(method="rgb")))
+
+
+@pytest.mark.parametrize("bad", [
+    "all_nan", "zeros", "three_channels", "one_row", "strings", "no_intrinsics", "no_plane",
+])
+def test_unusable_depth_falls_back_to_rgb(bad):
+    rgb, depth, k, _ = scene(THREE)
+    if bad == "all_nan":
+        depth = np.full_like(depth, np.nan)
+    elif bad == "zeros":
+        depth = np.zeros_like(depth)
+    elif bad == "three_channels":
+        depth = np.repeat(depth[:, :, None], 3, axis=2)
+    elif bad == "one_row":
+        depth = depth[:1]
+    elif bad == "strings":
+        depth = np.array([["a", "b"], ["c", "d"]])
+    elif bad == "no_intrinsics":
+        k = None
+    elif bad == "no_plane":  # random depths: no plane holds a fifth of them
+        depth = np.random.default_rng(0).uniform(0.3, 3.0, depth.shape).astype(np.float32)
+    props = propose(rgb, depth, k)
+    _matches(props, THREE, min_iou=0.6)
+    assert all(not p.has_depth for p in props)
+
+
+def test_bad_rgb_is_a_clear_error():
+    with pytest.raises(ValueError, match="rgb"):
+        propose(np.zeros((10, 10), np.uint8), None, None)
+    with pytest.raises(TypeError, match="uint8"):
+        propose(np.zeros((10, 10, 3), np.float32), None, None)
+
+
+def test_config_is_validated():
+    with pytest.raises(ValueError, match="method"):
+        ProposalConfig(method="yolo")
+    with pytest.raises(ValueError, match="min_size_m"):
+        ProposalConfig(min_size_m=0.5, max_size_m=0.1)
+    with pytest.raises(ValueError, match="depth_edges"):
+        ProposalConfig(depth_edges="sobel")
+
+
+def test_intrinsics_from_k_and_scaling():
+    k = CameraIntrinsics.from_k([500.0, 0, 319.5, 0, 510.0, 239.5, 0, 0, 1])
+    assert (k.fx, k.fy, k.cx, k.cy) == (500.0, 510.0, 319.5, 239.5)
+    half = k.scaled(0.5, 0.5)
+    assert half.fx == 250.0 and half.cx == pytest.approx(159.5)
+    with pytest.raises(ValueError, match="9 numbers"):
+        CameraIntrinsics.from_k([1, 2, 3])
+    with pytest.raises(ValueError, match="focal"):
+        CameraIntrinsics(0.0, 1.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="finite"):
+        CameraIntrinsics(float("nan"), 1.0, 0.0, 0.0)
+
+
+def test_full_resolution_masks_and_boxes_at_640x480():
+    rgb, depth, k, _ = scene([SynthObject((100, 120, 200, 260), 0.08, (200, 30, 30))], width=640, height=480)
+    props = propose(rgb, depth, k)
+    assert len(props) == 1 and props[0].mask.shape == (480, 640)
+    assert box_iou(props[0].box, (100, 120, 200, 260)) > 0.9

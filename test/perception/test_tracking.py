@@ -1,0 +1,180 @@
+"""Tracker: stable ids, track ends, fused labels that resist one bad view; boxes, crops, teaching choice."""
+from __future__ import annotations
+
+import doctest
+
+import numpy as np
+import pytest
+
+import cbcl_pr_ros.perception.tracking as tracking_mod
+from cbcl_pr_ros.perception import (
+    ObjectObservation,
+    ObjectTracker,
+    Proposal,
+    box_iou,
+    crop_images,
+    fuse_scores,
+    select_teaching_proposal,
+)
+
+
+def prop(x: float, y: float = 0.0, z: float = 0.6, box: tuple[int, int, int, int] | None = None, depth: bool = True) -> Proposal:
+    """A proposal at camera-frame (x, y, z) with a box that moves with it."""
+    if box is None:
+        u = int(320 + x * 500)
+        v = int(240 + y * 500)
+        box = (u - 20, v - 20, u + 20, v + 20)
+    c = np.array([x, y, z]) if depth else np.full(3, np.nan)
+    return Proposal(box, None, c, np.full(3, 0.05) if depth else np.full(3, np.nan), 0.9)
+
+
+def obs(p: Proposal, label: str, score: float = 0.9, known: bool = True, other: str = "duck") -> ObjectObservation:
+    return ObjectObservation(p, {label: score, other: 1.0 - score}, known)
+
+
+def test_doctest():
+    res = doctest.testmod(tracking_mod, optionflags=doctest.ELLIPSIS)
+    assert res.attempted > 0 and res.failed == 0
+
+
+def test_ids_stay_stable_while_objects_drift_and_the_order_shuffles():
+    rng = np.random.default_rng(0)
+    t = ObjectTracker()
+    xs = np.array([-0.2, 0.0, 0.2])
+    labels = ["mug", "can", "milk"]
+    first = t.update([obs(prop(x), lab) for x, lab in zip(xs, labels)], 0.0)
+    ids = {tr.label: tr.id for tr in first}
+    assert sorted(ids.values()) == [1, 2, 3]
+    for f in range(1, 15):
+        xs = xs + rng.normal(0, 0.01, 3)  # a centimetre of jitter per frame
+        order = rng.permutation(3)
+        tracks = t.update([obs(prop(xs[i]), labels[i]) for i in order], f * 0.1)
+        assert {tr.label: tr.id for tr in tracks} == ids
+    assert all(tr.hits == 15 and tr.age == 14 and tr.missed == 0 for tr in t.tracks)
+
+
+def test_new_object_new_id_and_lost_track_ends_after_max_missed():
+    t = ObjectTracker(max_missed=2)
+    a, b = prop(-0.2), prop(0.2)
+    t.update([obs(a, "mug")], 0.0)
+    tracks = t.update([obs(a, "mug"), obs(b, "can")], 0.1)
+    assert [tr.id for tr in tracks] == [1, 2]
+    for f in range(2):  # b unseen for max_missed frames: still live
+        t.update([obs(a, "mug")], 0.2 + f)
+        assert t.get(2) is not None and t.get(2).missed == f + 1
+    t.update([obs(a, "mug")], 5.0)
+    assert t.get(2) is None  # ended
+    back = t.update([obs(a, "mug"), obs(b, "can")], 6.0)
+    assert [tr.id for tr in back] == [1, 3]  # an ended id is never reused
+
+
+def test_far_jump_is_a_new_track_even_with_overlapping_boxes():
+    t = ObjectTracker(max_distance_m=0.1)
+    box = (100, 100, 150, 150)
+    t.update([obs(prop(0.0, z=0.6, box=box), "mug")], 0.0)
+    tr = t.update([obs(prop(0.0, z=0.9, box=box), "mug")], 0.1)
+    assert tr[0].id == 2
+
+
+def test_rgb_only_proposals_match_by_iou():
+    t = ObjectTracker(min_iou=0.3)
+    t.update([obs(prop(0, box=(100, 100, 150, 150), depth=False), "mug")], 0.0)
+    assert t.update([obs(prop(0, box=(105, 102, 155, 152), depth=False), "mug")], 0.1)[0].id == 1
+    assert t.update([obs(prop(0, box=(300, 300, 350, 350), depth=False), "mug")], 0.2)[0].id == 2
+
+
+def test_one_bad_view_does_not_flip_the_fused_label_but_a_lasting_change_does():
+    t = ObjectTracker(window=5)
+    p = prop(0.0)
+    for f in range(4):
+        t.update([obs(p, "mug", 0.8)], f)
+    tr = t.update([obs(p, "duck", 1.0, other="mug")], 4)[0]  # one confident wrong view
+    assert tr.label == "mug" and tr.known
+    assert tr.top_labels[:2] == ["mug", "duck"] and tr.top_scores[0] == pytest.approx((4 * 0.8 + 0.0) / 5)
+    for f in range(5, 8):
+        tr = t.update([obs(p, "duck", 1.0, other="mug")], f)[0]
+    assert tr.label == "duck"  # four of the last five views say duck
+
+
+def test_single_frame_would_flip_where_fusion_does_not():
+    # the same stream through window=1 (no fusion) flips on the bad view
+    t = ObjectTracker(window=1)
+    p = prop(0.0)
+    for f in range(4):
+        t.update([obs(p, "mug", 0.8)], f)
+    assert t.update([obs(p, "duck", 1.0, other="mug")], 4)[0].label == "duck"
+
+
+def test_known_is_the_majority_of_recent_flags_and_best_track():
+    t = ObjectTracker(window=3)
+    a, b = prop(-0.2), prop(0.2)
+    t.update([obs(a, "mug", 0.7), obs(b, "mug", 0.9, known=False)], 0)
+    t.update([obs(a, "mug", 0.7), obs(b, "mug", 0.9, known=False)], 1)
+    tracks = t.update([obs(a, "mug", 0.7, known=False), obs(b, "mug", 0.9)], 2)
+    assert tracks[0].known and tracks[0].label == "mug"
+    assert not tracks[1].known and tracks[1].label == "" and tracks[1].nearest_label == "mug"
+    best = t.best_track("mug")
+    assert best is not None and best.id == tracks[0].id  # b scores higher but is not known
+    assert t.best_track("teddy") is None
+    assert t.get(999) is None and t.get("1") is None and t.get(True) is None
+
+
+def test_bad_observation_changes_nothing():
+    t = ObjectTracker()
+    t.update([obs(prop(0.0), "mug")], 0.0)
+    before = t.tracks
+    with pytest.raises(ValueError, match="finite"):
+        t.update([obs(prop(0.0), "mug"), ObjectObservation(prop(0.2), {"can": float("nan")}, True)], 1.0)
+    with pytest.raises(TypeError):
+        t.update([("not", "an observation")], 1.0)
+    with pytest.raises(ValueError, match="stamp"):
+        t.update([obs(prop(0.0), "mug")], float("inf"))
+    after = t.tracks
+    assert [(tr.id, tr.hits, tr.age) for tr in after] == [(tr.id, tr.hits, tr.age) for tr in before]
+
+
+def test_empty_frames_and_parameters():
+    t = ObjectTracker(max_missed=0)
+    assert t.update([], 0.0) == []
+    t.update([obs(prop(0.0), "mug")], 1.0)
+    assert t.update([], 2.0) == [] and t.tracks == []
+    for kw in ({"window": 0}, {"max_missed": -1}, {"max_distance_m": 0.0}, {"min_iou": 1.5}, {"top_k": 0}):
+        with pytest.raises(ValueError):
+            ObjectTracker(**kw)
+
+
+def test_fuse_scores_counts_missing_classes_as_zero():
+    assert fuse_scores([{"a": 1.0}, {"b": 1.0}]) == {"a": 0.5, "b": 0.5}
+    assert fuse_scores([]) == {}
+
+
+# ---------------------------------------------------------------------- boxes and crops
+def test_box_iou():
+    assert box_iou((0, 0, 10, 10), (0, 0, 10, 10)) == 1.0
+    assert box_iou((0, 0, 10, 10), (5, 0, 15, 10)) == pytest.approx(50 / 150)
+    assert box_iou((0, 0, 10, 10), (10, 0, 20, 10)) == 0.0
+    assert box_iou((0, 0, 0, 0), (0, 0, 0, 0)) == 0.0
+
+
+def test_crops_are_square_with_margin_and_clipped():
+    rgb = np.zeros((100, 200, 3), np.uint8)
+    ps = [prop(0, box=(50, 40, 90, 60)), prop(0, box=(0, 0, 10, 100)), prop(0, box=(5, 5, 5, 5))]
+    crops = crop_images(rgb, ps, margin=0.1)
+    assert crops[0].shape == (48, 48, 3)  # side 40 * 1.2, centred on the box
+    assert crops[1].shape[0] == 100 and crops[1].shape[1] <= 65  # clipped at the image border
+    assert crops[2].size > 0  # a degenerate box still gives pixels
+    with pytest.raises(ValueError):
+        crop_images(rgb, ps, margin=-1)
+
+
+def test_teaching_choice_central_large_or_by_box():
+    shape = (480, 640)
+    centre = prop(0, box=(280, 200, 360, 280))  # 80x80 at the centre
+    corner = prop(0, box=(0, 0, 120, 120))  # larger, at the border
+    small = prop(0, box=(500, 400, 520, 420))
+    assert select_teaching_proposal([corner, centre, small], shape) == 1
+    assert select_teaching_proposal([corner, centre, small], shape, box=(495, 395, 525, 425)) == 2
+    assert select_teaching_proposal([corner, centre], shape, box=(700, 500, 800, 600)) is None  # outside the image
+    assert select_teaching_proposal([corner, centre], shape, box=(600, 0, 640, 10)) is None  # overlaps nothing
+    assert select_teaching_proposal([], shape) is None
+    assert select_teaching_proposal([centre], shape, box=(float("nan"), 0, 1, 1)) is None

@@ -1,0 +1,98 @@
+"""Issue 12 without ROS: detections moved to the base frame for pointing; placing objects in the world."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused
+from cbcl_pr_ros.robot.detected_objects import DetectedObjects
+from cbcl_pr_ros.robot.world import CameraConfig, SimWorld, WorldConfig, look_at_quaternion
+
+CAM = np.array([0.7, -0.1, 0.4])
+QUAT = look_at_quaternion(CAM, [0.7, -0.1, -0.18])  # straight down at the table
+K = CameraConfig(640, 480, 60.0).intrinsics()
+
+
+def _cam_point(world_xyz) -> np.ndarray:
+    from cbcl_pr_ros.robot.world import quaternion_to_matrix
+
+    return quaternion_to_matrix(QUAT).T @ (np.asarray(world_xyz, float) - CAM)
+
+
+def test_detections_become_base_frame_positions_and_best_confidence_wins() -> None:
+    mem = DetectedObjects()
+    a, b = np.array([0.72, -0.05, -0.14]), np.array([0.65, -0.2, -0.15])
+    n = mem.update([(1, "mug", True, 0.6, _cam_point(a)), (2, "mug", True, 0.9, _cam_point(b)),
+                    (3, "", False, 0.3, _cam_point(a + 0.1)), (4, "duck", True, 0.8, [np.nan] * 3)],
+                   CAM, QUAT, 1.0)
+    assert n == 3  # the depth-less duck has no position
+    np.testing.assert_allclose(mem.best("mug").centre, b, atol=1e-9)
+    assert mem.best("duck") is None and mem.labels() == ["mug"]  # unknown objects are no target
+
+
+def test_one_bad_view_does_not_relabel_a_remembered_object() -> None:
+    mem = DetectedObjects()
+    a = np.array([0.72, -0.05, -0.14])
+    for label, conf in (("mug", 0.8), ("mug", 0.7), ("duck", 1.0), ("mug", 0.6)):
+        mem.update([(1, label, True, conf, _cam_point(a + np.array([0.01, 0.0, 0.0])))], CAM, QUAT, 1.0)
+    assert len(mem.objects_) == 1 and mem.best("mug") is not None and mem.best("duck") is None
+    # a view that only shows part of it (box at the image border) counts less
+    for _ in range(2):
+        mem.update([(1, "duck", True, 1.0, _cam_point(a), (0, 10, 50, 60))], CAM, QUAT, 2.0, K, (640, 480))
+    assert mem.best("mug") is not None
+    # a newer model (a class taught since) starts the votes afresh
+    mem.update([(1, "cup", True, 0.5, _cam_point(a))], CAM, QUAT, 3.0, model_version=2)
+    assert mem.best("cup") is not None and mem.best("mug") is None
+
+
+def test_objects_out_of_view_are_kept_and_vanished_ones_dropped() -> None:
+    mem = DetectedObjects()
+    a = np.array([0.72, -0.05, -0.14])
+    mem.update([(1, "mug", True, 0.9, _cam_point(a))], CAM, QUAT, 1.0, K, (640, 480))
+    far_cam = CAM + np.array([0.0, 1.0, 0.0])  # looking elsewhere: the mug is kept
+    mem.update([], far_cam, look_at_quaternion(far_cam, far_cam - [0, 0, 0.6]), 2.0, K, (640, 480))
+    assert mem.best("mug") is not None
+    mem.update([], CAM, QUAT, 3.0, K, (640, 480))  # its place in view, nothing there: gone
+    assert mem.best("mug") is None
+
+
+def test_point_at_prefers_a_detection_and_refuses_unknown_labels() -> None:
+    arm = ArmController("right")
+    try:
+        target = np.array([0.7, -0.15, -0.12])
+        arm.detected.update([(5, "duck", True, 0.8, _cam_point(target))], CAM, QUAT, 1.0)
+        pos, sol = arm.point_at("duck", {})
+        np.testing.assert_allclose(pos, target, atol=1e-9)
+        assert sol.error_m < 0.03
+        with pytest.raises(PointingRefused, match="located: duck"):
+            arm.point_at("teapot", {})
+    finally:
+        arm.close()
+
+
+def test_world_place_checks_every_field_and_finds_free_spots() -> None:
+    world = SimWorld(WorldConfig(camera=CameraConfig(64, 48), with_robot=False), seed=0)
+    try:
+        rng = np.random.default_rng(0)
+        a = world.place("mug", 1, xy=(0.7, -0.1))
+        again = SimWorld(WorldConfig(camera=CameraConfig(64, 48), with_robot=False), seed=0)
+        try:  # the same (seed, category, instance) is the same object
+            assert again.place("mug", 1, xy=(0.7, -0.1)).instance.rgba == a.instance.rgba
+        finally:
+            again.close()
+        assert a.name == "mug_1" and a.category == "mug"
+        spots = [world.place("can", i, rng=rng).position[:2] for i in range(4)]
+        for i, p in enumerate(spots):
+            assert np.linalg.norm(p - a.position[:2]) > 0.05
+            assert all(np.linalg.norm(p - q) > 0.05 for q in spots[:i])
+        for kw, match in [({"category": "spaceship"}, "unknown category"),
+                          ({"category": "mug", "instance": 1}, "already on the table"),
+                          ({"category": "mug", "instance": 2, "xy": (3.0, 0.0)}, "not on the table"),
+                          ({"category": "mug", "instance": 2, "xy": (np.nan, 0.0)}, "finite"),
+                          ({"category": "mug", "instance": -1}, "instance")]:
+            n = len(world.objects)
+            with pytest.raises(ValueError, match=match):
+                world.place(**kw)
+            assert len(world.objects) == n  # nothing placed
+    finally:
+        world.close()
