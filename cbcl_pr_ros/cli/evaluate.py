@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("datasets", help="list present and missing data sets")
     s = sub.add_parser("fsil-table", help="few-shot incremental table (no base session)")
-    s.add_argument("--shots", type=_ints, default=[5, 10])
+    s.add_argument("--shots", type=_ints, default=list(ex.FSIL_SHOTS))
     s.add_argument("--ways", type=_ints, default=[2, 5, 10, 20])
     s = sub.add_parser("sota", help="base session + n-way k-shot sessions (TOPIC/CEC)")
     s.add_argument("--base", type=int, default=None)
@@ -141,7 +141,7 @@ def _feature_sets(args) -> list[FeatureSet]:
 
 
 DEFAULT_METHODS = {"fsil-table": ex.FSIL_METHODS, "sota": ex.SOTA_METHODS, "ablation": ex.ABLATION_METHODS,
-                   "curves": ex.CURVE_METHODS, "prediction-time": ("cbcl", "cbcl-pr", "fast")}
+                   "curves": ex.CURVE_METHODS, "prediction-time": ("cbcl", "cbcl-pr", "cbcl-pr-default")}
 
 
 def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | None = None) -> ex.Experiment:
@@ -157,7 +157,7 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
     if (methods or args.methods) and cmd not in ("memory-budget", "d-sweep"):
         kw["methods"] = methods or args.methods
     if cmd == "fsil-table":
-        exp = ex.fsil_table(fs, seeds, g("shots", [5, 10]), g("ways", [2, 5, 10, 20]),
+        exp = ex.fsil_table(fs, seeds, g("shots", list(ex.FSIL_SHOTS)), g("ways", [2, 5, 10, 20]),
                             ctx=MethodContext(few_shot=True, fast=fast), **kw)
     elif cmd == "sota":
         exp = ex.sota(fs, seeds, g("base"), g("ways"), g("shots"), g("session_dir"),
@@ -177,7 +177,8 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
         exp = ex.prediction_time(fs, seeds[:3], ways if isinstance(ways, int) else None,
                                  ctx=MethodContext(few_shot=False, fast=fast), **kw)
     elif cmd == "d-sweep":
-        sweep = [m for m in ("cbcl-pr", "cbcl") if not args.methods or m in args.methods] or ["cbcl-pr", "cbcl"]
+        default = ["cbcl-pr-default", "cbcl-pr", "cbcl"]
+        sweep = [m for m in default if not args.methods or m in args.methods] or default
         exp = ex.d_sweep(fs, seeds, g("scales", [0.5, 0.75, 1.0, 1.25, 1.5, 3.0]), g("shots", 10) or 10,
                          g("ways", 2) if isinstance(g("ways", 2), int) else 2, methods=sweep, tick=tick)
     else:  # pragma: no cover - argparse restricts the choices
