@@ -108,12 +108,12 @@ def test_answers_state_the_measured_differences():
                          predict_ms_per_image=[0.01, 0.01], memory_bytes=[10, 20], n_clusters=[2, 4],
                          info={"shots": 5, "ways": 2})
 
-    exp = Experiment("fsil-table", "toy", "fake", [0], [run("cbcl-pr", 0.70), run("cbcl", 0.65), run("ncm", 0.72),
-                                                       run("cbcl-pr-diag", 0.69)])
+    exp = Experiment("fsil-table", "toy", "fake", [0], [run("cbcl-pr-default", 0.70), run("cbcl-pr", 0.68),
+                                                       run("cbcl", 0.65), run("ncm", 0.72), run("cbcl-pr-diag", 0.67)])
     text = "\n".join(answers([exp]))
-    assert "| 5 | 2 | 70.0 ± 0.0 | +5.0 ± 0.0 |  | -2.0 ± 0.0 |" in text
-    assert "| -1.0 ± 0.0 |" in text  # diagonal minus full
-    assert "1/1 settings against cbcl, 0/1 settings against ncm" in text
+    # default minus the paper's head, CBCL and NCM (only methods that ran get a column), then diag - full
+    assert "| 5 | 2 | 70.0 ± 0.0 | +2.0 ± 0.0 | +5.0 ± 0.0 | -2.0 ± 0.0 | -1.0 ± 0.0 |" in text
+    assert "1/1 settings against cbcl-pr, 1/1 settings against cbcl, 0/1 settings against ncm" in text
 
 
 def test_cli_reuse_runs_only_missing_methods(tmp_path, capsys):
