@@ -23,8 +23,8 @@ __all__ = ["Experiment", "machine_info", "valid_ways", "fsil_table", "sota", "ab
 
 _LOG = logging.getLogger(__name__)
 
-# "fast" (the closed-form head) is left out where it is the product's default already
-_FAST = () if LearnerConfig().classifier == "gaussian" else ("fast",)
+# "fast" (the closed-form LDA head on raw features) is left out where it is the product's default already
+_FAST = () if LearnerConfig() == LearnerConfig.paper(classifier="gaussian", epochs_per_increment=0) else ("fast",)
 FSIL_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", *_FAST, "cbcl", "cbcl-1nn", *PEERS, "ft")
 SOTA_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", *_FAST, "cbcl", "cbcl-1nn", *PEERS)
 ABLATION_METHODS = ("trad-agg-pr", "kmeans-pr", "cbcl", "trad-agg", "kmeans", "ncm", "cbcl-pr-diag")

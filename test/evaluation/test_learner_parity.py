@@ -49,7 +49,7 @@ def test_every_head_evaluation_equals_learner(head, covariance):
     cfg = LearnerConfig(classifier=head, covariance=covariance, epochs=3, epochs_per_increment=1, seed=3)
     train, test = _data()
     learner, ref = _learner_run(cfg, train, test)
-    method = LearnerMethod(cfg, name=f"head-{head}")
+    method = LearnerMethod(cfg, name=head)
     for inc, (pred, scores, names) in zip(INCREMENTS, ref):
         method.fit_increment({c: train[c] for c in inc})
         assert np.array_equal(method.predict(test), pred), f"{head}: predictions differ from the learner's"

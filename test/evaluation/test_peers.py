@@ -59,16 +59,30 @@ def test_fecam_one_shot_is_nearest_normalised_mean():
     assert np.array_equal(m.predict(test), ref)
 
 
-def test_fecam_covariance_is_shrunk_and_normalised():
-    feats = {c: np.abs(x) for c, x in blob_features(n_classes=2, per_class=8, dim=6, seed=3).items()}
+def test_fecam_distance_is_the_dense_definition():
+    """Shrunk, normalised covariance inverted densely, as the paper writes it, gives the same distances."""
+    feats = {c: np.abs(x) for c, x in blob_features(n_classes=3, per_class=8, dim=6, seed=3).items()}
     m = FeCAM(power=0.5)
-    m.fit_increment(feats)
-    z = tukey(feats[0].astype(np.float64), 0.5)
-    s = np.cov(z, rowvar=False)
-    v1, v2 = np.mean(np.diag(s)), (s.sum() - np.trace(s)) / 30
-    shrunk = s + v1 * np.eye(6) + v2 * (1 - np.eye(6))
-    corr = shrunk / np.sqrt(np.outer(np.diag(shrunk), np.diag(shrunk)))
-    assert np.allclose(np.linalg.inv(m.precisions_[0]), corr, atol=1e-4)
+    m.fit_increment({0: feats[0][:5], 1: feats[1][:1]})
+    m.fit_increment({2: feats[2], 0: feats[0][5:]})  # more shots of class 0 pool with the earlier ones
+    test = np.vstack(list(feats.values()))
+
+    def norm(a):
+        return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+    ref = []
+    for c, shots in ((0, feats[0]), (1, feats[1][:1]), (2, feats[2])):
+        z = tukey(shots.astype(np.float64), 0.5)
+        dev = norm(np.sqrt(test)) - norm(z.mean(0))
+        if len(z) < 2:
+            ref.append((dev ** 2).sum(1))
+            continue
+        s = np.cov(z, rowvar=False)
+        v1, v2 = np.mean(np.diag(s)), (s.sum() - np.trace(s)) / 30
+        shrunk = s + v1 * np.eye(6) + v2 * (1 - np.eye(6))
+        corr = shrunk / np.sqrt(np.outer(np.diag(shrunk), np.diag(shrunk)))
+        ref.append(np.einsum("ij,jk,ik->i", dev, np.linalg.inv(corr), dev))
+    assert np.allclose(m.distances(test), np.stack(ref, 1), rtol=1e-3, atol=1e-4)
 
 
 def test_pooled_lda_one_shot_is_nearest_class_mean():

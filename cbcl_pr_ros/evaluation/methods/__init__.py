@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cbcl_pr_ros.core import CLASSIFIERS, LearnerConfig
+from cbcl_pr_ros.core import LearnerConfig
 
 from .adapter import LearnerClassifier
 from .base import IncrementalMethod, check_features, check_increment
@@ -67,11 +67,12 @@ METHODS: dict[str, Callable[[int, MethodContext], IncrementalMethod]] = {
     "cbcl-pr-default": _learner("cbcl-pr-default", LearnerConfig),
     "cbcl-pr": _learner("cbcl-pr", lambda: LearnerConfig.paper(covariance="full")),
     "cbcl-pr-diag": _learner("cbcl-pr-diag", lambda: LearnerConfig.paper(covariance="diagonal")),
-    "fast": _learner("fast", lambda: LearnerConfig(classifier="gaussian", covariance="full")),
-    "cbcl": _learner("cbcl", lambda: LearnerConfig(classifier="cbcl_vote", covariance="diagonal")),
-    "cbcl-1nn": _learner("cbcl-1nn", lambda: LearnerConfig(classifier="cbcl_vote", covariance="diagonal",
-                                                           vote_neighbours=1)),
-    "ncm": _learner("ncm", lambda: LearnerConfig(classifier="ncm", covariance="diagonal")),
+    # the other heads on the paper's raw features (LearnerConfig.paper: no transform, no calibration)
+    "fast": _learner("fast", lambda: LearnerConfig.paper(classifier="gaussian", covariance="full")),
+    "cbcl": _learner("cbcl", lambda: LearnerConfig.paper(classifier="cbcl_vote", covariance="diagonal")),
+    "cbcl-1nn": _learner("cbcl-1nn", lambda: LearnerConfig.paper(classifier="cbcl_vote", covariance="diagonal",
+                                                                 vote_neighbours=1)),
+    "ncm": _learner("ncm", lambda: LearnerConfig.paper(classifier="ncm", covariance="diagonal")),
     # peers on the same features
     "flb": lambda s, c: FLB(seed=s, **_FLB_EPOCHS(c)),
     "ft": lambda s, c: FineTune(epochs=3 if c.fast else 25, seed=s),
@@ -85,21 +86,17 @@ METHODS: dict[str, Callable[[int, MethodContext], IncrementalMethod]] = {
     "trad-agg": _hybrid("trad-agg", False),
     "kmeans": _hybrid("kmeans", False),
 }
-# every head the core offers, by its config name, so a new head is measurable without a code change
-for _head in CLASSIFIERS:
-    METHODS.setdefault(f"head-{_head}", _learner(f"head-{_head}", lambda h=_head: LearnerConfig(classifier=h)))
 
 PEERS = ("ncm", "flb", "fecam", "slda", "logreg", "lda")
 
 METHOD_LABELS = {
     "cbcl-pr-default": f"CBCL-PR default ({LearnerConfig().classifier} head)",
     "cbcl-pr": "CBCL-PR paper head (SGD, full cov.)", "cbcl-pr-diag": "CBCL-PR_D paper head (diagonal cov.)",
-    "fast": "CBCL-PR closed-form head", "cbcl": "CBCL (weighted vote, 5 nearest)",
+    "fast": "CBCL-PR closed-form LDA head", "cbcl": "CBCL (weighted vote, 5 nearest)",
     "cbcl-1nn": "CBCL (nearest centroid)", "ncm": "NCM", "flb": "FLB (batch, all data so far)",
     "ft": "FT (fine-tuning)", "trad-agg-pr": "Trad-Agg-PR", "kmeans-pr": "k-means-PR", "trad-agg": "Trad-Agg",
     "kmeans": "k-means", "fecam": "FeCAM", "slda": "SLDA (streaming LDA)",
     "logreg": "logistic regression (all shots so far)", "lda": "pooled-covariance LDA (all shots so far)",
-    **{f"head-{h}": f"CBCL-PR learner, {h} head" for h in CLASSIFIERS},
 }
 
 

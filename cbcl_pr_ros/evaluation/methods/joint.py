@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import IncrementalMethod
-from .peers import spd_inverse
+from .peers import spd_solve
 
 __all__ = ["JointLogisticRegression", "PooledLDA"]
 
@@ -104,10 +104,10 @@ class PooledLDA(_AllShots):
             cov = LedoitWolf(assume_centered=True).fit(centred).covariance_
         else:
             cov = np.eye(d)
-        prec = spd_inverse(cov)
+        w = spd_solve(cov, mu.T)  # Sigma^-1 mu^T
         self._order = order
-        self._w = (prec @ mu.T).astype(np.float32)
-        self._b = (-0.5 * np.einsum("ij,ij->i", mu @ prec, mu)).astype(np.float32)
+        self._w = w.astype(np.float32)
+        self._b = (-0.5 * np.einsum("ij,ji->i", mu, w)).astype(np.float32)
 
     def _predict(self, x: np.ndarray) -> np.ndarray:
         return self._order[np.argmax(x @ self._w + self._b, axis=1)]

@@ -9,7 +9,7 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
 from .base import IncrementalMethod
 
-__all__ = ["FeCAM", "StreamingLDA", "tukey", "spd_inverse"]
+__all__ = ["FeCAM", "StreamingLDA", "tukey", "spd_solve"]
 
 
 def tukey(x: np.ndarray, power: float) -> np.ndarray:
@@ -26,13 +26,27 @@ def _l2(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
-def spd_inverse(a: np.ndarray) -> np.ndarray:
-    """Inverse of a symmetric positive (semi-)definite matrix: Cholesky, or the pseudo-inverse if it is
-    singular (FeCAM inverts with a pseudo-inverse too), so no peer dies on a rank-deficient estimate."""
+def spd_solve(a: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``a^-1 rhs`` for a symmetric positive (semi-)definite ``a`` (Cholesky; least squares if singular):
+    a linear head needs only its class columns, not the whole inverse (a third of the work)."""
     try:
-        return cho_solve(cho_factor(a, lower=True, check_finite=False), np.eye(len(a)), check_finite=False)
+        return cho_solve(cho_factor(a, lower=True, check_finite=False), rhs, check_finite=False)
     except (LinAlgError, ValueError):
-        return np.linalg.pinv(a, hermitian=True)
+        return np.linalg.lstsq(a, rhs, rcond=None)[0]
+
+
+class _LowRankMahalanobis:
+    """``y^T M^-1 y`` for ``M = c I + U G U^T`` (``G`` diagonal of +-1) by the Woodbury identity:
+    O(d r) per vector instead of O(d^2), and no d x d inverse at all (r = shots + 1 << d)."""
+
+    def __init__(self, c: float, u: np.ndarray, g: np.ndarray) -> None:
+        self.c, self.u = c, u.astype(np.float32)
+        k = np.diag(g) + (u.T @ u) / c  # G^-1 = G for a diagonal of +-1
+        self.k_inv = np.linalg.pinv(k).astype(np.float32)
+
+    def __call__(self, y: np.ndarray) -> np.ndarray:
+        uy = y @ self.u
+        return np.einsum("ij,ij->i", y, y) / self.c - np.einsum("ij,ij->i", uy @ self.k_inv, uy) / self.c ** 2
 
 
 class FeCAM(IncrementalMethod):
@@ -44,9 +58,11 @@ class FeCAM(IncrementalMethod):
     with ``v1`` the mean variance and ``v2`` the mean covariance (``g1 = g2 = 1``), then normalised to
     unit diagonal (a correlation matrix) so classes of larger spread do not win by volume; the distance
     is taken between the L2-normalised transformed vector and the L2-normalised class mean.
-    Our choice where the paper is silent: a class with one vector has no covariance (its shrunk estimate
-    is 0/0 after normalisation), so it gets the identity, i.e. FeCAM's own Euclidean fallback.
-    Memory is a mean and a d×d precision per class.
+    Our choices where the paper is silent: a class with one vector has no covariance (its shrunk
+    estimate is 0/0 after normalisation), so it gets the identity, i.e. FeCAM's own Euclidean fallback.
+    The shrunk covariance is identity plus a low-rank term, so it is kept as the class's transformed
+    shots and inverted by the Woodbury identity (the same distances as the dense inverse, tested, at a
+    fraction of the cost while shots << d).
     """
 
     name = "fecam"
@@ -58,55 +74,62 @@ class FeCAM(IncrementalMethod):
         if gamma1 < 0 or gamma2 < 0:
             raise ValueError(f"gamma1 and gamma2 must be >= 0, got {gamma1}, {gamma2}")
         self.power, self.gamma1, self.gamma2 = power, gamma1, gamma2
-        self.counts_: dict[int, int] = {}
-        self.sums_: dict[int, np.ndarray] = {}  # running mean and scatter of the transformed features
-        self.scatter_: dict[int, np.ndarray] = {}
         self.means_: dict[int, np.ndarray] = {}  # L2-normalised class means, used for distances
-        self.precisions_: dict[int, np.ndarray | None] = {}  # None: identity
+        self.shots_: dict[int, np.ndarray] = {}  # transformed shots (the covariance's low-rank factor)
+        self.metrics_: dict[int, tuple | None] = {}  # None: identity
 
-    def _precision(self, c: int) -> np.ndarray | None:
-        n = self.counts_[c]
+    def _metric(self, c: int, z: np.ndarray) -> tuple[np.ndarray, _LowRankMahalanobis] | None:
+        """The class's normalised shrunk covariance as (scale, low-rank inverse): ``corr = D^-1/2 M D^-1/2``
+        with ``M = S + g1 v1 I + g2 v2 (1 - I) = c I + U G U^T``, so that ``dev^T corr^-1 dev`` is
+        ``y^T M^-1 y`` with ``y = sqrt(D) dev``. None: no spread (identity)."""
+        n = len(z)
         if n < 2:
             return None
-        d = self.scatter_[c].shape[0]
-        cov = self.scatter_[c] / (n - 1)
-        v1 = float(np.mean(np.diag(cov)))
+        d = z.shape[1]
+        zc = (z - z.mean(axis=0)) / np.sqrt(n - 1)  # S = zc^T zc
+        diag_s = np.einsum("ij,ij->j", zc, zc)
+        v1 = float(diag_s.mean())
         if v1 <= 0:  # identical shots: no spread either
             return None
-        v2 = float((cov.sum() - np.trace(cov)) / (d * d - d)) if d > 1 else 0.0
-        shrunk = cov + self.gamma1 * v1 * np.eye(d) + self.gamma2 * v2 * (1.0 - np.eye(d))
-        sd = np.sqrt(np.maximum(np.diag(shrunk), 1e-300))
-        return spd_inverse(shrunk / np.outer(sd, sd)).astype(np.float32)
+        rows = zc.sum(axis=1)  # 1^T S 1 = |zc 1|^2
+        v2 = float((rows @ rows - diag_s.sum()) / (d * d - d)) if d > 1 else 0.0  # mean off-diagonal of S
+        c0 = self.gamma1 * v1 - self.gamma2 * v2
+        if c0 <= 0:  # cannot happen for a covariance (|mean covariance| < mean variance); stay safe
+            return None
+        u = np.hstack([zc.T, np.full((d, 1), np.sqrt(abs(self.gamma2 * v2)))])
+        g = np.ones(n + 1)
+        g[-1] = 1.0 if v2 >= 0 else -1.0
+        scale = np.sqrt(diag_s + self.gamma1 * v1).astype(np.float32)  # sqrt(diag(M))
+        return scale, _LowRankMahalanobis(c0, u, g)
 
     def _fit_increment(self, feats: dict[int, np.ndarray]) -> None:
         for c, x in feats.items():
             z = tukey(x.astype(np.float64), self.power)
-            n1, m1 = len(z), z.mean(axis=0)
-            s1 = (z - m1).T @ (z - m1)
-            if c in self.counts_:  # more shots of a known class: exact pooled statistics
-                n0, m0 = self.counts_[c], self.sums_[c]
-                n = n0 + n1
-                s1 = self.scatter_[c] + s1 + np.outer(m1 - m0, m1 - m0) * n0 * n1 / n
-                m1 = (n0 * m0 + n1 * m1) / n
-                n1 = n
-            self.counts_[c], self.sums_[c], self.scatter_[c] = n1, m1, s1
-            self.means_[c] = _l2(m1).astype(np.float32)
-            self.precisions_[c] = self._precision(c)
+            if c in self.shots_:  # more shots of a known class: statistics of all of them
+                z = np.vstack([self.shots_[c], z])
+            self.shots_[c] = z
+            self.means_[c] = _l2(z.mean(axis=0)).astype(np.float32)
+            self.metrics_[c] = self._metric(c, z)
 
-    def _predict(self, x: np.ndarray) -> np.ndarray:
-        z = _l2(tukey(x.astype(np.float64), self.power)).astype(np.float32)
+    def distances(self, x: np.ndarray) -> np.ndarray:
+        """(n, classes) squared Mahalanobis distances as FeCAM defines them."""
+        z = _l2(tukey(np.asarray(x, np.float64), self.power)).astype(np.float32)
         dist = np.empty((len(z), len(self.classes_)), np.float32)
         for j, c in enumerate(self.classes_):
             dev = z - self.means_[c]
-            p = self.precisions_[c]
-            dist[:, j] = np.einsum("ij,ij->i", dev if p is None else dev @ p, dev)
-        return np.asarray(self.classes_)[np.argmin(dist, axis=1)]
+            metric = self.metrics_[c]
+            dist[:, j] = np.einsum("ij,ij->i", dev, dev) if metric is None else metric[1](dev * metric[0])
+        return dist
+
+    def _predict(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(self.classes_)[np.argmin(self.distances(x), axis=1)]
 
     def memory_bytes(self) -> int:
-        # what classification needs: a mean and a precision per class (the scatter is kept only so that
-        # later shots of a class can be pooled exactly; a deployment keeps it instead of the precision)
+        # what classification needs: per class a mean and its covariance, held as the (shots x d) factor
+        # of the transformed shots (less than a d x d matrix while shots < d; one-shot classes: the mean)
         d = self.feature_dim_ or 0
-        return int(sum(4 * d + (4 * d * d if self.precisions_[c] is not None else 0) for c in self.means_))
+        return int(sum(4 * d + (4 * self.shots_[c].size if self.metrics_[c] is not None else 0)
+                       for c in self.means_))
 
 
 class StreamingLDA(IncrementalMethod):
@@ -161,11 +184,11 @@ class StreamingLDA(IncrementalMethod):
             counts[c] = c0 + len(x)
             t0 += len(x)
         self.outer_sum_, self.means_, self.counts_, self.n_seen_ = outer, means, counts, t0
-        prec = spd_inverse((1 - self.epsilon) * self.covariance_ + self.epsilon * np.eye(d))
         self._order = np.asarray(list(means))
         mu = np.stack([means[c] for c in self._order])
-        self._w = (prec @ mu.T).astype(np.float32)
-        self._b = (-0.5 * np.einsum("ij,ij->i", mu @ prec, mu)).astype(np.float32)
+        w = spd_solve((1 - self.epsilon) * self.covariance_ + self.epsilon * np.eye(d), mu.T)  # Lambda mu^T
+        self._w = w.astype(np.float32)
+        self._b = (-0.5 * np.einsum("ij,ji->i", mu, w)).astype(np.float32)
 
     def _predict(self, x: np.ndarray) -> np.ndarray:
         return self._order[np.argmax(x @ self._w + self._b, axis=1)]
