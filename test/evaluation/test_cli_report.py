@@ -125,3 +125,19 @@ def test_cli_reuse_runs_only_missing_methods(tmp_path, capsys):
     data = json.loads((tmp_path / "eval_fsil-table_synthetic" / "fsil-table.json").read_text())
     assert sorted({r["method"] for r in data["runs"]}) == ["ncm", "slda"] and len(data["runs"]) == 2
     assert any("added to a stored run" in n for n in data["notes"])
+
+
+def test_report_rebuilds_the_doc_from_stored_runs(tmp_path):
+    out, doc = tmp_path / "out", tmp_path / "results.md"
+    assert main(["--synthetic", "--seeds", "1", "--fast", "--out", str(out), "--methods", "ncm,fecam",
+                 "fsil-table", "--shots", "1", "--ways", "5"]) == 0
+    old = out / "eval_sota_synthetic"
+    old.mkdir()
+    stored = json.loads((out / "eval_fsil-table_synthetic" / "fsil-table.json").read_text())
+    stored.update(name="sota", params={k: v for k, v in stored["params"].items() if k != "pipeline"})
+    (old / "sota.json").write_text(json.dumps(stored))  # as written before the pipeline marker existed
+    assert main(["--out", str(out), "--docs", str(doc), "report"]) == 0
+    text = doc.read_text()
+    assert "## fsil-table — synthetic" in text and "## sota — synthetic" in text
+    assert text.count("stored by an earlier version") == 1
+    assert main(["--out", str(tmp_path / "empty"), "--docs", str(doc), "report"]) == 1

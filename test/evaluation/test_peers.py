@@ -93,3 +93,20 @@ def test_pooled_lda_one_shot_is_nearest_class_mean():
     protos = np.vstack([feats[c][0] for c in range(4)])
     ref = np.argmin(((test[:, None] - protos[None]) ** 2).sum(-1), 1)
     assert np.array_equal(m.predict(test), ref)
+
+
+def test_pooled_lda_is_ledoit_wolf_lda():
+    from sklearn.covariance import LedoitWolf
+
+    feats = blob_features(n_classes=3, per_class=6, dim=10, seed=5, sep=1.0)
+    m = PooledLDA()
+    m.fit_increment(feats)
+    x = np.vstack(list(feats.values())).astype(np.float64)
+    y = np.repeat([0, 1, 2], 6)
+    mu = np.stack([x[y == c].mean(0) for c in range(3)])
+    cov = LedoitWolf(assume_centered=True).fit(x - mu[y]).covariance_
+    w = np.linalg.solve(cov, mu.T)
+    test = x + 0.5
+    ref = np.argmax(test @ w - 0.5 * np.einsum("ij,ji->i", mu, w), 1)
+    assert np.allclose(m._w, w, rtol=1e-4, atol=1e-5)
+    assert np.array_equal(m.predict(test.astype(np.float32)), ref)

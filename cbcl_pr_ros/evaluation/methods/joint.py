@@ -70,6 +70,7 @@ class JointLogisticRegression(_AllShots):
         model = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=self.seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.filterwarnings("ignore", message="The number of unique classes")  # one shot per class
             model.fit(x, y)
         self._order, self._model = order, model
 
@@ -83,6 +84,15 @@ class JointLogisticRegression(_AllShots):
         return super().memory_bytes() + int(coef)
 
 
+def _shrunk_solve(c: np.ndarray, a: float, b: float, rhs: np.ndarray) -> np.ndarray:
+    """``(a C^T C + b I)^-1 rhs`` for ``b > 0``: ``(rhs - C^T (b/a I + C C^T)^-1 C rhs) / b`` (Woodbury)."""
+    if a <= 0:
+        return rhs / b
+    gram = c @ c.T
+    gram[np.diag_indices_from(gram)] += b / a
+    return (rhs - c.T @ spd_solve(gram, c @ rhs)) / b
+
+
 class PooledLDA(_AllShots):
     """Linear discriminant analysis with one pooled within-class covariance (Ledoit-Wolf shrinkage
     towards a scaled identity, intensity estimated from the centred shots), equal class priors.
@@ -94,17 +104,20 @@ class PooledLDA(_AllShots):
     name = "lda"
 
     def _refit(self, data: dict[int, np.ndarray]) -> None:
-        from sklearn.covariance import LedoitWolf
+        from sklearn.covariance import ledoit_wolf_shrinkage
 
         order, x, y = self._stacked(data)
         mu = np.stack([x[y == j].mean(axis=0) for j in range(len(order))])
         centred = x - mu[y]
-        d = x.shape[1]
-        if len(x) > len(order) and np.any(centred):
-            cov = LedoitWolf(assume_centered=True).fit(centred).covariance_
+        n, d = centred.shape
+        trace = float(np.einsum("ij,ij->", centred, centred)) / n
+        if len(x) > len(order) and trace > 0:
+            # Ledoit-Wolf: (1 - a) S + a tr(S)/d I with S = C^T C / n; solved by the Woodbury identity
+            # (n x n instead of d x d), the same as scikit-learn's LedoitWolf covariance solved densely
+            a = float(ledoit_wolf_shrinkage(centred, assume_centered=True))
+            w = _shrunk_solve(centred, (1 - a) / n, a * trace / d, mu.T)
         else:
-            cov = np.eye(d)
-        w = spd_solve(cov, mu.T)  # Sigma^-1 mu^T
+            w = mu.T.copy()  # identity covariance
         self._order = order
         self._w = w.astype(np.float32)
         self._b = (-0.5 * np.einsum("ij,ji->i", mu, w)).astype(np.float32)
