@@ -29,9 +29,7 @@ __all__ = ["main", "build_parser"]
 
 _LOG = logging.getLogger("cbcl-eval")
 COMMANDS = ("fsil-table", "sota", "ablation", "memory-budget", "curves", "prediction-time", "d-sweep")
-# version of the method implementations a stored run was made with (1: CBCL-PR through CBCLPRLearner,
-# FeCAM/SLDA from their papers); stored runs without it came from the earlier re-assembled pipeline
-PIPELINE = "learner-adapter-1"
+PIPELINE = ex.PIPELINE
 
 
 def _ints(s: str) -> list[int]:
@@ -276,8 +274,7 @@ def _report(args) -> int:
             if wanted and exp.dataset not in wanted:
                 continue
             if exp.params.get("pipeline") != PIPELINE:
-                exp.notes.append("stored by an earlier version of the evaluation (CBCL-PR heads re-assembled "
-                                 "from core pieces, older peers); not rerun with the current methods")
+                exp.notes.append(ex.EARLIER_PIPELINE_NOTE)
             found.append((exp, out_dir))
     if not found:
         print(f"no stored experiments under {args.out}")

@@ -18,7 +18,7 @@ from .protocols import Schedule, base_sessions, class_incremental, few_shot_incr
 from .runner import RunResult, run_schedule
 
 __all__ = ["Experiment", "machine_info", "valid_ways", "fsil_table", "sota", "ablation", "memory_budget", "curves",
-           "prediction_time", "d_sweep", "FSIL_METHODS", "FSIL_SHOTS", "SOTA_METHODS", "ABLATION_METHODS", "CURVE_METHODS",
+           "prediction_time", "d_sweep", "FSIL_METHODS", "FSIL_SHOTS", "PIPELINE", "EARLIER_PIPELINE_NOTE", "SOTA_METHODS", "ABLATION_METHODS", "CURVE_METHODS",
            "EXPERIMENTS"]
 
 _LOG = logging.getLogger(__name__)
@@ -30,6 +30,11 @@ SOTA_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", *_FAST, "cbcl", "c
 ABLATION_METHODS = ("trad-agg-pr", "kmeans-pr", "cbcl", "trad-agg", "kmeans", "ncm", "cbcl-pr-diag")
 CURVE_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", "cbcl", "ncm", "flb", "ft", "fecam", "slda")
 FSIL_SHOTS = (1, 5, 10)
+# version of the method implementations a stored run was made with (CBCL-PR through CBCLPRLearner,
+# FeCAM/SLDA from their papers); stored runs without it came from the earlier re-assembled pipeline
+PIPELINE = "learner-adapter-1"
+EARLIER_PIPELINE_NOTE = ("stored by an earlier version of the evaluation (CBCL-PR heads re-assembled from core "
+                         "pieces with a shared generator, older peers); not rerun with the current methods")
 
 Progress = Callable[[int], None]
 

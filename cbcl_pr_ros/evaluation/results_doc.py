@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .experiments import Experiment
+from .experiments import PIPELINE, Experiment
 from .methods import PEERS
 from .report import header_line, markdown_table, summarise
 
@@ -33,6 +33,8 @@ def _paired_table(exp: Experiment) -> list[str]:
         acc[(r.info.get("shots"), r.info.get("ways"), r.info.get("base"))][r.method][r.seed] = \
             100 * r.average_incremental_accuracy
     present = {m for per in acc.values() for m in per}
+    if REFERENCE not in present:
+        return []
     compared = [o for o in COMPARED if o in present]
     what = "few-shot incremental, no base session" if exp.name == "fsil-table" else "base session + few-shot sessions"
     lines = [f"**{exp.dataset}, {what}, {len(exp.seeds)} seeds** — the default's average incremental accuracy and "
@@ -76,6 +78,7 @@ def answers(experiments: list[Experiment]) -> list[str]:
     """Markdown lines answering QUESTIONS from the measured numbers."""
     lines: list[str] = []
     for exp in experiments:
+        old = "" if exp.params.get("pipeline") == PIPELINE else " (stored run of the earlier pipeline)"
         if exp.name in ("fsil-table", "sota"):
             lines += _paired_table(exp)
         if exp.name == "curves":
@@ -85,7 +88,7 @@ def answers(experiments: list[Experiment]) -> list[str]:
             memf = {(r.get("ways")): r["memory_bytes"] for r in rows if r["method"] == "cbcl-pr"}
             memd = {(r.get("ways")): r["memory_bytes"] for r in rows if r["method"] == "cbcl-pr-diag"}
             for w in sorted(set(full) & set(diag)):
-                lines.append(f"- {exp.dataset}, all data, {w} classes/increment: diagonal CBCL-PR {diag[w]:.1f}% vs "
+                lines.append(f"- {exp.dataset}{old}, all data, {w} classes/increment: diagonal CBCL-PR {diag[w]:.1f}% vs "
                              f"full {full[w]:.1f}% ({diag[w] - full[w]:+.1f} points) with "
                              f"{memd[w] / 1024:.0f} KiB vs {memf[w] / 1024:.0f} KiB of memory.")
             lines.append("")
@@ -97,7 +100,7 @@ def answers(experiments: list[Experiment]) -> list[str]:
             if rows:
                 best = max(rows, key=lambda r: r["avg_inc_acc"])
                 default = next((r for r in rows if r.get("d_scale") == 1.0), None)
-                lines.append(f"- {exp.dataset}, D sweep of {pick} ({exp.params.get('shots')}-shot, {exp.params.get('ways')}-way): "
+                lines.append(f"- {exp.dataset}{old}, D sweep of {pick} ({exp.params.get('shots')}-shot, {exp.params.get('ways')}-way): "
                              + "; ".join(f"D×{r['d_scale']}: {100 * r['avg_inc_acc']:.1f}% with {r['clusters']:.0f} "
                                          f"clusters (D≈{r.get('D', float('nan')):.1f})" for r in rows) + ".")
                 if default is not None:

@@ -69,7 +69,7 @@ def test_cli_fsil_smoke_writes_json_csv_md_png(tmp_path):
 def test_cli_all_writes_results_doc(tmp_path):
     doc = tmp_path / "results.md"
     rc = main(["--synthetic", "--seeds", "1", "--fast", "--out", str(tmp_path), "--docs", str(doc),
-               "--methods", "cbcl,ncm", "all"])
+               "--methods", "cbcl-pr-default,ncm", "all"])
     assert rc == 0
     text = doc.read_text()
     for name in ("fsil-table", "sota", "ablation", "memory-budget", "curves", "prediction-time", "d-sweep"):
