@@ -39,7 +39,7 @@ BACKBONE = "efficientnet_lite0"
 # the learner configurations measured beside each other (name -> config overrides)
 LEARNERS = {
     "default": {},
-    "default, no transform": {"transform": "none"},
+    "default, no transform": {"transform": "none", "calibrate": False},  # T changes no argmax
     "previous default (gaussian, raw)": {"classifier": "gaussian", "transform": "none", "calibrate": False},
 }
 # --ablations: the transform for the other heads, and the paper's head
@@ -175,7 +175,7 @@ def run_open_set(fs: FeatureSet, other: np.ndarray, junk: np.ndarray, shots: int
     """Gate of the default learner: accepted taught-class views, rejected other-set / blank / noise
     images, AUROC taught vs not-yet-taught classes (gate distance), after each increment."""
     sch = few_shot_incremental(fs.train_y, 2, shots, seed)
-    learner = CBCLPRLearner(LearnerConfig(seed=seed), BACKBONE, fs.dim)
+    learner = CBCLPRLearner(LearnerConfig(seed=seed, calibrate=False), BACKBONE, fs.dim)  # T moves no gate
     rows, seen = [], []
     for t, step in enumerate(sch.steps[:-1]):  # the last step leaves no unseen class
         learner.teach_increment({str(c): fs.train_x[i] for c, i in step.train_indices.items()})
@@ -196,14 +196,25 @@ def run_open_set(fs: FeatureSet, other: np.ndarray, junk: np.ndarray, shots: int
 
 
 # ---------------------------------------------------------------- driver
+def _cap_test(fs: FeatureSet, per_class: int | None) -> FeatureSet:
+    """The first ``per_class`` test vectors of each class (of the cached seeded subsample)."""
+    if not per_class:
+        return fs
+    keep = np.sort(np.concatenate([np.flatnonzero(fs.test_y == c)[:per_class] for c in np.unique(fs.test_y)]))
+    return FeatureSet(fs.name, fs.classes, fs.train_x, fs.train_y, fs.test_x[keep], fs.test_y[keep], dict(fs.meta),
+                      fs.train_refs)
+
+
 def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache: str, other_name: str | None,
-            flips: bool = False, ablations: bool = False) -> dict:
+            flips: bool = False, ablations: bool = False, test_per_class: int | None = None) -> dict:
     feats = load_features(name, data_root, cache, flips=flips)
-    fs, flip, junk = feats["fs"], feats["flip"], feats["junk"]
+    fs, flip, junk = _cap_test(feats["fs"], test_per_class), feats["flip"], feats["junk"]
+    if flip is not None:
+        flip = _cap_test(flip, test_per_class)
     other = None
     if other_name:
         try:
-            other = load_features(other_name, data_root, cache, flips=False)["fs"].test_x
+            other = load_features(other_name, data_root, cache, flips=False)["fs"].test_x[:400]
         except SystemExit as exc:
             _LOG.warning("no other data set for the open-set test: %s", exc)
     res = {"dataset": name, "seeds": seeds, "machine": machine_info(), "n_test": int(len(fs.test_y)),
@@ -338,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--flips", action="store_true", help="also teach mirrored shots (extracts mirrored features)")
     ap.add_argument("--ablations", action="store_true", help="also the transform on the other heads, paper head")
+    ap.add_argument("--test-per-class", type=int, default=None, help="cap on test images per class (time)")
     ap.add_argument("--tag", default="", help="suffix of the JSON name (separate runs of one data set)")
     ap.add_argument("--report", action="store_true", help="only write accuracy.md and the plots from the JSONs")
     args = ap.parse_args(argv)
@@ -347,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name in args.dataset:
         res = measure(name, args.seeds, [int(s) for s in args.shots.split(",")], args.data_root, args.cache_dir,
-                      args.other, args.flips, args.ablations)
+                      args.other, args.flips, args.ablations, args.test_per_class)
         res["tag"] = args.tag
         (out / f"{name}{args.tag}.json").write_text(json.dumps(res))
     for path in sorted(out.glob("*.json")):

@@ -15,9 +15,9 @@ new rows are pooled with it by a weighted geometric mean.
 import numpy as np
 >>> rng = np.random.default_rng(0)
 >>> logits = rng.normal(0, 1, (200, 3)); labels = rng.integers(0, 3, 200)
->>> logits[np.arange(200), labels] += 2.0          # right 70 % of the time ...
->>> t = fit_temperature(10 * logits, labels)        # ... but scaled to be sure of it
->>> 5 < t < 20
+>>> logits[np.arange(200), labels] += 2.0          # right 87 % of the time ...
+>>> t = fit_temperature(10 * logits, labels)        # ... but scaled 10x: far too sure
+>>> 3 < t < 10                                      # (the unscaled logits are a bit over-confident too)
 True
 """
 

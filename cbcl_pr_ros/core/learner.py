@@ -13,15 +13,17 @@ Examples
 --------
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
+>>> centres = rng.uniform(0, 4, (3, 16))                  # non-negative, like pooled CNN features
+>>> shots = lambda i, n: np.maximum(centres[i] + rng.normal(0, 0.3, (n, 16)), 0)
 >>> learner = CBCLPRLearner(LearnerConfig(seed=0), backbone="synthetic", feature_dim=16)
->>> _ = learner.teach("mug", rng.normal(0, 1, (10, 16)))
->>> _ = learner.teach_increment({"cup": rng.normal(6, 1, (10, 16)), "box": rng.normal(-6, 1, (10, 16))})
+>>> _ = learner.teach("mug", shots(0, 10))
+>>> _ = learner.teach_increment({"cup": shots(1, 10), "box": shots(2, 10)})
 >>> learner.classes_
 ('mug', 'cup', 'box')
->>> p = learner.predict(rng.normal(6, 1, (1, 16)), top_k=2)[0]
+>>> p = learner.predict(shots(1, 1), top_k=2)[0]
 >>> p.label, p.known, p.top_labels[0]
 ('cup', True, 'cup')
->>> learner.predict(np.full((1, 16), 100.0))[0].label   # far from everything taught
+>>> learner.predict(np.eye(16)[:1] * 50.0)[0].label   # unlike everything taught
 ''
 """
 
