@@ -29,12 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg import cho_solve
 
 from ..clustering import ClassClusters
 from ..memory import ClusterMemory
 from .base import softmax
-from .gaussian import ClassMoment, PooledMoments, shrunk_pooled
+from .gaussian import ClassMoment, PooledMoments, shared_discriminant
 
 __all__ = ["BlendedSnapshot", "fit_blended_head", "fit_blended_head_factor", "leave_one_out_logits"]
 
@@ -97,14 +97,8 @@ def fit_blended_head_factor(memory: ClusterMemory, shrinkage: float = 0.5, blend
     """:func:`fit_blended_head` and the Cholesky factor of ``A`` (for :func:`leave_one_out_logits`)."""
     if not blend >= 0.0 or not np.isfinite(blend):
         raise ValueError(f"blend must be a finite number >= 0, got {blend!r}")
-    if moments is None:
-        moments = PooledMoments.from_memory(memory)
-    elif moments.classes != memory.classes:
-        raise ValueError(f"moments are of classes {moments.classes[:5]}..., not of this memory's")
+    moments, factor, w, bias = shared_discriminant(memory, shrinkage, moments)
     means = moments.means()
-    factor = cho_factor(shrunk_pooled(moments, shrinkage), lower=True, check_finite=False, overwrite_a=True)
-    w = cho_solve(factor, means.T, check_finite=False).T  # (C, d) = A^{-1} m_c
-    bias = -0.5 * np.einsum("cd,cd->c", w, means)
     low = tuple(_low_rank(factor, m.factor, blend) for m in moments.per_class)
     snap = BlendedSnapshot("blended", memory.classes, w.astype(np.float32), bias, means.astype(np.float32),
                            low, float(temperature))

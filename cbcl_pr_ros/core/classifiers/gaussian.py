@@ -29,7 +29,7 @@ from ..clustering import ClassClusters
 from ..memory import ClusterMemory
 from .base import LinearSnapshot
 
-__all__ = ["fit_gaussian_head", "shrunk_pooled", "class_moments", "ClassMoment", "PooledMoments"]
+__all__ = ["fit_gaussian_head", "shared_discriminant", "shrunk_pooled", "class_moments", "ClassMoment", "PooledMoments"]
 
 
 @dataclass(frozen=True)
@@ -179,6 +179,14 @@ def fit_gaussian_head(memory: ClusterMemory, shrinkage: float = 0.5,
     ``moments`` (optional) must be the :class:`PooledMoments` of ``memory`` (e.g. from
     ``previous.updated(memory)``); without it they are computed from scratch.
     """
+    moments, factor, w, b = shared_discriminant(memory, shrinkage, moments)
+    return LinearSnapshot("gaussian", memory.classes, w.astype(np.float32), b.astype(np.float32))
+
+
+def shared_discriminant(memory: ClusterMemory, shrinkage: float,
+                        moments: PooledMoments | None) -> tuple[PooledMoments, tuple, np.ndarray, np.ndarray]:
+    """The moments (checked, or computed), the Cholesky factor of the shrunk pooled covariance ``A``,
+    and the linear part ``w_c = A^{-1} m_c``, ``b_c = -m_c^T A^{-1} m_c / 2`` (float64)."""
     if not 0.0 <= shrinkage <= 1.0:
         raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage!r}")
     if moments is None:
@@ -188,5 +196,4 @@ def fit_gaussian_head(memory: ClusterMemory, shrinkage: float = 0.5,
     means = moments.means()
     factor = cho_factor(shrunk_pooled(moments, shrinkage), lower=True, check_finite=False, overwrite_a=True)
     w = cho_solve(factor, means.T, check_finite=False).T  # (C, d)
-    b = -0.5 * np.einsum("cd,cd->c", w, means)
-    return LinearSnapshot("gaussian", memory.classes, w.astype(np.float32), b.astype(np.float32))
+    return moments, factor, w, -0.5 * np.einsum("cd,cd->c", w, means)
