@@ -206,13 +206,14 @@ def _cap_test(fs: FeatureSet, per_class: int | None) -> FeatureSet:
 
 
 def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache: str, other_name: str | None,
-            flips: bool = False, ablations: bool = False, test_per_class: int | None = None) -> dict:
+            flips: bool = False, ablations: bool = False, test_per_class: int | None = None,
+            open_set: bool = True, checkpoint: Path | None = None) -> dict:
     feats = load_features(name, data_root, cache, flips=flips)
     fs, flip, junk = _cap_test(feats["fs"], test_per_class), feats["flip"], feats["junk"]
     if flip is not None:
         flip = _cap_test(flip, test_per_class)
     other = None
-    if other_name:
+    if other_name and open_set:
         try:
             other = load_features(other_name, data_root, cache, flips=False)["fs"].test_x[:400]
         except SystemExit as exc:
@@ -237,7 +238,10 @@ def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache:
             if other is not None:
                 runs.setdefault("open set", []).append(run_open_set(fs, other, junk, shots, seed))
             _LOG.info("%s %d-shot seed %d done (%.0f s, load %s)", name, shots, seed, time.time() - t0, os.getloadavg())
-        res["shots"][str(shots)] = {"runs": runs, "reliability": {k: [a.tolist() for a in v] for k, v in calib.items()}}
+            res["shots"][str(shots)] = {"runs": runs, "reliability": {k: [a.tolist() for a in v] for k, v in calib.items()}}
+            if checkpoint is not None:  # a run cut short still leaves the seeds it finished
+                res["seeds"], res["seconds"], res["load_after"] = seed + 1, time.time() - t0, os.getloadavg()
+                checkpoint.write_text(json.dumps(res))
     res["seconds"] = time.time() - t0
     res["load_after"] = os.getloadavg()
     return res
@@ -255,6 +259,8 @@ def _reliability_png(res: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     shots = [s for s in res["shots"] if s != "1"]
+    if not shots:  # one shot per class gives no held-out shot and no temperature: nothing to plot
+        return
     fig, axes = plt.subplots(1, len(shots), figsize=(4.2 * len(shots), 4), squeeze=False)
     edges = np.linspace(0, 1, 11)
     for ax, s in zip(axes[0], shots):
@@ -276,10 +282,10 @@ def _reliability_png(res: dict, path: Path) -> None:
 
 def report(out: Path) -> str:
     lines = ["# Issue 15: default head vs frozen-feature peers (bench/bench_accuracy.py)", ""]
-    for path in sorted(out.glob("*.json")):
+    for path in sorted(out.glob("*.json*")):  # finished runs and checkpoints of runs still going
         res = json.loads(path.read_text())
         m = res["machine"]
-        lines += [f"## {res['dataset']}{res.get('tag', '')} ({res['classes']} classes, {res['n_test']} test images, {res['seeds']} seeds)", "",
+        lines += [f"## {path.name.split('.json')[0]}{' (run still going)' if path.suffix == '.part' else ''} ({res['classes']} classes, {res['n_test']} test images, {res['seeds']} seeds)", "",
                   f"Machine: {m.get('cpu', m)}; load before {m.get('loadavg', '')}, after {res['load_after']}; "
                   f"{res['seconds']:.0f} s.", "",
                   "Mean accuracy over increments (2 classes per increment, no base session), % (mean ± std over seeds); "
@@ -312,7 +318,9 @@ def report(out: Path) -> str:
             d = block["runs"]["default"]
             lines.append(f"| {s} | {np.mean([r.get('ece_uncalibrated', np.nan) for r in d]):.3f} | "
                          f"{np.mean([r['ece'] for r in d]):.3f} | {np.median([r['temperature'] for r in d]):.3g} |")
-        lines += ["", f"![reliability](reliability_{path.stem}.png)", ""]
+        stem = path.name.split(".json")[0]
+        if any(s != "1" for s in res["shots"]):
+            lines += ["", f"![reliability](reliability_{stem}.png)", ""]
         if "open set" in next(iter(res["shots"].values()))["runs"]:
             lines += ["Open set of the default (gate: distance to the predicted class's nearest centroid < 1.3 D_gate); "
                       "after the first increment / mean over increments:", "",
@@ -350,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flips", action="store_true", help="also teach mirrored shots (extracts mirrored features)")
     ap.add_argument("--ablations", action="store_true", help="also the transform on the other heads, paper head")
     ap.add_argument("--test-per-class", type=int, default=None, help="cap on test images per class (time)")
+    ap.add_argument("--no-open-set", action="store_true", help="skip the open-set runs")
     ap.add_argument("--tag", default="", help="suffix of the JSON name (separate runs of one data set)")
     ap.add_argument("--report", action="store_true", help="only write accuracy.md and the plots from the JSONs")
     args = ap.parse_args(argv)
@@ -359,11 +368,13 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name in args.dataset:
         res = measure(name, args.seeds, [int(s) for s in args.shots.split(",")], args.data_root, args.cache_dir,
-                      args.other, args.flips, args.ablations, args.test_per_class)
+                      args.other, args.flips, args.ablations, args.test_per_class, not args.no_open_set,
+                      out / f"{name}{args.tag}.json.part")
         res["tag"] = args.tag
         (out / f"{name}{args.tag}.json").write_text(json.dumps(res))
-    for path in sorted(out.glob("*.json")):
-        _reliability_png(json.loads(path.read_text()), out / f"reliability_{path.stem}.png")
+        (out / f"{name}{args.tag}.json.part").unlink(missing_ok=True)
+    for path in sorted(out.glob("*.json*")):
+        _reliability_png(json.loads(path.read_text()), out / f"reliability_{path.name.split('.json')[0]}.png")
     (out / "accuracy.md").write_text(report(out))
     print((out / "accuracy.md").read_text())
     return 0
