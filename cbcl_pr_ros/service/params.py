@@ -35,7 +35,7 @@ BOTH = (EXTRACTOR, LEARNER)
 COVARIANCE_MODES = ("full", "diagonal")
 REDUCTIONS = ("kmeans", "remove")
 REHEARSAL_MODES = ("few_shot", "full")
-CLASSIFIERS = ("gaussian", "linear_sgd", "cbcl_vote", "ncm")
+CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
 OPEN_SET_MODES = ("distance", "confidence", "none")
 
 
