@@ -16,6 +16,7 @@ from cbcl_pr_ros.core.classifiers.gaussian import ClassMoment, PooledMoments, fi
 from cbcl_pr_ros.core.distance_threshold import memory_distance, posterior_distance
 from cbcl_pr_ros.core.memory import ClusterMemory
 from cbcl_pr_ros.core.open_set import expected_calibration_error
+from cbcl_pr_ros.core.persistence import _checksum
 from cbcl_pr_ros.core.transform import FeatureTransform
 
 
@@ -195,8 +196,27 @@ def test_file_without_transform_fields_reads_raw_vectors(rng, tmp_path):
         del meta["config"][key]
     del meta["learner_state"]
     meta["config"]["classifier"] = "gaussian"
+    meta["sha256"] = _checksum(tensors, meta)  # format 2: the digest covers the metadata
     old = tmp_path / "old.cbcl"
     old.write_bytes(st_save(tensors, metadata={"cbcl_pr": json.dumps(meta)}))
     back = CBCLPRLearner.load(old)
     assert back.config.transform == "none" and back.transform.identity
     assert back.temperature_ == 1.0
+
+
+@pytest.mark.parametrize("bad", [{"temperature": -1.0}, {"temperature": "hot"}, {"distance_prior": 0.0},
+                                 {"temperature_weight": -2.0}, {"distance_prior": [1]}])
+def test_nonsense_learner_state_is_refused(rng, tmp_path, bad):
+    from cbcl_pr_ros.core import MemoryFileError
+
+    learner = _taught_learner(rng)
+    blob = learner.save(tmp_path / "m.cbcl").read_bytes()
+    tensors = st_load(blob)
+    header_len = int.from_bytes(blob[:8], "little")
+    meta = json.loads(json.loads(blob[8:8 + header_len])["__metadata__"]["cbcl_pr"])
+    meta["learner_state"].update(bad)
+    meta["sha256"] = _checksum(tensors, meta)
+    path = tmp_path / "bad.cbcl"
+    path.write_bytes(st_save(tensors, metadata={"cbcl_pr": json.dumps(meta)}))
+    with pytest.raises(MemoryFileError):
+        CBCLPRLearner.load(path)
