@@ -5,7 +5,7 @@ Writing (:class:`TeachingBagWriter`), reading and checking (:func:`read_session`
 pure-Python ``rosbags`` library; the rclpy recorder and replay nodes live in ``cbcl_pr_ros.nodes``.
 """
 from .errors import BagFormatError
-from .offline_eval import bag_to_class_features, bag_to_class_images, evaluate_bag, load_teaching_dataset
+from .offline_eval import bag_to_class_features, bag_to_class_images, evaluate_bag
 from .reader import BagSummary, RawMessage, TeachingSession, bag_info, check_bag, iter_raw, read_session
 from .records import BagImage, EventKind, TeachingEventRecord
 from .types import EVENT_TYPE, IMAGE_TYPE, find_msg_dir, make_typestore
@@ -28,7 +28,6 @@ __all__ = [
     "bag_to_class_features",
     "bag_to_class_images",
     "evaluate_bag",
-    "load_teaching_dataset",
     "check_bag",
     "default_qos",
     "find_msg_dir",

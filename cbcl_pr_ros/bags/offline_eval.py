@@ -39,7 +39,6 @@ __all__ = [
     "evaluate_bag",
     "evaluate_session",
     "learner_params",
-    "load_teaching_dataset",
 ]
 _LOG = logging.getLogger(__name__)
 
@@ -320,31 +319,3 @@ def bag_to_class_features(
     train, test = bag_to_class_images(path, camera_topic, events_topic)
     conv = lambda d: {k: np.asarray(backbone.extract(v), dtype=np.float32) for k, v in d.items()}  # noqa: E731
     return conv(train), conv(test)
-
-
-def load_teaching_dataset(path: str | Path, camera_topic: str | None = None,
-                          events_topic: str = DEFAULT_EVENTS_TOPIC) -> Any:
-    """A bag as the evaluation layer's data set, split as the session was: taught frames are
-    train, classified frames with a ground-truth label are test.
-
-    Returns an ``ImageDataset``; when the bag holds no labelled classify events, returns
-    ``(images, labels)`` of the taught frames so the caller chooses a split.
-    """
-    train, test = bag_to_class_images(path, camera_topic, events_topic)
-    shapes = {im.shape for d in (train, test) for v in d.values() for im in v}
-    if len(shapes) != 1:
-        raise BagFormatError(path, f"frames of several sizes {sorted(shapes)}; a data set needs one")
-
-    def flat(d: dict[str, list[np.ndarray]]) -> tuple[list[np.ndarray], list[str]]:
-        return [im for v in d.values() for im in v], [k for k, v in d.items() for _ in v]
-
-    if not test:
-        return flat(train)
-    from cbcl_pr_ros.evaluation.datasets.base import ArrayImages, ImageDataset
-
-    classes = tuple(sorted(set(train) | set(test)))
-    (xtr, ytr), (xte, yte) = flat(train), flat(test)
-    return ImageDataset(f"bag:{Path(path).name}", classes, ArrayImages(np.stack(xtr)),
-                        np.array([classes.index(y) for y in ytr]), ArrayImages(np.stack(xte)),
-                        np.array([classes.index(y) for y in yte]),
-                        meta={"source": str(path), "format": "rosbag2", "split": "as recorded"})

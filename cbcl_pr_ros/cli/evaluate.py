@@ -5,6 +5,7 @@
     cbcl-eval --dataset fashion-mnist curves --ways 2,5
     cbcl-eval --synthetic all --seeds 2 --fast --out /tmp/x --docs /tmp/x/results.md
     cbcl-eval all                            # every table and figure, then docs/results.md
+    cbcl-eval report                         # docs/results.md from the stored runs (runs nothing)
 
 Results go to ``<out>/eval_<command>_<dataset>/`` as JSON, CSV, Markdown and PNG.
 """
@@ -28,6 +29,7 @@ __all__ = ["main", "build_parser"]
 
 _LOG = logging.getLogger("cbcl-eval")
 COMMANDS = ("fsil-table", "sota", "ablation", "memory-budget", "curves", "prediction-time", "d-sweep")
+PIPELINE = ex.PIPELINE
 
 
 def _ints(s: str) -> list[int]:
@@ -80,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("datasets", help="list present and missing data sets")
     s = sub.add_parser("fsil-table", help="few-shot incremental table (no base session)")
-    s.add_argument("--shots", type=_ints, default=[5, 10])
+    s.add_argument("--shots", type=_ints, default=list(ex.FSIL_SHOTS))
     s.add_argument("--ways", type=_ints, default=[2, 5, 10, 20])
     s = sub.add_parser("sota", help="base session + n-way k-shot sessions (TOPIC/CEC)")
     s.add_argument("--base", type=int, default=None)
@@ -102,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--shots", type=int, default=10)
     s.add_argument("--ways", type=int, default=2)
     sub.add_parser("all", help="every table and figure on every present data set, then the results document")
+    sub.add_parser("report", help="rebuild the results document from the runs stored under --out (runs nothing)")
     return p
 
 
@@ -141,7 +144,7 @@ def _feature_sets(args) -> list[FeatureSet]:
 
 
 DEFAULT_METHODS = {"fsil-table": ex.FSIL_METHODS, "sota": ex.SOTA_METHODS, "ablation": ex.ABLATION_METHODS,
-                   "curves": ex.CURVE_METHODS, "prediction-time": ("cbcl", "cbcl-pr", "fast")}
+                   "curves": ex.CURVE_METHODS, "prediction-time": ("cbcl", "cbcl-pr", "cbcl-pr-default")}
 
 
 def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | None = None) -> ex.Experiment:
@@ -157,7 +160,7 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
     if (methods or args.methods) and cmd not in ("memory-budget", "d-sweep"):
         kw["methods"] = methods or args.methods
     if cmd == "fsil-table":
-        exp = ex.fsil_table(fs, seeds, g("shots", [5, 10]), g("ways", [2, 5, 10, 20]),
+        exp = ex.fsil_table(fs, seeds, g("shots", list(ex.FSIL_SHOTS)), g("ways", [2, 5, 10, 20]),
                             ctx=MethodContext(few_shot=True, fast=fast), **kw)
     elif cmd == "sota":
         exp = ex.sota(fs, seeds, g("base"), g("ways"), g("shots"), g("session_dir"),
@@ -177,13 +180,15 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
         exp = ex.prediction_time(fs, seeds[:3], ways if isinstance(ways, int) else None,
                                  ctx=MethodContext(few_shot=False, fast=fast), **kw)
     elif cmd == "d-sweep":
-        sweep = [m for m in ("cbcl-pr", "cbcl") if not args.methods or m in args.methods] or ["cbcl-pr", "cbcl"]
+        default = ["cbcl-pr-default", "cbcl-pr", "cbcl"]
+        sweep = [m for m in default if not args.methods or m in args.methods] or default
         exp = ex.d_sweep(fs, seeds, g("scales", [0.5, 0.75, 1.0, 1.25, 1.5, 3.0]), g("shots", 10) or 10,
                          g("ways", 2) if isinstance(g("ways", 2), int) else 2, methods=sweep, tick=tick)
     else:  # pragma: no cover - argparse restricts the choices
         raise ValueError(cmd)
     if fast:
         exp.notes.append("--fast: 3 SGD epochs (smoke run, not the paper's schedule)")
+    exp.params["pipeline"] = PIPELINE
     progress.update(task, description=f"{cmd} on {fs.name}: done")
     return exp
 
@@ -256,6 +261,29 @@ def _complete(exp: ex.Experiment, cmd: str, fs: FeatureSet, args, progress) -> e
     return exp
 
 
+def _report(args) -> int:
+    """docs/results.md from every stored experiment under ``--out`` (data sets restricted by --dataset)."""
+    wanted = {item.partition("=")[0] for item in args.dataset}
+    found: list[tuple[ex.Experiment, Path]] = []
+    for out_dir in sorted(Path(args.out).glob("eval_*")):
+        for cmd in COMMANDS:
+            path = out_dir / f"{cmd}.json"
+            if not path.is_file():
+                continue
+            exp = ex.Experiment.from_dict(json.loads(path.read_text()))
+            if wanted and exp.dataset not in wanted:
+                continue
+            if exp.params.get("pipeline") != PIPELINE:
+                exp.notes.append(ex.EARLIER_PIPELINE_NOTE)
+            found.append((exp, out_dir))
+    if not found:
+        print(f"no stored experiments under {args.out}")
+        return 1
+    found.sort(key=lambda e: (e[0].dataset, COMMANDS.index(e[0].name)))
+    print(f"wrote {write_results_doc(found, args.docs)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -266,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         for n, how in missing.items():
             print(f"[missing] {n}: {how}")
         return 0
+    if args.command == "report":
+        return _report(args)
     if args.seeds < 1:
         print(f"--seeds must be >= 1, got {args.seeds}", file=sys.stderr)
         return 2

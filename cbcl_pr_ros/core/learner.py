@@ -13,15 +13,17 @@ Examples
 --------
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
+>>> centres = rng.uniform(0, 4, (3, 16))                  # non-negative, like pooled CNN features
+>>> shots = lambda i, n: np.maximum(centres[i] + rng.normal(0, 0.3, (n, 16)), 0)
 >>> learner = CBCLPRLearner(LearnerConfig(seed=0), backbone="synthetic", feature_dim=16)
->>> _ = learner.teach("mug", rng.normal(0, 1, (10, 16)))
->>> _ = learner.teach_increment({"cup": rng.normal(6, 1, (10, 16)), "box": rng.normal(-6, 1, (10, 16))})
+>>> _ = learner.teach("mug", shots(0, 10))
+>>> _ = learner.teach_increment({"cup": shots(1, 10), "box": shots(2, 10)})
 >>> learner.classes_
 ('mug', 'cup', 'box')
->>> p = learner.predict(rng.normal(6, 1, (1, 16)), top_k=2)[0]
+>>> p = learner.predict(shots(1, 1), top_k=2)[0]
 >>> p.label, p.known, p.top_labels[0]
 ('cup', True, 'cup')
->>> learner.predict(np.full((1, 16), 100.0))[0].label   # far from everything taught
+>>> learner.predict(np.eye(16)[:1] * 50.0)[0].label   # unlike everything taught
 ''
 """
 
@@ -38,18 +40,21 @@ from typing import Any
 
 import numpy as np
 
+from .calibration import POOL_ROWS, fit_temperature, pooled_temperature
 from .classifiers.base import LinearSnapshot, Snapshot
+from .classifiers.blended import BlendedSnapshot, fit_blended_head, leave_one_out_logits
 from .classifiers.gaussian import PooledMoments, fit_gaussian_head
 from .classifiers.ncm import fit_ncm
 from .classifiers.sgd import SGDSchedule, fit_linear_sgd
 from .classifiers.vote import fit_weighted_vote
 from .clustering import COVARIANCE_MODES
-from .distance_threshold import estimate_distance_threshold
+from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
 from .memory import REDUCTIONS, ClusterMemory
 from .open_set import OPEN_SET_MODES, DistanceGate
 from .persistence import LearnerState, load_state, save_state
 from .rehearsal import REHEARSAL_MODES
 from .threads import fit_threads
+from .transform import TRANSFORMS, FeatureTransform
 from .validation import UnknownClassError, check_features, check_label
 
 __all__ = ["CLASSIFIERS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner",
@@ -57,7 +62,7 @@ __all__ = ["CLASSIFIERS", "LearnerConfig", "TeachResult", "Prediction", "ClassIn
 
 _log = logging.getLogger(__name__)
 
-CLASSIFIERS = ("gaussian", "linear_sgd", "cbcl_vote", "ncm")
+CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
 
 
 @dataclass(frozen=True)
@@ -70,12 +75,20 @@ class LearnerConfig:
     reduction : "kmeans" (paper's proportional reduction, count-weighted) or "remove".
     rehearsal : "few_shot" (``exemplars_per_class`` per class, all classes) or "full" (m_i per cluster,
         real vectors for the classes being taught).
-    classifier : "gaussian" (fast closed-form default), "linear_sgd" (the paper's schedule),
-        "cbcl_vote" (CBCL weighted vote), "ncm" (nearest class mean).
+    classifier : "blended" (default: per-class Gaussians, own covariance ``blend`` x + shrunk pooled,
+        closed form), "gaussian" (shared-covariance LDA, closed form), "linear_sgd" (the paper's
+        schedule), "cbcl_vote" (CBCL weighted vote), "ncm" (nearest class mean).
+    transform / transform_power : feature transform applied to every vector before it is stored or
+        classified (:mod:`.transform`): "tukey_l2" (default, power 0.5 then L2 norm), "l2", "none".
+    calibrate : fit the softmax temperature on leave-one-out logits of the taught shots ("blended"
+        head only; :mod:`.calibration`).
+    distance_prior : prior RMS within-class distance in the transformed space (None: the backbone's
+        tabulated value, else the first data's estimate); see :mod:`.distance_threshold`.
     open_set / unknown_distance_factor / min_confidence : see :mod:`.open_set`; a vector is known when it
-        is closer than ``unknown_distance_factor * D`` to a centroid of its predicted class (1.0 is
-        the radius within which Agg-Var would have put it into a cluster of the class; the default
-        1.5 keeps new views and new instances of taught objects, see docs/core.md "Open set").
+        is closer than ``unknown_distance_factor * D_gate`` to a centroid of its predicted class, with
+        ``D_gate`` the prior refined by every class's spread (or the given ``distance_threshold``);
+        the default 1.3 is the 97th percentile of within-class pair distances on train splits, see
+        docs/core.md "Open set".
     torch_threads : if set and ``fit_threads`` is None, ``torch.set_num_threads`` is called with it
         before SGD training (process-wide, kept for compatibility).
     fit_threads : BLAS and torch threads used *during* a retrain, restored afterwards (None: leave
@@ -90,8 +103,13 @@ class LearnerConfig:
     rehearsal: str = "few_shot"
     exemplars_per_class: int = 40
     singleton_jitter: float = 0.0
-    classifier: str = "gaussian"
+    classifier: str = "blended"
     shrinkage: float = 0.5
+    blend: float = 1.0
+    transform: str = "tukey_l2"
+    transform_power: float = 0.5
+    calibrate: bool = True
+    distance_prior: float | None = None
     epochs: int = 25
     epochs_per_increment: int = 0
     lr: float = 0.01
@@ -100,7 +118,7 @@ class LearnerConfig:
     batch_size: int = 64
     vote_neighbours: int = 5
     open_set: str = "distance"
-    unknown_distance_factor: float = 1.5
+    unknown_distance_factor: float = 1.3
     min_confidence: float = 0.0
     seed: int = 0
     torch_threads: int | None = None
@@ -127,6 +145,12 @@ class LearnerConfig:
         choice("rehearsal", REHEARSAL_MODES)
         choice("classifier", CLASSIFIERS)
         choice("open_set", OPEN_SET_MODES)
+        choice("transform", TRANSFORMS)
+        FeatureTransform.named(self.transform, self.transform_power)  # checks the power
+        positive("blend", zero=True)
+        positive("distance_prior", allow_none=True)
+        if not isinstance(self.calibrate, (bool, np.bool_)):
+            raise ValueError(f"calibrate must be a bool, got {self.calibrate!r}")
         positive("exemplars_per_class", integer=True)
         positive("singleton_jitter", zero=True)
         positive("epochs", integer=True)
@@ -149,8 +173,10 @@ class LearnerConfig:
 
     @classmethod
     def paper(cls, **overrides: Any) -> "LearnerConfig":
-        """The paper's exact classifier schedule (linear head, SGD, +2 epochs per increment)."""
-        base = dict(classifier="linear_sgd", epochs=25, epochs_per_increment=2)
+        """The paper's settings: raw features, linear head, SGD, +2 epochs per increment (no
+        feature transform, no calibration)."""
+        base = dict(classifier="linear_sgd", epochs=25, epochs_per_increment=2, transform="none",
+                    calibrate=False)
         base.update(overrides)
         return cls(**base)
 
@@ -245,7 +271,16 @@ class CBCLPRLearner:
         self._write_lock = threading.RLock()
         self._memory = ClusterMemory(self.feature_dim, config.covariance, config.max_clusters,
                                      config.reduction, config.seed)
+        self.transform = FeatureTransform.named(config.transform, config.transform_power)
         self.distance_threshold_: float | None = config.distance_threshold
+        # prior of the open-set gate's D (set on the first teach), and the calibrated temperature
+        # with the number of held-out shots behind it
+        self.distance_prior_: float | None = config.distance_prior
+        self.temperature_ = 1.0
+        self.temperature_weight_ = 0.0
+        # held-out (logit row, class index) pairs the temperature is fitted on; (T, rows) of a loaded file
+        self._calib_pool: tuple[tuple[np.ndarray, int], ...] = ()
+        self._calib_base: tuple[float, float] = (1.0, 0.0)
         self.increments_ = 0
         self._served = _Served((), None, None, 0)
 
@@ -291,7 +326,7 @@ class CBCLPRLearner:
             raise TypeError(f"shots must be a mapping label -> (n, d) features, got {type(shots).__name__}")
         if not shots:
             raise ValueError("shots is empty: give at least one class with at least one feature vector")
-        data = {check_label(c): check_features(x, self.feature_dim, name=f"features of {c!r}")
+        data = {check_label(c): self.transform(check_features(x, self.feature_dim, name=f"features of {c!r}"))
                 for c, x in shots.items()}
         with self._write_lock:
             old = self._memory
@@ -300,16 +335,24 @@ class CBCLPRLearner:
             if k is not None and len(old) + len(new_labels) > k:
                 raise ValueError(f"memory budget K={k} is smaller than the number of classes "
                                  f"({len(old) + len(new_labels)}) after teaching {list(data)}")
-            dist = self.distance_threshold_
+            dist, prior = self.distance_threshold_, self.distance_prior_
             if dist is None:
-                dist = estimate_distance_threshold(data, self.config.seed)
-                _log.info("distance threshold D estimated from the first data: %.4g", dist)
+                if prior is None:
+                    prior = distance_prior(self.backbone, self.transform.power, self.transform.l2)
+                dist = estimate_distance_threshold(data, self.config.seed, prior)
+                prior = dist if prior is None else prior
+                _log.info("distance threshold D estimated from the first data: %.4g (prior %.4g)", dist, prior)
+            temperature = (self.temperature_, self.temperature_weight_, self._calib_pool)
             with fit_threads(self.config.fit_threads):
                 memory = old.with_taught(data, dist)
-                served = self._build(memory, dist, self.increments_, real=data)
+                served = self._build(memory, dist, self.increments_, real=data, prior=prior)
+                if isinstance(served.head, BlendedSnapshot) and self.config.calibrate:
+                    served, temperature = self._calibrated(served, memory, old, data, dist, temperature)
             # commit: nothing above changed self
             self._memory = memory
             self.distance_threshold_ = dist
+            self.distance_prior_ = prior
+            self.temperature_, self.temperature_weight_, self._calib_pool = temperature
             self.increments_ += 1
             self._served = served
         res = TeachResult(tuple(data), new_labels, {c: len(x) for c, x in data.items()},
@@ -348,7 +391,7 @@ class CBCLPRLearner:
                 raise ValueError(f"cannot rename {old!r} to {new!r}: {new!r} is already a class")
             memory = self._memory.renamed(old, new)
             head = self._served.head
-            if isinstance(head, LinearSnapshot):
+            if isinstance(head, (LinearSnapshot, BlendedSnapshot)):
                 head = head.renamed(memory.classes)
             else:
                 head = None
@@ -373,7 +416,7 @@ class CBCLPRLearner:
         forget or rename swaps the model between two reads of ``classes_`` and ``predict_scores``.
         """
         served = self._served  # one read
-        x = check_features(features, self.feature_dim)
+        x = self.transform(check_features(features, self.feature_dim))
         if served.head is None:
             return np.zeros((len(x), 0)), served.classes
         return served.head.scores(x), served.classes
@@ -385,7 +428,7 @@ class CBCLPRLearner:
     def _predict_with(self, served: _Served, features: np.ndarray, top_k: int) -> list[Prediction]:
         if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
             raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
-        x = check_features(features, self.feature_dim)
+        x = self.transform(check_features(features, self.feature_dim))
         if served.head is None:
             return [Prediction("", 0.0, False, (), ()) for _ in range(len(x))]
         scores = served.head.scores(x)
@@ -417,8 +460,10 @@ class CBCLPRLearner:
         with self._write_lock:
             served = self._served
             head = served.head if isinstance(served.head, LinearSnapshot) else None
+            extra = {"distance_prior": self.distance_prior_, "temperature": self.temperature_,
+                     "temperature_weight": self.temperature_weight_}
             return LearnerState(self.backbone, self.feature_dim, self.config.to_dict(), self._memory,
-                                self.distance_threshold_, self.increments_, served.model_version, head)
+                                self.distance_threshold_, self.increments_, served.model_version, head, extra)
 
     @classmethod
     def from_state(cls, state: LearnerState, model_version: int | None = None) -> "CBCLPRLearner":
@@ -427,7 +472,9 @@ class CBCLPRLearner:
         ``model_version`` overrides the stored version (a loaded memory must never make the served
         version go backwards).  The head is refitted from the memory unless the state carries one.
         """
-        config = LearnerConfig.from_dict(state.config)
+        # a file from before the feature transform existed holds raw vectors
+        config = LearnerConfig.from_dict(state.config if "transform" in state.config
+                                         else {**state.config, "transform": "none"})
         mem = state.memory
         if mem.feature_dim != state.feature_dim:
             raise ValueError(f"memory width {mem.feature_dim} differs from feature_dim {state.feature_dim}")
@@ -448,6 +495,7 @@ class CBCLPRLearner:
                 raise ValueError(f"head of shape {head.weight.shape} for classes {list(head.classes)} does "
                                  f"not fit {c} classes of width {state.feature_dim}")
         learner = cls(config, backbone=state.backbone, feature_dim=state.feature_dim)
+        learner._restore_extra(state.learner_state or {})
         version = int(state.model_version if model_version is None else model_version)
         if version < 0:
             raise ValueError(f"model_version must be >= 0, got {version}")
@@ -458,6 +506,19 @@ class CBCLPRLearner:
         learner.increments_ = int(state.increments)
         learner._served = served
         return learner
+
+    def _restore_extra(self, extra: Mapping[str, Any]) -> None:
+        """Gate prior and temperature of a saved learner (issue 15); ValueError on nonsense."""
+        prior = extra.get("distance_prior")
+        t, w = extra.get("temperature", 1.0), extra.get("temperature_weight", 0.0)
+        for name, v in (("distance_prior", prior), ("temperature", t), ("temperature_weight", w)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v)):
+                raise ValueError(f"{name} must be a finite number, got {v!r}")
+        if (prior is not None and prior <= 0) or t <= 0 or w < 0:
+            raise ValueError(f"distance_prior {prior!r} / temperature {t!r} / weight {w!r} out of range")
+        self.distance_prior_ = None if prior is None else float(prior)
+        self.temperature_, self.temperature_weight_ = float(t), float(w)
+        self._calib_base = (float(t), float(w))  # rows taught after a load are pooled with this
 
     def predict_versioned(self, features: np.ndarray, top_k: int = 5) -> tuple[list[Prediction], int]:
         """:meth:`predict` plus the model version of the very snapshot that answered."""
@@ -479,9 +540,11 @@ class CBCLPRLearner:
                   real: Mapping[str, np.ndarray] | None) -> tuple[Snapshot, PooledMoments | None]:
         """The new head, and the moments cache to keep for the next retrain (or None)."""
         cfg = self.config
-        if cfg.classifier in ("gaussian", "ncm"):
+        if cfg.classifier in ("blended", "gaussian", "ncm"):
             prev = self._served.moments
             moments = prev.updated(memory) if prev is not None else PooledMoments.from_memory(memory)
+            if cfg.classifier == "blended":
+                return fit_blended_head(memory, cfg.shrinkage, cfg.blend, moments, self.temperature_), moments
             if cfg.classifier == "gaussian":
                 return fit_gaussian_head(memory, cfg.shrinkage, moments), moments
             return fit_ncm(memory, moments), moments
@@ -496,15 +559,39 @@ class CBCLPRLearner:
         return fit_linear_sgd(memory, cfg.rehearsal, rng, sched, increment, real,
                               cfg.exemplars_per_class, cfg.singleton_jitter), None
 
+    def _calibrated(self, served: _Served, memory: ClusterMemory, old: ClusterMemory,
+                    data: Mapping[str, np.ndarray], dist: float,
+                    temperature: tuple) -> tuple[_Served, tuple]:
+        """``served`` with its temperature refined on leave-one-out logits of the classes taught
+        from scratch in this call (a class's vectors are all here only then); unchanged if none."""
+        held = {c: x for c, x in data.items() if c not in old and len(x) >= 2}
+        if not held:
+            return served, temperature
+        cfg = self.config
+        logits, labels = leave_one_out_logits(memory, served.moments, cfg.shrinkage, cfg.blend, held, dist,
+                                              seed=cfg.seed + self.increments_)
+        pool = (self._calib_pool + tuple(zip(logits, labels.tolist())))[-POOL_ROWS:]
+        t_pool = fit_temperature([r for r, _ in pool], [k for _, k in pool])
+        t, w = pooled_temperature(*self._calib_base, t_pool, float(len(pool)))
+        _log.info("temperature %.3g (%d held-out shots since start/load)", t, len(pool))
+        return dataclasses.replace(served, head=served.head.with_temperature(t)), (t, w, pool)
+
+    def _gate_distance(self, memory: ClusterMemory, dist: float, prior: float | None) -> float:
+        """The open-set gate's D: the given D, or the prior refined by the memory's spread."""
+        if self.config.distance_threshold is not None or prior is None:
+            return float(dist)
+        return memory_distance(memory, prior)
+
     def _build(self, memory: ClusterMemory, dist: float | None, increment: int,
                real: Mapping[str, np.ndarray] | None = None, head: Snapshot | None = None,
-               version: int | None = None) -> _Served:
+               version: int | None = None, prior: float | None = None) -> _Served:
         if len(memory) == 0:
             return _Served((), None, None, self._served.model_version + 1 if version is None else version)
         moments = self._served.moments  # still a valid cache: it is keyed by cluster objects
         if head is None:
             head, moments = self._fit_head(memory, increment, real)
-        gate = DistanceGate(tuple(cc.means for _, cc in memory.items()), float(dist),
+        prior = self.distance_prior_ if prior is None else prior
+        gate = DistanceGate(tuple(cc.means for _, cc in memory.items()), self._gate_distance(memory, dist, prior),
                             self.config.unknown_distance_factor) if dist is not None else None
         return _Served(memory.classes, head, gate,
                        self._served.model_version + 1 if version is None else version, moments)

@@ -1,15 +1,16 @@
 """Open set: decide whether a feature vector belongs to any taught class.
 
 Default rule (``"distance"``): after the classifier picks class ``c``, ``x`` is *known* when its
-Euclidean distance to the nearest centroid of ``c`` is below ``factor * D`` (default factor 1.0:
-known iff Agg-Var would have put ``x`` into an existing cluster of ``c``; chosen on real features by
-``bench/bench_open_set.py``, see docs/core.md "Open set").  ``D`` is the Agg-Var
-threshold, itself calibrated on the taught data (median within-class distance, see
-:mod:`.distance_threshold`), so the rule is in units of the spread of the taught classes and works
-for any backbone; a taught vector is within about ``D`` of its cluster by construction, a vector of
-an unseen object is usually farther.  Only the predicted class's centroids are searched, so the cost
-does not grow with the number of classes.  ``min_confidence`` adds a max-softmax threshold
-(``"confidence"`` uses that alone, though the head's softmax is saturated on real features; ``"none"`` says every prediction is known).
+Euclidean distance to the nearest centroid of ``c`` is below ``factor * D_gate`` (default factor 1.3,
+:class:`~.learner.LearnerConfig`).  ``D_gate`` is a typical within-class pair distance: the backbone's
+prior (:mod:`.distance_threshold`) refined by the spread of every class in memory, or the configured
+``distance_threshold``; so the rule is in units of the spread of taught classes, works for any
+backbone and does not hinge on the first pair of shots.  With the RMS within-class pair distance as
+``D_gate``, 1.3 is the 97th-99th percentile of within-class pair distances (train splits of
+Fashion-MNIST and the rendered objects, Tukey/L2 space): a new view lies that close to a single
+shot of its class almost always; see docs/core.md "Open set".  Only the predicted class's centroids
+are searched, so the cost does not grow with the number of classes.  ``min_confidence`` adds a
+max-softmax threshold (``"confidence"`` uses that alone); ``"none"`` says every prediction is known.
 
 >>> import numpy as np
 >>> gate = DistanceGate((np.zeros((1, 2), np.float32),), distance_threshold=1.0, factor=2.0)

@@ -83,6 +83,9 @@ class LearnerState:
     increments: int
     model_version: int
     head: LinearSnapshot | None = None
+    # issue 15: the open-set gate's distance prior and the calibrated temperature (JSON numbers);
+    # saved as metadata "learner_state", None in files written before it existed
+    learner_state: dict | None = None
 
 
 # ------------------------------------------------------------------ encoding
@@ -139,6 +142,8 @@ def _pack(state: LearnerState) -> tuple[dict[str, np.ndarray], dict]:
         "distance_threshold": None if state.distance_threshold is None else float(state.distance_threshold),
         "head_kind": head_kind,
     }
+    if state.learner_state is not None:
+        meta["learner_state"] = dict(state.learner_state)
     meta["sha256"] = _checksum(tensors, meta)
     return tensors, meta
 
@@ -346,9 +351,12 @@ def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone:
     except (TypeError, ValueError) as exc:
         raise _bad(where, f"{type(exc).__name__}: {exc}") from exc
     dist = meta.get("distance_threshold")
+    extra = meta.get("learner_state")
+    if extra is not None and not isinstance(extra, dict):
+        raise _bad(where, "learner_state must be a JSON object")
     return LearnerState(meta["backbone"], d, dict(config), memory,
                         None if dist is None else float(dist), int(meta["increments"]),
-                        int(meta["model_version"]), head)
+                        int(meta["model_version"]), head, extra)
 
 
 def load_state(path: str | os.PathLike, expected_backbone: str | None = None,

@@ -11,20 +11,30 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .featureset import FeatureSet
-from .methods import MethodContext, make_method
+from cbcl_pr_ros.core import LearnerConfig
+
+from .methods import PEERS, MethodContext, make_method
 from .protocols import Schedule, base_sessions, class_incremental, few_shot_incremental
 from .runner import RunResult, run_schedule
 
 __all__ = ["Experiment", "machine_info", "valid_ways", "fsil_table", "sota", "ablation", "memory_budget", "curves",
-           "prediction_time", "d_sweep", "FSIL_METHODS", "SOTA_METHODS", "ABLATION_METHODS", "CURVE_METHODS",
+           "prediction_time", "d_sweep", "FSIL_METHODS", "FSIL_SHOTS", "PIPELINE", "EARLIER_PIPELINE_NOTE", "SOTA_METHODS", "ABLATION_METHODS", "CURVE_METHODS",
            "EXPERIMENTS"]
 
 _LOG = logging.getLogger(__name__)
 
-FSIL_METHODS = ("cbcl-pr", "cbcl-pr-diag", "fast", "cbcl", "cbcl-1nn", "ncm", "flb", "ft", "mahalanobis", "slda")
-SOTA_METHODS = ("cbcl-pr", "cbcl-pr-diag", "fast", "cbcl", "cbcl-1nn", "ncm", "flb", "mahalanobis", "slda")
+# "fast" (the closed-form LDA head on raw features) is left out where it is the product's default already
+_FAST = () if LearnerConfig() == LearnerConfig.paper(classifier="gaussian", epochs_per_increment=0) else ("fast",)
+FSIL_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", *_FAST, "cbcl", "cbcl-1nn", *PEERS, "ft")
+SOTA_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", *_FAST, "cbcl", "cbcl-1nn", *PEERS)
 ABLATION_METHODS = ("trad-agg-pr", "kmeans-pr", "cbcl", "trad-agg", "kmeans", "ncm", "cbcl-pr-diag")
-CURVE_METHODS = ("cbcl-pr", "cbcl-pr-diag", "fast", "cbcl", "ncm", "flb", "ft", "mahalanobis", "slda")
+CURVE_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", "cbcl", "ncm", "flb", "ft", "fecam", "slda")
+FSIL_SHOTS = (1, 5, 10)
+# version of the method implementations a stored run was made with (CBCL-PR through CBCLPRLearner,
+# FeCAM/SLDA from their papers); stored runs without it came from the earlier re-assembled pipeline
+PIPELINE = "learner-adapter-1"
+EARLIER_PIPELINE_NOTE = ("stored by an earlier version of the evaluation (CBCL-PR heads re-assembled from core "
+                         "pieces with a shared generator, older peers); not rerun with the current methods")
 
 Progress = Callable[[int], None]
 
@@ -92,7 +102,7 @@ def _run_all(exp: Experiment, fs: FeatureSet, methods: Sequence[str], schedules:
                 tick(1)
 
 
-def fsil_table(fs: FeatureSet, seeds: Sequence[int], shots: Sequence[int] = (5, 10),
+def fsil_table(fs: FeatureSet, seeds: Sequence[int], shots: Sequence[int] = FSIL_SHOTS,
                ways: Sequence[int] = (2, 5, 10, 20), methods: Sequence[str] = FSIL_METHODS,
                ctx: MethodContext | None = None, tick: Progress | None = None) -> Experiment:
     """Paper Table (FSIL): n-shot, k classes per increment, no base session; average incremental accuracy."""
@@ -186,7 +196,7 @@ def curves(fs: FeatureSet, seeds: Sequence[int], ways: Sequence[int] = (2, 5, 10
 
 
 def prediction_time(fs: FeatureSet, seeds: Sequence[int], ways: int | None = None,
-                    methods: Sequence[str] = ("cbcl", "cbcl-pr", "fast"), ctx: MethodContext | None = None,
+                    methods: Sequence[str] = ("cbcl", "cbcl-pr", "cbcl-pr-default"), ctx: MethodContext | None = None,
                     tick: Progress | None = None) -> Experiment:
     """Paper prediction-time figure: ms per image vs number of stored clusters, after each increment."""
     ways = ways or max(1, len(fs.classes) // 10 if len(fs.classes) >= 20 else len(fs.classes) // 5)
@@ -197,7 +207,7 @@ def prediction_time(fs: FeatureSet, seeds: Sequence[int], ways: int | None = Non
 
 
 def d_sweep(fs: FeatureSet, seeds: Sequence[int], scales: Sequence[float] = (0.5, 0.75, 1.0, 1.25, 1.5, 3.0),
-            shots: int = 10, ways: int = 2, methods: Sequence[str] = ("cbcl-pr", "cbcl"),
+            shots: int = 10, ways: int = 2, methods: Sequence[str] = ("cbcl-pr-default", "cbcl-pr", "cbcl"),
             tick: Progress | None = None) -> Experiment:
     """Accuracy and clusters vs D, as multiples of the data-driven default (median within-class distance
     of the first increment); few-shot protocol."""

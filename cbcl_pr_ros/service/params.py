@@ -35,7 +35,7 @@ BOTH = (EXTRACTOR, LEARNER)
 COVARIANCE_MODES = ("full", "diagonal")
 REDUCTIONS = ("kmeans", "remove")
 REHEARSAL_MODES = ("few_shot", "full")
-CLASSIFIERS = ("gaussian", "linear_sgd", "cbcl_vote", "ncm")
+CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
 OPEN_SET_MODES = ("distance", "confidence", "none")
 
 
@@ -110,14 +110,15 @@ PARAMS: tuple[ParamSpec, ...] = (
               (LEARNER,), choices=REHEARSAL_MODES),
     ParamSpec("exemplars_per_class", 40, "Pseudo-exemplars drawn per class when rehearsal=few_shot",
               (LEARNER,), min=1, max=100_000),
-    ParamSpec("classifier", "gaussian",
-              "Classifier over the clusters: gaussian (closed form, fast), linear_sgd (the paper's "
-              "linear head), cbcl_vote (CBCL weighted vote), ncm (nearest class mean)", (LEARNER,),
+    ParamSpec("classifier", "blended",
+              "Classifier over the clusters: blended (per-class Gaussians, closed form, default), gaussian "
+              "(shared-covariance LDA), linear_sgd (the paper's linear head), cbcl_vote (CBCL weighted vote), "
+              "ncm (nearest class mean)", (LEARNER,),
               choices=CLASSIFIERS),
     ParamSpec("open_set", "distance",
               "Unknown-object test: distance (to the predicted class's clusters), confidence, none",
               (LEARNER,), choices=OPEN_SET_MODES),
-    ParamSpec("unknown_distance_factor", 1.5,
+    ParamSpec("unknown_distance_factor", 1.3,
               "open_set=distance: unknown when farther than this many D from the class's clusters",
               (LEARNER,), min=1.0e-3, max=1000.0),
     ParamSpec("unknown_threshold", 0.0,

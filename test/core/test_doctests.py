@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "clustering", "memory", "rehearsal", "distance_threshold", "open_set", "learner",
     "classifiers.gaussian", "classifiers.ncm", "classifiers.vote", "classifiers.finetune",
+    "classifiers.blended", "transform", "calibration",
 ]
 
 

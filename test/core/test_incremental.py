@@ -42,7 +42,8 @@ def assert_cache_matches_scratch(learner: CBCLPRLearner) -> None:
 @pytest.mark.parametrize("classifier", ["gaussian", "ncm"])
 def test_incremental_moments_equal_from_scratch(rng, covariance, classifier):
     train, means = blobs(rng, 9, 12, D, sep=6.0, spread=1.5)
-    cfg = LearnerConfig(covariance=covariance, classifier=classifier, max_clusters=40, distance_threshold=9.0)
+    cfg = LearnerConfig(covariance=covariance, classifier=classifier, max_clusters=40, distance_threshold=9.0,
+                        transform="none")  # D = 9.0 is in raw units
     learner = CBCLPRLearner(cfg, "syn", D)
     learner.teach_increment({c: train[c][:6] for c in ("c0", "c1", "c2", "c3")})
     assert_cache_matches_scratch(learner)

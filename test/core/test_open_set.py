@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+from cbcl_pr_ros.core.distance_threshold import memory_distance
 from cbcl_pr_ros.core.open_set import DistanceGate, class_spreads, expected_calibration_error
 
 DIM = 64
@@ -20,17 +21,22 @@ def _classes(seed: int, n_classes: int = 3, n: int = 10, sep: float = 8.0):
 
 def _taught(seed: int = 0, **cfg):
     rng, centres, shots = _classes(seed)
+    cfg.setdefault("transform", "none")  # the gate's geometry in raw units (the transform: test_blended.py)
     learner = CBCLPRLearner(LearnerConfig(seed=seed, **cfg), backbone="synthetic", feature_dim=DIM)
     learner.teach_increment(shots)
     return learner, rng, centres
 
 
-def test_default_rule_is_the_agg_var_radius():
+def test_default_rule_is_a_multiple_of_the_refined_d():
     cfg = LearnerConfig()
     assert cfg.open_set == "distance"
-    assert cfg.unknown_distance_factor == 1.5
+    assert cfg.unknown_distance_factor == 1.3
     learner, _, _ = _taught()
-    assert learner._served.gate.radius == pytest.approx(1.5 * learner.distance_threshold_)
+    gate = learner._served.gate
+    assert gate.radius == pytest.approx(1.3 * gate.distance_threshold)
+    # no backbone prior for "synthetic": the first data's D is the prior, refined by the memory
+    assert learner.distance_prior_ == learner.distance_threshold_
+    assert gate.distance_threshold == pytest.approx(memory_distance(learner.memory, learner.distance_prior_))
 
 
 def test_accepts_taught_class_vectors_and_rejects_far_ones():
@@ -80,7 +86,7 @@ def test_gate_survives_save_and_load(tmp_path):
 
 def test_class_spreads_from_scatter_and_singleton_fallback():
     rng = np.random.default_rng(0)
-    learner = CBCLPRLearner(LearnerConfig(distance_threshold=1e6), backbone="s", feature_dim=DIM)
+    learner = CBCLPRLearner(LearnerConfig(distance_threshold=1e6, transform="none"), backbone="s", feature_dim=DIM)
     pts = rng.normal(0, 2.0, (40, DIM))
     learner.teach_increment({"a": pts, "b": rng.normal(0, 1, (1, DIM))})
     spread = class_spreads(learner.memory, fallback=7.0)

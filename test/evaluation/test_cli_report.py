@@ -69,7 +69,7 @@ def test_cli_fsil_smoke_writes_json_csv_md_png(tmp_path):
 def test_cli_all_writes_results_doc(tmp_path):
     doc = tmp_path / "results.md"
     rc = main(["--synthetic", "--seeds", "1", "--fast", "--out", str(tmp_path), "--docs", str(doc),
-               "--methods", "cbcl,ncm", "all"])
+               "--methods", "cbcl-pr-default,ncm", "all"])
     assert rc == 0
     text = doc.read_text()
     for name in ("fsil-table", "sota", "ablation", "memory-budget", "curves", "prediction-time", "d-sweep"):
@@ -108,12 +108,12 @@ def test_answers_state_the_measured_differences():
                          predict_ms_per_image=[0.01, 0.01], memory_bytes=[10, 20], n_clusters=[2, 4],
                          info={"shots": 5, "ways": 2})
 
-    exp = Experiment("fsil-table", "toy", "fake", [0], [run("cbcl-pr", 0.70), run("cbcl", 0.65), run("ncm", 0.72),
-                                                       run("cbcl-pr-diag", 0.69)])
+    exp = Experiment("fsil-table", "toy", "fake", [0], [run("cbcl-pr-default", 0.70), run("cbcl-pr", 0.68),
+                                                       run("cbcl", 0.65), run("ncm", 0.72), run("cbcl-pr-diag", 0.67)])
     text = "\n".join(answers([exp]))
-    assert "| 5 | 2 | 70.0 ± 0.0 | +5.0 ± 0.0 |  | -2.0 ± 0.0 |" in text
-    assert "| -1.0 ± 0.0 |" in text  # diagonal minus full
-    assert "1/1 settings against cbcl, 0/1 settings against ncm" in text
+    # default minus the paper's head, CBCL and NCM (only methods that ran get a column), then diag - full
+    assert "| 5 | 2 | 70.0 ± 0.0 | +2.0 ± 0.0 | +5.0 ± 0.0 | -2.0 ± 0.0 | -1.0 ± 0.0 |" in text
+    assert "1/1 settings against cbcl-pr, 1/1 settings against cbcl, 0/1 settings against ncm" in text
 
 
 def test_cli_reuse_runs_only_missing_methods(tmp_path, capsys):
@@ -125,3 +125,19 @@ def test_cli_reuse_runs_only_missing_methods(tmp_path, capsys):
     data = json.loads((tmp_path / "eval_fsil-table_synthetic" / "fsil-table.json").read_text())
     assert sorted({r["method"] for r in data["runs"]}) == ["ncm", "slda"] and len(data["runs"]) == 2
     assert any("added to a stored run" in n for n in data["notes"])
+
+
+def test_report_rebuilds_the_doc_from_stored_runs(tmp_path):
+    out, doc = tmp_path / "out", tmp_path / "results.md"
+    assert main(["--synthetic", "--seeds", "1", "--fast", "--out", str(out), "--methods", "ncm,fecam",
+                 "fsil-table", "--shots", "1", "--ways", "5"]) == 0
+    old = out / "eval_sota_synthetic"
+    old.mkdir()
+    stored = json.loads((out / "eval_fsil-table_synthetic" / "fsil-table.json").read_text())
+    stored.update(name="sota", params={k: v for k, v in stored["params"].items() if k != "pipeline"})
+    (old / "sota.json").write_text(json.dumps(stored))  # as written before the pipeline marker existed
+    assert main(["--out", str(out), "--docs", str(doc), "report"]) == 0
+    text = doc.read_text()
+    assert "## fsil-table — synthetic" in text and "## sota — synthetic" in text
+    assert text.count("stored by an earlier version") == 1
+    assert main(["--out", str(tmp_path / "empty"), "--docs", str(doc), "report"]) == 1

@@ -25,11 +25,8 @@ ROS_PACKAGES = {"rclpy", "rosidl_runtime_py", "rosidl_parser", "launch", "launch
 
 # KNOWN EXCEPTIONS, each owned by another open change. The lead removes an entry when merging the
 # change that fixes it; an entry that no longer matches anything fails test_allow_list_is_current.
-# - evaluation <-> bags (evaluation.datasets.bags and bags.offline_eval): issue 14 outcome 1.
 KNOWN_MODULE_CYCLES: set[frozenset[str]] = set()
-KNOWN_PACKAGE_CYCLES: set[frozenset[str]] = {
-    frozenset({"cbcl_pr_ros.evaluation", "cbcl_pr_ros.bags"}),
-}
+KNOWN_PACKAGE_CYCLES: set[frozenset[str]] = set()
 
 
 def _module_name(path: Path) -> str:

@@ -29,7 +29,7 @@ from ..clustering import ClassClusters
 from ..memory import ClusterMemory
 from .base import LinearSnapshot
 
-__all__ = ["fit_gaussian_head", "class_moments", "ClassMoment", "PooledMoments"]
+__all__ = ["fit_gaussian_head", "shared_discriminant", "shrunk_pooled", "class_moments", "ClassMoment", "PooledMoments"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,21 @@ def class_moments(memory: ClusterMemory) -> tuple[np.ndarray, np.ndarray]:
     return pm.means(), pm.covariance()
 
 
+def shrunk_pooled(moments: PooledMoments, shrinkage: float) -> np.ndarray:
+    """A new (d, d) array ``(1 - a) S + a tr(S)/d I`` of the pooled covariance ``S`` (identity when
+    no class has any spread yet, e.g. one shot per class)."""
+    if not 0.0 <= shrinkage <= 1.0:
+        raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage!r}")
+    cov = moments.covariance()
+    d = len(cov)
+    scale = np.trace(cov) / d
+    if scale <= 0:
+        return np.eye(d)
+    cov *= 1.0 - shrinkage
+    cov[np.diag_indices(d)] += shrinkage * scale
+    return cov
+
+
 def fit_gaussian_head(memory: ClusterMemory, shrinkage: float = 0.5,
                       moments: PooledMoments | None = None) -> LinearSnapshot:
     """Closed-form linear head of ``memory``; see the module docstring.
@@ -164,20 +179,21 @@ def fit_gaussian_head(memory: ClusterMemory, shrinkage: float = 0.5,
     ``moments`` (optional) must be the :class:`PooledMoments` of ``memory`` (e.g. from
     ``previous.updated(memory)``); without it they are computed from scratch.
     """
+    moments, factor, w, b = shared_discriminant(memory, shrinkage, moments)
+    return LinearSnapshot("gaussian", memory.classes, w.astype(np.float32), b.astype(np.float32))
+
+
+def shared_discriminant(memory: ClusterMemory, shrinkage: float,
+                        moments: PooledMoments | None) -> tuple[PooledMoments, tuple, np.ndarray, np.ndarray]:
+    """The moments (checked, or computed), the Cholesky factor of the shrunk pooled covariance ``A``,
+    and the linear part ``w_c = A^{-1} m_c``, ``b_c = -m_c^T A^{-1} m_c / 2`` (float64)."""
     if not 0.0 <= shrinkage <= 1.0:
         raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage!r}")
     if moments is None:
         moments = PooledMoments.from_memory(memory)
     elif moments.classes != memory.classes:
         raise ValueError(f"moments are of classes {moments.classes[:5]}..., not of this memory's")
-    means, cov = moments.means(), moments.covariance()
-    d = memory.feature_dim
-    scale = np.trace(cov) / d
-    if scale <= 0:  # one shot per class everywhere: no spread known; isotropic unit covariance
-        cov, scale, shrinkage = np.eye(d), 1.0, 1.0
-    cov *= 1.0 - shrinkage
-    cov[np.diag_indices(d)] += shrinkage * scale
-    factor = cho_factor(cov, lower=True, check_finite=False, overwrite_a=True)
+    means = moments.means()
+    factor = cho_factor(shrunk_pooled(moments, shrinkage), lower=True, check_finite=False, overwrite_a=True)
     w = cho_solve(factor, means.T, check_finite=False).T  # (C, d)
-    b = -0.5 * np.einsum("cd,cd->c", w, means)
-    return LinearSnapshot("gaussian", memory.classes, w.astype(np.float32), b.astype(np.float32))
+    return moments, factor, w, -0.5 * np.einsum("cd,cd->c", w, means)

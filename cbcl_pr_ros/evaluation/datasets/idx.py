@@ -9,7 +9,7 @@ import numpy as np
 
 from .base import ArrayImages, ImageDataset
 
-__all__ = ["read_idx", "load_fashion_mnist", "FASHION_MNIST_CLASSES", "find_fashion_mnist"]
+__all__ = ["read_idx", "load_fashion_mnist", "FASHION_MNIST_CLASSES"]
 
 FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                          "Sneaker", "Bag", "Ankle boot")
@@ -43,18 +43,6 @@ def _find(root: Path, stem: str) -> Path:
         if cand.is_file():
             return cand
     raise FileNotFoundError(f"{stem}[.gz] not found in {root}")
-
-
-def find_fashion_mnist(candidates: list[Path]) -> Path | None:
-    """The first directory among ``candidates`` that holds the four idx files."""
-    for root in candidates:
-        try:
-            for stem in _NAMES:
-                _find(Path(root), stem)
-            return Path(root)
-        except FileNotFoundError:
-            continue
-    return None
 
 
 def load_fashion_mnist(root: str | Path, name: str = "fashion-mnist") -> ImageDataset:

@@ -6,18 +6,23 @@ and ``reduction``).
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cbcl_pr_ros.core import LearnerConfig
+
+from .adapter import LearnerClassifier
 from .base import IncrementalMethod, check_features, check_increment
-from .core_methods import ClusterMemoryMethod, FineTune
+from .core_methods import FineTune, LearnerMethod
 from .flb import FLB
 from .hybrids import ClusteringHybrid, cluster_labels
-from .peers import MahalanobisPrototypes, StreamingLDA
+from .joint import JointLogisticRegression, PooledLDA
+from .peers import FeCAM, StreamingLDA
 
-__all__ = ["IncrementalMethod", "check_features", "check_increment", "ClusterMemoryMethod", "FineTune", "FLB",
-           "ClusteringHybrid", "cluster_labels", "MahalanobisPrototypes", "StreamingLDA", "MethodContext",
-           "METHODS", "METHOD_LABELS", "make_method"]
+__all__ = ["IncrementalMethod", "check_features", "check_increment", "LearnerClassifier", "LearnerMethod", "FineTune",
+           "FLB", "ClusteringHybrid", "cluster_labels", "FeCAM", "StreamingLDA", "JointLogisticRegression",
+           "PooledLDA", "MethodContext", "learner_config", "METHODS", "METHOD_LABELS", "PEERS", "make_method"]
 
 
 @dataclass(frozen=True)
@@ -33,42 +38,65 @@ class MethodContext:
     extra: dict = field(default_factory=dict)
 
 
-def _cm(ctx: MethodContext, seed: int, **kw) -> dict:
-    kw.setdefault("rehearsal", "few_shot" if ctx.few_shot else "full")
+def learner_config(ctx: MethodContext, seed: int, base: LearnerConfig | None = None) -> LearnerConfig:
+    """``base`` (the product default when None) with what the protocol decides: the seed, D, the budget
+    K and its reduction, the rehearsal (the paper's FSIL rehearsal in few-shot protocols, 'full' with
+    all data) and, for smoke runs, 3 epochs. Threads are left to the caller (``cbcl-eval
+    --compute-threads``), which changes no prediction."""
+    base = base if base is not None else LearnerConfig()
+    over = dict(seed=int(seed), distance_threshold=ctx.distance_threshold, max_clusters=ctx.max_clusters,
+                reduction=ctx.reduction, rehearsal="few_shot" if ctx.few_shot else "full", fit_threads=None)
     if ctx.fast:
-        kw.setdefault("epochs", 3)
-        kw.setdefault("epochs_per_increment", 0)
-    return dict(distance_threshold=ctx.distance_threshold, d_scale=ctx.d_scale, max_clusters=ctx.max_clusters,
-                reduction=ctx.reduction, seed=seed, **kw)
+        over.update(epochs=3, epochs_per_increment=0)
+    return dataclasses.replace(base, **over)
 
 
-def _named(method: IncrementalMethod, name: str) -> IncrementalMethod:
-    method.name = name
-    return method
+def _learner(name: str, base: Callable[[], LearnerConfig]) -> Callable[[int, MethodContext], IncrementalMethod]:
+    return lambda s, c: LearnerMethod(learner_config(c, s, base()), c.d_scale, name)
 
+
+def _hybrid(kind: str, pr: bool) -> Callable[[int, MethodContext], IncrementalMethod]:
+    base = LearnerConfig.paper(covariance="diagonal", classifier="linear_sgd" if pr else "cbcl_vote")
+    return lambda s, c: ClusteringHybrid(kind, pr, learner_config(c, s, base), c.d_scale)
+
+
+_FLB_EPOCHS = lambda c: dict(epochs=3 if c.fast else 25, epochs_per_increment=0 if c.fast else 2)  # noqa: E731
 
 METHODS: dict[str, Callable[[int, MethodContext], IncrementalMethod]] = {
-    "cbcl-pr": lambda s, c: _named(ClusterMemoryMethod("linear_sgd", "full", **_cm(c, s)), "cbcl-pr"),
-    "cbcl-pr-diag": lambda s, c: _named(ClusterMemoryMethod("linear_sgd", "diagonal", **_cm(c, s)), "cbcl-pr-diag"),
-    "fast": lambda s, c: _named(ClusterMemoryMethod("gaussian", "full", **_cm(c, s)), "fast"),
-    "cbcl": lambda s, c: _named(ClusterMemoryMethod("vote", "diagonal", **_cm(c, s)), "cbcl"),
-    "cbcl-1nn": lambda s, c: _named(ClusterMemoryMethod("vote", "diagonal", n_neighbours=1, **_cm(c, s)), "cbcl-1nn"),
-    "ncm": lambda s, c: _named(ClusterMemoryMethod("ncm", "diagonal", **_cm(c, s)), "ncm"),
-    "flb": lambda s, c: FLB(epochs=3 if c.fast else 25, epochs_per_increment=0 if c.fast else 2, seed=s),
+    # the product's learner, through the adapter: its default, and the paper's and CBCL's heads
+    "cbcl-pr-default": _learner("cbcl-pr-default", LearnerConfig),
+    "cbcl-pr": _learner("cbcl-pr", lambda: LearnerConfig.paper(covariance="full")),
+    "cbcl-pr-diag": _learner("cbcl-pr-diag", lambda: LearnerConfig.paper(covariance="diagonal")),
+    # the other heads on the paper's raw features (LearnerConfig.paper: no transform, no calibration)
+    "fast": _learner("fast", lambda: LearnerConfig.paper(classifier="gaussian", covariance="full")),
+    "cbcl": _learner("cbcl", lambda: LearnerConfig.paper(classifier="cbcl_vote", covariance="diagonal")),
+    "cbcl-1nn": _learner("cbcl-1nn", lambda: LearnerConfig.paper(classifier="cbcl_vote", covariance="diagonal",
+                                                                 vote_neighbours=1)),
+    "ncm": _learner("ncm", lambda: LearnerConfig.paper(classifier="ncm", covariance="diagonal")),
+    # peers on the same features
+    "flb": lambda s, c: FLB(seed=s, **_FLB_EPOCHS(c)),
     "ft": lambda s, c: FineTune(epochs=3 if c.fast else 25, seed=s),
-    "trad-agg-pr": lambda s, c: ClusteringHybrid("trad-agg", True, covariance="diagonal", **_cm(c, s)),
-    "kmeans-pr": lambda s, c: ClusteringHybrid("kmeans", True, covariance="diagonal", **_cm(c, s)),
-    "trad-agg": lambda s, c: ClusteringHybrid("trad-agg", False, covariance="diagonal", **_cm(c, s)),
-    "kmeans": lambda s, c: ClusteringHybrid("kmeans", False, covariance="diagonal", **_cm(c, s)),
-    "mahalanobis": lambda s, c: MahalanobisPrototypes(seed=s),
+    "fecam": lambda s, c: FeCAM(seed=s),
     "slda": lambda s, c: StreamingLDA(seed=s),
+    "logreg": lambda s, c: JointLogisticRegression(seed=s),
+    "lda": lambda s, c: PooledLDA(seed=s),
+    # the ablation's hybrids (another clustering in place of Agg-Var)
+    "trad-agg-pr": _hybrid("trad-agg", True),
+    "kmeans-pr": _hybrid("kmeans", True),
+    "trad-agg": _hybrid("trad-agg", False),
+    "kmeans": _hybrid("kmeans", False),
 }
 
+PEERS = ("ncm", "flb", "fecam", "slda", "logreg", "lda")
+
 METHOD_LABELS = {
-    "cbcl-pr": "CBCL-PR (full cov.)", "cbcl-pr-diag": "CBCL-PR_D (diagonal cov.)", "fast": "fast default (closed form)",
-    "cbcl": "CBCL (weighted vote, 5 nearest)", "cbcl-1nn": "CBCL (nearest centroid)", "ncm": "NCM", "flb": "FLB (batch, all data so far)", "ft": "FT (fine-tuning)",
-    "trad-agg-pr": "Trad-Agg-PR", "kmeans-pr": "k-means-PR", "trad-agg": "Trad-Agg", "kmeans": "k-means",
-    "mahalanobis": "Mahalanobis prototypes (as FeCAM)", "slda": "Streaming LDA",
+    "cbcl-pr-default": f"CBCL-PR default ({LearnerConfig().classifier} head)",
+    "cbcl-pr": "CBCL-PR paper head (SGD, full cov.)", "cbcl-pr-diag": "CBCL-PR_D paper head (diagonal cov.)",
+    "fast": "CBCL-PR closed-form LDA head", "cbcl": "CBCL (weighted vote, 5 nearest)",
+    "cbcl-1nn": "CBCL (nearest centroid)", "ncm": "NCM", "flb": "FLB (batch, all data so far)",
+    "ft": "FT (fine-tuning)", "trad-agg-pr": "Trad-Agg-PR", "kmeans-pr": "k-means-PR", "trad-agg": "Trad-Agg",
+    "kmeans": "k-means", "fecam": "FeCAM", "slda": "SLDA (streaming LDA)",
+    "logreg": "logistic regression (all shots so far)", "lda": "pooled-covariance LDA (all shots so far)",
 }
 
 

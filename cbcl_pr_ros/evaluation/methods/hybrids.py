@@ -4,12 +4,19 @@ Trad-Agg = agglomerative clustering (Ward) to a cluster count; k-means = k-means
 By default each class gets as many clusters as Agg-Var would give it at the same D (so memory is
 equal and only the clustering differs). "-PR" hybrids then use the core's pseudo-rehearsal and SGD
 linear head; the plain ones use the core's weighted vote over their centroids, as CBCL does.
+
+These are ablation variants, not CBCL-PR: Agg-Var is the one thing they replace, and the learner has
+no hook for another clustering, so they build the core's memory themselves and train the core's heads
+with the learner's settings (a :class:`~cbcl_pr_ros.core.LearnerConfig`) and the learner's per-increment
+seeding, so that only the clustering differs from the product.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .core_methods import ClusterMemoryMethod
+from cbcl_pr_ros.core import LearnerConfig
+
+from .base import IncrementalMethod
 
 __all__ = ["ClusteringHybrid", "cluster_labels"]
 
@@ -32,49 +39,84 @@ def cluster_labels(x: np.ndarray, k: int, kind: str, seed: int) -> np.ndarray:
     raise ValueError(f"kind must be 'trad-agg' or 'kmeans', got {kind!r}")
 
 
-class ClusteringHybrid(ClusterMemoryMethod):
-    """Same memory, heads and budget as CBCL-PR/CBCL, but clusters from ``kind`` instead of Agg-Var."""
+class ClusteringHybrid(IncrementalMethod):
+    """Same memory, heads and budget as CBCL-PR/CBCL, but clusters from ``kind`` instead of Agg-Var.
 
-    def __init__(self, kind: str = "kmeans", pseudo_rehearsal: bool = True, clusters_per_class: int | None = None,
-                 **kwargs) -> None:
-        kwargs.setdefault("head", "linear_sgd" if pseudo_rehearsal else "vote")
-        super().__init__(**kwargs)
+    ``config`` supplies covariance, rehearsal, SGD schedule, vote neighbours, budget and seed exactly as
+    the learner reads them; ``pseudo_rehearsal`` picks the SGD linear head (True) or the vote (False).
+    """
+
+    def __init__(self, kind: str = "kmeans", pseudo_rehearsal: bool = True, config: LearnerConfig | None = None,
+                 d_scale: float = 1.0, clusters_per_class: int | None = None) -> None:
+        config = config if config is not None else LearnerConfig(covariance="diagonal")
+        super().__init__(int(config.seed))
         if kind not in ("trad-agg", "kmeans"):
             raise ValueError(f"kind must be 'trad-agg' or 'kmeans', got {kind!r}")
         if clusters_per_class is not None and clusters_per_class < 1:
             raise ValueError(f"clusters_per_class must be >= 1, got {clusters_per_class}")
+        if not d_scale > 0:
+            raise ValueError(f"d_scale must be > 0, got {d_scale}")
         self.kind, self.pseudo_rehearsal, self.clusters_per_class = kind, pseudo_rehearsal, clusters_per_class
+        self.config, self.d_scale = config, d_scale
         self.name = kind + ("-pr" if pseudo_rehearsal else "")
+        self.memory_ = None
+        self.snapshot_ = None
+        self.D_: float | None = None
 
-    def _teach(self, shots: dict[str, np.ndarray]) -> None:
-        from cbcl_pr_ros.core.clustering import ClassClusters, agg_var
-        from cbcl_pr_ros.core.distance_threshold import estimate_distance_threshold
+    def _memory_with(self, shots: dict[str, np.ndarray]):
+        from cbcl_pr_ros.core import ClassClusters, ClusterMemory, agg_var, estimate_distance_threshold
 
-        if self.memory_ is None:
-            self.memory_ = self._new_memory(next(iter(shots.values())).shape[1])
-        if self.D_ is None:
-            base = self.distance_threshold or estimate_distance_threshold(shots, seed=self.seed)
-            self.D_ = float(base) * self.d_scale
-        classes = dict(self.memory_.items())
+        cfg = self.config
+        dim = next(iter(shots.values())).shape[1]
+        D = self.D_
+        if D is None:
+            D = float(cfg.distance_threshold or estimate_distance_threshold(shots, cfg.seed)) * self.d_scale
+        classes = dict(self.memory_.items()) if self.memory_ is not None else {}
         for label, x in shots.items():
-            x64 = np.asarray(x, np.float64)
-            if label in classes:  # more data of a known class: recluster is impossible (no raw data kept);
+            if label in classes:  # reclustering needs the raw data, which is not kept
                 raise ValueError(f"{self.name}: class {label} taught twice; hybrids support new classes only")
-            k = self.clusters_per_class or len(agg_var(x64, self.D_).counts)
-            lab = cluster_labels(x64, k, self.kind, self.seed)
+            x64 = np.asarray(x, np.float64)
+            k = self.clusters_per_class or len(agg_var(x64, D).counts)
+            lab = cluster_labels(x64, k, self.kind, cfg.seed)
             counts, means, scatters = [], [], []
             for j in np.unique(lab):
                 m = x64[lab == j]
-                mu = m.mean(axis=0)
-                dev = m - mu
+                dev = m - m.mean(axis=0)
                 counts.append(len(m))
-                means.append(mu)
-                scatters.append(dev.T if self.covariance == "full" else (dev * dev).sum(axis=0))
-            classes[label] = ClassClusters.from_stats(np.array(counts), np.array(means), self.covariance, scatters)
-        from cbcl_pr_ros.core.memory import ClusterMemory
+                means.append(m.mean(axis=0))
+                scatters.append(dev.T if cfg.covariance == "full" else (dev * dev).sum(axis=0))
+            classes[label] = ClassClusters.from_stats(np.array(counts), np.array(means), cfg.covariance, scatters)
+        mem = ClusterMemory(dim, cfg.covariance, cfg.max_clusters, cfg.reduction, cfg.seed, classes)
+        if cfg.max_clusters is not None and mem.n_clusters > cfg.max_clusters:
+            mem = mem.reduced_to(cfg.max_clusters, protect=tuple(shots))
+        return mem, D
 
-        mem = ClusterMemory(self.memory_.feature_dim, self.covariance, self.max_clusters, self.reduction,
-                            self.seed, classes)
-        if self.max_clusters is not None and mem.n_clusters > self.max_clusters:
-            mem = mem.reduced_to(self.max_clusters, protect=tuple(shots))
-        self.memory_ = mem
+    def _fit_increment(self, feats: dict[int, np.ndarray]) -> None:
+        from cbcl_pr_ros.core.classifiers.sgd import SGDSchedule, fit_linear_sgd
+        from cbcl_pr_ros.core.classifiers.vote import fit_weighted_vote
+
+        cfg = self.config
+        shots = {str(c): x for c, x in feats.items()}
+        memory, D = self._memory_with(shots)
+        if self.pseudo_rehearsal:
+            sched = SGDSchedule(cfg.epochs, cfg.epochs_per_increment, cfg.lr, cfg.momentum, cfg.weight_decay,
+                                cfg.batch_size)
+            rng = np.random.default_rng([cfg.seed, self.increments_])  # the learner's seeding
+            snap = fit_linear_sgd(memory, cfg.rehearsal, rng, sched, self.increments_, shots,
+                                  cfg.exemplars_per_class, cfg.singleton_jitter)
+        else:
+            snap = fit_weighted_vote(memory, cfg.vote_neighbours)
+        self.memory_, self.D_, self.snapshot_ = memory, D, snap
+        self._ids = np.array([int(c) for c in snap.classes], dtype=np.int64)
+
+    def _predict(self, x: np.ndarray) -> np.ndarray:
+        return self._ids[np.argmax(self.snapshot_.scores(x), axis=1)]
+
+    def n_clusters(self) -> int:
+        return int(self.memory_.n_clusters) if self.memory_ is not None else 0
+
+    def memory_bytes(self) -> int:
+        if not self.pseudo_rehearsal:  # the vote reads centroids and counts only
+            return int(self.memory_.n_clusters * (self.feature_dim_ * 4 + 8))
+        snap = self.snapshot_
+        return int(self.memory_.nbytes() + snap.weight.nbytes + snap.bias.nbytes)

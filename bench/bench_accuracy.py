@@ -1,0 +1,384 @@
+"""Issue 15 figures: the default head against the frozen-feature peers at 1, 5 and 10 shots, its
+calibration (ECE, reliability plots), the open-set gate after a one-shot start and the memory per class.
+
+Protocol (the issue's): no base session, 2 new classes per increment, seeds 0..N-1 (class order and
+shots), top-1 over the test images of the classes seen so far after every increment; a run's figure is
+the mean over its increments; differences are *paired* (same seed, same shots) and given as mean ± std
+over seeds.  Features: the evaluation layer's cached EfficientNet-Lite0 features (``cbcl-eval``'s
+subsample) and, for the augmentation rows, the same images flipped left-right through the same
+backbone.  No hyperparameter was chosen on these test images (docs/core.md says where each came from).
+
+    python -P bench/bench_accuracy.py --dataset fashion-mnist --seeds 10      # one data set -> JSON
+    python -P bench/bench_accuracy.py --report                                 # JSON(s) -> markdown
+
+Writes ``bench/results/accuracy/<dataset>.json``, ``accuracy.md`` and ``reliability_<dataset>.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+from cbcl_pr_ros.core.classifiers.base import softmax
+from cbcl_pr_ros.core.open_set import expected_calibration_error
+from cbcl_pr_ros.evaluation.experiments import machine_info
+from cbcl_pr_ros.evaluation.featureset import FeatureSet
+from cbcl_pr_ros.evaluation.methods import PEERS, MethodContext, make_method
+from cbcl_pr_ros.evaluation.protocols import few_shot_incremental
+
+_LOG = logging.getLogger("bench_accuracy")
+OUT = Path("bench/results/accuracy")
+BACKBONE = "efficientnet_lite0"
+# the learner configurations measured beside each other (name -> config overrides)
+LEARNERS = {
+    "default": {},
+    "default, no transform": {"transform": "none", "calibrate": False},  # T changes no argmax
+    "previous default (gaussian, raw)": {"classifier": "gaussian", "transform": "none", "calibrate": False},
+}
+# --ablations: the transform for the other heads, and the paper's head
+ABLATIONS = {
+    "LDA head (gaussian), tukey_l2": {"classifier": "gaussian"},
+    "NCM, tukey_l2": {"classifier": "ncm"},
+    "paper (linear_sgd, raw)": "paper",
+    "paper head, tukey_l2": {"classifier": "linear_sgd", "epochs_per_increment": 2},
+}
+
+
+# ---------------------------------------------------------------- features
+class _Flipped:
+    """Left-right mirror of a lazy image sequence."""
+
+    def __init__(self, seq) -> None:
+        self.seq = seq
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return np.ascontiguousarray(np.asarray(self.seq[i])[:, ::-1])
+
+
+def _unrelated_images(size: int = 224, n: int = 12, seed: int = 0) -> list[np.ndarray]:
+    """Blank frames (black, white, greys, one colour each) and noise frames (uniform, blurred)."""
+    rng = np.random.default_rng(seed)
+    out = [np.full((size, size, 3), v, np.uint8) for v in np.linspace(0, 255, n // 2).astype(int)]
+    for i in range(n - n // 2):
+        noise = rng.integers(0, 256, (size, size, 3), dtype=np.uint8)
+        if i % 2:
+            k = 8
+            noise = np.kron(rng.integers(0, 256, (size // k, size // k, 3), dtype=np.uint8), np.ones((k, k, 1), np.uint8))
+        out.append(noise)
+    return out
+
+
+def load_features(name: str, data_root: str, cache: str, flips: bool) -> dict:
+    """Feature sets of ``name``: plain, flipped (or None) and the blank/noise frames."""
+    from cbcl_pr_ros.evaluation.datasets import discover, load_dataset
+    from cbcl_pr_ros.evaluation.datasets.base import ImageDataset
+    from cbcl_pr_ros.evaluation.featureset import extract_feature_set
+    from cbcl_pr_ros.features import backbones
+
+    present, missing = discover(data_root, {})
+    if name not in present:
+        raise SystemExit(f"{name} is not present: {missing.get(name)}")
+    bb = backbones.make_backbone(BACKBONE, runtime="onnx", threads=2, cache_dir=str(Path(cache).parent / "onnx"))
+    ds = load_dataset(name, present[name])
+    fs = extract_feature_set(ds, bb, cache, 300, 200)
+    flip = None
+    if flips:
+        fl = ImageDataset(ds.name + "-hflip", ds.classes, _Flipped(ds.train_images), ds.train_labels,
+                          _Flipped(ds.test_images), ds.test_labels, dict(ds.meta))
+        flip = extract_feature_set(fl, bb, cache, 300, 200)
+    junk = bb.extract(_unrelated_images())
+    return {"fs": fs, "flip": flip, "junk": np.asarray(junk, np.float32)}
+
+
+# ---------------------------------------------------------------- runs
+def _config(over, seed: int) -> LearnerConfig:
+    if over == "paper":
+        return LearnerConfig.paper(seed=seed)
+    return LearnerConfig(seed=seed, **over)
+
+
+def run_learner(fs: FeatureSet, shots: int, seed: int, over, flip: FeatureSet | None = None, fuse: bool = False,
+                extra: dict | None = None) -> dict:
+    """One run of a learner config; with ``flip`` the shots' mirrored views are taught too."""
+    sch = few_shot_incremental(fs.train_y, 2, shots, seed)
+    learner = CBCLPRLearner(_config(over, seed), BACKBONE, fs.dim)
+    accs, confs, raw_confs, oks = [], [], [], []
+    seen: list[int] = []
+    for step in sch.steps:
+        data = {}
+        for c, idx in step.train_indices.items():
+            x = fs.train_x[idx]
+            data[str(c)] = np.vstack([x, flip.train_x[idx]]) if flip is not None else x
+        learner.teach_increment(data)
+        seen += list(step.new_classes)
+        m = np.isin(fs.test_y, seen)
+        prob = learner.predict_scores(fs.test_x[m])
+        if fuse and flip is not None:
+            prob = 0.5 * (prob + learner.predict_scores(flip.test_x[m]))
+        names = np.array(learner.classes_).astype(int)
+        pred = names[prob.argmax(1)]
+        ok = pred == fs.test_y[m]
+        accs.append(float(ok.mean()))
+        confs.append(prob.max(1))
+        oks.append(ok)
+        head = learner._served.head
+        if hasattr(head, "logits") and hasattr(head, "temperature"):
+            raw_confs.append(softmax(head.logits(learner.transform(fs.test_x[m]))).max(1))
+    out = {"acc": float(np.mean(accs)), "per_increment": accs}
+    if extra is not None:  # calibration figures (default only)
+        conf, ok = np.concatenate(confs), np.concatenate(oks)
+        out["ece"] = expected_calibration_error(conf, ok)
+        out["temperature"] = float(getattr(learner, "temperature_", 1.0))
+        if raw_confs:
+            out["ece_uncalibrated"] = expected_calibration_error(np.concatenate(raw_confs), ok)
+        extra.setdefault("conf", []).append(conf)
+        extra.setdefault("raw", []).append(np.concatenate(raw_confs) if raw_confs else conf)
+        extra.setdefault("ok", []).append(ok)
+        out["memory"] = [{"class": ci.name, "shots": ci.shots, "clusters": ci.clusters, "bytes": ci.memory_bytes,
+                          "raw_bytes": ci.shots * fs.dim * 4} for ci in learner.class_info()]
+    return out
+
+
+def run_peer(name: str, fs: FeatureSet, shots: int, seed: int, flip: FeatureSet | None = None) -> dict:
+    sch = few_shot_incremental(fs.train_y, 2, shots, seed)
+    method = make_method(name, seed, MethodContext(few_shot=True))
+    accs, seen = [], []
+    for step in sch.steps:
+        feats = {c: (np.vstack([fs.train_x[i], flip.train_x[i]]) if flip is not None else fs.train_x[i])
+                 for c, i in step.train_indices.items()}
+        method.fit_increment(feats)
+        seen += list(step.new_classes)
+        m = np.isin(fs.test_y, seen)
+        accs.append(float((method.predict(fs.test_x[m]) == fs.test_y[m]).mean()))
+    return {"acc": float(np.mean(accs)), "per_increment": accs}
+
+
+def _auroc(pos: np.ndarray, neg: np.ndarray) -> float:
+    """P(score of a positive > score of a negative), ties half (Mann-Whitney)."""
+    from scipy.stats import rankdata
+
+    r = rankdata(np.concatenate([pos, neg]))
+    return float((r[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
+def run_open_set(fs: FeatureSet, other: np.ndarray, junk: np.ndarray, shots: int, seed: int) -> dict:
+    """Gate of the default learner: accepted taught-class views, rejected other-set / blank / noise
+    images, AUROC taught vs not-yet-taught classes (gate distance), after each increment."""
+    sch = few_shot_incremental(fs.train_y, 2, shots, seed)
+    learner = CBCLPRLearner(LearnerConfig(seed=seed, calibrate=False), BACKBONE, fs.dim)  # T moves no gate
+    rows, seen = [], []
+    for t, step in enumerate(sch.steps[:-1]):  # the last step leaves no unseen class
+        learner.teach_increment({str(c): fs.train_x[i] for c, i in step.train_indices.items()})
+        seen += list(step.new_classes)
+        known = np.isin(fs.test_y, seen)
+
+        def dist(x):
+            return np.array([p.distance for p in learner.predict(x)])
+
+        d_known, d_unseen = dist(fs.test_x[known]), dist(fs.test_x[~known])
+        radius = learner._served.gate.radius
+        rows.append({"step": t, "accepted_taught": float((d_known < radius).mean()),
+                     "rejected_other_set": float((dist(other) >= radius).mean()),
+                     "rejected_blank_noise": float((dist(junk) >= radius).mean()),
+                     "rejected_unseen_class": float((d_unseen >= radius).mean()),
+                     "auroc_taught_vs_unseen": _auroc(-d_known, -d_unseen), "gate_D": float(learner._served.gate.distance_threshold)})
+    return {"first": rows[0], "mean": {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}}
+
+
+# ---------------------------------------------------------------- driver
+def _cap_test(fs: FeatureSet, per_class: int | None) -> FeatureSet:
+    """The first ``per_class`` test vectors of each class (of the cached seeded subsample)."""
+    if not per_class:
+        return fs
+    keep = np.sort(np.concatenate([np.flatnonzero(fs.test_y == c)[:per_class] for c in np.unique(fs.test_y)]))
+    return FeatureSet(fs.name, fs.classes, fs.train_x, fs.train_y, fs.test_x[keep], fs.test_y[keep], dict(fs.meta),
+                      fs.train_refs)
+
+
+def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache: str, other_name: str | None,
+            flips: bool = False, ablations: bool = False, test_per_class: int | None = None,
+            open_set: bool = True, checkpoint: Path | None = None) -> dict:
+    feats = load_features(name, data_root, cache, flips=flips)
+    fs, flip, junk = _cap_test(feats["fs"], test_per_class), feats["flip"], feats["junk"]
+    if flip is not None:
+        flip = _cap_test(flip, test_per_class)
+    other = None
+    if other_name and open_set:
+        try:
+            other = load_features(other_name, data_root, cache, flips=False)["fs"].test_x[:400]
+        except SystemExit as exc:
+            _LOG.warning("no other data set for the open-set test: %s", exc)
+    res = {"dataset": name, "seeds": seeds, "machine": machine_info(), "n_test": int(len(fs.test_y)),
+           "classes": len(fs.classes), "shots": {}}
+    t0 = time.time()
+    for shots in shots_list:
+        runs: dict[str, list[dict]] = {}
+        calib: dict = {}
+        for seed in range(seeds):
+            for label, over in {**LEARNERS, **(ABLATIONS if ablations else {})}.items():
+                runs.setdefault(label, []).append(
+                    run_learner(fs, shots, seed, over, extra=calib if label == "default" else None))
+            if flip is not None:
+                runs.setdefault("default + flipped shots", []).append(run_learner(fs, shots, seed, {}, flip))
+                runs.setdefault("default + flipped shots + flipped test view", []).append(
+                    run_learner(fs, shots, seed, {}, flip, fuse=True))
+                runs.setdefault("peer fecam + flipped shots", []).append(run_peer("fecam", fs, shots, seed, flip))
+            for peer in PEERS:
+                runs.setdefault(f"peer {peer}", []).append(run_peer(peer, fs, shots, seed))
+            if other is not None:
+                runs.setdefault("open set", []).append(run_open_set(fs, other, junk, shots, seed))
+            _LOG.info("%s %d-shot seed %d done (%.0f s, load %s)", name, shots, seed, time.time() - t0, os.getloadavg())
+            res["shots"][str(shots)] = {"runs": runs, "reliability": {k: [a.tolist() for a in v] for k, v in calib.items()}}
+            if checkpoint is not None:  # a run cut short still leaves the seeds it finished
+                res["seeds"], res["seconds"], res["load_after"] = seed + 1, time.time() - t0, os.getloadavg()
+                checkpoint.write_text(json.dumps(res))
+    res["seconds"] = time.time() - t0
+    res["load_after"] = os.getloadavg()
+    return res
+
+
+def _paired(a: list[dict], b: list[dict]) -> tuple[float, float]:
+    d = 100 * (np.array([r["acc"] for r in a]) - np.array([r["acc"] for r in b]))
+    return float(d.mean()), float(d.std())
+
+
+def _reliability_png(res: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shots = [s for s in res["shots"] if s != "1"]
+    if not shots:  # one shot per class gives no held-out shot and no temperature: nothing to plot
+        return
+    fig, axes = plt.subplots(1, len(shots), figsize=(4.2 * len(shots), 4), squeeze=False)
+    edges = np.linspace(0, 1, 11)
+    for ax, s in zip(axes[0], shots):
+        rel = res["shots"][s]["reliability"]
+        ok = np.concatenate([np.asarray(v, bool) for v in rel["ok"]])
+        for key, lab in (("raw", "T = 1"), ("conf", "fitted T (leave-one-out)")):
+            conf = np.concatenate([np.asarray(v) for v in rel[key]])
+            which = np.clip(np.digitize(conf, edges) - 1, 0, 9)
+            xs = [conf[which == b].mean() for b in range(10) if (which == b).any()]
+            ys = [ok[which == b].mean() for b in range(10) if (which == b).any()]
+            ax.plot(xs, ys, "o-", label=f"{lab}, ECE {expected_calibration_error(conf, ok):.3f}")
+        ax.plot([0, 1], [0, 1], "k:", lw=1)
+        ax.set(title=f"{res['dataset']}, {s} shots", xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
+        ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def report(out: Path) -> str:
+    lines = ["# Issue 15: default head vs frozen-feature peers (bench/bench_accuracy.py)", ""]
+    for path in sorted(out.glob("*.json*")):  # finished runs and checkpoints of runs still going
+        res = json.loads(path.read_text())
+        m = res["machine"]
+        lines += [f"## {path.name.split('.json')[0]}{' (run still going)' if path.suffix == '.part' else ''} ({res['classes']} classes, {res['n_test']} test images, {res['seeds']} seeds)", "",
+                  f"Machine: {m.get('cpu', m)}; load before {m.get('loadavg', '')}, after {res['load_after']}; "
+                  f"{res['seconds']:.0f} s.", "",
+                  "Mean accuracy over increments (2 classes per increment, no base session), % (mean ± std over seeds); "
+                  "Δ = paired difference to the default.", "",
+                  "| method | " + " | ".join(f"{s} shots | Δ" for s in res["shots"]) + " |",
+                  "|---|" + "---|---|" * len(res["shots"])]
+        names = list(next(iter(res["shots"].values()))["runs"])
+        for name in [n for n in names if n != "open set"]:
+            cells = []
+            for s, block in res["shots"].items():
+                runs = block["runs"]
+                acc = 100 * np.array([r["acc"] for r in runs[name]])
+                dm, ds = _paired(runs[name], runs["default"])
+                cells += [f"{acc.mean():.1f} ± {acc.std():.1f}", "" if name == "default" else f"{dm:+.1f} ± {ds:.1f}"]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines += ["", "Default minus the best peer (the peer with the highest mean at that shot count), paired:", ""]
+        for s, block in res["shots"].items():
+            runs = block["runs"]
+            peers = [n for n in runs if n.startswith("peer ") and "flipped" not in n]
+            best = max(peers, key=lambda n: np.mean([r["acc"] for r in runs[n]]))
+            dm, ds = _paired(runs["default"], runs[best])
+            line = f"- {s} shots: best peer **{best[5:]}**; default {dm:+.2f} ± {ds:.2f} points"
+            if "default + flipped shots + flipped test view" in runs:
+                am, asd = _paired(runs["default + flipped shots + flipped test view"], runs[best])
+                line += f"; default with flipped shots and test view {am:+.2f} ± {asd:.2f} points"
+            lines.append(line)
+        lines += ["", "Calibration of the default (ECE over all increments' test predictions, mean over seeds):", "",
+                  "| shots | ECE, T = 1 | ECE, fitted T | T after the last increment (median) |", "|---|---|---|---|"]
+        for s, block in res["shots"].items():
+            d = block["runs"]["default"]
+            lines.append(f"| {s} | {np.mean([r.get('ece_uncalibrated', np.nan) for r in d]):.3f} | "
+                         f"{np.mean([r['ece'] for r in d]):.3f} | {np.median([r['temperature'] for r in d]):.3g} |")
+        stem = path.name.split(".json")[0]
+        if any(s != "1" for s in res["shots"]):
+            lines += ["", f"![reliability](reliability_{stem}.png)", ""]
+        if "open set" in next(iter(res["shots"].values()))["runs"]:
+            lines += ["Open set of the default (gate: distance to the predicted class's nearest centroid < 1.3 D_gate); "
+                      "after the first increment / mean over increments:", "",
+                      "| shots | taught views accepted | other data set rejected | blank+noise rejected | "
+                      "unseen classes rejected | AUROC taught vs unseen class | D_gate |", "|---|---|---|---|---|---|---|"]
+            for s, block in res["shots"].items():
+                o = block["runs"]["open set"]
+
+                def f(key, o=o):
+                    a = np.mean([r["first"][key] for r in o])
+                    b = np.mean([r["mean"][key] for r in o])
+                    return f"{a:.3f} / {b:.3f}"
+
+                lines.append(f"| {s} | {f('accepted_taught')} | {f('rejected_other_set')} | {f('rejected_blank_noise')} | "
+                             f"{f('rejected_unseen_class')} | {f('auroc_taught_vs_unseen')} | {f('gate_D')} |")
+            lines.append("")
+        lines += ["Memory of the default (full covariance) per class after the last increment, seed 0:", "",
+                  "| shots | class | clusters | bytes | raw shots' bytes |", "|---|---|---|---|---|"]
+        for s, block in res["shots"].items():
+            for row in block["runs"]["default"][0]["memory"][:3]:
+                lines.append(f"| {s} | {row['class']} | {row['clusters']} | {row['bytes']} | {row['raw_bytes']} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", action="append", default=[])
+    ap.add_argument("--other", default=None, help="data set whose test images are 'unrelated' for the open-set test")
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--shots", default="1,5,10")
+    ap.add_argument("--data-root", default="data")
+    ap.add_argument("--cache-dir", default="cache/eval")
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--flips", action="store_true", help="also teach mirrored shots (extracts mirrored features)")
+    ap.add_argument("--ablations", action="store_true", help="also the transform on the other heads, paper head")
+    ap.add_argument("--test-per-class", type=int, default=None, help="cap on test images per class (time)")
+    ap.add_argument("--no-open-set", action="store_true", help="skip the open-set runs")
+    ap.add_argument("--tag", default="", help="suffix of the JSON name (separate runs of one data set)")
+    ap.add_argument("--report", action="store_true", help="only write accuracy.md and the plots from the JSONs")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("cbcl_pr_ros").setLevel(logging.WARNING)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in args.dataset:
+        res = measure(name, args.seeds, [int(s) for s in args.shots.split(",")], args.data_root, args.cache_dir,
+                      args.other, args.flips, args.ablations, args.test_per_class, not args.no_open_set,
+                      out / f"{name}{args.tag}.json.part")
+        res["tag"] = args.tag
+        (out / f"{name}{args.tag}.json").write_text(json.dumps(res))
+        (out / f"{name}{args.tag}.json.part").unlink(missing_ok=True)
+    for path in sorted(out.glob("*.json*")):
+        _reliability_png(json.loads(path.read_text()), out / f"reliability_{path.name.split('.json')[0]}.png")
+    (out / "accuracy.md").write_text(report(out))
+    print((out / "accuracy.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

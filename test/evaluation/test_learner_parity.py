@@ -1,0 +1,132 @@
+"""The evaluation's CBCL-PR numbers are the product's: for every head the core offers, the evaluation
+method and a CBCLPRLearner built from the same LearnerConfig, taught the same increments, give identical
+predictions and probabilities. Tiny data and 3 epochs keep it fast."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.core import CLASSIFIERS, CBCLPRLearner, LearnerConfig
+from cbcl_pr_ros.evaluation.methods import (METHODS, LearnerClassifier, LearnerMethod, MethodContext, make_method)
+
+from .conftest import blob_features
+
+INCREMENTS = ((0, 1), (2, 3), (4,))
+
+
+def _data(seed: int = 5, shots: int = 6):
+    feats = blob_features(n_classes=5, per_class=shots + 5, dim=8, seed=seed, sep=1.5)
+    train = {c: x[:shots] for c, x in feats.items()}
+    test = np.vstack([x[shots:] for x in feats.values()])
+    return train, test
+
+
+def _learner_run(config: LearnerConfig, train, test, d_scale: float = 1.0):
+    """The product, driven directly: one teach_increment per step; class ids as strings."""
+    learner = None
+    out = []
+    for inc in INCREMENTS:
+        shots = {str(c): train[c] for c in inc}
+        if learner is None:
+            cfg = config
+            if d_scale != 1.0:
+                from cbcl_pr_ros.core import estimate_distance_threshold
+
+                cfg = dataclasses.replace(config, distance_threshold=estimate_distance_threshold(
+                    {k: np.asarray(v, np.float64) for k, v in shots.items()}, config.seed) * d_scale)
+            learner = CBCLPRLearner(cfg, "evaluation", feature_dim=test.shape[1])
+        learner.teach_increment(shots)
+        scores, names = learner.predict_scores_with_classes(test)
+        out.append((np.array([int(names[i]) for i in scores.argmax(1)]), scores, names))
+    return learner, out
+
+
+@pytest.mark.parametrize("head", CLASSIFIERS)
+@pytest.mark.parametrize("covariance", ["full", "diagonal"])
+def test_every_head_evaluation_equals_learner(head, covariance):
+    cfg = LearnerConfig(classifier=head, covariance=covariance, epochs=3, epochs_per_increment=1, seed=3)
+    train, test = _data()
+    learner, ref = _learner_run(cfg, train, test)
+    method = LearnerMethod(cfg, name=head)
+    for inc, (pred, scores, names) in zip(INCREMENTS, ref):
+        method.fit_increment({c: train[c] for c in inc})
+        assert np.array_equal(method.predict(test), pred), f"{head}: predictions differ from the learner's"
+        assert np.array_equal(method.predict_proba(test), scores)
+        assert [str(c) for c in method.estimator.classes_] == list(names)
+    assert isinstance(method.learner_, CBCLPRLearner)
+    assert method.D_ == learner.distance_threshold_
+    assert method.n_clusters() == learner.n_clusters_
+
+
+@pytest.mark.parametrize("name", sorted(n for n in METHODS if isinstance(make_method(n, 0), LearnerMethod)))
+@pytest.mark.parametrize("few_shot", [True, False])
+def test_registry_methods_run_the_learner(name, few_shot):
+    """Every registered CBCL-PR method (default, paper, diagonal, vote, NCM, heads) is the learner with
+    the config it reports: a learner built from that config answers identically."""
+    ctx = MethodContext(few_shot=few_shot, fast=True)
+    method = make_method(name, 11, ctx)
+    assert method.config.seed == 11
+    train, test = _data(seed=9)
+    _, ref = _learner_run(method.config, train, test)
+    for inc, (pred, _, _) in zip(INCREMENTS, ref):
+        method.fit_increment({c: train[c] for c in inc})
+        assert np.array_equal(method.predict(test), pred)
+
+
+def test_default_method_is_the_product_default():
+    cfg = make_method("cbcl-pr-default", 4, MethodContext(few_shot=True)).config
+    default = LearnerConfig()
+    differ = {f.name for f in dataclasses.fields(LearnerConfig) if getattr(cfg, f.name) != getattr(default, f.name)}
+    assert differ <= {"seed", "fit_threads", "rehearsal"}, differ
+    assert make_method("cbcl-pr", 0).config.classifier == "linear_sgd"
+
+
+def test_d_scale_parity():
+    cfg = LearnerConfig.paper(epochs=3, seed=2)
+    train, test = _data(seed=4)
+    _, ref = _learner_run(cfg, train, test, d_scale=0.5)
+    method = LearnerMethod(cfg, d_scale=0.5)
+    for inc, (pred, _, _) in zip(INCREMENTS, ref):
+        method.fit_increment({c: train[c] for c in inc})
+        assert np.array_equal(method.predict(test), pred)
+
+
+def test_private_random_streams():
+    """Two SGD methods with different seeds taught in interleaved order give the same answers as each
+    taught alone: no shared generator."""
+    train, test = _data(seed=8)
+    alone = []
+    for seed in (0, 1):
+        m = make_method("cbcl-pr", seed, MethodContext(fast=True))
+        for inc in INCREMENTS:
+            m.fit_increment({c: train[c] for c in inc})
+        alone.append(m.predict_proba(test))
+    a, b = make_method("cbcl-pr", 0, MethodContext(fast=True)), make_method("cbcl-pr", 1, MethodContext(fast=True))
+    for inc in INCREMENTS:
+        a.fit_increment({c: train[c] for c in inc})
+        b.fit_increment({c: train[c] for c in inc})
+    assert np.array_equal(a.predict_proba(test), alone[0]) and np.array_equal(b.predict_proba(test), alone[1])
+
+
+def test_adapter_is_scikit_learn_shaped():
+    train, test = _data()
+    x = np.vstack([train[0], train[1]])
+    y = np.array(["cup"] * len(train[0]) + ["mug"] * len(train[1]))
+    clf = LearnerClassifier(LearnerConfig(seed=0))
+    assert clf.get_params()["d_scale"] == 1.0
+    clf.fit(x, y)
+    assert list(clf.classes_) == ["cup", "mug"]
+    proba = clf.predict_proba(test)
+    assert proba.shape == (len(test), 2) and np.allclose(proba.sum(1), 1.0)
+    assert set(clf.predict(test)) <= {"cup", "mug"}
+    assert 0.0 <= clf.score(x, y) <= 1.0
+    version = clf.learner_.model_version_
+    with pytest.raises(ValueError):
+        clf.partial_fit(np.zeros((2, 3)), ["a", "b"])  # wrong width: refused, nothing changes
+    with pytest.raises(ValueError):
+        clf.partial_fit(x, y[:-1])
+    assert clf.learner_.model_version_ == version and list(clf.classes_) == ["cup", "mug"]
+    clf.fit(x[:3], y[:3])  # fit starts afresh
+    assert list(clf.classes_) == ["cup"]
