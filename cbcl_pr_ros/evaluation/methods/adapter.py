@@ -94,9 +94,12 @@ class LearnerClassifier(ClassifierMixin, BaseEstimator):
     def _first_config(self, data: dict[str, np.ndarray]) -> LearnerConfig:
         cfg = self.config if self.config is not None else LearnerConfig()
         if self.d_scale != 1.0 and cfg.distance_threshold is None:
+            from cbcl_pr_ros.core.transform import FeatureTransform
             from cbcl_pr_ros.core.validation import check_features
 
-            checked = {c: check_features(v, None, name=f"features of {c!r}") for c, v in data.items()}
+            # D lives in the space the learner stores vectors in (after its feature transform)
+            transform = FeatureTransform.named(cfg.transform, cfg.transform_power)
+            checked = {c: transform(check_features(v, None, name=f"features of {c!r}")) for c, v in data.items()}
             d = estimate_distance_threshold(checked, cfg.seed) * float(self.d_scale)
             cfg = dataclasses.replace(cfg, distance_threshold=d)
         return cfg
