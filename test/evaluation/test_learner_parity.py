@@ -93,6 +93,25 @@ def test_d_scale_parity():
         assert np.array_equal(method.predict(test), pred)
 
 
+def test_d_scale_estimates_d_where_the_learner_keeps_its_vectors():
+    """With the default's Tukey+L2 transform, D is a distance between transformed vectors."""
+    from cbcl_pr_ros.core import estimate_distance_threshold
+    from cbcl_pr_ros.core.transform import FeatureTransform
+
+    cfg = LearnerConfig(seed=2)
+    assert cfg.transform != "none"
+    train, _ = _data(seed=4)
+    first = {str(c): train[c] for c in INCREMENTS[0]}
+    x = np.vstack(list(first.values()))
+    y = np.concatenate([[c] * len(v) for c, v in first.items()])
+    clf = LearnerClassifier(config=cfg, d_scale=0.5).partial_fit(x, y)
+    transform = FeatureTransform.named(cfg.transform, cfg.transform_power)
+    expected = 0.5 * estimate_distance_threshold({c: transform(v) for c, v in first.items()}, cfg.seed)
+    raw = 0.5 * estimate_distance_threshold({c: np.asarray(v, np.float64) for c, v in first.items()}, cfg.seed)
+    assert clf.learner_.distance_threshold_ == pytest.approx(expected)
+    assert abs(expected - raw) > 1e-3 * raw  # the two spaces differ, so the check above can fail
+
+
 def test_private_random_streams():
     """Two SGD methods with different seeds taught in interleaved order give the same answers as each
     taught alone: no shared generator."""
