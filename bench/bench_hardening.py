@@ -107,7 +107,7 @@ def fuzz(n_requests: int, work: Path) -> dict:
         tally = f.tally
         out = {
             "requests": tally.requests, "by_service": tally.by_service, "succeeded": tally.successes,
-            "crashes": tally.crashes, "wedged_calls": tally.wedged, "internal_errors": tally.errors_internal,
+            "crashes": tally.crashes, "wedged_calls": tally.wedged, "lost_replies": tally.lost_replies, "internal_errors": tally.errors_internal,
             "classes_lost_live": lost_live, "classes_lost_after_restart": lost_restart,
             "classes_held_at_end": held_before, "nodes_alive_at_end": alive,
             "concurrent_classify": side_stats,

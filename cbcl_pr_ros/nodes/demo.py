@@ -135,6 +135,8 @@ def run_demo(opts: argparse.Namespace) -> dict:
     from cbcl_pr_ros.msg import Detections
     from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
     from cbcl_pr_ros.nodes.detections_msgs import draw_detections
+    from cbcl_pr_ros.nodes.guard import guard_callback
+    from cbcl_pr_ros.nodes.qos import service_qos
     from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
     from cbcl_pr_ros.nodes.spin import spin_until, stop_executor
     from cbcl_pr_ros.robot.assets import CATALOGUE
@@ -167,9 +169,11 @@ def run_demo(opts: argparse.Namespace) -> dict:
         world_node = ctx.nodes["world"]
         teacher = Node("teacher")
         latest: list[Any] = []
-        teacher.create_subscription(Detections, "detections", latest.append, 10)
-        teach = teacher.create_client(TeachClass, "teach_class")
-        point = teacher.create_client(PointAt, "point_at")
+        # a Python function, not the builtin append: rclpy reads the callback's signature
+        teacher.create_subscription(Detections, "detections",
+                                    guard_callback(teacher, lambda m: latest.append(m), "detections"), 10)
+        teach = teacher.create_client(TeachClass, "teach_class", qos_profile=service_qos())
+        point = teacher.create_client(PointAt, "point_at", qos_profile=service_qos())
         # one executor per node: one executor over all of them starves the camera path (docs/nodes.md)
         executors = [MultiThreadedExecutor(num_threads=3) for _ in [*nodes, teacher]]
         stop_spin = threading.Event()

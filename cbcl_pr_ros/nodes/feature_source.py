@@ -84,13 +84,16 @@ class ServiceFeatureSource:
 
     def __init__(self, node: Any, service_name: str, timeout_s: float = 10.0,
                  callback_group: Any = None) -> None:
+        from cbcl_pr_ros.nodes.qos import service_qos
         from cbcl_pr_ros.srv import ExtractFeatures
 
         self.node = node
         self.service_name = service_name
         self.timeout_s = float(timeout_s)
         self._srv_type = ExtractFeatures
-        self.client = node.create_client(ExtractFeatures, service_name, callback_group=callback_group)
+        # service_qos: a deep reply history, so other clients' replies cannot push ours out of it
+        self.client = node.create_client(ExtractFeatures, service_name, qos_profile=service_qos(),
+                                         callback_group=callback_group)
 
     def extract_images(self, images: Sequence[Any]) -> ExtractedFeatures:
         if len(images) == 0:

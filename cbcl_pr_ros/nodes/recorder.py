@@ -1,7 +1,8 @@
 """``record_session``: record camera topics and teaching events into a rosbag2 bag (no ros2 bag).
 
 Subscriptions are ``raw=True``: the serialized CDR bytes are written to the bag as received, so
-nothing is decoded or re-encoded on the way. The log time of a message is its reception time (as
+nothing is decoded or re-encoded on the way. A message that cannot be written (a full disk, a closed
+bag) is dropped with one throttled log line (:mod:`.guard`); the recorder goes on. The log time of a message is its reception time (as
 with ``ros2 bag record``). Types are taken from the ROS graph (the publishers' advertised type),
 or ``sensor_msgs/msg/Image`` for a camera topic nobody publishes yet; ``teaching_events`` is
 ``cbcl_pr_ros/msg/TeachingEvent``. Ctrl-C (or ``--duration``) closes the bag cleanly.
@@ -26,6 +27,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from cbcl_pr_ros.bags.config import load_bag_defaults
 from cbcl_pr_ros.bags.types import EVENT_TYPE, IMAGE_TYPE
 from cbcl_pr_ros.bags.writer import STORAGES, TeachingBagWriter, default_qos, normalize_topic
+from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.replay import message_class
 
 __all__ = ["RecorderNode", "main"]
@@ -53,7 +55,8 @@ class RecorderNode(Node):
             writer.add_topic(topic, msgtype, [default_qos(reliable=True, depth=10 if not rel else depth)])
             self._subs.append(self.create_subscription(
                 message_class(msgtype, writer.path, topic), topic,
-                lambda data, t=topic, mt=msgtype: self._on_message(t, mt, data), qos, raw=True))
+                guard_callback(self, lambda data, t=topic, mt=msgtype: self._on_message(t, mt, data),
+                               f"recording {topic}"), qos, raw=True))
         self.get_logger().info(f"recording {', '.join(f'{t} [{m}]' for t, m in topics.items())} "
                                f"to {writer.path} ({writer.storage})")
 

@@ -41,6 +41,7 @@ from cbcl_pr_ros.bags.reader import bag_info
 from cbcl_pr_ros.bags.records import EventKind, TeachingEventRecord
 from cbcl_pr_ros.bags.replay_plan import PlannedEvent, ReplayPlan, build_plan, kind_service, timing_summary
 from cbcl_pr_ros.msg import TeachingEvent
+from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.srv import Classify, ForgetClass, RenameClass, TeachClass
 
 __all__ = ["LiveAnswer", "ReplayNode", "ReplayReport", "main", "message_class", "run_replay",
@@ -124,7 +125,8 @@ class ReplayNode(Node):
                      for t, mt in plan.topics.items()}
         prefix = "/" + learner_ns.strip("/") + "/" if learner_ns.strip("/") else ""
         needed = {kind_service(pe.event.kind) for pe in plan.events}
-        self.clients_ = {name: self.create_client(_SERVICES[name], prefix + name, callback_group=self._group)
+        self.clients_ = {name: self.create_client(_SERVICES[name], prefix + name,
+                                                     qos_profile=service_qos(), callback_group=self._group)
                          for name in sorted(needed)}
         self.events_pub = (self.create_publisher(TeachingEvent, events_out, _qos(True, 100))
                            if events_out else None)

@@ -23,6 +23,7 @@ DIM = 1280  # efficientnet_lite0, the backbone of the fuzzed nodes
 BACKBONE = "efficientnet_lite0"
 ANCHORS = ("anchor_a", "anchor_b")
 DEFAULT_FILE = "memory.safetensors"
+IDEMPOTENT = frozenset({"classify", "list_classes", "extract_features"})  # safe to send again
 
 # ------------------------------------------------------------------ strategies
 _NASTY_TEXT = ["", " ", "\x00", "a\x00b", "evil\nINFO [learner]: forged", "\u202emug", "x" * 300,
@@ -197,6 +198,7 @@ class Tally:
     by_service: dict = field(default_factory=dict)
     successes: int = 0
     wedged: int = 0
+    lost_replies: int = 0  # an idempotent call unanswered, answered at once when sent again
     crashes: int = 0
     classes_lost: int = 0
     errors_internal: int = 0
@@ -232,7 +234,10 @@ class Fuzzer:
         with self._lock:
             cli = self._clients.get(name)
             if cli is None:
-                cli = self.client.node.create_client(self._srv_type(name), name)
+                from cbcl_pr_ros.nodes.qos import service_qos
+
+                # the documented client QoS (docs/security.md): a deep reply history
+                cli = self.client.node.create_client(self._srv_type(name), name, qos_profile=service_qos())
                 self._clients[name] = cli
         if not cli.wait_for_service(timeout_sec=self.call_timeout):
             self.tally.notes.append(f"{name}: service not discovered within {self.call_timeout} s")
@@ -246,6 +251,17 @@ class Fuzzer:
                 came = done.wait(late_s)
                 self.tally.notes.append(f"{name}: answer {'came %.1f s late' % (self.call_timeout + time.monotonic() - t0) if came else 'never came'}; request {describe(req)}")
             cli.remove_pending_request(fut)
+            if name in IDEMPOTENT:
+                # A reply can be lost on the client's side (every client of a service reads every
+                # reply; docs/security.md): send it again, as the documented client does.
+                again = cli.call_async(req)
+                done2 = threading.Event()
+                again.add_done_callback(lambda _f: done2.set())
+                if done2.wait(self.call_timeout):
+                    self.tally.lost_replies += 1
+                    self.tally.notes.append(f"{name}: reply lost, answered when sent again")
+                    return again.result()
+                cli.remove_pending_request(again)
             return None
         return fut.result()
 

@@ -215,8 +215,10 @@ class Client:
         return fut.result()
 
     def call(self, srv_type: Any, name: str, request: Any, timeout: float = 60.0) -> Any:
-        """One request to service ``name`` through a client made for it."""
-        client = self.node.create_client(srv_type, name)
+        """One request to service ``name`` through a client made for it (the documented client QoS)."""
+        from cbcl_pr_ros.nodes.qos import service_qos
+
+        client = self.node.create_client(srv_type, name, qos_profile=service_qos())
         try:
             return self.request(client, request, timeout)
         finally:
