@@ -51,7 +51,7 @@ def _load(name: str, path: Path):
     return mod
 
 
-H = _load("nodes_conftest", REPO / "test" / "nodes" / "conftest.py")
+H = _load("ros_testing", REPO / "test" / "support" / "ros_testing.py")  # Proc, Client, start_node, domains
 FZ = _load("_fuzz_support", REPO / "test" / "nodes" / "_fuzz_support.py")
 
 
