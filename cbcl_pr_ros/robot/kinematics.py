@@ -51,12 +51,15 @@ class BaxterKinematics:
     """Baxter's arms for IK/FK. One instance per thread (PyBullet clients are not thread-safe)."""
 
     def __init__(self, side: str = "right") -> None:
-        import pybullet as p
+        from .native_quiet import import_pybullet, native_output_silenced
 
+        p = import_pybullet()
         self._p = p
         self.side = baxter.check_side(side)
         self._cid = p.connect(p.DIRECT)
-        self._body = p.loadURDF(str(baxter_urdf(kinematics_only=True)), useFixedBase=True, physicsClientId=self._cid)
+        with native_output_silenced():  # "No inertial data for link" for Baxter's massless links
+            self._body = p.loadURDF(str(baxter_urdf(kinematics_only=True)), useFixedBase=True,
+                                    physicsClientId=self._cid)
         self._movable: list[int] = []
         self._index: dict[str, int] = {}
         self._link: dict[str, int] = {}

@@ -201,7 +201,9 @@ class SimWorld:
     """
 
     def __init__(self, config: WorldConfig | None = None, seed: int = 0) -> None:
-        import pybullet as p  # imported here so that importing the package stays cheap
+        from .native_quiet import import_pybullet
+
+        p = import_pybullet()  # imported here so that importing the package stays cheap
 
         self.config = config or WorldConfig()
         self.seed = int(seed)
@@ -255,7 +257,10 @@ class SimWorld:
 
     def _load_robot(self) -> None:
         p = self._p
-        self.robot_id = p.loadURDF(str(baxter_urdf()), useFixedBase=True, physicsClientId=self._cid)
+        from .native_quiet import native_output_silenced
+
+        with native_output_silenced():  # "No inertial data for link" for Baxter's massless links
+            self.robot_id = p.loadURDF(str(baxter_urdf()), useFixedBase=True, physicsClientId=self._cid)
         for j in range(p.getNumJoints(self.robot_id, physicsClientId=self._cid)):
             info = p.getJointInfo(self.robot_id, j, physicsClientId=self._cid)
             self._link_index[info[12].decode()] = j
