@@ -26,6 +26,7 @@ import re
 import secrets
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = ["MemoryAccessError", "MemoryStore", "Target", "NAME_PATTERN", "default_memory_dir",
            "TEMP_SUFFIX", "memory_dir_for"]
@@ -41,7 +42,7 @@ class MemoryAccessError(ValueError):
 
 def default_memory_dir() -> str:
     """``$ROS_HOME/cbcl_pr_ros`` (``~/.ros/cbcl_pr_ros`` without ROS_HOME), as ROS places its logs."""
-    home = os.environ.get("ROS_HOME") or os.path.join(os.path.expanduser("~"), ".ros")
+    home = os.environ.get("ROS_HOME") or str(Path.home() / ".ros")  # the user's home, never a request's path
     return os.path.join(home, "cbcl_pr_ros")
 
 
