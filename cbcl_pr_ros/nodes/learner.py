@@ -377,10 +377,7 @@ class LearnerNode(Node):
             self.get_logger().warning(f"debug image skipped: {exc}", throttle_duration_sec=10.0)
 
     def _teach_refused(self, resp: Any, message: str) -> Any:
-        resp.success, resp.message = False, message
-        resp.num_classes = len(self.controller.classes)
-        resp.model_version = self.controller.model_version
-        return resp
+        return fill_teach_response(resp, self.controller.refused(message))
 
     def _teach_by_object(self, req: Any, label: str, resp: Any) -> Any:
         """TeachClass from objects (mode, track_id, rois); None when the request is a whole-frame one."""
@@ -399,9 +396,15 @@ class LearnerNode(Node):
         if plan.target == "frame":
             return None
         margin = float(self.get_parameter("crop_margin").value)
-        n = int(req.num_frames) or int(self.get_parameter("teach_num_frames").value)
         try:
+            # the same request limits as the whole-frame path (docs/security.md)
+            check_count(len(rois), self.limits.max_images_per_request, "rois")
+            n = check_num_frames(req.num_frames, int(self.get_parameter("teach_num_frames").value),
+                                 int(self.params["max_teach_frames"]))
             if plan.source == "images":
+                check_count(len(req.images), self.limits.max_images_per_request, "images")
+                for i, img in enumerate(req.images):
+                    check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i)
                 rgbs = []
                 for i, img in enumerate(req.images):
                     try:
@@ -426,8 +429,8 @@ class LearnerNode(Node):
             else:
                 if plan.target == "roi" and self._last_object_shape is not None:
                     roi_box(plan.rois[0], self._last_object_shape, "camera image")  # fail now, not after waiting
-                timeout = float(req.timeout_s) if req.timeout_s > 0 else \
-                    float(self.get_parameter("teach_timeout_s").value)
+                timeout = check_timeout(req.timeout_s, float(self.get_parameter("teach_timeout_s").value),
+                                        float(self.params["max_teach_timeout_s"]))
                 frames = self._collect_frames(n, timeout, self._object_collectors)
                 if not frames:
                     raise ValueError(f"no object frames arrived within {timeout:.1f} s on "

@@ -115,6 +115,9 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
             (TeachClass.Request(label="x", track_id=-7), "track_id -7"),
             (TeachClass.Request(label="x", features=[FeatureVector(dimension=3, values=array.array("f", [1, 2, 3]))],
                                 rois=[RegionOfInterest(width=5, height=5)]), "need images or camera frames"),
+            # the limits of the whole-frame path hold for teaching by object too (issue 11)
+            (TeachClass.Request(label="x", mode=TeachClass.Request.MODE_OBJECT, timeout_s=float("inf")), "timeout_s"),
+            (TeachClass.Request(label="x", mode=TeachClass.Request.MODE_OBJECT, num_frames=10**9), "num_frames"),
         ]
         for req, why in bad:
             res = c.request(teach, req, timeout=60)
