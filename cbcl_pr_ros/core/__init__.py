@@ -1,7 +1,8 @@
 """Core CBCL-PR library (no ROS): Agg-Var clustering, cluster memory with a budget, Gaussian
 pseudo-rehearsal, classifiers, open-set gate, the learner and its persistence.  See docs/core.md."""
 
-from .classifiers import NaiveFineTuneHead
+from typing import Any
+
 from .clustering import ClassClusters, agg_var
 from .distance_threshold import estimate_distance_threshold
 from .learner import (
@@ -35,3 +36,11 @@ __all__ = [
     "FORMAT_VERSION", "save_learner", "load_learner", "read_metadata", "UnknownClassError",
     "LearnerState", "state_from_bytes", "state_to_bytes",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NaiveFineTuneHead":  # torch-backed: imported on first use (see classifiers/__init__)
+        from .classifiers import NaiveFineTuneHead
+
+        return NaiveFineTuneHead
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

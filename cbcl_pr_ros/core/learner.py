@@ -45,7 +45,6 @@ from .classifiers.base import LinearSnapshot, Snapshot
 from .classifiers.blended import BlendedSnapshot, fit_blended_head, leave_one_out_logits
 from .classifiers.gaussian import PooledMoments, fit_gaussian_head
 from .classifiers.ncm import fit_ncm
-from .classifiers.sgd import SGDSchedule, fit_linear_sgd
 from .classifiers.vote import fit_weighted_vote
 from .clustering import COVARIANCE_MODES
 from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
@@ -554,6 +553,8 @@ class CBCLPRLearner:
             import torch
 
             torch.set_num_threads(cfg.torch_threads)
+        from .classifiers.sgd import SGDSchedule, fit_linear_sgd  # torch: only for this head
+
         sched = SGDSchedule(cfg.epochs, cfg.epochs_per_increment, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.batch_size)
         rng = np.random.default_rng([cfg.seed, increment])
         return fit_linear_sgd(memory, cfg.rehearsal, rng, sched, increment, real,

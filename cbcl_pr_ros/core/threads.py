@@ -15,6 +15,7 @@ with the same limit until the retrain ends; the learner holds its writer lock me
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -39,17 +40,17 @@ def fit_threads(n: int | None) -> Iterator[None]:
     if n is None:
         yield
         return
-    import torch
+    torch = sys.modules.get("torch")  # not loaded: nothing of torch's to limit, and no import cost
 
     with _lock:
-        before = torch.get_num_threads()
+        before = torch.get_num_threads() if torch is not None else None
         limiter = _blas_controller().limit(limits=int(n), user_api="blas")
-        if before != n:
+        if torch is not None and before != n:
             torch.set_num_threads(int(n))
     try:
         yield
     finally:
         with _lock:
             limiter.restore_original_limits()
-            if torch.get_num_threads() != before:
+            if torch is not None and torch.get_num_threads() != before:
                 torch.set_num_threads(before)

@@ -147,3 +147,21 @@ def test_allow_list_is_current():
     graph = _graph()
     stale = (KNOWN_MODULE_CYCLES - _module_cycles(graph)) | (KNOWN_PACKAGE_CYCLES - _package_cycles(graph))
     assert not stale, "fixed, remove from the allow-list: " + "; ".join(" <-> ".join(sorted(c)) for c in stale)
+
+
+def test_core_and_default_head_do_not_load_torch():
+    """torch costs seconds at a node's start and exit; only the torch-backed heads may load it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig; import numpy as np\n"
+            "l = CBCLPRLearner(LearnerConfig(seed=0), 'test', 4)\n"
+            "rng = np.random.default_rng(0)\n"
+            "l.teach_increment({'a': rng.normal(size=(3, 4)), 'b': rng.normal(3, 1, size=(3, 4))})\n"
+            "l.predict(rng.normal(size=(2, 4)))\n"
+            "print('torch' in sys.modules)\n"
+            "from cbcl_pr_ros.core import NaiveFineTuneHead\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
