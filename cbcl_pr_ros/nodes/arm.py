@@ -33,6 +33,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
+from cbcl_pr_ros.service.robot_params import ARM_PARAMS, check_parameters
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
 from cbcl_pr_ros.nodes.spin import run_node
@@ -43,20 +44,7 @@ from cbcl_pr_ros.srv import PointAt
 
 __all__ = ["ArmNode", "main"]
 
-_PARAMS = {
-    "backend": ("sim", "Where commands go: sim | baxter | trajectory"),
-    "side": ("right", "Which arm points: left or right"),
-    "command_topic": ("", "Command topic ('' = joint_command for sim, Baxter's topic for baxter, "
-                          "joint_trajectory for trajectory)"),
-    "rate_hz": (20.0, "Baxter backend: command streaming rate (must be > 5 Hz)"),
-    "hold_s": (3.0, "Baxter backend: seconds to keep streaming a target"),
-    "max_joint_velocity": (0.8, "trajectory backend: fastest joint speed of the planned motion (rad/s)"),
-    "table_height": (-0.18, "z of the table top in the base frame (for depth segmentation)"),
-    "pointing_tolerance_m": (0.03, "Largest accepted distance from the object centre to the pointing ray"),
-    "point_on_prediction": (False, "Point at every newly located object as predictions arrive"),
-    "min_confidence": (0.0, "Ignore predictions below this confidence"),
-    "object_poses": (["none:0,0,0"], "Configured object positions 'label:x,y,z' (for robots without depth)"),
-}
+_PARAMS = {spec.name: (spec.default, spec.description) for spec in ARM_PARAMS}
 
 
 def _stamp_ns(stamp: Any) -> int:
@@ -68,9 +56,11 @@ class ArmNode(Node):
 
     def __init__(self, *, node_name: str = "arm", namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
-        for name, (default, text) in _PARAMS.items():
-            self.declare_parameter(name, default, ParameterDescriptor(description=text))
+        for spec in ARM_PARAMS:  # read once, here: read-only, so a later set is refused rather than ignored
+            self.declare_parameter(spec.name, spec.default, ParameterDescriptor(description=spec.description,
+                                                                                read_only=True))
         g = lambda n: self.get_parameter(n).value  # noqa: E731
+        check_parameters(ARM_PARAMS, g)
         self.backend = check_backend(g("backend"))
         self.side = g("side")
         poses = parse_object_poses([e for e in g("object_poses") if not e.startswith("none:")])

@@ -31,6 +31,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
+from cbcl_pr_ros.service.robot_params import SIM_WORLD_PARAMS, check_parameters
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.robot.world import CameraConfig, Frame, SimWorld, WorldConfig
@@ -38,20 +39,7 @@ from cbcl_pr_ros.srv import ClearObjects, PlaceObject
 
 __all__ = ["SimWorldNode", "frame_messages", "main"]
 
-_PARAMS = {
-    "rate_hz": (5.0, "Camera frames per second (rgb, depth, camera_info, camera_pose)"),
-    "joint_state_rate_hz": (20.0, "JointState publishing and joint control rate"),
-    "width": (640, "Camera image width in pixels"),
-    "height": (480, "Camera image height in pixels"),
-    "fov_deg": (60.0, "Camera vertical field of view in degrees"),
-    "seed": (0, "World seed (table texture, lighting); the same seed gives the same images"),
-    "camera_side": ("right", "Which hand carries the camera: left or right"),
-    "frame_id": ("base", "Frame of joint targets and poses (Baxter's base)"),
-    "camera_frame_id": ("right_hand_camera", "frame_id of the published images"),
-    "publish_depth": (True, "Publish depth and camera_pose (needed by the arm node's localisation)"),
-    "max_joint_velocity": (2.0, "Joint speed (rad/s) towards commanded positions"),
-    "shadows": (True, "Render shadows (slower)"),
-}
+_PARAMS = {spec.name: (spec.default, spec.description) for spec in SIM_WORLD_PARAMS}
 
 
 def frame_messages(frame: Frame, header: Header) -> tuple[Image, CameraInfo, Image, PoseStamped]:
@@ -82,9 +70,11 @@ class SimWorldNode(Node):
     def __init__(self, world: SimWorld | None = None, *, node_name: str = "sim_world",
                  namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
-        for name, (default, text) in _PARAMS.items():
-            self.declare_parameter(name, default, ParameterDescriptor(description=text))
+        for spec in SIM_WORLD_PARAMS:  # read once, here: read-only, so a later set is refused rather than ignored
+            self.declare_parameter(spec.name, spec.default, ParameterDescriptor(description=spec.description,
+                                                                                read_only=True))
         g = lambda n: self.get_parameter(n).value  # noqa: E731
+        check_parameters(SIM_WORLD_PARAMS, g)
         if g("camera_side") not in ("left", "right"):
             raise ValueError(f"camera_side must be left or right, got {g('camera_side')!r}")
         cam = CameraConfig(int(g("width")), int(g("height")), float(g("fov_deg")))

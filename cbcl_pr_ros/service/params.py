@@ -20,6 +20,7 @@ __all__ = [
     "LEARNER",
     "specs_for",
     "validate_parameter",
+    "check_value",
     "default_config_path",
     "feature_dim_for",
     "learner_config",
@@ -215,6 +216,23 @@ def validate_parameter(name: str, value: Any) -> str | None:
     spec = _BY_NAME.get(name)
     if spec is None:
         return None  # not ours (e.g. use_sim_time): let ROS decide
+    reason = check_value(spec, value)
+    if reason:
+        return reason
+    if name in ("backbone", "image_topic", "features_topic", "extract_service") and not value.strip():
+        return f"{name} must not be empty"
+    if name == "memory_dir" and value and not os.path.isabs(value):
+        return f"memory_dir must be an absolute path or '' (nothing is expanded), got {value!r}"
+    if name == "memory_path" and value and not os.path.isabs(value) and (
+            "/" in value or value.startswith(".") or "$" in value or value.startswith("~")):
+        return (f"memory_path must be a file name inside memory_dir or an absolute path (nothing is "
+                f"expanded), got {value!r}")
+    return None
+
+
+def check_value(spec: ParamSpec, value: Any) -> str | None:
+    """Type, finiteness, choices and range of ``value`` against ``spec`` (None: acceptable)."""
+    name = spec.name
     want = type(spec.default)
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
@@ -230,14 +248,6 @@ def validate_parameter(name: str, value: Any) -> str | None:
         return f"{name} must be >= {spec.min}, got {value!r}"
     if spec.max is not None and value > spec.max:
         return f"{name} must be <= {spec.max}, got {value!r}"
-    if name in ("backbone", "image_topic", "features_topic", "extract_service") and not value.strip():
-        return f"{name} must not be empty"
-    if name == "memory_dir" and value and not os.path.isabs(value):
-        return f"memory_dir must be an absolute path or '' (nothing is expanded), got {value!r}"
-    if name == "memory_path" and value and not os.path.isabs(value) and (
-            "/" in value or value.startswith(".") or "$" in value or value.startswith("~")):
-        return (f"memory_path must be a file name inside memory_dir or an absolute path (nothing is "
-                f"expanded), got {value!r}")
     return None
 
 

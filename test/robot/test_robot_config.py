@@ -53,3 +53,60 @@ def test_demo_overrides_are_per_node(tmp_path):
     assert over["/**/sim_world"]["ros__parameters"]["rate_hz"] == 3.0
     assert over["/**/learner"]["ros__parameters"]["memory_path"] == str(tmp_path / "memory.cbclpr")
     assert "/**" not in over and "/**/arm" not in over  # nothing global, the arm keeps its own rate_hz
+
+
+@pytest.mark.parametrize("yaml_name,table", [("sim_world.yaml", "SIM_WORLD_PARAMS"), ("arm.yaml", "ARM_PARAMS")])
+def test_shipped_yaml_passes_the_range_check(yaml_name, table):
+    from cbcl_pr_ros.service import robot_params
+
+    values = next(iter(yaml.safe_load((REPO / "config" / yaml_name).read_text()).values()))["ros__parameters"]
+    robot_params.check_parameters(getattr(robot_params, table), values.__getitem__)
+
+
+@pytest.mark.parametrize("table,name,bad,needle", [
+    ("ARM_PARAMS", "rate_hz", 3.0, "rate_hz must be >="),          # Baxter drops a stream below 5 Hz
+    ("ARM_PARAMS", "backend", "gazebo", "backend must be one of"),
+    ("ARM_PARAMS", "min_confidence", float("nan"), "min_confidence must be finite"),
+    ("ARM_PARAMS", "object_poses", [1, 2], "list of strings"),
+    ("SIM_WORLD_PARAMS", "width", 0, "width must be >="),
+    ("SIM_WORLD_PARAMS", "rate_hz", "fast", "rate_hz must be float"),
+    ("SIM_WORLD_PARAMS", "camera_frame_id", " ", "camera_frame_id must not be empty"),
+])
+def test_out_of_range_parameters_are_named_in_the_error(table, name, bad, needle):
+    from cbcl_pr_ros.service import robot_params
+
+    specs = getattr(robot_params, table)
+    values = {s.name: s.default for s in specs} | {name: bad}
+    with pytest.raises(ValueError, match="invalid parameters") as err:
+        robot_params.check_parameters(specs, values.__getitem__)
+    assert needle in str(err.value)
+
+
+def test_arm_parameters_are_read_only_and_checked_at_start():
+    """A set at run time would change nothing (the arm reads them once): it is refused instead."""
+    rclpy = pytest.importorskip("rclpy")
+    from rclpy.parameter import Parameter
+
+    from cbcl_pr_ros.nodes.arm import ArmNode
+
+    from ros_testing import domain
+
+    ctx = rclpy.Context()
+    with domain() as domain_id:
+        rclpy.init(context=ctx, domain_id=domain_id)
+        _check_arm_node(ctx, ArmNode, Parameter)
+
+
+def _check_arm_node(ctx, ArmNode, Parameter) -> None:  # noqa: N803 - the classes, passed in
+    import rclpy
+
+    try:
+        with pytest.raises(ValueError, match="rate_hz"):
+            ArmNode(context=ctx, node_name="arm_bad", parameter_overrides=[Parameter("rate_hz", value=2.0)])
+        node = ArmNode(context=ctx, node_name="arm_ok")
+        result = node.set_parameters([Parameter("min_confidence", value=0.5)])[0]
+        assert not result.successful and "read-only" in result.reason
+        assert node.get_parameter("min_confidence").value == 0.0
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)

@@ -1,0 +1,74 @@
+"""Parameters of the arm and simulated-world nodes: defaults, descriptions and ranges (ROS-free).
+
+Both nodes read their parameters once, at start: the motion stream, the camera and the world are
+built from them. The nodes therefore declare them read-only (``ros2 param set`` is refused with
+"read-only" instead of silently doing nothing) and refuse to start on a value out of range, with the
+parameter's name in the message.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from cbcl_pr_ros.service.params import ParamSpec, check_value
+
+__all__ = ["ARM", "SIM_WORLD", "ARM_PARAMS", "SIM_WORLD_PARAMS", "check_parameters"]
+
+ARM = "arm"
+SIM_WORLD = "sim_world"
+
+ARM_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("backend", "sim", "Where commands go", (ARM,), choices=("sim", "baxter", "trajectory")),
+    ParamSpec("side", "right", "Which arm points", (ARM,), choices=("left", "right")),
+    ParamSpec("command_topic", "", "Command topic ('' = joint_command for sim, Baxter's topic for baxter, "
+                                   "joint_trajectory for trajectory)", (ARM,)),
+    ParamSpec("rate_hz", 20.0, "Baxter backend: command streaming rate (Baxter needs more than 5 Hz)", (ARM,),
+              min=5.01, max=1000.0),
+    ParamSpec("hold_s", 3.0, "Baxter backend: seconds to keep streaming a target", (ARM,), min=0.1, max=600.0),
+    ParamSpec("max_joint_velocity", 0.8, "trajectory backend: fastest joint speed of the planned motion (rad/s)",
+              (ARM,), min=0.01, max=10.0),
+    ParamSpec("table_height", -0.18, "z of the table top in the base frame (for depth segmentation)", (ARM,),
+              min=-5.0, max=5.0),
+    ParamSpec("pointing_tolerance_m", 0.03, "Largest accepted distance from the object centre to the pointing ray",
+              (ARM,), min=1e-4, max=1.0),
+    ParamSpec("point_on_prediction", False, "Point at every newly located object as predictions arrive", (ARM,)),
+    ParamSpec("min_confidence", 0.0, "Ignore predictions below this confidence", (ARM,), min=0.0, max=1.0),
+    ParamSpec("object_poses", ["none:0,0,0"],
+              "Configured object positions 'label:x,y,z' (for robots without depth)", (ARM,)),
+)
+
+SIM_WORLD_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("rate_hz", 5.0, "Camera frames per second (rgb, depth, camera_info, camera_pose)", (SIM_WORLD,),
+              min=0.1, max=120.0),
+    ParamSpec("joint_state_rate_hz", 20.0, "JointState publishing and joint control rate", (SIM_WORLD,),
+              min=1.0, max=1000.0),
+    ParamSpec("width", 640, "Camera image width in pixels", (SIM_WORLD,), min=16, max=4096),
+    ParamSpec("height", 480, "Camera image height in pixels", (SIM_WORLD,), min=16, max=4096),
+    ParamSpec("fov_deg", 60.0, "Camera vertical field of view in degrees", (SIM_WORLD,), min=1.0, max=170.0),
+    ParamSpec("seed", 0, "World seed (table texture, lighting); the same seed gives the same images", (SIM_WORLD,),
+              min=0, max=2**31 - 1),
+    ParamSpec("camera_side", "right", "Which hand carries the camera", (SIM_WORLD,), choices=("left", "right")),
+    ParamSpec("frame_id", "base", "Frame of joint targets and poses (Baxter's base)", (SIM_WORLD,)),
+    ParamSpec("camera_frame_id", "right_hand_camera", "frame_id of the published images", (SIM_WORLD,)),
+    ParamSpec("publish_depth", True, "Publish depth and camera_pose (needed by the arm node's localisation)",
+              (SIM_WORLD,)),
+    ParamSpec("max_joint_velocity", 2.0, "Joint speed (rad/s) towards commanded positions", (SIM_WORLD,),
+              min=0.01, max=100.0),
+    ParamSpec("shadows", True, "Render shadows (slower)", (SIM_WORLD,)),
+)
+
+
+def check_parameters(specs: Iterable[ParamSpec], value_of: Callable[[str], Any]) -> None:
+    """Raise ValueError naming every parameter whose value (``value_of(name)``) is out of its spec."""
+    problems = []
+    for spec in specs:
+        value = value_of(spec.name)
+        reason = check_value(spec, value)
+        if reason is None and isinstance(value, list) and not all(isinstance(v, str) for v in value):
+            reason = f"{spec.name} must be a list of strings"
+        if reason is None and spec.name in ("frame_id", "camera_frame_id") and not str(value).strip():
+            reason = f"{spec.name} must not be empty"
+        if reason:
+            problems.append(reason)
+    if problems:
+        raise ValueError("invalid parameters: " + "; ".join(problems))
