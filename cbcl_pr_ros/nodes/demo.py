@@ -24,6 +24,7 @@ Run: ``run_demo_session`` (or ``python -m cbcl_pr_ros.nodes.demo --classes 6 --s
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import math
 import os
@@ -168,7 +169,7 @@ def run_demo(opts: argparse.Namespace) -> dict:
         nodes = build_nodes(["extractor", "learner", "world", "arm"], ctx)
         world_node = ctx.nodes["world"]
         teacher = Node("teacher")
-        latest: list[Any] = []
+        latest: collections.deque[Any] = collections.deque(maxlen=64)  # bounded between clears
         # a Python function, not the builtin append: rclpy reads the callback's signature
         teacher.create_subscription(Detections, "detections",
                                     guard_callback(teacher, lambda m: latest.append(m), "detections"), 10)
