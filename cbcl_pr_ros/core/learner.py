@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from .calibration import POOL_ROWS, fit_temperature, pooled_temperature
+from .calibration import POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature
 from .classifiers.base import LinearSnapshot, Snapshot
-from .classifiers.blended import BlendedSnapshot, fit_blended_head, leave_one_out_logits
+from .classifiers.blended import BlendedSnapshot, fit_blended_head
 from .classifiers.gaussian import PooledMoments, fit_gaussian_head
 from .classifiers.ncm import fit_ncm
 from .classifiers.vote import fit_weighted_vote
@@ -312,9 +312,15 @@ class CBCLPRLearner:
         return self._memory.n_clusters
 
     def memory_bytes(self) -> int:
-        """Bytes of the cluster memory plus the classifier's parameters."""
+        """Bytes of the cluster memory plus the served classifier's parameters (a linear head's
+        weights, or the blended head's weights, means and per-class low-rank terms).  Not counted:
+        the float64 moments cache kept to speed up the next retrain (rebuilt from the memory)."""
         head = self._served.head
-        extra = head.weight.nbytes + head.bias.nbytes if isinstance(head, LinearSnapshot) else 0
+        extra = 0
+        if isinstance(head, LinearSnapshot):
+            extra = head.weight.nbytes + head.bias.nbytes
+        elif isinstance(head, BlendedSnapshot):
+            extra = head.weight.nbytes + head.bias.nbytes + head.means.nbytes + sum(b.nbytes for b in head.low_rank)
         return self._memory.nbytes() + int(extra)
 
     def class_info(self) -> list[ClassInfo]:
@@ -574,14 +580,14 @@ class CBCLPRLearner:
     def _calibrated(self, served: _Served, memory: ClusterMemory, old: ClusterMemory,
                     data: Mapping[str, np.ndarray], dist: float,
                     temperature: tuple) -> tuple[_Served, tuple]:
-        """``served`` with its temperature refined on leave-one-out logits of the classes taught
-        from scratch in this call (a class's vectors are all here only then); unchanged if none."""
+        """``served`` with its temperature refined on held-out logits (one shot of every class out per
+        fold) of the classes taught from scratch in this call (a class's vectors are all here only
+        then); unchanged if none."""
         held = {c: x for c, x in data.items() if c not in old and len(x) >= 2}
         if not held:
             return served, temperature
         cfg = self.config
-        logits, labels = leave_one_out_logits(memory, served.moments, cfg.shrinkage, cfg.blend, held, dist,
-                                              seed=cfg.seed + self.increments_)
+        logits, labels = held_out_fold_logits(memory, served.moments, cfg.shrinkage, cfg.blend, held, dist)
         pool = (self._calib_pool + tuple(zip(logits, labels.tolist())))[-POOL_ROWS:]
         t_pool = fit_temperature([r for r, _ in pool], [k for _, k in pool])
         t, w = pooled_temperature(*self._calib_base, t_pool, float(len(pool)))
