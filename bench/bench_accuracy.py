@@ -268,12 +268,12 @@ def _reliability_png(res: dict, path: Path) -> None:
     for ax, s in zip(axes[0], shots):
         rel = res["shots"][s]["reliability"]
         ok = np.concatenate([np.asarray(v, bool) for v in rel["ok"]])
-        for key, lab in (("raw", "T = 1"), ("conf", "fitted T (leave-one-out)")):
+        for key, lab in (("raw", "T = 1"), ("conf", "fitted T (held-out folds)")):
             conf = np.concatenate([np.asarray(v) for v in rel[key]])
             which = np.clip(np.digitize(conf, edges) - 1, 0, 9)
             xs = [conf[which == b].mean() for b in range(10) if (which == b).any()]
             ys = [ok[which == b].mean() for b in range(10) if (which == b).any()]
-            ax.plot(xs, ys, "o-", label=f"{lab}, ECE {expected_calibration_error(conf, ok):.3f}")
+            ax.plot(xs, ys, "o-", label=f"{lab}, ECE of all seeds pooled {expected_calibration_error(conf, ok):.3f}")
         ax.plot([0, 1], [0, 1], "k:", lw=1)
         ax.set(title=f"{res['dataset']}, {s} shots", xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
         ax.legend(fontsize=8, loc="upper left")
