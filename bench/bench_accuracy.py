@@ -41,6 +41,8 @@ LEARNERS = {
     "default": {},
     "default, no transform": {"transform": "none", "calibrate": False},  # T changes no argmax
     "previous default (gaussian, raw)": {"classifier": "gaussian", "transform": "none", "calibrate": False},
+    # outcome 5: the default stores each class in float16 when faithful; this row keeps float32
+    "default, float32 memory": {"memory_precision": "float32", "calibrate": False},  # T moves no argmax
 }
 # --ablations: the transform for the other heads, and the paper's head
 ABLATIONS = {
@@ -145,7 +147,7 @@ def run_learner(fs: FeatureSet, shots: int, seed: int, over, flip: FeatureSet | 
         extra.setdefault("raw", []).append(np.concatenate(raw_confs) if raw_confs else conf)
         extra.setdefault("ok", []).append(ok)
         out["memory"] = [{"class": ci.name, "shots": ci.shots, "clusters": ci.clusters, "bytes": ci.memory_bytes,
-                          "raw_bytes": ci.shots * fs.dim * 4} for ci in learner.class_info()]
+                          "storage": ci.storage, "raw_bytes": ci.shots * fs.dim * 4} for ci in learner.class_info()]
     return out
 
 
@@ -207,7 +209,7 @@ def _cap_test(fs: FeatureSet, per_class: int | None) -> FeatureSet:
 
 def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache: str, other_name: str | None,
             flips: bool = False, ablations: bool = False, test_per_class: int | None = None,
-            open_set: bool = True, checkpoint: Path | None = None) -> dict:
+            open_set: bool = True, checkpoint: Path | None = None, peers: bool = True) -> dict:
     feats = load_features(name, data_root, cache, flips=flips)
     fs, flip, junk = _cap_test(feats["fs"], test_per_class), feats["flip"], feats["junk"]
     if flip is not None:
@@ -233,7 +235,7 @@ def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache:
                 runs.setdefault("default + flipped shots + flipped test view", []).append(
                     run_learner(fs, shots, seed, {}, flip, fuse=True))
                 runs.setdefault("peer fecam + flipped shots", []).append(run_peer("fecam", fs, shots, seed, flip))
-            for peer in PEERS:
+            for peer in PEERS if peers else ():
                 runs.setdefault(f"peer {peer}", []).append(run_peer(peer, fs, shots, seed))
             if other is not None:
                 runs.setdefault("open set", []).append(run_open_set(fs, other, junk, shots, seed))
@@ -266,12 +268,12 @@ def _reliability_png(res: dict, path: Path) -> None:
     for ax, s in zip(axes[0], shots):
         rel = res["shots"][s]["reliability"]
         ok = np.concatenate([np.asarray(v, bool) for v in rel["ok"]])
-        for key, lab in (("raw", "T = 1"), ("conf", "fitted T (leave-one-out)")):
+        for key, lab in (("raw", "T = 1"), ("conf", "fitted T (held-out folds)")):
             conf = np.concatenate([np.asarray(v) for v in rel[key]])
             which = np.clip(np.digitize(conf, edges) - 1, 0, 9)
             xs = [conf[which == b].mean() for b in range(10) if (which == b).any()]
             ys = [ok[which == b].mean() for b in range(10) if (which == b).any()]
-            ax.plot(xs, ys, "o-", label=f"{lab}, ECE {expected_calibration_error(conf, ok):.3f}")
+            ax.plot(xs, ys, "o-", label=f"{lab}, ECE of all seeds pooled {expected_calibration_error(conf, ok):.3f}")
         ax.plot([0, 1], [0, 1], "k:", lw=1)
         ax.set(title=f"{res['dataset']}, {s} shots", xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
         ax.legend(fontsize=8, loc="upper left")
@@ -305,6 +307,8 @@ def report(out: Path) -> str:
         for s, block in res["shots"].items():
             runs = block["runs"]
             peers = [n for n in runs if n.startswith("peer ") and "flipped" not in n]
+            if not peers:
+                continue
             best = max(peers, key=lambda n: np.mean([r["acc"] for r in runs[n]]))
             dm, ds = _paired(runs["default"], runs[best])
             line = f"- {s} shots: best peer **{best[5:]}**; default {dm:+.2f} ± {ds:.2f} points"
@@ -337,11 +341,13 @@ def report(out: Path) -> str:
                 lines.append(f"| {s} | {f('accepted_taught')} | {f('rejected_other_set')} | {f('rejected_blank_noise')} | "
                              f"{f('rejected_unseen_class')} | {f('auroc_taught_vs_unseen')} | {f('gate_D')} |")
             lines.append("")
-        lines += ["Memory of the default (full covariance) per class after the last increment, seed 0:", "",
-                  "| shots | class | clusters | bytes | raw shots' bytes |", "|---|---|---|---|---|"]
+        lines += ["Memory of the default (full covariance) per class after the last increment, seed 0 "
+                  "(bytes: the class's stored arrays, in RAM and in the file; storage: the dtype the learner chose):", "",
+                  "| shots | class | clusters | storage | bytes | raw shots' bytes (float32) | ratio |", "|---|---|---|---|---|---|---|"]
         for s, block in res["shots"].items():
-            for row in block["runs"]["default"][0]["memory"][:3]:
-                lines.append(f"| {s} | {row['class']} | {row['clusters']} | {row['bytes']} | {row['raw_bytes']} |")
+            for row in block["runs"]["default"][0]["memory"]:
+                lines.append(f"| {s} | {row['class']} | {row['clusters']} | {row.get('storage', 'float32')} | "
+                             f"{row['bytes']} | {row['raw_bytes']} | {row['bytes'] / row['raw_bytes']:.3f} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -359,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ablations", action="store_true", help="also the transform on the other heads, paper head")
     ap.add_argument("--test-per-class", type=int, default=None, help="cap on test images per class (time)")
     ap.add_argument("--no-open-set", action="store_true", help="skip the open-set runs")
+    ap.add_argument("--no-peers", action="store_true", help="only the learner rows (calibration, memory)")
     ap.add_argument("--tag", default="", help="suffix of the JSON name (separate runs of one data set)")
     ap.add_argument("--report", action="store_true", help="only write accuracy.md and the plots from the JSONs")
     args = ap.parse_args(argv)
@@ -369,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.dataset:
         res = measure(name, args.seeds, [int(s) for s in args.shots.split(",")], args.data_root, args.cache_dir,
                       args.other, args.flips, args.ablations, args.test_per_class, not args.no_open_set,
-                      out / f"{name}{args.tag}.json.part")
+                      out / f"{name}{args.tag}.json.part", not args.no_peers)
         res["tag"] = args.tag
         (out / f"{name}{args.tag}.json").write_text(json.dumps(res))
         (out / f"{name}{args.tag}.json.part").unlink(missing_ok=True)

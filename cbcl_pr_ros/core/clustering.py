@@ -15,6 +15,13 @@ and its *scatter* ``S = sum (x - mean)(x - mean)^T`` (covariance ``S / (n - 1)``
   factor is re-compressed by SVD when it has more columns than ``d``.
 * ``"diagonal"`` mode stores only ``diag(S)`` (the paper's CBCL-PR_D), updated with the same formula.
 
+Storage precision (issue 15): the arrays are float32, or float16 when :meth:`ClassClusters.compacted`
+finds that a class survives the round trip (every value finite, means and each scatter within
+:data:`HALF_TOLERANCE` relative Frobenius error).  A full-mode cluster of ``n`` shots holds a mean and
+``n - 1`` factor columns, i.e. exactly its ``n`` raw vectors; float16 halves that.  Every computation
+reads the arrays through ``astype(float64)``, and every update (extend, merge, subset) works in
+float64 and returns float32 arrays, which the memory compacts again (:mod:`.memory`).
+
 Examples
 --------
 >>> import numpy as np
@@ -33,9 +40,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AggVarResult", "ClassClusters", "agg_var", "COVARIANCE_MODES"]
+__all__ = ["AggVarResult", "ClassClusters", "agg_var", "COVARIANCE_MODES", "STORAGE_DTYPES", "HALF_TOLERANCE"]
 
 COVARIANCE_MODES = ("full", "diagonal")
+STORAGE_DTYPES = ("float32", "float16")
+# float16 keeps 11 significant bits (relative rounding error <= 2**-11 = 4.9e-4 per value); a class
+# whose means or scatters lose more than this (values in float16's subnormal range, or beyond
+# its range) stays float32
+HALF_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -123,10 +135,10 @@ class ClassClusters:
     """
 
     counts: np.ndarray  # (k,) int64
-    means: np.ndarray  # (k, d) float32
+    means: np.ndarray  # (k, d) float32 or float16
     mode: str
-    factors: tuple[np.ndarray, ...] = ()  # full mode: k arrays (d, r_i) float32
-    diag: np.ndarray | None = None  # diagonal mode: (k, d) float32 = diag of the scatter
+    factors: tuple[np.ndarray, ...] = ()  # full mode: k arrays (d, r_i), the means' dtype
+    diag: np.ndarray | None = None  # diagonal mode: (k, d), the means' dtype = diag of the scatter
 
     def __post_init__(self) -> None:
         for arr in (self.counts, self.means, self.diag, *self.factors):
@@ -166,6 +178,33 @@ class ClassClusters:
     def n_samples(self) -> int:
         return int(self.counts.sum())
 
+    @property
+    def storage(self) -> str:
+        """``"float32"`` or ``"float16"``: the dtype of the stored means and scatters."""
+        return str(self.means.dtype)
+
+    def compacted(self, tolerance: float = HALF_TOLERANCE) -> "ClassClusters":
+        """This class in float16 when that loses at most ``tolerance`` (relative Frobenius error
+        of the means and of each scatter, all values finite); otherwise itself unchanged."""
+        if self.storage == "float16":
+            return self
+
+        def close(a: np.ndarray) -> bool:
+            a64 = np.asarray(a, np.float64)
+            h = a64.astype(np.float16)
+            if not np.all(np.isfinite(h)):
+                return False
+            norm = np.linalg.norm(a64)
+            return bool(np.linalg.norm(h.astype(np.float64) - a64) <= tolerance * norm) if norm > 0 else True
+
+        parts = [self.means, *self.factors] + ([] if self.diag is None else list(self.diag))
+        with np.errstate(over="ignore", under="ignore"):
+            if not all(close(a) for a in parts):
+                return self
+            return ClassClusters(self.counts, self.means.astype(np.float16), self.mode,
+                                 tuple(f.astype(np.float16) for f in self.factors),
+                                 None if self.diag is None else self.diag.astype(np.float16))
+
     def scatter(self, i: int) -> np.ndarray:
         """Factor (full mode, ``d x r``) or diagonal (diagonal mode, ``d``) of cluster ``i``, float64."""
         if self.mode == "full":
@@ -182,7 +221,8 @@ class ClassClusters:
         return dense / (n - 1)
 
     def nbytes(self) -> int:
-        """Bytes of the stored arrays (what persistence writes for this class)."""
+        """Bytes of the stored arrays, as held in memory and written by persistence (the file adds
+        8 bytes per cluster for its owner index, 8 more per cluster for its rank in full mode)."""
         total = self.counts.nbytes + self.means.nbytes
         total += sum(f.nbytes for f in self.factors)
         total += 0 if self.diag is None else self.diag.nbytes

@@ -40,15 +40,15 @@ from typing import Any
 
 import numpy as np
 
-from .calibration import POOL_ROWS, fit_temperature, pooled_temperature
+from .calibration import POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature
 from .classifiers.base import LinearSnapshot, Snapshot
-from .classifiers.blended import BlendedSnapshot, fit_blended_head, leave_one_out_logits
+from .classifiers.blended import BlendedSnapshot, fit_blended_head
 from .classifiers.gaussian import PooledMoments, fit_gaussian_head
 from .classifiers.ncm import fit_ncm
 from .classifiers.vote import fit_weighted_vote
 from .clustering import COVARIANCE_MODES
 from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
-from .memory import REDUCTIONS, ClusterMemory
+from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
 from .open_set import OPEN_SET_MODES, DistanceGate
 from .persistence import LearnerState, load_state, save_state
 from .rehearsal import REHEARSAL_MODES
@@ -79,8 +79,10 @@ class LearnerConfig:
         schedule), "cbcl_vote" (CBCL weighted vote), "ncm" (nearest class mean).
     transform / transform_power : feature transform applied to every vector before it is stored or
         classified (:mod:`.transform`): "tukey_l2" (default, power 0.5 then L2 norm), "l2", "none".
-    calibrate : fit the softmax temperature on leave-one-out logits of the taught shots ("blended"
+    calibrate : fit the softmax temperature on held-out logits of the taught shots ("blended"
         head only; :mod:`.calibration`).
+    memory_precision : "auto" (default: each class stored in float16 when that is faithful, about
+        half its raw shots' bytes; :meth:`.clustering.ClassClusters.compacted`) or "float32".
     distance_prior : prior RMS within-class distance in the transformed space (None: the backbone's
         tabulated value, else the first data's estimate); see :mod:`.distance_threshold`.
     open_set / unknown_distance_factor / min_confidence : see :mod:`.open_set`; a vector is known when it
@@ -108,6 +110,7 @@ class LearnerConfig:
     transform: str = "tukey_l2"
     transform_power: float = 0.5
     calibrate: bool = True
+    memory_precision: str = "auto"
     distance_prior: float | None = None
     epochs: int = 25
     epochs_per_increment: int = 0
@@ -145,6 +148,7 @@ class LearnerConfig:
         choice("classifier", CLASSIFIERS)
         choice("open_set", OPEN_SET_MODES)
         choice("transform", TRANSFORMS)
+        choice("memory_precision", PRECISIONS)
         FeatureTransform.named(self.transform, self.transform_power)  # checks the power
         positive("blend", zero=True)
         positive("distance_prior", allow_none=True)
@@ -226,10 +230,14 @@ class Prediction:
 
 @dataclass(frozen=True)
 class ClassInfo:
+    """One class as stored: ``memory_bytes`` are its arrays (counts, means, scatters) as held in RAM
+    and written to the file; ``storage`` their dtype, chosen per class by the memory."""
+
     name: str
     clusters: int
     shots: int
     memory_bytes: int
+    storage: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -269,7 +277,7 @@ class CBCLPRLearner:
         self.feature_dim = int(feature_dim)
         self._write_lock = threading.RLock()
         self._memory = ClusterMemory(self.feature_dim, config.covariance, config.max_clusters,
-                                     config.reduction, config.seed)
+                                     config.reduction, config.seed, precision=config.memory_precision)
         self.transform = FeatureTransform.named(config.transform, config.transform_power)
         self.distance_threshold_: float | None = config.distance_threshold
         # prior of the open-set gate's D (set on the first teach), and the calibrated temperature
@@ -304,14 +312,20 @@ class CBCLPRLearner:
         return self._memory.n_clusters
 
     def memory_bytes(self) -> int:
-        """Bytes of the cluster memory plus the classifier's parameters."""
+        """Bytes of the cluster memory plus the served classifier's parameters (a linear head's
+        weights, or the blended head's weights, means and per-class low-rank terms).  Not counted:
+        the float64 moments cache kept to speed up the next retrain (rebuilt from the memory)."""
         head = self._served.head
-        extra = head.weight.nbytes + head.bias.nbytes if isinstance(head, LinearSnapshot) else 0
+        extra = 0
+        if isinstance(head, LinearSnapshot):
+            extra = head.weight.nbytes + head.bias.nbytes
+        elif isinstance(head, BlendedSnapshot):
+            extra = head.weight.nbytes + head.bias.nbytes + head.means.nbytes + sum(b.nbytes for b in head.low_rank)
         return self._memory.nbytes() + int(extra)
 
     def class_info(self) -> list[ClassInfo]:
         mem = self._memory
-        return [ClassInfo(c, cc.n_clusters, cc.n_samples, cc.nbytes()) for c, cc in mem.items()]
+        return [ClassInfo(c, cc.n_clusters, cc.n_samples, cc.nbytes(), cc.storage) for c, cc in mem.items()]
 
     # ------------------------------------------------------------------ teaching
     def teach(self, label: str, features: np.ndarray) -> TeachResult:
@@ -481,6 +495,9 @@ class CBCLPRLearner:
             raise ValueError(f"memory covariance {mem.covariance!r} differs from the config's {config.covariance!r}")
         if config.max_clusters is not None and len(mem) > config.max_clusters:
             raise ValueError(f"cluster budget K={config.max_clusters} is smaller than the {len(mem)} classes")
+        if mem.precision != config.memory_precision:  # the config decides how later changes are stored
+            mem = ClusterMemory(mem.feature_dim, mem.covariance, mem.max_clusters, mem.reduction, mem.seed,
+                                dict(mem.items()), config.memory_precision)
         dist = state.distance_threshold
         if dist is not None and (not np.isfinite(dist) or dist <= 0):
             raise ValueError(f"distance threshold D must be finite and > 0, got {dist!r}")
@@ -563,14 +580,14 @@ class CBCLPRLearner:
     def _calibrated(self, served: _Served, memory: ClusterMemory, old: ClusterMemory,
                     data: Mapping[str, np.ndarray], dist: float,
                     temperature: tuple) -> tuple[_Served, tuple]:
-        """``served`` with its temperature refined on leave-one-out logits of the classes taught
-        from scratch in this call (a class's vectors are all here only then); unchanged if none."""
+        """``served`` with its temperature refined on held-out logits (one shot of every class out per
+        fold) of the classes taught from scratch in this call (a class's vectors are all here only
+        then); unchanged if none."""
         held = {c: x for c, x in data.items() if c not in old and len(x) >= 2}
         if not held:
             return served, temperature
         cfg = self.config
-        logits, labels = leave_one_out_logits(memory, served.moments, cfg.shrinkage, cfg.blend, held, dist,
-                                              seed=cfg.seed + self.increments_)
+        logits, labels = held_out_fold_logits(memory, served.moments, cfg.shrinkage, cfg.blend, held, dist)
         pool = (self._calib_pool + tuple(zip(logits, labels.tolist())))[-POOL_ROWS:]
         t_pool = fit_temperature([r for r, _ in pool], [k for _, k in pool])
         t, w = pooled_temperature(*self._calib_base, t_pool, float(len(pool)))
@@ -592,7 +609,7 @@ class CBCLPRLearner:
         if head is None:
             head, moments = self._fit_head(memory, increment, real)
         prior = self.distance_prior_ if prior is None else prior
-        gate = DistanceGate(tuple(cc.means for _, cc in memory.items()), self._gate_distance(memory, dist, prior),
+        gate = DistanceGate(tuple(cc.means.astype(np.float32, copy=False) for _, cc in memory.items()), self._gate_distance(memory, dist, prior),
                             self.config.unknown_distance_factor) if dist is not None else None
         return _Served(memory.classes, head, gate,
                        self._served.model_version + 1 if version is None else version, moments)

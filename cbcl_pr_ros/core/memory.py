@@ -14,6 +14,12 @@ k-means over its centroids.  Departures from the released code, all deliberate:
 
 ``reduction="remove"`` is the paper's comparison: drop the clusters with the fewest members.
 
+Storage (issue 15): with ``precision="auto"`` (the learner's default, ``LearnerConfig.memory_precision``)
+every class the memory creates or changes (teach, reduction) is offered to
+:meth:`~.clustering.ClassClusters.compacted`, which keeps it in float16 when that is faithful, so a
+class costs about half its raw shots; ``"float32"`` (this class's default, exact to float32) keeps
+everything float32.  Forget and rename move classes untouched.
+
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
 >>> mem = ClusterMemory(feature_dim=2, covariance="diagonal")
@@ -31,9 +37,10 @@ from sklearn.cluster import KMeans
 
 from .clustering import COVARIANCE_MODES, ClassClusters
 
-__all__ = ["ClusterMemory", "REDUCTIONS", "allocate_reduction"]
+__all__ = ["ClusterMemory", "REDUCTIONS", "PRECISIONS", "allocate_reduction"]
 
 REDUCTIONS = ("kmeans", "remove")
+PRECISIONS = ("auto", "float32")
 
 
 def allocate_reduction(sizes: Mapping[str, int], excess: int) -> dict[str, int]:
@@ -84,6 +91,9 @@ class ClusterMemory:
         How classes are shrunk when the budget is exceeded.
     seed : int
         Seed of the k-means.
+    precision : {"auto", "float32"}
+        "auto": each class the memory writes is stored in float16 when that is faithful
+        (:meth:`~.clustering.ClassClusters.compacted`); "float32" (default here): never.
     """
 
     def __init__(
@@ -94,11 +104,14 @@ class ClusterMemory:
         reduction: str = "kmeans",
         seed: int = 0,
         classes: Mapping[str, ClassClusters] | None = None,
+        precision: str = "float32",
     ) -> None:
         if covariance not in COVARIANCE_MODES:
             raise ValueError(f"covariance must be one of {COVARIANCE_MODES}, got {covariance!r}")
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         if max_clusters is not None and max_clusters < 1:
             raise ValueError(f"max_clusters (K) must be >= 1 or None, got {max_clusters!r}")
         self.feature_dim = int(feature_dim)
@@ -106,11 +119,16 @@ class ClusterMemory:
         self.max_clusters = max_clusters
         self.reduction = reduction
         self.seed = seed
+        self.precision = precision
         self._classes: dict[str, ClassClusters] = dict(classes or {})
 
     def _replace(self, classes: Mapping[str, ClassClusters]) -> "ClusterMemory":
         return ClusterMemory(self.feature_dim, self.covariance, self.max_clusters, self.reduction,
-                             self.seed, classes)
+                             self.seed, classes, self.precision)
+
+    def _stored(self, cc: ClassClusters) -> ClassClusters:
+        """``cc`` as this memory keeps it (float16 when allowed and faithful)."""
+        return cc.compacted() if self.precision == "auto" else cc
 
     # ------------------------------------------------------------------ read access
     @property
@@ -142,7 +160,7 @@ class ClusterMemory:
         """(N, d) float32 centroids and (N,) class indices (into :attr:`classes`)."""
         if not self._classes:
             return np.zeros((0, self.feature_dim), np.float32), np.zeros(0, np.int64)
-        means = np.concatenate([c.means for c in self._classes.values()])
+        means = np.concatenate([c.means for c in self._classes.values()]).astype(np.float32, copy=False)
         idx = np.concatenate([np.full(c.n_clusters, i) for i, c in enumerate(self._classes.values())])
         return means, idx.astype(np.int64)
 
@@ -161,7 +179,7 @@ class ClusterMemory:
         classes = dict(self._classes)
         for label, x in shots.items():
             base = classes.get(label) or ClassClusters.empty(self.feature_dim, self.covariance)
-            classes[label] = base.extend(x, distance_threshold)
+            classes[label] = self._stored(base.extend(x, distance_threshold))
         mem = self._replace(classes)
         if self.max_clusters is not None and mem.n_clusters > self.max_clusters:
             mem = mem.reduced_to(self.max_clusters, protect=tuple(shots))
@@ -193,7 +211,7 @@ class ClusterMemory:
         classes = dict(self._classes)
         for c, t in take.items():
             if t > 0:
-                classes[c] = self._reduce_class(classes[c], classes[c].n_clusters - t)
+                classes[c] = self._stored(self._reduce_class(classes[c], classes[c].n_clusters - t))
         mem = self._replace(classes)
         if mem.n_clusters > budget:  # cannot happen with budget >= classes; kept as a hard guarantee
             raise RuntimeError(f"cluster reduction left {mem.n_clusters} > {budget} clusters")

@@ -6,6 +6,13 @@ version, D, increments, classifier kind and a SHA-256.  Tensors: ``counts`` (N,)
 ``owner`` (N,) class index of each cluster; full mode ``ranks`` (N,) and ``factors`` (d, sum of
 ranks); diagonal mode ``diag`` (N, d); a linear head adds ``head.weight`` (C, d) and ``head.bias`` (C,).
 
+Format 3 (issue 15) stores each class in the dtype its memory chose (:mod:`.clustering`, "Storage
+precision"): ``storage`` (C,) uint8 says which (0 float32, 1 float16); ``means``/``factors``/``diag``
+hold the float32 classes' clusters as before and ``means.f16``/``factors.f16``/``diag.f16`` the
+float16 classes' (in cluster order within each group; ``ranks`` still covers every cluster).  Every
+one of these tensors is always present (possibly empty), so the layout is fixed by the covariance
+mode.  Files of formats 1 and 2 (everything float32) are read unchanged.
+
 Integrity: format 2's SHA-256 covers the metadata (canonical JSON without the digest) *and* every
 tensor's name, dtype, shape and bytes, so an edited class name, D, K or head is as corrupt as a
 flipped tensor byte.  Format 1 files (digest over the tensors only) are still read, with every
@@ -49,10 +56,11 @@ __all__ = [
     "write_atomic", "save_state", "load_state", "read_metadata",
 ]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MAX_FEATURE_DIM = 65536  # wider than any backbone; refuses absurd widths before any allocation
 _META_KEY = "cbcl_pr"
-_FLOAT_TENSORS = ("means", "factors", "diag", "head.weight", "head.bias")
+_FLOAT_TENSORS = ("means", "factors", "diag", "means.f16", "factors.f16", "diag.f16", "head.weight", "head.bias")
+_HALF = {"float32": 0, "float16": 1}
 
 
 class MemoryFileError(ValueError):
@@ -113,19 +121,23 @@ def _pack(state: LearnerState) -> tuple[dict[str, np.ndarray], dict]:
     tensors: dict[str, np.ndarray] = {
         "counts": np.concatenate([cc.counts for _, cc in items]).astype(np.int64) if items
         else np.zeros(0, np.int64),
-        "means": np.concatenate([cc.means for _, cc in items]).astype(np.float32) if items
-        else np.zeros((0, d), np.float32),
         "owner": np.concatenate([np.full(cc.n_clusters, i, np.int64) for i, (_, cc) in enumerate(items)])
         if items else np.zeros(0, np.int64),
+        "storage": np.array([_HALF[cc.storage] for _, cc in items], np.uint8),
     }
     if mem.covariance == "full":
-        facs = [f for _, cc in items for f in cc.factors]
-        tensors["ranks"] = np.array([f.shape[1] for f in facs], np.int64)
-        tensors["factors"] = (np.ascontiguousarray(np.concatenate(facs, axis=1), np.float32) if facs
-                              else np.zeros((d, 0), np.float32))
-    else:
-        tensors["diag"] = np.concatenate([cc.diag for _, cc in items]).astype(np.float32) if items \
-            else np.zeros((0, d), np.float32)
+        tensors["ranks"] = np.array([f.shape[1] for _, cc in items for f in cc.factors], np.int64)
+    for suffix, dtype in (("", np.float32), (".f16", np.float16)):
+        group = [cc for _, cc in items if cc.means.dtype == dtype]
+        tensors["means" + suffix] = (np.concatenate([cc.means for cc in group]).astype(dtype) if group
+                                     else np.zeros((0, d), dtype))
+        if mem.covariance == "full":
+            facs = [f for cc in group for f in cc.factors]
+            tensors["factors" + suffix] = (np.ascontiguousarray(np.concatenate(facs, axis=1), dtype) if facs
+                                           else np.zeros((d, 0), dtype))
+        else:
+            tensors["diag" + suffix] = (np.concatenate([cc.diag for cc in group]).astype(dtype) if group
+                                        else np.zeros((0, d), dtype))
     head_kind = None
     if state.head is not None:
         head_kind = state.head.kind
@@ -268,8 +280,11 @@ def _expect(tensors: dict[str, np.ndarray], name: str, dtype: Any, shape: tuple,
 
 
 def _check_tensors(tensors: dict[str, np.ndarray], d: int, classes: list[str], covariance: str,
-                   head_kind: str | None, k: int | None, where: str) -> None:
+                   head_kind: str | None, k: int | None, where: str, version: int) -> np.ndarray:
+    """Every structural check; returns each cluster's storage (0 float32, 1 float16)."""
     want = {"counts", "means", "owner"} | ({"ranks", "factors"} if covariance == "full" else {"diag"})
+    if version >= 3:
+        want |= {"storage", "means.f16"} | ({"factors.f16"} if covariance == "full" else {"diag.f16"})
     if head_kind is not None:
         want |= {"head.weight", "head.bias"}
     if set(tensors) != want:
@@ -278,7 +293,6 @@ def _check_tensors(tensors: dict[str, np.ndarray], d: int, classes: list[str], c
     if n < 0:
         raise _bad(where, f"tensor counts has shape {tensors['counts'].shape}, expected (N,)")
     counts = _expect(tensors, "counts", np.int64, (n,), where)
-    _expect(tensors, "means", np.float32, (n, d), where)
     owner = _expect(tensors, "owner", np.int64, (n,), where)
     if n and counts.min() < 1:
         raise _bad(where, "every cluster must count at least one vector")
@@ -288,21 +302,32 @@ def _check_tensors(tensors: dict[str, np.ndarray], d: int, classes: list[str], c
         raise _bad(where, f"cluster owners must index the {len(classes)} classes")
     if len(np.unique(owner)) != len(classes):
         raise _bad(where, "every class must own at least one cluster")
+    half = np.zeros(n, bool)
+    if version >= 3:
+        storage = _expect(tensors, "storage", np.uint8, (len(classes),), where)
+        if storage.size and storage.max() > 1:
+            raise _bad(where, "class storage must be 0 (float32) or 1 (float16)")
+        half = storage[owner].astype(bool) if n else half
+    groups = (("", np.float32, ~half), (".f16", np.float16, half)) if version >= 3 else (("", np.float32, ~half),)
     if covariance == "full":
         ranks = _expect(tensors, "ranks", np.int64, (n,), where)
         if n and (ranks.min() < 0 or ranks.max() > d):
             raise _bad(where, f"factor ranks must be in [0, {d}]")
-        _expect(tensors, "factors", np.float32, (d, int(ranks.sum())), where)
-    else:
-        diag = _expect(tensors, "diag", np.float32, (n, d), where)
-        if n and diag.min() < 0:
-            raise _bad(where, "diagonal scatters must be >= 0")
+    for suffix, dtype, sel in groups:
+        _expect(tensors, "means" + suffix, dtype, (int(sel.sum()), d), where)
+        if covariance == "full":
+            _expect(tensors, "factors" + suffix, dtype, (d, int(ranks[sel].sum())), where)
+        else:
+            diag = _expect(tensors, "diag" + suffix, dtype, (int(sel.sum()), d), where)
+            if diag.size and diag.min() < 0:
+                raise _bad(where, "diagonal scatters must be >= 0")
     if head_kind is not None:
         _expect(tensors, "head.weight", np.float32, (len(classes), d), where)
         _expect(tensors, "head.bias", np.float32, (len(classes),), where)
     for name in _FLOAT_TENSORS:
         if name in tensors and not np.all(np.isfinite(tensors[name])):
             raise _bad(where, f"tensor {name} holds NaN or infinite values")
+    return half
 
 
 def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone: str | None = None,
@@ -327,23 +352,32 @@ def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone:
     d, classes, covariance, head_kind = _check_meta(meta, where)
     config = meta["config"]
     k = config.get("max_clusters")
-    _check_tensors(tensors, d, classes, covariance, head_kind, k, where)
-    counts, means, owner = tensors["counts"], tensors["means"], tensors["owner"]
-    if covariance == "full":
-        offsets = np.concatenate([[0], np.cumsum(tensors["ranks"])])
-        factors = tensors["factors"]
+    half = _check_tensors(tensors, d, classes, covariance, head_kind, k, where, version)
+    counts, owner = tensors["counts"], tensors["owner"]
+    # each cluster's row in its dtype group's means/diag, and its columns in that group's factors
+    row = np.zeros(len(counts), np.int64)
+    start = np.zeros(len(counts), np.int64)
+    ranks = tensors.get("ranks", np.zeros(len(counts), np.int64))
+    for sel in (~half, half):
+        row[sel] = np.arange(int(sel.sum()))
+        start[sel] = np.concatenate([[0], np.cumsum(ranks[sel])[:-1]]) if sel.any() else []
     per_class = {}
     try:
         for ci, name in enumerate(classes):
             idx = np.flatnonzero(owner == ci)
+            sfx = ".f16" if half[idx].all() and idx.size else ""
+            if half[idx].any() != half[idx].all():
+                raise ValueError(f"class {name!r} mixes storage dtypes")
+            means = tensors["means" + sfx][row[idx]].copy()
             if covariance == "full":
-                scat = [factors[:, offsets[i]:offsets[i + 1]].astype(np.float64) for i in idx]
+                fac = tensors["factors" + sfx]
+                per_class[name] = ClassClusters(counts[idx].copy(), means, covariance, tuple(
+                    np.ascontiguousarray(fac[:, start[i]:start[i] + ranks[i]]) for i in idx))
             else:
-                scat = [tensors["diag"][i].astype(np.float64) for i in idx]
-            per_class[name] = ClassClusters.from_stats(counts[idx], means[idx].astype(np.float64),
-                                                       covariance, scat)
+                per_class[name] = ClassClusters(counts[idx].copy(), means, covariance, (),
+                                                tensors["diag" + sfx][row[idx]].copy())
         memory = ClusterMemory(d, covariance, k, config.get("reduction", "kmeans"),
-                               config.get("seed", 0), per_class)
+                               config.get("seed", 0), per_class, config.get("memory_precision", "float32"))
         head = None
         if head_kind is not None:
             head = LinearSnapshot(head_kind, tuple(classes), tensors["head.weight"].copy(),

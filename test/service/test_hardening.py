@@ -213,7 +213,8 @@ def _set(key, value):
     (_set("feature_dim", 10**9), "feature_dim must be"),
     (lambda t, m: m["config"].__setitem__("max_clusters", 1), "smaller than the 2 classes"),
     (lambda t, m: t.__setitem__("means", t["means"][:, :-1].copy()), "means has shape"),
-    (lambda t, m: t["means"].__setitem__((0, 0), np.nan), "NaN"),
+    # (format 3: the classes' means are in "means" or "means.f16", whichever dtype they were stored in)
+    (lambda t, m: t[max(("means", "means.f16"), key=lambda k: t[k].size)].__setitem__((0, 0), np.nan), "NaN"),
     (lambda t, m: t.__setitem__("extra", np.zeros(3, np.float32)), "do not match the layout"),
     (lambda t, m: t.__setitem__("counts", t["counts"].astype(np.float32)), "dtype"),
     (lambda t, m: (t.__setitem__("head.weight", np.zeros((3, D), np.float32)),
