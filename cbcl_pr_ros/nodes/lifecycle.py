@@ -102,7 +102,9 @@ class ManagedNode(LifecycleNode):
             fn(*args)
             return True
         except Exception as exc:  # a transition never ends the process
-            self.last_failure = describe_exception(exc)
+            # the whole sentence (describe_exception cuts at 200 characters): it says what to do
+            text = " ".join(str(exc).split())[:1000]
+            self.last_failure = f"{type(exc).__name__}: {text}"
             self.get_logger().error(f"{what} failed: {self.last_failure}")
             return False
 
