@@ -168,10 +168,7 @@ class FeatureExtractorNode(ManagedNode):
             self._stop, self._slot = False, None
         self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
         self._worker.start()
-        self.get_logger().info(
-            f"configured: {backbone.name} features ({backbone.feature_dim}-d, runtime {backbone.runtime}, "
-            f"device {getattr(backbone, 'device', '?')}, precision {getattr(backbone, 'precision', '?')}) "
-            f"to '{self.features_pub.topic_name}'; service '{self.extract_srv.srv_name}'")
+        self.get_logger().info(f"configured: backbone {backbone.name} loaded, worker started")
 
     def _activate(self) -> None:
         p = self.params
@@ -195,9 +192,13 @@ class FeatureExtractorNode(ManagedNode):
         # a timer runs on the node clock: under use_sim_time the hint follows a bag's /clock
         self.hint_timer = self.create_timer(1.0, guard_callback(self, self._check_frames, "frame check"),
                                             callback_group=self._timer_group)
+        b = self.backbone
         self.get_logger().info(
-            f"active: reading '{self.image_sub.topic_name}' ({self._msg_type.__name__}, QoS "
-            f"{describe_qos(self.image_sub.qos_profile)})")
+            f"extracting {b.name} features ({b.feature_dim}-d, runtime {b.runtime}, device "
+            f"{getattr(b, 'device', '?')}, precision {getattr(b, 'precision', '?')}) from "
+            f"'{self.image_sub.topic_name}' ({self._msg_type.__name__}, QoS "
+            f"{describe_qos(self.image_sub.qos_profile)}) to '{self.features_pub.topic_name}'; "
+            f"service '{self.extract_srv.srv_name}' (active)")
 
     def _deactivate(self) -> None:
         for attr in ("image_sub", "depth_sub", "info_sub"):

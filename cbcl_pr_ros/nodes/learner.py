@@ -183,9 +183,7 @@ class LearnerNode(ManagedNode):
         self.markers_pub = self.create_lifecycle_publisher(MarkerArray, "detection_markers",
                                                            result_qos(depth=2), qos_overriding_options=over())
         self.controller = controller
-        self.get_logger().info(
-            f"configured: {len(controller.classes)} classes, backbone {self.backbone_name}, "
-            f"memory '{controller.memory_path}'")
+        self.get_logger().info(f"configured: {len(controller.classes)} classes loaded")
 
     def _activate(self) -> None:
         p = self.params
@@ -208,7 +206,10 @@ class LearnerNode(ManagedNode):
         self.phase = ACTIVE  # (set again by ManagedNode) so that the first status goes out now
         self._update_debug_subscription()
         self.publish_status()
-        self.get_logger().info(f"active: features from '{self.features_sub.topic_name}'")
+        c = self.controller
+        self.get_logger().info(
+            f"learner ready (active): {len(c.classes)} classes, backbone {self.backbone_name}, "
+            f"features from '{self.features_sub.topic_name}', memory '{c.memory_path}'")
 
     def _deactivate(self) -> None:
         for attr in ("features_sub", "objects_sub", "_image_sub"):

@@ -265,7 +265,7 @@ class LearnerController:
             if self.store is None or not self.store.default_name:
                 return True, f"the memory lives in RAM only: {n} classes are dropped"
             if self.last_save_ok_:
-                return True, f"{n} classes are in '{self.store.default_name}'"
+                return True, (f"{n} classes are in '{self.store.default_name}'" if n else "no classes to keep")
             ok, msg, _, _ = self._save_to("")
             self.last_save_ok_ = ok
             return ok, msg
