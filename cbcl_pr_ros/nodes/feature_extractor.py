@@ -201,14 +201,7 @@ class FeatureExtractorNode(ManagedNode):
             f"service '{self.extract_srv.srv_name}' (active)")
 
     def _deactivate(self) -> None:
-        for attr in ("image_sub", "depth_sub", "info_sub"):
-            sub = getattr(self, attr)
-            if sub is not None:
-                self.destroy_subscription(sub)
-                setattr(self, attr, None)
-        if self.hint_timer is not None:
-            self.destroy_timer(self.hint_timer)
-            self.hint_timer = None
+        self.release("image_sub", "depth_sub", "info_sub", "hint_timer")
         with self._slot_lock:
             self._slot = None  # a stream frame not yet taken: dropped, as a camera frame may be
         self._latest_depth = None
@@ -216,11 +209,7 @@ class FeatureExtractorNode(ManagedNode):
 
     def _cleanup(self, final: bool) -> None:
         self._stop_worker()
-        for attr in ("features_pub", "objects_pub"):
-            pub = getattr(self, attr)
-            if pub is not None:
-                self.destroy_lifecycle_publisher(pub)
-                setattr(self, attr, None)
+        self.release("features_pub", "objects_pub")
         with self.backbone_lock:  # an in-process learner may be mid-batch on it
             self.backbone = None
         self._cache = FrameBuffer(capacity=32)

@@ -212,16 +212,7 @@ class LearnerNode(ManagedNode):
             f"features from '{self.features_sub.topic_name}', memory '{c.memory_path}'")
 
     def _deactivate(self) -> None:
-        for attr in ("features_sub", "objects_sub", "_image_sub"):
-            sub = getattr(self, attr)
-            if sub is not None:
-                self.destroy_subscription(sub)
-                setattr(self, attr, None)
-        for attr in ("status_timer", "debug_timer"):
-            timer = getattr(self, attr)
-            if timer is not None:
-                self.destroy_timer(timer)
-                setattr(self, attr, None)
+        self.release("features_sub", "objects_sub", "_image_sub", "status_timer", "debug_timer")
         self._latest_features = None  # a classify while paused must not answer an old frame
         self._frames = FrameBuffer(capacity=16)
 
@@ -236,11 +227,7 @@ class LearnerNode(ManagedNode):
                 self.get_logger().error(f"{message}; the memory is lost with this process")
             else:
                 self.get_logger().info(f"memory freed: {message}")
-        for attr in ("prediction_pub", "status_pub", "debug_pub", "detections_pub", "markers_pub"):
-            pub = getattr(self, attr)
-            if pub is not None:
-                self.destroy_lifecycle_publisher(pub)
-                setattr(self, attr, None)
+        self.release("prediction_pub", "status_pub", "debug_pub", "detections_pub", "markers_pub")
         self.controller = None
         with self._tracker_lock:
             self._reset_tracking()

@@ -66,6 +66,24 @@ class ManagedNode(LifecycleNode):
         """Free what configure built; ``final`` at shutdown (errors there are only logged)."""
         raise NotImplementedError
 
+    def release(self, *attrs: str) -> None:
+        """Destroy the subscriptions, timers and lifecycle publishers held in these attributes; set
+        each to None (a transition frees what the opposite one made)."""
+        from rclpy.subscription import Subscription
+        from rclpy.timer import Timer
+
+        for attr in attrs:
+            entity = getattr(self, attr)
+            if entity is None:
+                continue
+            if isinstance(entity, Subscription):
+                self.destroy_subscription(entity)
+            elif isinstance(entity, Timer):
+                self.destroy_timer(entity)
+            else:
+                self.destroy_lifecycle_publisher(entity)
+            setattr(self, attr, None)
+
     # ------------------------------------------------------------------ start
     def start(self, autostart: bool) -> None:
         """Configure and activate now when ``autostart``; else wait for a lifecycle manager."""
