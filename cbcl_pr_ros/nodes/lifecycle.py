@@ -150,9 +150,9 @@ class ManagedNode(LifecycleNode):
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         with self._transition_lock:
             self.phase = INACTIVE  # services refuse from now on, before the subscriptions go
-            ok = self._run("deactivate", self._deactivate)
+            self._run("deactivate", self._deactivate)  # an error is logged; the node is paused anyway
             super().on_deactivate(state)
-        return SUCCESS if ok else FAILURE
+        return SUCCESS  # FAILURE would claim "still active" for a node that no longer serves
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
         with self._transition_lock:
