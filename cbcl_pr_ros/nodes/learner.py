@@ -222,8 +222,9 @@ class LearnerNode(ManagedNode):
             ok, message = c.save_if_unsaved()
             if not ok:
                 if not final:
-                    raise RuntimeError(f"{message}; cleanup refused so that no class is lost (fix the "
-                                       f"memory directory, or SaveMemory to another name, then retry)")
+                    raise RuntimeError(f"{message}; cleanup refused so that no class is lost: fix the "
+                                       f"memory file or directory, then cleanup again (SaveMemory to "
+                                       f"another name keeps a copy meanwhile)")
                 self.get_logger().error(f"{message}; the memory is lost with this process")
             else:
                 self.get_logger().info(f"memory freed: {message}")

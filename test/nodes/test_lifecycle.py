@@ -189,6 +189,35 @@ def test_learner_configure_fails_on_a_corrupt_memory_file_and_the_node_lives(hel
     assert code == 0, proc.output()[-3000:]
 
 
+def test_learner_cleanup_is_refused_while_its_memory_is_not_on_disk(helpers, domain_id, tmp_path):
+    """A failed autosave is retried at cleanup; while it keeps failing the memory is not freed."""
+    from lifecycle_msgs.srv import GetState
+
+    h = helpers
+    proc = _start_learner(h, domain_id, tmp_path, {"autostart": True})
+    cli = h.Client(domain_id)
+    memory = tmp_path / "memory.safetensors"
+    try:
+        assert cli.wait_for_service(GetState, "/learner/get_state", START, proc), proc.output()[-3000:]
+        assert _state(cli, "learner") == "active"
+        assert _teach(cli, "mug", 0.0).success and memory.is_file()
+        memory.unlink()
+        memory.mkdir()  # the autosave target is no file any more: every save fails, nothing is touched
+        taught = _teach(cli, "box", 8.0)
+        assert taught.success and "WARNING" in taught.message, taught.message
+        assert _transition(cli, "learner", "deactivate")
+        assert not _transition(cli, "learner", "cleanup")
+        assert _state(cli, "learner") == "inactive" and _classes(cli) == ["box", "mug"]
+        proc.wait_for("cleanup refused so that no class is lost", 30.0)
+        memory.rmdir()  # the operator fixes the directory: cleanup saves, then frees
+        assert _transition(cli, "learner", "cleanup")
+        assert _transition(cli, "learner", "configure") and _classes(cli) == ["box", "mug"]
+    finally:
+        cli.close()
+        code = proc.stop()
+    assert code == 0, proc.output()[-3000:]
+
+
 # ------------------------------------------------------------------ extractor
 class _Backbone:
     """What the extractor needs of a backbone: a name, a width and ``extract``."""
