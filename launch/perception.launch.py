@@ -1,6 +1,9 @@
 """Perception only: camera topic -> feature_extractor -> learner (no arm, no simulated world).
 
     ros2 launch cbcl_pr_ros perception.launch.py camera_topic:=/camera/image_raw namespace:=robot1
+    ros2 launch cbcl_pr_ros perception.launch.py autostart:=false   # for a lifecycle manager
+
+Both nodes are lifecycle nodes; by default they configure and activate themselves (``autostart``).
 """
 import os
 
@@ -16,6 +19,8 @@ def generate_launch_description():
     camera_topic = LaunchConfiguration("camera_topic")
     namespace = LaunchConfiguration("namespace")
     config = LaunchConfiguration("config")
+    # after the YAML, so the launch argument wins over its autostart
+    params = [config, {"autostart": LaunchConfiguration("autostart")}]
     remap = [("image", camera_topic)]
     return LaunchDescription([
         DeclareLaunchArgument("camera_topic", default_value="/camera/image_raw",
@@ -23,12 +28,15 @@ def generate_launch_description():
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes"),
         DeclareLaunchArgument("config", default_value=default_config,
                               description="parameters YAML (see config/cbcl_pr.yaml)"),
+        DeclareLaunchArgument("autostart", default_value="true",
+                              description="the lifecycle nodes configure and activate themselves; false "
+                                          "leaves them unconfigured for a lifecycle manager"),
         Node(package="cbcl_pr_ros", executable="feature_extractor_node", name="feature_extractor",
-             namespace=namespace, parameters=[config], remappings=remap, output="screen",
+             namespace=namespace, parameters=params, remappings=remap, output="screen",
              emulate_tty=True),
         # sigterm_timeout: the learner stops at once on SIGINT, but its Python exit (torch's module
         # teardown) took 5-7 s on a loaded 2-core machine, past launch's 5 s before SIGTERM
         Node(package="cbcl_pr_ros", executable="learner_node", name="learner",
-             namespace=namespace, parameters=[config], remappings=remap, output="screen",
+             namespace=namespace, parameters=params, remappings=remap, output="screen",
              emulate_tty=True, sigterm_timeout="20"),
     ])

@@ -75,7 +75,8 @@ def generate_launch_description():
             PythonLaunchDescriptionSource(os.path.join(share, "launch", "perception.launch.py")),
             launch_arguments={"camera_topic": LaunchConfiguration("camera_topic"),
                               "namespace": LaunchConfiguration("namespace"),
-                              "config": LaunchConfiguration("config")}.items(),
+                              "config": LaunchConfiguration("config"),
+                              "autostart": "true"}.items(),  # replay_session needs them active
             condition=IfCondition(LaunchConfiguration("start_nodes"))),
         OpaqueFunction(function=_tools),
     ])

@@ -40,11 +40,15 @@ def generate_launch_description():
     perception = LaunchConfiguration("config")
     world_cfg = LaunchConfiguration("world_config")
     arm_cfg = LaunchConfiguration("arm_config")
+    lifecycle = {"autostart": LaunchConfiguration("autostart")}  # after the YAML: wins over it
     return LaunchDescription([
         DeclareLaunchArgument("namespace", default_value="", description="namespace of every node"),
         DeclareLaunchArgument("seed", default_value="0", description="world seed (texture, lighting)"),
         DeclareLaunchArgument("config", default_value=os.path.join(cfg, "cbcl_pr.yaml"),
                               description="extractor and learner parameters"),
+        DeclareLaunchArgument("autostart", default_value="true",
+                              description="extractor and learner configure and activate themselves; "
+                                          "false: unconfigured, for a lifecycle manager"),
         DeclareLaunchArgument("world_config", default_value=os.path.join(cfg, "sim_world.yaml"),
                               description="simulated world parameters"),
         DeclareLaunchArgument("arm_config", default_value=os.path.join(cfg, "arm.yaml"),
@@ -52,9 +56,9 @@ def generate_launch_description():
         Node(package="cbcl_pr_ros", executable="sim_world_node", name="sim_world", namespace=namespace,
              parameters=[world_cfg, {"seed": seed}], output="screen"),
         Node(package="cbcl_pr_ros", executable="feature_extractor_node", name="feature_extractor",
-             namespace=namespace, parameters=[perception], output="screen"),
+             namespace=namespace, parameters=[perception, lifecycle], output="screen"),
         Node(package="cbcl_pr_ros", executable="learner_node", name="learner", namespace=namespace,
-             parameters=[perception], output="screen", sigterm_timeout="20"),  # see perception.launch.py
+             parameters=[perception, lifecycle], output="screen", sigterm_timeout="20"),  # see perception.launch.py
         Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
              parameters=[arm_cfg], output="screen"),
     ])

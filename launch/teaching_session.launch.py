@@ -2,6 +2,7 @@
 
     ros2 launch cbcl_pr_ros teaching_session.launch.py camera_topic:=/camera/image_raw
     ros2 launch cbcl_pr_ros teaching_session.launch.py namespace:=robot1 with_arm:=true [arm_config:=my_arm.yaml]
+    ros2 launch cbcl_pr_ros teaching_session.launch.py autostart:=false   # lifecycle manager drives them
 
 Each node reads its own YAML: the extractor and the learner ``config`` (config/cbcl_pr.yaml), the arm
 ``arm_config`` (config/arm.yaml).
@@ -30,7 +31,7 @@ def generate_launch_description():
     perception = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(os.path.join(share, "launch", "perception.launch.py")),
         launch_arguments={"camera_topic": camera_topic, "namespace": namespace,
-                          "config": config}.items(),
+                          "config": config, "autostart": LaunchConfiguration("autostart")}.items(),
     )
     return LaunchDescription([
         DeclareLaunchArgument("camera_topic", default_value="/camera/image_raw",
@@ -40,6 +41,9 @@ def generate_launch_description():
                               description="parameters YAML (see config/cbcl_pr.yaml)"),
         DeclareLaunchArgument("arm_config", default_value=os.path.join(share, "config", "arm.yaml"),
                               description="arm node parameters (backend, side, tolerances)"),
+        DeclareLaunchArgument("autostart", default_value="true",
+                              description="extractor and learner configure and activate themselves; "
+                                          "false: unconfigured, for a lifecycle manager"),
         DeclareLaunchArgument("with_arm", default_value="false",
                               description="also start the arm node (points at predicted objects)"),
         perception,

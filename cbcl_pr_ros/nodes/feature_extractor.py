@@ -14,6 +14,9 @@
   ``on``, from RGB alone) the frame's objects are proposed, and the frame and all object crops go
   through the backbone as ONE batch; ``object_features`` (ObjectFeatures) carries every object's box,
   3-D centroid, size and vector. ``features`` is published as before.
+* A lifecycle node (:mod:`.lifecycle`): configure loads the backbone, activate subscribes to the
+  camera, deactivate lets the camera go, cleanup frees the backbone; ``autostart`` (default true)
+  does configure + activate at start. Every topic's QoS takes rclpy's ``qos_overrides.*`` parameters.
 """
 from __future__ import annotations
 
@@ -25,7 +28,6 @@ import zlib
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.node import Node
 from rclpy.qos import ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
@@ -39,6 +41,7 @@ from cbcl_pr_ros.nodes.conversions import (
 )
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
+from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.service.params import EXTRACTOR
 from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
@@ -80,14 +83,70 @@ def no_frame_hint(topic: str, waited_s: float, qos_text: str, msg_type: str,
     return f"{head} {len(publishers)} publisher(s) ({names}) match but send nothing: is the camera streaming?"
 
 
-class FeatureExtractorNode(Node):
-    """Camera → feature vectors. ``backbone`` may be injected (tests, the one-process session)."""
+class FeatureExtractorNode(ManagedNode):
+    """Camera → feature vectors, as a lifecycle node. ``backbone`` may be injected (tests, the
+    one-process session); then configure uses it and cleanup only drops the reference.
+
+    configure: loads the backbone, creates the (lifecycle) publishers and starts the worker thread;
+    activate: subscribes to the camera (image, depth, camera_info) and starts the no-frame hint;
+    deactivate: releases the camera subscriptions (no frame is taken, nothing published);
+    cleanup: stops the worker and frees the backbone. ``extract_features`` answers whenever a
+    backbone is loaded (inactive or active): it changes nothing.
+    """
 
     def __init__(self, backbone: Any = None, *, node_name: str = "feature_extractor",
                  namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
         declare_parameters(self, EXTRACTOR)
         p = read_parameters(self, EXTRACTOR)
+        self.params = p
+        self._injected = backbone
+        self.backbone: Any = None
+        self.limits = RequestLimits.from_params(p)
+        # Shared with an in-process learner (LocalFeatureSource) so both never compete mid-batch.
+        self.backbone_lock = threading.Lock()
+        self.compressed = bool(p["compressed"])
+        self._msg_type = CompressedImage if self.compressed else Image
+        self._cache: FrameBuffer[FeatureVector] = FrameBuffer(capacity=32)
+
+        self._sub_group = MutuallyExclusiveCallbackGroup()
+        self._srv_group = MutuallyExclusiveCallbackGroup()
+        self._timer_group = MutuallyExclusiveCallbackGroup()
+        self._objects_group = MutuallyExclusiveCallbackGroup()
+        self.image_sub: Any = None
+        self.depth_sub: Any = None
+        self.info_sub: Any = None
+        self.features_pub: Any = None
+        self.objects_pub: Any = None
+        self.hint_timer: Any = None
+        self.extract_srv = self.create_service(ExtractFeatures, p["extract_service"],
+                                               guard_service(self, self._on_extract, "extract_features"),
+                                               qos_profile=service_qos(),
+                                               callback_group=self._srv_group)
+        self._depths: FrameBuffer[Any] = FrameBuffer(capacity=8)
+        self._latest_depth: Any = None
+        self._camera_info: Any = None
+
+        # newest-frame slot filled by the subscription, emptied by the worker
+        self._slot_lock = threading.Condition()
+        self._slot: Any = None
+        self._stop = False
+        self._worker: threading.Thread | None = None
+        self.received = 0
+        self.processed = 0
+        self.dropped = 0
+        self.failed = 0
+        self.objects_published = 0
+        self.depth_rejected = 0
+        self._last_frame_time: float | None = None  # set at the first check: spinning may start late
+        self._last_hint_time = 0.0
+        self._hint_backoff = 1.0
+        self.start(bool(p["autostart"]))
+
+    # ------------------------------------------------------------------ life cycle
+    def _configure(self) -> None:
+        p = self.params
+        backbone = self._injected
         if backbone is None:
             from cbcl_pr_ros.features import make_backbone
 
@@ -99,48 +158,70 @@ class FeatureExtractorNode(Node):
             self.get_logger().warning(f"injected backbone '{backbone.name}' differs from parameter "
                                       f"backbone '{p['backbone']}'; using the injected one")
         self.backbone = backbone
-        self.limits = RequestLimits.from_params(p)
-        # Shared with an in-process learner (LocalFeatureSource) so both never compete mid-batch.
-        self.backbone_lock = threading.Lock()
-        self.compressed = bool(p["compressed"])
-        self._msg_type = CompressedImage if self.compressed else Image
-        self._qos = image_qos(p["reliability"], p["qos_depth"])
-        self._cache: FrameBuffer[FeatureVector] = FrameBuffer(capacity=32)
-
-        self._sub_group = MutuallyExclusiveCallbackGroup()
-        self._srv_group = MutuallyExclusiveCallbackGroup()
-        self._timer_group = MutuallyExclusiveCallbackGroup()
-        self.image_sub = self.create_subscription(self._msg_type, p["image_topic"],
-                                                  guard_callback(self, self._on_image, "camera frame"),
-                                                  self._qos, callback_group=self._sub_group)
-        self.features_pub = self.create_publisher(FeatureVector, p["features_topic"],
-                                                  feature_qos("reliable", depth=10))
-        self.extract_srv = self.create_service(ExtractFeatures, p["extract_service"],
-                                               guard_service(self, self._on_extract, "extract_features"),
-                                               qos_profile=service_qos(),
-                                               callback_group=self._srv_group)
-        self._init_objects(p)
-
-        # newest-frame slot filled by the subscription, emptied by the worker
-        self._slot_lock = threading.Condition()
-        self._slot: Any = None
-        self._stop = False
-        self.received = 0
-        self.processed = 0
-        self.dropped = 0
-        self.failed = 0
-        self._last_frame_time: float | None = None  # set at the first check: spinning may start late
-        self._last_hint_time = 0.0
-        self._hint_backoff = 1.0
+        self.features_pub = self.create_lifecycle_publisher(
+            FeatureVector, p["features_topic"], feature_qos("reliable", depth=10),
+            qos_overriding_options=overridable())
+        self.objects_pub = self.create_lifecycle_publisher(
+            ObjectFeatures, p["object_features_topic"], feature_qos("reliable", depth=10),
+            qos_overriding_options=overridable())
+        with self._slot_lock:
+            self._stop, self._slot = False, None
         self._worker = threading.Thread(target=self._work, name="feature_extractor_worker", daemon=True)
         self._worker.start()
+        self.get_logger().info(f"configured: backbone {backbone.name} loaded, worker started")
+
+    def _activate(self) -> None:
+        p = self.params
+        self._last_frame_time = None
+        self._hint_backoff = 1.0
+        self.image_sub = self.create_subscription(self._msg_type, p["image_topic"],
+                                                  guard_callback(self, self._on_image, "camera frame"),
+                                                  image_qos(p["reliability"], p["qos_depth"]),
+                                                  callback_group=self._sub_group,
+                                                  qos_overriding_options=overridable())
+        self.depth_sub = self.create_subscription(Image, p["depth_topic"],
+                                                  guard_callback(self, self._on_depth, "depth frame"),
+                                                  image_qos(p["reliability"], p["qos_depth"]),
+                                                  callback_group=self._objects_group,
+                                                  qos_overriding_options=overridable())
+        self.info_sub = self.create_subscription(CameraInfo, p["camera_info_topic"],
+                                                 guard_callback(self, self._on_camera_info, "camera_info"),
+                                                 image_qos(p["reliability"], p["qos_depth"]),
+                                                 callback_group=self._objects_group,
+                                                 qos_overriding_options=overridable())
+        # a timer runs on the node clock: under use_sim_time the hint follows a bag's /clock
         self.hint_timer = self.create_timer(1.0, guard_callback(self, self._check_frames, "frame check"),
-                                           callback_group=self._timer_group)
+                                            callback_group=self._timer_group)
+        b = self.backbone
         self.get_logger().info(
-            f"extracting {backbone.name} features ({backbone.feature_dim}-d, runtime {backbone.runtime}, "
-            f"device {getattr(backbone, 'device', '?')}, precision {getattr(backbone, 'precision', '?')}) from "
-            f"'{self.image_sub.topic_name}' ({self._msg_type.__name__}, QoS {describe_qos(self._qos)}) "
-            f"to '{self.features_pub.topic_name}'; service '{self.extract_srv.srv_name}'")
+            f"extracting {b.name} features ({b.feature_dim}-d, runtime {b.runtime}, device "
+            f"{getattr(b, 'device', '?')}, precision {getattr(b, 'precision', '?')}) from "
+            f"'{self.image_sub.topic_name}' ({self._msg_type.__name__}, QoS "
+            f"{describe_qos(self.image_sub.qos_profile)}) to '{self.features_pub.topic_name}'; "
+            f"service '{self.extract_srv.srv_name}' (active)")
+
+    def _deactivate(self) -> None:
+        self.release("image_sub", "depth_sub", "info_sub", "hint_timer")
+        with self._slot_lock:
+            self._slot = None  # a stream frame not yet taken: dropped, as a camera frame may be
+        self._latest_depth = None
+        self._camera_info = None
+
+    def _cleanup(self, final: bool) -> None:
+        self._stop_worker()
+        self.release("features_pub", "objects_pub")
+        with self.backbone_lock:  # an in-process learner may be mid-batch on it
+            self.backbone = None
+        self._cache = FrameBuffer(capacity=32)
+        self._depths = FrameBuffer(capacity=8)
+
+    def _stop_worker(self) -> None:
+        with self._slot_lock:
+            self._stop = True
+            self._slot_lock.notify_all()
+        if self._worker is not None:
+            self._worker.join(timeout=5.0)
+            self._worker = None
 
     def _now(self) -> float:
         """Node clock in seconds: with ``use_sim_time`` the no-frame hint follows a bag's /clock."""
@@ -174,21 +255,27 @@ class FeatureExtractorNode(Node):
         return compressed_msg_to_rgb(msg) if self.compressed else image_msg_to_rgb(msg)
 
     def _process(self, msg: Any) -> None:
+        backbone, pub = self.backbone, self.features_pub
+        if backbone is None or pub is None or self.phase != ACTIVE:
+            return  # deactivated or cleaned up while the frame waited: a stream frame, dropped
         rgb = self._decode(msg)
         if self._objects_wanted():
-            self._process_objects(msg, rgb)
+            self._process_objects(msg, rgb, backbone)
             return
         with self.backbone_lock:
-            vec = self.backbone.extract([rgb])[0]
-        out = make_feature_msg(msg.header, self.backbone.name, self.backbone.preprocessing_id, vec)
+            vec = backbone.extract([rgb])[0]
+        out = make_feature_msg(msg.header, backbone.name, backbone.preprocessing_id, vec)
         if not self.compressed:
             self._cache.put(frame_fingerprint(msg), out)
-        self.features_pub.publish(out)
+        pub.publish(out)
         self.processed += 1
 
     def _check_frames(self) -> None:
         """Hint after ``no_frame_warning_s`` without frames, then again at doubling intervals (≤ 60 s)."""
         limit = float(self.get_parameter("no_frame_warning_s").value)
+        sub = self.image_sub
+        if sub is None:
+            return
         now = self._now()
         if self._last_frame_time is None:
             self._last_frame_time = self._last_hint_time = now
@@ -200,30 +287,15 @@ class FeatureExtractorNode(Node):
             return
         self._last_hint_time = now
         self._hint_backoff *= 2.0
-        infos = self.get_publishers_info_by_topic(self.image_sub.topic_name)
+        infos = self.get_publishers_info_by_topic(sub.topic_name)
         pubs = [(i.node_name, i.topic_type.replace("/msg/", "/"),
                  "best_effort" if i.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT else "reliable")
                 for i in infos]
         msg_type = "sensor_msgs/CompressedImage" if self.compressed else "sensor_msgs/Image"
-        self.get_logger().warning(no_frame_hint(self.image_sub.topic_name, now - self._last_frame_time,
-                                                describe_qos(self._qos), msg_type, pubs))
+        self.get_logger().warning(no_frame_hint(sub.topic_name, now - self._last_frame_time,
+                                                describe_qos(sub.qos_profile), msg_type, pubs))
 
     # ------------------------------------------------------------------ objects (issue 12)
-    def _init_objects(self, p: dict[str, Any]) -> None:
-        """Depth and camera_info subscriptions (cached by stamp) and the object_features publisher."""
-        self._depths: FrameBuffer[Any] = FrameBuffer(capacity=8)
-        self._latest_depth: Any = None
-        self._camera_info: Any = None
-        self.objects_published = 0
-        self.depth_rejected = 0
-        group = MutuallyExclusiveCallbackGroup()
-        self.depth_sub = self.create_subscription(Image, p["depth_topic"], guard_callback(self, self._on_depth, "depth frame"), self._qos,
-                                                  callback_group=group)
-        self.info_sub = self.create_subscription(CameraInfo, p["camera_info_topic"], guard_callback(self, self._on_camera_info, "camera_info"),
-                                                 self._qos, callback_group=group)
-        self.objects_pub = self.create_publisher(ObjectFeatures, p["object_features_topic"],
-                                                 feature_qos("reliable", depth=10))
-
     def _on_depth(self, msg: Image) -> None:
         self._depths.put(stamp_key(msg.header), msg)
         self._latest_depth = msg
@@ -247,7 +319,9 @@ class FeatureExtractorNode(Node):
         except ValueError:
             K = None
         dmsg = self._depths.pop(stamp_key(header))
-        deadline = time.monotonic() + 0.1  # a camera publishes depth just after colour: wait a moment
+        # A camera publishes depth just after colour: wait a moment. Wall clock on purpose: this waits
+        # for the transport to deliver a message, which takes real time whatever /clock says.
+        deadline = time.monotonic() + 0.1
         while dmsg is None and self._latest_depth is not None and time.monotonic() < deadline:
             time.sleep(0.005)
             dmsg = self._depths.pop(stamp_key(header))
@@ -264,7 +338,7 @@ class FeatureExtractorNode(Node):
             self.get_logger().warning(f"depth frame ignored: {exc}", throttle_duration_sec=10.0)
             return None, K
 
-    def _process_objects(self, msg: Any, rgb: Any) -> None:
+    def _process_objects(self, msg: Any, rgb: Any, backbone: Any) -> None:
         """Proposals, then the frame and every crop in one backbone batch; publish both topics."""
         from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
         from cbcl_pr_ros.perception import crop_images, propose
@@ -273,19 +347,29 @@ class FeatureExtractorNode(Node):
         props = propose(rgb, depth, K)[: int(self.get_parameter("max_objects").value)]
         crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value)) if props else []
         with self.backbone_lock:
-            feats = self.backbone.extract([rgb, *crops])
-        name, prep = self.backbone.name, self.backbone.preprocessing_id
+            feats = backbone.extract([rgb, *crops])
+        name, prep = backbone.name, backbone.preprocessing_id
         out = make_feature_msg(msg.header, name, prep, feats[0])
         if not self.compressed:
             self._cache.put(frame_fingerprint(msg), out)
-        self.features_pub.publish(out)
-        self.objects_pub.publish(make_object_features_msg(msg.header, name, prep, props, feats[1:],
+        pub, objects_pub = self.features_pub, self.objects_pub
+        if pub is None or objects_pub is None:
+            return
+        pub.publish(out)
+        objects_pub.publish(make_object_features_msg(msg.header, name, prep, props, feats[1:],
                                                           rgb.shape))
         self.processed += 1
         self.objects_published += len(props)
 
     # ------------------------------------------------------------------ service
     def _on_extract(self, req: Any, resp: Any) -> Any:
+        refused = self.refusal("extract_features", need=INACTIVE)  # read-only: inactive answers too
+        backbone = self.backbone
+        if refused is None and backbone is None:
+            refused = "no backbone loaded (the node is between transitions); nothing was computed"
+        if refused:
+            resp.success, resp.message = False, refused
+            return resp
         if len(req.images) == 0:
             resp.success, resp.message = False, "no images in the request"
             return resp
@@ -314,10 +398,10 @@ class FeatureExtractorNode(Node):
             todo.append(i)
         if rgbs:
             with self.backbone_lock:
-                feats = self.backbone.extract(rgbs)
+                feats = backbone.extract(rgbs)
             for row, i in enumerate(todo):
-                out[i] = make_feature_msg(req.images[i].header, self.backbone.name,
-                                          self.backbone.preprocessing_id, feats[row])
+                out[i] = make_feature_msg(req.images[i].header, backbone.name,
+                                          backbone.preprocessing_id, feats[row])
         resp.features = out
         resp.success = True
         resp.message = (f"{len(out)} vectors ({len(out) - len(todo)} from the stream cache, "
@@ -331,17 +415,6 @@ class FeatureExtractorNode(Node):
                 "failed": self.failed, "runtime": getattr(self.backbone, "runtime", ""),
                 "device": getattr(self.backbone, "device", ""), "precision": getattr(self.backbone, "precision", ""),
                 "objects": self.objects_published, "depth_rejected": self.depth_rejected}
-
-    def close(self) -> None:
-        """Stop the worker thread (call before destroy_node)."""
-        with self._slot_lock:
-            self._stop = True
-            self._slot_lock.notify_all()
-        self._worker.join(timeout=5.0)
-
-    def destroy_node(self) -> None:
-        self.close()
-        super().destroy_node()
 
 
 def _log_stats(node: FeatureExtractorNode) -> None:

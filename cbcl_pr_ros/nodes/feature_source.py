@@ -20,7 +20,7 @@ import numpy as np
 
 from cbcl_pr_ros.nodes.conversions import features_from_msgs, image_msg_to_rgb
 
-__all__ = ["ExtractedFeatures", "FeatureSourceError", "FeatureSource", "LocalFeatureSource",
+__all__ = ["ExtractedFeatures", "FeatureSourceError", "FeatureSource", "LocalFeatureSource", "ExtractorFeatureSource",
            "ServiceFeatureSource"]
 
 
@@ -73,6 +73,24 @@ class LocalFeatureSource:
         with self.lock:
             feats = np.asarray(self.backbone.extract(rgbs), dtype=np.float32)
         return ExtractedFeatures(feats, self.backbone.name, self.backbone.preprocessing_id)
+
+
+class ExtractorFeatureSource:
+    """The backbone of a feature_extractor node in this process, looked up at every call.
+
+    The extractor is a lifecycle node: it loads its backbone at configure and frees it at cleanup, so a
+    reference taken when the session starts would go stale (or be None with ``autostart`` false).
+    """
+
+    def __init__(self, extractor: Any) -> None:
+        self.extractor = extractor
+
+    def extract_images(self, images: Sequence[Any]) -> ExtractedFeatures:
+        backbone = self.extractor.backbone
+        if backbone is None:
+            raise FeatureSourceError(f"the feature_extractor of this process is {self.extractor.phase}: no "
+                                     "backbone loaded (ros2 lifecycle set <it> configure)")
+        return LocalFeatureSource(backbone, self.extractor.backbone_lock).extract_images(images)
 
 
 class ServiceFeatureSource:

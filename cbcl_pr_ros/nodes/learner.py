@@ -25,6 +25,11 @@ classified as one batch, tracked (:class:`~cbcl_pr_ros.perception.ObjectTracker`
 each track's last frames) and published as ``detections`` (stamped as the image), ``detection_markers``
 (visualization_msgs/MarkerArray) and, while wanted, ``debug_image`` with every box and label.
 TeachClass learns from the object in view, a track id or boxes (``service/object_teaching.py``).
+
+Lifecycle (:mod:`.lifecycle`, docs/nodes.md "Lifecycle"): configure builds the learner and loads the
+memory, activate starts the stream and the publishers, deactivate pauses them (no class is lost),
+cleanup frees the memory after making sure it is on disk; ``autostart`` (default true) configures and
+activates at start. Every topic's QoS takes rclpy's ``qos_overrides.*`` parameters.
 """
 from __future__ import annotations
 
@@ -33,14 +38,13 @@ import threading
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.node import Node
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import Detections, FeatureVector, LearnerStatus, ObjectFeatures
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
-from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController
+from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, TeachOutcome
 from cbcl_pr_ros.nodes.conversions import (
     class_info_msgs,
     compressed_msg_to_rgb,
@@ -57,6 +61,7 @@ from cbcl_pr_ros.nodes.debug_image import FrameBuffer, annotate
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
 from cbcl_pr_ros.nodes.frame_collector import FrameCollector
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
+from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.service.memory_files import MemoryStore, memory_dir_for
 from cbcl_pr_ros.service.params import LEARNER, feature_dim_for, learner_factory
@@ -83,8 +88,17 @@ from cbcl_pr_ros.srv import (
 __all__ = ["LearnerNode", "main"]
 
 
-class LearnerNode(Node):
-    """The CBCL-PR learner on the ROS graph; ``feature_source`` may be injected (one process)."""
+class LearnerNode(ManagedNode):
+    """The CBCL-PR learner on the ROS graph, as a lifecycle node; ``feature_source`` may be injected
+    (one process).
+
+    configure: builds the learner and loads the memory file (a file that exists but cannot be
+    served fails the configure and is left untouched); activate: subscribes to the feature stream
+    and publishes (predictions, status, detections, debug image); deactivate: lets the stream go,
+    keeps every class; cleanup: saves if the last autosave failed (refused while it cannot), frees.
+    Services: classify, list_classes and save_memory answer while inactive (they change no class);
+    teach_class, forget_class, rename_class and load_memory need the node active.
+    """
 
     def __init__(self, feature_source: Any = None, *, node_name: str = "learner",
                  namespace: str | None = None, **kwargs: Any) -> None:
@@ -94,33 +108,28 @@ class LearnerNode(Node):
         self.params = p
         self.backbone_name = p["backbone"]
         self.limits = RequestLimits.from_params(p)
-        store = None
-        if p["memory_path"]:
-            memory_dir, default_name = memory_dir_for(p["memory_dir"], p["memory_path"])
-            store = MemoryStore(memory_dir, default_name, allow_absolute=p["allow_absolute_paths"],
-                                max_bytes=p["max_memory_file_bytes"])
-        self.controller = LearnerController(
-            make_learner=learner_factory(p), backbone=p["backbone"], feature_dim=feature_dim_for(p),
-            store=store, cluster_budget=p["cluster_budget"], on_change=self._on_change,
-            limits=self.limits)
+        self.controller: LearnerController | None = None
 
         self._stream_group = MutuallyExclusiveCallbackGroup()
         self._mutate_group = MutuallyExclusiveCallbackGroup()
         self._query_group = ReentrantCallbackGroup()
         self._client_group = MutuallyExclusiveCallbackGroup()
         self._debug_group = MutuallyExclusiveCallbackGroup()
+        self._objects_group = MutuallyExclusiveCallbackGroup()
 
         if feature_source is None:
             feature_source = ServiceFeatureSource(self, p["extract_service"], p["extract_timeout_s"],
                                                   callback_group=self._client_group)
         self.feature_source = feature_source
-
-        self.features_sub = self.create_subscription(
-            FeatureVector, p["features_topic"], guard_callback(self, self._on_features, "feature vector"),
-            feature_qos(p["reliability"], depth=10), callback_group=self._stream_group)
-        self.prediction_pub = self.create_publisher(PredictionMsg, "prediction", result_qos())
-        self.status_pub = self.create_publisher(LearnerStatus, "status", status_qos())
-        self.debug_pub = self.create_publisher(Image, "debug_image", result_qos(depth=2))
+        self.features_sub: Any = None
+        self.objects_sub: Any = None
+        self.prediction_pub: Any = None
+        self.status_pub: Any = None
+        self.debug_pub: Any = None
+        self.detections_pub: Any = None
+        self.markers_pub: Any = None
+        self.status_timer: Any = None
+        self.debug_timer: Any = None
         self._status_lock = threading.Lock()
 
         def s(srv_type: Any, name: str, fn: Any, group: Any) -> None:
@@ -143,36 +152,113 @@ class LearnerNode(Node):
         self._frames: FrameBuffer[Any] = FrameBuffer(capacity=16)
         self._image_sub = None
         self._image_topic = p["image_topic"]
-        self._image_qos = image_qos(p["reliability"], p["qos_depth"])
         self._image_type = CompressedImage if p["compressed"] else Image
+        self._init_objects(p)
+        self.start(bool(p["autostart"]))
 
-        startup = self.controller.load_at_startup()
-        self.get_logger().info(startup)
+    # ------------------------------------------------------------------ life cycle
+    def _configure(self) -> None:
+        p = self.params
+        store = None
+        if p["memory_path"]:
+            memory_dir, default_name = memory_dir_for(p["memory_dir"], p["memory_path"])
+            store = MemoryStore(memory_dir, default_name, allow_absolute=p["allow_absolute_paths"],
+                                max_bytes=p["max_memory_file_bytes"])
+        controller = LearnerController(
+            make_learner=learner_factory(p), backbone=p["backbone"], feature_dim=feature_dim_for(p),
+            store=store, cluster_budget=p["cluster_budget"], on_change=self._on_change,
+            limits=self.limits)
+        self.get_logger().info(controller.load_at_startup(move_aside=False))  # MemoryLoadError: FAILURE
+        over = overridable
+        self.prediction_pub = self.create_lifecycle_publisher(PredictionMsg, "prediction", result_qos(),
+                                                              qos_overriding_options=over())
+        self.status_pub = self.create_lifecycle_publisher(LearnerStatus, "status", status_qos(),
+                                                          qos_overriding_options=over())
+        self.debug_pub = self.create_lifecycle_publisher(Image, "debug_image", result_qos(depth=2),
+                                                         qos_overriding_options=over())
+        self.detections_pub = self.create_lifecycle_publisher(Detections, "detections", result_qos(),
+                                                              qos_overriding_options=over())
+        from visualization_msgs.msg import MarkerArray
+
+        self.markers_pub = self.create_lifecycle_publisher(MarkerArray, "detection_markers",
+                                                           result_qos(depth=2), qos_overriding_options=over())
+        self.controller = controller
+        self.get_logger().info(f"configured: {len(controller.classes)} classes loaded")
+
+    def _activate(self) -> None:
+        p = self.params
+        self.features_sub = self.create_subscription(
+            FeatureVector, p["features_topic"], guard_callback(self, self._on_features, "feature vector"),
+            feature_qos(p["reliability"], depth=10), callback_group=self._stream_group,
+            qos_overriding_options=overridable())
+        self.objects_sub = self.create_subscription(
+            ObjectFeatures, p["object_features_topic"],
+            guard_callback(self, self._on_object_features, "object features"),
+            feature_qos(p["reliability"], depth=10), callback_group=self._objects_group,
+            qos_overriding_options=overridable())
+        # timers run on the node clock (a bag's /clock under use_sim_time)
         self.status_timer = self.create_timer(p["status_period_s"],
                                               guard_callback(self, self.publish_status, "status"),
                                               callback_group=self._debug_group)
         self.debug_timer = self.create_timer(0.5, guard_callback(self, self._update_debug_subscription,
                                                                  "debug subscription"),
                                              callback_group=self._debug_group)
+        self.phase = ACTIVE  # (set again by ManagedNode) so that the first status goes out now
         self._update_debug_subscription()
-        self._init_objects(p)
         self.publish_status()
+        c = self.controller
         self.get_logger().info(
-            f"learner ready: {len(self.controller.classes)} classes, backbone {self.backbone_name}, "
-            f"features from '{self.features_sub.topic_name}', memory '{self.controller.memory_path}'")
+            f"learner ready (active): {len(c.classes)} classes, backbone {self.backbone_name}, "
+            f"features from '{self.features_sub.topic_name}', memory '{c.memory_path}'")
+
+    def _deactivate(self) -> None:
+        self.release("features_sub", "objects_sub", "_image_sub", "status_timer", "debug_timer")
+        self._latest_features = None  # a classify while paused must not answer an old frame
+        self._frames = FrameBuffer(capacity=16)
+
+    def _cleanup(self, final: bool) -> None:
+        c = self.controller
+        if c is not None:
+            ok, message = c.save_if_unsaved()
+            if not ok:
+                if not final:
+                    raise RuntimeError(f"{message}; cleanup refused so that no class is lost: fix the "
+                                       f"memory file or directory, then cleanup again (SaveMemory to "
+                                       f"another name keeps a copy meanwhile)")
+                self.get_logger().error(f"{message}; the memory is lost with this process")
+            else:
+                self.get_logger().info(f"memory freed: {message}")
+        self.release("prediction_pub", "status_pub", "debug_pub", "detections_pub", "markers_pub")
+        self.controller = None
+        with self._tracker_lock:
+            self._reset_tracking()
+
+    def _gate(self, what: str, need: str) -> tuple[Any, str | None]:
+        """(controller, None) when the node's state allows ``what``, else (controller or None, refusal)."""
+        refused = self.refusal(what, need)
+        c = self.controller
+        if refused is None and c is None:
+            refused = f"{what} refused: the memory is not loaded (the node is between transitions)"
+        return c, refused
 
     # ------------------------------------------------------------------ status
     def _on_change(self) -> None:
         self.publish_status()
 
     def publish_status(self) -> None:
-        msg = make_status_msg(self.controller.status())
+        c, pub = self.controller, self.status_pub
+        if c is None or pub is None or self.phase != ACTIVE:
+            return  # nothing is published while inactive
+        msg = make_status_msg(c.status())
         msg.header.stamp = self.get_clock().now().to_msg()
         with self._status_lock:
-            self.status_pub.publish(msg)
+            pub.publish(msg)
 
     # ------------------------------------------------------------------ stream
     def _on_features(self, msg: FeatureVector) -> None:
+        ctl, pub = self.controller, self.prediction_pub
+        if ctl is None or pub is None or self.phase != ACTIVE:
+            return  # a message already queued when the stream was paused
         self._latest_features = msg
         with self._collectors_lock:
             collectors = list(self._collectors)
@@ -181,25 +267,27 @@ class LearnerNode(Node):
         rate = float(self.get_parameter("max_prediction_rate").value)
         if not self._rate_limit.allow(self._clock_s(), rate):
             return
-        if not self.controller.classes:
+        if not ctl.classes:
             return
         try:
-            feats = features_from_msgs([msg], self.backbone_name, self.controller.feature_dim)
+            feats = features_from_msgs([msg], self.backbone_name, ctl.feature_dim)
         except ValueError as exc:
             self.get_logger().warning(f"feature vector ignored: {exc}", throttle_duration_sec=10.0)
             return
-        out = self.controller.classify(feats, top_k=len(self.controller.classes))
+        out = ctl.classify(feats, top_k=len(ctl.classes))
         if not out.success:
             return
         pred = out.predictions[0]
-        self.prediction_pub.publish(prediction_to_msg(msg.header, pred, out.model_version))
+        pub.publish(prediction_to_msg(msg.header, pred, out.model_version))
         self.predictions_published += 1
         if self._image_sub is not None and not self._objects_streaming():
             self._publish_debug(msg.header, pred)  # with objects, the debug image shows their boxes instead
 
     # ------------------------------------------------------------------ debug image
     def _debug_wanted(self) -> bool:
-        return bool(self.get_parameter("debug_image").value) or self.debug_pub.get_subscription_count() > 0
+        pub = self.debug_pub
+        return self.phase == ACTIVE and pub is not None and (
+            bool(self.get_parameter("debug_image").value) or pub.get_subscription_count() > 0)
 
     def _update_debug_subscription(self) -> None:
         """Subscribe to the camera only while someone looks at the debug image (frames are large)."""
@@ -207,8 +295,8 @@ class LearnerNode(Node):
         if wanted and self._image_sub is None:
             self._image_sub = self.create_subscription(
                 self._image_type, self._image_topic, guard_callback(self, self._on_image, "debug frame"),
-                self._image_qos,
-                callback_group=self._debug_group)
+                image_qos(self.params["reliability"], self.params["qos_depth"]),
+                callback_group=self._debug_group, qos_overriding_options=overridable())
             self.get_logger().info(f"debug image on: subscribed to '{self._image_sub.topic_name}'")
         elif not wanted and self._image_sub is not None:
             self.destroy_subscription(self._image_sub)
@@ -219,12 +307,12 @@ class LearnerNode(Node):
         self._frames.put(stamp_key(msg.header), msg)
 
     def _publish_debug(self, header: Header, pred: Any) -> None:
-        frame = self._frames.pop(stamp_key(header))
-        if frame is None:
+        frame, pub = self._frames.pop(stamp_key(header)), self.debug_pub
+        if frame is None or pub is None:
             return  # the frame has not arrived (or fell out): skip rather than mislabel another one
         try:
             rgb = compressed_msg_to_rgb(frame) if self._image_type is CompressedImage else image_msg_to_rgb(frame)
-            self.debug_pub.publish(rgb_to_image_msg(annotate(rgb, pred.label, pred.confidence, pred.known),
+            pub.publish(rgb_to_image_msg(annotate(rgb, pred.label, pred.confidence, pred.known),
                                                     frame.header))
         except (ValueError, TypeError) as exc:
             self.get_logger().warning(f"debug image skipped: {exc}", throttle_duration_sec=10.0)
@@ -261,13 +349,19 @@ class LearnerNode(Node):
         return collector.frames
 
     # ------------------------------------------------------------------ services
+    def _features_topic(self) -> str:
+        """The feature topic's resolved name (also while the subscription is released)."""
+        return self.resolve_topic_name(self.params["features_topic"])
+
     def _on_teach(self, req: Any, resp: Any) -> Any:
-        c = self.controller
+        c, refused = self._gate("teach_class", ACTIVE)
+        if refused:
+            return fill_teach_response(resp, c.refused(refused) if c is not None else TeachOutcome(False, refused))
         try:
             label = check_label(req.label)
         except (TypeError, ValueError) as exc:
             return fill_teach_response(resp, c.refused(f"nothing learned: {exc}"))
-        by_object = self._teach_by_object(req, label, resp)
+        by_object = self._teach_by_object(c, req, label, resp)
         if by_object is not None:
             return by_object
         try:
@@ -287,8 +381,8 @@ class LearnerNode(Node):
                 if not frames:
                     return fill_teach_response(resp, c.refused(
                         f"no camera frames arrived within {timeout:.1f} s on "
-                        f"'{self.features_sub.topic_name}': is the camera and the "
-                        f"feature_extractor running? Nothing was learned."))
+                        f"'{self._features_topic()}': is the camera and the "
+                        f"feature_extractor running (and this node active)? Nothing was learned."))
                 feats = features_from_msgs(frames, self.backbone_name, c.feature_dim)
                 source = "camera frames" + ("" if len(frames) == n else f" (of {n} asked; timed out)")
         except (ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
@@ -299,24 +393,22 @@ class LearnerNode(Node):
 
     # ------------------------------------------------------------------ objects (issue 12)
     def _init_objects(self, p: dict[str, Any]) -> None:
-        from visualization_msgs.msg import MarkerArray
+        """Tracking state (the topics are made by configure and activate)."""
+        self._tracker_lock = threading.Lock()
+        self._object_collectors: set[FrameCollector] = set()
+        self.detections_published = 0
+        self._reset_tracking()
 
+    def _reset_tracking(self) -> None:
         from cbcl_pr_ros.perception import ObjectTracker
         from cbcl_pr_ros.service.object_teaching import TrackHistory
 
+        p = self.params
         self._tracker = ObjectTracker(window=p["track_window"], max_missed=p["track_max_missed"],
                                       max_distance_m=p["track_max_distance_m"])
-        self._tracker_lock = threading.Lock()
         self._history = TrackHistory(capacity=30)
-        self._object_collectors: set[FrameCollector] = set()
         self._last_objects_time = -1e9
         self._last_object_shape: tuple[int, int] | None = None
-        self.detections_published = 0
-        self.objects_sub = self.create_subscription(
-            ObjectFeatures, p["object_features_topic"], guard_callback(self, self._on_object_features, "object features"),
-            feature_qos(p["reliability"], depth=10), callback_group=MutuallyExclusiveCallbackGroup())
-        self.detections_pub = self.create_publisher(Detections, "detections", result_qos())
-        self.markers_pub = self.create_publisher(MarkerArray, "detection_markers", result_qos(depth=2))
 
     def _clock_s(self) -> float:
         """Seconds on the node clock (a bag's /clock under use_sim_time)."""
@@ -332,6 +424,9 @@ class LearnerNode(Node):
                                                        object_features_from_msg, scores_of)
         from cbcl_pr_ros.perception import ObjectObservation
 
+        ctl, det_pub, markers_pub = self.controller, self.detections_pub, self.markers_pub
+        if ctl is None or det_pub is None or markers_pub is None or self.phase != ACTIVE:
+            return  # a message already queued when the stream was paused
         self._last_objects_time = self._clock_s()
         self._last_object_shape = (int(msg.image_height), int(msg.image_width))
         with self._collectors_lock:
@@ -339,15 +434,15 @@ class LearnerNode(Node):
         for c in collectors:
             c.offer(msg)
         try:
-            props, feats = object_features_from_msg(msg, self.backbone_name, self.controller.feature_dim or None)
+            props, feats = object_features_from_msg(msg, self.backbone_name, ctl.feature_dim or None)
         except ValueError as exc:
             self.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
             return
-        version = self.controller.model_version
+        version = ctl.model_version
         # before anything is taught, objects are still tracked (unlabelled), so a track id can be taught
         obs = [ObjectObservation(p, {}, False) for p in props]
-        if props and self.controller.classes:
-            out = self.controller.classify(feats, top_k=len(self.controller.classes))
+        if props and ctl.classes:
+            out = ctl.classify(feats, top_k=len(ctl.classes))
             if out.success:
                 version = out.model_version
                 obs = [ObjectObservation(p, scores_of(pr), bool(pr.known)) for p, pr in zip(props, out.predictions)]
@@ -358,8 +453,8 @@ class LearnerNode(Node):
             by_proposal = {id(t.proposal): t.id for t in tracks}
             self._history.add([by_proposal[id(o.proposal)] for o in obs], feats)
         det = make_detections_msg(msg.header, tracks, version)
-        self.detections_pub.publish(det)
-        self.markers_pub.publish(make_marker_array(det))
+        det_pub.publish(det)
+        markers_pub.publish(make_marker_array(det))
         self.detections_published += 1
         if self._image_sub is not None:
             self._publish_object_debug(det)
@@ -367,19 +462,20 @@ class LearnerNode(Node):
     def _publish_object_debug(self, det: Detections) -> None:
         from cbcl_pr_ros.nodes.detections_msgs import draw_detections
 
-        frame = self._frames.pop(stamp_key(det.header))
-        if frame is None:
+        frame, pub = self._frames.pop(stamp_key(det.header)), self.debug_pub
+        if frame is None or pub is None:
             return
         try:
             rgb = compressed_msg_to_rgb(frame) if self._image_type is CompressedImage else image_msg_to_rgb(frame)
-            self.debug_pub.publish(rgb_to_image_msg(draw_detections(rgb, det), frame.header))
+            pub.publish(rgb_to_image_msg(draw_detections(rgb, det), frame.header))
         except (ValueError, TypeError) as exc:
             self.get_logger().warning(f"debug image skipped: {exc}", throttle_duration_sec=10.0)
 
-    def _teach_refused(self, resp: Any, message: str) -> Any:
-        return fill_teach_response(resp, self.controller.refused(message))
+    @staticmethod
+    def _teach_refused(c: LearnerController, resp: Any, message: str) -> Any:
+        return fill_teach_response(resp, c.refused(message))
 
-    def _teach_by_object(self, req: Any, label: str, resp: Any) -> Any:
+    def _teach_by_object(self, c: LearnerController, req: Any, label: str, resp: Any) -> Any:
         """TeachClass from objects (mode, track_id, rois); None when the request is a whole-frame one."""
         import numpy as np
 
@@ -392,7 +488,7 @@ class LearnerNode(Node):
             plan = plan_teach(int(req.mode), int(req.track_id), rois, len(req.images), len(req.features),
                               str(self.get_parameter("teach_from").value), self._objects_streaming())
         except ValueError as exc:
-            return self._teach_refused(resp, f"nothing learned: {exc}")
+            return self._teach_refused(c, resp, f"nothing learned: {exc}")
         if plan.target == "frame":
             return None
         margin = float(self.get_parameter("crop_margin").value)
@@ -434,11 +530,11 @@ class LearnerNode(Node):
                 frames = self._collect_frames(n, timeout, self._object_collectors)
                 if not frames:
                     raise ValueError(f"no object frames arrived within {timeout:.1f} s on "
-                                     f"'{self.objects_sub.topic_name}': is the feature_extractor detecting "
+                                     f"'{self.resolve_topic_name(self.params['object_features_topic'])}': is the feature_extractor detecting "
                                      f"objects (detect_objects)?")
                 rows, missed = [], 0
                 for m in frames:
-                    props, f = object_features_from_msg(m, self.backbone_name, self.controller.feature_dim or None)
+                    props, f = object_features_from_msg(m, self.backbone_name, c.feature_dim or None)
                     shape = (int(m.image_height), int(m.image_width))
                     box = roi_box(plan.rois[0], shape, "camera image") if plan.target == "roi" else None
                     k = select_teaching_proposal(props, shape, box)
@@ -454,18 +550,21 @@ class LearnerNode(Node):
                           + (f" ({missed} of {len(frames)} frames had none)" if missed else "")
                           + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)"))
         except (ValueError, FeatureSourceError) as exc:
-            return self._teach_refused(resp, f"nothing learned: {exc}")
-        outcome = self.controller.teach(label, feats, source)
+            return self._teach_refused(c, resp, f"nothing learned: {exc}")
+        outcome = c.teach(label, feats, source)
         self.get_logger().info(outcome.message)
         return fill_teach_response(resp, outcome)
 
     def _on_classify(self, req: Any, resp: Any) -> Any:
-        if not self.controller.classes:
+        c, refused = self._gate("classify", INACTIVE)  # read-only: answers while inactive too
+        if refused:
+            return fill_classify_response(resp, success=False, message=refused)
+        if not c.classes:
             return fill_classify_response(resp, success=False, message=NOTHING_LEARNED)
         header = None
         try:
             if len(req.feature.values) > 0:
-                feats = features_from_msgs([req.feature], self.backbone_name, self.controller.feature_dim)
+                feats = features_from_msgs([req.feature], self.backbone_name, c.feature_dim)
                 header = req.feature.header
             elif len(req.image.data) > 0 or req.image.width > 0:
                 feats, _ = self._features_from_images([req.image])
@@ -473,41 +572,66 @@ class LearnerNode(Node):
             else:
                 latest = self._latest_features
                 if latest is None:
-                    return fill_classify_response(
-                        resp, success=False, model_version=self.controller.model_version,
-                        message=f"no camera frame received on '{self.features_sub.topic_name}' yet: "
-                                "send an image, or start the camera and feature_extractor")
-                feats = features_from_msgs([latest], self.backbone_name, self.controller.feature_dim)
+                    why = ("the node is inactive, so it reads no camera frames: send an image or a feature "
+                           "vector" if self.phase != ACTIVE else
+                           f"no camera frame received on '{self._features_topic()}' yet: "
+                           "send an image, or start the camera and feature_extractor")
+                    return fill_classify_response(resp, success=False, model_version=c.model_version,
+                                                  message=why)
+                feats = features_from_msgs([latest], self.backbone_name, c.feature_dim)
                 header = latest.header
         except (ValueError, FeatureSourceError) as exc:
             return fill_classify_response(resp, success=False, message=str(exc),
-                                          model_version=self.controller.model_version)
-        out = self.controller.classify(feats, top_k=int(req.top_k))
+                                          model_version=c.model_version)
+        out = c.classify(feats, top_k=int(req.top_k))
         return fill_classify_response(resp, success=out.success, message=out.message,
                                       pred=out.predictions[0] if out.predictions else None,
                                       header=header, model_version=out.model_version)
 
     def _on_list(self, req: Any, resp: Any) -> Any:
-        resp.classes = class_info_msgs(self.controller.class_info())
-        resp.model_version = self.controller.model_version
+        c, refused = self._gate("list_classes", INACTIVE)
+        if refused:  # the response has no message: an empty list, and the reason in the log
+            self.get_logger().warning(refused, throttle_duration_sec=5.0)
+            return resp
+        resp.classes = class_info_msgs(c.class_info())
+        resp.model_version = c.model_version
+        return resp
+
+    @staticmethod
+    def _refuse_mutation(c: Any, resp: Any, refused: str) -> Any:
+        resp.success, resp.message = False, refused
+        if c is not None:
+            resp.num_classes, resp.model_version = len(c.classes), c.model_version
         return resp
 
     def _on_forget(self, req: Any, resp: Any) -> Any:
-        out = self.controller.forget(req.label)
+        c, refused = self._gate("forget_class", ACTIVE)
+        if refused:
+            return self._refuse_mutation(c, resp, refused)
+        out = c.forget(req.label)
         self.get_logger().info(out.message)
         resp.success, resp.message = out.success, out.message
         resp.num_classes, resp.model_version = out.num_classes, out.model_version
         return resp
 
     def _on_rename(self, req: Any, resp: Any) -> Any:
-        out = self.controller.rename(req.old_label, req.new_label)
+        c, refused = self._gate("rename_class", ACTIVE)
+        if refused:
+            resp.success, resp.message = False, refused
+            resp.model_version = c.model_version if c is not None else 0
+            return resp
+        out = c.rename(req.old_label, req.new_label)
         self.get_logger().info(out.message)
         resp.success, resp.message, resp.model_version = out.success, out.message, out.model_version
         return resp
 
     # rclpy binds a severity to each logging call site: success and failure log from separate lines
     def _on_save(self, req: Any, resp: Any) -> Any:
-        ok, message, path, size = self.controller.save(req.path)
+        c, refused = self._gate("save_memory", INACTIVE)  # changes no class: answers while inactive
+        if refused:
+            resp.success, resp.message = False, refused
+            return resp
+        ok, message, path, size = c.save(req.path)
         if ok:
             self.get_logger().info(message)
         else:
@@ -516,7 +640,10 @@ class LearnerNode(Node):
         return resp
 
     def _on_load(self, req: Any, resp: Any) -> Any:
-        out = self.controller.load(req.path)
+        c, refused = self._gate("load_memory", ACTIVE)
+        if refused:
+            return self._refuse_mutation(c, resp, refused)
+        out = c.load(req.path)
         if out.success:
             self.get_logger().info(out.message)
         else:

@@ -4,6 +4,11 @@ Cameras publish with sensor-data QoS (best effort, keep last). A subscriber aski
 never matches a best-effort publisher, which is the "I get no output" problem most reported for
 perception nodes; the ``reliability`` parameter lets a user match a reliable camera (a bag replay,
 a simulator) and :func:`describe_qos` gives the words for the hint logged when nothing arrives.
+
+These are the DEFAULTS of each topic. The extractor and the learner create every publisher and
+subscription with rclpy's QoS overriding options (:func:`cbcl_pr_ros.nodes.lifecycle.overridable`),
+so ``qos_overrides.<topic>.publisher|subscription.<history|depth|reliability>`` parameters given at
+start win over them (docs/nodes.md "QoS choices and transport"). Services have no such overriding.
 """
 from __future__ import annotations
 

@@ -51,18 +51,17 @@ def _import(target: str) -> Any:
 def _extractor(ctx: SessionContext) -> Any:
     cls = _import("cbcl_pr_ros.nodes.feature_extractor:FeatureExtractorNode")
     node = cls(namespace=ctx.namespace or None)
-    ctx.shared["backbone"] = node.backbone
-    ctx.shared["backbone_lock"] = node.backbone_lock
+    ctx.shared["extractor"] = node
     return node
 
 
 def _learner(ctx: SessionContext) -> Any:
     cls = _import("cbcl_pr_ros.nodes.learner:LearnerNode")
     source = None
-    if "backbone" in ctx.shared:  # same process: call the extractor's backbone directly
-        from cbcl_pr_ros.nodes.feature_source import LocalFeatureSource
+    if "extractor" in ctx.shared:  # same process: call the extractor's backbone directly
+        from cbcl_pr_ros.nodes.feature_source import ExtractorFeatureSource
 
-        source = LocalFeatureSource(ctx.shared["backbone"], ctx.shared["backbone_lock"])
+        source = ExtractorFeatureSource(ctx.shared["extractor"])
     return cls(feature_source=source, namespace=ctx.namespace or None)
 
 
@@ -99,6 +98,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--nodes", default="extractor,learner",
                     help=f"comma-separated node kinds to start; known: {','.join(NODE_FACTORIES)}")
     ap.add_argument("--threads", type=int, default=0, help="executor threads per node (0 = 4)")
+    ap.add_argument("--no-autostart", action="store_true",
+                    help="leave the lifecycle nodes (extractor, learner) unconfigured for a lifecycle "
+                         "manager (ros2 lifecycle set /learner configure); as autostart:=false")
     return ap.parse_args(argv)
 
 
@@ -108,11 +110,15 @@ def session_params_files(opts: argparse.Namespace, kinds: list[str]) -> list[str
     return [os.path.abspath(f) for f in params_files(kinds, over)]
 
 
-def build_ros_args(files: list[str], camera_topic: str = "", extra: list[str] | None = None) -> list[str]:
-    """rclpy.init arguments: the params files (sections keyed by node) and the camera remapping."""
+def build_ros_args(files: list[str], camera_topic: str = "", extra: list[str] | None = None,
+                   autostart: bool = True) -> list[str]:
+    """rclpy.init arguments: the params files (sections keyed by node), ``autostart`` and the camera
+    remapping. ``-p`` lands in the same ``/**`` section as the YAML's ``autostart``, after it."""
     args = ["teaching_session", "--ros-args"]
     for f in files:
         args += ["--params-file", f]
+    if not autostart:
+        args += ["-p", "autostart:=false"]
     if camera_topic:
         args += ["-r", f"image:={camera_topic}"]
     if extra:
@@ -158,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         return nodes
 
     # one executor per node, signals handled in order (cbcl_pr_ros.nodes.spin)
-    return run_nodes(make, threads=opts.threads or 4, args=build_ros_args(files, opts.camera_topic, ros_extra))
+    return run_nodes(make, threads=opts.threads or 4, args=build_ros_args(files, opts.camera_topic, ros_extra,
+                                                                          autostart=not opts.no_autostart))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ Ctrl-C (SIGINT), SIGTERM and an external shutdown are the normal way a node ends
 0 and no trace. The order matters: rclpy's own signal handler shuts the context down at once, while
 executor threads, worker threads and timers may still be publishing, which printed "publisher's
 context is invalid" on every Ctrl-C. Here the signal only sets a flag; the main thread then stops
-the executors (in-flight callbacks finish), destroys the nodes (their workers join) and only then
-leaves ``rclpy.init``, which shuts the context down.
+the executors (in-flight callbacks finish), destroys the nodes (the lifecycle nodes first take their
+shutdown transition there: workers join, the memory is checked on disk; ``nodes.lifecycle``) and only
+then leaves ``rclpy.init``, which shuts the context down.
 
 One executor per node: rclpy's executor rebuilds its wait set over every entity of every node in
 Python on each wake-up, holding the GIL; with the extractor and the learner on one executor, 30 Hz

@@ -46,11 +46,17 @@ __all__ = [
     "StatusSnapshot",
     "LearnerController",
     "NOTHING_LEARNED",
+    "MemoryLoadError",
 ]
 
 log = logging.getLogger(__name__)
 
 NOTHING_LEARNED = "nothing learned yet: teach a class first (TeachClass)"
+_KEPT = "; the current memory stays in use"
+
+
+class MemoryLoadError(RuntimeError):
+    """The default memory file exists but cannot be served (strict start-up: the node's configure)."""
 
 
 @dataclass
@@ -222,10 +228,12 @@ class LearnerController:
             return f"; WARNING: {msg} (memory kept in RAM, not on disk)"
         return ""
 
-    def load_at_startup(self) -> str:
+    def load_at_startup(self, *, move_aside: bool = True) -> str:
         """Remove stale temp files, then load the default file if it exists.
 
-        A corrupt or foreign file is moved aside (renamed, never deleted) and the learner starts empty.
+        A corrupt or foreign file is moved aside (renamed, never deleted) and the learner starts empty;
+        with ``move_aside=False`` (the lifecycle node's configure) it is left untouched and
+        :class:`MemoryLoadError` says why, so that the start fails instead of serving an empty memory.
         """
         if self.store is None or not self.store.default_name:
             return "no memory file configured, the memory lives in RAM only"
@@ -237,11 +245,30 @@ class LearnerController:
         out = self.load("", startup=True)
         if out.success:
             return out.message + note
+        if not move_aside:
+            raise MemoryLoadError(f"{out.message.removesuffix(_KEPT)}; the file was left as it is: repair "
+                                  f"or move it, or set memory_path, then configure again")
         try:
             aside = self.store.move_aside("", f"unreadable-{int(time.time())}")
             return f"{out.message}; the file was moved to '{aside}' and the learner starts empty{note}"
         except (OSError, MemoryAccessError) as exc:
             return f"{out.message}; starting empty (could not move the file aside: {exc}){note}"
+
+    def save_if_unsaved(self) -> tuple[bool, str]:
+        """Retry the autosave when the last one failed (before the memory is freed); (ok, message).
+
+        Every change is saved when it happens, so a memory whose last save succeeded is on disk.
+        RAM only (no default file): ok, with a message saying what is dropped.
+        """
+        with self._mutate:
+            n = len(self.learner_.classes_)
+            if self.store is None or not self.store.default_name:
+                return True, f"the memory lives in RAM only: {n} classes are dropped"
+            if self.last_save_ok_:
+                return True, (f"{n} classes are in '{self.store.default_name}'" if n else "no classes to keep")
+            ok, msg, _, _ = self._save_to("")
+            self.last_save_ok_ = ok
+            return ok, msg
 
     def save(self, name: str = "") -> tuple[bool, str, str, int]:
         """SaveMemory: (success, message, shown name, bytes_written)."""
@@ -275,10 +302,10 @@ class LearnerController:
                 new = type(current).from_state(state, model_version=version)
                 self._exercise(new)
             except (MemoryAccessError, MemoryFileError, RequestError) as exc:
-                return self._outcome(False, f"refused memory file: {exc}; the current memory stays in use")
+                return self._outcome(False, f"refused memory file: {exc}{_KEPT}")
             except (TypeError, ValueError, ArithmeticError) as exc:
                 return self._outcome(False, f"refused memory file {quote(name or 'default')}: "
-                                     f"inconsistent ({exc}); the current memory stays in use")
+                                     f"inconsistent ({exc}){_KEPT}")
             self.learner_ = new
             warn = "" if startup or name in ("", self.store.default_name) else self._autosave()
         self._changed()

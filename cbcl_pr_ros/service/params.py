@@ -58,16 +58,21 @@ PARAMS: tuple[ParamSpec, ...] = (
               "Frozen backbone computing the feature vectors; the learner refuses vectors and memory "
               "files of any other", BOTH),
     ParamSpec("reliability", "best_effort",
-              "Reliability of the camera/feature subscriptions: best_effort (sensor data, matches "
-              "every publisher) or reliable (only matches reliable publishers)", BOTH,
+              "Default reliability of the camera/feature subscriptions: best_effort (sensor data, matches "
+              "every publisher) or reliable (only matches reliable publishers); a "
+              "qos_overrides.<topic>.subscription.reliability parameter wins over it", BOTH,
               choices=("best_effort", "reliable")),
-    ParamSpec("qos_depth", 2, "History depth of the camera subscription (keep last N frames)",
+    ParamSpec("qos_depth", 2, "Default history depth of the camera subscription (keep last N frames); "
+              "qos_overrides.<topic>.subscription.depth wins over it",
               BOTH, min=1, max=100),
     ParamSpec("image_topic", "image",
               "Camera topic (sensor_msgs/Image or CompressedImage); remapping 'image' works too",
               BOTH),
     ParamSpec("features_topic", "features", "FeatureVector topic between extractor and learner",
               BOTH),
+    ParamSpec("autostart", True,
+              "Configure and activate the (lifecycle) node by itself at start; false leaves it "
+              "unconfigured for a lifecycle manager (ros2 lifecycle set <node> configure)", BOTH),
     # --- extractor ------------------------------------------------------------------------
     ParamSpec("runtime", "onnx", "Inference runtime of the backbone", (EXTRACTOR,),
               choices=("onnx", "torch")),

@@ -396,6 +396,29 @@ def test_local_feature_source_reports_the_bad_image():
         LocalFeatureSource(object())
 
 
+def test_extractor_feature_source_follows_the_extractors_lifecycle():
+    """In one process the learner uses whatever backbone the extractor holds now (none before configure)."""
+    import threading
+    import types
+
+    from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
+    from cbcl_pr_ros.nodes.feature_source import ExtractorFeatureSource, FeatureSourceError
+
+    class Fake:
+        name, preprocessing_id = "fake", "p0"
+
+        def extract(self, imgs):
+            return np.ones((len(imgs), 3), np.float32)
+
+    extractor = types.SimpleNamespace(backbone=None, backbone_lock=threading.Lock(), phase="unconfigured")
+    src = ExtractorFeatureSource(extractor)
+    img = rgb_to_image_msg(np.full((4, 4, 3), 9, np.uint8), _header())
+    with pytest.raises(FeatureSourceError, match="unconfigured: no backbone loaded"):
+        src.extract_images([img])
+    extractor.backbone, extractor.phase = Fake(), "inactive"  # configured later
+    assert src.extract_images([img]).features.shape == (1, 3)
+
+
 # ------------------------------------------------------------------ session, launch, Fast DDS profile
 def test_session_options_and_registry():
     from cbcl_pr_ros.nodes import session

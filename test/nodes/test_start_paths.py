@@ -204,6 +204,35 @@ def test_teaching_session_arm_config_option(tmp_path):
     assert set(session.NODE_FACTORIES) == set(NODE_KINDS)
 
 
+# ------------------------------------------------------------------ lifecycle: autostart on every path
+@pytest.mark.parametrize("launch_file", ["perception.launch.py", "teaching_session.launch.py",
+                                         "sim_teaching_demo.launch.py"])
+def test_launch_autostart_argument_reaches_the_lifecycle_nodes(launch_share, launch_file):
+    """Default: the nodes bring themselves to active; ``autostart:=false`` leaves them unconfigured."""
+    for given, want in (({}, True), ({"autostart": "false"}, False)):
+        nodes = {n["name"]: n for n in _launch_nodes(launch_share / "launch" / launch_file, given)}
+        for name in ("feature_extractor", "learner"):
+            got = _probe(_launch_ros_args(nodes[name]["parameters"]), name, "")
+            assert got["autostart"] is want, f"{launch_file} {given}: {name} autostart {got['autostart']!r}"
+
+
+def test_replay_launch_always_starts_active_nodes(launch_share):
+    nodes = _launch_nodes(launch_share / "launch" / "replay.launch.py", {"bag": "/tmp/none", "autostart": "false"})
+    for n in nodes:
+        assert _probe(_launch_ros_args(n["parameters"]), n["name"], "")["autostart"] is True
+
+
+@pytest.mark.parametrize("argv, want", [([], True), (["--no-autostart"], False)])
+def test_teaching_session_autostart_option(argv, want):
+    from cbcl_pr_ros.nodes import session
+
+    opts = session.parse_args(argv)
+    files = session.session_params_files(opts, ["extractor", "learner"])
+    args = session.build_ros_args(files, autostart=not opts.no_autostart)[1:]
+    for name in ("feature_extractor", "learner"):
+        assert _probe(args, name, "robot1")["autostart"] is want
+
+
 # ------------------------------------------------------------------ the main job (run_demo_session)
 def test_demo_gives_each_node_its_own_yaml(tmp_path):
     from cbcl_pr_ros.nodes import demo

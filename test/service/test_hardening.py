@@ -302,6 +302,44 @@ def test_startup_removes_stale_temp_files_and_moves_a_bad_default_aside(tmp_path
     assert list(tmp_path.glob("memory.safetensors.unreadable-*"))
 
 
+def test_strict_startup_fails_on_a_bad_default_and_leaves_the_file(tmp_path):
+    """The lifecycle node's configure: a file that cannot be served fails the start, untouched."""
+    from cbcl_pr_ros.service.controller import MemoryLoadError
+
+    bad = b"\0" * 40
+    (tmp_path / "memory.safetensors").write_bytes(bad)
+    c = _controller(tmp_path)
+    with pytest.raises(MemoryLoadError, match="left as it is"):
+        c.load_at_startup(move_aside=False)
+    assert (tmp_path / "memory.safetensors").read_bytes() == bad
+    assert not list(tmp_path.glob("*.unreadable-*")) and c.classes == []
+    good = tmp_path / "good"
+    good.mkdir()
+    _taught(good)
+    assert "loaded 3 classes" in _controller(good).load_at_startup(move_aside=False)
+
+
+def test_save_if_unsaved_retries_a_failed_autosave_before_the_memory_is_freed(tmp_path, monkeypatch):
+    c = _taught(tmp_path)
+    assert c.save_if_unsaved() == (True, "3 classes are in 'memory.safetensors'")
+    real = c.store.write
+
+    def full_disk(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(c.store, "write", full_disk)
+    assert c.teach("pot", _blob(7, 6.0)).success and not c.last_save_ok_  # autosave failed, kept in RAM
+    ok, msg = c.save_if_unsaved()
+    assert not ok and "No space left" in msg
+    monkeypatch.setattr(c.store, "write", real)
+    assert c.save_if_unsaved()[0] and c.last_save_ok_
+    again = _controller(tmp_path)
+    again.load_at_startup(move_aside=False)
+    assert sorted(again.classes) == ["box", "cup", "mug", "pot"]
+    ram = LearnerController(lambda d: _learner(d), "synthetic", D, None)
+    assert ram.save_if_unsaved() == (True, "the memory lives in RAM only: 0 classes are dropped")
+
+
 def test_absolute_paths_only_when_allowed(tmp_path):
     other = tmp_path / "other"
     other.mkdir()

@@ -10,6 +10,7 @@ Importable as ``ros_testing`` in every test (pytest.ini: ``pythonpath = test/sup
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import os
 import random
@@ -167,7 +168,8 @@ def start_node(executable: str, domain_id: int, log_dir: Path, params: dict[str,
     ros = ["--ros-args", "--params-file", str(CONFIG)]
     if params:
         over = log_dir / f"{executable}{tag}.params.yaml"
-        over.write_text(yaml.safe_dump({f"/**/{n}": {"ros__parameters": dict(params)}
+        # a copy per node: yaml writes a shared nested dict (qos_overrides) as an alias, which rcl refuses
+        over.write_text(yaml.safe_dump({f"/**/{n}": {"ros__parameters": copy.deepcopy(dict(params))}
                                         for n in ("learner", "feature_extractor")}))
         ros += ["--params-file", str(over)]
     if "--ros-args" in args:

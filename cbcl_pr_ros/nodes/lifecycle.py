@@ -1,0 +1,191 @@
+"""The managed-node (lifecycle) frame shared by the feature extractor and the learner.
+
+A managed node moves unconfigured → inactive → active and back through rclpy's lifecycle state
+machine, driven by ``ros2 lifecycle set``, a lifecycle manager or, by default, by itself at start
+(``autostart``). :class:`ManagedNode` turns each transition into one hook of the subclass and
+makes every transition safe:
+
+* an exception in a hook is logged with the transition's name and answered FAILURE (the node goes
+  back to the state it came from, its process lives on); a failed configure first frees whatever
+  it had built;
+* shutdown works from every state (it deactivates and cleans up as needed, errors only logged) and
+  :meth:`destroy_node` runs it, so Ctrl-C and the end of a test stop worker threads and save the
+  memory the same way;
+* :meth:`refusal` gives the one sentence a service answers when the node's state does not allow
+  the request ("node is inactive: ...").
+
+Publishers made with :meth:`create_lifecycle_publisher` publish only while active. Every topic of
+these nodes is created with :func:`overridable`, so its QoS follows rclpy's QoS overriding
+parameters (``qos_overrides.<topic>.publisher.reliability`` ...), given at start.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from rclpy.lifecycle import Node as LifecycleNode
+from rclpy.lifecycle import State, TransitionCallbackReturn
+from rclpy.qos_overriding_options import QoSOverridingOptions
+
+from cbcl_pr_ros.nodes.guard import describe_exception
+
+__all__ = ["ManagedNode", "overridable", "SUCCESS", "FAILURE", "UNCONFIGURED", "INACTIVE", "ACTIVE", "FINALIZED"]
+
+SUCCESS = TransitionCallbackReturn.SUCCESS
+FAILURE = TransitionCallbackReturn.FAILURE
+UNCONFIGURED, INACTIVE, ACTIVE, FINALIZED = "unconfigured", "inactive", "active", "finalized"
+_ORDER = {UNCONFIGURED: 0, INACTIVE: 1, ACTIVE: 2}
+
+
+def overridable() -> QoSOverridingOptions:
+    """History, depth and reliability of a topic settable by ``qos_overrides.<topic>...`` parameters."""
+    return QoSOverridingOptions.with_default_policies()
+
+
+class ManagedNode(LifecycleNode):
+    """A lifecycle node whose subclass implements ``_configure``, ``_activate``, ``_deactivate`` and
+    ``_cleanup`` (each raising on failure); see the module docstring for what this class adds."""
+
+    def __init__(self, node_name: str, **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self.phase = UNCONFIGURED  # our own word for the primary state, read by service callbacks
+        self.last_failure = ""
+        self._transition_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ hooks (subclass)
+    def _configure(self) -> None:
+        raise NotImplementedError
+
+    def _activate(self) -> None:
+        raise NotImplementedError
+
+    def _deactivate(self) -> None:
+        raise NotImplementedError
+
+    def _cleanup(self, final: bool) -> None:
+        """Free what configure built; ``final`` at shutdown (errors there are only logged)."""
+        raise NotImplementedError
+
+    def release(self, *attrs: str) -> None:
+        """Destroy the subscriptions, timers and lifecycle publishers held in these attributes; set
+        each to None (a transition frees what the opposite one made)."""
+        from rclpy.subscription import Subscription
+        from rclpy.timer import Timer
+
+        for attr in attrs:
+            entity = getattr(self, attr)
+            if entity is None:
+                continue
+            if isinstance(entity, Subscription):
+                self.destroy_subscription(entity)
+            elif isinstance(entity, Timer):
+                self.destroy_timer(entity)
+            else:
+                self.destroy_lifecycle_publisher(entity)
+            setattr(self, attr, None)
+
+    # ------------------------------------------------------------------ start
+    def start(self, autostart: bool) -> None:
+        """Configure and activate now when ``autostart``; else wait for a lifecycle manager."""
+        name = self.get_fully_qualified_name()
+        if not autostart:
+            self.get_logger().info(f"unconfigured, waiting for a lifecycle manager (autostart false): "
+                                   f"ros2 lifecycle set {name} configure, then activate")
+            return
+        if self.trigger_configure() != SUCCESS:
+            self.get_logger().error(f"autostart: configure failed, the node stays unconfigured and alive; "
+                                    f"fix the cause, then: ros2 lifecycle set {name} configure")
+            return
+        if self.trigger_activate() != SUCCESS:
+            self.get_logger().error(f"autostart: activate failed, the node stays inactive; "
+                                    f"ros2 lifecycle set {name} activate")
+
+    def refusal(self, what: str, need: str = ACTIVE) -> str | None:
+        """None when the node is at least in state ``need``; else why ``what`` is refused."""
+        phase = self.phase
+        if _ORDER.get(phase, -1) >= _ORDER[need]:
+            return None
+        name = self.get_fully_qualified_name()
+        if phase == INACTIVE:
+            return (f"node is inactive (paused by its lifecycle manager): {what} is refused until "
+                    f"'ros2 lifecycle set {name} activate'; nothing was changed")
+        why = f" (last configure failed: {self.last_failure})" if self.last_failure else ""
+        return (f"node is {phase}{why}: {what} needs it configured"
+                + (" and active" if need == ACTIVE else "") + f" ('ros2 lifecycle set {name} configure'"
+                + (", then activate)" if need == ACTIVE else ")") + "; nothing was changed")
+
+    # ------------------------------------------------------------------ transitions
+    def _run(self, what: str, fn: Any, *args: Any) -> bool:
+        try:
+            fn(*args)
+            return True
+        except Exception as exc:  # a transition never ends the process
+            # the whole sentence (describe_exception cuts at 200 characters): it says what to do
+            text = " ".join(str(exc).split())[:1000]
+            self.last_failure = f"{type(exc).__name__}: {text}"
+            self.get_logger().error(f"{what} failed: {self.last_failure}")
+            return False
+
+    def on_configure(self, state: State) -> TransitionCallbackReturn:
+        with self._transition_lock:
+            self.last_failure = ""
+            if not self._run("configure", self._configure):
+                self._run("cleanup after the failed configure", self._cleanup, False)
+                return FAILURE
+            self.phase = INACTIVE
+        return super().on_configure(state)
+
+    def on_activate(self, state: State) -> TransitionCallbackReturn:
+        with self._transition_lock:
+            if super().on_activate(state) != SUCCESS:  # lifecycle publishers first
+                return FAILURE
+            if not self._run("activate", self._activate):
+                self.phase = INACTIVE
+                self._run("deactivate after the failed activate", self._deactivate)
+                super().on_deactivate(state)
+                return FAILURE
+            self.phase = ACTIVE
+        return SUCCESS
+
+    def on_deactivate(self, state: State) -> TransitionCallbackReturn:
+        with self._transition_lock:
+            self.phase = INACTIVE  # services refuse from now on, before the subscriptions go
+            self._run("deactivate", self._deactivate)  # an error is logged; the node is paused anyway
+            super().on_deactivate(state)
+        return SUCCESS  # FAILURE would claim "still active" for a node that no longer serves
+
+    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
+        with self._transition_lock:
+            if not self._run("cleanup", self._cleanup, False):
+                return FAILURE  # back to inactive, nothing freed that holds unsaved state
+            self.phase = UNCONFIGURED
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: State) -> TransitionCallbackReturn:
+        self._wind_down("shutdown")
+        return SUCCESS
+
+    def on_error(self, state: State) -> TransitionCallbackReturn:
+        self._wind_down("error recovery")
+        self.phase = UNCONFIGURED
+        return SUCCESS  # back to unconfigured: the node can be configured again
+
+    def _wind_down(self, what: str) -> None:
+        with self._transition_lock:
+            if self.phase == ACTIVE:
+                self.phase = INACTIVE
+                self._run(f"{what}: deactivate", self._deactivate)
+                super().on_deactivate(State("deactivating", 0))
+            if self.phase == INACTIVE:
+                self._run(f"{what}: cleanup", self._cleanup, True)
+            self.phase = FINALIZED if what == "shutdown" else UNCONFIGURED
+
+    def destroy_node(self) -> None:
+        """Shut down through the state machine first (workers stop, memory saved), then destroy."""
+        if self.phase != FINALIZED:
+            try:
+                self.trigger_shutdown()
+            except Exception as exc:  # e.g. the state machine is mid-transition
+                self.get_logger().warning(f"shutdown transition skipped ({describe_exception(exc)})")
+                self._wind_down("shutdown")
+        super().destroy_node()
