@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", type=_methods, default=None, help="comma-separated subset of methods")
     p.add_argument("--reuse", action="store_true",
                    help="reuse a stored result (same command, data set, seeds, --fast and --methods) instead of rerunning")
+    p.add_argument("--note", action="append", default=[], metavar="TEXT",
+                   help="say why a run departs from the defaults (e.g. fewer seeds on a busy machine); "
+                        "stored in the run's params and notes, repeatable")
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("datasets", help="list present and missing data sets")
@@ -144,6 +147,7 @@ def _feature_sets(args) -> list[FeatureSet]:
 
 
 DEFAULT_METHODS = {"fsil-table": ex.FSIL_METHODS, "sota": ex.SOTA_METHODS, "ablation": ex.ABLATION_METHODS,
+                   "memory-budget": ex.BUDGET_METHODS,
                    "curves": ex.CURVE_METHODS, "prediction-time": ("cbcl", "cbcl-pr", "cbcl-pr-default")}
 
 
@@ -157,7 +161,7 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
     kw = {"tick": tick}
     fast = args.fast
     g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
-    if (methods or args.methods) and cmd not in ("memory-budget", "d-sweep"):
+    if (methods or args.methods) and cmd != "d-sweep":
         kw["methods"] = methods or args.methods
     if cmd == "fsil-table":
         exp = ex.fsil_table(fs, seeds, g("shots", list(ex.FSIL_SHOTS)), g("ways", [2, 5, 10, 20]),
@@ -170,7 +174,7 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
                           **kw)
     elif cmd == "memory-budget":
         exp = ex.memory_budget(fs, seeds, g("ways"), budgets=g("budgets"), ctx=MethodContext(few_shot=False, fast=fast),
-                               tick=tick)
+                               **kw)
     elif cmd == "curves":
         ways = g("ways", [2, 5, 10, 20])
         exp = ex.curves(fs, seeds, ways if isinstance(ways, list) else [2, 5, 10, 20],
@@ -189,6 +193,9 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
     if fast:
         exp.notes.append("--fast: 3 SGD epochs (smoke run, not the paper's schedule)")
     exp.params["pipeline"] = PIPELINE
+    if args.note:
+        exp.params["note"] = list(args.note)
+        exp.notes += [n for n in args.note if n not in exp.notes]
     progress.update(task, description=f"{cmd} on {fs.name}: done")
     return exp
 
@@ -219,7 +226,7 @@ def _key_dict(cmd: str, fs: FeatureSet, args) -> dict:
             "own": own if args.command != "all" else {}}
 
 
-_GLOBAL_KEYS = {"data_root", "dataset", "synthetic", "backbone", "runtime", "weights", "threads", "compute_threads",
+_GLOBAL_KEYS = {"data_root", "dataset", "synthetic", "backbone", "runtime", "weights", "threads", "compute_threads", "note",
                 "train_per_class",
                 "test_per_class", "seeds", "seed_start", "out", "cache_dir", "docs", "fast", "methods", "reuse",
                 "verbose", "command"}
