@@ -280,8 +280,9 @@ def _report(args) -> int:
             exp = ex.Experiment.from_dict(json.loads(path.read_text()))
             if wanted and exp.dataset not in wanted:
                 continue
-            if exp.params.get("pipeline") != PIPELINE:
-                exp.notes.append(ex.EARLIER_PIPELINE_NOTE)
+            version = exp.params.get("pipeline")
+            if version != PIPELINE:
+                exp.notes.append(ex.PIPELINE_NOTES.get(version, ex.EARLIER_PIPELINE_NOTE))
             found.append((exp, out_dir))
     if not found:
         print(f"no stored experiments under {args.out}")

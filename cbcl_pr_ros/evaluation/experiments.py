@@ -2,6 +2,7 @@
 methods over seeds on a feature set and returns an ``Experiment`` holding every run."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import platform
@@ -18,7 +19,7 @@ from .protocols import Schedule, base_sessions, class_incremental, few_shot_incr
 from .runner import RunResult, run_schedule
 
 __all__ = ["Experiment", "machine_info", "valid_ways", "fsil_table", "sota", "ablation", "memory_budget", "curves",
-           "prediction_time", "d_sweep", "FSIL_METHODS", "FSIL_SHOTS", "PIPELINE", "EARLIER_PIPELINE_NOTE", "SOTA_METHODS", "ABLATION_METHODS", "CURVE_METHODS",
+           "prediction_time", "d_sweep", "FSIL_METHODS", "FSIL_SHOTS", "PIPELINE", "PIPELINE_NOTES", "EARLIER_PIPELINE_NOTE", "SOTA_METHODS", "ABLATION_METHODS", "CURVE_METHODS",
            "BUDGET_METHODS", "method_configs",
            "EXPERIMENTS"]
 
@@ -34,8 +35,15 @@ BUDGET_METHODS = ("cbcl-pr-diag", "cbcl-pr-default")
 CURVE_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", "cbcl", "ncm", "flb", "ft", "fecam", "slda")
 FSIL_SHOTS = (1, 5, 10)
 # version of the method implementations a stored run was made with (CBCL-PR through CBCLPRLearner,
-# FeCAM/SLDA from their papers); stored runs without it came from the earlier re-assembled pipeline
-PIPELINE = "learner-adapter-1"
+# FeCAM/SLDA from their papers); stored runs without it came from the earlier re-assembled pipeline.
+# 2: the learner is given the features' backbone name (its distance prior applies, as in the nodes)
+PIPELINE = "learner-adapter-2"
+# runs of version 1 differ only in the default's D (no backbone prior): said so beside their tables
+PIPELINE_NOTES = {"learner-adapter-1": (
+    "stored by the learner-backed evaluation before the features' backbone name reached the learner: "
+    "the default's D was the median within-class distance of the first increment instead of the "
+    "learner's posterior with the backbone's prior (rows with LearnerConfig.paper(...) and the peers are "
+    "unaffected)")}
 EARLIER_PIPELINE_NOTE = ("stored by an earlier version of the evaluation (CBCL-PR heads re-assembled from core "
                          "pieces with a shared generator, older peers); not rerun with the current methods")
 
@@ -101,6 +109,8 @@ def method_configs(methods: Sequence[str], ctx: MethodContext) -> dict[str, str]
 
 def _run_all(exp: Experiment, fs: FeatureSet, methods: Sequence[str], schedules: dict[int, Schedule],
              ctx: MethodContext, tick: Progress | None, tag: dict | None = None) -> None:
+    # the learner reads per-backbone priors by name: give it the features' backbone, as the nodes do
+    ctx = dataclasses.replace(ctx, backbone=exp.backbone)
     configs = exp.params.setdefault("configs", {})
     for m, text in method_configs(methods, ctx).items():
         configs.setdefault(m, text)

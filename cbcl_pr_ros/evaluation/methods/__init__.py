@@ -36,6 +36,9 @@ class MethodContext:
     max_clusters: int | None = None
     reduction: str = "kmeans"
     fast: bool = False  # fewer epochs for smoke tests
+    # the backbone the features come from: the learner reads per-backbone priors (the distance prior of
+    # the default's transform) by this name, so the evaluation must give the real one, as the nodes do
+    backbone: str = "evaluation"
     extra: dict = field(default_factory=dict)
 
 
@@ -53,7 +56,7 @@ def learner_config(ctx: MethodContext, seed: int, base: LearnerConfig | None = N
 
 
 def _learner(name: str, base: Callable[[], LearnerConfig]) -> Callable[[int, MethodContext], IncrementalMethod]:
-    return lambda s, c: LearnerMethod(learner_config(c, s, base()), c.d_scale, name)
+    return lambda s, c: LearnerMethod(learner_config(c, s, base()), c.d_scale, name, backbone=c.backbone)
 
 
 def _hybrid(kind: str, pr: bool) -> Callable[[int, MethodContext], IncrementalMethod]:
