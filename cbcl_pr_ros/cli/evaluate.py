@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", type=_methods, default=None, help="comma-separated subset of methods")
     p.add_argument("--reuse", action="store_true",
                    help="reuse a stored result (same command, data set, seeds, --fast and --methods) instead of rerunning")
+    p.add_argument("--refresh", type=_methods, default=None, metavar="METHODS",
+                   help="with --reuse: rerun these methods of a stored result (their stored runs are dropped), "
+                        "e.g. after a fix that changes only them")
     p.add_argument("--note", action="append", default=[], metavar="TEXT",
                    help="say why a run departs from the defaults (e.g. fewer seeds on a busy machine); "
                         "stored in the run's params and notes, repeatable")
@@ -227,6 +230,7 @@ def _key_dict(cmd: str, fs: FeatureSet, args) -> dict:
 
 
 _GLOBAL_KEYS = {"data_root", "dataset", "synthetic", "backbone", "runtime", "weights", "threads", "compute_threads", "note",
+                "refresh",
                 "train_per_class",
                 "test_per_class", "seeds", "seed_start", "out", "cache_dir", "docs", "fast", "methods", "reuse",
                 "verbose", "command"}
@@ -256,15 +260,32 @@ def _complete(exp: ex.Experiment, cmd: str, fs: FeatureSet, args, progress) -> e
     if cmd not in DEFAULT_METHODS:
         return exp
     wanted = list(args.methods or DEFAULT_METHODS[cmd])
-    have = list(exp.params.get("methods", []))
+    refresh = [m for m in (args.refresh or []) if m in wanted]
+    have = [m for m in exp.params.get("methods", []) if m not in refresh]
+    exp.runs = [r for r in exp.runs if r.method not in refresh]
     missing = [m for m in wanted if m not in have]
     if missing:
         extra = _run_command(cmd, fs, args, progress, methods=missing)
         exp.runs += extra.runs
-        exp.notes.append(f"methods {missing} added to a stored run (load then: "
+        how = "rerun in" if set(missing) <= set(refresh) else "added to"
+        exp.notes.append(f"methods {missing} {how} a stored run with pipeline {PIPELINE} (load then: "
                          f"{', '.join(f'{v:.1f}' for v in extra.machine.get('loadavg', []))})")
+        exp.params.setdefault("configs", {}).update(extra.params.get("configs", {}))
+        exp.params["pipeline_by_method"] = {**{m: exp.params.get("pipeline", "earlier") for m in have},
+                                            **exp.params.get("pipeline_by_method", {}),
+                                            **{m: PIPELINE for m in missing}}
     exp.runs = [r for r in exp.runs if r.method in wanted]
     exp.params["methods"] = wanted
+    if args.note:
+        exp.params["note"] = list(dict.fromkeys([*exp.params.get("note", []), *args.note]))
+        exp.notes += [n for n in args.note if n not in exp.notes]
+    stored = exp.params.get("pipeline")
+    affected = ex.PIPELINE_AFFECTED.get(stored)
+    if stored != PIPELINE and affected is not None and not (affected & set(have) & set(wanted)):
+        # every run the version change touched was rerun: the experiment is the current pipeline's
+        exp.notes.append(f"runs of {sorted(set(have) & set(wanted))} kept from pipeline {stored}, which "
+                         f"differs from {PIPELINE} only for {sorted(affected)} (rerun)")
+        exp.params["pipeline"] = PIPELINE
     return exp
 
 

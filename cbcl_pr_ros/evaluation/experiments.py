@@ -19,7 +19,7 @@ from .protocols import Schedule, base_sessions, class_incremental, few_shot_incr
 from .runner import RunResult, run_schedule
 
 __all__ = ["Experiment", "machine_info", "valid_ways", "fsil_table", "sota", "ablation", "memory_budget", "curves",
-           "prediction_time", "d_sweep", "FSIL_METHODS", "FSIL_SHOTS", "PIPELINE", "PIPELINE_NOTES", "EARLIER_PIPELINE_NOTE", "SOTA_METHODS", "ABLATION_METHODS", "CURVE_METHODS",
+           "prediction_time", "d_sweep", "FSIL_METHODS", "FSIL_SHOTS", "PIPELINE", "PIPELINE_NOTES", "PIPELINE_AFFECTED", "EARLIER_PIPELINE_NOTE", "SOTA_METHODS", "ABLATION_METHODS", "CURVE_METHODS",
            "BUDGET_METHODS", "method_configs",
            "EXPERIMENTS"]
 
@@ -44,6 +44,9 @@ PIPELINE_NOTES = {"learner-adapter-1": (
     "the default's D was the median within-class distance of the first increment instead of the "
     "learner's posterior with the backbone's prior (rows with LearnerConfig.paper(...) and the peers are "
     "unaffected)")}
+# methods whose runs a version's change touched: the other methods' stored runs of that version equal the
+# current pipeline's (the backbone name only selects the prior of a transform the paper configs lack)
+PIPELINE_AFFECTED = {"learner-adapter-1": frozenset({"cbcl-pr-default"})}
 EARLIER_PIPELINE_NOTE = ("stored by an earlier version of the evaluation (CBCL-PR heads re-assembled from core "
                          "pieces with a shared generator, older peers); not rerun with the current methods")
 
