@@ -276,6 +276,10 @@ def _complete(exp: ex.Experiment, cmd: str, fs: FeatureSet, args, progress) -> e
                                             **{m: PIPELINE for m in missing}}
     exp.runs = [r for r in exp.runs if r.method in wanted]
     exp.params["methods"] = wanted
+    configs = exp.params.setdefault("configs", {})
+    ctx = MethodContext(few_shot=cmd in ("fsil-table", "sota", "d-sweep"), fast=args.fast)
+    for m, text in ex.method_configs(wanted, ctx).items():
+        configs.setdefault(m, text)
     if args.note:
         exp.params["note"] = list(dict.fromkeys([*exp.params.get("note", []), *args.note]))
         exp.notes += [n for n in args.note if n not in exp.notes]

@@ -194,7 +194,7 @@ def _configs(exp: Experiment) -> list[str]:
 
 
 def _rel(target: Path, doc: Path) -> str:
-    return os.path.relpath(target, doc.parent)
+    return os.path.relpath(Path(target).resolve(), Path(doc).resolve().parent)
 
 
 def write_results_doc(written: list[tuple[Experiment, Path]], doc_path: str | Path, wall_seconds: float = 0.0) -> Path:
