@@ -215,8 +215,9 @@ def write_results_doc(written: list[tuple[Experiment, Path]], doc_path: str | Pa
               "`cbcl-pr-default` is `LearnerConfig()` as shipped, the paper's rows are `LearnerConfig.paper(...)`; "
               "each experiment lists the configuration of each row. The frozen-feature peer comparison of issue 15 "
               f"(own splits, 10 seeds, transforms and calibration): [{PEER_COMPARISON}]({_rel(PEER_COMPARISON, doc)}) "
-              f"(bench/bench_accuracy.py). How the stored runs were made and what changed when they were rerun: "
-              f"[docs/evaluation.md]({_rel(Path('docs/evaluation.md'), doc)}).", ""]
+              f"(bench/bench_accuracy.py). How the stored runs were made (machine, load, reduced seeds) and what "
+              f"changed when they were rerun: [docs/evaluation.md]({_rel(Path('docs/evaluation.md'), doc)}), "
+              "\"Speed on a busy machine\".", ""]
     lines += ["## Answers", ""] + [f"{i + 1}. {q}" for i, q in enumerate(QUESTIONS)] + [""]
     lines += answers(exps)
     for exp, out_dir in written:
