@@ -78,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--methods", type=_methods, default=None, help="comma-separated subset of methods")
     p.add_argument("--reuse", action="store_true",
                    help="reuse a stored result (same command, data set, seeds, --fast and --methods) instead of rerunning")
+    p.add_argument("--refresh", type=_methods, default=None, metavar="METHODS",
+                   help="with --reuse: rerun these methods of a stored result (their stored runs are dropped), "
+                        "e.g. after a fix that changes only them")
+    p.add_argument("--note", action="append", default=[], metavar="TEXT",
+                   help="say why a run departs from the defaults (e.g. fewer seeds on a busy machine); "
+                        "stored in the run's params and notes, repeatable")
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("datasets", help="list present and missing data sets")
@@ -144,6 +150,7 @@ def _feature_sets(args) -> list[FeatureSet]:
 
 
 DEFAULT_METHODS = {"fsil-table": ex.FSIL_METHODS, "sota": ex.SOTA_METHODS, "ablation": ex.ABLATION_METHODS,
+                   "memory-budget": ex.BUDGET_METHODS,
                    "curves": ex.CURVE_METHODS, "prediction-time": ("cbcl", "cbcl-pr", "cbcl-pr-default")}
 
 
@@ -157,7 +164,7 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
     kw = {"tick": tick}
     fast = args.fast
     g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
-    if (methods or args.methods) and cmd not in ("memory-budget", "d-sweep"):
+    if (methods or args.methods) and cmd != "d-sweep":
         kw["methods"] = methods or args.methods
     if cmd == "fsil-table":
         exp = ex.fsil_table(fs, seeds, g("shots", list(ex.FSIL_SHOTS)), g("ways", [2, 5, 10, 20]),
@@ -170,7 +177,7 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
                           **kw)
     elif cmd == "memory-budget":
         exp = ex.memory_budget(fs, seeds, g("ways"), budgets=g("budgets"), ctx=MethodContext(few_shot=False, fast=fast),
-                               tick=tick)
+                               **kw)
     elif cmd == "curves":
         ways = g("ways", [2, 5, 10, 20])
         exp = ex.curves(fs, seeds, ways if isinstance(ways, list) else [2, 5, 10, 20],
@@ -189,6 +196,9 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
     if fast:
         exp.notes.append("--fast: 3 SGD epochs (smoke run, not the paper's schedule)")
     exp.params["pipeline"] = PIPELINE
+    if args.note:
+        exp.params["note"] = list(args.note)
+        exp.notes += [n for n in args.note if n not in exp.notes]
     progress.update(task, description=f"{cmd} on {fs.name}: done")
     return exp
 
@@ -219,7 +229,8 @@ def _key_dict(cmd: str, fs: FeatureSet, args) -> dict:
             "own": own if args.command != "all" else {}}
 
 
-_GLOBAL_KEYS = {"data_root", "dataset", "synthetic", "backbone", "runtime", "weights", "threads", "compute_threads",
+_GLOBAL_KEYS = {"data_root", "dataset", "synthetic", "backbone", "runtime", "weights", "threads", "compute_threads", "note",
+                "refresh",
                 "train_per_class",
                 "test_per_class", "seeds", "seed_start", "out", "cache_dir", "docs", "fast", "methods", "reuse",
                 "verbose", "command"}
@@ -249,15 +260,36 @@ def _complete(exp: ex.Experiment, cmd: str, fs: FeatureSet, args, progress) -> e
     if cmd not in DEFAULT_METHODS:
         return exp
     wanted = list(args.methods or DEFAULT_METHODS[cmd])
-    have = list(exp.params.get("methods", []))
+    refresh = [m for m in (args.refresh or []) if m in wanted]
+    have = [m for m in exp.params.get("methods", []) if m not in refresh]
+    exp.runs = [r for r in exp.runs if r.method not in refresh]
     missing = [m for m in wanted if m not in have]
     if missing:
         extra = _run_command(cmd, fs, args, progress, methods=missing)
         exp.runs += extra.runs
-        exp.notes.append(f"methods {missing} added to a stored run (load then: "
+        how = "rerun in" if set(missing) <= set(refresh) else "added to"
+        exp.notes.append(f"methods {missing} {how} a stored run with pipeline {PIPELINE} (load then: "
                          f"{', '.join(f'{v:.1f}' for v in extra.machine.get('loadavg', []))})")
+        exp.params.setdefault("configs", {}).update(extra.params.get("configs", {}))
+        exp.params["pipeline_by_method"] = {**{m: exp.params.get("pipeline", "earlier") for m in have},
+                                            **exp.params.get("pipeline_by_method", {}),
+                                            **{m: PIPELINE for m in missing}}
     exp.runs = [r for r in exp.runs if r.method in wanted]
     exp.params["methods"] = wanted
+    configs = exp.params.setdefault("configs", {})
+    ctx = MethodContext(few_shot=cmd in ("fsil-table", "sota", "d-sweep"), fast=args.fast)
+    for m, text in ex.method_configs(wanted, ctx).items():
+        configs.setdefault(m, text)
+    if args.note:
+        exp.params["note"] = list(dict.fromkeys([*exp.params.get("note", []), *args.note]))
+        exp.notes += [n for n in args.note if n not in exp.notes]
+    stored = exp.params.get("pipeline")
+    affected = ex.PIPELINE_AFFECTED.get(stored)
+    if stored != PIPELINE and affected is not None and not (affected & set(have) & set(wanted)):
+        # every run the version change touched was rerun: the experiment is the current pipeline's
+        exp.notes.append(f"runs of {sorted(set(have) & set(wanted))} kept from pipeline {stored}, which "
+                         f"differs from {PIPELINE} only for {sorted(affected)} (rerun)")
+        exp.params["pipeline"] = PIPELINE
     return exp
 
 
@@ -273,8 +305,9 @@ def _report(args) -> int:
             exp = ex.Experiment.from_dict(json.loads(path.read_text()))
             if wanted and exp.dataset not in wanted:
                 continue
-            if exp.params.get("pipeline") != PIPELINE:
-                exp.notes.append(ex.EARLIER_PIPELINE_NOTE)
+            version = exp.params.get("pipeline")
+            if version != PIPELINE:
+                exp.notes.append(ex.PIPELINE_NOTES.get(version, ex.EARLIER_PIPELINE_NOTE))
             found.append((exp, out_dir))
     if not found:
         print(f"no stored experiments under {args.out}")

@@ -2,6 +2,7 @@
 methods over seeds on a feature set and returns an ``Experiment`` holding every run."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import platform
@@ -13,12 +14,13 @@ import numpy as np
 from .featureset import FeatureSet
 from cbcl_pr_ros.core import LearnerConfig
 
-from .methods import PEERS, MethodContext, make_method
+from .methods import PEERS, MethodContext, describe_method, make_method
 from .protocols import Schedule, base_sessions, class_incremental, few_shot_incremental
 from .runner import RunResult, run_schedule
 
 __all__ = ["Experiment", "machine_info", "valid_ways", "fsil_table", "sota", "ablation", "memory_budget", "curves",
-           "prediction_time", "d_sweep", "FSIL_METHODS", "FSIL_SHOTS", "PIPELINE", "EARLIER_PIPELINE_NOTE", "SOTA_METHODS", "ABLATION_METHODS", "CURVE_METHODS",
+           "prediction_time", "d_sweep", "FSIL_METHODS", "FSIL_SHOTS", "PIPELINE", "PIPELINE_NOTES", "PIPELINE_AFFECTED", "EARLIER_PIPELINE_NOTE", "SOTA_METHODS", "ABLATION_METHODS", "CURVE_METHODS",
+           "BUDGET_METHODS", "method_configs",
            "EXPERIMENTS"]
 
 _LOG = logging.getLogger(__name__)
@@ -27,12 +29,24 @@ _LOG = logging.getLogger(__name__)
 _FAST = () if LearnerConfig() == LearnerConfig.paper(classifier="gaussian", epochs_per_increment=0) else ("fast",)
 FSIL_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", *_FAST, "cbcl", "cbcl-1nn", *PEERS, "ft")
 SOTA_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", *_FAST, "cbcl", "cbcl-1nn", *PEERS)
-ABLATION_METHODS = ("trad-agg-pr", "kmeans-pr", "cbcl", "trad-agg", "kmeans", "ncm", "cbcl-pr-diag")
+# the product's default beside the paper's CBCL-PR_D, so the ablation says where the shipped learner stands
+ABLATION_METHODS = ("trad-agg-pr", "kmeans-pr", "cbcl", "trad-agg", "kmeans", "ncm", "cbcl-pr-diag", "cbcl-pr-default")
+BUDGET_METHODS = ("cbcl-pr-diag", "cbcl-pr-default")
 CURVE_METHODS = ("cbcl-pr-default", "cbcl-pr", "cbcl-pr-diag", "cbcl", "ncm", "flb", "ft", "fecam", "slda")
 FSIL_SHOTS = (1, 5, 10)
 # version of the method implementations a stored run was made with (CBCL-PR through CBCLPRLearner,
-# FeCAM/SLDA from their papers); stored runs without it came from the earlier re-assembled pipeline
-PIPELINE = "learner-adapter-1"
+# FeCAM/SLDA from their papers); stored runs without it came from the earlier re-assembled pipeline.
+# 2: the learner is given the features' backbone name (its distance prior applies, as in the nodes)
+PIPELINE = "learner-adapter-2"
+# runs of version 1 differ only in the default's D (no backbone prior): said so beside their tables
+PIPELINE_NOTES = {"learner-adapter-1": (
+    "stored by the learner-backed evaluation before the features' backbone name reached the learner: "
+    "the default's D was the median within-class distance of the first increment instead of the "
+    "learner's posterior with the backbone's prior (rows with LearnerConfig.paper(...) and the peers are "
+    "unaffected)")}
+# methods whose runs a version's change touched: the other methods' stored runs of that version equal the
+# current pipeline's (the backbone name only selects the prior of a transform the paper configs lack)
+PIPELINE_AFFECTED = {"learner-adapter-1": frozenset({"cbcl-pr-default"})}
 EARLIER_PIPELINE_NOTE = ("stored by an earlier version of the evaluation (CBCL-PR heads re-assembled from core "
                          "pieces with a shared generator, older peers); not rerun with the current methods")
 
@@ -91,8 +105,18 @@ def _new(name: str, fs: FeatureSet, seeds: Sequence[int], **params) -> Experimen
                       machine=machine_info())
 
 
+def method_configs(methods: Sequence[str], ctx: MethodContext) -> dict[str, str]:
+    """What each method runs, in words (the learner's settings for the CBCL-PR family), for params."""
+    return {m: describe_method(m, ctx) for m in methods}
+
+
 def _run_all(exp: Experiment, fs: FeatureSet, methods: Sequence[str], schedules: dict[int, Schedule],
              ctx: MethodContext, tick: Progress | None, tag: dict | None = None) -> None:
+    # the learner reads per-backbone priors by name: give it the features' backbone, as the nodes do
+    ctx = dataclasses.replace(ctx, backbone=exp.backbone)
+    configs = exp.params.setdefault("configs", {})
+    for m, text in method_configs(methods, ctx).items():
+        configs.setdefault(m, text)
     for seed, sched in schedules.items():
         for m in methods:
             r = run_schedule(lambda s, m=m: make_method(m, s, ctx), fs, sched, seed, method_name=m)
@@ -160,24 +184,27 @@ def ablation(fs: FeatureSet, seeds: Sequence[int], ways: int | None = None, max_
 
 def memory_budget(fs: FeatureSet, seeds: Sequence[int], ways: int | None = None,
                   fractions: Sequence[float] = (0.1, 0.25, 0.5, 1.0), budgets: Sequence[int] | None = None,
-                  ctx: MethodContext | None = None, tick: Progress | None = None) -> Experiment:
-    """Paper appendix figure: CBCL-PR_D average incremental accuracy vs budget K, k-means reduction vs
-    removal. Without explicit ``budgets``, K = fractions of the unlimited run's final cluster count."""
+                  methods: Sequence[str] = BUDGET_METHODS, ctx: MethodContext | None = None,
+                  tick: Progress | None = None) -> Experiment:
+    """Paper appendix figure: CBCL-PR_D (and the product's default) average incremental accuracy vs
+    budget K, k-means reduction vs removal. Without explicit ``budgets``, K = fractions of the first
+    method's unlimited run's final cluster count (the same K for every method)."""
     ways = ways or max(1, len(fs.classes) // 10 if len(fs.classes) >= 20 else len(fs.classes) // 5)
     base_ctx = ctx or MethodContext(few_shot=False)
-    exp = _new("memory-budget", fs, seeds, ways=ways)
+    exp = _new("memory-budget", fs, seeds, ways=ways, methods=list(methods))
     scheds = {s: class_incremental(fs.train_y, ways, s) for s in seeds}
-    _run_all(exp, fs, ["cbcl-pr-diag"], scheds, base_ctx, tick, {"K": "unlimited", "reduction": "none"})
+    _run_all(exp, fs, list(methods), scheds, base_ctx, tick, {"K": "unlimited", "reduction": "none"})
     if budgets is None:
-        total = int(np.median([r.n_clusters[-1] for r in exp.runs]))
+        total = int(np.median([r.n_clusters[-1] for r in exp.runs if r.method == methods[0]]))
         budgets = sorted({max(len(fs.classes), int(round(f * total))) for f in fractions})
-        exp.notes.append(f"unlimited run ends with a median of {total} clusters; K = {list(fractions)} of that")
+        exp.notes.append(f"unlimited {methods[0]} run ends with a median of {total} clusters; "
+                         f"K = {list(fractions)} of that (at least one per class), the same K for every method")
     exp.params["budgets"] = list(budgets)
     for k in budgets:
         for red in ("kmeans", "remove"):
             c = MethodContext(few_shot=False, max_clusters=int(k), reduction=red, distance_threshold=base_ctx.distance_threshold,
                               d_scale=base_ctx.d_scale, fast=base_ctx.fast)
-            _run_all(exp, fs, ["cbcl-pr-diag"], scheds, c, tick, {"K": int(k), "reduction": red})
+            _run_all(exp, fs, list(methods), scheds, c, tick, {"K": int(k), "reduction": red})
     return exp
 
 

@@ -130,18 +130,21 @@ def plot_experiment(exp: Experiment, out_dir: Path) -> list[Path]:
         save(fig, f"{exp.name}.png")
     if exp.name == "memory-budget":
         fig, ax = plt.subplots(figsize=(5, 4))
-        for red in ("kmeans", "remove"):
-            pts = sorted((key_dict["K"], np.mean([r.average_incremental_accuracy for r in runs]),
-                          np.std([r.average_incremental_accuracy for r in runs]))
-                         for key, runs in by.items() if (key_dict := dict(key[1:])).get("reduction") == red)
-            if pts:
-                k, m, s = map(np.array, zip(*pts))
-                ax.errorbar(k, 100 * m, 100 * s, marker="o", capsize=3,
-                            label="cluster reduction (k-means)" if red == "kmeans" else "cluster removal")
-        unl = [runs for key, runs in by.items() if dict(key[1:]).get("K") == "unlimited"]
-        if unl:
-            ax.axhline(100 * np.mean([r.average_incremental_accuracy for r in unl[0]]), ls="--", c="grey",
-                       label="unlimited")
+        for i, meth in enumerate(dict.fromkeys(key[0] for key in by)):
+            colour = f"C{i}"
+            for red, style in (("kmeans", "-"), ("remove", ":")):
+                pts = sorted((key_dict["K"], np.mean([r.average_incremental_accuracy for r in runs]),
+                              np.std([r.average_incremental_accuracy for r in runs]))
+                             for key, runs in by.items()
+                             if key[0] == meth and (key_dict := dict(key[1:])).get("reduction") == red)
+                if pts:
+                    k, m, s = map(np.array, zip(*pts))
+                    ax.errorbar(k, 100 * m, 100 * s, marker="o", capsize=3, ls=style, color=colour,
+                                label=f"{meth}: " + ("reduction (k-means)" if red == "kmeans" else "removal"))
+            unl = [runs for key, runs in by.items() if key[0] == meth and dict(key[1:]).get("K") == "unlimited"]
+            if unl:
+                ax.axhline(100 * np.mean([r.average_incremental_accuracy for r in unl[0]]), ls="--", color=colour,
+                           alpha=0.6, label=f"{meth}: unlimited")
         ax.set_xlabel("memory budget K (clusters)")
         ax.set_ylabel("average incremental accuracy (%)")
         ax.legend(fontsize=8)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .experiments import PIPELINE, Experiment
-from .methods import PEERS
+from .experiments import PIPELINE, PIPELINE_NOTES, Experiment
+from .methods import METHOD_LABELS, PEERS
 from .report import header_line, markdown_table, summarise
 
 __all__ = ["write_results_doc", "answers"]
@@ -20,7 +20,13 @@ QUESTIONS = (
     "Does the paper's head (CBCL-PR, SGD) beat CBCL, NCM and FLB on few-shot increments, as the paper claims?",
     "How much does the diagonal mode lose?",
     "Which D, and why?",
+    "Does Agg-Var with pseudo-rehearsal beat other clusterings and the vote (ablation), and where is the default?",
+    "What does a memory budget K cost, reduction vs removal?",
+    "How does prediction time grow with the stored clusters?",
 )
+
+# issue 15's peer comparison (own splits, transforms, calibration), written by bench/bench_accuracy.py
+PEER_COMPARISON = Path("bench/results/accuracy/accuracy.md")
 
 REFERENCE = "cbcl-pr-default"
 COMPARED = ("cbcl-pr", "fast", "cbcl", "cbcl-1nn", *PEERS)
@@ -78,7 +84,9 @@ def answers(experiments: list[Experiment]) -> list[str]:
     """Markdown lines answering QUESTIONS from the measured numbers."""
     lines: list[str] = []
     for exp in experiments:
-        old = "" if exp.params.get("pipeline") == PIPELINE else " (stored run of the earlier pipeline)"
+        version = exp.params.get("pipeline")
+        old = ("" if version == PIPELINE else " (stored before the backbone name reached the learner)"
+               if version in PIPELINE_NOTES else " (stored run of the earlier pipeline)")
         if exp.name in ("fsil-table", "sota"):
             lines += _paired_table(exp)
         if exp.name == "curves":
@@ -87,32 +95,106 @@ def answers(experiments: list[Experiment]) -> list[str]:
             diag = {(r.get("ways")): 100 * r["avg_inc_acc"] for r in rows if r["method"] == "cbcl-pr-diag"}
             memf = {(r.get("ways")): r["memory_bytes"] for r in rows if r["method"] == "cbcl-pr"}
             memd = {(r.get("ways")): r["memory_bytes"] for r in rows if r["method"] == "cbcl-pr-diag"}
+            dflt = {(r.get("ways")): r for r in rows if r["method"] == REFERENCE}
             for w in sorted(set(full) & set(diag)):
+                ref = (f"; the default {100 * dflt[w]['avg_inc_acc']:.1f}% with {dflt[w]['memory_bytes'] / 1024:.0f} KiB"
+                       if w in dflt else "")
                 lines.append(f"- {exp.dataset}{old}, all data, {w} classes/increment: diagonal CBCL-PR {diag[w]:.1f}% vs "
                              f"full {full[w]:.1f}% ({diag[w] - full[w]:+.1f} points) with "
-                             f"{memd[w] / 1024:.0f} KiB vs {memf[w] / 1024:.0f} KiB of memory.")
+                             f"{memd[w] / 1024:.0f} KiB vs {memf[w] / 1024:.0f} KiB of memory (paper head){ref}.")
             lines.append("")
         if exp.name == "d-sweep":
             allrows = summarise(exp)
             present = {r["method"] for r in allrows}
-            pick = next((m for m in (REFERENCE, "cbcl-pr") if m in present), min(present, default=None))
-            rows = [r for r in allrows if r["method"] == pick]
-            if rows:
+            picks = [m for m in (REFERENCE, "cbcl-pr") if m in present] or sorted(present)[:1]
+            for pick in picks:
+                rows = [r for r in allrows if r["method"] == pick]
+                if not rows:
+                    continue
                 best = max(rows, key=lambda r: r["avg_inc_acc"])
                 default = next((r for r in rows if r.get("d_scale") == 1.0), None)
                 lines.append(f"- {exp.dataset}{old}, D sweep of {pick} ({exp.params.get('shots')}-shot, {exp.params.get('ways')}-way): "
                              + "; ".join(f"D×{r['d_scale']}: {100 * r['avg_inc_acc']:.1f}% with {r['clusters']:.0f} "
-                                         f"clusters (D≈{r.get('D', float('nan')):.1f})" for r in rows) + ".")
+                                         f"clusters (D≈{r.get('D', float('nan')):.2f})" for r in rows) + ".")
                 if default is not None:
-                    lines.append(f"  Best scale {best['d_scale']} ({100 * best['avg_inc_acc']:.1f}%); the default "
-                                 f"(scale 1, median within-class distance of the first increment) gives "
-                                 f"{100 * default['avg_inc_acc']:.1f}%.")
+                    lines.append(f"  Best scale {best['d_scale']} ({100 * best['avg_inc_acc']:.1f}%); the learner's own D "
+                                 f"(scale 1) gives {100 * default['avg_inc_acc']:.1f}%.")
             lines.append("")
+        if exp.name == "ablation":
+            lines += _ablation_answer(exp, old)
+        if exp.name == "memory-budget":
+            lines += _budget_answer(exp, old)
+        if exp.name == "prediction-time":
+            lines += _time_answer(exp, old)
     return lines
 
 
+def _label(method: str) -> str:
+    return f"{METHOD_LABELS.get(method, method)} (`{method}`)"
+
+
+def _ablation_answer(exp: Experiment, old: str) -> list[str]:
+    rows = {r["method"]: r for r in summarise(exp)}
+    acc = {m: 100 * r["avg_inc_acc"] for m, r in rows.items()}
+    if not acc:
+        return []
+    w = exp.params.get("ways")
+    text = f"- {exp.dataset}{old}, ablation (all data, {w} classes/increment): " + "; ".join(
+        f"{m} {acc[m]:.1f}%" for m in sorted(acc, key=acc.get, reverse=True)) + "."
+    extra = []
+    if "cbcl-pr-diag" in acc:
+        for m in ("trad-agg-pr", "kmeans-pr"):
+            if m in acc:
+                extra.append(f"Agg-Var minus {m} {acc['cbcl-pr-diag'] - acc[m]:+.1f} points")
+        if "cbcl" in acc:
+            extra.append(f"pseudo-rehearsal head minus the vote on the same clusters "
+                         f"{acc['cbcl-pr-diag'] - acc['cbcl']:+.1f} points")
+        if REFERENCE in acc:
+            extra.append(f"the default minus the paper's CBCL-PR_D {acc[REFERENCE] - acc['cbcl-pr-diag']:+.1f} points")
+    return [text + (" " + "; ".join(extra) + "." if extra else ""), ""]
+
+
+def _budget_answer(exp: Experiment, old: str) -> list[str]:
+    lines = []
+    rows = summarise(exp)
+    for m in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == m]
+        unl = next((r for r in mine if r.get("K") == "unlimited"), None)
+        ks = sorted({r["K"] for r in mine if r.get("K") != "unlimited"})
+        if unl is None or not ks:
+            continue
+        parts = []
+        for k in ks:
+            by = {r["reduction"]: 100 * r["avg_inc_acc"] for r in mine if r.get("K") == k}
+            parts.append(f"K={k}: " + ", ".join(f"{red} {v - 100 * unl['avg_inc_acc']:+.1f}" for red, v in sorted(by.items())))
+        lines.append(f"- {exp.dataset}{old}, {m}: unlimited {100 * unl['avg_inc_acc']:.1f}% with "
+                     f"{unl['clusters']:.0f} clusters; points vs unlimited: " + "; ".join(parts) + ".")
+    return lines + [""] if lines else []
+
+
+def _time_answer(exp: Experiment, old: str) -> list[str]:
+    parts = []
+    for m in dict.fromkeys(r.method for r in exp.runs):
+        runs = [r for r in exp.runs if r.method == m]
+        first = np.mean([r.predict_ms_per_image[0] for r in runs])
+        last = np.mean([r.predict_ms_per_image[-1] for r in runs])
+        cl0, cl1 = np.mean([r.n_clusters[0] for r in runs]), np.mean([r.n_clusters[-1] for r in runs])
+        parts.append(f"{m} {first:.3f} → {last:.3f} ms/image ({cl0:.0f} → {cl1:.0f} clusters)")
+    load = ", ".join(f"{v:.1f}" for v in exp.machine.get("loadavg", []))
+    return [f"- {exp.dataset}{old}, prediction time from the first to the last increment (features given, "
+            f"load {load}): " + "; ".join(parts) + ".", ""] if parts else []
+
+
+def _configs(exp: Experiment) -> list[str]:
+    """The configuration every row runs (stored with the experiment)."""
+    configs = exp.params.get("configs") or {}
+    if not configs:
+        return []
+    return ["Configurations:", ""] + [f"- {_label(m)}: {c}" for m, c in configs.items()] + [""]
+
+
 def _rel(target: Path, doc: Path) -> str:
-    return os.path.relpath(target, doc.parent)
+    return os.path.relpath(Path(target).resolve(), Path(doc).resolve().parent)
 
 
 def write_results_doc(written: list[tuple[Experiment, Path]], doc_path: str | Path, wall_seconds: float = 0.0) -> Path:
@@ -129,11 +211,19 @@ def write_results_doc(written: list[tuple[Experiment, Path]], doc_path: str | Pa
              "See docs/evaluation.md for protocols and methods.", ""]
     datasets = sorted({e.dataset for e in exps})
     lines += [f"Data sets: {', '.join(datasets)}.", ""]
+    lines += [f"Every CBCL-PR row is the product's `CBCLPRLearner` (through the evaluation's adapter): "
+              "`cbcl-pr-default` is `LearnerConfig()` as shipped, the paper's rows are `LearnerConfig.paper(...)`; "
+              "each experiment lists the configuration of each row. The frozen-feature peer comparison of issue 15 "
+              f"(own splits, 10 seeds, transforms and calibration): [{PEER_COMPARISON}]({_rel(PEER_COMPARISON, doc)}) "
+              f"(bench/bench_accuracy.py). How the stored runs were made (machine, load, reduced seeds) and what "
+              f"changed when they were rerun: [docs/evaluation.md]({_rel(Path('docs/evaluation.md'), doc)}), "
+              "\"Speed on a busy machine\".", ""]
     lines += ["## Answers", ""] + [f"{i + 1}. {q}" for i, q in enumerate(QUESTIONS)] + [""]
     lines += answers(exps)
     for exp, out_dir in written:
         lines += [f"## {exp.name} — {exp.dataset}", "", header_line(exp), ""]
         lines += [f"- {n}" for n in exp.notes] + ([""] if exp.notes else [])
+        lines += _configs(exp)
         lines += [markdown_table(exp), ""]
         for png in sorted(out_dir.glob("*.png")):
             lines.append(f"![{exp.name} {exp.dataset}]({_rel(png, doc)})")

@@ -141,3 +141,29 @@ def test_report_rebuilds_the_doc_from_stored_runs(tmp_path):
     assert "## fsil-table — synthetic" in text and "## sota — synthetic" in text
     assert text.count("stored by an earlier version") == 1
     assert main(["--out", str(tmp_path / "empty"), "--docs", str(doc), "report"]) == 1
+
+
+def test_cli_refresh_reruns_only_the_named_methods(tmp_path):
+    """--reuse --refresh M drops M's stored runs and reruns them, keeping the others; a run stored by a
+    pipeline version whose change touched only M becomes the current version."""
+    from cbcl_pr_ros.evaluation.experiments import PIPELINE, PIPELINE_AFFECTED
+
+    old_version, affected = next(iter(PIPELINE_AFFECTED.items()))
+    refreshed = sorted(affected)[0]
+    argv = ["--synthetic", "--seeds", "1", "--fast", "--out", str(tmp_path), "--methods", f"{refreshed},ncm",
+            "fsil-table", "--shots", "5", "--ways", "5"]
+    assert main(argv) == 0
+    path = tmp_path / "eval_fsil-table_synthetic" / "fsil-table.json"
+    data = json.loads(path.read_text())
+    data["params"]["pipeline"] = old_version
+    for r in data["runs"]:
+        r["accuracy"] = [-1.0] * len(r["accuracy"])  # marks the stored runs
+    path.write_text(json.dumps(data))
+    assert main(["--reuse", "--refresh", refreshed, "--note", "why", *argv]) == 0
+    new = json.loads(path.read_text())
+    by = {r["method"]: r for r in new["runs"]}
+    assert by["ncm"]["accuracy"][0] == -1.0  # kept
+    assert by[refreshed]["accuracy"][0] >= 0.0  # rerun
+    assert new["params"]["pipeline"] == PIPELINE and "why" in new["notes"] and new["params"]["note"] == ["why"]
+    assert main(["--reuse", *argv]) == 0  # nothing refreshed: everything kept
+    assert json.loads(path.read_text())["runs"][0]["accuracy"] == new["runs"][0]["accuracy"]

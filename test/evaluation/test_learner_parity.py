@@ -149,3 +149,40 @@ def test_adapter_is_scikit_learn_shaped():
     assert clf.learner_.model_version_ == version and list(clf.classes_) == ["cup", "mug"]
     clf.fit(x[:3], y[:3])  # fit starts afresh
     assert list(clf.classes_) == ["cup"]
+
+
+def test_backbone_reaches_the_learner_so_its_distance_prior_applies():
+    """The nodes build the learner with the backbone's name, which selects the tabulated distance prior
+    of the default's transform; the evaluation must do the same or its D (and clusters) are not the
+    product's. Checked through an experiment, which takes the name from the feature set."""
+    from cbcl_pr_ros.core.distance_threshold import BACKBONE_DISTANCE_PRIORS
+    from cbcl_pr_ros.evaluation import experiments as ex
+    from cbcl_pr_ros.evaluation.featureset import synthetic_feature_set
+    from cbcl_pr_ros.evaluation.protocols import few_shot_incremental
+
+    backbone = next(b for (b, p, l2) in BACKBONE_DISTANCE_PRIORS
+                    if (p, l2) == (LearnerConfig().transform_power, True))
+    fs = synthetic_feature_set(n_classes=4, dim=8, train_per_class=12, test_per_class=4, seed=1)
+    fs.meta["backbone"] = backbone
+    exp = ex.fsil_table(fs, [0], shots=[5], ways=[2], methods=["cbcl-pr-default"], ctx=MethodContext(fast=True))
+    first = few_shot_incremental(fs.train_y, 2, 5, 0).steps[0].train_indices
+    shots = {str(c): fs.train_x[idx] for c, idx in first.items()}
+    cfg = exp_cfg = make_method("cbcl-pr-default", 0, MethodContext(fast=True)).config
+    product = CBCLPRLearner(cfg, backbone, feature_dim=fs.dim)
+    product.teach_increment(shots)
+    unnamed = CBCLPRLearner(exp_cfg, "evaluation", feature_dim=fs.dim)
+    unnamed.teach_increment(shots)
+    assert product.distance_threshold_ != pytest.approx(unnamed.distance_threshold_)  # the name matters
+    assert exp.runs[0].info["D"] == pytest.approx(product.distance_threshold_)
+
+
+def test_d_scale_scales_the_learners_own_d():
+    """The D sweep's D at scale s is s times the D the learner picks itself (same estimator, same
+    backbone prior), so scale 1 and the other scales lie on one axis."""
+    cfg = LearnerConfig(seed=2)
+    train, _ = _data(seed=4)
+    x = np.vstack([train[c] for c in INCREMENTS[0]])
+    y = np.concatenate([[c] * len(train[c]) for c in INCREMENTS[0]])
+    own = LearnerClassifier(cfg, backbone="efficientnet_lite0").partial_fit(x, y).learner_.distance_threshold_
+    scaled = LearnerClassifier(cfg, d_scale=0.5, backbone="efficientnet_lite0").partial_fit(x, y)
+    assert scaled.learner_.distance_threshold_ == pytest.approx(0.5 * own)

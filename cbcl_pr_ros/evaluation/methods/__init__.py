@@ -22,7 +22,8 @@ from .peers import FeCAM, StreamingLDA
 
 __all__ = ["IncrementalMethod", "check_features", "check_increment", "LearnerClassifier", "LearnerMethod", "FineTune",
            "FLB", "ClusteringHybrid", "cluster_labels", "FeCAM", "StreamingLDA", "JointLogisticRegression",
-           "PooledLDA", "MethodContext", "learner_config", "METHODS", "METHOD_LABELS", "PEERS", "make_method"]
+           "PooledLDA", "MethodContext", "learner_config", "METHODS", "METHOD_LABELS", "PEERS", "make_method",
+           "describe_method"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class MethodContext:
     max_clusters: int | None = None
     reduction: str = "kmeans"
     fast: bool = False  # fewer epochs for smoke tests
+    # the backbone the features come from: the learner reads per-backbone priors (the distance prior of
+    # the default's transform) by this name, so the evaluation must give the real one, as the nodes do
+    backbone: str = "evaluation"
     extra: dict = field(default_factory=dict)
 
 
@@ -52,7 +56,7 @@ def learner_config(ctx: MethodContext, seed: int, base: LearnerConfig | None = N
 
 
 def _learner(name: str, base: Callable[[], LearnerConfig]) -> Callable[[int, MethodContext], IncrementalMethod]:
-    return lambda s, c: LearnerMethod(learner_config(c, s, base()), c.d_scale, name)
+    return lambda s, c: LearnerMethod(learner_config(c, s, base()), c.d_scale, name, backbone=c.backbone)
 
 
 def _hybrid(kind: str, pr: bool) -> Callable[[int, MethodContext], IncrementalMethod]:
@@ -105,3 +109,30 @@ def make_method(name: str, seed: int, context: MethodContext | None = None) -> I
     if name not in METHODS:
         raise ValueError(f"unknown method {name!r}; known: {', '.join(METHODS)}")
     return METHODS[name](seed, context or MethodContext())
+
+
+# the learner settings worth naming in a table's legend (the rest are the same for every CBCL-PR row)
+_SHOWN = ("classifier", "covariance", "transform", "calibrate", "rehearsal", "epochs", "epochs_per_increment",
+          "vote_neighbours", "max_clusters", "reduction")
+
+
+def describe_method(name: str, context: MethodContext | None = None) -> str:
+    """One line saying what ``name`` runs under ``context``: for the learner family the
+    ``LearnerConfig`` it is built from (``default`` or ``paper``) and its main settings, else the
+    peer's class. Stored with each experiment so a table row names its configuration."""
+    method = make_method(name, 0, context or MethodContext())
+    config = getattr(method, "config", None)
+    if not isinstance(config, LearnerConfig):
+        return type(method).__name__
+    origin = ("LearnerConfig() (the shipped default)" if name == "cbcl-pr-default"
+              else "LearnerConfig.paper(...)")
+    skip = set()
+    if config.max_clusters is None:
+        skip |= {"max_clusters", "reduction"}
+    if config.classifier != "linear_sgd":
+        skip |= {"epochs", "epochs_per_increment"}
+    if config.classifier != "cbcl_vote":
+        skip.add("vote_neighbours")
+    shown = ", ".join(f"{k}={getattr(config, k)!r}" for k in _SHOWN if k not in skip)
+    what = "ablation hybrid on " if isinstance(method, ClusteringHybrid) else ""
+    return f"{what}{origin}: {shown}"

@@ -40,7 +40,9 @@ class LearnerClassifier(ClassifierMixin, BaseEstimator):
         estimates D itself, exactly as in the product; otherwise D is estimated with the core's
         estimator on the first increment, scaled, and given to the learner through its config.
     backbone : str
-        Recorded in the learner (only matters if it is saved).
+        The backbone the features come from, given to the learner as the nodes give it: the learner
+        looks up its tabulated distance prior by this name (for the default's transform), so a wrong
+        name changes D. "evaluation" (no prior) only for features of no known backbone.
 
     Labels may be any hashable whose ``str`` is a valid learner label; ``classes_`` lists them in
     arrival order, which is the column order of :meth:`predict_proba`.
@@ -94,13 +96,18 @@ class LearnerClassifier(ClassifierMixin, BaseEstimator):
     def _first_config(self, data: dict[str, np.ndarray]) -> LearnerConfig:
         cfg = self.config if self.config is not None else LearnerConfig()
         if self.d_scale != 1.0 and cfg.distance_threshold is None:
+            from cbcl_pr_ros.core.distance_threshold import distance_prior
             from cbcl_pr_ros.core.transform import FeatureTransform
             from cbcl_pr_ros.core.validation import check_features
 
-            # D lives in the space the learner stores vectors in (after its feature transform)
+            # D lives in the space the learner stores vectors in (after its feature transform), and is
+            # estimated as the learner estimates it (with its backbone's prior), then scaled
             transform = FeatureTransform.named(cfg.transform, cfg.transform_power)
             checked = {c: transform(check_features(v, None, name=f"features of {c!r}")) for c, v in data.items()}
-            d = estimate_distance_threshold(checked, cfg.seed) * float(self.d_scale)
+            prior = cfg.distance_prior
+            if prior is None:
+                prior = distance_prior(self.backbone, transform.power, transform.l2)
+            d = estimate_distance_threshold(checked, cfg.seed, prior) * float(self.d_scale)
             cfg = dataclasses.replace(cfg, distance_threshold=d)
         return cfg
 

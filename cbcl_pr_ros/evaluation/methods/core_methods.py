@@ -18,19 +18,21 @@ class LearnerMethod(IncrementalMethod):
     """CBCL-PR as the product runs it: one :class:`LearnerClassifier` with ``config``.
 
     ``config`` decides everything (head, covariance, rehearsal, budget, seed); ``d_scale`` multiplies
-    the data-driven D (see :class:`LearnerClassifier`).
+    the data-driven D (see :class:`LearnerClassifier`); ``backbone`` names where the features come from
+    (the learner's per-backbone distance prior is looked up by it).
     """
 
     name = "cbcl-pr"
 
-    def __init__(self, config: LearnerConfig, d_scale: float = 1.0, name: str | None = None) -> None:
+    def __init__(self, config: LearnerConfig, d_scale: float = 1.0, name: str | None = None,
+                 backbone: str = "evaluation") -> None:
         if not isinstance(config, LearnerConfig):
             raise TypeError(f"config must be a LearnerConfig, got {type(config).__name__}")
         if not d_scale > 0:
             raise ValueError(f"d_scale must be > 0, got {d_scale}")
         super().__init__(int(config.seed))
         self.config = config
-        self.estimator = LearnerClassifier(config, d_scale=d_scale)
+        self.estimator = LearnerClassifier(config, d_scale=d_scale, backbone=backbone)
         if name is not None:
             self.name = name
 
