@@ -32,15 +32,24 @@ from cbcl_pr_ros.evaluation.experiments import machine_info
 from cbcl_pr_ros.evaluation.featureset import FeatureSet
 from cbcl_pr_ros.evaluation.methods import PEERS, MethodContext, make_method
 from cbcl_pr_ros.evaluation.protocols import few_shot_incremental
+from cbcl_pr_ros.service.params import PARAMS
 
 _LOG = logging.getLogger("bench_accuracy")
 OUT = Path("bench/results/accuracy")
 BACKBONE = "efficientnet_lite0"
 # the learner configurations measured beside each other (name -> config overrides)
+# "default" is the product default end to end: the learner's default config taught each shot and
+# TEACH_VIEWS jittered views of it (the learner node's ``teach_views``, features/augment.py), all
+# through the same backbone (cached by bench_levers.py extract); "default head, raw shots" is the
+# same learner taught the shots alone (what the peers get).
+TEACH_VIEWS = next(p.default for p in PARAMS if p.name == "teach_views")
+VIEWS_DIR = "/work/shared-cache/eval-levers"
 LEARNERS = {
     "default": {},
+    "default head, raw shots (teach_views=0)": {"teach_views": 0},
     "default, no transform": {"transform": "none", "calibrate": False},  # T changes no argmax
-    "previous default (gaussian, raw)": {"classifier": "gaussian", "transform": "none", "calibrate": False},
+    "previous default (gaussian, raw)": {"classifier": "gaussian", "transform": "none", "calibrate": False,
+                                         "teach_views": 0},
     # outcome 5: the default stores each class in float16 when faithful; this row keeps float32
     "default, float32 memory": {"memory_precision": "float32", "calibrate": False},  # T moves no argmax
 }
@@ -80,6 +89,18 @@ def _unrelated_images(size: int = 224, n: int = 12, seed: int = 0) -> list[np.nd
     return out
 
 
+def load_views(name: str, n_train: int, dim: int, views_dir: str | None) -> np.ndarray | None:
+    """Cached teach-time views of the train subsample (bench_levers.py extract): (n_train, k, d),
+    NaN where a train image was never a shot; None when not extracted."""
+    path = Path(views_dir or VIEWS_DIR) / f"{name}-train-views8.npz"
+    if not path.exists():
+        return None
+    z = np.load(path)
+    views = np.full((n_train, z["x"].shape[1], dim), np.nan, np.float32)
+    views[z["pos"]] = z["x"]
+    return views
+
+
 def load_features(name: str, data_root: str, cache: str, flips: bool) -> dict:
     """Feature sets of ``name``: plain, flipped (or None) and the blank/noise frames."""
     from cbcl_pr_ros.evaluation.datasets import discover, load_dataset
@@ -106,20 +127,36 @@ def load_features(name: str, data_root: str, cache: str, flips: bool) -> dict:
 def _config(over, seed: int) -> LearnerConfig:
     if over == "paper":
         return LearnerConfig.paper(seed=seed)
-    return LearnerConfig(seed=seed, **over)
+    return LearnerConfig(seed=seed, **{k: v for k, v in over.items() if k != "teach_views"})
+
+
+def _views_of(over) -> int:
+    """Teach-time views per shot of a learner row: the product default unless the row says."""
+    return 0 if over == "paper" else int(over.get("teach_views", TEACH_VIEWS))
+
+
+def _with_views(fs: FeatureSet, idx: np.ndarray, views: np.ndarray | None, k: int) -> np.ndarray:
+    x = fs.train_x[idx]
+    if not k:
+        return x
+    if views is None or views.shape[1] < k or np.isnan(views[idx, :k]).any():
+        raise SystemExit("teach-time views missing for some shots: run bench/bench_levers.py extract first")
+    return np.vstack([x, views[idx, :k].reshape(-1, fs.dim)])
 
 
 def run_learner(fs: FeatureSet, shots: int, seed: int, over, flip: FeatureSet | None = None, fuse: bool = False,
-                extra: dict | None = None) -> dict:
-    """One run of a learner config; with ``flip`` the shots' mirrored views are taught too."""
+                extra: dict | None = None, views: np.ndarray | None = None) -> dict:
+    """One run of a learner config; with ``flip`` the shots' mirrored views are taught too; with
+    ``views`` each shot's first ``teach_views`` cached jittered views (the product's teach path)."""
     sch = few_shot_incremental(fs.train_y, 2, shots, seed)
     learner = CBCLPRLearner(_config(over, seed), BACKBONE, fs.dim)
+    k = _views_of(over)
     accs, confs, raw_confs, oks = [], [], [], []
     seen: list[int] = []
     for step in sch.steps:
         data = {}
         for c, idx in step.train_indices.items():
-            x = fs.train_x[idx]
+            x = _with_views(fs, idx, views, k)
             data[str(c)] = np.vstack([x, flip.train_x[idx]]) if flip is not None else x
         learner.teach_increment(data)
         seen += list(step.new_classes)
@@ -173,14 +210,15 @@ def _auroc(pos: np.ndarray, neg: np.ndarray) -> float:
     return float((r[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def run_open_set(fs: FeatureSet, other: np.ndarray, junk: np.ndarray, shots: int, seed: int) -> dict:
+def run_open_set(fs: FeatureSet, other: np.ndarray, junk: np.ndarray, shots: int, seed: int,
+                 views: np.ndarray | None = None) -> dict:
     """Gate of the default learner: accepted taught-class views, rejected other-set / blank / noise
     images, AUROC taught vs not-yet-taught classes (gate distance), after each increment."""
     sch = few_shot_incremental(fs.train_y, 2, shots, seed)
     learner = CBCLPRLearner(LearnerConfig(seed=seed, calibrate=False), BACKBONE, fs.dim)  # T moves no gate
     rows, seen = [], []
     for t, step in enumerate(sch.steps[:-1]):  # the last step leaves no unseen class
-        learner.teach_increment({str(c): fs.train_x[i] for c, i in step.train_indices.items()})
+        learner.teach_increment({str(c): _with_views(fs, i, views, TEACH_VIEWS) for c, i in step.train_indices.items()})
         seen += list(step.new_classes)
         known = np.isin(fs.test_y, seen)
 
@@ -209,9 +247,11 @@ def _cap_test(fs: FeatureSet, per_class: int | None) -> FeatureSet:
 
 def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache: str, other_name: str | None,
             flips: bool = False, ablations: bool = False, test_per_class: int | None = None,
-            open_set: bool = True, checkpoint: Path | None = None, peers: bool = True) -> dict:
+            open_set: bool = True, checkpoint: Path | None = None, peers: bool = True,
+            views_dir: str | None = None) -> dict:
     feats = load_features(name, data_root, cache, flips=flips)
     fs, flip, junk = _cap_test(feats["fs"], test_per_class), feats["flip"], feats["junk"]
+    views = load_views(name, len(fs.train_y), fs.dim, views_dir)
     if flip is not None:
         flip = _cap_test(flip, test_per_class)
     other = None
@@ -229,16 +269,16 @@ def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache:
         for seed in range(seeds):
             for label, over in {**LEARNERS, **(ABLATIONS if ablations else {})}.items():
                 runs.setdefault(label, []).append(
-                    run_learner(fs, shots, seed, over, extra=calib if label == "default" else None))
+                    run_learner(fs, shots, seed, over, extra=calib if label == "default" else None, views=views))
             if flip is not None:
-                runs.setdefault("default + flipped shots", []).append(run_learner(fs, shots, seed, {}, flip))
+                runs.setdefault("default + flipped shots", []).append(run_learner(fs, shots, seed, {"teach_views": 0}, flip))
                 runs.setdefault("default + flipped shots + flipped test view", []).append(
-                    run_learner(fs, shots, seed, {}, flip, fuse=True))
+                    run_learner(fs, shots, seed, {"teach_views": 0}, flip, fuse=True))
                 runs.setdefault("peer fecam + flipped shots", []).append(run_peer("fecam", fs, shots, seed, flip))
             for peer in PEERS if peers else ():
                 runs.setdefault(f"peer {peer}", []).append(run_peer(peer, fs, shots, seed))
             if other is not None:
-                runs.setdefault("open set", []).append(run_open_set(fs, other, junk, shots, seed))
+                runs.setdefault("open set", []).append(run_open_set(fs, other, junk, shots, seed, views))
             _LOG.info("%s %d-shot seed %d done (%.0f s, load %s)", name, shots, seed, time.time() - t0, os.getloadavg())
             res["shots"][str(shots)] = {"runs": runs, "reliability": {k: [a.tolist() for a in v] for k, v in calib.items()}}
             if checkpoint is not None:  # a run cut short still leaves the seeds it finished
@@ -361,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-root", default="data")
     ap.add_argument("--cache-dir", default="cache/eval")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--views-dir", default=VIEWS_DIR, help="teach-time views cached by bench_levers.py extract")
     ap.add_argument("--flips", action="store_true", help="also teach mirrored shots (extracts mirrored features)")
     ap.add_argument("--ablations", action="store_true", help="also the transform on the other heads, paper head")
     ap.add_argument("--test-per-class", type=int, default=None, help="cap on test images per class (time)")
@@ -376,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.dataset:
         res = measure(name, args.seeds, [int(s) for s in args.shots.split(",")], args.data_root, args.cache_dir,
                       args.other, args.flips, args.ablations, args.test_per_class, not args.no_open_set,
-                      out / f"{name}{args.tag}.json.part", not args.no_peers)
+                      out / f"{name}{args.tag}.json.part", not args.no_peers, args.views_dir)
         res["tag"] = args.tag
         (out / f"{name}{args.tag}.json").write_text(json.dumps(res))
         (out / f"{name}{args.tag}.json.part").unlink(missing_ok=True)

@@ -76,7 +76,7 @@ def _fixed_views(rgb: np.ndarray) -> list[np.ndarray]:
     return [np.ascontiguousarray(rgb[:, ::-1]), zoom, np.ascontiguousarray(zoom[:, ::-1])]
 
 
-def extract(name: str, data_root: str, onnx_dir: str, views_dir: Path, seeds: int) -> None:
+def extract(name: str, data_root: str, onnx_dir: str, views_dir: Path, seeds: int, train_fixed: bool = False) -> None:
     from tqdm import tqdm
 
     from cbcl_pr_ros.evaluation.datasets import discover, load_dataset
@@ -103,6 +103,11 @@ def extract(name: str, data_root: str, onnx_dir: str, views_dir: Path, seeds: in
         x = np.concatenate([have["x"], np.stack(xs).astype(np.float32)])
         order = np.argsort(pos)
         np.savez(path, pos=pos[order], x=x[order])
+    fpath = views_dir / f"{name}-train-fixed3.npz"
+    if train_fixed and not fpath.exists():
+        pos = needed_train_positions(y, range(seeds))
+        x = np.stack([bb.extract(_fixed_views(ds.train_images[int(tr[p])])) for p in tqdm(pos, desc=f"{name} train fixed")])
+        np.savez(fpath, pos=pos, x=x.astype(np.float32))
     tpath = views_dir / f"{name}-test-fixed3.npy"
     if not tpath.exists():
         fs_y = ds.test_labels[te]
@@ -130,7 +135,7 @@ def load(name: str, args, tune: bool) -> dict:
         keep = np.sort(np.concatenate([b[fs.train_y[b] == c][:50] for c in np.unique(fs.train_y)]))
         sub = FeatureSet(fs.name, fs.classes, fs.train_x[a], fs.train_y[a], fs.train_x[keep], fs.train_y[keep],
                          dict(fs.meta), [fs.train_refs[i] for i in a])
-        return {"fs": sub, "views": views[a], "test_views": None}
+        return {"fs": sub, "views": views[a], "test_views": None, "train_fused": None}
     keep = np.sort(np.concatenate([np.flatnonzero(fs.test_y == c)[:args.test_per_class] for c in np.unique(fs.test_y)]))
     tv = None
     tpath = Path(args.views_dir) / f"{name}-test-fixed3.npy"
@@ -140,7 +145,13 @@ def load(name: str, args, tune: bool) -> dict:
             tv = None
     sub = FeatureSet(fs.name, fs.classes, fs.train_x, fs.train_y, fs.test_x[keep], fs.test_y[keep], dict(fs.meta),
                      fs.train_refs)
-    return {"fs": sub, "views": views, "test_views": tv}
+    fpath = Path(args.views_dir) / f"{name}-train-fixed3.npz"
+    fused = None
+    if fpath.exists():  # the shots as the extractor-side fusion would give them: mean of 4 views' raw features
+        z = np.load(fpath)
+        fused = np.full_like(fs.train_x, np.nan)
+        fused[z["pos"]] = (fs.train_x[z["pos"]] + z["x"].sum(1)) / (1 + z["x"].shape[1])
+    return {"fs": sub, "views": views, "test_views": tv, "train_fused": fused}
 
 
 # ---------------------------------------------------------------- heads (bench-only ones)
@@ -177,23 +188,32 @@ class RandomProjectionRidge:
 
 
 # ---------------------------------------------------------------- runs
-def _shots_with_views(fs: FeatureSet, views: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
+def _shots_with_views(fs: FeatureSet, views: np.ndarray, idx: np.ndarray, k: int, alpha: float | None = None) -> np.ndarray:
+    """The shots and ``k`` views of each; ``alpha``: views recentred on their shot and scaled,
+    ``x + alpha (v - mean_k v)`` (the class mean stays the shots' mean, the views give spread only)."""
     x = fs.train_x[idx]
     if k == 0:
         return x
-    v = views[idx, :k].reshape(-1, fs.dim)
+    v = views[idx, :k]
+    if alpha is not None:
+        v = x[:, None] + alpha * (v - v.mean(1, keepdims=True))
+    v = v.reshape(-1, fs.dim)
     if np.isnan(v).any():
         raise RuntimeError("views missing for some shots: run `extract` with enough seeds first")
     return np.vstack([x, v])
 
 
-def run(fs: FeatureSet, views: np.ndarray, test_views: np.ndarray | None, shots: int, seed: int, spec: dict) -> dict:
+def run(fs: FeatureSet, views: np.ndarray, test_views: np.ndarray | None, shots: int, seed: int, spec: dict,
+        train_fused: np.ndarray | None = None) -> dict:
     """One run of a lever ``spec``: head ("learner" with config overrides, or "ridge"), ``k`` teach views
     per shot, ``fuse`` (average logits over the test image and its 3 fixed views)."""
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 
     sch = few_shot_incremental(fs.train_y, 2, shots, seed)
     k = spec.get("k", 0)
+    if spec.get("fuse") == "features-all":  # shots fused too (extractor-side fusion), teach views not
+        fs = FeatureSet(fs.name, fs.classes, train_fused, fs.train_y, fs.test_x, fs.test_y, fs.meta, fs.train_refs)
+        spec = {**spec, "fuse": "features"}
     if spec.get("head", "learner") == "ridge":
         model = RandomProjectionRidge(fs.dim, spec.get("m", 5000), spec.get("lam", 1.0), spec.get("power", 0.5), seed)
         teach = lambda d: model.fit_increment({int(c): x for c, x in d.items()})  # noqa: E731
@@ -206,7 +226,7 @@ def run(fs: FeatureSet, views: np.ndarray, test_views: np.ndarray | None, shots:
         names = lambda: np.array(learner.classes_).astype(int)  # noqa: E731
     accs, seen = [], []
     for step in sch.steps:
-        teach({str(c): _shots_with_views(fs, views, i, k) for c, i in step.train_indices.items()})
+        teach({str(c): _shots_with_views(fs, views, i, k, spec.get("alpha")) for c, i in step.train_indices.items()})
         seen += list(step.new_classes)
         m = np.isin(fs.test_y, seen)
         if spec.get("fuse") == "features" and test_views is not None:  # one vector: the mean raw feature
@@ -228,6 +248,8 @@ def variants(kind: str) -> dict[str, dict]:
             for bl in (1.0, 4.0):
                 for sh in (0.2, 0.5):
                     out[f"k{k} blend{bl} shrink{sh}"] = {"over": {"blend": bl, "shrinkage": sh}, "k": k}
+        for a in (1.0, 0.5):
+            out[f"k8 recentred alpha{a}"] = {"k": 8, "alpha": a}
         for p in (0.3, 0.7):
             out[f"k8 blend1.0 shrink0.5 power{p}"] = {"over": {"transform_power": p}, "k": 8}
         for lam in (0.1, 1.0):
@@ -241,7 +263,13 @@ def variants(kind: str) -> dict[str, dict]:
         "teach views k4": {"k": 4},
         "teach views k8": {"k": 8},
         "teach views k8 + fused test views": {"k": 8, "fuse": True},
+        "teach views k8 recentred": {"k": 8, "alpha": 1.0},
+        "teach views k8 recentred, alpha 0.5": {"k": 8, "alpha": 0.5},
         "default + fused test features": {"fuse": "features"},
+        "default, fused shots and test features": {"fuse": "features-all"},
+        "teach views k8, fused shots and test features": {"k": 8, "fuse": "features-all"},
+        "teach views k8 + fused test views, power 0.3": {"k": 8, "fuse": True, "over": {"transform_power": 0.3}},
+        "teach views k8, power 0.3": {"k": 8, "over": {"transform_power": 0.3}},
         "teach views k8 + fused test features": {"k": 8, "fuse": "features"},
         "ridge M5000": {"head": "ridge", "m": 5000, "lam": 0.1},
         "ridge M5000 + views k8": {"head": "ridge", "m": 5000, "lam": 0.1, "k": 8},
@@ -263,9 +291,10 @@ def measure(name: str, args, kind: str) -> dict:
         runs: dict[str, list[dict]] = {}
         for seed in seeds:
             for label, spec in specs.items():
-                runs.setdefault(label, []).append(run(fs, d["views"], d["test_views"], shots, seed, spec))
+                runs.setdefault(label, []).append(run(fs, d["views"], d["test_views"], shots, seed, spec,
+                                                      d["train_fused"]))
             if kind == "explore" and not args.no_peers:
-                for peer in ba.PEERS:
+                for peer in (args.peers.split(",") if args.peers else ba.PEERS):
                     runs.setdefault(f"peer {peer}", []).append(ba.run_peer(peer, fs, shots, seed))
             _LOG.info("%s %s %d-shot seed %d (%.0f s, load %s)", name, kind, shots, seed, time.time() - t0,
                       os.getloadavg())
@@ -315,13 +344,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--only", default="", help="comma-separated lever names to run")
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--peers", default="", help="comma-separated peers (default: all)")
+    ap.add_argument("--train-fixed", action="store_true", help="extract: also the fixed views of the shots")
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("cbcl_pr_ros").setLevel(logging.WARNING)
     for name in args.dataset:
         if args.cmd == "extract":
-            extract(name, args.data_root, str(Path(args.cache_dir).parent / "onnx"), Path(args.views_dir), args.seeds)
+            extract(name, args.data_root, str(Path(args.cache_dir).parent / "onnx"), Path(args.views_dir), args.seeds,
+                    args.train_fixed)
             continue
         res = measure(name, args, args.cmd)
         out = Path(args.out)

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-__all__ = ["ViewJitter", "teach_views"]
+__all__ = ["ViewJitter", "teach_views", "with_teach_views"]
 
 
 @dataclass(frozen=True)
 class ViewJitter:
-    """Ranges of the random views: kept area of the crop, aspect-ratio change, mirror probability and
+    """Ranges of the random views: kept fraction of the area, aspect-ratio change (relative to the
+    image's own), mirror probability and
     the brightness/contrast/saturation factors (each drawn from ``[1 - colour, 1 + colour]``)."""
 
     min_area: float = 0.6
@@ -50,10 +51,10 @@ class ViewJitter:
 
 def _one_view(rgb: np.ndarray, rng: np.random.Generator, jitter: ViewJitter) -> np.ndarray:
     h, w = rgb.shape[:2]
-    area = rng.uniform(jitter.min_area, 1.0) * h * w
-    aspect = np.exp(rng.uniform(-np.log(jitter.max_aspect), np.log(jitter.max_aspect)))
-    ch = int(round(min(h, max(1.0, np.sqrt(area / aspect)))))
-    cw = int(round(min(w, max(1.0, np.sqrt(area * aspect)))))
+    area = rng.uniform(jitter.min_area, 1.0)  # fraction of the image kept
+    aspect = np.exp(rng.uniform(-np.log(jitter.max_aspect), np.log(jitter.max_aspect)))  # relative to the image's
+    ch = int(round(min(h, max(1.0, h * np.sqrt(area / aspect)))))
+    cw = int(round(min(w, max(1.0, w * np.sqrt(area * aspect)))))
     y0 = int(rng.integers(0, h - ch + 1))
     x0 = int(rng.integers(0, w - cw + 1))
     out = cv2.resize(rgb[y0:y0 + ch, x0:x0 + cw], (w, h), interpolation=cv2.INTER_LINEAR).astype(np.float32)
@@ -79,3 +80,13 @@ def teach_views(rgb: np.ndarray, n: int, seed: int = 0, jitter: ViewJitter | Non
     rng = np.random.default_rng(seed)
     jitter = jitter or ViewJitter()
     return [_one_view(rgb, rng, jitter) for _ in range(int(n))]
+
+
+def with_teach_views(rgbs: list[np.ndarray], n: int, seed: int = 0,
+                     jitter: ViewJitter | None = None) -> list[np.ndarray]:
+    """``rgbs`` followed by ``n`` views of each (image ``i``'s views seeded by ``seed + i``): the images a
+    teach sends through the backbone when teach-time views are on."""
+    out = list(rgbs)
+    for i, rgb in enumerate(rgbs):
+        out += teach_views(rgb, n, seed + i, jitter)
+    return out
