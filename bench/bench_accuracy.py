@@ -43,10 +43,13 @@ BACKBONE = "efficientnet_lite0"
 # through the same backbone (cached by bench_levers.py extract); "default head, raw shots" is the
 # same learner taught the shots alone (what the peers get).
 TEACH_VIEWS = next(p.default for p in PARAMS if p.name == "teach_views")
+VIEW_SPREAD = next(p.default for p in PARAMS if p.name == "teach_view_spread")
 VIEWS_DIR = "/work/shared-cache/eval-levers"
 LEARNERS = {
     "default": {},
     "default head, raw shots (teach_views=0)": {"teach_views": 0},
+    "default head + 8 views, not recentred": {"teach_view_spread": None},
+    "paper (faithful: linear_sgd, raw, no views)": "paper",
     "default, no transform": {"transform": "none", "calibrate": False},  # T changes no argmax
     "previous default (gaussian, raw)": {"classifier": "gaussian", "transform": "none", "calibrate": False,
                                          "teach_views": 0},
@@ -127,21 +130,29 @@ def load_features(name: str, data_root: str, cache: str, flips: bool) -> dict:
 def _config(over, seed: int) -> LearnerConfig:
     if over == "paper":
         return LearnerConfig.paper(seed=seed)
-    return LearnerConfig(seed=seed, **{k: v for k, v in over.items() if k != "teach_views"})
+    return LearnerConfig(seed=seed, **{k: v for k, v in over.items() if not k.startswith("teach_view")})
 
 
-def _views_of(over) -> int:
-    """Teach-time views per shot of a learner row: the product default unless the row says."""
-    return 0 if over == "paper" else int(over.get("teach_views", TEACH_VIEWS))
+def _views_of(over) -> tuple[int, float | None]:
+    """Teach-time views per shot of a learner row and their spread (None: not recentred): the
+    product default unless the row says."""
+    if over == "paper":
+        return 0, None
+    return int(over.get("teach_views", TEACH_VIEWS)), over.get("teach_view_spread", VIEW_SPREAD)
 
 
-def _with_views(fs: FeatureSet, idx: np.ndarray, views: np.ndarray | None, k: int) -> np.ndarray:
+def _with_views(fs: FeatureSet, idx: np.ndarray, views: np.ndarray | None, k: int,
+                spread: float | None = VIEW_SPREAD) -> np.ndarray:
+    """The shots and their first ``k`` cached views, recentred as the learner node does."""
+    from cbcl_pr_ros.features.augment import recentre_views
+
     x = fs.train_x[idx]
     if not k:
         return x
     if views is None or views.shape[1] < k or np.isnan(views[idx, :k]).any():
         raise SystemExit("teach-time views missing for some shots: run bench/bench_levers.py extract first")
-    return np.vstack([x, views[idx, :k].reshape(-1, fs.dim)])
+    v = views[idx, :k]
+    return np.vstack([x, v.reshape(-1, fs.dim) if spread is None else recentre_views(x, v, spread)])
 
 
 def run_learner(fs: FeatureSet, shots: int, seed: int, over, flip: FeatureSet | None = None, fuse: bool = False,
@@ -150,13 +161,13 @@ def run_learner(fs: FeatureSet, shots: int, seed: int, over, flip: FeatureSet | 
     ``views`` each shot's first ``teach_views`` cached jittered views (the product's teach path)."""
     sch = few_shot_incremental(fs.train_y, 2, shots, seed)
     learner = CBCLPRLearner(_config(over, seed), BACKBONE, fs.dim)
-    k = _views_of(over)
+    k, spread = _views_of(over)
     accs, confs, raw_confs, oks = [], [], [], []
     seen: list[int] = []
     for step in sch.steps:
         data = {}
         for c, idx in step.train_indices.items():
-            x = _with_views(fs, idx, views, k)
+            x = _with_views(fs, idx, views, k, spread)
             data[str(c)] = np.vstack([x, flip.train_x[idx]]) if flip is not None else x
         learner.teach_increment(data)
         seen += list(step.new_classes)

@@ -194,10 +194,10 @@ def _shots_with_views(fs: FeatureSet, views: np.ndarray, idx: np.ndarray, k: int
     x = fs.train_x[idx]
     if k == 0:
         return x
+    from cbcl_pr_ros.features.augment import recentre_views
+
     v = views[idx, :k]
-    if alpha is not None:
-        v = x[:, None] + alpha * (v - v.mean(1, keepdims=True))
-    v = v.reshape(-1, fs.dim)
+    v = v.reshape(-1, fs.dim) if alpha is None else recentre_views(x, v, alpha)
     if np.isnan(v).any():
         raise RuntimeError("views missing for some shots: run `extract` with enough seeds first")
     return np.vstack([x, v])
@@ -248,7 +248,7 @@ def variants(kind: str) -> dict[str, dict]:
             for bl in (1.0, 4.0):
                 for sh in (0.2, 0.5):
                     out[f"k{k} blend{bl} shrink{sh}"] = {"over": {"blend": bl, "shrinkage": sh}, "k": k}
-        for a in (1.0, 0.5):
+        for a in (1.0, 0.75, 0.5, 0.25):
             out[f"k8 recentred alpha{a}"] = {"k": 8, "alpha": a}
         for p in (0.3, 0.7):
             out[f"k8 blend1.0 shrink0.5 power{p}"] = {"over": {"transform_power": p}, "k": 8}
@@ -286,7 +286,7 @@ def measure(name: str, args, kind: str) -> dict:
     t0 = time.time()
     specs = variants(kind)
     if args.only:
-        specs = {k: v for k, v in specs.items() if k in args.only.split(",")}
+        specs = {k: v for k, v in specs.items() if k in args.only.split(";")}
     for shots in shots_list:
         runs: dict[str, list[dict]] = {}
         for seed in seeds:
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--views-dir", default="/work/shared-cache/eval-levers")
     ap.add_argument("--test-per-class", type=int, default=100)
     ap.add_argument("--out", default=str(OUT))
-    ap.add_argument("--only", default="", help="comma-separated lever names to run")
+    ap.add_argument("--only", default="", help="semicolon-separated lever names to run")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--peers", default="", help="comma-separated peers (default: all)")
     ap.add_argument("--train-fixed", action="store_true", help="extract: also the fixed views of the shots")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-__all__ = ["ViewJitter", "teach_views", "with_teach_views"]
+__all__ = ["ViewJitter", "teach_views", "with_teach_views", "recentre_views"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,18 @@ def with_teach_views(rgbs: list[np.ndarray], n: int, seed: int = 0,
     for i, rgb in enumerate(rgbs):
         out += teach_views(rgb, n, seed + i, jitter)
     return out
+
+
+def recentre_views(shots: np.ndarray, views: np.ndarray, spread: float = 1.0) -> np.ndarray:
+    """Vectors of the views moved onto their own shot: ``x_i + spread (v_ij - mean_j v_ij)``.
+
+    ``shots`` (n, d), ``views`` (n, k, d) -> (n k, d).  The class mean then stays the shots' mean (a
+    crop that cuts part of the object no longer drags it), and the views only add spread.
+    """
+    x = np.asarray(shots, np.float32)
+    v = np.asarray(views, np.float32)
+    if x.ndim != 2 or v.ndim != 3 or v.shape[0] != x.shape[0] or v.shape[2] != x.shape[1]:
+        raise ValueError(f"need shots (n, d) and views (n, k, d), got {x.shape} and {v.shape}")
+    if not 0.0 <= spread <= 1.0:
+        raise ValueError(f"spread must be in [0, 1], got {spread!r}")
+    return (x[:, None] + spread * (v - v.mean(1, keepdims=True))).reshape(-1, x.shape[1])

@@ -170,6 +170,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               "taught from a TeachClass request, sent through the backbone with it: one backbone pass "
               "each at teach time, none at recognition time; 0 = the images only (docs/core.md, Levers)",
               (LEARNER,), min=0, max=64, read_only=False),
+    ParamSpec("teach_view_spread", 0.5,
+              "The views' vectors are moved onto their own image's (x + spread (v - mean of its views)): "
+              "the class mean stays the taught images', the views only add spread (docs/core.md, Levers)",
+              (LEARNER,), min=0.0, max=1.0, read_only=False),
     ParamSpec("teach_timeout_s", 10.0, "Seconds a TeachClass waits for those frames", (LEARNER,),
               min=0.1, max=3600.0, read_only=False),
     ParamSpec("extract_timeout_s", 10.0,

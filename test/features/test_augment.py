@@ -62,3 +62,18 @@ def test_bad_counts_are_refused(n) -> None:
 def test_bad_jitter_is_refused(kw) -> None:
     with pytest.raises(ValueError):
         ViewJitter(**kw)
+
+
+def test_recentred_views_keep_the_shot_mean_and_scale_the_spread() -> None:
+    from cbcl_pr_ros.features.augment import recentre_views
+
+    rng = np.random.default_rng(1)
+    shots, views = rng.normal(size=(3, 5)), rng.normal(2.0, 1.0, size=(3, 4, 5))
+    out = recentre_views(shots, views, 0.5).reshape(3, 4, 5)
+    np.testing.assert_allclose(out.mean(1), shots, atol=1e-5)  # the views no longer move the mean
+    np.testing.assert_allclose(out - shots[:, None], 0.5 * (views - views.mean(1, keepdims=True)), atol=1e-5)
+    np.testing.assert_allclose(recentre_views(shots, views, 0.0), np.repeat(shots, 4, axis=0), atol=1e-6)
+    with pytest.raises(ValueError, match="spread"):
+        recentre_views(shots, views, 1.5)
+    with pytest.raises(ValueError, match="views"):
+        recentre_views(shots, views[:2], 0.5)
