@@ -331,9 +331,55 @@ def summary(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def report(out: Path) -> None:
+    """All runs' tables into ``levers.md`` and one bar chart per data set of the explore levers'
+    paired difference to the default (mean ± std over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    parts = ["# Issue 15, outcome 2: levers (bench/bench_levers.py)", "",
+             "Exploration on the test images (capped at 100 per class); `tune` rows: shots from the first half "
+             "of each class's train subsample, evaluation on the second half (no test image). "
+             "Δ = paired difference, mean ± std over seeds.", ""]
+    for path in sorted(out.glob("*.json")):
+        res = json.loads(path.read_text())
+        parts.append(summary(res))
+        if res["kind"] != "explore":
+            continue
+        names = [n for n in next(iter(res["shots"].values())) if n != "default"]
+        shots = list(res["shots"])
+        fig, ax = plt.subplots(figsize=(9, 0.35 * len(names) * len(shots) + 1.5))
+        y = 0
+        ticks, labels = [], []
+        for n in names:
+            for j, s in enumerate(shots):
+                runs = res["shots"][s]
+                d = 100 * (np.array([r["acc"] for r in runs[n]]) - np.array([r["acc"] for r in runs["default"]]))
+                ax.barh(y, d.mean(), xerr=d.std(), color=f"C{j}", label=f"{s} shots" if y < len(shots) else None)
+                y += 1
+            ticks.append(y - len(shots) / 2 - 0.5)
+            labels.append(n)
+            y += 0.6
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_yticks(ticks, labels, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("accuracy − default head (raw shots), points (paired, mean ± std over seeds)")
+        load = np.round(res["load_after"], 1).tolist()
+        ax.set_title(f"{res['dataset']}: {len(res['seeds'])} seeds; {res['machine'].get('cpu')}, load {load}", fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        png = out / f"{path.stem}.png"
+        fig.savefig(png, dpi=80)
+        plt.close(fig)
+        parts += [f"![{path.stem}]({png.name})", ""]
+    (out / "levers.md").write_text("\n".join(parts) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cmd", choices=["extract", "explore", "tune"])
+    ap.add_argument("cmd", choices=["extract", "explore", "tune", "report"])
     ap.add_argument("--dataset", action="append", default=[])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--shots", default="1,5,10")
@@ -350,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("cbcl_pr_ros").setLevel(logging.WARNING)
+    if args.cmd == "report":
+        report(Path(args.out))
+        return 0
     for name in args.dataset:
         if args.cmd == "extract":
             extract(name, args.data_root, str(Path(args.cache_dir).parent / "onnx"), Path(args.views_dir), args.seeds,
