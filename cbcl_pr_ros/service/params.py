@@ -169,7 +169,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               "Jittered copies (crop, mirror, colour; features/augment.py) of every image or object crop "
               "taught from a TeachClass request, sent through the backbone with it: one backbone pass "
               "each at teach time, none at recognition time; 0 = the images only (docs/core.md, Levers)",
-              (LEARNER,), min=0, max=64, read_only=False),
+              (LEARNER,), min=0, max=16, read_only=False),
     ParamSpec("teach_view_spread", 0.5,
               "The views' vectors are moved onto their own image's (x + spread (v - mean of its views)): "
               "the class mean stays the taught images', the views only add spread (docs/core.md, Levers)",
