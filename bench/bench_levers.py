@@ -331,6 +331,29 @@ def summary(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def confirm(name: str, args) -> dict:
+    """The default (teach views) and the default head on raw shots through ``bench_accuracy.run_learner``
+    (calibration on): accuracy and ECE per seed, for a quick check of the code after a rebase."""
+    feats = ba.load_features(name, args.data_root, args.cache_dir, flips=False)
+    fs = ba._cap_test(feats["fs"], args.test_per_class)
+    views = ba.load_views(name, len(fs.train_y), fs.dim, args.views_dir)
+    res = {"dataset": name, "kind": "confirm", "seeds": list(range(args.seeds)), "machine": machine_info(),
+           "n_test": int(len(fs.test_y)), "shots": {}}
+    t0 = time.time()
+    for shots in (int(s) for s in args.shots.split(",")):
+        runs: dict[str, list[dict]] = {}
+        for seed in range(args.seeds):
+            for label, over in (("default", {}), ("default head, raw shots", {"teach_views": 0})):
+                r = ba.run_learner(fs, shots, seed, over, extra={}, views=views)
+                runs.setdefault(label, []).append({k: r[k] for k in ("acc", "per_increment", "ece", "temperature")
+                                                   if k in r})
+            _LOG.info("%s confirm %d-shot seed %d (%.0f s, load %s)", name, shots, seed, time.time() - t0,
+                      os.getloadavg())
+        res["shots"][str(shots)] = runs
+    res["seconds"], res["load_after"] = time.time() - t0, os.getloadavg()
+    return res
+
+
 def report(out: Path) -> None:
     """All runs' tables into ``levers.md`` and one bar chart per data set of the explore levers'
     paired difference to the default (mean ± std over seeds)."""
@@ -379,7 +402,7 @@ def report(out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cmd", choices=["extract", "explore", "tune", "report"])
+    ap.add_argument("cmd", choices=["extract", "explore", "tune", "report", "confirm"])
     ap.add_argument("--dataset", action="append", default=[])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--shots", default="1,5,10")
@@ -404,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
             extract(name, args.data_root, str(Path(args.cache_dir).parent / "onnx"), Path(args.views_dir), args.seeds,
                     args.train_fixed)
             continue
-        res = measure(name, args, args.cmd)
+        res = confirm(name, args) if args.cmd == "confirm" else measure(name, args, args.cmd)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{args.cmd}_{name}{args.tag}.json").write_text(json.dumps(res))

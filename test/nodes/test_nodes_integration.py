@@ -75,9 +75,7 @@ def test_separate_processes_teach_classify_restart_forget(helpers, domain_id, tm
         for k, label in enumerate(CLASSES):
             r = _teach_images(h, cli, label, h.views(label, 5, seed=k, size=(240, 320)))
             assert r.success, r.message
-            # 5 images and teach_views (default 8) jittered views of each (docs/core.md, Levers)
-            assert not r.extended_existing and r.num_examples == 5 * 9 and r.num_classes == k + 1
-            assert "views each" in r.message, r.message
+            assert not r.extended_existing and r.num_examples == 5 and r.num_classes == k + 1
             assert r.learning_time_s > 0
         assert memory.exists(), "memory not saved after teaching"
 
