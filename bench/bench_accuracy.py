@@ -363,6 +363,9 @@ def report(out: Path) -> str:
             best = max(peers, key=lambda n: np.mean([r["acc"] for r in runs[n]]))
             dm, ds = _paired(runs["default"], runs[best])
             line = f"- {s} shots: best peer **{best[5:]}**; default {dm:+.2f} ± {ds:.2f} points"
+            for opt in [n for n in runs if n.startswith("opt-in: teach_views=8 (")]:
+                am, asd = _paired(runs[opt], runs[best])
+                line += f"; {opt[8:]} (opt-in) {am:+.2f} ± {asd:.2f} points"
             if "default + flipped shots + flipped test view" in runs:
                 am, asd = _paired(runs["default + flipped shots + flipped test view"], runs[best])
                 line += f"; default with flipped shots and test view {am:+.2f} ± {asd:.2f} points"
