@@ -332,8 +332,8 @@ def summary(res: dict) -> str:
 
 
 def confirm(name: str, args) -> dict:
-    """The default (teach views) and the default head on raw shots through ``bench_accuracy.run_learner``
-    (calibration on): accuracy and ECE per seed, for a quick check of the code after a rebase."""
+    """The default and the opt-in teach views through ``bench_accuracy.run_learner`` (calibration on):
+    accuracy, ECE and temperature per seed, a check of the code after a rebase."""
     feats = ba.load_features(name, args.data_root, args.cache_dir, flips=False)
     fs = ba._cap_test(feats["fs"], args.test_per_class)
     views = ba.load_views(name, len(fs.train_y), fs.dim, args.views_dir)
@@ -343,7 +343,7 @@ def confirm(name: str, args) -> dict:
     for shots in (int(s) for s in args.shots.split(",")):
         runs: dict[str, list[dict]] = {}
         for seed in range(args.seeds):
-            for label, over in (("default", {}), ("default head, raw shots", {"teach_views": 0})):
+            for label, over in (("default", {}), ("opt-in: teach_views=8 (spread 0.5)", {"teach_views": 8})):
                 r = ba.run_learner(fs, shots, seed, over, extra={}, views=views)
                 runs.setdefault(label, []).append({k: r[k] for k in ("acc", "per_increment", "ece", "temperature")
                                                    if k in r})
