@@ -32,15 +32,27 @@ from cbcl_pr_ros.evaluation.experiments import machine_info
 from cbcl_pr_ros.evaluation.featureset import FeatureSet
 from cbcl_pr_ros.evaluation.methods import PEERS, MethodContext, make_method
 from cbcl_pr_ros.evaluation.protocols import few_shot_incremental
+from cbcl_pr_ros.service.params import PARAMS
 
 _LOG = logging.getLogger("bench_accuracy")
 OUT = Path("bench/results/accuracy")
 BACKBONE = "efficientnet_lite0"
 # the learner configurations measured beside each other (name -> config overrides)
+# "default" is the product default end to end: the learner's default config taught each shot and
+# TEACH_VIEWS jittered views of it (the learner node's ``teach_views``, 0 by default), through the
+# same backbone (views cached by bench_levers.py extract); the "teach views" rows are the opt-in
+# lever (8 views per shot, recentred or not); the peers get the raw shots.
+TEACH_VIEWS = next(p.default for p in PARAMS if p.name == "teach_views")
+VIEW_SPREAD = next(p.default for p in PARAMS if p.name == "teach_view_spread")
+VIEWS_DIR = "/work/shared-cache/eval-levers"
 LEARNERS = {
     "default": {},
+    "opt-in: teach_views=8 (spread 0.5)": {"teach_views": 8},
+    "opt-in: teach_views=8, not recentred": {"teach_views": 8, "teach_view_spread": None},
+    "paper (faithful: linear_sgd, raw, no views)": "paper",
     "default, no transform": {"transform": "none", "calibrate": False},  # T changes no argmax
-    "previous default (gaussian, raw)": {"classifier": "gaussian", "transform": "none", "calibrate": False},
+    "previous default (gaussian, raw)": {"classifier": "gaussian", "transform": "none", "calibrate": False,
+                                         "teach_views": 0},
     # outcome 5: the default stores each class in float16 when faithful; this row keeps float32
     "default, float32 memory": {"memory_precision": "float32", "calibrate": False},  # T moves no argmax
 }
@@ -80,6 +92,18 @@ def _unrelated_images(size: int = 224, n: int = 12, seed: int = 0) -> list[np.nd
     return out
 
 
+def load_views(name: str, n_train: int, dim: int, views_dir: str | None) -> np.ndarray | None:
+    """Cached teach-time views of the train subsample (bench_levers.py extract): (n_train, k, d),
+    NaN where a train image was never a shot; None when not extracted."""
+    path = Path(views_dir or VIEWS_DIR) / f"{name}-train-views8.npz"
+    if not path.exists():
+        return None
+    z = np.load(path)
+    views = np.full((n_train, z["x"].shape[1], dim), np.nan, np.float32)
+    views[z["pos"]] = z["x"]
+    return views
+
+
 def load_features(name: str, data_root: str, cache: str, flips: bool) -> dict:
     """Feature sets of ``name``: plain, flipped (or None) and the blank/noise frames."""
     from cbcl_pr_ros.evaluation.datasets import discover, load_dataset
@@ -106,20 +130,44 @@ def load_features(name: str, data_root: str, cache: str, flips: bool) -> dict:
 def _config(over, seed: int) -> LearnerConfig:
     if over == "paper":
         return LearnerConfig.paper(seed=seed)
-    return LearnerConfig(seed=seed, **over)
+    return LearnerConfig(seed=seed, **{k: v for k, v in over.items() if not k.startswith("teach_view")})
+
+
+def _views_of(over) -> tuple[int, float | None]:
+    """Teach-time views per shot of a learner row and their spread (None: not recentred): the
+    product default unless the row says."""
+    if over == "paper":
+        return 0, None
+    return int(over.get("teach_views", TEACH_VIEWS)), over.get("teach_view_spread", VIEW_SPREAD)
+
+
+def _with_views(fs: FeatureSet, idx: np.ndarray, views: np.ndarray | None, k: int,
+                spread: float | None = VIEW_SPREAD) -> np.ndarray:
+    """The shots and their first ``k`` cached views, recentred as the learner node does."""
+    from cbcl_pr_ros.features.augment import recentre_views
+
+    x = fs.train_x[idx]
+    if not k:
+        return x
+    if views is None or views.shape[1] < k or np.isnan(views[idx, :k]).any():
+        raise SystemExit("teach-time views missing for some shots: run bench/bench_levers.py extract first")
+    v = views[idx, :k]
+    return np.vstack([x, v.reshape(-1, fs.dim) if spread is None else recentre_views(x, v, spread)])
 
 
 def run_learner(fs: FeatureSet, shots: int, seed: int, over, flip: FeatureSet | None = None, fuse: bool = False,
-                extra: dict | None = None) -> dict:
-    """One run of a learner config; with ``flip`` the shots' mirrored views are taught too."""
+                extra: dict | None = None, views: np.ndarray | None = None) -> dict:
+    """One run of a learner config; with ``flip`` the shots' mirrored views are taught too; with
+    ``views`` each shot's first ``teach_views`` cached jittered views (the product's teach path)."""
     sch = few_shot_incremental(fs.train_y, 2, shots, seed)
     learner = CBCLPRLearner(_config(over, seed), BACKBONE, fs.dim)
+    k, spread = _views_of(over)
     accs, confs, raw_confs, oks = [], [], [], []
     seen: list[int] = []
     for step in sch.steps:
         data = {}
         for c, idx in step.train_indices.items():
-            x = fs.train_x[idx]
+            x = _with_views(fs, idx, views, k, spread)
             data[str(c)] = np.vstack([x, flip.train_x[idx]]) if flip is not None else x
         learner.teach_increment(data)
         seen += list(step.new_classes)
@@ -173,14 +221,15 @@ def _auroc(pos: np.ndarray, neg: np.ndarray) -> float:
     return float((r[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def run_open_set(fs: FeatureSet, other: np.ndarray, junk: np.ndarray, shots: int, seed: int) -> dict:
+def run_open_set(fs: FeatureSet, other: np.ndarray, junk: np.ndarray, shots: int, seed: int,
+                 views: np.ndarray | None = None) -> dict:
     """Gate of the default learner: accepted taught-class views, rejected other-set / blank / noise
     images, AUROC taught vs not-yet-taught classes (gate distance), after each increment."""
     sch = few_shot_incremental(fs.train_y, 2, shots, seed)
     learner = CBCLPRLearner(LearnerConfig(seed=seed, calibrate=False), BACKBONE, fs.dim)  # T moves no gate
     rows, seen = [], []
     for t, step in enumerate(sch.steps[:-1]):  # the last step leaves no unseen class
-        learner.teach_increment({str(c): fs.train_x[i] for c, i in step.train_indices.items()})
+        learner.teach_increment({str(c): _with_views(fs, i, views, TEACH_VIEWS) for c, i in step.train_indices.items()})
         seen += list(step.new_classes)
         known = np.isin(fs.test_y, seen)
 
@@ -209,9 +258,11 @@ def _cap_test(fs: FeatureSet, per_class: int | None) -> FeatureSet:
 
 def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache: str, other_name: str | None,
             flips: bool = False, ablations: bool = False, test_per_class: int | None = None,
-            open_set: bool = True, checkpoint: Path | None = None, peers: bool = True) -> dict:
+            open_set: bool = True, checkpoint: Path | None = None, peers: bool = True,
+            views_dir: str | None = None) -> dict:
     feats = load_features(name, data_root, cache, flips=flips)
     fs, flip, junk = _cap_test(feats["fs"], test_per_class), feats["flip"], feats["junk"]
+    views = load_views(name, len(fs.train_y), fs.dim, views_dir)
     if flip is not None:
         flip = _cap_test(flip, test_per_class)
     other = None
@@ -229,16 +280,16 @@ def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache:
         for seed in range(seeds):
             for label, over in {**LEARNERS, **(ABLATIONS if ablations else {})}.items():
                 runs.setdefault(label, []).append(
-                    run_learner(fs, shots, seed, over, extra=calib if label == "default" else None))
+                    run_learner(fs, shots, seed, over, extra=calib if label == "default" else None, views=views))
             if flip is not None:
-                runs.setdefault("default + flipped shots", []).append(run_learner(fs, shots, seed, {}, flip))
+                runs.setdefault("default + flipped shots", []).append(run_learner(fs, shots, seed, {"teach_views": 0}, flip))
                 runs.setdefault("default + flipped shots + flipped test view", []).append(
-                    run_learner(fs, shots, seed, {}, flip, fuse=True))
+                    run_learner(fs, shots, seed, {"teach_views": 0}, flip, fuse=True))
                 runs.setdefault("peer fecam + flipped shots", []).append(run_peer("fecam", fs, shots, seed, flip))
             for peer in PEERS if peers else ():
                 runs.setdefault(f"peer {peer}", []).append(run_peer(peer, fs, shots, seed))
             if other is not None:
-                runs.setdefault("open set", []).append(run_open_set(fs, other, junk, shots, seed))
+                runs.setdefault("open set", []).append(run_open_set(fs, other, junk, shots, seed, views))
             _LOG.info("%s %d-shot seed %d done (%.0f s, load %s)", name, shots, seed, time.time() - t0, os.getloadavg())
             res["shots"][str(shots)] = {"runs": runs, "reliability": {k: [a.tolist() for a in v] for k, v in calib.items()}}
             if checkpoint is not None:  # a run cut short still leaves the seeds it finished
@@ -275,7 +326,7 @@ def _reliability_png(res: dict, path: Path) -> None:
             ys = [ok[which == b].mean() for b in range(10) if (which == b).any()]
             ax.plot(xs, ys, "o-", label=f"{lab}, ECE of all seeds pooled {expected_calibration_error(conf, ok):.3f}")
         ax.plot([0, 1], [0, 1], "k:", lw=1)
-        ax.set(title=f"{res['dataset']}, {s} shots", xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
+        ax.set(title=f"{res['dataset']}, {s} shots ({res.get('calibrated_row', 'default')})", xlabel="confidence", ylabel="accuracy", xlim=(0, 1), ylim=(0, 1))
         ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -312,21 +363,27 @@ def report(out: Path) -> str:
             best = max(peers, key=lambda n: np.mean([r["acc"] for r in runs[n]]))
             dm, ds = _paired(runs["default"], runs[best])
             line = f"- {s} shots: best peer **{best[5:]}**; default {dm:+.2f} ± {ds:.2f} points"
+            for opt in [n for n in runs if n.startswith("opt-in: teach_views=8 (")]:
+                am, asd = _paired(runs[opt], runs[best])
+                line += f"; {opt[8:]} (opt-in) {am:+.2f} ± {asd:.2f} points"
             if "default + flipped shots + flipped test view" in runs:
                 am, asd = _paired(runs["default + flipped shots + flipped test view"], runs[best])
                 line += f"; default with flipped shots and test view {am:+.2f} ± {asd:.2f} points"
             lines.append(line)
-        lines += ["", "Calibration of the default (ECE over all increments' test predictions, mean over seeds):", "",
+        cal = res.get("calibrated_row", "default")  # the row whose calibration, memory and open set were recorded
+        if res.get("note"):
+            lines += ["", res["note"]]
+        lines += ["", f"Calibration of the row '{cal}' (ECE over all increments' test predictions, mean over seeds):", "",
                   "| shots | ECE, T = 1 | ECE, fitted T | T after the last increment (median) |", "|---|---|---|---|"]
         for s, block in res["shots"].items():
-            d = block["runs"]["default"]
+            d = block["runs"][cal]
             lines.append(f"| {s} | {np.mean([r.get('ece_uncalibrated', np.nan) for r in d]):.3f} | "
                          f"{np.mean([r['ece'] for r in d]):.3f} | {np.median([r['temperature'] for r in d]):.3g} |")
         stem = path.name.split(".json")[0]
         if any(s != "1" for s in res["shots"]):
             lines += ["", f"![reliability](reliability_{stem}.png)", ""]
         if "open set" in next(iter(res["shots"].values()))["runs"]:
-            lines += ["Open set of the default (gate: distance to the predicted class's nearest centroid < 1.3 D_gate); "
+            lines += [f"Open set of the row '{cal}' (gate: distance to the predicted class's nearest centroid < 1.3 D_gate); "
                       "after the first increment / mean over increments:", "",
                       "| shots | taught views accepted | other data set rejected | blank+noise rejected | "
                       "unseen classes rejected | AUROC taught vs unseen class | D_gate |", "|---|---|---|---|---|---|---|"]
@@ -341,13 +398,16 @@ def report(out: Path) -> str:
                 lines.append(f"| {s} | {f('accepted_taught')} | {f('rejected_other_set')} | {f('rejected_blank_noise')} | "
                              f"{f('rejected_unseen_class')} | {f('auroc_taught_vs_unseen')} | {f('gate_D')} |")
             lines.append("")
-        lines += ["Memory of the default (full covariance) per class after the last increment, seed 0 "
+        lines += [f"Memory of the row '{cal}' (full covariance) per class after the last increment, seed 0 "
                   "(bytes: the class's stored arrays, in RAM and in the file; storage: the dtype the learner chose):", "",
-                  "| shots | class | clusters | storage | bytes | raw shots' bytes (float32) | ratio |", "|---|---|---|---|---|---|---|"]
+                  "vectors: the shots and their teach-time views; raw shots' bytes: the shots alone, float32", "",
+                  "| shots | class | vectors | clusters | storage | bytes | raw shots' bytes | ratio |",
+                  "|---|---|---|---|---|---|---|---|"]
         for s, block in res["shots"].items():
-            for row in block["runs"]["default"][0]["memory"]:
-                lines.append(f"| {s} | {row['class']} | {row['clusters']} | {row.get('storage', 'float32')} | "
-                             f"{row['bytes']} | {row['raw_bytes']} | {row['bytes'] / row['raw_bytes']:.3f} |")
+            for row in block["runs"][cal][0]["memory"]:
+                raw = int(s) * row["raw_bytes"] // row["shots"]  # the JSON's raw_bytes count every vector
+                lines.append(f"| {s} | {row['class']} | {row['shots']} | {row['clusters']} | "
+                             f"{row.get('storage', 'float32')} | {row['bytes']} | {raw} | {row['bytes'] / raw:.3f} |")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -361,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-root", default="data")
     ap.add_argument("--cache-dir", default="cache/eval")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--views-dir", default=VIEWS_DIR, help="teach-time views cached by bench_levers.py extract")
     ap.add_argument("--flips", action="store_true", help="also teach mirrored shots (extracts mirrored features)")
     ap.add_argument("--ablations", action="store_true", help="also the transform on the other heads, paper head")
     ap.add_argument("--test-per-class", type=int, default=None, help="cap on test images per class (time)")
@@ -376,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.dataset:
         res = measure(name, args.seeds, [int(s) for s in args.shots.split(",")], args.data_root, args.cache_dir,
                       args.other, args.flips, args.ablations, args.test_per_class, not args.no_open_set,
-                      out / f"{name}{args.tag}.json.part", not args.no_peers)
+                      out / f"{name}{args.tag}.json.part", not args.no_peers, args.views_dir)
         res["tag"] = args.tag
         (out / f"{name}{args.tag}.json").write_text(json.dumps(res))
         (out / f"{name}{args.tag}.json.part").unlink(missing_ok=True)

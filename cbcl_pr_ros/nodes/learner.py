@@ -335,6 +335,27 @@ class LearnerNode(ManagedNode):
                                      f"'{self.backbone_name}': set the same 'backbone' parameter on both")
         return ex.features, ex.backbone
 
+    def _teach_features(self, rgbs: list) -> tuple[Any, str]:
+        """Vectors of RGB images to teach and of ``teach_views`` jittered views of each
+        (:mod:`cbcl_pr_ros.features.augment`), asked in chunks the feature source accepts; and a note
+        for the teach message."""
+        import numpy as np
+
+        from cbcl_pr_ros.features.augment import recentre_views, with_teach_views
+
+        n = int(self.get_parameter("teach_views").value)
+        images = with_teach_views(rgbs, n, seed=int(self.params["seed"])) if n else list(rgbs)
+        step = max(1, int(self.limits.max_images_per_request))
+        parts = [self._features_from_images([rgb_to_image_msg(x) for x in images[i:i + step]])[0]
+                 for i in range(0, len(images), step)]
+        feats = parts[0] if len(parts) == 1 else np.vstack(parts)
+        if not n:
+            return feats, ""
+        m = len(rgbs)  # the images first, then n views of each (with_teach_views' order)
+        spread = float(self.get_parameter("teach_view_spread").value)
+        views = recentre_views(feats[:m], feats[m:].reshape(m, n, -1), spread)
+        return np.vstack([feats[:m], views]), f" + {n} views each"
+
     def _collect_frames(self, n: int, timeout_s: float, pool: set | None = None) -> list[Any]:
         """The next ``n`` messages offered to ``pool`` (default: the feature vectors' collectors)."""
         pool = self._collectors if pool is None else pool
@@ -370,8 +391,17 @@ class LearnerNode(ManagedNode):
                 feats = features_from_msgs(req.features, self.backbone_name, c.feature_dim)
                 source = "feature vectors"
             elif len(req.images) > 0:
-                feats, _ = self._features_from_images(list(req.images))
-                source = "images"
+                check_count(len(req.images), self.limits.max_images_per_request, "images")
+                rgbs = []
+                for i, img in enumerate(req.images):
+                    check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i)
+                    try:
+                        rgbs.append(image_msg_to_rgb(img))
+                    except (ValueError, TypeError) as exc:
+                        raise ValueError(f"image {i} ({img.width}x{img.height}, encoding '{img.encoding[:32]}') "
+                                         f"cannot be used: {exc}") from exc
+                feats, note = self._teach_features(rgbs)
+                source = f"images{note}"
             else:
                 n = check_num_frames(req.num_frames, int(self.get_parameter("teach_num_frames").value),
                                      int(self.params["max_teach_frames"]))
@@ -509,8 +539,8 @@ class LearnerNode(ManagedNode):
                         raise ValueError(f"image {i} ({img.width}x{img.height}, encoding '{img.encoding}') "
                                          f"cannot be used: {exc}") from exc
                 crops, note = teaching_crops(rgbs, plan, margin)
-                feats, _ = self._features_from_images([rgb_to_image_msg(c) for c in crops])
-                source = f"images{note}"
+                feats, views = self._teach_features(crops)
+                source = f"images{note}{views}"
             elif plan.target == "track":
                 with self._tracker_lock:
                     track = self._tracker.get(plan.track_id)

@@ -165,6 +165,16 @@ PARAMS: tuple[ParamSpec, ...] = (
               (LEARNER,), min=0.0, max=1000.0, read_only=False),
     ParamSpec("teach_num_frames", 10, "Frames taken from the stream by a TeachClass without "
               "images or features", (LEARNER,), min=1, max=10_000, read_only=False),
+    ParamSpec("teach_views", 0,
+              "Jittered copies (crop, mirror, colour; features/augment.py) of every image or object crop "
+              "taught from a TeachClass request, sent through the backbone with it: one backbone pass "
+              "each at teach time, none at recognition time; 0 = the images only. Opt-in: 8 gains up to "
+              "1 point but shrinks the open-set radius and the temperature (docs/core.md, Levers)",
+              (LEARNER,), min=0, max=16, read_only=False),
+    ParamSpec("teach_view_spread", 0.5,
+              "The views' vectors are moved onto their own image's (x + spread (v - mean of its views)): "
+              "the class mean stays the taught images', the views only add spread (docs/core.md, Levers)",
+              (LEARNER,), min=0.0, max=1.0, read_only=False),
     ParamSpec("teach_timeout_s", 10.0, "Seconds a TeachClass waits for those frames", (LEARNER,),
               min=0.1, max=3600.0, read_only=False),
     ParamSpec("extract_timeout_s", 10.0,

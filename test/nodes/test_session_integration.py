@@ -17,7 +17,8 @@ def test_one_process_session_teaches_from_images_and_stream(helpers, domain_id, 
 
     h = helpers
     memory = tmp_path / "mem.safetensors"
-    sess = h.start_node("teaching_session", domain_id, tmp_path, {"memory_path": str(memory)},
+    # teach_views: each request image goes through the backbone with 2 jittered copies (docs/core.md, Levers)
+    sess = h.start_node("teaching_session", domain_id, tmp_path, {"memory_path": str(memory), "teach_views": 2},
                         extra=["--nodes", "extractor,learner", "--config", str(h.CONFIG)])
     cli = h.Client(domain_id)
     try:
@@ -27,6 +28,7 @@ def test_one_process_session_teaches_from_images_and_stream(helpers, domain_id, 
             req.images = [h.image_msg(im, i) for i, im in enumerate(h.views(label, 4, seed=k, size=(240, 320)))]
             r = cli.call(TeachClass, "teach_class", req, timeout=90.0)
             assert r.success and r.num_classes == k + 1, r.message
+            assert r.num_examples == 4 * 3 and "2 views each" in r.message, r.message
 
         # teach "rocket" from the next 3 camera frames while a camera streams
         pub = cli.node.create_publisher(Image, "image", qos_profile_sensor_data)
