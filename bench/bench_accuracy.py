@@ -44,7 +44,7 @@ BACKBONE = "efficientnet_lite0"
 # lever (8 views per shot, recentred or not); the peers get the raw shots.
 TEACH_VIEWS = next(p.default for p in PARAMS if p.name == "teach_views")
 VIEW_SPREAD = next(p.default for p in PARAMS if p.name == "teach_view_spread")
-VIEWS_DIR = "/work/shared-cache/eval-levers"
+VIEWS_DIR = "cache/eval-views"
 LEARNERS = {
     "default": {},
     "opt-in: teach_views=8 (spread 0.5)": {"teach_views": 8},

@@ -7,7 +7,7 @@
 ``extract`` passes ``VIEWS`` jittered copies (:func:`cbcl_pr_ros.features.augment.teach_views`) of every
 train image that any schedule here uses as a shot through the same backbone, and three fixed views of
 the test images (mirror, centre zoom, both) for the fusion lever; they are cached under
-``--views-dir`` (``/work/shared-cache/eval-levers``).  ``tune`` never looks at test images: shots from
+``--views-dir`` (``cache/eval-views``).  ``tune`` never looks at test images: shots from
 the first half of each class's train subsample, evaluation on the second half.  ``explore`` measures
 each lever on the test images with the settings ``tune`` chose.  Results: ``bench/results/levers/``.
 """
@@ -406,9 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dataset", action="append", default=[])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--shots", default="1,5,10")
-    ap.add_argument("--data-root", default="/work/shared-cache/data")
-    ap.add_argument("--cache-dir", default="/work/shared-cache/eval")
-    ap.add_argument("--views-dir", default="/work/shared-cache/eval-levers")
+    ap.add_argument("--data-root", default="data")
+    ap.add_argument("--cache-dir", default="cache/eval")
+    ap.add_argument("--views-dir", default="cache/eval-views")
     ap.add_argument("--test-per-class", type=int, default=100)
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--only", default="", help="semicolon-separated lever names to run")
