@@ -89,10 +89,21 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
         q = _aim_joints((0.62, -0.16, 0.30), (0.70, -0.16, -0.18))
         msg = JointState(name=list(q), position=list(q.values()))
         assert wait_until(lambda: node.count_subscribers("joint_command") >= 1, 60), logs()
+        joints: list[JointState] = []
+        node.create_subscription(JointState, "joint_states", joints.append, 10)
         joint_pub.publish(msg)
         time.sleep(1.0)
         joint_pub.publish(msg)
-        assert wait_until(lambda: any(len(d.objects) >= 2 for d in dets[-3:]), 180), logs()
+
+        mark = len(joints)
+
+        def arrived() -> bool:  # the hand camera has stopped: boxes taken mid-motion would not last
+            last = [np.asarray(j.position) for j in joints[max(mark, len(joints) - 10):]]
+            return len(last) == 10 and all(np.allclose(x, last[0], atol=1e-6) for x in last)
+
+        assert wait_until(arrived, 180), logs()
+        n_still = len(dets)
+        assert wait_until(lambda: len(dets) > n_still + 1 and len(dets[-1].objects) >= 2, 180), logs()
         d = dets[-1]
         assert d.header.frame_id == "right_hand_camera" and d.header.stamp.sec > 0
         boxes = sorted(d.objects, key=lambda o: o.x0)
@@ -135,7 +146,7 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
         o = boxes[1]
         roi = RegionOfInterest(x_offset=o.x0, y_offset=o.y0, width=o.x1 - o.x0, height=o.y1 - o.y0)
         res = c.request(teach, TeachClass.Request(label="muggish", rois=[roi], num_frames=2, timeout_s=30.0), timeout=120)
-        assert res.success and "inside the box" in res.message, res.message
+        assert res.success and "inside the box" in res.message, (res.message, roi, dets[-1].objects, logs())
         res = c.request(teach, TeachClass.Request(label="in_view", num_frames=2, timeout_s=30.0), timeout=120)
         assert res.success and "object crops of camera frames" in res.message, res.message  # teach_from: auto
         res = c.request(forget, ForgetClass.Request(label="in_view"), timeout=60)  # either object: not kept
