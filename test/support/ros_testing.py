@@ -141,8 +141,8 @@ class Proc:
             time.sleep(0.2)
         raise AssertionError(f"{needle!r} not seen in {self.log_path}:\n{self.output()[-3000:]}")
 
-    def stop(self, timeout: float = 20.0) -> int:
-        """SIGINT, wait; kill if it does not end. Returns the exit code."""
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGINT, wait (generous: a loaded CI box can take tens of seconds to exit torch); kill if it does not end. Returns the exit code."""
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGINT)
             try:
