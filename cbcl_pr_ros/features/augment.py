@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-__all__ = ["ViewJitter", "teach_views", "with_teach_views", "recentre_views"]
+__all__ = ["ViewJitter", "teach_views", "with_teach_views", "recentre_views", "teaching_vectors"]
 
 
 @dataclass(frozen=True)
@@ -105,3 +105,16 @@ def recentre_views(shots: np.ndarray, views: np.ndarray, spread: float = 1.0) ->
     if not 0.0 <= spread <= 1.0:
         raise ValueError(f"spread must be in [0, 1], got {spread!r}")
     return (x[:, None] + spread * (v - v.mean(1, keepdims=True))).reshape(-1, x.shape[1])
+
+
+def teaching_vectors(feats: np.ndarray, n_images: int, n_views: int, spread: float) -> np.ndarray:
+    """The vectors to teach from the backbone's output for :func:`with_teach_views`' images (the
+    ``n_images`` images first, then ``n_views`` views of each): the images' vectors and their
+    recentred views (:func:`recentre_views`)."""
+    f = np.asarray(feats, np.float32)
+    if f.ndim != 2 or f.shape[0] != n_images * (1 + n_views):
+        raise ValueError(f"need {n_images} x (1 + {n_views}) vectors, got {f.shape}")
+    if not n_views:
+        return f
+    shots = f[:n_images]
+    return np.vstack([shots, recentre_views(shots, f[n_images:].reshape(n_images, n_views, -1), spread)])

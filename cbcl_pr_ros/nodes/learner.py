@@ -341,7 +341,7 @@ class LearnerNode(ManagedNode):
         for the teach message."""
         import numpy as np
 
-        from cbcl_pr_ros.features.augment import recentre_views, with_teach_views
+        from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
 
         n = int(self.get_parameter("teach_views").value)
         images = with_teach_views(rgbs, n, seed=int(self.params["seed"])) if n else list(rgbs)
@@ -351,10 +351,8 @@ class LearnerNode(ManagedNode):
         feats = parts[0] if len(parts) == 1 else np.vstack(parts)
         if not n:
             return feats, ""
-        m = len(rgbs)  # the images first, then n views of each (with_teach_views' order)
         spread = float(self.get_parameter("teach_view_spread").value)
-        views = recentre_views(feats[:m], feats[m:].reshape(m, n, -1), spread)
-        return np.vstack([feats[:m], views]), f" + {n} views each"
+        return teaching_vectors(feats, len(rgbs), n, spread), f" + {n} views each"
 
     def _collect_frames(self, n: int, timeout_s: float, pool: set | None = None) -> list[Any]:
         """The next ``n`` messages offered to ``pool`` (default: the feature vectors' collectors)."""

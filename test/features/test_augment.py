@@ -77,3 +77,16 @@ def test_recentred_views_keep_the_shot_mean_and_scale_the_spread() -> None:
         recentre_views(shots, views, 1.5)
     with pytest.raises(ValueError, match="views"):
         recentre_views(shots, views[:2], 0.5)
+
+
+def test_teaching_vectors_follow_with_teach_views_order():
+    from cbcl_pr_ros.features.augment import recentre_views, teaching_vectors
+
+    rng = np.random.default_rng(1)
+    feats = rng.normal(size=(3 * (1 + 2), 4)).astype(np.float32)  # 3 images, then 2 views of each
+    out = teaching_vectors(feats, 3, 2, 0.5)
+    np.testing.assert_allclose(out[:3], feats[:3])
+    np.testing.assert_allclose(out[3:], recentre_views(feats[:3], feats[3:].reshape(3, 2, 4), 0.5))
+    np.testing.assert_allclose(teaching_vectors(feats[:3], 3, 0, 0.5), feats[:3])
+    with pytest.raises(ValueError, match="vectors"):
+        teaching_vectors(feats[:5], 3, 2, 0.5)
