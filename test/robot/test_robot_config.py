@@ -86,27 +86,20 @@ def test_arm_parameters_are_read_only_and_checked_at_start():
     """A set at run time would change nothing (the arm reads them once): it is refused instead."""
     rclpy = pytest.importorskip("rclpy")
     from rclpy.parameter import Parameter
+    from ros_testing import domain
 
     from cbcl_pr_ros.nodes.arm import ArmNode
-
-    from ros_testing import domain
 
     ctx = rclpy.Context()
     with domain() as domain_id:
         rclpy.init(context=ctx, domain_id=domain_id)
-        _check_arm_node(ctx, ArmNode, Parameter)
-
-
-def _check_arm_node(ctx, ArmNode, Parameter) -> None:  # noqa: N803 - the classes, passed in
-    import rclpy
-
-    try:
-        with pytest.raises(ValueError, match="rate_hz"):
-            ArmNode(context=ctx, node_name="arm_bad", parameter_overrides=[Parameter("rate_hz", value=2.0)])
-        node = ArmNode(context=ctx, node_name="arm_ok")
-        result = node.set_parameters([Parameter("min_confidence", value=0.5)])[0]
-        assert not result.successful and "read-only" in result.reason
-        assert node.get_parameter("min_confidence").value == 0.0
-        node.destroy_node()
-    finally:
-        rclpy.shutdown(context=ctx)
+        try:
+            with pytest.raises(ValueError, match="rate_hz"):
+                ArmNode(context=ctx, node_name="arm_bad", parameter_overrides=[Parameter("rate_hz", value=2.0)])
+            node = ArmNode(context=ctx, node_name="arm_ok")
+            result = node.set_parameters([Parameter("min_confidence", value=0.5)])[0]
+            assert not result.successful and "read-only" in result.reason
+            assert node.get_parameter("min_confidence").value == 0.0
+            node.destroy_node()
+        finally:
+            rclpy.shutdown(context=ctx)
