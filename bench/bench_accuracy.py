@@ -39,16 +39,17 @@ OUT = Path("bench/results/accuracy")
 BACKBONE = "efficientnet_lite0"
 # the learner configurations measured beside each other (name -> config overrides)
 # "default" is the product default end to end: the learner's default config taught each shot and
-# TEACH_VIEWS jittered views of it (the learner node's ``teach_views``, 0 by default), through the
-# same backbone (views cached by bench_levers.py extract); the "teach views" rows are the opt-in
-# lever (8 views per shot, recentred or not); the peers get the raw shots.
+# TEACH_VIEWS jittered views of it (the learner node's ``teach_views``, 8 by default), through the
+# same backbone (views cached by bench_levers.py extract), kept by the learner as spread, not shots;
+# one row turns the views off, one keeps them unrecentred; the peers get the raw shots.
 TEACH_VIEWS = next(p.default for p in PARAMS if p.name == "teach_views")
 VIEW_SPREAD = next(p.default for p in PARAMS if p.name == "teach_view_spread")
 VIEWS_DIR = "cache/eval-views"
 LEARNERS = {
     "default": {},
-    "opt-in: teach_views=8 (spread 0.5)": {"teach_views": 8},
-    "opt-in: teach_views=8, not recentred": {"teach_views": 8, "teach_view_spread": None},
+    "default without teach views (teach_views=0)": {"teach_views": 0},
+    "default with teach_views=8 (spread 0.5)": {"teach_views": 8},
+    "teach_views=8, not recentred": {"teach_views": 8, "teach_view_spread": None},
     "paper (faithful: linear_sgd, raw, no views)": "paper",
     "default, no transform": {"transform": "none", "calibrate": False},  # T changes no argmax
     "previous default (gaussian, raw)": {"classifier": "gaussian", "transform": "none", "calibrate": False,
@@ -142,17 +143,17 @@ def _views_of(over) -> tuple[int, float | None]:
 
 
 def _with_views(fs: FeatureSet, idx: np.ndarray, views: np.ndarray | None, k: int,
-                spread: float | None = VIEW_SPREAD) -> np.ndarray:
-    """The shots and their first ``k`` cached views, recentred as the learner node does."""
+                spread: float | None = VIEW_SPREAD) -> tuple[np.ndarray, np.ndarray | None]:
+    """The shots and their first ``k`` cached views (n, k, d), recentred as the learner node does."""
     from cbcl_pr_ros.features.augment import recentre_views
 
     x = fs.train_x[idx]
     if not k:
-        return x
+        return x, None
     if views is None or views.shape[1] < k or np.isnan(views[idx, :k]).any():
         raise SystemExit("teach-time views missing for some shots: run bench/bench_levers.py extract first")
     v = views[idx, :k]
-    return np.vstack([x, v.reshape(-1, fs.dim) if spread is None else recentre_views(x, v, spread)])
+    return x, (v if spread is None else recentre_views(x, v, spread).reshape(v.shape))
 
 
 def run_learner(fs: FeatureSet, shots: int, seed: int, over, flip: FeatureSet | None = None, fuse: bool = False,
@@ -165,11 +166,13 @@ def run_learner(fs: FeatureSet, shots: int, seed: int, over, flip: FeatureSet | 
     accs, confs, raw_confs, oks = [], [], [], []
     seen: list[int] = []
     for step in sch.steps:
-        data = {}
+        data, spread_of = {}, {}
         for c, idx in step.train_indices.items():
-            x = _with_views(fs, idx, views, k, spread)
+            x, v = _with_views(fs, idx, views, k, spread)
             data[str(c)] = np.vstack([x, flip.train_x[idx]]) if flip is not None else x
-        learner.teach_increment(data)
+            if v is not None:
+                spread_of[str(c)] = v
+        learner.teach_increment(data, spread_of or None)
         seen += list(step.new_classes)
         m = np.isin(fs.test_y, seen)
         prob = learner.predict_scores(fs.test_x[m])
@@ -229,7 +232,9 @@ def run_open_set(fs: FeatureSet, other: np.ndarray, junk: np.ndarray, shots: int
     learner = CBCLPRLearner(LearnerConfig(seed=seed, calibrate=False), BACKBONE, fs.dim)  # T moves no gate
     rows, seen = [], []
     for t, step in enumerate(sch.steps[:-1]):  # the last step leaves no unseen class
-        learner.teach_increment({str(c): _with_views(fs, i, views, TEACH_VIEWS) for c, i in step.train_indices.items()})
+        pairs = {str(c): _with_views(fs, i, views, TEACH_VIEWS) for c, i in step.train_indices.items()}
+        learner.teach_increment({c: x for c, (x, _) in pairs.items()},
+                                {c: v for c, (_, v) in pairs.items() if v is not None} or None)
         seen += list(step.new_classes)
         known = np.isin(fs.test_y, seen)
 
@@ -273,12 +278,18 @@ def measure(name: str, seeds: int, shots_list: list[int], data_root: str, cache:
             _LOG.warning("no other data set for the open-set test: %s", exc)
     res = {"dataset": name, "seeds": seeds, "machine": machine_info(), "n_test": int(len(fs.test_y)),
            "classes": len(fs.classes), "shots": {}}
+    if TEACH_VIEWS:
+        res["note"] = (f"Here the row 'default' teaches {TEACH_VIEWS} views per shot (--teach-views {TEACH_VIEWS}, "
+                       f"spread {VIEW_SPREAD}), kept by the learner as spread, not shots.")
     t0 = time.time()
     for shots in shots_list:
         runs: dict[str, list[dict]] = {}
         calib: dict = {}
         for seed in range(seeds):
             for label, over in {**LEARNERS, **(ABLATIONS if ablations else {})}.items():
+                if over != "paper" and label != "default" and "teach_views" in over and len(over) == 1 \
+                        and over["teach_views"] == TEACH_VIEWS:
+                    continue  # the default row itself
                 runs.setdefault(label, []).append(
                     run_learner(fs, shots, seed, over, extra=calib if label == "default" else None, views=views))
             if flip is not None:
@@ -363,9 +374,9 @@ def report(out: Path) -> str:
             best = max(peers, key=lambda n: np.mean([r["acc"] for r in runs[n]]))
             dm, ds = _paired(runs["default"], runs[best])
             line = f"- {s} shots: best peer **{best[5:]}**; default {dm:+.2f} ± {ds:.2f} points"
-            for opt in [n for n in runs if n.startswith("opt-in: teach_views=8 (")]:
+            for opt in [n for n in runs if n.startswith("default without teach views")]:
                 am, asd = _paired(runs[opt], runs[best])
-                line += f"; {opt[8:]} (opt-in) {am:+.2f} ± {asd:.2f} points"
+                line += f"; {opt} {am:+.2f} ± {asd:.2f} points"
             if "default + flipped shots + flipped test view" in runs:
                 am, asd = _paired(runs["default + flipped shots + flipped test view"], runs[best])
                 line += f"; default with flipped shots and test view {am:+.2f} ± {asd:.2f} points"
@@ -428,12 +439,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-open-set", action="store_true", help="skip the open-set runs")
     ap.add_argument("--no-peers", action="store_true", help="only the learner rows (calibration, memory)")
     ap.add_argument("--tag", default="", help="suffix of the JSON name (separate runs of one data set)")
+    ap.add_argument("--teach-views", type=int, default=None,
+                    help="teach-time views of the 'default' row (and its calibration, open set and memory "
+                         "tables); the learner node's default when not given")
     ap.add_argument("--report", action="store_true", help="only write accuracy.md and the plots from the JSONs")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("cbcl_pr_ros").setLevel(logging.WARNING)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.teach_views is not None:
+        global TEACH_VIEWS
+        TEACH_VIEWS = args.teach_views
     for name in args.dataset:
         res = measure(name, args.seeds, [int(s) for s in args.shots.split(",")], args.data_root, args.cache_dir,
                       args.other, args.flips, args.ablations, args.test_per_class, not args.no_open_set,

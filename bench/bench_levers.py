@@ -190,7 +190,11 @@ class RandomProjectionRidge:
 # ---------------------------------------------------------------- runs
 def _shots_with_views(fs: FeatureSet, views: np.ndarray, idx: np.ndarray, k: int, alpha: float | None = None) -> np.ndarray:
     """The shots and ``k`` views of each; ``alpha``: views recentred on their shot and scaled,
-    ``x + alpha (v - mean_k v)`` (the class mean stays the shots' mean, the views give spread only)."""
+    ``x + alpha (v - mean_k v)`` (the class mean stays the shots' mean, the views give spread only).
+
+    Taught as plain vectors, as the learner took them when these levers were measured (it now takes
+    views apart, ``teach_increment(shots, views)``; with ``calibrate=False`` only the first teach's D
+    estimate differs)."""
     x = fs.train_x[idx]
     if k == 0:
         return x

@@ -107,14 +107,19 @@ def recentre_views(shots: np.ndarray, views: np.ndarray, spread: float = 1.0) ->
     return (x[:, None] + spread * (v - v.mean(1, keepdims=True))).reshape(-1, x.shape[1])
 
 
-def teaching_vectors(feats: np.ndarray, n_images: int, n_views: int, spread: float) -> np.ndarray:
-    """The vectors to teach from the backbone's output for :func:`with_teach_views`' images (the
-    ``n_images`` images first, then ``n_views`` views of each): the images' vectors and their
-    recentred views (:func:`recentre_views`)."""
+def teaching_vectors(feats: np.ndarray, n_images: int, n_views: int,
+                     spread: float | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """Split the backbone's output for :func:`with_teach_views`' images (the ``n_images`` images
+    first, then ``n_views`` views of each) into the images' vectors (n, d) and their views' (n, k, d),
+    recentred on their own image (:func:`recentre_views`) unless ``spread`` is None; views None when
+    ``n_views`` is 0.  The learner keeps the views as spread, not as shots."""
     f = np.asarray(feats, np.float32)
     if f.ndim != 2 or f.shape[0] != n_images * (1 + n_views):
         raise ValueError(f"need {n_images} x (1 + {n_views}) vectors, got {f.shape}")
-    if not n_views:
-        return f
     shots = f[:n_images]
-    return np.vstack([shots, recentre_views(shots, f[n_images:].reshape(n_images, n_views, -1), spread)])
+    if not n_views:
+        return shots, None
+    views = f[n_images:].reshape(n_images, n_views, -1)
+    if spread is not None:
+        views = recentre_views(shots, views, spread).reshape(n_images, n_views, -1)
+    return shots, views

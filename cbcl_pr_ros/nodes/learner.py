@@ -335,10 +335,10 @@ class LearnerNode(ManagedNode):
                                      f"'{self.backbone_name}': set the same 'backbone' parameter on both")
         return ex.features, ex.backbone
 
-    def _teach_features(self, rgbs: list) -> tuple[Any, str]:
-        """Vectors of RGB images to teach and of ``teach_views`` jittered views of each
-        (:mod:`cbcl_pr_ros.features.augment`), asked in chunks the feature source accepts; and a note
-        for the teach message."""
+    def _teach_features(self, rgbs: list) -> tuple[Any, Any, str]:
+        """Vectors of RGB images to teach, of ``teach_views`` jittered views of each (n, k, d; None
+        when off; :mod:`cbcl_pr_ros.features.augment`), asked in chunks the feature source accepts;
+        and a note for the teach message."""
         import numpy as np
 
         from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
@@ -350,9 +350,10 @@ class LearnerNode(ManagedNode):
                  for i in range(0, len(images), step)]
         feats = parts[0] if len(parts) == 1 else np.vstack(parts)
         if not n:
-            return feats, ""
+            return feats, None, ""
         spread = float(self.get_parameter("teach_view_spread").value)
-        return teaching_vectors(feats, len(rgbs), n, spread), f" + {n} views each"
+        shots, views = teaching_vectors(feats, len(rgbs), n, spread)
+        return shots, views, f" + {n} views each"
 
     def _collect_frames(self, n: int, timeout_s: float, pool: set | None = None) -> list[Any]:
         """The next ``n`` messages offered to ``pool`` (default: the feature vectors' collectors)."""
@@ -383,6 +384,7 @@ class LearnerNode(ManagedNode):
         by_object = self._teach_by_object(c, req, label, resp)
         if by_object is not None:
             return by_object
+        views = None  # teach-time views' vectors: only for images (teach_views > 0)
         try:
             if len(req.features) > 0:
                 check_count(len(req.features), self.limits.max_images_per_request, "feature vectors")
@@ -398,7 +400,7 @@ class LearnerNode(ManagedNode):
                     except (ValueError, TypeError) as exc:
                         raise ValueError(f"image {i} ({img.width}x{img.height}, encoding '{img.encoding[:32]}') "
                                          f"cannot be used: {exc}") from exc
-                feats, note = self._teach_features(rgbs)
+                feats, views, note = self._teach_features(rgbs)
                 source = f"images{note}"
             else:
                 n = check_num_frames(req.num_frames, int(self.get_parameter("teach_num_frames").value),
@@ -415,7 +417,7 @@ class LearnerNode(ManagedNode):
                 source = "camera frames" + ("" if len(frames) == n else f" (of {n} asked; timed out)")
         except (ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
             return fill_teach_response(resp, c.refused(f"nothing learned: {exc}"))
-        outcome = c.teach(label, feats, source)
+        outcome = c.teach(label, feats, source, views)
         self.get_logger().info(outcome.message)
         return fill_teach_response(resp, outcome)
 
@@ -520,6 +522,7 @@ class LearnerNode(ManagedNode):
         if plan.target == "frame":
             return None
         margin = float(self.get_parameter("crop_margin").value)
+        views = None  # teach-time views' vectors: only for images (teach_views > 0)
         try:
             # the same request limits as the whole-frame path (docs/security.md)
             check_count(len(rois), self.limits.max_images_per_request, "rois")
@@ -537,8 +540,8 @@ class LearnerNode(ManagedNode):
                         raise ValueError(f"image {i} ({img.width}x{img.height}, encoding '{img.encoding}') "
                                          f"cannot be used: {exc}") from exc
                 crops, note = teaching_crops(rgbs, plan, margin)
-                feats, views = self._teach_features(crops)
-                source = f"images{note}{views}"
+                feats, views, view_note = self._teach_features(crops)
+                source = f"images{note}{view_note}"
             elif plan.target == "track":
                 with self._tracker_lock:
                     track = self._tracker.get(plan.track_id)
@@ -579,7 +582,7 @@ class LearnerNode(ManagedNode):
                           + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)"))
         except (ValueError, FeatureSourceError) as exc:
             return self._teach_refused(c, resp, f"nothing learned: {exc}")
-        outcome = c.teach(label, feats, source)
+        outcome = c.teach(label, feats, source, views)
         self.get_logger().info(outcome.message)
         return fill_teach_response(resp, outcome)
 

@@ -333,11 +333,20 @@ class LearnerController:
                                f"{self.feature_dim} ({self.backbone})")
         return check_feature_values(arr, self.limits.max_feature_abs)
 
-    def teach(self, label: str, feats: np.ndarray, source: str = "feature vectors") -> TeachOutcome:
-        """Learn ``label`` from (n, d) vectors: a new class, or more examples of a known one."""
+    def teach(self, label: str, feats: np.ndarray, source: str = "feature vectors",
+              views: np.ndarray | None = None) -> TeachOutcome:
+        """Learn ``label`` from (n, d) vectors: a new class, or more examples of a known one.
+
+        ``views`` (n, k, d): vectors of teach-time views of each taught image (the learner keeps them
+        as spread, not as shots; see :meth:`CBCLPRLearner.teach_increment`)."""
         try:
             label = check_label(label)
             feats = self.check_features(feats)
+            if views is not None:
+                views = np.asarray(views, np.float32)
+                if views.ndim != 3 or views.shape[0] != feats.shape[0] or views.shape[2] != self.feature_dim:
+                    raise RequestError(f"views must be ({feats.shape[0]}, k, {self.feature_dim}), got {views.shape}")
+                check_feature_values(views.reshape(-1, self.feature_dim), self.limits.max_feature_abs)
         except RequestError as exc:
             return self.refused(str(exc))
         t0 = time.perf_counter()
@@ -347,7 +356,7 @@ class LearnerController:
                 lrn = self.learner_
                 extended = label in lrn.classes_
                 try:
-                    res = lrn.teach(label, feats)
+                    res = lrn.teach(label, feats, views)
                 except (TypeError, ValueError) as exc:
                     return self.refused(f"could not learn '{label}': {exc}")
                 elapsed = time.perf_counter() - t0

@@ -84,9 +84,14 @@ def test_teaching_vectors_follow_with_teach_views_order():
 
     rng = np.random.default_rng(1)
     feats = rng.normal(size=(3 * (1 + 2), 4)).astype(np.float32)  # 3 images, then 2 views of each
-    out = teaching_vectors(feats, 3, 2, 0.5)
-    np.testing.assert_allclose(out[:3], feats[:3])
-    np.testing.assert_allclose(out[3:], recentre_views(feats[:3], feats[3:].reshape(3, 2, 4), 0.5))
-    np.testing.assert_allclose(teaching_vectors(feats[:3], 3, 0, 0.5), feats[:3])
+    shots, views = teaching_vectors(feats, 3, 2, 0.5)
+    np.testing.assert_allclose(shots, feats[:3])
+    assert views.shape == (3, 2, 4)  # one row of views per shot, for the learner's folds
+    np.testing.assert_allclose(views.reshape(6, 4), recentre_views(feats[:3], feats[3:].reshape(3, 2, 4), 0.5))
+    raw_shots, raw = teaching_vectors(feats, 3, 2, None)  # not recentred: the views as the backbone gave them
+    np.testing.assert_allclose(raw, feats[3:].reshape(3, 2, 4))
+    only, none = teaching_vectors(feats[:3], 3, 0, 0.5)
+    np.testing.assert_allclose(only, feats[:3])
+    assert none is None
     with pytest.raises(ValueError, match="vectors"):
         teaching_vectors(feats[:5], 3, 2, 0.5)

@@ -351,3 +351,16 @@ def test_absolute_paths_only_when_allowed(tmp_path):
     assert c2.load("").success
     ok, _, shown, size = c2.save(str(other / "copy.safetensors"))
     assert ok and size > 0 and shown == str(other / "copy.safetensors")
+
+
+def test_teach_with_bad_views_is_refused_and_changes_nothing(tmp_path):
+    c = _taught(tmp_path)
+    before = (c.classes, c.learner_.model_version_)
+    shots = _blob(7, 6.0, n=3)
+    good = np.repeat(shots[:, None, :], 2, axis=1)
+    for bad, why in [(np.full_like(good, np.nan), "NaN"), (good[:2], "views must be"), (good[..., :3], "views must be")]:
+        out = c.teach("pan", shots, "images", bad)
+        assert not out.success and why in out.message, out.message
+        assert (c.classes, c.learner_.model_version_) == before
+    out = c.teach("pan", shots, "images", good)
+    assert out.success and out.num_examples == 3  # the views are the class's spread, not examples
