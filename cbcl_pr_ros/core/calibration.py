@@ -79,8 +79,7 @@ def pooled_temperature(old: float, old_weight: float, new: float, new_weight: fl
 
 def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shrinkage: float, blend: float,
                          held: Mapping[str, np.ndarray], distance_threshold: float,
-                         max_folds: int = 10,
-                         views: Mapping[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                         max_folds: int = 10, shared: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Logits of every taught shot under the head refitted with one shot of *each* held class left out.
 
     Fold ``j`` removes shot ``j`` from every class in ``held`` at once (a class taught from scratch
@@ -101,10 +100,9 @@ def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shri
     shot-count law alone (the best ``T`` halves from 5 to 10 shots on both data sets); 2 is what
     brought both data sets' ECE under 0.05 in a 3-seed study (docs/core.md "Calibration": an
     empirical choice, made on those runs' test images, and confirmed on 10 seeds).
-    ``views`` (label -> (n, k, d)) are a held class's teach-time views, one row per shot: fold ``j``
-    leaves shot ``j`` out *with its views* (a view left in would sit next to its held-out shot and
-    make it look easy) and the row's ``n`` counts shots, not vectors.
-    Returns (n, C) logits and (n,) class indices.
+    ``shared``: the covariance all classes share (teach-time views, :mod:`.view_spread`), as the
+    served head has it; it keeps the held-out shot's views (they describe the camera, not where
+    the shot lies).  Returns (n, C) logits and (n,) class indices.
     """
     from .classifiers.blended import _sub_add, fit_blended_head_factor
     from .classifiers.gaussian import ClassMoment, PooledMoments
@@ -120,15 +118,12 @@ def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shri
         out = [(c, x[j]) for c, x in data.items() if j < len(x)]
         for c, _ in out:
             k = index[c]
-            kept = np.delete(data[c], j, axis=0)
-            if views is not None and c in views:  # the order the memory was built in: shots, then views
-                v = np.delete(np.asarray(views[c], np.float64), j, axis=0)
-                kept = np.vstack([kept, v.reshape(-1, memory.feature_dim)])
-            rest = ClassClusters.empty(memory.feature_dim, memory.covariance).extend(kept, distance_threshold)
+            rest = ClassClusters.empty(memory.feature_dim, memory.covariance).extend(
+                np.delete(data[c], j, axis=0), distance_threshold)
             per[k] = ClassMoment.of(rest)
             _sub_add(within, moments.per_class[k], per[k])
         snap, _ = fit_blended_head_factor(memory, shrinkage, blend,
-                                          PooledMoments(memory.classes, tuple(per), within))
+                                          PooledMoments(memory.classes, tuple(per), within), shared=shared)
         logits = snap.logits(np.stack([v for _, v in out]))
         gain = np.array([((len(data[c]) - 1) / len(data[c])) ** SHOT_EXPONENT for c, _ in out])
         rows += list(logits * gain[:, None])

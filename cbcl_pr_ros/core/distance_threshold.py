@@ -24,7 +24,7 @@ import numpy as np
 from scipy.spatial.distance import pdist
 
 __all__ = ["estimate_distance_threshold", "BACKBONE_DISTANCE_PRIORS", "distance_prior", "posterior_distance",
-           "memory_distance", "class_scatter", "shots_scatter", "PRIOR_DOF"]
+           "memory_distance", "PRIOR_DOF"]
 
 _MAX_PER_CLASS = 200  # subsample for the estimate; pairwise distances are O(n^2)
 
@@ -56,51 +56,19 @@ def posterior_distance(prior: float, prior_dof: float, scatter_trace: float, dof
     return float(np.sqrt(2.0 * (0.5 * prior_dof * prior ** 2 + scatter_trace) / (prior_dof + dof)))
 
 
-def class_scatter(cc) -> tuple[float, float]:
-    """(summed squared distance of a class's vectors to its mean, ``n - 1``), exact from its clusters."""
-    n = cc.counts.astype(np.float64)
-    mu_k = cc.means.astype(np.float64)
-    mu = (n[:, None] * mu_k).sum(axis=0) / n.sum()
-    total = float((n * ((mu_k - mu) ** 2).sum(axis=1)).sum())
-    if cc.diag is not None:
-        total += float(np.asarray(cc.diag, np.float64).sum())
-    else:
-        total += float(sum((np.asarray(f, np.float64) ** 2).sum() for f in cc.factors))
-    return total, float(n.sum() - 1.0)
-
-
-def shots_scatter(shots: np.ndarray, before: tuple[float, float] | None = None,
-                  before_mean: np.ndarray | None = None) -> tuple[float, float]:
-    """(scatter, dof) of a class's *shots*, optionally added to the statistics of its earlier shots.
-
-    The earlier shots' mean is not kept; ``before_mean`` (the class's mean in memory, views
-    included) stands in for it in the between-batches term, exact when the views are centred on
-    their shots and close otherwise.
-    """
-    x = np.asarray(shots, np.float64)
-    mean = x.mean(axis=0)
-    scatter, dof = float(((x - mean) ** 2).sum()), float(len(x) - 1)
-    if before is None:
-        return scatter, dof
-    n_old, n_new = before[1] + 1.0, float(len(x))
-    cross = 0.0 if before_mean is None else n_old * n_new / (n_old + n_new) * float(((before_mean - mean) ** 2).sum())
-    return before[0] + scatter + cross, before[1] + n_new
-
-
-def memory_distance(memory, prior: float, prior_dof: float = PRIOR_DOF,
-                    shot_scatter: Mapping[str, tuple[float, float]] | None = None) -> float:
-    """:func:`posterior_distance` with the within-class scatter held by a cluster memory (exact).
-
-    ``shot_scatter`` (label -> (scatter, dof)) replaces the memory's figures for classes taught with
-    teach-time views: their views are spread for the classifier, not new shots, and would shrink the
-    gate's D towards the views' own (smaller) spread.
-    """
+def memory_distance(memory, prior: float, prior_dof: float = PRIOR_DOF) -> float:
+    """:func:`posterior_distance` with the within-class scatter held by a cluster memory (exact)."""
     total, dof = 0.0, 0.0
-    shot_scatter = shot_scatter or {}
-    for label, cc in memory.items():
-        s, k = shot_scatter[label] if label in shot_scatter else class_scatter(cc)
-        total += s
-        dof += k
+    for _, cc in memory.items():
+        n = cc.counts.astype(np.float64)
+        mu_k = cc.means.astype(np.float64)
+        mu = (n[:, None] * mu_k).sum(axis=0) / n.sum()
+        total += float((n * ((mu_k - mu) ** 2).sum(axis=1)).sum())
+        if cc.diag is not None:
+            total += float(np.asarray(cc.diag, np.float64).sum())
+        else:
+            total += float(sum((np.asarray(f, np.float64) ** 2).sum() for f in cc.factors))
+        dof += n.sum() - 1.0
     return posterior_distance(prior, prior_dof, total, dof)
 
 

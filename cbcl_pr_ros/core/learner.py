@@ -47,7 +47,7 @@ from .classifiers.gaussian import PooledMoments, fit_gaussian_head
 from .classifiers.ncm import fit_ncm
 from .classifiers.vote import fit_weighted_vote
 from .clustering import COVARIANCE_MODES
-from .distance_threshold import class_scatter, distance_prior, estimate_distance_threshold, memory_distance, shots_scatter
+from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
 from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
 from .open_set import OPEN_SET_MODES, DistanceGate
 from .persistence import LearnerState, load_state, save_state
@@ -55,6 +55,7 @@ from .rehearsal import REHEARSAL_MODES
 from .threads import fit_threads
 from .transform import TRANSFORMS, FeatureTransform
 from .validation import UnknownClassError, check_features, check_label
+from .view_spread import ViewSpread
 
 __all__ = ["CLASSIFIERS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner",
            "save_learner", "load_learner"]
@@ -288,8 +289,8 @@ class CBCLPRLearner:
         # held-out (logit row, class index) pairs the temperature is fitted on; (T, rows) of a loaded file
         self._calib_pool: tuple[tuple[np.ndarray, int], ...] = ()
         self._calib_base: tuple[float, float] = (1.0, 0.0)
-        # (scatter, dof) of the *shots* of classes taught with teach-time views, for the gate's D
-        self._shot_scatter: dict[str, tuple[float, float]] = {}
+        # spread of the teach-time views of every image taught, shared by all classes
+        self.view_spread_ = ViewSpread.empty(self.feature_dim)
         self.increments_ = 0
         self._served = _Served((), None, None, 0)
 
@@ -314,8 +315,9 @@ class CBCLPRLearner:
         return self._memory.n_clusters
 
     def memory_bytes(self) -> int:
-        """Bytes of the cluster memory plus the served classifier's parameters (a linear head's
-        weights, or the blended head's weights, means and per-class low-rank terms).  Not counted:
+        """Bytes of the cluster memory, the views' shared spread, plus the served classifier's
+        parameters (a linear head's weights, or the blended head's weights, means and per-class
+        low-rank terms).  Not counted:
         the float64 moments cache kept to speed up the next retrain (rebuilt from the memory)."""
         head = self._served.head
         extra = 0
@@ -323,7 +325,7 @@ class CBCLPRLearner:
             extra = head.weight.nbytes + head.bias.nbytes
         elif isinstance(head, BlendedSnapshot):
             extra = head.weight.nbytes + head.bias.nbytes + head.means.nbytes + sum(b.nbytes for b in head.low_rank)
-        return self._memory.nbytes() + int(extra)
+        return self._memory.nbytes() + self.view_spread_.nbytes() + int(extra)
 
     def class_info(self) -> list[ClassInfo]:
         mem = self._memory
@@ -340,10 +342,10 @@ class CBCLPRLearner:
         """Teach several classes at once with a single retrain.
 
         ``views`` (optional) maps a class of ``shots`` to (n, k, d) vectors of ``k`` teach-time views
-        of each of its ``n`` shots (:mod:`cbcl_pr_ros.features.augment`).  They enter the cluster
-        memory, so the class's covariance learns how its features move under framing and lighting,
-        but they are not shots: D, the open-set gate's spread and the calibration folds are computed
-        from the shots alone (a fold leaves a shot out together with its views).
+        of each of its ``n`` shots (:mod:`cbcl_pr_ros.features.augment`).  They are not shots: their
+        spread about their image is pooled into the covariance all classes share
+        (:mod:`.view_spread`), and the memory, D, the open-set gate and the calibration folds hold
+        the shots alone.
         """
         t0 = time.perf_counter()
         if not isinstance(shots, Mapping):
@@ -368,16 +370,16 @@ class CBCLPRLearner:
                 prior = dist if prior is None else prior
                 _log.info("distance threshold D estimated from the first data: %.4g (prior %.4g)", dist, prior)
             temperature = (self.temperature_, self.temperature_weight_, self._calib_pool)
-            spread = self._updated_shot_scatter(old, data, extra)
-            taught = {c: np.vstack([x, extra[c].reshape(-1, self.feature_dim)]) if c in extra else x
-                      for c, x in data.items()}
+            spread = self.view_spread_
+            for v in extra.values():
+                spread = spread.with_views(v)
             with fit_threads(self.config.fit_threads):
-                memory = old.with_taught(taught, dist)
-                served = self._build(memory, dist, self.increments_, real=taught, prior=prior, spread=spread)
+                memory = old.with_taught(data, dist)
+                served = self._build(memory, dist, self.increments_, real=data, prior=prior, spread=spread)
                 if isinstance(served.head, BlendedSnapshot) and self.config.calibrate:
-                    served, temperature = self._calibrated(served, memory, old, data, dist, temperature, extra)
+                    served, temperature = self._calibrated(served, memory, old, data, dist, temperature, spread)
             # commit: nothing above changed self
-            self._shot_scatter = spread
+            self.view_spread_ = spread
             self._memory = memory
             self.distance_threshold_ = dist
             self.distance_prior_ = prior
@@ -404,28 +406,12 @@ class CBCLPRLearner:
                 raise ValueError(f"views given for {c!r}, which is not among the classes taught")
             v = np.asarray(v)
             n = len(data[c])
-            if v.ndim != 3 or v.shape[0] != n or v.shape[2] != self.feature_dim or v.shape[1] < 1:
-                raise ValueError(f"views of {c!r} must be (n={n}, k>=1, d={self.feature_dim}), got {v.shape}")
+            if v.ndim != 3 or v.shape[0] != n or v.shape[2] != self.feature_dim or v.shape[1] < 2:
+                raise ValueError(f"views of {c!r} must be (n={n}, k>=2, d={self.feature_dim}) (one view of an "
+                                 f"image measures no spread), got {v.shape}")
             flat = self.transform(check_features(v.reshape(-1, self.feature_dim), self.feature_dim,
                                                  name=f"views of {c!r}"))
             out[c] = flat.reshape(v.shape)
-        return out
-
-    def _updated_shot_scatter(self, old: ClusterMemory, data: Mapping[str, np.ndarray],
-                              views: Mapping[str, np.ndarray]) -> dict[str, tuple[float, float]]:
-        """The shots' (scatter, dof) of every class taught with views so far, after this teach."""
-        out = dict(self._shot_scatter)
-        for c, x in data.items():
-            if c not in views and c not in out:
-                continue  # no views ever: the memory's own figures are the shots'
-            if c in old:
-                cc = old[c]
-                before = out.get(c) or class_scatter(cc)
-                n = cc.counts.astype(np.float64)
-                mean = (n[:, None] * cc.means.astype(np.float64)).sum(axis=0) / n.sum()
-                out[c] = shots_scatter(x, before, mean)
-            else:
-                out[c] = shots_scatter(x)
         return out
 
     def forget(self, label: str) -> None:
@@ -434,17 +420,15 @@ class CBCLPRLearner:
             if label not in self._memory:
                 raise UnknownClassError(f"cannot forget {label!r}: not a known class (known: {list(self.classes_)})")
             memory = self._memory.without(label)
-            spread = {c: v for c, v in self._shot_scatter.items() if c != label}
             head = self._served.head
             if isinstance(head, LinearSnapshot) and head.kind == "linear_sgd":
                 # a trained softmax without one row is that softmax restricted to the other classes;
                 # no 25-epoch retrain for a forget request
                 new_head = head.without(head.classes.index(label)) if len(memory) else None
-                served = self._build(memory, self.distance_threshold_, self.increments_, head=new_head, spread=spread)
+                served = self._build(memory, self.distance_threshold_, self.increments_, head=new_head)
             else:
                 with fit_threads(self.config.fit_threads):
-                    served = self._build(memory, self.distance_threshold_, self.increments_, spread=spread)
-            self._shot_scatter = spread
+                    served = self._build(memory, self.distance_threshold_, self.increments_)
             self._memory = memory
             self._served = served
         _log.info("forgot %r; model v%d", label, served.model_version)
@@ -463,9 +447,7 @@ class CBCLPRLearner:
                 head = head.renamed(memory.classes)
             else:
                 head = None
-            spread = {(new if c == old else c): v for c, v in self._shot_scatter.items()}
-            served = self._build(memory, self.distance_threshold_, self.increments_, head=head, spread=spread)
-            self._shot_scatter = spread
+            served = self._build(memory, self.distance_threshold_, self.increments_, head=head)
             self._memory = memory
             self._served = served
         _log.info("renamed %r to %r; model v%d", old, new, served.model_version)
@@ -531,10 +513,10 @@ class CBCLPRLearner:
             served = self._served
             head = served.head if isinstance(served.head, LinearSnapshot) else None
             extra = {"distance_prior": self.distance_prior_, "temperature": self.temperature_,
-                     "temperature_weight": self.temperature_weight_,
-                     "shot_scatter": {c: [s, k] for c, (s, k) in self._shot_scatter.items()}}
+                     "temperature_weight": self.temperature_weight_}
             return LearnerState(self.backbone, self.feature_dim, self.config.to_dict(), self._memory,
-                                self.distance_threshold_, self.increments_, served.model_version, head, extra)
+                                self.distance_threshold_, self.increments_, served.model_version, head, extra,
+                                self.view_spread_)
 
     @classmethod
     def from_state(cls, state: LearnerState, model_version: int | None = None) -> "CBCLPRLearner":
@@ -570,8 +552,10 @@ class CBCLPRLearner:
                                  f"not fit {c} classes of width {state.feature_dim}")
         learner = cls(config, backbone=state.backbone, feature_dim=state.feature_dim)
         learner._restore_extra(state.learner_state or {})
-        if not set(learner._shot_scatter) <= set(mem.classes):
-            raise ValueError(f"shot statistics of classes not in memory: {sorted(set(learner._shot_scatter) - set(mem.classes))[:5]}")
+        if state.view_spread is not None:
+            if state.view_spread.feature_dim != state.feature_dim:
+                raise ValueError(f"view spread width {state.view_spread.feature_dim} differs from {state.feature_dim}")
+            learner.view_spread_ = state.view_spread
         version = int(state.model_version if model_version is None else model_version)
         if version < 0:
             raise ValueError(f"model_version must be >= 0, got {version}")
@@ -592,17 +576,6 @@ class CBCLPRLearner:
                 raise ValueError(f"{name} must be a finite number, got {v!r}")
         if (prior is not None and prior <= 0) or t <= 0 or w < 0:
             raise ValueError(f"distance_prior {prior!r} / temperature {t!r} / weight {w!r} out of range")
-        spread = extra.get("shot_scatter", {})
-        if not isinstance(spread, Mapping):
-            raise ValueError(f"shot_scatter must be a mapping label -> [scatter, dof], got {type(spread).__name__}")
-        checked = {}
-        for c, v in spread.items():
-            if (not isinstance(c, str) or not isinstance(v, (list, tuple)) or len(v) != 2
-                    or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x) or x < 0
-                           for x in v)):
-                raise ValueError(f"shot_scatter of {str(c)[:40]!r} must be two finite numbers >= 0, got {str(v)[:60]}")
-            checked[c] = (float(v[0]), float(v[1]))
-        self._shot_scatter = checked
         self.distance_prior_ = None if prior is None else float(prior)
         self.temperature_, self.temperature_weight_ = float(t), float(w)
         self._calib_base = (float(t), float(w))  # rows taught after a load are pooled with this
@@ -623,17 +596,19 @@ class CBCLPRLearner:
         return load_learner(path, expected_backbone, expected_feature_dim)
 
     # ------------------------------------------------------------------ internals
-    def _fit_head(self, memory: ClusterMemory, increment: int,
-                  real: Mapping[str, np.ndarray] | None) -> tuple[Snapshot, PooledMoments | None]:
-        """The new head, and the moments cache to keep for the next retrain (or None)."""
+    def _fit_head(self, memory: ClusterMemory, increment: int, real: Mapping[str, np.ndarray] | None,
+                  spread: ViewSpread) -> tuple[Snapshot, PooledMoments | None]:
+        """The new head, and the moments cache to keep for the next retrain (or None).  The
+        closed-form heads add the views' shared spread to their pooled covariance."""
         cfg = self.config
         if cfg.classifier in ("blended", "gaussian", "ncm"):
             prev = self._served.moments
             moments = prev.updated(memory) if prev is not None else PooledMoments.from_memory(memory)
             if cfg.classifier == "blended":
-                return fit_blended_head(memory, cfg.shrinkage, cfg.blend, moments, self.temperature_), moments
+                return fit_blended_head(memory, cfg.shrinkage, cfg.blend, moments, self.temperature_,
+                                        _shared(spread)), moments
             if cfg.classifier == "gaussian":
-                return fit_gaussian_head(memory, cfg.shrinkage, moments), moments
+                return fit_gaussian_head(memory, cfg.shrinkage, moments, _shared(spread)), moments
             return fit_ncm(memory, moments), moments
         if cfg.classifier == "cbcl_vote":
             return fit_weighted_vote(memory, cfg.vote_neighbours), None
@@ -650,7 +625,7 @@ class CBCLPRLearner:
 
     def _calibrated(self, served: _Served, memory: ClusterMemory, old: ClusterMemory,
                     data: Mapping[str, np.ndarray], dist: float,
-                    temperature: tuple, views: Mapping[str, np.ndarray]) -> tuple[_Served, tuple]:
+                    temperature: tuple, spread: ViewSpread) -> tuple[_Served, tuple]:
         """``served`` with its temperature refined on held-out logits (one shot of every class out per
         fold) of the classes taught from scratch in this call (a class's vectors are all here only
         then); unchanged if none."""
@@ -659,37 +634,39 @@ class CBCLPRLearner:
             return served, temperature
         cfg = self.config
         logits, labels = held_out_fold_logits(memory, served.moments, cfg.shrinkage, cfg.blend, held, dist,
-                                              views={c: v for c, v in views.items() if c in held})
+                                              shared=_shared(spread))
         pool = (self._calib_pool + tuple(zip(logits, labels.tolist())))[-POOL_ROWS:]
         t_pool = fit_temperature([r for r, _ in pool], [k for _, k in pool])
         t, w = pooled_temperature(*self._calib_base, t_pool, float(len(pool)))
         _log.info("temperature %.3g (%d held-out shots since start/load)", t, len(pool))
         return dataclasses.replace(served, head=served.head.with_temperature(t)), (t, w, pool)
 
-    def _gate_distance(self, memory: ClusterMemory, dist: float, prior: float | None,
-                       spread: Mapping[str, tuple[float, float]]) -> float:
-        """The open-set gate's D: the given D, or the prior refined by the classes' spread (of their
-        shots, for classes taught with views)."""
+    def _gate_distance(self, memory: ClusterMemory, dist: float, prior: float | None) -> float:
+        """The open-set gate's D: the given D, or the prior refined by the memory's spread."""
         if self.config.distance_threshold is not None or prior is None:
             return float(dist)
-        return memory_distance(memory, prior, shot_scatter=spread)
+        return memory_distance(memory, prior)
 
     def _build(self, memory: ClusterMemory, dist: float | None, increment: int,
                real: Mapping[str, np.ndarray] | None = None, head: Snapshot | None = None,
                version: int | None = None, prior: float | None = None,
-               spread: Mapping[str, tuple[float, float]] | None = None) -> _Served:
+               spread: ViewSpread | None = None) -> _Served:
         if len(memory) == 0:
             return _Served((), None, None, self._served.model_version + 1 if version is None else version)
         moments = self._served.moments  # still a valid cache: it is keyed by cluster objects
         if head is None:
-            head, moments = self._fit_head(memory, increment, real)
+            head, moments = self._fit_head(memory, increment, real, self.view_spread_ if spread is None else spread)
         prior = self.distance_prior_ if prior is None else prior
-        spread = self._shot_scatter if spread is None else spread
         gate = DistanceGate(tuple(cc.means.astype(np.float32, copy=False) for _, cc in memory.items()),
-                            self._gate_distance(memory, dist, prior, spread),
+                            self._gate_distance(memory, dist, prior),
                             self.config.unknown_distance_factor) if dist is not None else None
         return _Served(memory.classes, head, gate,
                        self._served.model_version + 1 if version is None else version, moments)
+
+
+def _shared(spread: ViewSpread) -> np.ndarray | None:
+    """The views' shared covariance for a head, or None when no views were taught."""
+    return spread.covariance() if spread.images else None
 
 
 def save_learner(learner: CBCLPRLearner, path: str | Path) -> Path:

@@ -13,6 +13,10 @@ float16 classes' (in cluster order within each group; ``ranks`` still covers eve
 one of these tensors is always present (possibly empty), so the layout is fixed by the covariance
 mode.  Files of formats 1 and 2 (everything float32) are read unchanged.
 
+Format 4 adds the teach-time views' spread shared by all classes (:mod:`.view_spread`): tensor
+``view_spread`` (d, r <= 64) float16, always present (r = 0 when no views were taught), and metadata
+``view_spread_images``.  Files of formats 1-3 are read with no view spread.
+
 Integrity: format 2's SHA-256 covers the metadata (canonical JSON without the digest) *and* every
 tensor's name, dtype, shape and bytes, so an edited class name, D, K or head is as corrupt as a
 flipped tensor byte.  Format 1 files (digest over the tensors only) are still read, with every
@@ -49,6 +53,7 @@ from .classifiers.base import LinearSnapshot
 from .clustering import COVARIANCE_MODES, ClassClusters
 from .memory import ClusterMemory
 from .validation import check_label
+from .view_spread import MAX_RANK, ViewSpread
 
 __all__ = [
     "FORMAT_VERSION", "MAX_FEATURE_DIM", "MemoryFileError", "CorruptMemoryFileError",
@@ -56,10 +61,11 @@ __all__ = [
     "write_atomic", "save_state", "load_state", "read_metadata",
 ]
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 MAX_FEATURE_DIM = 65536  # wider than any backbone; refuses absurd widths before any allocation
 _META_KEY = "cbcl_pr"
-_FLOAT_TENSORS = ("means", "factors", "diag", "means.f16", "factors.f16", "diag.f16", "head.weight", "head.bias")
+_FLOAT_TENSORS = ("means", "factors", "diag", "means.f16", "factors.f16", "diag.f16", "head.weight", "head.bias",
+                  "view_spread")
 _HALF = {"float32": 0, "float16": 1}
 
 
@@ -94,6 +100,8 @@ class LearnerState:
     # issue 15: the open-set gate's distance prior and the calibrated temperature (JSON numbers);
     # saved as metadata "learner_state", None in files written before it existed
     learner_state: dict | None = None
+    # the teach-time views' shared spread (format 4): tensor "view_spread", metadata "view_spread_images"
+    view_spread: ViewSpread | None = None
 
 
 # ------------------------------------------------------------------ encoding
@@ -138,6 +146,8 @@ def _pack(state: LearnerState) -> tuple[dict[str, np.ndarray], dict]:
         else:
             tensors["diag" + suffix] = (np.concatenate([cc.diag for cc in group]).astype(dtype) if group
                                         else np.zeros((0, d), dtype))
+    spread = state.view_spread or ViewSpread.empty(d)
+    tensors["view_spread"] = np.ascontiguousarray(spread.factor, np.float16)
     head_kind = None
     if state.head is not None:
         head_kind = state.head.kind
@@ -153,6 +163,7 @@ def _pack(state: LearnerState) -> tuple[dict[str, np.ndarray], dict]:
         "increments": int(state.increments),
         "distance_threshold": None if state.distance_threshold is None else float(state.distance_threshold),
         "head_kind": head_kind,
+        "view_spread_images": int(spread.images),
     }
     if state.learner_state is not None:
         meta["learner_state"] = dict(state.learner_state)
@@ -285,6 +296,8 @@ def _check_tensors(tensors: dict[str, np.ndarray], d: int, classes: list[str], c
     want = {"counts", "means", "owner"} | ({"ranks", "factors"} if covariance == "full" else {"diag"})
     if version >= 3:
         want |= {"storage", "means.f16"} | ({"factors.f16"} if covariance == "full" else {"diag.f16"})
+    if version >= 4:
+        want |= {"view_spread"}
     if head_kind is not None:
         want |= {"head.weight", "head.bias"}
     if set(tensors) != want:
@@ -321,6 +334,10 @@ def _check_tensors(tensors: dict[str, np.ndarray], d: int, classes: list[str], c
             diag = _expect(tensors, "diag" + suffix, dtype, (int(sel.sum()), d), where)
             if diag.size and diag.min() < 0:
                 raise _bad(where, "diagonal scatters must be >= 0")
+    if version >= 4:
+        vs = tensors["view_spread"]
+        if vs.dtype != np.float16 or vs.ndim != 2 or vs.shape[0] != d or vs.shape[1] > MAX_RANK:
+            raise _bad(where, f"tensor view_spread has {vs.dtype} {vs.shape}, expected float16 ({d}, <= {MAX_RANK})")
     if head_kind is not None:
         _expect(tensors, "head.weight", np.float32, (len(classes), d), where)
         _expect(tensors, "head.bias", np.float32, (len(classes),), where)
@@ -384,13 +401,20 @@ def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone:
                                   tensors["head.bias"].copy())
     except (TypeError, ValueError) as exc:
         raise _bad(where, f"{type(exc).__name__}: {exc}") from exc
+    spread = None
+    if version >= 4:
+        images = _int(meta, "view_spread_images", where, 0, 2**63 - 1)
+        try:
+            spread = ViewSpread(tensors["view_spread"].astype(np.float32), images)
+        except ValueError as exc:
+            raise _bad(where, str(exc)) from exc
     dist = meta.get("distance_threshold")
     extra = meta.get("learner_state")
     if extra is not None and not isinstance(extra, dict):
         raise _bad(where, "learner_state must be a JSON object")
     return LearnerState(meta["backbone"], d, dict(config), memory,
                         None if dist is None else float(dist), int(meta["increments"]),
-                        int(meta["model_version"]), head, extra)
+                        int(meta["model_version"]), head, extra, spread)
 
 
 def load_state(path: str | os.PathLike, expected_backbone: str | None = None,

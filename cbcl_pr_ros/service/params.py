@@ -168,10 +168,10 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("teach_views", 0,
               "Jittered copies (crop, mirror, colour; features/augment.py) of every image or object crop "
               "taught from a TeachClass request, sent through the backbone with it: one backbone pass "
-              "each at teach time, none at recognition time. The learner keeps them as the class's "
-              "spread, not as shots (D, open-set gate and calibration use the images alone). 0 = the "
-              "images only. Opt-in: 8 gains 0 to 1.2 points but a class then stores the views' spread, "
-              "2-5x its raw images' bytes (docs/core.md, Levers)",
+              "each at teach time, none at recognition time. The learner keeps them as "
+              "spread shared by all classes, not as shots (memory, D, open-set gate and calibration hold "
+              "the images alone). 0 = the images only; 1 is refused (one view measures no spread) "
+              "(docs/core.md, Levers)",
               (LEARNER,), min=0, max=16, read_only=False),
     ParamSpec("teach_view_spread", 0.5,
               "The views' vectors are moved onto their own image's (x + spread (v - mean of its views)): "

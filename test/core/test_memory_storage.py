@@ -101,7 +101,7 @@ def test_file_round_trip_keeps_each_class_dtype(rng, tmp_path):
     lrn.teach_increment({"c0": train["c0"], "big": train["c1"] * 1e6})
     lrn.teach("c2", train["c2"])
     path = lrn.save(tmp_path / "m.safetensors")
-    assert persistence.read_metadata(path)["format_version"] == persistence.FORMAT_VERSION == 3
+    assert persistence.read_metadata(path)["format_version"] == persistence.FORMAT_VERSION == 4
     back = CBCLPRLearner.load(path)
     assert [(i.name, i.storage, i.memory_bytes) for i in back.class_info()] == \
         [(i.name, i.storage, i.memory_bytes) for i in lrn.class_info()]
@@ -128,8 +128,9 @@ def test_format_2_file_loads_unchanged(rng):
     blob = persistence.state_to_bytes(lrn.to_state())
 
     def to_v2(t, m):
-        for k in ("storage", "means.f16", "factors.f16"):
+        for k in ("storage", "means.f16", "factors.f16", "view_spread"):
             del t[k]
+        del m["view_spread_images"]
         m["format_version"] = 2
         del m["config"]["memory_precision"]
 
@@ -145,6 +146,10 @@ def test_format_2_file_loads_unchanged(rng):
 
 @pytest.mark.parametrize("edit, why", [
     (lambda t, m: t["means.f16"].__setitem__((0, 0), np.float16(np.nan)), "NaN"),
+    (lambda t, m: t.__setitem__("view_spread", np.zeros((D, 65), np.float16)), "view_spread"),
+    (lambda t, m: m.__setitem__("view_spread_images", -1), "view_spread_images"),
+    (lambda t, m: t.__setitem__("view_spread", np.ones((D, 2), np.float16)), "0 images must be empty"),
+    (lambda t, m: t.__setitem__("view_spread", np.full((D, 1), np.nan, np.float16)), "NaN"),
     (lambda t, m: t.__setitem__("storage", np.full_like(t["storage"], 2)), "storage must be"),
     (lambda t, m: t.__setitem__("storage", np.zeros_like(t["storage"])), "means has shape"),
     (lambda t, m: t.__setitem__("means.f16", t["means.f16"].astype(np.float32)), "dtype"),

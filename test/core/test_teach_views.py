@@ -1,4 +1,4 @@
-"""Teach-time views are spread, not shots: the memory holds them, D / gate / calibration do not count them."""
+"""Teach-time views are spread shared by all classes, not shots: memory, D, gate and folds hold the shots."""
 
 from __future__ import annotations
 
@@ -6,12 +6,9 @@ import numpy as np
 import pytest
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
-from cbcl_pr_ros.core import calibration
-from cbcl_pr_ros.core.calibration import held_out_fold_logits
 from cbcl_pr_ros.core.classifiers.blended import fit_blended_head
-from cbcl_pr_ros.core.classifiers.gaussian import PooledMoments
-from cbcl_pr_ros.core.distance_threshold import shots_scatter
 from cbcl_pr_ros.core.memory import ClusterMemory
+from cbcl_pr_ros.core.view_spread import MAX_RANK, ViewSpread
 
 from .conftest import fingerprint
 
@@ -27,46 +24,72 @@ def _data(seed: int = 0, n: int = 5, k: int = 4, view_noise: float = 0.05):
     return shots, views
 
 
-def test_views_enter_the_memory_but_not_the_gate_or_d():
+def test_views_leave_memory_d_and_gate_to_the_shots_and_widen_the_shared_covariance():
     shots, views = _data()
     plain = CBCLPRLearner(LearnerConfig(seed=0), "synthetic", D)
     plain.teach_increment(shots)
     viewed = CBCLPRLearner(LearnerConfig(seed=0), "synthetic", D)
     viewed.teach_increment(shots, views)
-    assert [ci.shots for ci in viewed.class_info()] == [5 * (1 + 4)] * 3  # the memory holds the views
-    # D and the gate's D come from the shots alone; tight views would otherwise shrink the gate's D
-    assert viewed.distance_threshold_ == pytest.approx(plain.distance_threshold_, rel=1e-6)
-    assert viewed._served.gate.distance_threshold == pytest.approx(plain._served.gate.distance_threshold, rel=1e-3)
-    as_shots = CBCLPRLearner(LearnerConfig(seed=0), "synthetic", D)
-    as_shots.teach_increment({c: np.vstack([x, views[c].reshape(-1, D)]) for c, x in shots.items()})
-    assert as_shots._served.gate.distance_threshold < 0.95 * plain._served.gate.distance_threshold  # what views as shots did
+    assert [ci.shots for ci in viewed.class_info()] == [5, 5, 5]
+    assert fingerprint(viewed) != fingerprint(plain)  # the head changed ...
+    for a, b in zip(viewed.memory.items(), plain.memory.items()):  # ... the memory did not
+        np.testing.assert_array_equal(a[1].means, b[1].means)
+    assert viewed.distance_threshold_ == plain.distance_threshold_
+    assert viewed._served.gate.distance_threshold == plain._served.gate.distance_threshold
+    assert viewed.view_spread_.images == 15 and plain.view_spread_.images == 0
+    # the head is the blended head of the shots' memory with the views' covariance added to the pooled one
+    t = viewed.transform
+    spread = ViewSpread.empty(D)
+    for c in shots:
+        spread = spread.with_views(t(views[c].reshape(-1, D)).reshape(views[c].shape))
+    ref = fit_blended_head(viewed.memory, 0.5, 1.0, shared=spread.covariance())
+    x = t(_data(seed=3)[0]["c1"])
+    np.testing.assert_allclose(viewed._served.head.logits(x), ref.logits(x), rtol=1e-5, atol=1e-3)
 
 
-def test_more_shots_update_the_shot_statistics_and_survive_forget_rename_and_files(tmp_path):
+def test_view_spread_is_the_mean_covariance_of_each_images_views():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(0, 1, (2, 5, 6)), rng.normal(0, 2, (3, 5, 6))
+    spread = ViewSpread.empty(6).with_views(a).with_views(b)
+
+    def cov(v):
+        dev = v - v.mean(axis=0)
+        return dev.T @ dev / (len(v) - 1)
+
+    want = sum(cov(v) for v in [*a, *b]) / 5
+    np.testing.assert_allclose(spread.covariance(), want, rtol=2e-3, atol=2e-3)  # float16-exact factor
+    assert spread.images == 5
+    with pytest.raises(ValueError, match="k >= 2"):
+        spread.with_views(a[:, :1])  # one view of an image measures no spread
+
+
+def test_the_shared_factor_keeps_a_fixed_rank():
+    rng = np.random.default_rng(1)
+    spread = ViewSpread.empty(200)
+    for _ in range(4):
+        spread = spread.with_views(rng.normal(0, 1, (6, 8, 200)))  # 4 x 6 x 8 deviations
+    assert spread.factor.shape == (200, MAX_RANK) and spread.images == 24
+    assert spread.nbytes() == 200 * MAX_RANK * 4
+
+
+def test_views_survive_a_file_forget_and_rename(tmp_path):
     shots, views = _data()
-    more, more_views = _data(seed=1)
     learner = CBCLPRLearner(LearnerConfig(seed=0), "synthetic", D)
     learner.teach_increment(shots, views)
-    learner.teach("c0", more["c0"][:3])  # later shots without views still count as shots
-    t = learner.transform
-    s_old, dof_old = shots_scatter(t(shots["c0"]))
-    s_new, _ = shots_scatter(t(more["c0"][:3]))
-    s, dof = learner._shot_scatter["c0"]
-    assert dof == dof_old + 3 and s > s_old + s_new  # plus the between-batches term
     learner.rename("c1", "mug")
-    assert set(learner._shot_scatter) == {"c0", "mug", "c2"}
-    path = learner.save(tmp_path / "m.cbclpr")
-    loaded = CBCLPRLearner.load(path)
-    assert loaded._shot_scatter == pytest.approx(learner._shot_scatter)
-    assert loaded._served.gate.distance_threshold == pytest.approx(learner._served.gate.distance_threshold)
-    loaded.forget("mug")
-    assert set(loaded._shot_scatter) == {"c0", "c2"}
+    loaded = CBCLPRLearner.load(learner.save(tmp_path / "m.cbclpr"))
+    x = _data(seed=5)[0]["c2"]
+    np.testing.assert_array_equal(loaded.predict_scores(x), learner.predict_scores(x))
+    assert loaded.view_spread_.images == 15
+    loaded.forget("mug")  # the spread is the camera's, not the class's
+    assert loaded.view_spread_.images == 15
 
 
 @pytest.mark.parametrize("bad, match", [
     ({"c0": np.zeros((4, 2, D))}, "must be"),  # one row of views per shot
     ({"c0": np.zeros((5, 2, D + 1))}, "must be"),
     ({"c0": np.zeros((5, D))}, "must be"),
+    ({"c0": np.zeros((5, 1, D))}, "k>=2"),
     ({"zz": np.zeros((5, 2, D))}, "not among"),
     ({"c0": np.full((5, 2, D), np.nan)}, "finite|NaN|nan"),
 ])
@@ -74,22 +97,7 @@ def test_bad_views_are_refused_and_change_nothing(bad, match):
     shots, views = _data()
     learner = CBCLPRLearner(LearnerConfig(seed=0), "synthetic", D)
     learner.teach_increment(shots, views)
-    before = fingerprint(learner), dict(learner._shot_scatter)
+    before = fingerprint(learner), learner.view_spread_
     with pytest.raises(ValueError, match=match):
         learner.teach_increment({"c0": shots["c0"]}, bad)
-    assert (fingerprint(learner), dict(learner._shot_scatter)) == before
-
-
-def test_a_fold_leaves_a_shot_out_with_its_views(monkeypatch):
-    monkeypatch.setattr(calibration, "SHOT_EXPONENT", 0.0)
-    shots, views = _data(n=4, k=3)
-    taught = {c: np.vstack([x, views[c].reshape(-1, D)]) for c, x in shots.items()}
-    mem = ClusterMemory(D).with_taught(taught, 1e9)
-    logits, labels = held_out_fold_logits(mem, PooledMoments.from_memory(mem), 0.5, 1.0, shots, 1e9, views=views)
-    assert labels.tolist() == [0, 1, 2] * 4  # one row per *shot*, not per vector
-    j = 2
-    rest = {c: np.vstack([np.delete(x, j, axis=0), np.delete(views[c], j, axis=0).reshape(-1, D)])
-            for c, x in shots.items()}
-    ref = fit_blended_head(ClusterMemory(D).with_taught(rest, 1e9), 0.5, 1.0)
-    want = ref.logits(np.stack([shots[c][j] for c in shots]))
-    np.testing.assert_allclose(logits[3 * j:3 * j + 3], want, rtol=1e-5, atol=1e-4)
+    assert (fingerprint(learner), learner.view_spread_) == before

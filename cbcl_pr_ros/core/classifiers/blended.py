@@ -82,22 +82,24 @@ class BlendedSnapshot:
 
 
 def fit_blended_head(memory: ClusterMemory, shrinkage: float = 0.5, blend: float = 1.0,
-                     moments: PooledMoments | None = None, temperature: float = 1.0) -> BlendedSnapshot:
+                     moments: PooledMoments | None = None, temperature: float = 1.0,
+                     shared: np.ndarray | None = None) -> BlendedSnapshot:
     """Closed-form per-class Gaussian head of ``memory`` (see the module docstring).
 
     ``blend`` (beta >= 0) weighs each class's own covariance against the pooled one (0: the
-    :mod:`.gaussian` LDA head).  ``moments`` as in :func:`~.gaussian.fit_gaussian_head`.
+    :mod:`.gaussian` LDA head).  ``moments`` as in :func:`~.gaussian.fit_gaussian_head`; ``shared``
+    (d, d) is added to the pooled covariance before shrinking (:func:`~.gaussian.shrunk_pooled`).
     """
-    return fit_blended_head_factor(memory, shrinkage, blend, moments, temperature)[0]
+    return fit_blended_head_factor(memory, shrinkage, blend, moments, temperature, shared)[0]
 
 
 def fit_blended_head_factor(memory: ClusterMemory, shrinkage: float = 0.5, blend: float = 1.0,
-                            moments: PooledMoments | None = None,
-                            temperature: float = 1.0) -> tuple[BlendedSnapshot, tuple]:
+                            moments: PooledMoments | None = None, temperature: float = 1.0,
+                            shared: np.ndarray | None = None) -> tuple[BlendedSnapshot, tuple]:
     """:func:`fit_blended_head` and the Cholesky factor of ``A`` (for :func:`leave_one_out_logits`)."""
     if not blend >= 0.0 or not np.isfinite(blend):
         raise ValueError(f"blend must be a finite number >= 0, got {blend!r}")
-    moments, factor, w, bias = shared_discriminant(memory, shrinkage, moments)
+    moments, factor, w, bias = shared_discriminant(memory, shrinkage, moments, shared)
     means = moments.means()
     low = tuple(_low_rank(factor, m.factor, blend) for m in moments.per_class)
     snap = BlendedSnapshot("blended", memory.classes, w.astype(np.float32), bias, means.astype(np.float32),

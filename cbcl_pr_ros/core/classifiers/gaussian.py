@@ -157,12 +157,15 @@ def class_moments(memory: ClusterMemory) -> tuple[np.ndarray, np.ndarray]:
     return pm.means(), pm.covariance()
 
 
-def shrunk_pooled(moments: PooledMoments, shrinkage: float) -> np.ndarray:
+def shrunk_pooled(moments: PooledMoments, shrinkage: float, shared: np.ndarray | None = None) -> np.ndarray:
     """A new (d, d) array ``(1 - a) S + a tr(S)/d I`` of the pooled covariance ``S`` (identity when
-    no class has any spread yet, e.g. one shot per class)."""
+    no class has any spread yet, e.g. one shot per class).  ``shared`` (d, d), a covariance every
+    class shares (the teach-time views' spread, :mod:`..view_spread`), is added to ``S`` first."""
     if not 0.0 <= shrinkage <= 1.0:
         raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage!r}")
     cov = moments.covariance()
+    if shared is not None:
+        cov += shared
     d = len(cov)
     scale = np.trace(cov) / d
     if scale <= 0:
@@ -173,18 +176,19 @@ def shrunk_pooled(moments: PooledMoments, shrinkage: float) -> np.ndarray:
 
 
 def fit_gaussian_head(memory: ClusterMemory, shrinkage: float = 0.5,
-                      moments: PooledMoments | None = None) -> LinearSnapshot:
+                      moments: PooledMoments | None = None, shared: np.ndarray | None = None) -> LinearSnapshot:
     """Closed-form linear head of ``memory``; see the module docstring.
 
     ``moments`` (optional) must be the :class:`PooledMoments` of ``memory`` (e.g. from
-    ``previous.updated(memory)``); without it they are computed from scratch.
+    ``previous.updated(memory)``); without it they are computed from scratch.  ``shared`` as in
+    :func:`shrunk_pooled`.
     """
-    moments, factor, w, b = shared_discriminant(memory, shrinkage, moments)
+    moments, factor, w, b = shared_discriminant(memory, shrinkage, moments, shared)
     return LinearSnapshot("gaussian", memory.classes, w.astype(np.float32), b.astype(np.float32))
 
 
-def shared_discriminant(memory: ClusterMemory, shrinkage: float,
-                        moments: PooledMoments | None) -> tuple[PooledMoments, tuple, np.ndarray, np.ndarray]:
+def shared_discriminant(memory: ClusterMemory, shrinkage: float, moments: PooledMoments | None,
+                        shared: np.ndarray | None = None) -> tuple[PooledMoments, tuple, np.ndarray, np.ndarray]:
     """The moments (checked, or computed), the Cholesky factor of the shrunk pooled covariance ``A``,
     and the linear part ``w_c = A^{-1} m_c``, ``b_c = -m_c^T A^{-1} m_c / 2`` (float64)."""
     if not 0.0 <= shrinkage <= 1.0:
@@ -194,6 +198,6 @@ def shared_discriminant(memory: ClusterMemory, shrinkage: float,
     elif moments.classes != memory.classes:
         raise ValueError(f"moments are of classes {moments.classes[:5]}..., not of this memory's")
     means = moments.means()
-    factor = cho_factor(shrunk_pooled(moments, shrinkage), lower=True, check_finite=False, overwrite_a=True)
+    factor = cho_factor(shrunk_pooled(moments, shrinkage, shared), lower=True, check_finite=False, overwrite_a=True)
     w = cho_solve(factor, means.T, check_finite=False).T  # (C, d)
     return moments, factor, w, -0.5 * np.einsum("cd,cd->c", w, means)
