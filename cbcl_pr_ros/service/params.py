@@ -165,7 +165,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               (LEARNER,), min=0.0, max=1000.0, read_only=False),
     ParamSpec("teach_num_frames", 10, "Frames taken from the stream by a TeachClass without "
               "images or features", (LEARNER,), min=1, max=10_000, read_only=False),
-    ParamSpec("teach_views", 0,
+    ParamSpec("teach_views", 8,
               "Jittered copies (crop, mirror, colour; features/augment.py) of every image or object crop "
               "taught from a TeachClass request, sent through the backbone with it: one backbone pass "
               "each at teach time, none at recognition time. The learner keeps them as "
