@@ -8,6 +8,8 @@ the live ones for the same bag:
 * features come from the same backbone (``make_backbone`` with the extractor's runtime/threads),
   computed with the batching of the live path: one batch per TEACH event (the frames a TeachClass
   request carries), one image per CLASSIFY event; each frame is computed once and cached by stamp;
+* a TEACH event's frames get the node's ``teach_views`` jittered views (seeded as the node seeds
+  them), passed to the learner as views, because the live replay sends them as images;
 * events are applied in their recorded order (TEACH → teach, CLASSIFY → classify top-5,
   FORGET → forget, RENAME → rename).
 
@@ -170,6 +172,18 @@ class _FeatureCache:
                 self.cache[s] = f
         return np.stack([self.cache[s] for s in stamps])
 
+    def views(self, stamps: tuple[int, ...], shots: np.ndarray, n_views: int, spread: float,
+              seed: int) -> np.ndarray:
+        """(n, k, d) vectors of the teach-time views of the frames, as the learner node makes them
+        for a TeachClass with these frames as images (image ``i``'s views seeded by ``seed + i``)."""
+        from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
+
+        rgbs = [self.session.frame(s).rgb() for s in stamps]
+        t0 = time.perf_counter()
+        feats = np.asarray(self.backbone.extract(with_teach_views(rgbs, n_views, seed)[len(rgbs):]), np.float32)
+        self.seconds += time.perf_counter() - t0
+        return teaching_vectors(np.vstack([shots, feats]), len(rgbs), n_views, spread)[1]
+
 
 def evaluate_session(
     session: TeachingSession,
@@ -182,6 +196,8 @@ def evaluate_session(
 
     controller = LearnerController(make_learner=make_learner, backbone=getattr(backbone, "name", "?"),
                                    feature_dim=int(backbone.feature_dim))  # no store: RAM only
+    params = dict(params or {})
+    n_views = int(params.get("teach_views", 0))  # the live path sends the recorded frames as images
     feats = _FeatureCache(session, backbone)
     increments: list[IncrementResult] = []
     preds: list[PredictionRecord] = []
@@ -223,8 +239,10 @@ def evaluate_session(
         t0 = time.perf_counter()
         if ev.kind == EventKind.TEACH:
             x = feats.get(ev.frame_stamps_ns)
+            views = (feats.views(ev.frame_stamps_ns, x, n_views, float(params.get("teach_view_spread", 0.5)),
+                                 int(params.get("seed", 0))) if n_views else None)
             t0 = time.perf_counter()
-            res = controller.teach(ev.label, x, source="recorded frames")
+            res = controller.teach(ev.label, x, "recorded frames", views)
             taught.append(ev.label)
         elif ev.kind == EventKind.FORGET:
             res = controller.forget(ev.label)
