@@ -213,6 +213,8 @@ def write_results_doc(written: list[tuple[Experiment, Path]], doc_path: str | Pa
     lines += [f"Data sets: {', '.join(datasets)}.", ""]
     lines += [f"Every CBCL-PR row is the product's `CBCLPRLearner` (through the evaluation's adapter): "
               "`cbcl-pr-default` is `LearnerConfig()` as shipped, the paper's rows are `LearnerConfig.paper(...)`; "
+              "rows are taught from cached feature vectors, so without the teach-time views the learner node adds "
+              "to taught images by default (their effect is in the issue 15 comparison below); "
               "each experiment lists the configuration of each row. The frozen-feature peer comparison of issue 15 "
               f"(own splits, 10 seeds, transforms and calibration): [{PEER_COMPARISON}]({_rel(PEER_COMPARISON, doc)}) "
               f"(bench/bench_accuracy.py). How the stored runs were made (machine, load, reduced seeds) and what "
