@@ -358,7 +358,8 @@ def test_teach_with_bad_views_is_refused_and_changes_nothing(tmp_path):
     before = (c.classes, c.learner_.model_version_)
     shots = _blob(7, 6.0, n=3)
     good = np.repeat(shots[:, None, :], 2, axis=1)
-    for bad, why in [(np.full_like(good, np.nan), "NaN"), (good[:2], "views must be"), (good[..., :3], "views must be")]:
+    for bad, why in [(np.full_like(good, np.nan), "NaN"), (good[:2], "views must be"), (good[..., :3], "views must be"),
+                     (good[:, :1], "k>=2")]:  # one view per image measures no spread: refused, not ignored
         out = c.teach("pan", shots, "images", bad)
         assert not out.success and why in out.message, out.message
         assert (c.classes, c.learner_.model_version_) == before
