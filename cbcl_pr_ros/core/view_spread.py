@@ -26,6 +26,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -80,9 +81,16 @@ class ViewSpread:
         return ViewSpread(np.ascontiguousarray(factor.astype(np.float16), np.float32), total)
 
     def covariance(self) -> np.ndarray:
-        """(d, d) float64 ``N`` (zeros when nothing was pooled)."""
+        """(d, d) float64 ``N`` (zeros when nothing was pooled), read-only; computed once per spread,
+        since a teach reads it for the served head and again for its calibration folds."""
+        return self._covariance
+
+    @cached_property
+    def _covariance(self) -> np.ndarray:
         f = self.factor.astype(np.float64)
-        return f @ f.T
+        cov = f @ f.T
+        cov.setflags(write=False)
+        return cov
 
     def nbytes(self) -> int:
         return int(self.factor.nbytes)
