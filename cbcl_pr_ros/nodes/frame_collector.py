@@ -19,6 +19,12 @@ class FrameCollector:
         self.frames: list[Any] = []
         self._lock = threading.Lock()
         self._done = threading.Event()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """End the wait now (the node is leaving the active state); ``cancelled`` says so."""
+        self.cancelled = True
+        self._done.set()
 
     def offer(self, item: Any) -> None:
         with self._lock:

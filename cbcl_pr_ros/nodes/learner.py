@@ -27,15 +27,20 @@ each track's last frames) and published as ``detections`` (stamped as the image)
 TeachClass learns from the object in view, a track id or boxes (``service/object_teaching.py``).
 
 Lifecycle (:mod:`.lifecycle`, docs/nodes.md "Lifecycle"): configure builds the learner and loads the
-memory, activate starts the stream and the publishers, deactivate pauses them (no class is lost),
+memory (a default file that cannot be served is renamed aside and the learner starts empty, with a
+warning), activate starts the stream and the publishers, deactivate pauses them (no class is lost),
 cleanup frees the memory after making sure it is on disk; ``autostart`` (default true) configures and
-activates at start. Every topic's QoS takes rclpy's ``qos_overrides.*`` parameters.
+activates at start. Every change (teach/forget/rename/load/save) is committed under the node's
+commit lock after checking the state again, so a transition never overtakes one: a commit in flight
+finishes (and is on disk) before the transition goes on, a later one is refused with the reason, and
+a teach waiting for frames is woken and refused. Every topic's QoS takes rclpy's ``qos_overrides.*`` parameters.
 """
 from __future__ import annotations
 
 import sys
 import threading
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from sensor_msgs.msg import CompressedImage, Image
@@ -168,7 +173,12 @@ class LearnerNode(ManagedNode):
             make_learner=learner_factory(p), backbone=p["backbone"], feature_dim=feature_dim_for(p),
             store=store, cluster_budget=p["cluster_budget"], on_change=self._on_change,
             limits=self.limits)
-        self.get_logger().info(controller.load_at_startup(move_aside=False))  # MemoryLoadError: FAILURE
+        started = controller.load_at_startup(move_aside=True)  # MemoryLoadError (not movable): FAILURE
+        if controller.moved_aside_:
+            self.get_logger().warning(f"MEMORY FILE REFUSED: {started}; load it again with LoadMemory "
+                                      f"'{controller.moved_aside_}' once repaired")
+        else:
+            self.get_logger().info(started)
         over = overridable
         self.prediction_pub = self.create_lifecycle_publisher(PredictionMsg, "prediction", result_qos(),
                                                               qos_overriding_options=over())
@@ -211,6 +221,13 @@ class LearnerNode(ManagedNode):
             f"learner ready (active): {len(c.classes)} classes, backbone {self.backbone_name}, "
             f"features from '{self.features_sub.topic_name}', memory '{c.memory_path}'")
 
+    def _interrupt(self) -> None:
+        """Wake every TeachClass waiting for frames: the node leaves the active state."""
+        with self._collectors_lock:
+            collectors = list(self._collectors) + list(self._object_collectors)
+        for c in collectors:
+            c.cancel()
+
     def _deactivate(self) -> None:
         self.release("features_sub", "objects_sub", "_image_sub", "status_timer", "debug_timer")
         self._latest_features = None  # a classify while paused must not answer an old frame
@@ -228,10 +245,35 @@ class LearnerNode(ManagedNode):
                 self.get_logger().error(f"{message}; the memory is lost with this process")
             else:
                 self.get_logger().info(f"memory freed: {message}")
+            c.close()
         self.release("prediction_pub", "status_pub", "debug_pub", "detections_pub", "markers_pub")
         self.controller = None
         with self._tracker_lock:
             self._reset_tracking()
+
+    @contextmanager
+    def _committing(self, what: str, need: str = ACTIVE, expected: Any = None) -> Iterator[tuple[Any, str | None]]:
+        """(controller, refusal) under the commit lock: a change made inside is done before any
+        transition goes on; ``expected``: the controller the request started with (a request that
+        waited across cleanup/configure is refused rather than taught into a freed memory)."""
+        with self.committing(what, need) as refused:
+            c = self.controller
+            if refused is None and c is None:
+                refused = f"{what} refused: the memory is not loaded (the node is between transitions)"
+            if refused is None and expected is not None and c is not expected:
+                refused = (f"{what} refused: the node was cleaned up and configured again while the request "
+                           "gathered its examples; nothing was changed, send it again")
+            yield c, refused
+
+    def _commit_teach(self, c: LearnerController, resp: Any, label: str, feats: Any, source: str,
+                      views: Any) -> Any:
+        """Teach under the commit lock, after checking that the node still serves this memory."""
+        with self._committing("teach_class", expected=c) as (_, refused):
+            if refused:
+                return fill_teach_response(resp, c.refused(f"nothing learned: {refused}"))
+            outcome = c.teach(label, feats, source, views)
+        self.get_logger().info(outcome.message)
+        return fill_teach_response(resp, outcome)
 
     def _gate(self, what: str, need: str) -> tuple[Any, str | None]:
         """(controller, None) when the node's state allows ``what``, else (controller or None, refusal)."""
@@ -362,10 +404,15 @@ class LearnerNode(ManagedNode):
         with self._collectors_lock:
             pool.add(collector)
         try:
-            collector.wait(timeout_s, now=self._clock_s)
+            if self.phase == ACTIVE:  # a transition that began before the collector was added
+                collector.wait(timeout_s, now=self._clock_s)
+            else:
+                collector.cancel()
         finally:
             with self._collectors_lock:
                 pool.discard(collector)
+        if collector.cancelled:
+            raise ValueError("the node left the active state while the teach waited for camera frames")
         return collector.frames
 
     # ------------------------------------------------------------------ services
@@ -417,9 +464,7 @@ class LearnerNode(ManagedNode):
                 source = "camera frames" + ("" if len(frames) == n else f" (of {n} asked; timed out)")
         except (ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
             return fill_teach_response(resp, c.refused(f"nothing learned: {exc}"))
-        outcome = c.teach(label, feats, source, views)
-        self.get_logger().info(outcome.message)
-        return fill_teach_response(resp, outcome)
+        return self._commit_teach(c, resp, label, feats, source, views)
 
     # ------------------------------------------------------------------ objects (issue 12)
     def _init_objects(self, p: dict[str, Any]) -> None:
@@ -582,9 +627,7 @@ class LearnerNode(ManagedNode):
                           + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)"))
         except (ValueError, FeatureSourceError) as exc:
             return self._teach_refused(c, resp, f"nothing learned: {exc}")
-        outcome = c.teach(label, feats, source, views)
-        self.get_logger().info(outcome.message)
-        return fill_teach_response(resp, outcome)
+        return self._commit_teach(c, resp, label, feats, source, views)
 
     def _on_classify(self, req: Any, resp: Any) -> Any:
         c, refused = self._gate("classify", INACTIVE)  # read-only: answers while inactive too
@@ -621,8 +664,8 @@ class LearnerNode(ManagedNode):
 
     def _on_list(self, req: Any, resp: Any) -> Any:
         c, refused = self._gate("list_classes", INACTIVE)
-        if refused:  # the response has no message: an empty list, and the reason in the log
-            self.get_logger().warning(refused, throttle_duration_sec=5.0)
+        if refused:  # an empty list that says why (the classes are on disk, not lost)
+            resp.message = refused
             return resp
         resp.classes = class_info_msgs(c.class_info())
         resp.model_version = c.model_version
@@ -636,49 +679,49 @@ class LearnerNode(ManagedNode):
         return resp
 
     def _on_forget(self, req: Any, resp: Any) -> Any:
-        c, refused = self._gate("forget_class", ACTIVE)
-        if refused:
-            return self._refuse_mutation(c, resp, refused)
-        out = c.forget(req.label)
+        with self._committing("forget_class") as (c, refused):
+            if refused:
+                return self._refuse_mutation(c, resp, refused)
+            out = c.forget(req.label)
         self.get_logger().info(out.message)
         resp.success, resp.message = out.success, out.message
         resp.num_classes, resp.model_version = out.num_classes, out.model_version
         return resp
 
     def _on_rename(self, req: Any, resp: Any) -> Any:
-        c, refused = self._gate("rename_class", ACTIVE)
-        if refused:
-            resp.success, resp.message = False, refused
-            resp.model_version = c.model_version if c is not None else 0
-            return resp
-        out = c.rename(req.old_label, req.new_label)
+        with self._committing("rename_class") as (c, refused):
+            if refused:
+                resp.success, resp.message = False, refused
+                resp.model_version = c.model_version if c is not None else 0
+                return resp
+            out = c.rename(req.old_label, req.new_label)
         self.get_logger().info(out.message)
         resp.success, resp.message, resp.model_version = out.success, out.message, out.model_version
         return resp
 
     # rclpy binds a severity to each logging call site: success and failure log from separate lines
     def _on_save(self, req: Any, resp: Any) -> Any:
-        c, refused = self._gate("save_memory", INACTIVE)  # changes no class: answers while inactive
-        if refused:
-            resp.success, resp.message = False, refused
-            return resp
-        ok, message, path, size = c.save(req.path)
+        with self._committing("save_memory", INACTIVE) as (c, refused):  # changes no class: also inactive
+            if refused:
+                resp.success, resp.message = False, refused
+                return resp
+            ok, message, path, size = c.save(req.path)
         if ok:
             self.get_logger().info(message)
-        else:
-            self.get_logger().error(message)
+        else:  # a refused name or a full disk: the answer says what to do
+            self.get_logger().warning(message)
         resp.success, resp.message, resp.path, resp.bytes_written = ok, message, path, size
         return resp
 
     def _on_load(self, req: Any, resp: Any) -> Any:
-        c, refused = self._gate("load_memory", ACTIVE)
-        if refused:
-            return self._refuse_mutation(c, resp, refused)
-        out = c.load(req.path)
+        with self._committing("load_memory") as (c, refused):
+            if refused:
+                return self._refuse_mutation(c, resp, refused)
+            out = c.load(req.path)
         if out.success:
             self.get_logger().info(out.message)
         else:
-            self.get_logger().error(out.message)
+            self.get_logger().warning(out.message)
         resp.success, resp.message = out.success, out.message
         resp.num_classes, resp.model_version = out.num_classes, out.model_version
         return resp

@@ -12,7 +12,11 @@ makes every transition safe:
   :meth:`destroy_node` runs it, so Ctrl-C and the end of a test stop worker threads and save the
   memory the same way;
 * :meth:`refusal` gives the one sentence a service answers when the node's state does not allow
-  the request ("node is inactive: ...").
+  the request ("node is inactive: ...");
+* a change a service commits holds :attr:`commit_lock` and checks the state again under it
+  (:meth:`committing`); deactivate, cleanup and shutdown change the state first and then take that
+  lock, so a commit in flight finishes before the transition goes on, and one that comes later is
+  refused with the reason. :meth:`_interrupt` (subclass) wakes requests that wait for data.
 
 Publishers made with :meth:`create_lifecycle_publisher` publish only while active. Every topic of
 these nodes is created with :func:`overridable`, so its QoS follows rclpy's QoS overriding
@@ -21,7 +25,8 @@ parameters (``qos_overrides.<topic>.publisher.reliability`` ...), given at start
 from __future__ import annotations
 
 import threading
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
@@ -51,6 +56,7 @@ class ManagedNode(LifecycleNode):
         self.phase = UNCONFIGURED  # our own word for the primary state, read by service callbacks
         self.last_failure = ""
         self._transition_lock = threading.Lock()
+        self.commit_lock = threading.Lock()
 
     # ------------------------------------------------------------------ hooks (subclass)
     def _configure(self) -> None:
@@ -65,6 +71,9 @@ class ManagedNode(LifecycleNode):
     def _cleanup(self, final: bool) -> None:
         """Free what configure built; ``final`` at shutdown (errors there are only logged)."""
         raise NotImplementedError
+
+    def _interrupt(self) -> None:
+        """Wake service calls that wait for data (a transition is starting); default: none."""
 
     def release(self, *attrs: str) -> None:
         """Destroy the subscriptions, timers and lifecycle publishers held in these attributes; set
@@ -147,15 +156,22 @@ class ManagedNode(LifecycleNode):
             self.phase = ACTIVE
         return SUCCESS
 
+    def _quiesce(self, phase: str) -> None:
+        """Enter ``phase`` (new commits are refused), wake waiting requests, let a running commit end."""
+        self.phase = phase
+        self._interrupt()
+        with self.commit_lock:
+            pass
+
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
         with self._transition_lock:
-            self.phase = INACTIVE  # services refuse from now on, before the subscriptions go
+            self._quiesce(INACTIVE)  # services refuse from now on, before the subscriptions go
             self._run("deactivate", self._deactivate)  # an error is logged; the node is paused anyway
             super().on_deactivate(state)
         return SUCCESS  # FAILURE would claim "still active" for a node that no longer serves
 
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
-        with self._transition_lock:
+        with self._transition_lock, self.commit_lock:
             if not self._run("cleanup", self._cleanup, False):
                 return FAILURE  # back to inactive, nothing freed that holds unsaved state
             self.phase = UNCONFIGURED
@@ -172,13 +188,21 @@ class ManagedNode(LifecycleNode):
 
     def _wind_down(self, what: str) -> None:
         with self._transition_lock:
-            if self.phase == ACTIVE:
-                self.phase = INACTIVE
-                self._run(f"{what}: deactivate", self._deactivate)
-                super().on_deactivate(State("deactivating", 0))
-            if self.phase == INACTIVE:
-                self._run(f"{what}: cleanup", self._cleanup, True)
-            self.phase = FINALIZED if what == "shutdown" else UNCONFIGURED
+            was = self.phase
+            self._quiesce(INACTIVE if was == ACTIVE else was)
+            with self.commit_lock:  # held to the end: nothing is committed (or written) after this
+                if was == ACTIVE:
+                    self._run(f"{what}: deactivate", self._deactivate)
+                    super().on_deactivate(State("deactivating", 0))
+                if self.phase == INACTIVE:
+                    self._run(f"{what}: cleanup", self._cleanup, True)
+                self.phase = FINALIZED if what == "shutdown" else UNCONFIGURED
+
+    @contextmanager
+    def committing(self, what: str, need: str = ACTIVE) -> Iterator[str | None]:
+        """Hold :attr:`commit_lock` and give the refusal for ``what`` in the state now (None: go on)."""
+        with self.commit_lock:
+            yield self.refusal(what, need)
 
     def destroy_node(self) -> None:
         """Shut down through the state machine first (workers stop, memory saved), then destroy."""

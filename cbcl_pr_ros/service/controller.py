@@ -10,11 +10,13 @@ prediction never waits for a retrain. ``load`` replaces the learner object as on
 
 Persistence: the memory is saved after every change through a :class:`~.memory_files.MemoryStore`
 (a temporary file renamed over the target, inside the memory directory only), so a crash mid-save
-leaves the previous file intact. A failed save is reported in the outcome's message and in
-``last_save_ok``; the memory stays in RAM and the next change retries. A file to load is read with a
-size cap, verified completely (:func:`~cbcl_pr_ros.core.persistence.state_from_bytes`), rebuilt, and
-exercised with one classification before it replaces the served memory; a refused file is never
-autosaved.
+leaves the previous file intact. A success is a promise: a change answers success only once it is in
+the default file (or the node keeps no file by configuration, and the answer says so). When the save
+fails (full disk, the file above ``max_memory_file_bytes``, ...) the served memory goes back to the
+last one saved (kept as its file's bytes) and the change is refused with the reason. A file to load
+is read with a size cap, verified completely (:func:`~cbcl_pr_ros.core.persistence.state_from_bytes`),
+rebuilt, and exercised with one classification before it replaces the served memory; a refused file
+is never autosaved.
 
 Every request field is untrusted (docs/security.md): labels, vectors and counts go through
 :mod:`.validation` and answer a clear refusal that changes nothing.
@@ -139,8 +141,10 @@ class LearnerController:
         self.on_change = on_change
         self.limits = limits or RequestLimits()
         self.learner_: Any = make_learner(self.feature_dim)
+        self._durable_blob: bytes | None = None  # the default file's content as last saved or loaded
         self.last_save_ok_ = True
         self.last_save_error_ = ""
+        self.moved_aside_ = ""  # where load_at_startup put a refused default file
         self._mutate = threading.Lock()
         self._training = 0
         self._training_lock = threading.Lock()
@@ -200,13 +204,14 @@ class LearnerController:
         self._changed()
 
     # ------------------------------------------------------------------ persistence
-    def _save_to(self, name: str) -> tuple[bool, str, str, int]:
-        """Save the current memory as ``name`` ("" = default); (ok, message, shown name, bytes)."""
+    def _save_to(self, name: str, learner: Any = None) -> tuple[bool, str, str, int]:
+        """Save ``learner`` (default: the served one) as ``name`` ("" = default file);
+        (ok, message, shown name, bytes)."""
         from cbcl_pr_ros.core import state_to_bytes
 
         if self.store is None:
             return False, "no memory directory configured: the memory lives in RAM only", "", 0
-        lrn = self.learner_
+        lrn = self.learner_ if learner is None else learner
         try:
             blob = state_to_bytes(lrn.to_state())
             size, shown = self.store.write(name, blob)
@@ -214,19 +219,50 @@ class LearnerController:
             return False, f"could not write memory file: {exc}", "", 0
         except OSError as exc:  # ENOSPC and the like, after the checks
             return False, f"could not write memory file: {exc.strerror or type(exc).__name__}", "", 0
+        if name in ("", self.store.default_name):
+            self._durable_blob = blob
         return True, f"saved {len(lrn.classes_)} classes to '{shown}'", shown, size
 
-    def _autosave(self) -> str:
-        """Save after a change to the default file; returns "" or a warning to append."""
-        if self.store is None or not self.store.default_name:
+    @property
+    def keeps_file(self) -> bool:
+        """True when every change is saved to a default memory file (False: RAM only by configuration)."""
+        return self.store is not None and bool(self.store.default_name)
+
+    def ram_only_note(self) -> str:
+        """What a success answer adds when nothing is saved (memory_path '')."""
+        return "" if self.keeps_file else " (RAM only: memory_path is '', nothing is saved to disk)"
+
+    def _commit(self, learner: Any = None) -> str:
+        """Make the change just applied to the served learner durable: "" when it is in the default
+        file (or RAM only by configuration), else the reason it is not, after the served memory went
+        back to the last saved one (call with the mutation lock held)."""
+        if not self.keeps_file:
             return ""
-        ok, msg, _, _ = self._save_to("")
-        self.last_save_ok_ = ok
-        self.last_save_error_ = "" if ok else msg
-        if not ok:
-            log.error("%s; the memory is kept in RAM and saving is retried at the next change", msg)
-            return f"; WARNING: {msg} (memory kept in RAM, not on disk)"
-        return ""
+        ok, msg, _, _ = self._save_to("", learner)
+        if ok:
+            self.last_save_ok_, self.last_save_error_ = True, ""
+            return ""
+        if learner is None:
+            self._roll_back()
+        log.warning("%s; the change was undone and refused", msg)
+        return msg
+
+    def _roll_back(self) -> None:
+        """Serve the memory as last saved again (a newer model version), or keep RAM and say so."""
+        from cbcl_pr_ros.core import state_from_bytes
+
+        version = int(self.learner_.model_version_) + 1
+        try:
+            if self._durable_blob is None:
+                state = self.make_learner(self.feature_dim).to_state()
+            else:
+                state = state_from_bytes(self._durable_blob, "the last saved memory",
+                                         expected_backbone=self.backbone, expected_feature_dim=self.feature_dim)
+            self.learner_ = type(self.learner_).from_state(state, model_version=version)
+        except Exception as exc:  # never expected: the bytes were written and verified by this process
+            self.last_save_ok_ = False
+            self.last_save_error_ = f"the memory could not be put back ({type(exc).__name__})"
+            log.error("%s: RAM now holds a change that is not on disk", self.last_save_error_)
 
     def load_at_startup(self, *, move_aside: bool = True) -> str:
         """Remove stale temp files, then load the default file if it exists.
@@ -250,9 +286,18 @@ class LearnerController:
                                   f"or move it, or set memory_path, then configure again")
         try:
             aside = self.store.move_aside("", f"unreadable-{int(time.time())}")
-            return f"{out.message}; the file was moved to '{aside}' and the learner starts empty{note}"
         except (OSError, MemoryAccessError) as exc:
-            return f"{out.message}; starting empty (could not move the file aside: {exc}){note}"
+            # starting empty would let the next autosave overwrite the file: refuse to start instead
+            raise MemoryLoadError(f"{out.message.removesuffix(_KEPT)}; it could not be moved aside "
+                                  f"({exc}): move it yourself or set memory_path, then configure again") from None
+        self.moved_aside_ = aside
+        return (f"{out.message.removesuffix(_KEPT)}; the file was moved to '{aside}' (kept, never deleted) "
+                f"and the learner starts EMPTY{note}")
+
+    def close(self) -> None:
+        """Release the memory directory (cleanup; the controller answers nothing after this)."""
+        if self.store is not None:
+            self.store.close()
 
     def save_if_unsaved(self) -> tuple[bool, str]:
         """Retry the autosave when the last one failed (before the memory is freed); (ok, message).
@@ -306,11 +351,16 @@ class LearnerController:
             except (TypeError, ValueError, ArithmeticError) as exc:
                 return self._outcome(False, f"refused memory file {quote(name or 'default')}: "
                                      f"inconsistent ({exc}){_KEPT}")
+            if startup or name in ("", self.store.default_name):
+                self._durable_blob = blob  # the default file holds exactly this memory
+            else:
+                failed = self._commit(new)  # into the default file before it is served
+                if failed:
+                    return self._outcome(False, f"nothing loaded: {failed}{_KEPT}")
             self.learner_ = new
-            warn = "" if startup or name in ("", self.store.default_name) else self._autosave()
         self._changed()
         n = len(new.classes_)
-        return Outcome(True, f"loaded {n} classes from '{shown}'{warn}", int(new.model_version_), n)
+        return Outcome(True, f"loaded {n} classes from '{shown}'", int(new.model_version_), n)
 
     def _exercise(self, learner: Any) -> None:
         """One classification with the loaded memory before it is served; ValueError when it fails."""
@@ -360,9 +410,12 @@ class LearnerController:
                 except (TypeError, ValueError) as exc:
                     return self.refused(f"could not learn '{label}': {exc}")
                 elapsed = time.perf_counter() - t0
-                warn = self._autosave()
+                failed = self._commit()
         finally:
             self._set_training(-1)
+        if failed:
+            return self.refused(f"nothing learned: '{label}' could not be saved, so it was not kept: {failed}")
+        warn = self.ram_only_note()
         n_clusters = int(res.clusters.get(label, 0))
         verb = "extended known class" if extended else "learned new class"
         msg = (f"{verb} '{label}' from {feats.shape[0]} {source} ({n_clusters} clusters, "
@@ -384,10 +437,14 @@ class LearnerController:
             self._set_training(+1)
             try:
                 self.learner_.forget(label)
+                failed = self._commit()
             finally:
                 self._set_training(-1)
-            warn = self._autosave()
         self._changed()
+        if failed:
+            return self._outcome(False, f"nothing forgotten: the memory without '{label}' could not be "
+                                 f"saved, so '{label}' is kept: {failed}")
+        warn = self.ram_only_note()
         return self._outcome(True, f"forgot '{label}' ({len(self.classes)} classes left){warn}")
 
     def rename(self, old: str, new: str) -> Outcome:
@@ -404,8 +461,11 @@ class LearnerController:
                 return self._outcome(False, f"'{new}' is already a learned class; forget it first or pick "
                                      "another name")
             self.learner_.rename(old, new)
-            warn = self._autosave()
+            failed = self._commit()
         self._changed()
+        if failed:
+            return self._outcome(False, f"nothing renamed: the renamed memory could not be saved: {failed}")
+        warn = self.ram_only_note()
         return self._outcome(True, f"renamed '{old}' to '{new}'{warn}")
 
     # ------------------------------------------------------------------ classification

@@ -160,37 +160,39 @@ def test_learner_driven_by_a_lifecycle_manager_keeps_every_class(helpers, domain
     assert "context is invalid" not in out and "Traceback" not in out, out[-3000:]
 
 
-def test_learner_configure_fails_on_a_corrupt_memory_file_and_the_node_lives(helpers, domain_id, tmp_path):
+def test_learner_moves_a_corrupt_memory_file_aside_and_starts_empty(helpers, domain_id, tmp_path):
+    """docs/security.md: a default file that cannot be served is renamed aside (kept byte for byte), the
+    learner starts empty and says so loudly; list_classes says why it is empty while not serving."""
     from lifecycle_msgs.srv import GetState
 
-    from cbcl_pr_ros.srv import TeachClass
+    from cbcl_pr_ros.srv import ListClasses
 
     h = helpers
     memory = tmp_path / "memory.safetensors"
     memory.write_bytes(b"not a memory file" * 10)
-    proc = _start_learner(h, domain_id, tmp_path, {"autostart": True})  # autostart: configure fails
+    proc = _start_learner(h, domain_id, tmp_path, {})  # autostart false: unconfigured
     cli = h.Client(domain_id)
     try:
         assert cli.wait_for_service(GetState, "/learner/get_state", START, proc), proc.output()[-3000:]
-        assert _state(cli, "learner") == "unconfigured"
-        proc.wait_for("configure failed", 30.0)
-        assert "memory.safetensors" in proc.output()
-        assert memory.read_bytes() == b"not a memory file" * 10  # left as it was: nothing lost
-        r = cli.call(TeachClass, "teach_class", TeachClass.Request(label="x", features=_vectors(0.0, 2, 1)))
-        assert not r.success and "configure failed" in r.message and "memory" in r.message, r.message
-        assert not _transition(cli, "learner", "configure")  # a manager's retry: refused again, alive
-        assert _state(cli, "learner") == "unconfigured"
-        memory.rename(tmp_path / "broken.safetensors")  # the operator moves the file away
+        r = cli.call(ListClasses, "list_classes", ListClasses.Request())
+        assert list(r.classes) == [] and "unconfigured" in r.message and "configure" in r.message, r.message
         assert _transition(cli, "learner", "configure") and _transition(cli, "learner", "activate")
-        assert _teach(cli, "mug", 0.0).success
+        proc.wait_for("MEMORY FILE REFUSED", 30.0)
+        aside = list(tmp_path.glob("memory.safetensors.unreadable-*"))
+        assert len(aside) == 1 and aside[0].read_bytes() == b"not a memory file" * 10
+        assert not memory.exists() and _classes(cli) == []
+        r = cli.call(ListClasses, "list_classes", ListClasses.Request())
+        assert r.message == "", r.message
+        assert _teach(cli, "mug", 0.0).success and memory.is_file()
     finally:
         cli.close()
         code = proc.stop()
     assert code == 0, proc.output()[-3000:]
 
 
-def test_learner_cleanup_is_refused_while_its_memory_is_not_on_disk(helpers, domain_id, tmp_path):
-    """A failed autosave is retried at cleanup; while it keeps failing the memory is not freed."""
+def test_learner_refuses_a_teach_it_cannot_save_and_cleanup_keeps_every_class(helpers, domain_id, tmp_path):
+    """A teach whose autosave fails is undone and refused (never success in RAM only); cleanup and
+    configure then bring back exactly what was answered success."""
     from lifecycle_msgs.srv import GetState
 
     h = helpers
@@ -204,13 +206,11 @@ def test_learner_cleanup_is_refused_while_its_memory_is_not_on_disk(helpers, dom
         memory.unlink()
         memory.mkdir()  # the autosave target is no file any more: every save fails, nothing is touched
         taught = _teach(cli, "box", 8.0)
-        assert taught.success and "WARNING" in taught.message, taught.message
-        assert _transition(cli, "learner", "deactivate")
-        assert not _transition(cli, "learner", "cleanup")
-        assert _state(cli, "learner") == "inactive" and _classes(cli) == ["box", "mug"]
-        proc.wait_for("cleanup refused so that no class is lost", 30.0)
-        memory.rmdir()  # the operator fixes the directory: cleanup saves, then frees
-        assert _transition(cli, "learner", "cleanup")
+        assert not taught.success and "could not be saved" in taught.message, taught.message
+        assert _classes(cli) == ["mug"]
+        memory.rmdir()  # the operator fixes the directory: the same teach succeeds
+        assert _teach(cli, "box", 8.0).success
+        assert _transition(cli, "learner", "deactivate") and _transition(cli, "learner", "cleanup")
         assert _transition(cli, "learner", "configure") and _classes(cli) == ["box", "mug"]
     finally:
         cli.close()

@@ -167,19 +167,56 @@ def test_restart_loses_nothing(taught, tmp_path):
     assert again.classify(_blob(rng, centres["mug"], 1)).predictions[0].label == "mug"
 
 
-def test_unwritable_memory_file_keeps_memory_in_ram(tmp_path):
+def test_unwritable_memory_file_refuses_the_change_and_keeps_what_is_on_disk(tmp_path):
+    """A success is a promise: a teach that cannot be saved is undone and refused, not kept in RAM."""
     rng = np.random.default_rng(1)
     c = _controller(tmp_path / "m.safetensors")
     os.mkfifo(tmp_path / "m.safetensors")  # the default file is something a save must not replace
+    v0 = c.model_version
     out = c.teach("mug", _blob(rng, 3.0))
-    assert out.success and "WARNING" in out.message and "could not write memory file" in out.message
-    assert not c.last_save_ok_ and not c.status().last_save_ok
-    assert c.teach("box", _blob(rng, -3.0)).success and c.classes == ["mug", "box"]
+    assert not out.success and "could not be saved" in out.message and "not a regular file" in out.message
+    assert c.classes == [] and c.last_save_ok_ and c.model_version > v0  # undone; versions never go back
     ok, msg, path, size = c.save()
     assert not ok and "not a regular file" in msg and size == 0
-    ok, msg, path, size = c.save("elsewhere.safetensors")
-    assert ok and size > 0 and (tmp_path / path).exists()
+    os.unlink(tmp_path / "m.safetensors")  # the operator repairs it: the same teach now succeeds
+    assert c.teach("mug", _blob(rng, 3.0)).success and c.teach("box", _blob(rng, -3.0)).success
+    os.replace(tmp_path / "m.safetensors", tmp_path / "keep")
+    os.mkfifo(tmp_path / "m.safetensors")
+    for out in (c.forget("mug"), c.rename("box", "crate")):
+        assert not out.success and "could not be saved" in out.message, out.message
+    assert c.classes == ["mug", "box"]
     assert c.classify(_blob(rng, -3.0, 1)).predictions[0].label == "box"
+
+
+def test_ram_only_answers_say_nothing_is_saved():
+    rng = np.random.default_rng(2)
+    c = _controller("")
+    out = c.teach("mug", _blob(rng, 3.0))
+    assert out.success and "RAM only" in out.message, out.message
+
+
+def test_memory_above_its_file_cap_refuses_the_teach_with_the_fix(tmp_path):
+    """The cap is reached in long use (cluster_budget 0 = unbounded): the teach is refused, the classes
+    already saved stay, and a restart serves exactly them."""
+    from cbcl_pr_ros.service.memory_files import MemoryStore
+
+    rng = np.random.default_rng(3)
+    c = _controller(tmp_path / "m.safetensors")
+    c.store = MemoryStore(str(tmp_path), "m.safetensors", max_bytes=6000)
+    taught, refused = [], []
+    for i in range(40):
+        out = c.teach(f"c{i}", _blob(rng, 4.0 * i))
+        (taught if out.success else refused).append((f"c{i}", out.message))
+        if refused:
+            break
+    assert taught and refused, "the cap was never reached"
+    msg = refused[0][1]
+    assert "max_memory_file_bytes" in msg and "cluster_budget" in msg and "forget classes" in msg, msg
+    assert c.classes == [name for name, _ in taught]
+    again = _controller(tmp_path / "m.safetensors")
+    again.store = MemoryStore(str(tmp_path), "m.safetensors", max_bytes=6000)
+    again.load_at_startup(move_aside=False)
+    assert again.classes == c.classes
 
 
 def test_corrupt_or_foreign_memory_files_are_refused(taught, tmp_path):

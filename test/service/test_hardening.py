@@ -319,7 +319,7 @@ def test_strict_startup_fails_on_a_bad_default_and_leaves_the_file(tmp_path):
     assert "loaded 3 classes" in _controller(good).load_at_startup(move_aside=False)
 
 
-def test_save_if_unsaved_retries_a_failed_autosave_before_the_memory_is_freed(tmp_path, monkeypatch):
+def test_a_failed_autosave_undoes_the_change_and_nothing_is_left_unsaved(tmp_path, monkeypatch):
     c = _taught(tmp_path)
     assert c.save_if_unsaved() == (True, "3 classes are in 'memory.safetensors'")
     real = c.store.write
@@ -328,11 +328,11 @@ def test_save_if_unsaved_retries_a_failed_autosave_before_the_memory_is_freed(tm
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(c.store, "write", full_disk)
-    assert c.teach("pot", _blob(7, 6.0)).success and not c.last_save_ok_  # autosave failed, kept in RAM
-    ok, msg = c.save_if_unsaved()
-    assert not ok and "No space left" in msg
+    out = c.teach("pot", _blob(7, 6.0))
+    assert not out.success and "No space left" in out.message and "pot" not in c.classes
+    assert c.last_save_ok_ and c.save_if_unsaved()[0]  # RAM holds only what is on disk
     monkeypatch.setattr(c.store, "write", real)
-    assert c.save_if_unsaved()[0] and c.last_save_ok_
+    assert c.teach("pot", _blob(7, 6.0)).success
     again = _controller(tmp_path)
     again.load_at_startup(move_aside=False)
     assert sorted(again.classes) == ["box", "cup", "mug", "pot"]
