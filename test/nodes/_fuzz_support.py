@@ -362,3 +362,103 @@ def learner_params(mem: Any) -> dict[str, Any]:
             "max_teach_timeout_s": 2.0, "extract_timeout_s": 10.0, "status_period_s": 0.5,
             "max_memory_file_bytes": 1024 * 1024}
 
+
+
+# ------------------------------------------------------------------ lifecycle race (issue 22)
+def lifecycle_race(client: Any, proc: Any, transitions: int, vectors: Callable[[int, int], list],
+                   seed: int = 0, node: str = "learner") -> dict:
+    """Drive ``transitions`` random lifecycle transitions of a live learner while a second thread
+    teaches without pause (feature requests and stream teaches, for which a third thread publishes
+    ``features`` at ~30 Hz). ``vectors(seed, n)`` gives n FeatureVector messages of the learner's
+    backbone. Counts: successes answered, classes lost (answered success but not held once the node
+    is active again: a false success), answers without a reason, transitions that failed.
+    """
+    import random
+
+    from lifecycle_msgs.msg import Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+
+    from cbcl_pr_ros.msg import FeatureVector
+    from cbcl_pr_ros.nodes.qos import service_qos
+    from cbcl_pr_ros.srv import ListClasses, TeachClass
+
+    rnd = random.Random(seed)
+    change = client.node.create_client(ChangeState, f"/{node}/change_state")
+    get = client.node.create_client(GetState, f"/{node}/get_state")
+    teach = client.node.create_client(TeachClass, "teach_class", qos_profile=service_qos())
+    pub = client.node.create_publisher(FeatureVector, "features", 10)
+    stop = threading.Event()
+    out = {"transitions_asked": 0, "transitions_done": 0, "transitions_failed": 0, "teaches": 0,
+           "teach_successes": 0, "stream_teaches": 0, "refusals": 0, "refusals_without_reason": 0,
+           "unanswered_teaches": 0, "refusal_reasons": {}}
+    confirmed: set[str] = set()
+    refused: set[str] = set()
+
+    def publish() -> None:
+        i = 0
+        while not stop.is_set():
+            for m in vectors(10_000 + i, 1):
+                pub.publish(m)
+            i += 1
+            time.sleep(0.033)
+
+    def teach_loop() -> None:
+        j = 0
+        while not stop.is_set():
+            label = f"race_{j}"
+            stream = j % 3 == 2
+            req = (TeachClass.Request(label=label, num_frames=3, timeout_s=1.0) if stream
+                   else TeachClass.Request(label=label, features=vectors(j, 4)))
+            try:
+                r = client.request(teach, req, timeout=60.0)
+            except TimeoutError:
+                out["unanswered_teaches"] += 1
+                j += 1
+                continue
+            out["teaches"] += 1
+            out["stream_teaches"] += stream
+            if r.success:
+                out["teach_successes"] += 1
+                confirmed.add(label)
+            else:
+                refused.add(label)
+                out["refusals"] += 1
+                out["refusals_without_reason"] += not r.message.strip()
+                key = r.message.split(":")[0][:60]
+                out["refusal_reasons"][key] = out["refusal_reasons"].get(key, 0) + 1
+            j += 1
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (publish, teach_loop)]
+    for t in threads:
+        t.start()
+    try:
+        while out["transitions_asked"] < transitions:
+            state = client.request(get, GetState.Request(), timeout=60.0).current_state.label
+            label = {"active": "deactivate", "unconfigured": "configure"}.get(
+                state, rnd.choice(["cleanup", "activate"]) if state == "inactive" else None)
+            if label is None:
+                time.sleep(0.05)  # mid-transition
+                continue
+            ok = client.request(change, ChangeState.Request(transition=Transition(label=label)), timeout=120.0).success
+            out["transitions_asked"] += 1
+            out["transitions_done" if ok else "transitions_failed"] += 1
+            time.sleep(rnd.uniform(0.0, 0.15))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(90)
+    # back to active, then every class answered success must be there
+    for _ in range(4):
+        state = client.request(get, GetState.Request(), timeout=60.0).current_state.label
+        if state == "active":
+            break
+        nxt = {"unconfigured": "configure", "inactive": "activate"}[state]
+        client.request(change, ChangeState.Request(transition=Transition(label=nxt)), timeout=120.0)
+    held = {c.name for c in client.call(ListClasses, "list_classes", ListClasses.Request(), timeout=60.0).classes}
+    out["classes_confirmed"] = len(confirmed)
+    out["classes_held"] = len(held)
+    out["false_successes"] = len(confirmed - held)
+    out["refused_but_held"] = len(refused & held)
+    out["confirmed"] = confirmed
+    out["alive"] = proc.popen.poll() is None
+    return out

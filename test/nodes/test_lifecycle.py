@@ -218,6 +218,47 @@ def test_learner_refuses_a_teach_it_cannot_save_and_cleanup_keeps_every_class(he
     assert code == 0, proc.output()[-3000:]
 
 
+RACE_TRANSITIONS = 60  # CI; bench/bench_hardening.py --parts race runs 240
+
+
+def test_lifecycle_transitions_under_a_teach_loop_lose_no_class_and_answer_no_false_success(
+        helpers, domain_id, tmp_path):
+    """Issue 22: deactivate/cleanup/configure/activate at random while teaches (feature requests and
+    stream teaches) run without pause: every teach answered success is held afterwards and after a
+    restart; every refusal says why; the node lives."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from lifecycle_msgs.srv import GetState
+
+    spec = importlib.util.spec_from_file_location("_fuzz_support", Path(__file__).with_name("_fuzz_support.py"))
+    fz = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = fz
+    spec.loader.exec_module(fz)
+    h = helpers
+    proc = _start_learner(h, domain_id, tmp_path, {"autostart": True})
+    cli = h.Client(domain_id)
+    try:
+        assert cli.wait_for_service(GetState, "/learner/get_state", START, proc), proc.output()[-3000:]
+        out = fz.lifecycle_race(cli, proc, RACE_TRANSITIONS, lambda s, n: _vectors(float(s % 9), n, s), seed=1)
+        confirmed = out.pop("confirmed")
+        assert out["alive"] and out["transitions_done"] >= RACE_TRANSITIONS // 2, out
+        assert out["teach_successes"] > 0 and out["refusals"] > 0, out  # both outcomes were exercised
+        assert out["false_successes"] == 0 and out["refused_but_held"] == 0, out
+        assert out["refusals_without_reason"] == 0 and out["unanswered_teaches"] == 0, out
+        assert proc.stop() == 0, proc.output()[-3000:]
+        proc = _start_learner(h, domain_id, tmp_path, {"autostart": True}, tag="_restarted")
+        assert cli.wait_for_service(GetState, "/learner/get_state", START, proc), proc.output()[-3000:]
+        assert h.wait_until(lambda: "learner ready" in proc.output(), START)
+        assert confirmed <= set(_classes(cli)), sorted(confirmed - set(_classes(cli)))[:5]
+        assert not list(tmp_path.glob("*.tmp"))
+    finally:
+        cli.close()
+        code = proc.stop()
+    assert code == 0 and "Traceback" not in proc.output(), proc.output()[-3000:]
+
+
 # ------------------------------------------------------------------ extractor
 class _Backbone:
     """What the extractor needs of a backbone: a name, a width and ``extract``."""
