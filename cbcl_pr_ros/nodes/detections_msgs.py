@@ -18,6 +18,7 @@ from std_msgs.msg import Header
 from cbcl_pr_ros.msg import DetectedObject, Detections, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import copy_header
 from cbcl_pr_ros.perception import Proposal
+from cbcl_pr_ros.service.validation import check_feature_values
 
 __all__ = [
     "depth_msg_to_array",
@@ -86,14 +87,16 @@ def make_object_features_msg(header: Header, backbone: str, preprocessing: str,
 
 
 def object_features_from_msg(msg: ObjectFeatures, expected_backbone: str | None = None,
-                             expected_dim: int | None = None) -> tuple[list[Proposal], np.ndarray]:
+                             expected_dim: int | None = None,
+                             max_abs: float | None = None) -> tuple[list[Proposal], np.ndarray]:
     """Proposals (no masks) and (n, d) vectors of an ObjectFeatures message.
 
-    Raises ValueError on another backbone, a size mismatch between values and objects, or
-    non-finite values. No objects gives ([], an empty (0, d) array).
+    Raises ValueError on another backbone (an empty name is no exemption, as on ``features``), a size
+    mismatch between values and objects, non-finite values or values above ``max_abs`` (the
+    learner's ``max_feature_abs``). No objects gives ([], an empty (0, d) array).
     """
-    if expected_backbone and msg.backbone and msg.backbone != expected_backbone:
-        raise ValueError(f"object features come from backbone '{msg.backbone}', this learner uses "
+    if expected_backbone and msg.backbone != expected_backbone:
+        raise ValueError(f"object features come from backbone {msg.backbone[:64]!r}, this learner uses "
                          f"'{expected_backbone}'")
     n, d = len(msg.objects), int(msg.dimension)
     v = np.frombuffer(msg.values, np.float32) if isinstance(msg.values, array.array) \
@@ -105,7 +108,9 @@ def object_features_from_msg(msg: ObjectFeatures, expected_backbone: str | None 
     if expected_dim and d != expected_dim:
         raise ValueError(f"object feature dimension {d} does not match the learner's {expected_dim}")
     feats = v.reshape(n, d)
-    if not np.all(np.isfinite(feats)):
+    if max_abs is not None:
+        check_feature_values(feats, max_abs)  # RequestError is a ValueError
+    elif not np.all(np.isfinite(feats)):
         raise ValueError("object feature vectors contain NaN or infinite values")
     props = []
     for o in msg.objects:

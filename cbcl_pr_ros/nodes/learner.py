@@ -509,7 +509,8 @@ class LearnerNode(ManagedNode):
         for c in collectors:
             c.offer(msg)
         try:
-            props, feats = object_features_from_msg(msg, self.backbone_name, ctl.feature_dim or None)
+            props, feats = object_features_from_msg(msg, self.backbone_name, ctl.feature_dim or None,
+                                                    self.limits.max_feature_abs)
         except ValueError as exc:
             self.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
             return
@@ -610,7 +611,8 @@ class LearnerNode(ManagedNode):
                                      f"objects (detect_objects)?")
                 rows, missed = [], 0
                 for m in frames:
-                    props, f = object_features_from_msg(m, self.backbone_name, c.feature_dim or None)
+                    props, f = object_features_from_msg(m, self.backbone_name, c.feature_dim or None,
+                                                        self.limits.max_feature_abs)
                     shape = (int(m.image_height), int(m.image_width))
                     box = roi_box(plan.rois[0], shape, "camera image") if plan.target == "roi" else None
                     k = select_teaching_proposal(props, shape, box)

@@ -48,6 +48,14 @@ def test_object_features_bad_input_is_a_clear_value_error() -> None:
         object_features_from_msg(msg, "other")
     with pytest.raises(ValueError, match="dimension 4 does not match"):
         object_features_from_msg(msg, "bb", 8)
+    msg.backbone = ""  # issue 22: an empty name skipped the check (tracked and taught anyway)
+    with pytest.raises(ValueError, match="backbone '', this learner uses 'bb'"):
+        object_features_from_msg(msg, "bb")
+    msg.backbone = "bb"
+    huge = make_object_features_msg(_header(), "bb", "prep", [_prop((0, 0, 5, 5))], np.full((1, 4), 3e30), (10, 10))
+    with pytest.raises(ValueError, match="max_feature_abs"):
+        object_features_from_msg(huge, "bb", 4, max_abs=1e6)
+    assert object_features_from_msg(huge, "bb", 4)[1].shape == (1, 4)  # no cap given: finite is enough
     msg.values = msg.values[:3]
     with pytest.raises(ValueError, match="3 values for 1 objects"):
         object_features_from_msg(msg, "bb")
