@@ -241,6 +241,61 @@ def _int(meta: dict, key: str, where: str, lo: int, hi: int) -> int:
     return v
 
 
+# Ranges of every numeric config field a memory file may carry (docs/security.md): a file is
+# refused at once when one is outside, so a forged file cannot ask for unbounded work at load or at
+# the next teach (1e9 SGD epochs, a billion rehearsal samples). They match the node parameters'
+# ranges where one exists (test_params checks it) and sit well above every value in use otherwise.
+# name: (low, high, integer, None allowed)
+CONFIG_RANGES: dict[str, tuple[float, float, bool, bool]] = {
+    "distance_threshold": (1e-12, 1e6, False, True),
+    "max_clusters": (1, 10_000_000, True, True),
+    "exemplars_per_class": (1, 100_000, True, False),
+    "singleton_jitter": (0.0, 1e3, False, False),
+    "shrinkage": (0.0, 1.0, False, False),
+    "blend": (0.0, 1e3, False, False),
+    "transform_power": (1e-3, 10.0, False, False),
+    "distance_prior": (1e-12, 1e6, False, True),
+    "epochs": (1, 1000, True, False),
+    "epochs_per_increment": (0, 1000, True, False),
+    "lr": (1e-12, 100.0, False, False),
+    "momentum": (0.0, 1.0, False, False),
+    "weight_decay": (0.0, 100.0, False, False),
+    "batch_size": (1, 100_000, True, False),
+    "vote_neighbours": (1, 10_000, True, False),
+    "unknown_distance_factor": (1e-3, 1000.0, False, False),
+    "min_confidence": (0.0, 1.0, False, False),
+    "seed": (0, 2**63 - 1, True, False),
+    "torch_threads": (1, 256, True, True),
+    "fit_threads": (1, 256, True, True),
+}
+# learner_state fields (scales and counters; the metadata's D is checked in _check_meta, <= 1e6)
+EXTRA_RANGES: dict[str, tuple[float, float]] = {
+    "distance_prior": (1e-12, 1e6), "temperature": (1e-6, 1e6), "temperature_weight": (0.0, 1e12),
+}
+
+
+def _in_range(value: Any, lo: float, hi: float, integer: bool) -> bool:
+    kinds = (int,) if integer else (int, float)
+    return (not isinstance(value, bool) and isinstance(value, kinds) and math.isfinite(value)
+            and lo <= value <= hi)
+
+
+def _check_ranges(meta: dict, config: dict, where: str) -> None:
+    """Every numeric field of the config and of the learner state within its range."""
+    for key, (lo, hi, integer, none_ok) in CONFIG_RANGES.items():
+        if key not in config or (config[key] is None and none_ok):
+            continue
+        if not _in_range(config[key], lo, hi, integer):
+            raise _bad(where, f"config {key} must be {'an integer' if integer else 'a number'} in "
+                              f"[{lo:g}, {hi:g}], got {str(config[key])[:40]}")
+    extra = meta.get("learner_state")
+    if isinstance(extra, dict):
+        for key, (lo, hi) in EXTRA_RANGES.items():
+            if extra.get(key) is not None and not _in_range(extra[key], lo, hi, False):
+                raise _bad(where, f"learner_state {key} must be a number in [{lo:g}, {hi:g}], "
+                                  f"got {str(extra[key])[:40]}")
+
+
 def _check_meta(meta: dict, where: str) -> tuple[int, list[str], str, str | None]:
     """Types and ranges of the metadata fields; returns (d, classes, covariance, head_kind)."""
     backbone = meta.get("backbone")
@@ -263,6 +318,7 @@ def _check_meta(meta: dict, where: str) -> tuple[int, list[str], str, str | None
     config = meta.get("config")
     if not isinstance(config, dict):
         raise _bad(where, "config must be a JSON object")
+    _check_ranges(meta, config, where)
     covariance = config.get("covariance", "full")
     if covariance not in COVARIANCE_MODES:
         raise _bad(where, f"config covariance must be one of {COVARIANCE_MODES}, got {covariance!r}")
@@ -273,8 +329,9 @@ def _check_meta(meta: dict, where: str) -> tuple[int, list[str], str, str | None
     if dist is None:
         if classes:
             raise _bad(where, "distance threshold D is missing although classes are stored")
-    elif isinstance(dist, bool) or not isinstance(dist, (int, float)) or not math.isfinite(dist) or dist <= 0:
-        raise _bad(where, f"distance threshold D must be a finite number > 0, got {dist!r}")
+    elif isinstance(dist, bool) or not isinstance(dist, (int, float)) or not math.isfinite(dist) or dist <= 0 \
+            or dist > 1e6:
+        raise _bad(where, f"distance threshold D must be a finite number > 0 and <= 1e6, got {str(dist)[:40]}")
     head_kind = meta.get("head_kind")
     if head_kind is not None and not isinstance(head_kind, str):
         raise _bad(where, f"head_kind must be a string or null, got {head_kind!r}")

@@ -365,3 +365,46 @@ def test_teach_with_bad_views_is_refused_and_changes_nothing(tmp_path):
         assert (c.classes, c.learner_.model_version_) == before
     out = c.teach("pan", shots, "images", good)
     assert out.success and out.num_examples == 3  # the views are the class's spread, not examples
+
+
+@pytest.mark.parametrize("key, value", [("epochs", 10**9), ("epochs", 1001), ("exemplars_per_class", 10**7),
+                                        ("batch_size", 0), ("lr", 1e30), ("vote_neighbours", 10**6),
+                                        ("epochs_per_increment", -1), ("fit_threads", 10_000), ("shrinkage", 2.0)])
+def test_a_memory_file_asking_unbounded_work_is_refused_at_once(tmp_path, key, value):
+    """Issue 22: a forged config (linear_sgd with 1e9 epochs) made load_memory never answer; every
+    numeric config field now has a documented range (persistence.CONFIG_RANGES)."""
+    import dataclasses
+
+    from cbcl_pr_ros.core import state_to_bytes
+
+    lrn = _learner(classifier="linear_sgd", epochs=2)
+    lrn.teach_increment({"mug": _blob(1, 0.0), "box": _blob(2, 5.0)})
+    state = lrn.to_state()
+    state = dataclasses.replace(state, config={**state.config, key: value})
+    blob = state_to_bytes(state)  # the digest is recomputed: only the ranges can refuse it
+    with pytest.raises(MemoryFileError, match=f"config {key} must be"):
+        state_from_bytes(blob, "forged")
+    c = _taught(tmp_path)
+    (tmp_path / "forged.safetensors").write_bytes(blob)
+    t0 = time.monotonic()
+    out = c.load("forged.safetensors")
+    assert not out.success and f"config {key}" in out.message and sorted(c.classes) == ["box", "cup", "mug"]
+    assert time.monotonic() - t0 < 600  # a guard against a hang, not a timing claim
+
+
+def test_config_ranges_cover_every_numeric_config_field_and_the_parameter_ranges():
+    import dataclasses
+
+    from cbcl_pr_ros.service.params import PARAMS
+
+    numeric = {f.name for f in dataclasses.fields(LearnerConfig)
+               if f.type in ("int", "float", "int | None", "float | None")}
+    assert numeric == set(persistence.CONFIG_RANGES), numeric ^ set(persistence.CONFIG_RANGES)
+    by_config_name = {"cluster_budget": "max_clusters", "exemplars_per_class": "exemplars_per_class",
+                      "unknown_distance_factor": "unknown_distance_factor", "unknown_threshold": "min_confidence"}
+    for spec in PARAMS:
+        key = by_config_name.get(spec.name)
+        if key is None or spec.min is None:
+            continue
+        lo, hi, _, _ = persistence.CONFIG_RANGES[key]
+        assert hi >= spec.max, (spec.name, hi, spec.max)  # every value a node can be given is loadable
