@@ -33,7 +33,8 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from cbcl_pr_ros.service.robot_params import ARM_PARAMS, check_parameters
+from cbcl_pr_ros.nodes.ros_params import install_validation
+from cbcl_pr_ros.service.robot_params import ARM_PARAMS, check_parameters, on_set_check
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
 from cbcl_pr_ros.nodes.spin import run_node
@@ -61,6 +62,7 @@ class ArmNode(Node):
                                                                                 read_only=True))
         g = lambda n: self.get_parameter(n).value  # noqa: E731
         check_parameters(ARM_PARAMS, g)
+        install_validation(self, ARM_PARAMS, on_set_check(ARM_PARAMS))  # read-only, and checked if ever settable
         self.backend = check_backend(g("backend"))
         self.side = g("side")
         poses = parse_object_poses([e for e in g("object_poses") if not e.startswith("none:")])

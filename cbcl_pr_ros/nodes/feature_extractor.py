@@ -42,7 +42,7 @@ from cbcl_pr_ros.nodes.conversions import (
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
-from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
+from cbcl_pr_ros.nodes.ros_params import declare_parameters, parameter, read_parameters
 from cbcl_pr_ros.service.params import EXTRACTOR
 from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos, service_qos
@@ -304,7 +304,7 @@ class FeatureExtractorNode(ManagedNode):
         self._camera_info = msg
 
     def _objects_wanted(self) -> bool:
-        mode = str(self.get_parameter("detect_objects").value)
+        mode = str(parameter(self, "detect_objects"))  # YAML on/off booleans mean on/off
         return mode == "on" or (mode == "auto" and self._latest_depth is not None)
 
     def _depth_for(self, header: Any) -> tuple[Any, Any]:

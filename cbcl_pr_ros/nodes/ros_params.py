@@ -4,11 +4,11 @@ The table itself and its validation live in :mod:`cbcl_pr_ros.service.params` (n
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-from cbcl_pr_ros.service.params import ParamSpec, specs_for, validate_parameter
+from cbcl_pr_ros.service.params import ParamSpec, cross_check, normalise, specs_for, validate_parameter
 
-__all__ = ["declare_parameters", "read_parameters"]
+__all__ = ["declare_parameters", "read_parameters", "install_validation", "parameter"]
 
 
 def _descriptor(spec: ParamSpec):
@@ -17,7 +17,9 @@ def _descriptor(spec: ParamSpec):
     desc = spec.description
     if spec.choices:
         desc += f" [{'|'.join(spec.choices)}]"
-    d = ParameterDescriptor(description=desc, read_only=spec.read_only)
+    # an on/off enum takes YAML's booleans too (normalised when read): dynamically typed
+    d = ParameterDescriptor(description=desc, read_only=spec.read_only,
+                            dynamic_typing=spec.yaml_bools is not None)
     if isinstance(spec.default, float) and spec.min is not None and spec.max is not None:
         d.floating_point_range = [FloatingPointRange(from_value=float(spec.min),
                                                      to_value=float(spec.max), step=0.0)]
@@ -32,21 +34,39 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
 
     ``overrides`` replace the table's defaults (values from a YAML file still win over both).
     """
-    from rcl_interfaces.msg import SetParametersResult
-
     overrides = overrides or {}
-    for spec in specs_for(kind):
+    specs = specs_for(kind)
+    for spec in specs:
         default = overrides.get(spec.name, spec.default)
         node.declare_parameter(spec.name, default, _descriptor(spec))
         reason = validate_parameter(spec.name, node.get_parameter(spec.name).value)
         if reason:
             raise ValueError(f"parameter {reason}")
+    reason = cross_check(read_parameters(node, kind))
+    if reason:
+        raise ValueError(f"parameter {reason}")
+    install_validation(node, specs, lambda name, value, current: validate_parameter(name, value, current))
+
+
+def install_validation(node: Any, specs: Iterable[ParamSpec],
+                       check: Callable[[str, Any, dict[str, Any]], str | None]) -> None:
+    """An on-set-parameters callback that refuses a value ``check(name, value, values after the
+    change)`` finds a reason against, with that reason (a user's mistake: logged as a warning)."""
+    from rcl_interfaces.msg import SetParametersResult
+
+    names = [spec.name for spec in specs]
 
     def _on_set(params: Iterable[Any]) -> SetParametersResult:
         try:
+            params = list(params)
+            current = {n: node.get_parameter(n).value for n in names if node.has_parameter(n)}
+            current.update({p.name: p.value for p in params if p.name in names})
             for p in params:
-                reason = validate_parameter(p.name, p.value)
+                if p.name not in names:
+                    continue  # not ours (use_sim_time, qos_overrides...): ROS decides
+                reason = check(p.name, p.value, current)
                 if reason:
+                    node.get_logger().warning(f"parameter change refused: {reason}")
                     return SetParametersResult(successful=False, reason=reason)
         except Exception as exc:  # a parameter request must never end the node
             return SetParametersResult(successful=False, reason=f"refused ({type(exc).__name__})")
@@ -56,5 +76,13 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
 
 
 def read_parameters(node: Any, kind: str) -> dict[str, Any]:
-    """Current values of the parameters of ``kind`` as a plain dict."""
-    return {spec.name: node.get_parameter(spec.name).value for spec in specs_for(kind)}
+    """Current values of the parameters of ``kind`` as a plain dict (on/off enums normalised)."""
+    return {spec.name: normalise(spec, node.get_parameter(spec.name).value) for spec in specs_for(kind)}
+
+
+def parameter(node: Any, spec_name: str) -> Any:
+    """One parameter's current value as the node uses it (on/off enums normalised)."""
+    from cbcl_pr_ros.service.params import PARAMS
+
+    spec = next(s for s in PARAMS if s.name == spec_name)
+    return normalise(spec, node.get_parameter(spec_name).value)

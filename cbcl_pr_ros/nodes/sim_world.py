@@ -31,7 +31,8 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
-from cbcl_pr_ros.service.robot_params import SIM_WORLD_PARAMS, check_parameters
+from cbcl_pr_ros.nodes.ros_params import install_validation
+from cbcl_pr_ros.service.robot_params import SIM_WORLD_PARAMS, check_parameters, on_set_check
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.robot.world import CameraConfig, Frame, SimWorld, WorldConfig
@@ -75,6 +76,7 @@ class SimWorldNode(Node):
                                                                                 read_only=True))
         g = lambda n: self.get_parameter(n).value  # noqa: E731
         check_parameters(SIM_WORLD_PARAMS, g)
+        install_validation(self, SIM_WORLD_PARAMS, on_set_check(SIM_WORLD_PARAMS))  # read-only, and checked if ever settable
         if g("camera_side") not in ("left", "right"):
             raise ValueError(f"camera_side must be left or right, got {g('camera_side')!r}")
         cam = CameraConfig(int(g("width")), int(g("height")), float(g("fov_deg")))

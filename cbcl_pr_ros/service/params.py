@@ -21,6 +21,8 @@ __all__ = [
     "specs_for",
     "validate_parameter",
     "check_value",
+    "cross_check",
+    "normalise",
     "default_config_path",
     "feature_dim_for",
     "learner_config",
@@ -50,6 +52,9 @@ class ParamSpec:
     max: float | None = None
     choices: tuple[str, ...] | None = None
     read_only: bool = True  # structural: fixed for the node's life (change = restart)
+    # an enum whose names YAML reads as booleans (on/off): (name for true, name for false); the
+    # parameter is then dynamically typed, so `ros2 param set ... on` and `detect_objects: off` work
+    yaml_bools: tuple[str, str] | None = None
 
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -164,7 +169,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "node clock, bursts of 2); 0 = one per feature vector, i.e. the camera's rate",
               (LEARNER,), min=0.0, max=1000.0, read_only=False),
     ParamSpec("teach_num_frames", 10, "Frames taken from the stream by a TeachClass without "
-              "images or features", (LEARNER,), min=1, max=10_000, read_only=False),
+              "images or features (at most max_teach_frames: a larger value is refused, not clamped)",
+              (LEARNER,), min=1, max=10_000, read_only=False),
     ParamSpec("teach_views", 8,
               "Jittered copies (crop, mirror, colour; features/augment.py) of every image or object crop "
               "taught from a TeachClass request, sent through the backbone with it: one backbone pass "
@@ -177,7 +183,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "The views' vectors are moved onto their own image's (x + spread (v - mean of its views)): "
               "the class mean stays the taught images', the views only add spread (docs/core.md, Levers)",
               (LEARNER,), min=0.0, max=1.0, read_only=False),
-    ParamSpec("teach_timeout_s", 10.0, "Seconds a TeachClass waits for those frames", (LEARNER,),
+    ParamSpec("teach_timeout_s", 10.0, "Seconds a TeachClass waits for those frames (at most "
+              "max_teach_timeout_s: a larger value is refused, not clamped)", (LEARNER,),
               min=0.1, max=3600.0, read_only=False),
     ParamSpec("extract_timeout_s", 10.0,
               "Seconds to wait for the extractor's service when images are sent to the learner",
@@ -193,8 +200,9 @@ PARAMS: tuple[ParamSpec, ...] = (
               BOTH),
     ParamSpec("detect_objects", "auto",
               "Find the objects of each frame and compute their vectors in the same backbone batch: "
-              "auto (once a depth frame has arrived), on (also RGB-only cameras), off (frame vector only)",
-              (EXTRACTOR,), choices=("auto", "on", "off"), read_only=False),
+              "auto (once a depth frame has arrived), on (also RGB-only cameras), off (frame vector only); "
+              "YAML's booleans mean on/off (`ros2 param set /feature_extractor detect_objects on` works)",
+              (EXTRACTOR,), choices=("auto", "on", "off"), read_only=False, yaml_bools=("on", "off")),
     ParamSpec("depth_topic", "depth", "Depth image registered to the colour image (32FC1 m or 16UC1 mm)",
               (EXTRACTOR,)),
     ParamSpec("camera_info_topic", "camera_info", "CameraInfo of the colour image (intrinsics K)",
@@ -228,43 +236,82 @@ def specs_for(node: str) -> list[ParamSpec]:
     return [p for p in PARAMS if node in p.nodes]
 
 
-def validate_parameter(name: str, value: Any) -> str | None:
-    """None when ``value`` is acceptable for parameter ``name``, else the reason (for the on-set callback)."""
+def validate_parameter(name: str, value: Any, current: dict[str, Any] | None = None) -> str | None:
+    """None when ``value`` is acceptable for parameter ``name``, else the reason (for the on-set callback).
+
+    ``current``: the node's other parameter values (after this change), for the rules that tie two
+    parameters together (:func:`cross_check`).
+    """
     spec = _BY_NAME.get(name)
     if spec is None:
         return None  # not ours (e.g. use_sim_time): let ROS decide
     reason = check_value(spec, value)
     if reason:
         return reason
+    value = normalise(spec, value)
     if name in ("backbone", "image_topic", "features_topic", "extract_service") and not value.strip():
         return f"{name} must not be empty"
+    if name == "teach_views" and value == 1:
+        return "teach_views 1 is refused: one view measures no spread; use 0 (off) or 2-16"
     if name == "memory_dir" and value and not os.path.isabs(value):
-        return f"memory_dir must be an absolute path or '' (nothing is expanded), got {value!r}"
+        return f"memory_dir must be an absolute path or '' (nothing is expanded), got {short(value)}"
     if name == "memory_path" and value and not os.path.isabs(value) and (
             "/" in value or value.startswith(".") or "$" in value or value.startswith("~")):
         return (f"memory_path must be a file name inside memory_dir or an absolute path (nothing is "
-                f"expanded), got {value!r}")
+                f"expanded), got {short(value)}")
+    if current is not None:
+        return cross_check({**current, name: value}, only=name)
     return None
+
+
+# (parameter, its cap): a run-time default above the cap of a request field would be clamped silently
+_CAPPED_BY = {"teach_timeout_s": "max_teach_timeout_s", "teach_num_frames": "max_teach_frames"}
+
+
+def cross_check(values: dict[str, Any], only: str | None = None) -> str | None:
+    """The rules between parameters (each default within its request cap); None when they hold.
+    ``only``: check just the rules that involve this parameter."""
+    for name, cap in _CAPPED_BY.items():
+        if only not in (None, name, cap) or name not in values or cap not in values:
+            continue
+        if values[name] > values[cap]:
+            return (f"{name} {values[name]} is above {cap} {values[cap]}, the most a TeachClass may ask: "
+                    f"use at most {values[cap]}, or raise {cap} at start (read-only)")
+    return None
+
+
+def short(value: Any, limit: int = 40) -> str:
+    """repr of a value cut to ``limit`` characters: refusals never echo a long value."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(str(value))} characters)"
+
+
+def normalise(spec: ParamSpec, value: Any) -> Any:
+    """The value as the node uses it: YAML's booleans become the enum's on/off names."""
+    if spec.yaml_bools is not None and isinstance(value, bool):
+        return spec.yaml_bools[0] if value else spec.yaml_bools[1]
+    return value
 
 
 def check_value(spec: ParamSpec, value: Any) -> str | None:
     """Type, finiteness, choices and range of ``value`` against ``spec`` (None: acceptable)."""
     name = spec.name
+    value = normalise(spec, value)
     want = type(spec.default)
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if want is bool and not isinstance(value, bool) or want is not bool and isinstance(value, bool):
-        return f"{name} must be {want.__name__}, got {type(value).__name__} {value!r}"
+        return f"{name} must be {want.__name__}, got {type(value).__name__} {short(value)}"
     if not isinstance(value, want):
-        return f"{name} must be {want.__name__}, got {type(value).__name__} {value!r}"
+        return f"{name} must be {want.__name__}, got {type(value).__name__} {short(value)}"
     if isinstance(value, float) and not math.isfinite(value):
         return f"{name} must be finite, got {value!r}"
     if spec.choices is not None and value not in spec.choices:
-        return f"{name} must be one of {', '.join(spec.choices)}; got {value!r}"
+        return f"{name} must be one of {', '.join(spec.choices)}; got {short(value)}"
     if spec.min is not None and value < spec.min:
-        return f"{name} must be >= {spec.min}, got {value!r}"
+        return f"{name} must be >= {spec.min}, got {short(value)}"
     if spec.max is not None and value > spec.max:
-        return f"{name} must be <= {spec.max}, got {value!r}"
+        return f"{name} must be <= {spec.max}, got {short(value)}"
     return None
 
 

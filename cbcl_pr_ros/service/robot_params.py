@@ -12,7 +12,8 @@ from typing import Any
 
 from cbcl_pr_ros.service.params import ParamSpec, check_value
 
-__all__ = ["ARM", "SIM_WORLD", "ARM_PARAMS", "SIM_WORLD_PARAMS", "check_parameters"]
+__all__ = ["ARM", "SIM_WORLD", "ARM_PARAMS", "SIM_WORLD_PARAMS", "check_parameters", "check_robot_parameter",
+           "on_set_check"]
 
 ARM = "arm"
 SIM_WORLD = "sim_world"
@@ -58,17 +59,24 @@ SIM_WORLD_PARAMS: tuple[ParamSpec, ...] = (
 )
 
 
+def check_robot_parameter(spec: ParamSpec, value: Any) -> str | None:
+    """None when ``value`` fits ``spec`` (type, range, choices, the list and frame rules), else why."""
+    reason = check_value(spec, value)
+    if reason is None and isinstance(value, list) and not all(isinstance(v, str) for v in value):
+        reason = f"{spec.name} must be a list of strings"
+    if reason is None and spec.name in ("frame_id", "camera_frame_id") and not str(value).strip():
+        reason = f"{spec.name} must not be empty"
+    return reason
+
+
 def check_parameters(specs: Iterable[ParamSpec], value_of: Callable[[str], Any]) -> None:
     """Raise ValueError naming every parameter whose value (``value_of(name)``) is out of its spec."""
-    problems = []
-    for spec in specs:
-        value = value_of(spec.name)
-        reason = check_value(spec, value)
-        if reason is None and isinstance(value, list) and not all(isinstance(v, str) for v in value):
-            reason = f"{spec.name} must be a list of strings"
-        if reason is None and spec.name in ("frame_id", "camera_frame_id") and not str(value).strip():
-            reason = f"{spec.name} must not be empty"
-        if reason:
-            problems.append(reason)
+    problems = [r for r in (check_robot_parameter(spec, value_of(spec.name)) for spec in specs) if r]
     if problems:
         raise ValueError("invalid parameters: " + "; ".join(problems))
+
+
+def on_set_check(specs: Iterable[ParamSpec]) -> Callable[[str, Any, dict], str | None]:
+    """The check for ``nodes.ros_params.install_validation`` (a later set is validated like a start value)."""
+    by_name = {spec.name: spec for spec in specs}
+    return lambda name, value, _current: check_robot_parameter(by_name[name], value) if name in by_name else None

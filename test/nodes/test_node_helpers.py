@@ -342,6 +342,50 @@ def test_declared_parameters_have_ranges_and_reject_bad_values():
         node.destroy_node()
 
 
+def test_parameters_on_set_agree_with_their_descriptions():
+    """Issue 22 / 21: teach_views 1 refused; the stream-teach defaults refused above their request
+    caps (not clamped); detect_objects takes YAML's on/off booleans; refusals echo a short prefix;
+    the arm's and the world's parameters are validated by the same kind of callback."""
+    import rclpy
+    from rclpy.parameter import Parameter
+    from ros_testing import domain, isolated_context
+
+    from cbcl_pr_ros.nodes.ros_params import declare_parameters, install_validation, parameter
+    from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, validate_parameter
+    from cbcl_pr_ros.service.robot_params import SIM_WORLD_PARAMS, on_set_check
+
+    assert "one view measures no spread" in validate_parameter("teach_views", 1)
+    assert validate_parameter("teach_views", 0) is None and validate_parameter("teach_views", 2) is None
+    long = validate_parameter("memory_dir", "x" * 1_000_000)
+    assert len(long) < 300 and "1000000 characters" in long
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = rclpy.create_node("params_probe", context=ctx)
+        declare_parameters(node, LEARNER)
+        for name, value, why in (("teach_views", 1, "no spread"), ("teach_timeout_s", 61.0, "max_teach_timeout_s"),
+                                 ("teach_num_frames", 101, "max_teach_frames")):
+            r = node.set_parameters([Parameter(name, value=value)])[0]
+            assert not r.successful and why in r.reason, (name, r.reason)
+        assert node.set_parameters([Parameter("teach_timeout_s", value=60.0)])[0].successful
+        assert node.set_parameters([Parameter("teach_num_frames", value=100)])[0].successful
+        node.destroy_node()
+        ex = rclpy.create_node("extractor_probe", context=ctx)
+        declare_parameters(ex, EXTRACTOR)
+        for value, seen in ((True, "on"), (False, "off"), ("auto", "auto"), ("on", "on")):
+            assert ex.set_parameters([Parameter("detect_objects", value=value)])[0].successful, value
+            assert parameter(ex, "detect_objects") == seen
+        for bad in ("maybe", 3):
+            r = ex.set_parameters([Parameter("detect_objects", value=bad)])[0]
+            assert not r.successful and "detect_objects" in r.reason
+        ex.destroy_node()
+        world = rclpy.create_node("world_probe", context=ctx, automatically_declare_parameters_from_overrides=False)
+        world.declare_parameter("rate_hz", 5.0)  # settable here, to reach the callback
+        install_validation(world, SIM_WORLD_PARAMS, on_set_check(SIM_WORLD_PARAMS))
+        r = world.set_parameters([Parameter("rate_hz", value=1e9)])[0]
+        assert not r.successful and "rate_hz must be <=" in r.reason
+        assert world.set_parameters([Parameter("rate_hz", value=30.0)])[0].successful
+        world.destroy_node()
+
+
 # ------------------------------------------------------------------ small pieces
 def test_qos_profiles():
     from cbcl_pr_ros.nodes.qos import describe_qos, image_qos, status_qos
