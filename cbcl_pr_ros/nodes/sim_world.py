@@ -35,12 +35,18 @@ from cbcl_pr_ros.nodes.ros_params import install_validation
 from cbcl_pr_ros.service.robot_params import SIM_WORLD_PARAMS, check_parameters, on_set_check
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.robot.world import CameraConfig, Frame, SimWorld, WorldConfig
+from cbcl_pr_ros.robot.world import MAX_OBJECTS, CameraConfig, Frame, SimWorld, WorldConfig
 from cbcl_pr_ros.srv import ClearObjects, PlaceObject
 
 __all__ = ["SimWorldNode", "frame_messages", "main"]
 
 _PARAMS = {spec.name: (spec.default, spec.description) for spec in SIM_WORLD_PARAMS}
+
+
+def short_list(names: list[str], limit: int = 200) -> str:
+    """Names for a message, cut to ``limit`` characters (a request's names are not echoed whole)."""
+    text = ", ".join(repr(n[:40]) for n in names[:10]) + (f" (+{len(names) - 10} more)" if len(names) > 10 else "")
+    return text[:limit]
 
 
 def frame_messages(frame: Frame, header: Header) -> tuple[Image, CameraInfo, Image, PoseStamped]:
@@ -195,18 +201,34 @@ class SimWorldNode(Node):
         return resp
 
     def _on_clear(self, req: Any, resp: Any) -> Any:
+        """Remove the named objects (each name once), or all; the answer lists what was removed."""
+        asked = list(dict.fromkeys(req.names))  # a name given twice is removed once
+        if len(asked) > MAX_OBJECTS:
+            resp.success, resp.message = False, (f"nothing removed: {len(asked)} names, the table holds at most "
+                                                 f"{MAX_OBJECTS} objects")
+            return resp
+        removed: list[str] = []
         with self.world_lock:
             present = [o.name for o in self.world.objects]
-            names = [n for n in req.names] or present
+            names = asked or present
             missing = [n for n in names if n not in present]
             if missing:
                 resp.success = False
-                resp.message = f"nothing removed: no object named {missing} (present: {present or 'none'})"
+                resp.message = (f"nothing removed: no object named {short_list(missing)} "
+                                f"(present: {short_list(present) if present else 'none'})")
                 return resp
-            for n in names:
-                self.world.remove_object(n)
-        resp.success, resp.removed = True, list(names)
-        resp.message = f"removed {len(names)} object(s)"
+            try:
+                for n in names:
+                    self.world.remove_object(n)
+                    removed.append(n)
+            except Exception as exc:  # the simulator failed mid-way: say exactly what was done
+                resp.success, resp.removed = False, removed
+                resp.message = (f"removed {len(removed)} of {len(names)} object(s); removing "
+                                f"{short_list([n])} failed ({type(exc).__name__})")
+                self.get_logger().error(resp.message)
+                return resp
+        resp.success, resp.removed = True, removed
+        resp.message = f"removed {len(removed)} object(s)"
         return resp
 
     # ------------------------------------------------------------------ camera

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -18,6 +19,17 @@ import numpy as np
 
 from . import baxter
 from .assets import CATALOGUE, TEXTURES, ObjectModel, baxter_urdf, mesh_extent, robosuite_assets_dir
+
+# What PlaceObject accepts (a peer's request): plain names that cannot forge a log line or look like a
+# path, and a bound on the objects on the table (each one is a PyBullet body rendered every frame).
+OBJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MAX_OBJECTS = 64
+
+
+def _short(value: object, limit: int = 60) -> str:
+    """repr of a request value cut to ``limit`` characters (refusals never echo a long value)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 __all__ = [
     "CameraConfig",
@@ -399,7 +411,7 @@ class SimWorld:
 
     def _get(self, name: str) -> SceneObject:
         if name not in self._objects:
-            raise ValueError(f"no object named {name!r} in the world; present: {sorted(self._objects)}")
+            raise ValueError(f"no object named {_short(name)} in the world; present: {_short(sorted(self._objects), 200)}")
         return self._objects[name]
 
     @property
@@ -451,10 +463,16 @@ class SimWorld:
         spot. Every argument is checked first (ValueError naming it): nothing is placed on bad input.
         """
         if category not in CATALOGUE:
-            raise ValueError(f"unknown category {category!r}; known: {', '.join(sorted(CATALOGUE))}")
+            raise ValueError(f"unknown category {_short(category)}; known: {', '.join(sorted(CATALOGUE))}")
         if isinstance(instance, bool) or not 0 <= int(instance) < 1000:
             raise ValueError(f"instance must be in [0, 1000), got {instance!r}")
         name = (name or f"{category}_{int(instance)}").strip()
+        if not OBJECT_NAME.fullmatch(name):
+            raise ValueError(f"object name {_short(name)} refused: use 1-64 letters, digits, '_', '-' or '.', "
+                             "starting with a letter or digit")
+        if len(self._objects) >= MAX_OBJECTS:
+            raise ValueError(f"the table already holds {len(self._objects)} objects, the most placed at once "
+                             f"(MAX_OBJECTS): clear some first")
         if name in self._objects:
             raise ValueError(f"an object named {name!r} is already on the table; clear it or pick another name")
         if not math.isfinite(float(yaw)):

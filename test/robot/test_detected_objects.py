@@ -89,10 +89,29 @@ def test_world_place_checks_every_field_and_finds_free_spots() -> None:
                           ({"category": "mug", "instance": 1}, "already on the table"),
                           ({"category": "mug", "instance": 2, "xy": (3.0, 0.0)}, "not on the table"),
                           ({"category": "mug", "instance": 2, "xy": (np.nan, 0.0)}, "finite"),
-                          ({"category": "mug", "instance": -1}, "instance")]:
+                          ({"category": "mug", "instance": -1}, "instance"),
+                          # issue 22: names that forge log lines, look like paths or fill memory
+                          ({"category": "mug", "instance": 3, "name": "x" * 1_000_000}, "object name"),
+                          ({"category": "mug", "instance": 3, "name": "evil\nINFO forged"}, "object name"),
+                          ({"category": "mug", "instance": 3, "name": "../etc/passwd"}, "object name"),
+                          ({"category": "x" * 100_000}, "unknown category")]:
             n = len(world.objects)
-            with pytest.raises(ValueError, match=match):
+            with pytest.raises(ValueError, match=match) as err:
                 world.place(**kw)
-            assert len(world.objects) == n  # nothing placed
+            assert len(world.objects) == n and len(str(err.value)) < 400  # nothing placed, no long echo
+    finally:
+        world.close()
+
+
+def test_world_caps_the_objects_placed_at_once() -> None:
+    from cbcl_pr_ros.robot.world import MAX_OBJECTS
+
+    world = SimWorld(WorldConfig(camera=CameraConfig(64, 48), with_robot=False), seed=0)
+    try:
+        for i in range(MAX_OBJECTS):
+            world.place("ball", i, xy=(0.7, -0.1))  # one spot: the service does not check overlaps
+        with pytest.raises(ValueError, match="the most placed at once"):
+            world.place("ball", MAX_OBJECTS + 1, xy=(0.7, -0.1))
+        assert len(world.objects) == MAX_OBJECTS
     finally:
         world.close()
