@@ -27,7 +27,7 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-__all__ = ["run_node", "run_nodes", "spin_until", "spin_until_signal", "stop_executor"]
+__all__ = ["run_node", "run_nodes", "spin_until", "spin_until_signal", "stop_executor", "domain_id_problem"]
 
 N = TypeVar("N", bound=Node)
 
@@ -77,12 +77,35 @@ def spin_until_signal(nodes: Sequence[Node], threads_per_node: int, stop: thread
             stop_executor(executor)
 
 
+MAX_DOMAIN_ID = 232  # the highest id whose DDS ports fit (Fast DDS says "port number is too high" above)
+
+
+def domain_id_problem(value: str | None) -> str | None:
+    """One plain sentence when ``ROS_DOMAIN_ID`` cannot work, else None (unset or "" = domain 0)."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if not text.isdigit():
+        return f"ROS_DOMAIN_ID must be a whole number from 0 to {MAX_DOMAIN_ID}, got {text[:20]!r}"
+    if int(text) > MAX_DOMAIN_ID:
+        return (f"ROS_DOMAIN_ID {int(text)} is above {MAX_DOMAIN_ID}, the highest id DDS can use: "
+                f"pick one from 0 to {MAX_DOMAIN_ID} (e.g. export ROS_DOMAIN_ID=42)")
+    return None
+
+
 def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: list[str] | None = None,
               on_stop: Callable[[Sequence[Node]], None] | None = None) -> int:
     """Build the nodes, spin them until SIGINT/SIGTERM or an external shutdown, stop them in order.
 
-    ``on_stop`` runs after the executors stopped and before the nodes are destroyed.
+    ``on_stop`` runs after the executors stopped and before the nodes are destroyed. An unusable
+    ``ROS_DOMAIN_ID`` ends the process at once with one plain line and exit code 2.
     """
+    import os
+
+    problem = domain_id_problem(os.environ.get("ROS_DOMAIN_ID"))
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     stop = threading.Event()
     handled = (signal.SIGINT, signal.SIGTERM)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}

@@ -254,3 +254,22 @@ def test_the_check_catches_a_node_given_another_nodes_file():
     got = _probe(["--ros-args", "--params-file", str(CONFIG / "sim_world.yaml"),
                   "--params-file", str(CONFIG / "arm.yaml")], "arm", "")
     _check_node(got, "arm", "", [str(CONFIG / "arm.yaml")])
+
+
+def test_a_domain_id_dds_cannot_use_is_said_plainly():
+    """Issue 22: ROS_DOMAIN_ID 233+ ended every node with Fast DDS's "port number is too high"."""
+    import subprocess
+
+    from ros_testing import installed_executable, ros_env
+
+    from cbcl_pr_ros.nodes.spin import domain_id_problem
+
+    assert domain_id_problem(None) is None and domain_id_problem("") is None and domain_id_problem("232") is None
+    assert "above 232" in domain_id_problem("233") and "whole number" in domain_id_problem("x" * 1000)
+    env = {**ros_env(0), "ROS_DOMAIN_ID": "300"}
+    r = subprocess.run([sys.executable, str(installed_executable("learner_node"))], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines == ["error: ROS_DOMAIN_ID 300 is above 232, the highest id DDS can use: pick one from 0 to 232 "
+                     "(e.g. export ROS_DOMAIN_ID=42)"], r.stderr[-2000:]
