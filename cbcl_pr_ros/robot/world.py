@@ -488,7 +488,7 @@ class SimWorld:
                 raise ValueError(f"position must be two finite numbers (x, y), got {xy.tolist()}")
             (cx, cy), (sx, sy) = self.config.table_center, self.config.table_size
             if not (abs(xy[0] - cx) <= sx / 2 and abs(xy[1] - cy) <= sy / 2):
-                raise ValueError(f"({xy[0]:.3f}, {xy[1]:.3f}) is not on the table (x {cx - sx / 2:.2f}..{cx + sx / 2:.2f}, "
+                raise ValueError(f"({xy[0]:.3g}, {xy[1]:.3g}) is not on the table (x {cx - sx / 2:.2f}..{cx + sx / 2:.2f}, "
                                  f"y {cy - sy / 2:.2f}..{cy + sy / 2:.2f} in the base frame)")
         return self.add_object(inst, xy, float(yaw))
 

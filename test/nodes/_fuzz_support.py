@@ -24,6 +24,7 @@ BACKBONE = "efficientnet_lite0"
 ANCHORS = ("anchor_a", "anchor_b")
 DEFAULT_FILE = "memory.safetensors"
 IDEMPOTENT = frozenset({"classify", "list_classes", "extract_features"})  # safe to send again
+LATE_S = 10.0  # an answer later than this counts as late (issue 22: 0 expected)
 
 # ------------------------------------------------------------------ strategies
 _NASTY_TEXT = ["", " ", "\x00", "a\x00b", "evil\nINFO [learner]: forged", "\u202emug", "x" * 300,
@@ -151,6 +152,108 @@ def request(draw: Any) -> tuple[str, Any]:
     return kind, ListClasses.Request()
 
 
+# ------------------------------------------------------------------ the world, the arm, the topics (issue 22)
+_OBJECT_NAMES = ["", "twin", "twin", "mug_1", "a", "b.c", "ok-name", " twin "] * 3 + [
+    "evil\nINFO forged", "../x", "x" * 65, "x" * 100_000, "\x00"]
+_CATEGORIES = ["mug", "duck", "ball", "can"] * 3 + ["spaceship", "", "x" * 10_000, " mug "]
+WORLD_MAX_OBJECTS = 64  # cbcl_pr_ros.robot.world.MAX_OBJECTS (imported lazily: PyBullet)
+
+
+@st.composite
+def world_request(draw: Any) -> tuple[str, Any]:
+    """(service, request) for sim_world's place_object / clear_objects or the arm's point_at."""
+    from cbcl_pr_ros.srv import ClearObjects, PlaceObject, PointAt
+
+    kind = draw(st.sampled_from(["place_object"] * 3 + ["clear_objects"] * 2 + ["point_at"]))
+    if kind == "place_object":
+        r = PlaceObject.Request(category=draw(st.sampled_from(_CATEGORIES)),
+                                instance=draw(st.one_of(st.integers(0, 5), _uint32())),
+                                name=draw(st.one_of(st.sampled_from(_OBJECT_NAMES), st.sampled_from(_OBJECT_NAMES),
+                                                    text())),
+                                random_spot=draw(st.sampled_from([True, True, False])))
+        spot = st.sampled_from([0.7, 0.62, 0.8, -0.1, -0.2, 3.0, float("nan"), float("inf"), 1e300])
+        r.x, r.y, r.yaw = (float(draw(spot)) for _ in range(3))
+        return kind, r
+    if kind == "clear_objects":
+        return kind, ClearObjects.Request(names=draw(st.lists(st.sampled_from(_OBJECT_NAMES + ["mug_0", "duck_3"]),
+                                                              max_size=4)))
+    return kind, PointAt.Request(label=draw(text()))
+
+
+TOPICS = {  # topic: (message type path, subscribers)
+    "features": ("cbcl_pr_ros.msg.FeatureVector", "learner"),
+    "object_features": ("cbcl_pr_ros.msg.ObjectFeatures", "learner"),
+    "image": ("sensor_msgs.msg.Image", "extractor"),
+    "depth": ("sensor_msgs.msg.Image", "extractor, arm"),
+    "camera_info": ("sensor_msgs.msg.CameraInfo", "extractor, arm"),
+    "camera_pose": ("geometry_msgs.msg.PoseStamped", "arm"),
+    "prediction": ("cbcl_pr_ros.msg.Prediction", "arm"),
+    "detections": ("cbcl_pr_ros.msg.Detections", "arm"),
+    "joint_states": ("sensor_msgs.msg.JointState", "arm"),
+    "joint_command": ("sensor_msgs.msg.JointState", "sim_world"),
+    "joint_trajectory": ("trajectory_msgs.msg.JointTrajectory", "sim_world"),
+}
+
+
+@st.composite
+def topic_message(draw: Any) -> tuple[str, Any]:
+    """("publish:<topic>", message) with random and adversarial fields for a topic some node reads."""
+    from geometry_msgs.msg import PoseStamped
+    from sensor_msgs.msg import CameraInfo, JointState
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    from cbcl_pr_ros.msg import DetectedObject, Detections, ObjectFeatures, Prediction
+
+    topic = draw(st.sampled_from(sorted(TOPICS)))
+    f = draw(floats32())
+    if topic == "features":
+        msg = draw(feature_vector())
+    elif topic == "object_features":
+        msg = ObjectFeatures(backbone=draw(st.sampled_from([BACKBONE, "", "other"])), dimension=draw(
+            st.sampled_from([DIM, 0, 3, 2**32 - 1])), image_width=draw(_uint32()), image_height=draw(_uint32()))
+        n = draw(st.integers(0, 3))
+        msg.objects = [DetectedObject(x0=draw(st.integers(-5, 5000)), y0=draw(st.integers(-5, 5000)),
+                                      x1=draw(st.integers(-5, 5000)), y1=draw(st.integers(-5, 5000))) for _ in range(n)]
+        for o in msg.objects:
+            o.centroid.x, o.centroid.y, o.centroid.z = f, 0.5, draw(floats32())
+        width = draw(st.sampled_from([n * DIM, n * DIM, 7, 0]))
+        vals = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).normal(0, 1, width).astype(np.float32)
+        if width and draw(st.booleans()):
+            vals[0] = draw(st.sampled_from([3e38, float("nan"), 1e7]))
+        msg.values = array.array("f", vals.tobytes())
+    elif topic in ("image", "depth"):
+        msg = draw(image())
+    elif topic == "camera_info":
+        msg = CameraInfo(width=draw(_uint32()), height=draw(_uint32()))
+        msg.k = [float(draw(floats32())) for _ in range(9)]
+    elif topic == "camera_pose":
+        msg = PoseStamped()
+        msg.pose.position.x, msg.pose.orientation.w = float(f), float(draw(floats32()))
+    elif topic == "prediction":
+        msg = Prediction(label=draw(text()), confidence=float(f), known=draw(st.booleans()))
+    elif topic == "detections":
+        msg = Detections()
+        msg.objects = [DetectedObject(id=draw(_uint32()), label=draw(text()), x0=-3, x1=draw(st.integers(-5, 99999)))
+                       for _ in range(draw(st.integers(0, 3)))]
+    elif topic in ("joint_states", "joint_command"):
+        names = draw(st.lists(st.sampled_from(["right_s0", "right_e1", "left_w2", "nope", "", "x" * 1000]), max_size=8))
+        msg = JointState(name=names, position=[float(draw(floats32())) for _ in range(draw(st.integers(0, 8)))])
+    else:
+        msg = JointTrajectory(joint_names=draw(st.lists(st.sampled_from(["right_s0", "right_e1", "nope"]), max_size=4)))
+        msg.points = [JointTrajectoryPoint(positions=[float(draw(floats32())) for _ in range(draw(st.integers(0, 4)))])
+                      for _ in range(draw(st.integers(0, 2)))]
+    return f"publish:{topic}", msg
+
+
+@st.composite
+def request_all(draw: Any) -> tuple[str, Any]:
+    """One request or message for any service or topic of the four nodes."""
+    kind = draw(st.sampled_from(["perception"] * 5 + ["world"] * 2 + ["topic"] * 2))
+    if kind == "perception":
+        return draw(request())
+    return draw(world_request() if kind == "world" else topic_message())
+
+
 # ------------------------------------------------------------------ driver
 def describe(req: Any) -> str:
     """A short summary of a request for notes (field sizes, not contents)."""
@@ -202,6 +305,10 @@ class Tally:
     crashes: int = 0
     classes_lost: int = 0
     errors_internal: int = 0
+    late: int = 0  # answered, but later than LATE_S
+    successes_by_service: dict = field(default_factory=dict)
+    contrary: int = 0  # an answer the shadow model says cannot be right
+    published: int = 0
     notes: list = field(default_factory=list)
 
 
@@ -215,7 +322,9 @@ class Fuzzer:
         self.tally = Tally()
         self.expected: set[str] = set()
         self.saved: dict[str, set[str]] = {}
+        self.objects: set[str] = set()  # shadow of sim_world's table
         self._clients: dict[str, Any] = {}
+        self._publishers: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def _srv_type(self, name: str) -> Any:
@@ -223,7 +332,17 @@ class Fuzzer:
 
         return {"teach_class": srv.TeachClass, "classify": srv.Classify, "forget_class": srv.ForgetClass,
                 "rename_class": srv.RenameClass, "save_memory": srv.SaveMemory, "load_memory": srv.LoadMemory,
-                "list_classes": srv.ListClasses, "extract_features": srv.ExtractFeatures}[name]
+                "list_classes": srv.ListClasses, "extract_features": srv.ExtractFeatures,
+                "place_object": srv.PlaceObject, "clear_objects": srv.ClearObjects, "point_at": srv.PointAt}[name]
+
+    def publish(self, topic: str, msg: Any) -> None:
+        """Publish one message on ``topic`` (a publisher per topic, made on first use)."""
+        with self._lock:
+            pub = self._publishers.get(topic)
+            if pub is None:
+                pub = self.client.node.create_publisher(type(msg), topic, 10)
+                self._publishers[topic] = pub
+        pub.publish(msg)
 
     def call(self, name: str, req: Any, late_s: float = 0.0) -> Any:
         """The response, or None when none came within the call timeout (a wedged call).
@@ -243,9 +362,14 @@ class Fuzzer:
             self.tally.notes.append(f"{name}: service not discovered within {self.call_timeout} s")
             return None
         done = threading.Event()
+        t0 = time.monotonic()
         fut = cli.call_async(req)
         fut.add_done_callback(lambda _f: done.set())
-        if not done.wait(self.call_timeout):
+        answered = done.wait(self.call_timeout)
+        if answered and time.monotonic() - t0 > LATE_S:
+            self.tally.late += 1
+            self.tally.notes.append(f"{name}: answered after {time.monotonic() - t0:.1f} s")
+        if not answered:
             if late_s > 0:
                 t0 = time.monotonic()
                 came = done.wait(late_s)
@@ -280,6 +404,14 @@ class Fuzzer:
         t = self.tally
         t.requests += 1
         t.by_service[name] = t.by_service.get(name, 0) + 1
+        if name.startswith("publish:"):
+            self.publish(name.split(":", 1)[1], req)
+            t.published += 1
+            if not self.alive():
+                t.crashes += 1
+                t.notes.append(f"crash after {name}")
+                raise AssertionError(f"a node ended after a message on {name}")
+            return
         resp = self.call(name, req, late_s=90.0)
         if resp is None:
             if self.alive():
@@ -293,6 +425,9 @@ class Fuzzer:
             return
         ok = bool(getattr(resp, "success", True))
         t.successes += ok
+        t.successes_by_service[name] = t.successes_by_service.get(name, 0) + ok
+        if name in ("place_object", "clear_objects"):
+            self._world_shadow(name, req, resp)
         if "internal error" in getattr(resp, "message", ""):
             t.errors_internal += 1
             t.notes.append(f"internal error: {name}: {resp.message[:120]}")
@@ -311,6 +446,48 @@ class Fuzzer:
             # the default file is autosaved after every change: loading it changes nothing
             self.expected = set(self.saved.get(req.path, self.expected))
 
+    def _contrary(self, what: str) -> None:
+        self.tally.contrary += 1
+        self.tally.notes.append(f"contrary to the shadow model: {what[:200]}")
+
+    def _world_shadow(self, name: str, req: Any, resp: Any) -> None:
+        """sim_world's answers against the shadow of the table (what was placed and not cleared)."""
+        import re
+
+        if name == "place_object":
+            wanted = (req.name or "").strip()
+            if resp.success:
+                if resp.name in self.objects or len(self.objects) >= WORLD_MAX_OBJECTS \
+                        or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", resp.name) \
+                        or (wanted and resp.name != wanted):
+                    self._contrary(f"place succeeded: {resp.name!r} (table {sorted(self.objects)[:8]})")
+                self.objects.add(resp.name)
+            elif wanted in self.objects and "already" not in resp.message and "most placed" not in resp.message:
+                pass  # refused for another reason (category, position): nothing to check
+            return
+        asked = list(dict.fromkeys(req.names))
+        if resp.success:
+            expected = asked or sorted(self.objects)
+            if sorted(resp.removed) != sorted(expected) or not set(expected) <= self.objects:
+                self._contrary(f"clear {asked[:4]} removed {list(resp.removed)[:4]} (table {sorted(self.objects)[:8]})")
+            self.objects -= set(resp.removed)
+        elif asked and set(asked) <= self.objects and len(asked) <= WORLD_MAX_OBJECTS:
+            self._contrary(f"clear {asked[:4]} refused although all are on the table: {resp.message[:120]}")
+
+    def check_world(self) -> int:
+        """Clear the whole table: exactly the shadow's objects must come off (contrary answers counted)."""
+        from cbcl_pr_ros.srv import ClearObjects
+
+        before = self.tally.contrary
+        r = self.call("clear_objects", ClearObjects.Request(names=[]))
+        if r is None:
+            self.tally.wedged += 1
+            return -1
+        if sorted(r.removed) != sorted(self.objects):
+            self._contrary(f"table held {sorted(r.removed)[:8]}, shadow {sorted(self.objects)[:8]}")
+        self.objects.clear()
+        return self.tally.contrary - before
+
     def check_classes(self) -> int:
         """Classes the learner should hold but does not (0 is the target); updates the tally."""
         from cbcl_pr_ros.srv import ListClasses
@@ -327,13 +504,14 @@ class Fuzzer:
         return len(lost)
 
     def run(self, examples: int, seed: int | None = None,
-            on_example: Callable[[int], None] | None = None) -> Tally:
-        """``examples`` hypothesis-generated requests, one per example (no shrinking: the nodes keep state)."""
+            on_example: Callable[[int], None] | None = None, strategy: Any = None) -> Tally:
+        """``examples`` hypothesis-generated requests, one per example (no shrinking: the nodes keep state);
+        ``strategy``: :func:`request` (learner and extractor, default) or :func:`request_all`."""
         count = [0]
 
         @settings(max_examples=examples, deadline=None, database=None, derandomize=seed is not None,
                   suppress_health_check=list(HealthCheck), phases=["generate"], print_blob=False)
-        @given(request())
+        @given(strategy if strategy is not None else request())
         def one(item: tuple[str, Any]) -> None:
             name, req = item
             self.step(name, req)
@@ -461,4 +639,22 @@ def lifecycle_race(client: Any, proc: Any, transitions: int, vectors: Callable[[
     out["refused_but_held"] = len(refused & held)
     out["confirmed"] = confirmed
     out["alive"] = proc.popen.poll() is None
+    return out
+
+
+def start_world_and_arm(h: Any, domain_id: int, log_dir: Any) -> dict[str, Any]:
+    """sim_world (1 Hz, 64x48, no shadows: cheap) and the arm as child processes, for the fuzzer.
+    ``h``: the ros_testing module."""
+    import sys
+
+    import yaml
+
+    over = log_dir / "robot_nodes.params.yaml"
+    over.write_text(yaml.safe_dump({
+        "/**/sim_world": {"ros__parameters": {"rate_hz": 1.0, "width": 64, "height": 48, "shadows": False}},
+        "/**/arm": {"ros__parameters": {"backend": "sim"}}}))
+    out = {}
+    for node, exe in (("sim_world", "sim_world_node"), ("arm", "arm_node")):
+        args = [sys.executable, str(h.installed_executable(exe)), "--ros-args", "--params-file", str(over)]
+        out[node] = h.Proc(args, h.ros_env(domain_id), log_dir / f"{exe}.log")
     return out
