@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 11's closing figures: fuzzed requests against live nodes, the kill -9 loop, and the time the
-new memory-file checks add to a save and a load.
+"""Issue 11's and 22's closing figures: fuzzed requests against live nodes, the kill -9 loop, lifecycle
+transitions under a teach loop, and the time the new memory-file checks add to a save and a load.
 
 1. **Fuzz**: extractor and learner as child processes on a fresh ROS domain; thousands of
    hypothesis-generated requests (random and adversarial: labels with NUL/newlines/20k characters,
@@ -9,14 +9,21 @@ new memory-file checks add to a save and a load.
    while a second client classifies continuously. Counted: crashes (a node ended), wedged calls (no
    answer within 30 s), classes lost (a successful teach/rename/load the learner no longer reflects,
    checked live and after a restart), files outside the memory directory changed.
+   Since issue 22 the fuzz covers every service and topic of the four nodes (also sim_world and the
+   arm), counts answers later than 10 s and answers contrary to a shadow model (classes held, objects
+   on the table).
 2. **kill -9 loop**: a learner is taught new classes continuously and killed with SIGKILL at a random
    moment (often inside a save), then restarted; every class whose teach answered success must be
-   back, and the temporary files of interrupted saves must be gone after the restart.
+   back, and the temporary files of interrupted saves must be gone after the restart. Every other
+   teach goes through the object path (issue 22): ObjectFeatures published at ~15 Hz, TeachClass
+   with MODE_OBJECT collecting 3 frames.
+4. **Lifecycle race** (issue 22): random deactivate/cleanup/configure/activate while teaches (feature
+   requests and stream teaches) run without pause; 0 false successes, then a restart loses nothing.
 3. **Save/load time**: the same learner saved and loaded by the code before this change (``--before-ref``,
    extracted with ``git archive`` and run in a subprocess) and by the node's path now (MemoryStore +
    complete validation + one test classification); medians and their ratio.
 
-    python -P bench/bench_hardening.py [--requests 3000] [--kills 50] [--before-ref f65c4c8]
+    python -P bench/bench_hardening.py [--requests 10000] [--kills 100] [--transitions 240] [--before-ref f65c4c8]
 
 Writes bench/results/hardening.json (machine and load average included).
 """
@@ -61,7 +68,7 @@ def progress(msg: str) -> None:
 
 # ------------------------------------------------------------------ 1. fuzz
 def fuzz(n_requests: int, work: Path) -> dict:
-    from cbcl_pr_ros.srv import Classify, ExtractFeatures, ListClasses, TeachClass
+    from cbcl_pr_ros.srv import Classify, ClearObjects, ExtractFeatures, ListClasses, PointAt, TeachClass
 
     domain = H.fresh_domain()
     mem, outside = work / "mem", work / "outside.txt"
@@ -69,13 +76,17 @@ def fuzz(n_requests: int, work: Path) -> dict:
     lp = FZ.learner_params(mem)
     extractor = H.start_node("feature_extractor_node", domain, work, {"no_frame_warning_s": 0.0})
     learner = H.start_node("learner_node", domain, work, lp)
+    robot = FZ.start_world_and_arm(H, domain, work)
     cli = H.Client(domain, "fuzz_client")
     side = H.Client(domain, "classify_client")
     t0 = time.monotonic()
     try:
         assert cli.wait_for_service(ExtractFeatures, "extract_features", 180, extractor), extractor.output()
         assert cli.wait_for_service(TeachClass, "teach_class", 180, learner), learner.output()
-        f = FZ.Fuzzer(cli, {"extractor": extractor, "learner": learner})
+        assert cli.wait_for_service(PointAt, "point_at", 180, robot["arm"]), robot["arm"].output()[-2000:]
+        assert cli.wait_for_service(ClearObjects, "clear_objects", 180, robot["sim_world"]), \
+            robot["sim_world"].output()[-2000:]
+        f = FZ.Fuzzer(cli, {"extractor": extractor, "learner": learner, **robot})
         f.seed_anchors()
         side_f = FZ.Fuzzer(side, {"learner": learner})
         stop = threading.Event()
@@ -90,13 +101,14 @@ def fuzz(n_requests: int, work: Path) -> dict:
 
         th = threading.Thread(target=classify_loop, daemon=True)
         th.start()
-        f.run(n_requests, seed=2024, on_example=lambda i: i % log_every == 0 and progress(
+        f.run(n_requests, seed=2024, strategy=FZ.request_all(), on_example=lambda i: i % log_every == 0 and progress(
             f"fuzz {i}/{n_requests}: {f.tally.successes} succeeded, crashes {f.tally.crashes}, "
-            f"wedged {f.tally.wedged}"))
+            f"wedged {f.tally.wedged}, late {f.tally.late}, contrary {f.tally.contrary}"))
         stop.set()
         th.join(60)
         alive = f.alive()
         lost_live = f.check_classes()
+        world_contrary = f.check_world()
         held_before = len(f.expected)
         learner.stop()
         learner = H.start_node("learner_node", domain, work, lp, tag="_restarted")
@@ -109,18 +121,21 @@ def fuzz(n_requests: int, work: Path) -> dict:
             "requests": tally.requests, "by_service": tally.by_service, "succeeded": tally.successes,
             "crashes": tally.crashes, "wedged_calls": tally.wedged, "lost_replies": tally.lost_replies, "internal_errors": tally.errors_internal,
             "classes_lost_live": lost_live, "classes_lost_after_restart": lost_restart,
+            "answers_later_than_10s": tally.late, "outcomes_contrary_to_shadow": tally.contrary,
+            "table_check_contrary": world_contrary, "messages_published": tally.published,
+            "successes_by_service": tally.successes_by_service,
             "classes_held_at_end": held_before, "nodes_alive_at_end": alive,
             "concurrent_classify": side_stats,
             "outside_file_unchanged": outside.read_text() == "must never change",
             "temp_files_left": len(list(mem.glob("*.tmp"))),
-            "tracebacks_in_logs": sum(p.output().count("Traceback") for p in (learner, extractor)),
+            "tracebacks_in_logs": sum(p.output().count("Traceback") for p in (learner, extractor, *robot.values())),
             "seconds": round(time.monotonic() - t0, 1), "notes": tally.notes[:20],
         }
     finally:
         stop_all = [cli, side]
         for c in stop_all:
             c.close()
-        for p in (learner, extractor):
+        for p in (learner, extractor, *robot.values()):
             p.stop()
     return out
 
@@ -135,6 +150,10 @@ def kill_loop(kills: int, work: Path, seed: int = 7) -> dict:
     mem.mkdir(parents=True, exist_ok=True)
     lp = {**FZ.learner_params(mem), "max_memory_file_bytes": 256 * 1024 * 1024}  # the default cap
     cli = H.Client(domain, "kill_client")
+    from cbcl_pr_ros.msg import ObjectFeatures
+
+    objects_pub = cli.node.create_publisher(ObjectFeatures, "object_features", 10)
+    counts = {"object_teaches": 0, "object_successes": 0}
     confirmed: set[str] = set()
     lost_total, killed_mid_save, temp_after_restart, restarts_failed = 0, 0, 0, 0
     per_kill = []
@@ -153,24 +172,39 @@ def kill_loop(kills: int, work: Path, seed: int = 7) -> dict:
             temp_after_restart += len(list(mem.glob("*.tmp")))
             stop = threading.Event()
 
+            def objects_stream() -> None:  # what the extractor publishes: 2 objects per frame
+                i = 0
+                while not stop.is_set():
+                    objects_pub.publish(object_frame(i))
+                    i += 1
+                    time.sleep(0.066)
+
             def teach_loop(k: int = k) -> None:
                 j = 0
                 while not stop.is_set():
                     label = f"k{k}_{j}"
-                    feats = FZ.good_features(1000 * k + j, 16, centre=float(j % 7))
-                    resp = H_call(cli, TeachClass, "teach_class", TeachClass.Request(label=label, features=feats),
-                                  timeout=8.0)
-                    if resp is not None and resp.success and "WARNING" not in resp.message:
+                    if j % 2:  # the object path: frames collected from the stream, the object in view
+                        req = TeachClass.Request(label=label, mode=TeachClass.Request.MODE_OBJECT, num_frames=3,
+                                                 timeout_s=2.0)
+                        counts["object_teaches"] += 1
+                    else:
+                        req = TeachClass.Request(label=label, features=FZ.good_features(1000 * k + j, 16,
+                                                                                        centre=float(j % 7)))
+                    resp = H_call(cli, TeachClass, "teach_class", req, timeout=8.0)
+                    if resp is not None and resp.success:
                         confirmed.add(label)
+                        counts["object_successes"] += j % 2
                     j += 1
 
-            th = threading.Thread(target=teach_loop, daemon=True)
-            th.start()
-            time.sleep(rnd.uniform(0.3, 2.5))
+            ths = [threading.Thread(target=fn, daemon=True) for fn in (objects_stream, teach_loop)]
+            for th in ths:
+                th.start()
+            time.sleep(rnd.uniform(0.5, 4.0))  # a teach takes 1-2 s on the shared 2-core machine
             proc.popen.send_signal(signal.SIGKILL)
             proc.popen.wait(10)
             stop.set()
-            th.join(10)  # a call to the killed process times out after 8 s
+            for th in ths:
+                th.join(10)  # a call to the killed process times out after 8 s
             tmp_left = len(list(mem.glob("*.tmp")))
             killed_mid_save += tmp_left > 0
             per_kill.append({"held_at_start": len(held), "lost": len(lost), "temp_files_after_kill": tmp_left})
@@ -186,9 +220,64 @@ def kill_loop(kills: int, work: Path, seed: int = 7) -> dict:
         proc.stop()
     finally:
         cli.close()
-    return {"kills": kills, "classes_confirmed": len(confirmed), "classes_lost": lost_total,
+    return {"kills": kills, "classes_confirmed": len(confirmed), "classes_lost": lost_total, **counts,
             "kills_that_left_a_temp_file": killed_mid_save, "temp_files_after_restarts": temp_after_restart + temp_final,
-            "restarts_failed": restarts_failed, "memory_file_bytes_at_end": (mem / "memory.safetensors").stat().st_size}
+            "restarts_failed": restarts_failed, "memory_file_bytes_at_end": (mem / "memory.safetensors").stat().st_size
+            if (mem / "memory.safetensors").exists() else 0}
+
+
+def object_frame(i: int):
+    """An ObjectFeatures message as the extractor sends it: two objects of a 640x480 frame, one central."""
+    from std_msgs.msg import Header
+
+    from cbcl_pr_ros.nodes.conversions import ns_to_stamp
+    from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
+    from cbcl_pr_ros.perception import Proposal
+
+    rng = np.random.default_rng(i)
+    props = [Proposal((280, 200, 360, 280), None, np.array([0.0, 0.0, 0.5]), np.array([0.08, 0.08, 0.08]), 0.9),
+             Proposal((20, 20, 80, 80), None, np.array([-0.2, -0.15, 0.6]), np.array([0.05, 0.05, 0.05]), 0.6)]
+    feats = rng.normal(0, 1, (2, FZ.DIM)).astype(np.float32) + np.array([[2.0], [-2.0]], np.float32)
+    header = Header(frame_id="camera", stamp=ns_to_stamp(time.time_ns()))
+    return make_object_features_msg(header, FZ.BACKBONE, "", props, feats, (480, 640))
+
+
+def lifecycle_race(transitions: int, work: Path) -> dict:
+    """Issue 22: random lifecycle transitions under a teach loop (test_lifecycle runs a shorter one)."""
+    from lifecycle_msgs.srv import GetState
+    from std_msgs.msg import Header
+
+    from cbcl_pr_ros.nodes.conversions import make_feature_msg, ns_to_stamp
+
+    dim = 8
+    domain = H.fresh_domain()
+    mem = work / "race_mem"
+    mem.mkdir(parents=True, exist_ok=True)
+    params = {"backbone": "test", "feature_dim": dim, "memory_dir": str(mem), "autostart": True}
+
+    def vectors(seed: int, n: int) -> list:
+        rng = np.random.default_rng(seed)
+        return [make_feature_msg(Header(stamp=ns_to_stamp(i)), "test", "", rng.normal(float(seed % 9), 1.0, dim))
+                for i in range(n)]
+
+    proc = H.start_node("learner_node", domain, work, params, tag="_race")
+    cli = H.Client(domain, "race_client")
+    t0 = time.monotonic()
+    try:
+        assert cli.wait_for_service(GetState, "/learner/get_state", 180, proc), proc.output()[-2000:]
+        out = FZ.lifecycle_race(cli, proc, transitions, vectors, seed=5)
+        confirmed = out.pop("confirmed")
+        proc.stop()
+        proc = H.start_node("learner_node", domain, work, params, tag="_race_restarted")
+        held = held_classes(cli, proc)
+        out["classes_lost_after_restart"] = len(confirmed - (held or set())) if held is not None else -1
+        out["temp_files_left"] = len(list(mem.glob("*.tmp")))
+        out["tracebacks_in_logs"] = proc.output().count("Traceback")
+        out["seconds"] = round(time.monotonic() - t0, 1)
+    finally:
+        cli.close()
+        proc.stop()
+    return out
 
 
 def held_classes(cli, proc, timeout: float = 120.0) -> set | None:
@@ -283,10 +372,11 @@ def save_load_times(ref: str, work: Path, classes: int = 30, shots: int = 10, re
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--requests", type=int, default=3000)
-    ap.add_argument("--kills", type=int, default=50)
+    ap.add_argument("--requests", type=int, default=10000)
+    ap.add_argument("--kills", type=int, default=100)
+    ap.add_argument("--transitions", type=int, default=240)
     ap.add_argument("--before-ref", default="f65c4c8")
-    ap.add_argument("--parts", default="fuzz,kill,time")
+    ap.add_argument("--parts", default="fuzz,kill,time,race")
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "hardening.json"))
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -306,10 +396,14 @@ def main() -> int:
             progress(f"kill -9 loop, {args.kills} kills")
             result["kill_loop"] = kill_loop(args.kills, work)
             progress(json.dumps(result["kill_loop"]))
+        if "race" in parts:
+            progress(f"lifecycle race, {args.transitions} transitions")
+            result["lifecycle_race"] = lifecycle_race(args.transitions, work)
+            progress(json.dumps(result["lifecycle_race"]))
     result["machine_end"] = machine_info()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists() and parts != {"fuzz", "kill", "time"}:  # a partial run updates its parts only
+    if out.exists() and parts != {"fuzz", "kill", "time", "race"}:  # a partial run updates its parts only
         previous = json.loads(out.read_text())
         previous.update({k: v for k, v in result.items() if not k.startswith("machine")})
         previous.setdefault("machine_runs", []).append(

@@ -606,12 +606,21 @@ def lifecycle_race(client: Any, proc: Any, transitions: int, vectors: Callable[[
                 out["refusal_reasons"][key] = out["refusal_reasons"].get(key, 0) + 1
             j += 1
 
+    def state_now() -> str:
+        """get_state, sent again when a reply is lost (idempotent; docs/security.md, lost replies)."""
+        for attempt in range(4):
+            try:
+                return client.request(get, GetState.Request(), timeout=15.0).current_state.label
+            except TimeoutError:
+                out["get_state_resent"] = out.get("get_state_resent", 0) + 1
+        raise TimeoutError("get_state unanswered 4 times")
+
     threads = [threading.Thread(target=f, daemon=True) for f in (publish, teach_loop)]
     for t in threads:
         t.start()
     try:
         while out["transitions_asked"] < transitions:
-            state = client.request(get, GetState.Request(), timeout=60.0).current_state.label
+            state = state_now()
             label = {"active": "deactivate", "unconfigured": "configure"}.get(
                 state, rnd.choice(["cleanup", "activate"]) if state == "inactive" else None)
             if label is None:
@@ -627,7 +636,7 @@ def lifecycle_race(client: Any, proc: Any, transitions: int, vectors: Callable[[
             t.join(90)
     # back to active, then every class answered success must be there
     for _ in range(4):
-        state = client.request(get, GetState.Request(), timeout=60.0).current_state.label
+        state = state_now()
         if state == "active":
             break
         nxt = {"unconfigured": "configure", "inactive": "activate"}[state]
