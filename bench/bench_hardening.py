@@ -267,12 +267,13 @@ def lifecycle_race(transitions: int, work: Path) -> dict:
         assert cli.wait_for_service(GetState, "/learner/get_state", 180, proc), proc.output()[-2000:]
         out = FZ.lifecycle_race(cli, proc, transitions, vectors, seed=5)
         confirmed = out.pop("confirmed")
-        proc.stop()
+        out["exit_code_after_race"] = proc.stop()
+        first = proc
         proc = H.start_node("learner_node", domain, work, params, tag="_race_restarted")
         held = held_classes(cli, proc)
         out["classes_lost_after_restart"] = len(confirmed - (held or set())) if held is not None else -1
         out["temp_files_left"] = len(list(mem.glob("*.tmp")))
-        out["tracebacks_in_logs"] = proc.output().count("Traceback")
+        out["tracebacks_in_logs"] = first.output().count("Traceback") + proc.output().count("Traceback")
         out["seconds"] = round(time.monotonic() - t0, 1)
     finally:
         cli.close()

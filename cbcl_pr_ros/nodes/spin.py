@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import rclpy
+from rclpy.exceptions import InvalidHandle
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
@@ -37,7 +38,14 @@ def spin_until(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
     :func:`stop_executor` (``Executor.shutdown`` would end it too, but with the race below)."""
     try:
         while not stop.is_set() and executor.context.ok():
-            executor.spin_once(timeout_sec=0.1)
+            try:
+                executor.spin_once(timeout_sec=0.1)
+            except InvalidHandle:
+                # a lifecycle transition destroyed a subscription (and its QoS event handler) while
+                # this thread built the wait set; rclpy raises from add_to_wait_set instead of
+                # skipping it. The next turn builds the wait set without it (issue 22: this ended
+                # the spin thread after ~100 transitions under load, and the node stopped answering).
+                continue
     except ExternalShutdownException:
         pass
 
