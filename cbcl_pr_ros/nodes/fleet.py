@@ -5,7 +5,8 @@ Thin adapter (docs/nodes.md "Fleet mode"): the publisher (made at configure) and
 history of ``fleet_history_depth``, so a robot that joins late receives the last updates of every
 member.  A received message is turned into a plain :class:`~cbcl_pr_ros.service.fleet.ClassUpdate`
 and handed to :class:`~cbcl_pr_ros.service.fleet.FleetMember`, which decides everything; its answer
-is logged in one line (refusals at most once a second, so a flood cannot flood the log).
+is logged in one line (refusals by the allow-list or the rate limit at most once a second, so a flood
+cannot flood the log).
 """
 from __future__ import annotations
 
@@ -97,5 +98,7 @@ class FleetLink:
             return
         if res.applied:
             self.node.get_logger().info(res.message)
-        else:
+        elif res.flood:
             self.node.get_logger().warning(res.message, throttle_duration_sec=1.0)
+        else:
+            self.node.get_logger().warning(res.message)

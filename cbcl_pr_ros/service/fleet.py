@@ -19,7 +19,8 @@ of the other robots of its fleet (docs/nodes.md "Fleet mode", docs/security.md "
   so nothing taught here and unknown to the peer is lost.  Forgotten contributions are remembered
   (bounded), so a stale ``LEARNED`` relayed by a third robot does not bring a forgotten class back.
 
-Anything refused changes nothing and yields one line for the log.
+Anything refused changes nothing and yields one line for the log (refusals by the allow-list or the
+rate limit, which a flood produces, are marked so that the node logs them at most once a second).
 """
 from __future__ import annotations
 
@@ -98,6 +99,7 @@ class Received:
 
     applied: bool
     message: str
+    flood: bool = False  # refused before any check of its content (allow-list, rate): log throttled
 
 
 class FleetMember:
@@ -167,10 +169,10 @@ class FleetMember:
             return Received(False, "")  # another fleet's, or our own coming back
         who = f"robot {quote(u.robot)}"
         if s.allow and u.robot not in s.allow:
-            return Received(False, f"fleet update from {who} refused: not in fleet_allow")
+            return Received(False, f"fleet update from {who} refused: not in fleet_allow", flood=True)
         if not self._limit.allow(self._clock(), s.rate_hz):
             return Received(False, f"fleet update from {who} refused: more than {s.rate_hz:g} updates/s "
-                                   f"(burst {s.burst})")
+                                   f"(burst {s.burst})", flood=True)
         try:
             return self._apply(u, who)
         except (RequestError, ValueError, TypeError) as exc:
