@@ -133,11 +133,30 @@ def wire_bytes(fs, shots_list: list[int], config: dict) -> dict:
         for st in sch.steps:
             lrn.teach_increment({str(c): fs.train_x[idx] for c, idx in st.train_indices.items()})
         state = lrn.to_state()
-        sizes = [len(state_to_bytes(one_class_state(state, c))) for c in lrn.classes_]
+        blobs = [state_to_bytes(one_class_state(state, c)) for c in lrn.classes_]
+        sizes = [len(b) for b in blobs]
         res[str(shots)] = {"bytes_per_class_median": int(np.median(sizes)), "bytes_per_class_max": int(max(sizes)),
+                           "message_bytes_per_class_median": _message_bytes(blobs, lrn),
                            "raw_shots_bytes_float32": int(shots * fs.dim * 4),
                            "clusters_per_class_mean": float(np.mean([i.clusters for i in lrn.class_info()]))}
     return res
+
+
+def _message_bytes(blobs: list[bytes], lrn: CBCLPRLearner) -> int | None:
+    """Median serialized (CDR) size of the ClassUpdate messages carrying these classes (None without ROS)."""
+    try:
+        from rclpy.serialization import serialize_message
+
+        from cbcl_pr_ros.msg import ClassUpdate
+    except ImportError:
+        return None
+    sizes = []
+    for blob, (name, prov) in zip(blobs, lrn.provenance_.items()):
+        msg = ClassUpdate(fleet="home", robot="robot1", sequence=1, op=ClassUpdate.LEARNED, class_name=name,
+                          contribution_ids=[c.id for c in prov])
+        msg.class_memory = blob
+        sizes.append(len(serialize_message(msg)))
+    return int(np.median(sizes))
 
 
 def synthetic_merge_time(n_classes: int = 100, shots: int = 10, dim: int = 1280, repeats: int = 3) -> dict:
