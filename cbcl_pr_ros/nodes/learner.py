@@ -684,24 +684,17 @@ class LearnerNode(ManagedNode):
         return resp
 
     def _on_load(self, req: Any, resp: Any) -> Any:
-        c, refused = self._gate("load_memory", ACTIVE)
-        if refused:
-            return self._refuse_mutation(c, resp, refused)
-        out = c.load(req.path)
-        if out.success:
-            self.get_logger().info(out.message)
-        else:
-            self.get_logger().error(out.message)
-        resp.success, resp.message = out.success, out.message
-        resp.num_classes, resp.model_version = out.num_classes, out.model_version
-        return resp
-
+        return self._memory_file_request("load_memory", lambda c: c.load(req.path), resp)
 
     def _on_merge(self, req: Any, resp: Any) -> Any:
-        c, refused = self._gate("merge_memory", ACTIVE)
+        return self._memory_file_request("merge_memory", lambda c: c.merge(req.path), resp)
+
+    def _memory_file_request(self, what: str, call: Any, resp: Any) -> Any:
+        """LoadMemory / MergeMemory: ``call(controller)`` while active, its outcome logged and answered."""
+        c, refused = self._gate(what, ACTIVE)
         if refused:
             return self._refuse_mutation(c, resp, refused)
-        out = c.merge(req.path)
+        out = call(c)
         if out.success:
             self.get_logger().info(out.message)
         else:

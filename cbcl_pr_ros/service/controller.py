@@ -292,11 +292,7 @@ class LearnerController:
         with self._mutate:
             current = self.learner_
             try:
-                blob, shown = self.store.read(name)
-                state = state_from_bytes(blob, f"'{shown}'", expected_backbone=self.backbone,
-                                         expected_feature_dim=self.feature_dim)
-                for c in state.memory.classes:
-                    check_label(c, "stored class name")
+                state, shown = self._read_verified(name)
                 # the served version never goes backwards: a load is a change like any other
                 version = max(int(state.model_version), int(current.model_version_) + (0 if startup else 1))
                 new = type(current).from_state(state, model_version=version)
@@ -313,19 +309,27 @@ class LearnerController:
         n = len(new.classes_)
         return Outcome(True, f"loaded {n} classes from '{shown}'{warn}", int(new.model_version_), n)
 
+    def _read_verified(self, name: str) -> tuple[Any, str]:
+        """The state of memory file ``name`` in the store, read size-capped and verified completely
+        (this learner's backbone and width, valid class names), and its name as shown."""
+        from cbcl_pr_ros.core import state_from_bytes
+
+        blob, shown = self.store.read(name)
+        state = state_from_bytes(blob, f"'{shown}'", expected_backbone=self.backbone,
+                                 expected_feature_dim=self.feature_dim)
+        for c in state.memory.classes:
+            check_label(c, "stored class name")
+        return state, shown
+
     def merge(self, name: str) -> Outcome:
         """MergeMemory: take in a memory file's classes (read and verified exactly as LoadMemory's);
         a refused file or merge leaves the current memory in use."""
-        from cbcl_pr_ros.core import MemoryFileError, state_from_bytes
+        from cbcl_pr_ros.core import MemoryFileError
 
         if self.store is None:
             return self._outcome(False, "no memory directory configured: nothing can be merged")
         try:
-            blob, shown = self.store.read(name)
-            state = state_from_bytes(blob, f"'{shown}'", expected_backbone=self.backbone,
-                                     expected_feature_dim=self.feature_dim)
-            for c in state.memory.classes:
-                check_label(c, "stored class name")
+            state, shown = self._read_verified(name)
         except (MemoryAccessError, MemoryFileError, RequestError) as exc:
             return self._outcome(False, f"refused memory file: {exc}{_KEPT}")
         return self.merge_state(state, f"'{shown}'")
