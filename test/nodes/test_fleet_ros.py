@@ -150,3 +150,28 @@ def test_fleet_peer_refuses_forged_and_disallowed_updates(helpers, domain_id, tm
     finally:
         cli.close()
         p2.stop()
+
+
+def test_a_robot_that_joins_late_gets_the_current_classes(helpers, domain_id, tmp_path):
+    from cbcl_pr_ros.srv import RenameClass, TeachClass
+
+    h = helpers
+    p1 = _start(h, domain_id, tmp_path, "robot1")
+    cli = h.Client(domain_id)
+    p3 = None
+    try:
+        assert cli.wait_for_service(TeachClass, "/robot1/teach_class", START, p1), p1.output()[-3000:]
+        for label, centre, seed in (("mug", 0.0, 1), ("box", 6.0, 2)):
+            msgs, _ = _vectors(centre, 6, seed)
+            assert cli.call(TeachClass, "/robot1/teach_class", TeachClass.Request(label=label, features=msgs)).success
+        assert cli.call(RenameClass, "/robot1/rename_class", RenameClass.Request(old_label="box",
+                                                                                 new_label="crate")).success
+        p3 = _start(h, domain_id, tmp_path, "robot3")  # started after robot1 was taught
+        assert cli.wait_for_service(TeachClass, "/robot3/teach_class", START, p3), p3.output()[-3000:]
+        assert h.wait_until(lambda: _classes(cli, "robot3") == ["crate", "mug"], 60.0), p3.output()[-3000:]
+        assert _label(cli, "robot3", 6.0) == "crate"
+    finally:
+        cli.close()
+        for proc in (p1, p3):
+            if proc is not None:
+                proc.stop()
