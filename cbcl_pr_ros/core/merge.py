@@ -113,10 +113,9 @@ def pool_classes(a: ClassClusters, b: ClassClusters) -> ClassClusters:
     total = a.n_samples + b.n_samples
     if total > MAX_SHOTS or max(a.counts.max(initial=0), b.counts.max(initial=0)) > MAX_SHOTS:
         raise MergeError(f"pooled class would count {total} shots, more than the {MAX_SHOTS} allowed (overflow)")
-    idx = range(a.n_clusters), range(b.n_clusters)
     counts = np.concatenate([a.counts, b.counts]).astype(np.int64)
     means = np.concatenate([a.means.astype(np.float64), b.means.astype(np.float64)])
-    scatters = [a.scatter(i) for i in idx[0]] + [b.scatter(i) for i in idx[1]]
+    scatters = [cc.scatter(i) for cc in (a, b) for i in range(cc.n_clusters)]
     return ClassClusters.from_stats(counts, means, a.mode, scatters)
 
 
