@@ -36,5 +36,6 @@ setup(
         "cbcl-bag-record=cbcl_pr_ros.cli.record:main",
         "cbcl-render-dataset=cbcl_pr_ros.cli.render_dataset:main",
         "cbcl-eval=cbcl_pr_ros.cli.evaluate:main",
+        "cbcl-memory=cbcl_pr_ros.cli.memory:main",
     ]},
 )

@@ -36,7 +36,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,12 +50,16 @@ from .clustering import COVARIANCE_MODES
 from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
 from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
 from .open_set import OPEN_SET_MODES, DistanceGate
-from .persistence import LearnerState, load_state, save_state
+from .persistence import LearnerState, filled_provenance, load_state, save_state
+from .provenance import Contribution, check_robot_name, new_contribution, united
 from .rehearsal import REHEARSAL_MODES
 from .threads import fit_threads
 from .transform import TRANSFORMS, FeatureTransform
 from .validation import UnknownClassError, check_features, check_label
 from .view_spread import ViewSpread
+
+if TYPE_CHECKING:
+    from .merge import MergeReport
 
 __all__ = ["CLASSIFIERS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner",
            "save_learner", "load_learner"]
@@ -292,6 +296,10 @@ class CBCLPRLearner:
         # spread of the teach-time views of every image taught, shared by all classes
         self.view_spread_ = ViewSpread.empty(self.feature_dim)
         self.increments_ = 0
+        # per class, who taught it when with how many shots (:mod:`.provenance`), and the name this
+        # learner's own teaches are recorded under ("" = not named)
+        self._provenance: dict[str, tuple[Contribution, ...]] = {}
+        self.robot_name = ""
         self._served = _Served((), None, None, 0)
 
     # ------------------------------------------------------------------ read-only state
@@ -326,6 +334,15 @@ class CBCLPRLearner:
         elif isinstance(head, BlendedSnapshot):
             extra = head.weight.nbytes + head.bias.nbytes + head.means.nbytes + sum(b.nbytes for b in head.low_rank)
         return self._memory.nbytes() + self.view_spread_.nbytes() + int(extra)
+
+    @property
+    def provenance_(self) -> dict[str, tuple[Contribution, ...]]:
+        """Per class (in class order), its contributions: robot, time, shots, id."""
+        return dict(self._provenance)
+
+    def set_robot_name(self, name: str) -> None:
+        """The robot name recorded in the provenance of what this learner is taught from now on."""
+        self.robot_name = check_robot_name(name)
 
     def class_info(self) -> list[ClassInfo]:
         mem = self._memory
@@ -373,6 +390,9 @@ class CBCLPRLearner:
             spread = self.view_spread_
             for v in extra.values():
                 spread = spread.with_views(v)
+            provenance = dict(self._provenance)
+            for c, x in data.items():
+                provenance[c] = united(provenance.get(c, ()), (new_contribution(self.robot_name, len(x)),))
             with fit_threads(self.config.fit_threads):
                 memory = old.with_taught(data, dist)
                 served = self._build(memory, dist, self.increments_, real=data, prior=prior, spread=spread)
@@ -381,6 +401,7 @@ class CBCLPRLearner:
             # commit: nothing above changed self
             self.view_spread_ = spread
             self._memory = memory
+            self._provenance = provenance
             self.distance_threshold_ = dist
             self.distance_prior_ = prior
             self.temperature_, self.temperature_weight_, self._calib_pool = temperature
@@ -430,6 +451,7 @@ class CBCLPRLearner:
                 with fit_threads(self.config.fit_threads):
                     served = self._build(memory, self.distance_threshold_, self.increments_)
             self._memory = memory
+            self._provenance = {c: p for c, p in self._provenance.items() if c != label}
             self._served = served
         _log.info("forgot %r; model v%d", label, served.model_version)
 
@@ -449,6 +471,7 @@ class CBCLPRLearner:
                 head = None
             served = self._build(memory, self.distance_threshold_, self.increments_, head=head)
             self._memory = memory
+            self._provenance = {(new if c == old else c): p for c, p in self._provenance.items()}
             self._served = served
         _log.info("renamed %r to %r; model v%d", old, new, served.model_version)
 
@@ -516,7 +539,7 @@ class CBCLPRLearner:
                      "temperature_weight": self.temperature_weight_}
             return LearnerState(self.backbone, self.feature_dim, self.config.to_dict(), self._memory,
                                 self.distance_threshold_, self.increments_, served.model_version, head, extra,
-                                self.view_spread_)
+                                self.view_spread_, dict(self._provenance))
 
     @classmethod
     def from_state(cls, state: LearnerState, model_version: int | None = None) -> "CBCLPRLearner":
@@ -562,10 +585,37 @@ class CBCLPRLearner:
         with fit_threads(config.fit_threads):
             served = learner._build(mem, dist, int(state.increments), head=head, version=version)
         learner._memory = mem
+        learner._provenance = filled_provenance(state)
         learner.distance_threshold_ = dist
         learner.increments_ = int(state.increments)
         learner._served = served
         return learner
+
+    def merge(self, other: LearnerState) -> "MergeReport":
+        """Take in another memory of the same backbone, transform and width (:mod:`.merge`): its
+        classes are added, a class both hold is pooled (or kept/replaced when one copy already
+        contains the other's teaching), the budget K is applied once and the head refitted once.
+        Raises :class:`.merge.MergeError` (a ValueError) and changes nothing when refused.
+        """
+        from .merge import merge_states
+
+        with self._write_lock:
+            merged, report = merge_states(self.to_state(), other)
+            if report.unchanged:
+                return report
+            new = type(self).from_state(merged, model_version=self._served.model_version + 1)
+            self._adopt(new)
+        _log.info("merged: %s; model v%d", report.summary(), self._served.model_version)
+        return report
+
+    def _adopt(self, new: "CBCLPRLearner") -> None:
+        """Take ``new``'s whole state (same config); the served snapshot is swapped last."""
+        self._memory, self._provenance = new._memory, new._provenance
+        self.distance_threshold_, self.distance_prior_ = new.distance_threshold_, new.distance_prior_
+        self.temperature_, self.temperature_weight_ = new.temperature_, new.temperature_weight_
+        self._calib_pool, self._calib_base = (), new._calib_base
+        self.view_spread_, self.increments_ = new.view_spread_, new.increments_
+        self._served = new._served
 
     def _restore_extra(self, extra: Mapping[str, Any]) -> None:
         """Gate prior and temperature of a saved learner (issue 15); ValueError on nonsense."""

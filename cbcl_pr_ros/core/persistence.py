@@ -17,6 +17,12 @@ Format 4 adds the teach-time views' spread shared by all classes (:mod:`.view_sp
 ``view_spread`` (d, r <= 64) float16, always present (r = 0 when no views were taught), and metadata
 ``view_spread_images``.  Files of formats 1-3 are read with no view spread.
 
+Format 5 (issue 24) adds metadata ``provenance``: per class, the list of its contributions (robot,
+Unix time, shots, id; :mod:`.provenance`), checked like every other field (exactly the stored
+classes, 1-64 entries each, bounded names, times and shots, at least the shots the class holds).
+Files of formats 1-4 are read with no provenance (the learner gives each class one entry of an
+unknown robot, :func:`.provenance.legacy_contribution`).
+
 Integrity: format 2's SHA-256 covers the metadata (canonical JSON without the digest) *and* every
 tensor's name, dtype, shape and bytes, so an edited class name, D, K or head is as corrupt as a
 flipped tensor byte.  Format 1 files (digest over the tensors only) are still read, with every
@@ -52,16 +58,17 @@ from safetensors.numpy import save as st_save
 from .classifiers.base import LinearSnapshot
 from .clustering import COVARIANCE_MODES, ClassClusters
 from .memory import ClusterMemory
+from .provenance import Contribution, legacy_contribution, provenance_from_json, provenance_to_json
 from .validation import check_label
 from .view_spread import MAX_RANK, ViewSpread
 
 __all__ = [
     "FORMAT_VERSION", "MAX_FEATURE_DIM", "MemoryFileError", "CorruptMemoryFileError",
     "IncompatibleMemoryFileError", "LearnerState", "state_to_bytes", "state_from_bytes",
-    "write_atomic", "save_state", "load_state", "read_metadata",
+    "write_atomic", "save_state", "load_state", "read_metadata", "filled_provenance",
 ]
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 MAX_FEATURE_DIM = 65536  # wider than any backbone; refuses absurd widths before any allocation
 _META_KEY = "cbcl_pr"
 _FLOAT_TENSORS = ("means", "factors", "diag", "means.f16", "factors.f16", "diag.f16", "head.weight", "head.bias",
@@ -102,6 +109,14 @@ class LearnerState:
     learner_state: dict | None = None
     # the teach-time views' shared spread (format 4): tensor "view_spread", metadata "view_spread_images"
     view_spread: ViewSpread | None = None
+    # per class, where its statistics came from (format 5): metadata "provenance"; None before it
+    provenance: dict[str, tuple[Contribution, ...]] | None = None
+
+
+def filled_provenance(state: LearnerState) -> dict[str, tuple[Contribution, ...]]:
+    """``state``'s provenance with an entry of unknown origin for every class that has none."""
+    prov = dict(state.provenance or {})
+    return {c: tuple(prov.get(c) or (legacy_contribution(cc.counts, cc.means),)) for c, cc in state.memory.items()}
 
 
 # ------------------------------------------------------------------ encoding
@@ -164,6 +179,7 @@ def _pack(state: LearnerState) -> tuple[dict[str, np.ndarray], dict]:
         "distance_threshold": None if state.distance_threshold is None else float(state.distance_threshold),
         "head_kind": head_kind,
         "view_spread_images": int(spread.images),
+        "provenance": provenance_to_json(filled_provenance(state)),
     }
     if state.learner_state is not None:
         meta["learner_state"] = dict(state.learner_state)
@@ -465,13 +481,20 @@ def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone:
             spread = ViewSpread(tensors["view_spread"].astype(np.float32), images)
         except ValueError as exc:
             raise _bad(where, str(exc)) from exc
+    provenance = None
+    if version >= 5:
+        try:
+            provenance = provenance_from_json(meta.get("provenance"), classes,
+                                              {c: cc.n_samples for c, cc in memory.items()})
+        except (TypeError, ValueError) as exc:
+            raise _bad(where, str(exc)[:200]) from None
     dist = meta.get("distance_threshold")
     extra = meta.get("learner_state")
     if extra is not None and not isinstance(extra, dict):
         raise _bad(where, "learner_state must be a JSON object")
     return LearnerState(meta["backbone"], d, dict(config), memory,
                         None if dist is None else float(dist), int(meta["increments"]),
-                        int(meta["model_version"]), head, extra, spread)
+                        int(meta["model_version"]), head, extra, spread, provenance)
 
 
 def load_state(path: str | os.PathLike, expected_backbone: str | None = None,

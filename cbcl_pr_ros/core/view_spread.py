@@ -73,12 +73,29 @@ class ViewSpread:
         dev = (v - v.mean(axis=1, keepdims=True)).reshape(-1, self.feature_dim)
         factor = np.concatenate([self.factor.astype(np.float64) * np.sqrt(self.images / total),
                                  dev.T / np.sqrt((k - 1) * total)], axis=1)
-        rank = min(MAX_RANK, self.feature_dim)
+        return ViewSpread._capped(factor, total)
+
+    def pooled(self, other: "ViewSpread") -> "ViewSpread":
+        """The spread of two learners' views together (a memory merge): the image-weighted mean of
+        both covariances, exact while the two factors hold at most MAX_RANK columns together."""
+        if other.feature_dim != self.feature_dim:
+            raise ValueError(f"view spreads of widths {self.feature_dim} and {other.feature_dim} cannot be pooled")
+        total = self.images + other.images
+        if total == 0:
+            return self
+        factor = np.concatenate([self.factor.astype(np.float64) * np.sqrt(self.images / total),
+                                 other.factor.astype(np.float64) * np.sqrt(other.images / total)], axis=1)
+        return ViewSpread._capped(factor, total)
+
+    @staticmethod
+    def _capped(factor: np.ndarray, images: int) -> "ViewSpread":
+        """``factor`` truncated to MAX_RANK columns by SVD, rounded to float16 values."""
+        rank = min(MAX_RANK, factor.shape[0])
         if factor.shape[1] > rank:
             u, s, _ = np.linalg.svd(factor, full_matrices=False)
             factor = u[:, :rank] * s[:rank]
         # float16-exact values: what a memory file stores (format 4) is what the head used
-        return ViewSpread(np.ascontiguousarray(factor.astype(np.float16), np.float32), total)
+        return ViewSpread(np.ascontiguousarray(factor.astype(np.float16), np.float32), images)
 
     def covariance(self) -> np.ndarray:
         """(d, d) float64 ``N`` (zeros when nothing was pooled), read-only; computed once per spread,

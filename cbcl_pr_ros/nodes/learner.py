@@ -4,7 +4,8 @@ Topics: subscribes ``features`` (FeatureVector) and, only while ``debug_image`` 
 publishes ``prediction`` (per frame, at most ``max_prediction_rate`` Hz), ``status`` (latched, on
 change and every ``status_period_s``) and ``debug_image`` (the frame with label and score drawn).
 
-Services: teach_class, classify, list_classes, forget_class, rename_class, save_memory, load_memory.
+Services: teach_class, classify, list_classes, forget_class, rename_class, save_memory, load_memory,
+merge_memory.  Fleet mode (parameter ``fleet``; :mod:`.fleet`): class updates on ``fleet_topic``.
 
 Concurrency: under a MultiThreadedExecutor each of these runs in its own callback group: the stream
 (features → prediction), mutations (teach/forget/rename/save/load, serialised), queries (classify,
@@ -63,6 +64,7 @@ from cbcl_pr_ros.nodes.conversions import (
     stamp_key,
 )
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer, annotate
+from cbcl_pr_ros.nodes.fleet import make_fleet_link
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
 from cbcl_pr_ros.nodes.frame_collector import FrameCollector
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
@@ -85,6 +87,7 @@ from cbcl_pr_ros.srv import (
     ForgetClass,
     ListClasses,
     LoadMemory,
+    MergeMemory,
     RenameClass,
     SaveMemory,
     TeachClass,
@@ -114,6 +117,7 @@ class LearnerNode(ManagedNode):
         self.backbone_name = p["backbone"]
         self.limits = RequestLimits.from_params(p)
         self.controller: LearnerController | None = None
+        self.fleet: Any = None  # nodes.fleet.FleetLink in fleet mode (parameter fleet)
 
         self._stream_group = MutuallyExclusiveCallbackGroup()
         self._mutate_group = MutuallyExclusiveCallbackGroup()
@@ -146,6 +150,7 @@ class LearnerNode(ManagedNode):
         s(RenameClass, "rename_class", self._on_rename, self._mutate_group)
         s(SaveMemory, "save_memory", self._on_save, self._mutate_group)
         s(LoadMemory, "load_memory", self._on_load, self._mutate_group)
+        s(MergeMemory, "merge_memory", self._on_merge, self._mutate_group)
         s(Classify, "classify", self._on_classify, self._query_group)
         s(ListClasses, "list_classes", self._on_list, self._query_group)
 
@@ -193,6 +198,7 @@ class LearnerNode(ManagedNode):
         self.markers_pub = self.create_lifecycle_publisher(MarkerArray, "detection_markers",
                                                            result_qos(depth=2), qos_overriding_options=over())
         self.controller = controller
+        self.fleet = make_fleet_link(self, controller, p)
         self.get_logger().info(f"configured: {len(controller.classes)} classes loaded")
 
     def _activate(self) -> None:
@@ -216,6 +222,8 @@ class LearnerNode(ManagedNode):
         self.phase = ACTIVE  # (set again by ManagedNode) so that the first status goes out now
         self._update_debug_subscription()
         self.publish_status()
+        if self.fleet is not None:
+            self.fleet.start()
         c = self.controller
         self.get_logger().info(
             f"learner ready (active): {len(c.classes)} classes, backbone {self.backbone_name}, "
@@ -230,6 +238,8 @@ class LearnerNode(ManagedNode):
 
     def _deactivate(self) -> None:
         self.release("features_sub", "objects_sub", "_image_sub", "status_timer", "debug_timer")
+        if self.fleet is not None:
+            self.fleet.stop()
         self._latest_features = None  # a classify while paused must not answer an old frame
         self._frames = FrameBuffer(capacity=16)
 
@@ -247,6 +257,9 @@ class LearnerNode(ManagedNode):
                 self.get_logger().info(f"memory freed: {message}")
             c.close()
         self.release("prediction_pub", "status_pub", "debug_pub", "detections_pub", "markers_pub")
+        if self.fleet is not None:
+            self.fleet.close()
+            self.fleet = None
         self.controller = None
         with self._tracker_lock:
             self._reset_tracking()
@@ -716,10 +729,17 @@ class LearnerNode(ManagedNode):
         return resp
 
     def _on_load(self, req: Any, resp: Any) -> Any:
-        with self._committing("load_memory") as (c, refused):
+        return self._memory_file_request("load_memory", lambda c: c.load(req.path), resp)
+
+    def _on_merge(self, req: Any, resp: Any) -> Any:
+        return self._memory_file_request("merge_memory", lambda c: c.merge(req.path), resp)
+
+    def _memory_file_request(self, what: str, call: Any, resp: Any) -> Any:
+        """LoadMemory / MergeMemory: ``call(controller)`` while active, committed before the answer."""
+        with self._committing(what) as (c, refused):
             if refused:
                 return self._refuse_mutation(c, resp, refused)
-            out = c.load(req.path)
+            out = call(c)
         if out.success:
             self.get_logger().info(out.message)
         else:

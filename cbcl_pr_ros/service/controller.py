@@ -337,14 +337,11 @@ class LearnerController:
         with self._mutate:
             current = self.learner_
             try:
-                blob, shown = self.store.read(name)
-                state = state_from_bytes(blob, f"'{shown}'", expected_backbone=self.backbone,
-                                         expected_feature_dim=self.feature_dim)
-                for c in state.memory.classes:
-                    check_label(c, "stored class name")
+                state, shown = self._read_verified(name)
                 # the served version never goes backwards: a load is a change like any other
                 version = max(int(state.model_version), int(current.model_version_) + (0 if startup else 1))
                 new = type(current).from_state(state, model_version=version)
+                new.robot_name = current.robot_name
                 self._exercise(new)
             except (MemoryAccessError, MemoryFileError, RequestError) as exc:
                 return self._outcome(False, f"refused memory file: {exc}{_KEPT}")
@@ -361,6 +358,100 @@ class LearnerController:
         self._changed()
         n = len(new.classes_)
         return Outcome(True, f"loaded {n} classes from '{shown}'", int(new.model_version_), n)
+
+    def _read_verified(self, name: str) -> tuple[Any, str]:
+        """The state of memory file ``name`` in the store, read size-capped and verified completely
+        (this learner's backbone and width, valid class names), and its name as shown."""
+        from cbcl_pr_ros.core import state_from_bytes
+
+        blob, shown = self.store.read(name)
+        state = state_from_bytes(blob, f"'{shown}'", expected_backbone=self.backbone,
+                                 expected_feature_dim=self.feature_dim)
+        for c in state.memory.classes:
+            check_label(c, "stored class name")
+        return state, shown
+
+    def merge(self, name: str) -> Outcome:
+        """MergeMemory: take in a memory file's classes (read and verified exactly as LoadMemory's);
+        a refused file or merge leaves the current memory in use."""
+        from cbcl_pr_ros.core import MemoryFileError
+
+        if self.store is None:
+            return self._outcome(False, "no memory directory configured: nothing can be merged")
+        try:
+            state, shown = self._read_verified(name)
+        except (MemoryAccessError, MemoryFileError, RequestError) as exc:
+            return self._outcome(False, f"refused memory file: {exc}{_KEPT}")
+        return self.merge_state(state, f"'{shown}'")
+
+    def merge_state(self, state: Any, origin: str) -> Outcome:
+        """Merge a verified :class:`~cbcl_pr_ros.core.LearnerState` (a file's, a fleet peer's) into the
+        memory (:mod:`cbcl_pr_ros.core.merge`): one new learner, exercised, swapped in as one reference,
+        autosaved.  Refused (nothing changes) when the memories cannot be merged or the result would
+        exceed the memory file size limit."""
+        from cbcl_pr_ros.core import state_to_bytes
+        from cbcl_pr_ros.core.merge import merge_states
+
+        with self._mutate:
+            current = self.learner_
+            try:
+                merged, report = merge_states(current.to_state(), state)
+                if report.unchanged:
+                    return self._outcome(True, f"nothing new from {origin}: {report.summary()}")
+                new = type(current).from_state(merged, model_version=int(current.model_version_) + 1)
+                new.robot_name = current.robot_name
+                limit = self.store.max_bytes if self.store is not None else None
+                size = len(state_to_bytes(new.to_state())) if limit is not None else 0
+                if limit is not None and size > limit:
+                    return self._outcome(False, f"merge of {origin} refused: the memory would take {size} bytes, "
+                                         f"more than max_memory_file_bytes {limit}{_KEPT}")
+                self._exercise(new)
+            except (TypeError, ValueError, ArithmeticError) as exc:
+                return self._outcome(False, f"merge of {origin} refused: {str(exc)[:300]}{_KEPT}")
+            failed = self._commit(new)  # into the default file before it is served
+            if failed:
+                return self._outcome(False, f"nothing merged from {origin}: {failed}{_KEPT}")
+            self.learner_ = new
+        self._changed()
+        n = len(new.classes_)
+        return Outcome(True, f"merged {origin}: {report.summary()}; {n} classes{self.ram_only_note()}",
+                       int(new.model_version_), n)
+
+    def forget_covered(self, label: str, covering: frozenset, origin: str) -> Outcome:
+        """Forget ``label`` for a peer that forgot it, only when every contribution of ours is among
+        ``covering`` (the peer's, as it forgot it): what the peer never knew is not lost."""
+        from cbcl_pr_ros.core.provenance import ids
+
+        with self._mutate:
+            mine = self.learner_.provenance_.get(label)
+            if mine is None:
+                return self._outcome(True, f"no class '{label}' to forget for {origin}")
+            if not ids(mine) <= covering:
+                return self._outcome(False, f"kept '{label}' that {origin} forgot: it holds teaching {origin} "
+                                     "never had")
+            self.learner_.forget(label)  # checked and forgotten under one lock: no teach in between
+            failed = self._commit()
+        self._changed()
+        if failed:
+            return self._outcome(False, f"kept '{label}' that {origin} forgot: {failed}")
+        return self._outcome(True, f"forgot '{label}' as {origin} did{self.ram_only_note()}")
+
+    def rename_covered(self, old: str, new: str, covering: frozenset, origin: str) -> Outcome:
+        """Rename ``old`` to ``new`` for a peer that renamed it, only when every contribution of ours
+        to ``old`` is among ``covering`` (the renamed class's, at the peer)."""
+        from cbcl_pr_ros.core.provenance import ids
+
+        with self._mutate:
+            mine = self.learner_.provenance_.get(old)
+            if mine is None or not ids(mine) <= covering or new in self.learner_.classes_:
+                return self._outcome(False, f"rename of '{old}' by {origin} not applied here: the class is "
+                                     "unknown, holds teaching the peer never had, or the new name is taken")
+            self.learner_.rename(old, new)
+            failed = self._commit()
+        self._changed()
+        if failed:
+            return self._outcome(False, f"rename of '{old}' by {origin} not applied here: {failed}")
+        return self._outcome(True, f"renamed '{old}' to '{new}' as {origin} did{self.ram_only_note()}")
 
     def _exercise(self, learner: Any) -> None:
         """One classification with the loaded memory before it is served; ValueError when it fails."""

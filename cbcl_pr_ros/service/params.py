@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,9 +225,25 @@ PARAMS: tuple[ParamSpec, ...] = (
               (LEARNER,), min=0, max=1000),
     ParamSpec("track_max_distance_m", 0.1, "Largest 3-D jump of a tracked object between frames (metres)",
               (LEARNER,), min=1.0e-3, max=10.0),
+    # --- fleet mode (issue 24; docs/nodes.md "Fleet mode", docs/security.md "Fleet peers") --------
+    ParamSpec("fleet", "", "Fleet name: learners of one fleet publish their class changes on fleet_topic "
+              "and merge each other's; '' = fleet mode off", (LEARNER,)),
+    ParamSpec("robot_name", "", "This robot's name in the fleet (1-64 of [A-Za-z0-9_.-]; needed in fleet mode); "
+              "recorded as the teacher in each class's provenance", (LEARNER,)),
+    ParamSpec("fleet_allow", "", "Comma-separated robot names whose updates are merged; '' = every robot of "
+              "the fleet (who may publish at all is SROS2's to decide)", (LEARNER,)),
+    ParamSpec("fleet_topic", "/class_updates", "Topic of the fleet's ClassUpdate messages (absolute, so that "
+              "namespaced robots share it)", (LEARNER,)),
+    ParamSpec("fleet_history_depth", 100, "Updates kept for late joiners (transient-local history) and the "
+              "burst of updates accepted at once", (LEARNER,), min=1, max=10_000),
+    ParamSpec("fleet_max_update_rate", 5.0, "Updates per second taken from the fleet on average (more are "
+              "refused)", (LEARNER,), min=0.01, max=1000.0),
+    ParamSpec("fleet_max_update_bytes", 8 * 1024 * 1024, "Largest class statistics one update may carry "
+              "(also capped by max_memory_file_bytes)", (LEARNER,), min=1024, max=2**31),
 )
 
 _BY_NAME = {p.name: p for p in PARAMS}
+_FLEET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 def specs_for(node: str) -> list[ParamSpec]:
@@ -253,6 +270,12 @@ def validate_parameter(name: str, value: Any, current: dict[str, Any] | None = N
         return f"{name} must not be empty"
     if name == "teach_views" and value == 1:
         return "teach_views 1 is refused: one view measures no spread; use 0 (off) or 2-16"
+    if name in ("fleet", "robot_name") and value and not _FLEET_NAME.fullmatch(value):
+        return f"{name} must be 1-64 letters, digits, '_', '.' or '-' (or ''), got {short(value)}"
+    if name == "fleet_allow" and any(a.strip() and not _FLEET_NAME.fullmatch(a.strip()) for a in value.split(",")):
+        return f"fleet_allow must be comma-separated robot names (1-64 of [A-Za-z0-9_.-]), got {short(value)}"
+    if name == "fleet_topic" and not value.strip():
+        return "fleet_topic must not be empty"
     if name == "memory_dir" and value and not os.path.isabs(value):
         return f"memory_dir must be an absolute path or '' (nothing is expanded), got {short(value)}"
     if name == "memory_path" and value and not os.path.isabs(value) and (

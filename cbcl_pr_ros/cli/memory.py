@@ -1,0 +1,206 @@
+"""``cbcl-memory``: inspect, compare, merge and split learner memory files, without ROS.
+
+    cbcl-memory info memory.safetensors            # classes, clusters, shots, bytes, who taught them
+    cbcl-memory merge robot1.safetensors robot2.safetensors -o fleet.safetensors
+    cbcl-memory diff robot1.safetensors robot2.safetensors
+    cbcl-memory export-class memory.safetensors mug -o mug.safetensors
+
+Every file read is verified completely (checksum, shapes, ranges; :mod:`cbcl_pr_ros.core.persistence`)
+and refused with the reason when it is not sound.  ``merge`` follows :mod:`cbcl_pr_ros.core.merge`:
+same backbone, feature transform and width, classes held on both sides pooled, the budget K applied
+once, the head refitted once; it never overwrites a file unless ``--force``.  An exported class is a
+memory file holding that class alone (what a fleet update carries), so ``merge`` takes it in too.
+Exit status: 0 done, 1 refused (the reason is printed), 2 usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["main", "build_parser"]
+
+_MAX_BYTES = 256 * 1024 * 1024  # the learner node's default max_memory_file_bytes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="cbcl-memory", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n\n".join(__doc__.split("\n\n")[1:2]))
+    ap.add_argument("--max-bytes", type=int, default=_MAX_BYTES, help="largest memory file read (default 256 MiB)")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("info", help="what a memory file holds, class by class")
+    p.add_argument("file")
+    p = sub.add_parser("merge", help="merge two memory files into a third")
+    p.add_argument("a", help="the receiving memory (its configuration, D and class order are kept)")
+    p.add_argument("b", help="the memory (or exported class) merged in")
+    p.add_argument("-o", "--output", required=True, help="the merged memory file to write")
+    p.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
+    p = sub.add_parser("diff", help="classes only in one file, and how shared classes differ")
+    p.add_argument("a")
+    p.add_argument("b")
+    p = sub.add_parser("export-class", help="write one class as a memory file of its own")
+    p.add_argument("file")
+    p.add_argument("name", help="the class to export")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
+    return ap
+
+
+class Refused(Exception):
+    """A file or an operation is refused; the message is printed and the exit status is 1."""
+
+
+def _read(path: str, max_bytes: int):
+    from cbcl_pr_ros.core.persistence import MemoryFileError, state_from_bytes
+
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if not p.is_file():
+            raise Refused(f"{path}: not a regular file")
+        if size > max_bytes:
+            raise Refused(f"{path}: {size} bytes, more than --max-bytes {max_bytes}")
+        return state_from_bytes(p.read_bytes(), path)
+    except OSError as exc:
+        raise Refused(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except MemoryFileError as exc:
+        raise Refused(str(exc)) from None
+
+
+def _write(path: str, blob: bytes, force: bool) -> None:
+    from cbcl_pr_ros.core.persistence import write_atomic
+
+    if os.path.lexists(path) and not force:
+        raise Refused(f"{path} exists; give --force to overwrite it")
+    try:
+        write_atomic(path, blob)
+    except OSError as exc:
+        raise Refused(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _when(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M") if t > 0 else "?"
+
+
+def class_table(state, title: str) -> Table:
+    """One row per class: clusters, shots, storage, bytes, robots and the last teach."""
+    from cbcl_pr_ros.core.persistence import filled_provenance
+
+    prov = filled_provenance(state)
+    table = Table(title=title)
+    for col in ("class", "clusters", "shots", "storage", "bytes", "taught by", "last taught (UTC)"):
+        table.add_column(col, justify="right" if col in ("clusters", "shots", "bytes") else "left")
+    for name, cc in state.memory.items():
+        robots = sorted({c.robot or "?" for c in prov[name]})
+        table.add_row(Text(name), str(cc.n_clusters), str(cc.n_samples), cc.storage, str(cc.nbytes()),
+                      Text(", ".join(robots)), _when(max(c.time for c in prov[name])))
+    return table
+
+
+def _header(state, path: str) -> str:
+    k = state.config.get("max_clusters")
+    return (f"{path}: backbone {state.backbone}, width {state.feature_dim}, transform "
+            f"{state.config.get('transform', 'none')}, covariance {state.memory.covariance}, "
+            f"{len(state.memory)} classes, {state.memory.n_clusters} clusters (K {k if k else 'unlimited'}), "
+            f"D {state.distance_threshold if state.distance_threshold is None else f'{state.distance_threshold:.4g}'}, "
+            f"model v{state.model_version}, views' spread of {(state.view_spread.images if state.view_spread else 0)} images")
+
+
+def cmd_info(opts, con: Console) -> None:
+    state = _read(opts.file, opts.max_bytes)
+    con.print(_header(state, opts.file), highlight=False, markup=False, soft_wrap=True)
+    con.print(class_table(state, f"{len(state.memory)} classes"))
+
+
+def cmd_merge(opts, con: Console) -> None:
+    from cbcl_pr_ros.core import CBCLPRLearner, state_to_bytes
+    from cbcl_pr_ros.core.merge import MergeError, merge_states
+
+    if os.path.lexists(opts.output) and not opts.force:
+        raise Refused(f"{opts.output} exists; give --force to overwrite it")
+    with Progress(console=con, transient=True) as progress:
+        task = progress.add_task("reading", total=4)
+        a = _read(opts.a, opts.max_bytes)
+        b = _read(opts.b, opts.max_bytes)
+        progress.update(task, advance=1, description="merging statistics")
+        try:
+            merged, report = merge_states(a, b)
+            progress.update(task, advance=1, description="refitting the head")
+            learner = CBCLPRLearner.from_state(merged, model_version=merged.model_version + 1)
+        except (MergeError, ValueError) as exc:
+            raise Refused(f"merge refused: {exc}") from None
+        progress.update(task, advance=1, description="writing")
+        blob = state_to_bytes(learner.to_state())
+        if len(blob) > opts.max_bytes:
+            raise Refused(f"the merged memory would be {len(blob)} bytes, more than --max-bytes {opts.max_bytes}")
+        _write(opts.output, blob, opts.force)
+        progress.update(task, advance=1)
+    con.print(f"merged {opts.b} into {opts.a} -> {opts.output}: {report.summary()} ({len(blob)} bytes)",
+              highlight=False, markup=False, soft_wrap=True)
+    con.print(class_table(learner.to_state(), f"{len(learner.classes_)} classes in {opts.output}"))
+
+
+def cmd_diff(opts, con: Console) -> None:
+    from cbcl_pr_ros.core.merge import MergeError, check_compatible
+    from cbcl_pr_ros.core.persistence import filled_provenance
+    from cbcl_pr_ros.core.provenance import ids
+
+    a, b = _read(opts.a, opts.max_bytes), _read(opts.b, opts.max_bytes)
+    try:
+        check_compatible(a, b)
+        con.print("compatible: a merge is possible", highlight=False, markup=False, soft_wrap=True)
+    except MergeError as exc:
+        con.print(f"not mergeable: {exc}", highlight=False, markup=False, soft_wrap=True)
+    pa, pb = filled_provenance(a), filled_provenance(b)
+    table = Table(title=f"{opts.a} vs {opts.b}")
+    for col in ("class", "in", "shots a", "shots b", "teaching"):
+        table.add_column(col)
+    for name in list(a.memory.classes) + [c for c in b.memory.classes if c not in a.memory]:
+        in_a, in_b = name in a.memory, name in b.memory
+        where = "both" if in_a and in_b else ("a only" if in_a else "b only")
+        teaching = ""
+        if in_a and in_b:
+            ia, ib = ids(pa[name]), ids(pb[name])
+            teaching = ("same" if ia == ib else "b holds all of a's" if ia < ib else "a holds all of b's" if ib < ia
+                        else "separate (would pool)" if not ia & ib else "partly shared (merge refused)")
+        table.add_row(Text(name), where, str(a.memory[name].n_samples) if in_a else "",
+                      str(b.memory[name].n_samples) if in_b else "", teaching)
+    con.print(table)
+
+
+def cmd_export(opts, con: Console) -> None:
+    from cbcl_pr_ros.core import state_to_bytes
+    from cbcl_pr_ros.core.merge import one_class_state
+
+    state = _read(opts.file, opts.max_bytes)
+    if opts.name not in state.memory:
+        shown = opts.name[:64]
+        raise Refused(f"no class {shown!r} in {opts.file} (classes: {', '.join(state.memory.classes) or 'none'})")
+    blob = state_to_bytes(one_class_state(state, opts.name))
+    _write(opts.output, blob, opts.force)
+    con.print(f"exported class {opts.name!r} of {opts.file} to {opts.output} ({len(blob)} bytes: its statistics, "
+              "no shot)", highlight=False, markup=False, soft_wrap=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    con = Console()
+    run = {"info": cmd_info, "merge": cmd_merge, "diff": cmd_diff, "export-class": cmd_export}[opts.command]
+    try:
+        run(opts, con)
+    except Refused as exc:
+        Console(stderr=True).print(f"cbcl-memory: {exc}", highlight=False, markup=False, soft_wrap=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

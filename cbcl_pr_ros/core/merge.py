@@ -1,0 +1,196 @@
+"""Merging two learners' memories: what one robot was taught, another robot knows.
+
+A class in memory is a few Gaussian clusters (counts, means, scatters): sufficient statistics of
+its shots.  Two memories of the same backbone, feature transform, width and covariance mode can
+therefore be merged into one, without any shot:
+
+* a class only one side holds is taken as it is;
+* a class both sides hold becomes one class with the union of both sides' clusters, so its count
+  is the sum, its mean the count-weighted mean and its scatter the scatter of the union: exactly the
+  statistics of all its shots (:meth:`.clustering.ClassClusters.merged` keeps them exact when a
+  reduction then merges clusters);
+* the budget K is applied once, after the union, with the paper's reduction
+  (:meth:`.memory.ClusterMemory.reduced_to`); K smaller than the number of classes is refused;
+* the views' shared spread pools image-weighted (:meth:`.view_spread.ViewSpread.pooled`), the
+  calibrated temperature pools by its weight, and the head is refitted once (by the caller, from the
+  merged state).
+
+Provenance (:mod:`.provenance`) decides what "both sides hold" means: if one copy's contributions
+already include all of the other's (the same teaching came back, or a newer copy of it), the
+larger copy is kept instead of counting the same shots twice; if they share some contributions
+but neither holds all of the other's, the merge is refused.  The receiving side (``a``) keeps its
+configuration, its D (the other's when it has none) and its class order; the other's new classes
+follow in their order.
+
+>>> import numpy as np
+>>> from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+>>> rng = np.random.default_rng(0)
+>>> a = CBCLPRLearner(LearnerConfig(distance_threshold=1.0), "synthetic", 4)
+>>> b = CBCLPRLearner(LearnerConfig(distance_threshold=1.0), "synthetic", 4)
+>>> _ = a.teach("mug", rng.normal(0, 1, (5, 4))); _ = b.teach("mug", rng.normal(0, 1, (3, 4)))
+>>> report = a.merge(b.to_state())
+>>> report.pooled, a.memory["mug"].n_samples
+(('mug',), 8)
+>>> a.merge(b.to_state()).unchanged   # b's teaching is already in a: nothing counts twice
+True
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .calibration import pooled_temperature
+from .clustering import ClassClusters
+from .memory import ClusterMemory
+from .persistence import LearnerState, filled_provenance
+from .provenance import MAX_SHOTS, Contribution, ids, united
+from .transform import FeatureTransform
+from .view_spread import ViewSpread
+
+__all__ = ["MergeError", "MergeReport", "check_compatible", "merge_states", "pool_classes", "covers",
+           "one_class_state"]
+
+
+class MergeError(ValueError):
+    """Two memories cannot be merged; the message says why."""
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    """What a merge did, per class, and what it cost."""
+
+    added: tuple[str, ...] = ()  # classes only the other side held
+    pooled: tuple[str, ...] = ()  # classes both held, taught separately: statistics pooled
+    replaced: tuple[str, ...] = ()  # the other's copy contained all of ours: taken instead
+    kept: tuple[str, ...] = ()  # our copy contained all of the other's: nothing to add
+    clusters_before: int = 0
+    clusters_after: int = 0
+    reduced: bool = False  # the budget K was applied
+    seconds: float = 0.0
+    details: dict = field(default_factory=dict)
+
+    @property
+    def unchanged(self) -> bool:
+        return not (self.added or self.pooled or self.replaced)
+
+    def summary(self) -> str:
+        parts = [f"{len(v)} {k}" for k, v in (("added", self.added), ("pooled", self.pooled),
+                                               ("replaced", self.replaced), ("already known", self.kept)) if v]
+        red = f", reduced to K={self.details.get('K')}" if self.reduced else ""
+        return f"{', '.join(parts) or 'nothing'}; clusters {self.clusters_before} -> {self.clusters_after}{red}"
+
+
+def _transform_of(config: Mapping) -> FeatureTransform:
+    return FeatureTransform.named(config.get("transform", "none"), config.get("transform_power", 0.5))
+
+
+def check_compatible(a: LearnerState, b: LearnerState) -> None:
+    """MergeError unless ``a`` and ``b`` describe vectors of the same space, stored the same way."""
+    if a.backbone != b.backbone:
+        raise MergeError(f"different backbones ({a.backbone!r} and {b.backbone!r}): their feature vectors "
+                         "do not live in the same space")
+    if a.feature_dim != b.feature_dim:
+        raise MergeError(f"different feature widths ({a.feature_dim} and {b.feature_dim})")
+    ta, tb = _transform_of(a.config), _transform_of(b.config)
+    if ta != tb:
+        raise MergeError(f"different feature transforms (power {ta.power}, l2 {ta.l2} and power {tb.power}, "
+                         f"l2 {tb.l2}): the stored statistics are of differently transformed vectors")
+    if a.memory.covariance != b.memory.covariance:
+        raise MergeError(f"different covariance modes ({a.memory.covariance!r} and {b.memory.covariance!r})")
+
+
+def covers(theirs: tuple[Contribution, ...], ours: tuple[Contribution, ...]) -> bool:
+    """True when ``theirs`` includes every contribution of ``ours`` (so theirs replaces ours safely)."""
+    return ids(ours) <= ids(theirs)
+
+
+def pool_classes(a: ClassClusters, b: ClassClusters) -> ClassClusters:
+    """One class from two separately taught copies: the union of their clusters (exact statistics)."""
+    total = a.n_samples + b.n_samples
+    if total > MAX_SHOTS or max(a.counts.max(initial=0), b.counts.max(initial=0)) > MAX_SHOTS:
+        raise MergeError(f"pooled class would count {total} shots, more than the {MAX_SHOTS} allowed (overflow)")
+    counts = np.concatenate([a.counts, b.counts]).astype(np.int64)
+    means = np.concatenate([a.means.astype(np.float64), b.means.astype(np.float64)])
+    scatters = [cc.scatter(i) for cc in (a, b) for i in range(cc.n_clusters)]
+    return ClassClusters.from_stats(counts, means, a.mode, scatters)
+
+
+def _decide(name: str, pa: tuple[Contribution, ...], pb: tuple[Contribution, ...]) -> str:
+    """"kept", "replaced" or "pooled" for a class both sides hold; MergeError when ambiguous."""
+    if covers(pa, pb):
+        return "kept"
+    if covers(pb, pa):
+        return "replaced"
+    if ids(pa) & ids(pb):
+        raise MergeError(f"class {name!r}: both memories hold part of the same teaching but neither holds all of "
+                         "the other's; pooling would count the shared shots twice")
+    return "pooled"
+
+
+def merge_states(a: LearnerState, b: LearnerState) -> tuple[LearnerState, MergeReport]:
+    """``a`` with ``b`` merged in (see the module docstring), and what was done; the state has no
+    head, so the learner built from it refits its head once.  MergeError when refused."""
+    t0 = time.perf_counter()
+    check_compatible(a, b)
+    mem_a, mem_b = a.memory, b.memory
+    prov_a, prov_b = filled_provenance(a), filled_provenance(b)
+    classes = dict(mem_a.items())
+    prov = dict(prov_a)
+    done: dict[str, list[str]] = {"added": [], "pooled": [], "replaced": [], "kept": []}
+    for name, cc in mem_b.items():
+        if name not in classes:
+            classes[name], prov[name] = cc, prov_b[name]
+            done["added"].append(name)
+            continue
+        what = _decide(name, prov_a[name], prov_b[name])
+        done[what].append(name)
+        if what == "replaced":
+            classes[name], prov[name] = cc, prov_b[name]
+        elif what == "pooled":
+            pooled = pool_classes(classes[name], cc)
+            classes[name] = pooled.compacted() if mem_a.precision == "auto" else pooled
+            prov[name] = united(prov_a[name], prov_b[name])
+    k = mem_a.max_clusters
+    if k is not None and len(classes) > k:
+        raise MergeError(f"the merged memory would hold {len(classes)} classes, more than the budget K={k}")
+    memory = ClusterMemory(mem_a.feature_dim, mem_a.covariance, k, mem_a.reduction, mem_a.seed, classes,
+                           mem_a.precision)
+    before = memory.n_clusters
+    reduced = k is not None and before > k
+    if reduced:
+        memory = memory.reduced_to(k, protect=())
+    extra_a, extra_b = dict(a.learner_state or {}), dict(b.learner_state or {})
+    t, w = pooled_temperature(float(extra_a.get("temperature", 1.0)), float(extra_a.get("temperature_weight", 0.0)),
+                              float(extra_b.get("temperature", 1.0)), float(extra_b.get("temperature_weight", 0.0)))
+    prior = extra_a.get("distance_prior")
+    prior = extra_b.get("distance_prior") if prior is None else prior
+    spread_a = a.view_spread or ViewSpread.empty(a.feature_dim)
+    spread = spread_a.pooled(b.view_spread or ViewSpread.empty(b.feature_dim))
+    dist = a.distance_threshold if a.distance_threshold is not None else b.distance_threshold
+    state = LearnerState(a.backbone, a.feature_dim, dict(a.config), memory, dist,
+                         int(a.increments) + int(b.increments), max(int(a.model_version), int(b.model_version)),
+                         None, {"distance_prior": prior, "temperature": t, "temperature_weight": w}, spread,
+                         {c: prov[c] for c in memory.classes})
+    report = MergeReport(*(tuple(done[x]) for x in ("added", "pooled", "replaced", "kept")),
+                         clusters_before=before, clusters_after=memory.n_clusters, reduced=reduced,
+                         seconds=time.perf_counter() - t0, details={"K": k})
+    return state, report
+
+
+def one_class_state(state: LearnerState, name: str) -> LearnerState:
+    """``state`` reduced to the class ``name`` (for export, or a fleet update): its statistics,
+    provenance, D and the gate's prior; no head.  The views' shared spread and the temperature
+    belong to the whole memory, not to a class, so they stay behind (weight 0): merging many class
+    updates must not pool them once per class.  KeyError when ``name`` is unknown."""
+    cc = state.memory[name]
+    mem = state.memory
+    memory = ClusterMemory(mem.feature_dim, mem.covariance, mem.max_clusters, mem.reduction, mem.seed,
+                           {name: cc}, mem.precision)
+    prior = (state.learner_state or {}).get("distance_prior")
+    return LearnerState(state.backbone, state.feature_dim, dict(state.config), memory, state.distance_threshold,
+                        0, 0, None, {"distance_prior": prior, "temperature": 1.0, "temperature_weight": 0.0},
+                        ViewSpread.empty(state.feature_dim), {name: filled_provenance(state)[name]})

@@ -1,0 +1,86 @@
+"""Issue 24, outcome 4: ``cbcl-memory`` info / merge / diff / export-class on memory files, no ROS."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.cli.memory import main
+from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig, persistence
+
+D = 16
+
+
+def _saved(tmp_path, name, robot, classes, rng, backbone="bb"):
+    lrn = CBCLPRLearner(LearnerConfig(seed=0), backbone, D)
+    lrn.set_robot_name(robot)
+    lrn.teach_increment({c: np.abs(rng.normal(i + 1, 0.3, (6, D))) for c, i in classes.items()})
+    return lrn, lrn.save(tmp_path / name)
+
+
+@pytest.fixture
+def files(tmp_path):
+    rng = np.random.default_rng(5)
+    a, pa = _saved(tmp_path, "a.safetensors", "robot1", {"mug": 0, "cup": 3}, rng)
+    b, pb = _saved(tmp_path, "b.safetensors", "robot2", {"mug": 0, "box": 6}, rng)
+    return a, pa, b, pb
+
+
+def test_help_exits_0():
+    out = subprocess.run([sys.executable, "-P", "-m", "cbcl_pr_ros.cli.memory", "--help"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and "export-class" in out.stdout and "merge" in out.stdout
+
+
+def test_info_lists_classes_with_provenance(files, capsys):
+    _, pa, _, _ = files
+    assert main(["info", str(pa)]) == 0
+    out = capsys.readouterr().out
+    assert "mug" in out and "cup" in out and "robot1" in out and "backbone bb" in out
+
+
+def test_merge_pools_writes_a_loadable_file_and_never_overwrites(files, tmp_path, capsys):
+    a, pa, b, pb = files
+    out = tmp_path / "c.safetensors"
+    assert main(["merge", str(pa), str(pb), "-o", str(out)]) == 0
+    merged = CBCLPRLearner.load(out)
+    assert merged.classes_ == ("mug", "cup", "box")
+    assert merged.memory["mug"].n_samples == a.memory["mug"].n_samples + b.memory["mug"].n_samples
+    assert {c.robot for c in merged.provenance_["mug"]} == {"robot1", "robot2"}
+    text = capsys.readouterr().out
+    assert "1 added, 1 pooled" in text
+    before = out.read_bytes()
+    assert main(["merge", str(pa), str(pb), "-o", str(out)]) == 1
+    assert "exists" in capsys.readouterr().err and out.read_bytes() == before
+
+
+def test_merge_refuses_another_backbone_and_a_corrupt_file(files, tmp_path, capsys):
+    _, pa, _, _ = files
+    _, other = _saved(tmp_path, "o.safetensors", "r9", {"mug": 0}, np.random.default_rng(1), backbone="resnet")
+    out = tmp_path / "c.safetensors"
+    assert main(["merge", str(pa), str(other), "-o", str(out)]) == 1
+    assert "backbones" in capsys.readouterr().err and not out.exists()
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(pa.read_bytes()[:-10])
+    assert main(["merge", str(pa), str(bad), "-o", str(out)]) == 1
+    assert not out.exists()
+
+
+def test_diff_and_export_class(files, tmp_path, capsys):
+    a, pa, _, pb = files
+    assert main(["diff", str(pa), str(pb)]) == 0
+    out = capsys.readouterr().out
+    assert "a only" in out and "b only" in out and "would pool" in out
+    mug = tmp_path / "mug.safetensors"
+    assert main(["export-class", str(pa), "mug", "-o", str(mug)]) == 0
+    state = persistence.load_state(mug)
+    assert state.memory.classes == ("mug",) and state.provenance == {"mug": a.provenance_["mug"]}
+    assert main(["export-class", str(pa), "teapot", "-o", str(tmp_path / "t.safetensors")]) == 1
+    assert "no class" in capsys.readouterr().err
+    # merging an exported class back into its origin adds nothing
+    same = tmp_path / "same.safetensors"
+    assert main(["merge", str(pa), str(mug), "-o", str(same)]) == 0
+    assert "1 already known" in capsys.readouterr().out

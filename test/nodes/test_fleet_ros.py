@@ -1,0 +1,177 @@
+"""Issue 24, outcome 3 on a real ROS graph: two learner processes of one fleet on one domain.
+
+robot1 is taught "mug" from feature vectors; robot2, never taught a mug, names it once robot1's
+class update arrives; robot1 forgets it and robot2 forgets it too.  What crosses the network is read
+from the fleet topic itself: ClassUpdate messages carrying class statistics, none of the shots'
+vectors.  The merge_memory service merges a file by name and refuses a path outside memory_dir.
+No timing is asserted (the waits are generous upper bounds for a loaded machine).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.ros]
+
+D = 8
+START = 120.0
+FLEET = {"backbone": "test", "feature_dim": D, "fleet": "home", "fleet_topic": "/class_updates"}
+
+
+def _vectors(centre: float, n: int, seed: int) -> tuple[list, np.ndarray]:
+    from std_msgs.msg import Header
+
+    from cbcl_pr_ros.nodes.conversions import make_feature_msg, ns_to_stamp
+
+    x = np.random.default_rng(seed).normal(centre, 1.0, (n, D)).astype(np.float32)
+    return [make_feature_msg(Header(stamp=ns_to_stamp(i)), "test", "", v) for i, v in enumerate(x)], x
+
+
+def _label(cli: Any, robot: str, centre: float) -> str:
+    from cbcl_pr_ros.srv import Classify
+
+    msgs, _ = _vectors(centre, 1, 99)
+    out = cli.call(Classify, f"/{robot}/classify", Classify.Request(feature=msgs[0], top_k=1), timeout=30)
+    return out.label if out.success and out.known else ""
+
+
+def _classes(cli: Any, robot: str) -> list[str]:
+    from cbcl_pr_ros.srv import ListClasses
+
+    return sorted(c.name for c in cli.call(ListClasses, f"/{robot}/list_classes", ListClasses.Request()).classes)
+
+
+def _start(h: Any, domain_id: int, tmp_path: Any, robot: str, **extra: Any) -> Any:
+    mem = tmp_path / robot
+    mem.mkdir()
+    return h.start_node("learner_node", domain_id, tmp_path,
+                        params={**FLEET, "robot_name": robot, "memory_dir": str(mem), **extra},
+                        extra=["--ros-args", "-r", f"__ns:=/{robot}"], tag=robot)
+
+
+def test_taught_on_robot1_named_by_robot2_and_forget_follows(helpers, domain_id, tmp_path):
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+    from cbcl_pr_ros.msg import ClassUpdate
+    from cbcl_pr_ros.srv import ForgetClass, TeachClass
+
+    h = helpers
+    p1 = _start(h, domain_id, tmp_path, "robot1")
+    p2 = _start(h, domain_id, tmp_path, "robot2", fleet_allow="robot1")
+    cli = h.Client(domain_id)
+    try:
+        seen = cli.collect(ClassUpdate, "/class_updates",
+                           QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+                                      durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        for proc, robot in ((p1, "robot1"), (p2, "robot2")):
+            assert cli.wait_for_service(TeachClass, f"/{robot}/teach_class", START, proc), proc.output()[-3000:]
+            proc.wait_for("fleet: published", START)
+        assert _label(cli, "robot2", 0.0) == ""  # robot2 knows nothing yet
+
+        msgs, shots = _vectors(0.0, 6, 1)
+        taught = cli.call(TeachClass, "/robot1/teach_class", TeachClass.Request(label="mug", features=msgs))
+        assert taught.success, taught.message
+        t0 = time.monotonic()
+        assert h.wait_until(lambda: _label(cli, "robot2", 0.0) == "mug", 60.0), p2.output()[-3000:]
+        print(f"robot2 named the mug {time.monotonic() - t0:.2f} s after robot1's teach answered")
+        p2.wait_for("merged 'mug' from robot 'robot1'", 30.0)  # the log line (output is flushed late)
+
+        # only class statistics crossed: the update's payload holds none of the shots' vectors
+        learned = [m for m in seen if m.robot == "robot1" and m.class_name == "mug" and m.op == ClassUpdate.LEARNED]
+        assert learned and learned[0].fleet == "home" and len(learned[0].contribution_ids) == 1
+        payload = bytes(learned[0].class_memory)
+        assert payload and all(shot.tobytes() not in payload for shot in shots)
+        assert all(shot.astype(np.float16).tobytes() not in payload for shot in shots)
+
+        # forget on robot1 is seen on robot2
+        out = cli.call(ForgetClass, "/robot1/forget_class", ForgetClass.Request(label="mug"))
+        assert out.success, out.message
+        assert h.wait_until(lambda: _classes(cli, "robot2") == [], 60.0), p2.output()[-3000:]
+        p2.wait_for("forgot 'mug' as robot 'robot1' did", 30.0)
+        assert any(m.op == ClassUpdate.FORGOTTEN and m.robot == "robot1" for m in seen)
+    finally:
+        cli.close()
+        for proc in (p1, p2):
+            proc.stop()
+
+
+def test_merge_memory_service_and_hostile_updates(helpers, domain_id, tmp_path):
+    from cbcl_pr_ros.srv import MergeMemory, SaveMemory, TeachClass
+
+    h = helpers
+    p1 = _start(h, domain_id, tmp_path, "robot1", fleet="")  # fleet mode off: merge by file only
+    cli = h.Client(domain_id)
+    try:
+        assert cli.wait_for_service(TeachClass, "/robot1/teach_class", START, p1), p1.output()[-3000:]
+        msgs, _ = _vectors(0.0, 6, 1)
+        assert cli.call(TeachClass, "/robot1/teach_class", TeachClass.Request(label="mug", features=msgs)).success
+        assert cli.call(SaveMemory, "/robot1/save_memory", SaveMemory.Request(path="mugs.safetensors")).success
+        msgs, _ = _vectors(6.0, 6, 2)
+        assert cli.call(TeachClass, "/robot1/teach_class", TeachClass.Request(label="box", features=msgs)).success
+        for bad in ("../robot1/mugs.safetensors", "/etc/passwd", "nope.safetensors"):
+            out = cli.call(MergeMemory, "/robot1/merge_memory", MergeMemory.Request(path=bad))
+            assert not out.success and out.num_classes == 2, out.message
+        out = cli.call(MergeMemory, "/robot1/merge_memory", MergeMemory.Request(path="mugs.safetensors"))
+        assert out.success and "already known" in out.message and out.num_classes == 2, out.message
+
+        # a learner not in fleet mode neither listens to nor publishes on the fleet topic
+        assert cli.node.get_subscriptions_info_by_topic("/class_updates") == []
+        assert cli.node.get_publishers_info_by_topic("/class_updates") == []
+        assert _classes(cli, "robot1") == ["box", "mug"]
+    finally:
+        cli.close()
+        p1.stop()
+
+
+def test_fleet_peer_refuses_forged_and_disallowed_updates(helpers, domain_id, tmp_path):
+    from cbcl_pr_ros.msg import ClassUpdate
+    from cbcl_pr_ros.nodes.fleet import fleet_qos
+    from cbcl_pr_ros.srv import TeachClass
+
+    h = helpers
+    p2 = _start(h, domain_id, tmp_path, "robot2", fleet_allow="robot1")
+    cli = h.Client(domain_id)
+    try:
+        assert cli.wait_for_service(TeachClass, "/robot2/teach_class", START, p2), p2.output()[-3000:]
+        msgs, _ = _vectors(0.0, 6, 1)
+        assert cli.call(TeachClass, "/robot2/teach_class", TeachClass.Request(label="mug", features=msgs)).success
+        pub = cli.node.create_publisher(ClassUpdate, "/class_updates", fleet_qos(10))
+        h.wait_until(lambda: pub.get_subscription_count() > 0, 30.0)
+        pub.publish(ClassUpdate(fleet="home", robot="mallory", op=ClassUpdate.FORGOTTEN, class_name="mug",
+                                contribution_ids=["0123456789abcdef"]))
+        pub.publish(ClassUpdate(fleet="home", robot="robot1", op=ClassUpdate.LEARNED, class_name="cup",
+                                contribution_ids=["0123456789abcdef"], class_memory=b"\x00" * 64))
+        p2.wait_for("not in fleet_allow", 30.0)
+        p2.wait_for("refused: class statistics from robot 'robot1'", 30.0)
+        assert _classes(cli, "robot2") == ["mug"]
+    finally:
+        cli.close()
+        p2.stop()
+
+
+def test_a_robot_that_joins_late_gets_the_current_classes(helpers, domain_id, tmp_path):
+    from cbcl_pr_ros.srv import RenameClass, TeachClass
+
+    h = helpers
+    p1 = _start(h, domain_id, tmp_path, "robot1")
+    cli = h.Client(domain_id)
+    p3 = None
+    try:
+        assert cli.wait_for_service(TeachClass, "/robot1/teach_class", START, p1), p1.output()[-3000:]
+        for label, centre, seed in (("mug", 0.0, 1), ("box", 6.0, 2)):
+            msgs, _ = _vectors(centre, 6, seed)
+            assert cli.call(TeachClass, "/robot1/teach_class", TeachClass.Request(label=label, features=msgs)).success
+        assert cli.call(RenameClass, "/robot1/rename_class", RenameClass.Request(old_label="box",
+                                                                                 new_label="crate")).success
+        p3 = _start(h, domain_id, tmp_path, "robot3")  # started after robot1 was taught
+        assert cli.wait_for_service(TeachClass, "/robot3/teach_class", START, p3), p3.output()[-3000:]
+        assert h.wait_until(lambda: _classes(cli, "robot3") == ["crate", "mug"], 60.0), p3.output()[-3000:]
+        assert _label(cli, "robot3", 6.0) == "crate"
+    finally:
+        cli.close()
+        for proc in (p1, p3):
+            if proc is not None:
+                proc.stop()

@@ -1,0 +1,192 @@
+"""Issue 24, outcomes 3 and 5 without ROS: fleet members exchange class statistics, merge them, and
+refuse malformed or hostile updates with one log line and no change; MergeMemory by file name."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig, state_to_bytes
+from cbcl_pr_ros.service.controller import LearnerController
+from cbcl_pr_ros.service.fleet import FORGOTTEN, LEARNED, RENAMED, ClassUpdate, FleetMember, FleetSettings
+from cbcl_pr_ros.service.memory_files import MemoryStore
+
+D = 12
+
+
+def _controller(tmp_path, sub: str, max_bytes: int = 256 * 1024 * 1024) -> LearnerController:
+    store = MemoryStore(str(tmp_path / sub), "memory.safetensors", max_bytes=max_bytes)
+    return LearnerController(lambda d: CBCLPRLearner(LearnerConfig(seed=0), "synthetic", d), "synthetic", D, store)
+
+
+def _shots(centre: float, n: int = 6, seed: int = 0) -> np.ndarray:
+    return np.abs(np.random.default_rng(seed).normal(centre, 0.3, (n, D))).astype(np.float32)
+
+
+class Bus:
+    """Every update published, delivered by hand (like a transient-local topic's history)."""
+
+    def __init__(self) -> None:
+        self.sent: list[ClassUpdate] = []
+
+    def member(self, controller, robot: str, **kw) -> FleetMember:
+        m = FleetMember(controller, FleetSettings("home", robot, **kw), self.sent.append, clock=lambda: 0.0)
+        controller.on_change = m.on_change
+        return m
+
+    def deliver(self, member: FleetMember, start: int = 0) -> list:
+        return [member.receive(u) for u in self.sent[start:]]
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    bus = Bus()
+    c1, c2 = _controller(tmp_path, "r1"), _controller(tmp_path, "r2")
+    return bus, c1, c2, bus.member(c1, "robot1"), bus.member(c2, "robot2")
+
+
+def test_taught_on_one_robot_named_by_the_other_and_forget_follows(fleet):
+    bus, c1, c2, m1, m2 = fleet
+    assert c1.teach("mug", _shots(1.0)).success and c1.teach("box", _shots(3.0, seed=1)).success
+    assert [u.op for u in bus.sent] == [LEARNED, LEARNED]
+    u = bus.sent[0]
+    assert u.robot == "robot1" and u.class_memory and len(u.class_memory) < 64 * 1024
+    assert [r.applied for r in bus.deliver(m2)] == [True, True]
+    assert c2.classify(_shots(1.0, 1, seed=7)).predictions[0].label == "mug"
+    assert c2.learner_.memory["mug"].n_samples == 6
+    assert {x.robot for x in c2.learner_.provenance_["mug"]} == {"robot1"}
+    # robot2 relays what it learned; robot1 already holds it: nothing changes, nothing counts twice
+    assert len(bus.sent) == 4 and {u.robot for u in bus.sent[2:]} == {"robot2"}
+    assert all("nothing new" in r.message for r in bus.deliver(m1, 2))
+    assert c1.learner_.memory["mug"].n_samples == 6
+    n = len(bus.sent)
+    assert c1.forget("mug").success
+    assert bus.sent[n].op == FORGOTTEN
+    assert bus.deliver(m2, n)[0].applied and "mug" not in c2.classes
+    # a stale LEARNED of the forgotten class (robot2's relay, replayed) does not bring it back
+    stale = next(x for x in bus.sent if x.robot == "robot2" and x.class_name == "mug" and x.op == LEARNED)
+    r = m2.receive(dataclasses.replace(stale, robot="robot3"))
+    assert not r.applied and "forgotten" in r.message and "mug" not in c2.classes
+
+
+def test_rename_follows_and_teaching_on_both_sides_pools(fleet):
+    bus, c1, c2, m1, m2 = fleet
+    c1.teach("mug", _shots(1.0))
+    bus.deliver(m2)
+    n = len(bus.sent)
+    c2.teach("mug", _shots(1.1, seed=3))  # more shots on robot2: its copy now covers robot1's
+    bus.deliver(m1, n)
+    assert c1.learner_.memory["mug"].n_samples == 12 == c2.learner_.memory["mug"].n_samples
+    n = len(bus.sent)
+    assert c1.rename("mug", "cup").success
+    assert [u.op for u in bus.sent[n:]] == [RENAMED, LEARNED]
+    bus.deliver(m2, n)
+    assert c2.classes == ["cup"] and c2.learner_.memory["cup"].n_samples == 12
+
+
+def _fingerprint(c) -> tuple:
+    lrn = c.learner_
+    return (lrn.classes_, lrn.model_version_, tuple((k, tuple(x.id for x in v)) for k, v in lrn.provenance_.items()))
+
+
+def _learned(c1, bus) -> ClassUpdate:
+    c1.teach("mug", _shots(1.0))
+    return bus.sent[-1]
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda u: dataclasses.replace(u, robot="robot9"), "fleet_allow"),
+    (lambda u: dataclasses.replace(u, op=7), "unknown op"),
+    (lambda u: dataclasses.replace(u, class_name="a\nb"), "class name"),
+    (lambda u: dataclasses.replace(u, class_name="x" * 500), "class name"),
+    (lambda u: dataclasses.replace(u, class_name="cup"), "exactly the class"),
+    (lambda u: dataclasses.replace(u, contribution_ids=("zz",)), "contribution ids"),
+    (lambda u: dataclasses.replace(u, contribution_ids=tuple(f"{i:016x}" for i in range(65))), "contribution ids"),
+    (lambda u: dataclasses.replace(u, contribution_ids=("0123456789abcdef",)), "do not match"),
+    (lambda u: dataclasses.replace(u, class_memory=u.class_memory[:-3]), "statistics"),
+    (lambda u: dataclasses.replace(u, class_memory=b"\x00" * 10), "statistics"),
+    (lambda u: dataclasses.replace(u, class_memory=b"\x00" * (2 * 1024 * 1024)), "fleet_max_update_bytes"),
+    (lambda u: dataclasses.replace(u, op=FORGOTTEN, contribution_ids=()), "forget"),
+])
+def test_hostile_updates_are_refused_with_one_line_and_change_nothing(tmp_path, edit, why):
+    bus = Bus()
+    c1, c2 = _controller(tmp_path, "r1"), _controller(tmp_path, "r2")
+    bus.member(c1, "robot1")
+    m2 = bus.member(c2, "robot2", allow=frozenset({"robot1"}), max_update_bytes=1024 * 1024)
+    c2.teach("box", _shots(3.0))
+    before = _fingerprint(c2)
+    r = m2.receive(edit(_learned(c1, bus)))
+    assert not r.applied and why in r.message and "\n" not in r.message and len(r.message) < 400, r.message
+    assert _fingerprint(c2) == before
+
+
+def test_other_backbone_other_fleet_own_echo_and_a_flood(tmp_path):
+    bus = Bus()
+    c1, c2 = _controller(tmp_path, "r1"), _controller(tmp_path, "r2")
+    bus.member(c1, "robot1")
+    m2 = bus.member(c2, "robot2", rate_hz=1.0, burst=3)
+    u = _learned(c1, bus)
+    alien = CBCLPRLearner(LearnerConfig(seed=0), "resnet", D)
+    alien.teach("mug", _shots(1.0))
+    from cbcl_pr_ros.core.merge import one_class_state
+
+    blob = state_to_bytes(one_class_state(alien.to_state(), "mug"))
+    r = m2.receive(dataclasses.replace(u, class_memory=blob,
+                                       contribution_ids=tuple(x.id for x in alien.provenance_["mug"])))
+    assert not r.applied and "backbone" in r.message
+    assert m2.receive(dataclasses.replace(u, fleet="other")) == m2.receive(dataclasses.replace(u, robot="robot2"))
+    assert not m2.receive(dataclasses.replace(u, fleet="other")).message  # not ours: silent
+    results = [m2.receive(u) for _ in range(10)]
+    assert sum("updates/s" in r.message for r in results) >= 7 and c2.classes == ["mug"]
+
+
+def test_counts_that_would_overflow_are_refused(fleet):
+    bus, c1, c2, m1, m2 = fleet
+    c2.teach("mug", _shots(1.0, seed=4))
+    u = _learned(c1, bus)
+    from cbcl_pr_ros.core import persistence
+
+    state = persistence.state_from_bytes(u.class_memory)
+    cc = state.memory["mug"]
+    huge = type(cc)(np.full_like(cc.counts, 2**62), cc.means, cc.mode, cc.factors, cc.diag)
+    mem = type(state.memory)(D, cc.mode, None, "kmeans", 0, {"mug": huge}, state.memory.precision)
+    bad = dataclasses.replace(state, memory=mem)
+    before = _fingerprint(c2)
+    r = m2.receive(dataclasses.replace(u, class_memory=state_to_bytes(bad)))
+    assert not r.applied and ("overflow" in r.message or "shots" in r.message), r.message
+    assert _fingerprint(c2) == before
+
+
+def test_merge_memory_by_name_and_the_file_size_limit(tmp_path):
+    c1 = _controller(tmp_path, "r1")
+    c1.teach("mug", _shots(1.0))
+    c1.save("robot1.safetensors")
+    c2 = _controller(tmp_path, "r1")  # same directory: the file name resolves inside it
+    c2.teach("box", _shots(3.0, seed=2))
+    out = c2.merge("robot1.safetensors")
+    assert out.success and sorted(c2.classes) == ["box", "mug"], out.message
+    for bad in ("../r1/robot1.safetensors", "/etc/passwd", "missing.safetensors", ".hidden"):
+        before = _fingerprint(c2)
+        out = c2.merge(bad)
+        assert not out.success and _fingerprint(c2) == before
+    small = _controller(tmp_path, "r1", max_bytes=c2.learner_.memory_bytes() // 4 + 2048)
+    small.teach("box", _shots(3.0, seed=2))
+    size = len(state_to_bytes(small.learner_.to_state()))
+    small.store.max_bytes = size + 100  # this memory fits; with mug merged in it would not
+    before = _fingerprint(small)
+    out = small.merge("robot1.safetensors")
+    assert not out.success and "max_memory_file_bytes" in out.message and _fingerprint(small) == before
+
+
+def test_fleet_settings_from_parameters():
+    p = {"fleet": "home", "robot_name": "r1", "fleet_allow": "r2, r3", "fleet_max_update_bytes": 10**6,
+         "max_memory_file_bytes": 10**7, "fleet_max_update_rate": 5.0, "fleet_history_depth": 50}
+    s = FleetSettings.from_params(p)
+    assert s.allow == {"r2", "r3"} and s.burst == 50 and s.max_update_bytes == 10**6
+    assert FleetSettings.from_params({**p, "fleet": ""}) is None
+    with pytest.raises(ValueError, match="robot_name"):
+        FleetSettings.from_params({**p, "robot_name": ""})
+    with pytest.raises(ValueError, match="fleet_allow"):
+        FleetSettings.from_params({**p, "fleet_allow": "ok, bad/name"})
