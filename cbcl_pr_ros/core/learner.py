@@ -42,7 +42,7 @@ import numpy as np
 
 from .calibration import POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature
 from .classifiers.base import LinearSnapshot, Snapshot
-from .classifiers.blended import BlendedSnapshot, fit_blended_head
+from .classifiers.blended import BlendedSnapshot, fit_blended_head_factor
 from .classifiers.gaussian import PooledMoments, fit_gaussian_head
 from .classifiers.ncm import fit_ncm
 from .classifiers.vote import fit_weighted_vote
@@ -254,6 +254,7 @@ class _Served:
     gate: DistanceGate | None
     model_version: int
     moments: PooledMoments | None = None  # cache for the next incremental retrain (gaussian / ncm)
+    solve: Any = None  # what the blended head's fit solved, for this teach's calibration folds only
 
 
 class CBCLPRLearner:
@@ -395,9 +396,11 @@ class CBCLPRLearner:
                 provenance[c] = united(provenance.get(c, ()), (new_contribution(self.robot_name, len(x)),))
             with fit_threads(self.config.fit_threads):
                 memory = old.with_taught(data, dist)
-                served = self._build(memory, dist, self.increments_, real=data, prior=prior, spread=spread)
+                served = self._build(memory, dist, self.increments_, real=data, prior=prior, spread=spread,
+                                     keep_solve=True)
                 if isinstance(served.head, BlendedSnapshot) and self.config.calibrate:
                     served, temperature = self._calibrated(served, memory, old, data, dist, temperature, spread)
+            served = dataclasses.replace(served, solve=None)  # d x d float64: not kept beyond this teach
             # commit: nothing above changed self
             self.view_spread_ = spread
             self._memory = memory
@@ -647,21 +650,23 @@ class CBCLPRLearner:
 
     # ------------------------------------------------------------------ internals
     def _fit_head(self, memory: ClusterMemory, increment: int, real: Mapping[str, np.ndarray] | None,
-                  spread: ViewSpread) -> tuple[Snapshot, PooledMoments | None]:
-        """The new head, and the moments cache to keep for the next retrain (or None).  The
-        closed-form heads add the views' shared spread to their pooled covariance."""
+                  spread: ViewSpread) -> tuple[Snapshot, PooledMoments | None, Any]:
+        """The new head, the moments cache to keep for the next retrain (or None), and what the
+        blended head's fit solved (for the calibration folds; else None).  The closed-form heads add
+        the views' shared spread to their pooled covariance."""
         cfg = self.config
         if cfg.classifier in ("blended", "gaussian", "ncm"):
             prev = self._served.moments
             moments = prev.updated(memory) if prev is not None else PooledMoments.from_memory(memory)
             if cfg.classifier == "blended":
-                return fit_blended_head(memory, cfg.shrinkage, cfg.blend, moments, self.temperature_,
-                                        _shared(spread)), moments
+                head, solve = fit_blended_head_factor(memory, cfg.shrinkage, cfg.blend, moments,
+                                                      self.temperature_, _shared(spread))
+                return head, moments, solve
             if cfg.classifier == "gaussian":
-                return fit_gaussian_head(memory, cfg.shrinkage, moments, _shared(spread)), moments
-            return fit_ncm(memory, moments), moments
+                return fit_gaussian_head(memory, cfg.shrinkage, moments, _shared(spread)), moments, None
+            return fit_ncm(memory, moments), moments, None
         if cfg.classifier == "cbcl_vote":
-            return fit_weighted_vote(memory, cfg.vote_neighbours), None
+            return fit_weighted_vote(memory, cfg.vote_neighbours), None, None
         if cfg.torch_threads is not None and cfg.fit_threads is None:  # fit_threads governs retrains
             import torch
 
@@ -671,7 +676,7 @@ class CBCLPRLearner:
         sched = SGDSchedule(cfg.epochs, cfg.epochs_per_increment, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.batch_size)
         rng = np.random.default_rng([cfg.seed, increment])
         return fit_linear_sgd(memory, cfg.rehearsal, rng, sched, increment, real,
-                              cfg.exemplars_per_class, cfg.singleton_jitter), None
+                              cfg.exemplars_per_class, cfg.singleton_jitter), None, None
 
     def _calibrated(self, served: _Served, memory: ClusterMemory, old: ClusterMemory,
                     data: Mapping[str, np.ndarray], dist: float,
@@ -684,7 +689,7 @@ class CBCLPRLearner:
             return served, temperature
         cfg = self.config
         logits, labels = held_out_fold_logits(memory, served.moments, cfg.shrinkage, cfg.blend, held, dist,
-                                              shared=_shared(spread))
+                                              shared=_shared(spread), solve=served.solve)
         pool = (self._calib_pool + tuple(zip(logits, labels.tolist())))[-POOL_ROWS:]
         t_pool = fit_temperature([r for r, _ in pool], [k for _, k in pool])
         t, w = pooled_temperature(*self._calib_base, t_pool, float(len(pool)))
@@ -700,18 +705,21 @@ class CBCLPRLearner:
     def _build(self, memory: ClusterMemory, dist: float | None, increment: int,
                real: Mapping[str, np.ndarray] | None = None, head: Snapshot | None = None,
                version: int | None = None, prior: float | None = None,
-               spread: ViewSpread | None = None) -> _Served:
+               spread: ViewSpread | None = None, keep_solve: bool = False) -> _Served:
         if len(memory) == 0:
             return _Served((), None, None, self._served.model_version + 1 if version is None else version)
         moments = self._served.moments  # still a valid cache: it is keyed by cluster objects
+        solve = None
         if head is None:
-            head, moments = self._fit_head(memory, increment, real, self.view_spread_ if spread is None else spread)
+            head, moments, solve = self._fit_head(memory, increment, real,
+                                                  self.view_spread_ if spread is None else spread)
         prior = self.distance_prior_ if prior is None else prior
         gate = DistanceGate(tuple(cc.means.astype(np.float32, copy=False) for _, cc in memory.items()),
                             self._gate_distance(memory, dist, prior),
                             self.config.unknown_distance_factor) if dist is not None else None
         return _Served(memory.classes, head, gate,
-                       self._served.model_version + 1 if version is None else version, moments)
+                       self._served.model_version + 1 if version is None else version, moments,
+                       solve if keep_solve else None)
 
 
 def _shared(spread: ViewSpread) -> np.ndarray | None:

@@ -20,6 +20,7 @@
 """
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import threading
@@ -44,6 +45,7 @@ from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, parameter, read_parameters
 from cbcl_pr_ros.service.params import EXTRACTOR
+from cbcl_pr_ros.service.stage_times import StageTimes
 from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos, service_qos
 from cbcl_pr_ros.srv import ExtractFeatures
@@ -130,6 +132,7 @@ class FeatureExtractorNode(ManagedNode):
         # newest-frame slot filled by the subscription, emptied by the worker
         self._slot_lock = threading.Condition()
         self._slot: Any = None
+        self._slot_time = 0.0  # perf_counter when the frame in the slot arrived
         self._stop = False
         self._worker: threading.Thread | None = None
         self.received = 0
@@ -138,6 +141,7 @@ class FeatureExtractorNode(ManagedNode):
         self.failed = 0
         self.objects_published = 0
         self.depth_rejected = 0
+        self.times = StageTimes()  # where a frame's time goes (docs/nodes.md "Where the time goes")
         self._last_frame_time: float | None = None  # set at the first check: spinning may start late
         self._last_hint_time = 0.0
         self._hint_backoff = 1.0
@@ -229,10 +233,13 @@ class FeatureExtractorNode(ManagedNode):
 
     # ------------------------------------------------------------------ stream
     def _on_image(self, msg: Any) -> None:
+        # stamp -> callback: transport plus executor wait (meaningful when the camera stamps with this host's clock)
+        self.times.add("stamp_to_callback", time.time() - (msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9))
         with self._slot_lock:
             if self._slot is not None:
                 self.dropped += 1  # the worker had not taken the previous frame yet
             self._slot = msg
+            self._slot_time = time.perf_counter()
             self.received += 1
             self._last_frame_time = self._now()
             self._slot_lock.notify()
@@ -245,8 +252,10 @@ class FeatureExtractorNode(ManagedNode):
                 if self._stop:
                     return
                 msg, self._slot = self._slot, None
+                self.times.add("queue", time.perf_counter() - self._slot_time)
             try:
-                self._process(msg)
+                with self.times.stage("frame"):
+                    self._process(msg)
             except Exception as exc:  # one bad frame must not stop the stream
                 self.failed += 1
                 self.get_logger().warning(f"frame skipped: {exc}", throttle_duration_sec=5.0)
@@ -258,16 +267,19 @@ class FeatureExtractorNode(ManagedNode):
         backbone, pub = self.backbone, self.features_pub
         if backbone is None or pub is None or self.phase != ACTIVE:
             return  # deactivated or cleaned up while the frame waited: a stream frame, dropped
-        rgb = self._decode(msg)
+        times = self.times
+        with times.stage("decode"):
+            rgb = self._decode(msg)
         if self._objects_wanted():
             self._process_objects(msg, rgb, backbone)
             return
-        with self.backbone_lock:
+        with self.backbone_lock, times.stage("backbone"):
             vec = backbone.extract([rgb])[0]
-        out = make_feature_msg(msg.header, backbone.name, backbone.preprocessing_id, vec)
-        if not self.compressed:
-            self._cache.put(frame_fingerprint(msg), out)
-        pub.publish(out)
+        with times.stage("publish"):
+            out = make_feature_msg(msg.header, backbone.name, backbone.preprocessing_id, vec)
+            if not self.compressed:
+                self._cache.put(frame_fingerprint(msg), out)
+            pub.publish(out)
         self.processed += 1
 
     def _check_frames(self) -> None:
@@ -343,21 +355,25 @@ class FeatureExtractorNode(ManagedNode):
         from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
         from cbcl_pr_ros.perception import crop_images, propose
 
-        depth, K = self._depth_for(msg.header)
-        props = propose(rgb, depth, K)[: int(self.get_parameter("max_objects").value)]
-        crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value)) if props else []
-        with self.backbone_lock:
+        times = self.times
+        with times.stage("depth"):
+            depth, K = self._depth_for(msg.header)
+        with times.stage("proposals"):
+            props = propose(rgb, depth, K)[: int(self.get_parameter("max_objects").value)]
+            crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value)) if props else []
+        with self.backbone_lock, times.stage("backbone_objects"):
             feats = backbone.extract([rgb, *crops])
         name, prep = backbone.name, backbone.preprocessing_id
-        out = make_feature_msg(msg.header, name, prep, feats[0])
-        if not self.compressed:
-            self._cache.put(frame_fingerprint(msg), out)
         pub, objects_pub = self.features_pub, self.objects_pub
         if pub is None or objects_pub is None:
             return
-        pub.publish(out)
-        objects_pub.publish(make_object_features_msg(msg.header, name, prep, props, feats[1:],
-                                                          rgb.shape))
+        with times.stage("publish"):
+            out = make_feature_msg(msg.header, name, prep, feats[0])
+            if not self.compressed:
+                self._cache.put(frame_fingerprint(msg), out)
+            pub.publish(out)
+            objects_pub.publish(make_object_features_msg(msg.header, name, prep, props, feats[1:],
+                                                         rgb.shape))
         self.processed += 1
         self.objects_published += len(props)
 
@@ -409,17 +425,22 @@ class FeatureExtractorNode(ManagedNode):
         return resp
 
     # ------------------------------------------------------------------ life cycle
+    def stop_report(self) -> str:
+        """The line logged when the node stops: counters and stage times as JSON (read by the benches)."""
+        return f"feature_extractor stopping: {json.dumps(self.stats())}"
+
     def stats(self) -> dict[str, Any]:
         """Frame counters, and where the backbone runs (runtime, device, precision)."""
         return {"received": self.received, "processed": self.processed, "dropped": self.dropped,
                 "failed": self.failed, "runtime": getattr(self.backbone, "runtime", ""),
                 "device": getattr(self.backbone, "device", ""), "precision": getattr(self.backbone, "precision", ""),
-                "objects": self.objects_published, "depth_rejected": self.depth_rejected}
+                "objects": self.objects_published, "depth_rejected": self.depth_rejected,
+                "stages": self.times.summary()}
 
 
 def _log_stats(node: FeatureExtractorNode) -> None:
     # the ROS logger's context is gone by now (rosout), so plain logging
-    log.warning("feature_extractor stopping: %s", node.stats())
+    log.warning(node.stop_report())
 
 
 def main(args: list[str] | None = None) -> int:

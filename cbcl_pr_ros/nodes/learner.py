@@ -38,8 +38,11 @@ a teach waiting for frames is woken and refused. Every topic's QoS takes rclpy's
 """
 from __future__ import annotations
 
+import json
+import logging
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -73,6 +76,7 @@ from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.service.memory_files import MemoryStore, memory_dir_for
 from cbcl_pr_ros.service.params import LEARNER, feature_dim_for, learner_factory
 from cbcl_pr_ros.service.rate_limit import RateLimiter
+from cbcl_pr_ros.service.stage_times import StageTimes
 from cbcl_pr_ros.service.validation import (
     RequestLimits,
     check_count,
@@ -159,6 +163,7 @@ class LearnerNode(ManagedNode):
         self._collectors_lock = threading.Lock()
         self._rate_limit = RateLimiter()  # on the node clock: use_sim_time follows a bag's /clock
         self.predictions_published = 0
+        self.times = StageTimes()  # where a frame's time goes (docs/nodes.md "Where the time goes")
         self._frames: FrameBuffer[Any] = FrameBuffer(capacity=16)
         self._image_sub = None
         self._image_topic = p["image_topic"]
@@ -314,6 +319,7 @@ class LearnerNode(ManagedNode):
         ctl, pub = self.controller, self.prediction_pub
         if ctl is None or pub is None or self.phase != ACTIVE:
             return  # a message already queued when the stream was paused
+        self._stamp_age("stamp_to_callback", msg.header)
         self._latest_features = msg
         with self._collectors_lock:
             collectors = list(self._collectors)
@@ -324,19 +330,23 @@ class LearnerNode(ManagedNode):
             return
         if not ctl.classes:
             return
-        try:
-            feats = features_from_msgs([msg], self.backbone_name, ctl.feature_dim)
-        except ValueError as exc:
-            self.get_logger().warning(f"feature vector ignored: {exc}", throttle_duration_sec=10.0)
-            return
-        out = ctl.classify(feats, top_k=len(ctl.classes))
+        times = self.times
+        with times.stage("predict"):
+            try:
+                feats = features_from_msgs([msg], self.backbone_name, ctl.feature_dim)
+            except ValueError as exc:
+                self.get_logger().warning(f"feature vector ignored: {exc}", throttle_duration_sec=10.0)
+                return
+            out = ctl.classify(feats, top_k=len(ctl.classes))
         if not out.success:
             return
         pred = out.predictions[0]
-        pub.publish(prediction_to_msg(msg.header, pred, out.model_version))
+        with times.stage("publish"):
+            pub.publish(prediction_to_msg(msg.header, pred, out.model_version))
         self.predictions_published += 1
         if self._image_sub is not None and not self._objects_streaming():
-            self._publish_debug(msg.header, pred)  # with objects, the debug image shows their boxes instead
+            with times.stage("debug_image"):
+                self._publish_debug(msg.header, pred)  # with objects, the debug image shows their boxes instead
 
     # ------------------------------------------------------------------ debug image
     def _debug_wanted(self) -> bool:
@@ -498,6 +508,16 @@ class LearnerNode(ManagedNode):
         self._last_objects_time = -1e9
         self._last_object_shape: tuple[int, int] | None = None
 
+    def _stamp_age(self, stage: str, header: Header) -> None:
+        """Record image stamp -> now (host wall clock) as ``stage``: the path up to this callback."""
+        self.times.add(stage, time.time() - (header.stamp.sec + header.stamp.nanosec * 1e-9))
+
+    def stop_report(self) -> str:
+        """The line logged when the node stops: counters and stage times as JSON (read by the benches)."""
+        return "learner stopping: " + json.dumps({"predictions": self.predictions_published,
+                                                 "detections": self.detections_published,
+                                                 "stages": self.times.summary()})
+
     def _clock_s(self) -> float:
         """Seconds on the node clock (a bag's /clock under use_sim_time)."""
         return self.get_clock().now().nanoseconds * 1e-9
@@ -515,6 +535,8 @@ class LearnerNode(ManagedNode):
         ctl, det_pub, markers_pub = self.controller, self.detections_pub, self.markers_pub
         if ctl is None or det_pub is None or markers_pub is None or self.phase != ACTIVE:
             return  # a message already queued when the stream was paused
+        self._stamp_age("objects_stamp_to_callback", msg.header)
+        t0, c0 = time.perf_counter(), time.thread_time()
         self._last_objects_time = self._clock_s()
         self._last_object_shape = (int(msg.image_height), int(msg.image_width))
         with self._collectors_lock:
@@ -545,8 +567,10 @@ class LearnerNode(ManagedNode):
         det_pub.publish(det)
         markers_pub.publish(make_marker_array(det))
         self.detections_published += 1
+        self.times.add("objects", time.perf_counter() - t0, time.thread_time() - c0)
         if self._image_sub is not None:
-            self._publish_object_debug(det)
+            with self.times.stage("debug_image"):
+                self._publish_object_debug(det)
 
     def _publish_object_debug(self, det: Detections) -> None:
         from cbcl_pr_ros.nodes.detections_msgs import draw_detections
@@ -749,9 +773,14 @@ class LearnerNode(ManagedNode):
         return resp
 
 
+def _log_stats(node: LearnerNode) -> None:
+    # the ROS logger's context is gone by now (rosout), so plain logging
+    logging.getLogger(__name__).warning(node.stop_report())
+
+
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros learner_node [--ros-args ...]``."""
-    return run_node(LearnerNode, threads=6, args=args)
+    return run_node(LearnerNode, threads=6, args=args, on_stop=_log_stats)
 
 
 if __name__ == "__main__":

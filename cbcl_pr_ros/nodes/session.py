@@ -165,7 +165,16 @@ def main(argv: list[str] | None = None) -> int:
 
     # one executor per node, signals handled in order (cbcl_pr_ros.nodes.spin)
     return run_nodes(make, threads=opts.threads or 4, args=build_ros_args(files, opts.camera_topic, ros_extra,
-                                                                          autostart=not opts.no_autostart))
+                                                                          autostart=not opts.no_autostart),
+                     on_stop=_log_stop_reports)
+
+
+def _log_stop_reports(nodes: list[Any]) -> None:
+    """Each node's counters and stage times as it stops (plain logging: rosout is gone by then)."""
+    for node in nodes:
+        report = getattr(node, "stop_report", None)
+        if report is not None:
+            logging.getLogger(__name__).warning(report())
 
 
 if __name__ == "__main__":

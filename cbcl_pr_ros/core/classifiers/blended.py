@@ -29,14 +29,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_solve
+from scipy.linalg import cholesky, solve_triangular
 
 from ..clustering import ClassClusters
 from ..memory import ClusterMemory
 from .base import softmax
-from .gaussian import ClassMoment, PooledMoments, shared_discriminant
+from .gaussian import ClassMoment, PooledMoments, shrunk_pooled
 
-__all__ = ["BlendedSnapshot", "fit_blended_head", "fit_blended_head_factor", "leave_one_out_logits"]
+__all__ = ["BlendedSnapshot", "HeadSolve", "fit_blended_head", "fit_blended_head_factor", "fold_logits",
+           "leave_one_out_logits"]
 
 
 @dataclass(frozen=True)
@@ -58,15 +59,24 @@ class BlendedSnapshot:
     def __post_init__(self) -> None:
         for a in (self.weight, self.bias, self.means, *self.low_rank):
             a.setflags(write=False)
+        # every class's B_c side by side, so that scoring is two matrix products, not a loop over classes
+        d = self.weight.shape[1]
+        basis = np.concatenate(self.low_rank, axis=1) if self.low_rank else np.zeros((d, 0), np.float32)
+        owner = np.repeat(np.arange(len(self.low_rank)), [b.shape[1] for b in self.low_rank])
+        offset = np.einsum("dr,rd->r", basis, self.means[owner]) if len(owner) else np.zeros(0, np.float32)
+        sums = np.zeros((len(owner), len(self.low_rank)))
+        sums[np.arange(len(owner)), owner] = 0.5
+        for name, a in (("_basis", basis), ("_offset", offset.astype(np.float32)), ("_sums", sums)):
+            a.setflags(write=False)
+            object.__setattr__(self, name, a)
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """Uncalibrated logits (temperature not applied)."""
         x = np.asarray(features, np.float32)
         out = (x @ self.weight.T).astype(np.float64) + self.bias
-        for c, b in enumerate(self.low_rank):
-            if b.shape[1]:
-                proj = (x - self.means[c]) @ b
-                out[:, c] += 0.5 * np.einsum("ij,ij->i", proj, proj, dtype=np.float64)
+        if self._basis.shape[1]:
+            proj = (x @ self._basis - self._offset).astype(np.float64)  # B_c^T (x - m_c), all classes at once
+            out += (proj * proj) @ self._sums
         return out
 
     def scores(self, features: np.ndarray) -> np.ndarray:
@@ -93,28 +103,151 @@ def fit_blended_head(memory: ClusterMemory, shrinkage: float = 0.5, blend: float
     return fit_blended_head_factor(memory, shrinkage, blend, moments, temperature, shared)[0]
 
 
+#: dtype of the triangular solves with ``A``'s Cholesky factor (the factor itself is float64): the
+#: solved vectors are stored in float32 anyway, and a triangular solve's error grows with the
+#: factor's condition number, the square root of ``A``'s (shrinkage keeps it small)
+SOLVE_DTYPE = np.float32
+
+
+@dataclass(frozen=True)
+class HeadSolve:
+    """What fitting the head solved, kept for the calibration folds (:func:`fold_logits`).
+
+    ``chol``: the lower Cholesky factor of ``A`` (float64); ``u`` (d, R): every class's ``U_c =
+    sqrt(blend) F_c`` side by side, class ``c`` in columns ``bounds[c]:bounds[c + 1]``; ``au`` = ``A^{-1} u``;
+    ``gram[c]`` = ``U_c^T A^{-1} U_c``; ``w`` (C, d) = ``A^{-1} m_c`` of the ``means`` (C, d).
+    """
+
+    chol: np.ndarray
+    u: np.ndarray
+    au: np.ndarray
+    bounds: np.ndarray
+    gram: tuple[np.ndarray, ...]
+    w: np.ndarray
+    means: np.ndarray
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """``A^{-1} rhs`` (float64) for a (d, k) ``rhs``: two triangular solves on the stored factor,
+        in ``SOLVE_DTYPE``."""
+        chol = self.chol if self.chol.dtype == SOLVE_DTYPE else self.__dict__.get("_chol_cast")
+        if chol is None:
+            chol = np.asfortranarray(self.chol, SOLVE_DTYPE)
+            object.__setattr__(self, "_chol_cast", chol)
+        y = solve_triangular(chol, np.asarray(rhs, SOLVE_DTYPE), lower=True, check_finite=False)
+        y = solve_triangular(chol, y, lower=True, trans="T", check_finite=False, overwrite_b=True)
+        return y.astype(np.float64, copy=False)
+
+
 def fit_blended_head_factor(memory: ClusterMemory, shrinkage: float = 0.5, blend: float = 1.0,
                             moments: PooledMoments | None = None, temperature: float = 1.0,
-                            shared: np.ndarray | None = None) -> tuple[BlendedSnapshot, tuple]:
-    """:func:`fit_blended_head` and the Cholesky factor of ``A`` (for :func:`leave_one_out_logits`)."""
+                            shared: np.ndarray | None = None) -> tuple[BlendedSnapshot, HeadSolve]:
+    """:func:`fit_blended_head` and what it solved (:class:`HeadSolve`, for the calibration folds).
+
+    One Cholesky of ``A`` and one pair of triangular solves for all classes' means and low-rank
+    factors together (a solve per class was most of a teach's time at 100 classes).
+    """
     if not blend >= 0.0 or not np.isfinite(blend):
         raise ValueError(f"blend must be a finite number >= 0, got {blend!r}")
-    moments, factor, w, bias = shared_discriminant(memory, shrinkage, moments, shared)
+    if not 0.0 <= shrinkage <= 1.0:
+        raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage!r}")
+    if moments is None:
+        moments = PooledMoments.from_memory(memory)
+    elif moments.classes != memory.classes:
+        raise ValueError(f"moments are of classes {moments.classes[:5]}..., not of this memory's")
     means = moments.means()
-    low = tuple(_low_rank(factor, m.factor, blend) for m in moments.per_class)
+    d, c = memory.feature_dim, len(means)
+    chol = cholesky(shrunk_pooled(moments, shrinkage, shared), lower=True, overwrite_a=True, check_finite=False)
+    ranks = [m.factor.shape[1] if blend > 0 else 0 for m in moments.per_class]
+    u = (np.concatenate([m.factor for m in moments.per_class], axis=1) * np.sqrt(blend)
+         if sum(ranks) else np.zeros((d, 0)))
+    bounds = np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64)
+    solve = HeadSolve(chol, u, np.zeros((d, 0)), bounds, (), np.zeros((0, d)), means)
+    sol = solve.solve(np.concatenate([means.T, u], axis=1))
+    w, au = sol[:, :c].T, sol[:, c:]
+    gram = tuple(u[:, lo:hi].T @ au[:, lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:]))
+    solve = HeadSolve(chol, u, au, bounds, gram, w, means)
+    low = tuple(_low_rank(au[:, lo:hi], g) for lo, hi, g in zip(bounds[:-1], bounds[1:], gram))
+    bias = -0.5 * np.einsum("cd,cd->c", w, means)
     snap = BlendedSnapshot("blended", memory.classes, w.astype(np.float32), bias, means.astype(np.float32),
                            low, float(temperature))
-    return snap, factor
+    return snap, solve
 
 
-def _low_rank(factor: tuple, cov_factor: np.ndarray, blend: float) -> np.ndarray:
-    """``B`` with ``B B^T = A^{-1} - (A + blend F F^T)^{-1}`` (Woodbury), float32 (d, r)."""
-    if blend == 0.0 or cov_factor.shape[1] == 0:
-        return np.zeros((len(cov_factor), 0), np.float32)
-    u = cov_factor * np.sqrt(blend)
-    au = cho_solve(factor, u, check_finite=False)  # A^{-1} U
-    lk = np.linalg.cholesky(np.eye(u.shape[1]) + u.T @ au)  # I + U^T A^{-1} U = L L^T
-    return np.ascontiguousarray(np.linalg.solve(lk, au.T).T, np.float32)  # A^{-1} U L^{-T}
+def _low_rank(au: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """``B`` with ``B B^T = A^{-1} - (A + U U^T)^{-1}`` (Woodbury) from ``A^{-1} U`` and ``U^T A^{-1} U``."""
+    if au.shape[1] == 0:
+        return np.zeros((len(au), 0), np.float32)
+    lk = np.linalg.cholesky(np.eye(len(gram)) + gram)  # I + U^T A^{-1} U = L L^T
+    return np.ascontiguousarray(solve_triangular(lk, au.T, lower=True, check_finite=False).T, np.float32)
+
+
+def fold_logits(solve: HeadSolve, moments: PooledMoments, shrinkage: float, blend: float,
+                replaced: Mapping[int, ClassMoment], x: np.ndarray) -> np.ndarray:
+    """(n, C) logits of ``x`` under the head with the classes ``replaced`` (index -> new moment),
+    from the served fit's :class:`HeadSolve` instead of a new ``d x d`` Cholesky.
+
+    The pooled covariance loses the replaced classes' old moments and gains their new ones, a
+    low-rank change of ``A`` applied by Woodbury; the shrinkage target ``a tr(S)/d I`` stays the
+    served head's (the only approximation: a held-out shot moves that trace by about 1/C of its
+    class's share).  Full-covariance moments only (``diag`` None).
+    """
+    x = np.atleast_2d(np.asarray(x, np.float64))
+    c, sq = len(solve.means), np.sqrt(blend)
+    ks = sorted(replaced)
+    new_f = [replaced[k].factor for k in ks]
+    old_f = [moments.per_class[k].factor for k in ks]
+    v = np.concatenate(new_f + old_f, axis=1)
+    n_new = sum(f.shape[1] for f in new_f)
+    sign = np.r_[np.ones(n_new), -np.ones(v.shape[1] - n_new)]
+    means, w = solve.means.copy(), solve.w.copy()
+    means[ks] = [replaced[k].mean for k in ks]
+    sol = solve.solve(np.concatenate([v, means[ks].T, x.T], axis=1))
+    k = v.shape[1]
+    av, w[ks], z = sol[:, :k], sol[:, k:k + len(ks)].T, sol[:, k + len(ks):].T
+    scale = (1.0 - shrinkage) / c
+    minv = None
+    if scale > 0 and k:  # A_f^{-1} y = A^{-1} y - AV M^{-1} AV^T y,  M = (scale J)^{-1} + V^T A^{-1} V
+        minv = np.linalg.inv(np.diag(sign / scale) + v.T @ av)
+        w -= (av @ (minv @ (av.T @ means.T))).T
+        z -= (av @ (minv @ (av.T @ x.T))).T
+    out = x @ w.T - 0.5 * np.einsum("cd,cd->c", w, means)
+    if blend <= 0:
+        return out
+    # the other classes keep their U_c and U_c^T A^{-1} U_c: all of them in one batch, padded to the
+    # largest rank (a padded column is zero, its Gram block the identity)
+    bounds = solve.bounds
+    ranks = np.diff(bounds)
+    ranks[ks] = 0
+    r = int(ranks.max(initial=0))
+    if r:
+        idx = bounds[:-1, None] + np.arange(r)[None, :]
+        mask = np.arange(r)[None, :] < ranks[:, None]
+        idx = np.where(mask, idx, 0)
+        owner = np.repeat(np.arange(c), np.diff(bounds))
+        p_flat = solve.u.T @ z.T - np.einsum("dr,rd->r", solve.u, w[owner])[:, None]  # U_c^T (z - w_c)
+        p = p_flat[idx] * mask[..., None]
+        g = np.zeros((c, r, r))
+        for e in np.flatnonzero(ranks):
+            g[e, :ranks[e], :ranks[e]] = solve.gram[e]
+        if minv is not None:
+            q = (av.T @ solve.u)[:, idx] * mask[None]  # (k, C, r)
+            g -= np.einsum("kcr,kl,lcs->crs", q, minv, q)
+        t = np.linalg.solve(np.linalg.cholesky(g + np.eye(r)), p)
+        out += 0.5 * np.einsum("crn,crn->nc", t, t)
+    n_cols = [f.shape[1] for f in new_f]
+    for i, e in enumerate(ks):  # the replaced classes, with their new factors
+        if not n_cols[i]:
+            continue
+        lo = sum(n_cols[:i])
+        u = sq * new_f[i]
+        gram = u.T @ (sq * av[:, lo:lo + n_cols[i]])
+        if minv is not None:
+            q = av.T @ u
+            gram = gram - q.T @ minv @ q
+        lk = np.linalg.cholesky(np.eye(len(gram)) + gram)
+        t = solve_triangular(lk, u.T @ (z - w[e]).T, lower=True, check_finite=False)
+        out[:, e] += 0.5 * np.einsum("rn,rn->n", t, t)
+    return out
 
 
 def leave_one_out_logits(memory: ClusterMemory, moments: PooledMoments, shrinkage: float, blend: float,
