@@ -135,6 +135,10 @@ async def _index(_request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC_DIR / "index.html")
 
 
+async def _no_content(_request: web.Request) -> web.Response:
+    return web.Response(status=204)
+
+
 async def _state(request: web.Request) -> web.Response:
     return web.json_response(request.app[_STATE].snapshot()[1])
 
@@ -273,6 +277,7 @@ def make_app(state: PageState, client: TeachingClient, config: PageConfig | None
     app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)
     app.router.add_get("/", _index)
+    app.router.add_get("/favicon.ico", _no_content)
     app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
     app.router.add_get("/api/state", _state)
     app.router.add_get("/api/frame.jpg", _frame_jpeg)

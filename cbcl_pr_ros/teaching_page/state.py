@@ -95,6 +95,8 @@ class PageState:
 
     def _update(self, **changes: Any) -> None:
         with self._lock:
+            if all(getattr(self._shared, k) == v for k, v in changes.items()):
+                return  # the learner repeats its status every few seconds: wake the pages on a change only
             for k, v in changes.items():
                 setattr(self._shared, k, v)
             self._version += 1

@@ -96,7 +96,7 @@ function draw() {
   if (!picture) return;
   ctx.drawImage(picture, 0, 0);
   const lw = Math.max(2, canvas.width / 240);
-  ctx.font = `${Math.max(12, Math.round(canvas.width / 32))}px system-ui, sans-serif`;
+  ctx.font = `${Math.max(11, Math.round(canvas.width / 40))}px system-ui, sans-serif`;
   ctx.textBaseline = "top";
   for (const o of objects) {
     const [x0, y0, x1, y1] = o.box;
