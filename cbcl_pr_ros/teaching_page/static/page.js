@@ -259,7 +259,11 @@ function classRow(c) {
     input.value = c.name;
     input.maxLength = 128;
     input.setAttribute("aria-label", `new name for ${c.name}`);
-    const save = mk("Save", "", () => action("/api/rename", {old: c.name, new: input.value}));
+    const save = mk("Save", "", async () => {
+      await action("/api/rename", {old: c.name, new: input.value});
+      input.blur();
+      if (state) showState(state);  // the list as the robot now has it
+    });
     input.addEventListener("keydown", (e) => { if (e.key === "Enter") save.click(); });
     li.replaceChildren(input, save);
     input.focus();
@@ -280,7 +284,8 @@ function bytes(n) {
 }
 
 function showState(s) {
-  const editing = document.activeElement && document.activeElement.closest && document.activeElement.closest("#classes");
+  const focused = document.activeElement;
+  const editing = focused && focused.tagName === "INPUT" && focused.closest("#classes");  // keep a rename being typed
   state = s;
   const st = s.status || {};
   if (!editing) {
