@@ -43,7 +43,7 @@ from cbcl_pr_ros.teaching_page.state import DetectedBox, Frame, PageState
 
 __all__ = ["TeachingPageNode", "main"]
 
-PARAMS: dict[str, tuple[Any, str]] = {
+_PARAMS: dict[str, tuple[Any, str]] = {
     "address": ("127.0.0.1", "address the page listens on; 127.0.0.1 = this machine only. Any other address "
                              "needs 'token'; read-only"),
     "port": (8080, "TCP port of the page (0 = any free port, logged); read-only"),
@@ -67,7 +67,7 @@ class TeachingPageNode(Node):
     def __init__(self, *, node_name: str = "teaching_page", namespace: str | None = None,
                  start_server: bool = True, **kwargs: Any) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
-        for name, (default, text) in PARAMS.items():
+        for name, (default, text) in _PARAMS.items():
             ro = name in ("address", "port", "token")
             self.declare_parameter(name, default, ParameterDescriptor(description=text, read_only=ro))
         g = lambda n: self.get_parameter(n).value  # noqa: E731
@@ -215,7 +215,7 @@ class TeachingPageNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    exit_on_help(sys.argv if args is None else args, "teaching_page_node", __doc__, PARAMS)
+    exit_on_help(sys.argv if args is None else args, "teaching_page_node", __doc__, _PARAMS)
     return run_node(TeachingPageNode, threads=4, args=args)
 
 
