@@ -50,13 +50,15 @@ class LearnerClient:
 
     # ------------------------------------------------------------------ own context
     @classmethod
-    def start(cls, namespace: str = "", name: str = "learner_client", **kw: Any) -> "LearnerClient":
-        """A client with its own rclpy context and node, spun in a background thread (close() ends it)."""
+    def start(cls, namespace: str = "", name: str = "learner_client", domain_id: int | None = None,
+              **kw: Any) -> "LearnerClient":
+        """A client with its own rclpy context and node, spun in a background thread (close() ends it).
+        ``domain_id`` None = ROS_DOMAIN_ID of the environment."""
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
 
         context = rclpy.Context()
-        rclpy.init(context=context)
+        rclpy.init(context=context, domain_id=domain_id)
         node = rclpy.create_node(name, namespace=namespace or "/", context=context)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)

@@ -7,7 +7,6 @@ docstring's relative names, as ``ros2 service call $NS/teach_class ...`` does fr
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +78,17 @@ def test_teach_detect_point_session_by_relative_names(tmp_path: Path, namespace:
         target = np.array([res.target.point.x, res.target.point.y])
         assert np.linalg.norm(target - [0.7, -0.26]) < 0.06, target  # the mug, not the duck
 
+        # the quick start's client class, in the session's namespace (docs/quickstart.md)
+        from cbcl_pr_ros.nodes.learner_client import LearnerClient, LearnerUnavailable
+
+        with LearnerClient.start(namespace="/" + namespace, domain_id=dom, timeout_s=30.0) as learner:
+            assert learner.list_classes() == ["mug"]
+            det = learner.wait_for_detections(timeout_s=120.0)
+            assert any(o.label == "mug" and o.known for o in det.objects), det
+            assert learner.rename("mug", "cup").success and learner.list_classes() == ["cup"]
+        with LearnerClient.start(namespace="/nobody_here", domain_id=dom, timeout_s=2.0) as lost:
+            with pytest.raises(LearnerUnavailable, match="no learner answers"):
+                lost.list_classes()
         # look_at: a named pose, a point, and refusals that leave the arm where it is
         res = _call(c, node, LookAt, "look_at", LookAt.Request(pose="table_left"))
         assert res.success and len(res.joint_positions) == 7, res.message
