@@ -20,13 +20,13 @@ from typing import Any
 
 from cbcl_pr_ros.msg import Detections
 from cbcl_pr_ros.nodes.qos import result_qos, service_qos
+from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
 from cbcl_pr_ros.srv import Classify, ForgetClass, ListClasses, RenameClass, TeachClass
 
 __all__ = ["LearnerClient", "LearnerUnavailable"]
 
 
-class LearnerUnavailable(TimeoutError):
-    """The learner's service is not there or did not answer in time."""
+LearnerUnavailable = ServiceUnavailable  # the learner's service is not there or did not answer in time
 
 
 class LearnerClient:
@@ -93,14 +93,7 @@ class LearnerClient:
 
     # ------------------------------------------------------------------ services
     def _call(self, client: Any, request: Any, timeout_s: float) -> Any:
-        if not client.wait_for_service(timeout_sec=min(timeout_s, 5.0)):
-            raise LearnerUnavailable(f"no learner answers '{client.srv_name}' (is it running, in this namespace?)")
-        fut = client.call_async(request)
-        done = threading.Event()
-        fut.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout_s):
-            raise LearnerUnavailable(f"'{client.srv_name}' did not answer within {timeout_s:g} s")
-        return fut.result()
+        return call_service(client, request, timeout_s, "learner")
 
     def teach_track(self, label: str, track_id: int) -> Any:
         """Learn ``label`` from the recent views of one detection's track (its ``id``)."""
@@ -140,7 +133,7 @@ class LearnerClient:
         with self._new:
             before = self._latest
             if not self._new.wait_for(lambda: self._latest is not before, timeout_s):
-                raise LearnerUnavailable(f"no detections within {timeout_s:g} s on "
+                raise ServiceUnavailable(f"no detections within {timeout_s:g} s on "
                                          f"'{self.node.resolve_topic_name('detections')}'")
             assert self._latest is not None
             return self._latest

@@ -35,6 +35,7 @@ from cbcl_pr_ros.nodes.conversions import image_msg_to_rgb
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.qos import image_qos, result_qos, service_qos, status_qos
+from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.srv import ForgetClass, ListClasses, PointAt, RenameClass, TeachClass
 from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
@@ -168,14 +169,10 @@ class TeachingPageNode(Node):
 
     # ------------------------------------------------------------------ the page's teaching client
     def _call(self, client: Any, request: Any, timeout: float, what: str) -> Any:
-        if not client.wait_for_service(timeout_sec=min(2.0, timeout)):
-            return Outcome(False, f"nobody answers '{client.srv_name}': is the {what} running?")
-        fut = client.call_async(request)
-        done = threading.Event()
-        fut.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout):
-            return Outcome(False, f"'{client.srv_name}' did not answer within {timeout:g} s")
-        return fut.result()
+        try:
+            return call_service(client, request, timeout, what)
+        except ServiceUnavailable as exc:
+            return Outcome(False, str(exc))
 
     def _answer(self, res: Any) -> Outcome:
         if isinstance(res, Outcome):
