@@ -70,14 +70,6 @@ def test_teach_detect_point_session_by_relative_names(tmp_path: Path, namespace:
         n = len(dets)
         assert wait_until(lambda: len(dets) > n + 2 and any(o.label == "mug" and o.known for o in dets[-1].objects),
                           180), logs()
-        # the arm locates the named detection from the same topic (base frame via camera_pose)
-        answers: list = []
-        assert wait_until(lambda: answers.append(_call(c, node, PointAt, "point_at", PointAt.Request(label="mug")))
-                          or answers[-1].success, 90, step=2.0), answers[-1].message + logs()
-        res = answers[-1]
-        target = np.array([res.target.point.x, res.target.point.y])
-        assert np.linalg.norm(target - [0.7, -0.26]) < 0.06, target  # the mug, not the duck
-
         # the quick start's client class, in the session's namespace (docs/quickstart.md)
         from cbcl_pr_ros.nodes.learner_client import LearnerClient, LearnerUnavailable
 
@@ -86,9 +78,18 @@ def test_teach_detect_point_session_by_relative_names(tmp_path: Path, namespace:
             det = learner.wait_for_detections(timeout_s=120.0)
             assert any(o.label == "mug" and o.known for o in det.objects), det
             assert learner.rename("mug", "cup").success and learner.list_classes() == ["cup"]
+            assert learner.rename("cup", "mug").success
         with LearnerClient.start(namespace="/nobody_here", domain_id=dom, timeout_s=2.0) as lost:
             with pytest.raises(LearnerUnavailable, match="no learner answers"):
                 lost.list_classes()
+        # the arm locates the named detection from the same topic (base frame via camera_pose)
+        answers: list = []
+        assert wait_until(lambda: answers.append(_call(c, node, PointAt, "point_at", PointAt.Request(label="mug")))
+                          or answers[-1].success, 90, step=2.0), answers[-1].message + logs()
+        res = answers[-1]
+        target = np.array([res.target.point.x, res.target.point.y])
+        assert np.linalg.norm(target - [0.7, -0.26]) < 0.06, target  # the mug, not the duck
+
         # look_at: a named pose, a point, and refusals that leave the arm where it is
         res = _call(c, node, LookAt, "look_at", LookAt.Request(pose="table_left"))
         assert res.success and len(res.joint_positions) == 7, res.message
