@@ -29,8 +29,8 @@ setup(
     data_files=[(f"share/cbcl_pr_ros/{sub}", sorted(str(p.relative_to(HERE)) for p in (HERE / sub).glob(pattern)))
                 for sub, pattern in (("config", "*.*"), ("msg", "*.msg"), ("srv", "*.srv"))],
     install_requires=_requirements("core.txt"),
-    extras_require={"test": _requirements("test.txt")},
-    package_data={"cbcl_pr_ros": ["py.typed"]},
+    extras_require={"test": _requirements("test.txt"), "page": _requirements("page.txt")},
+    package_data={"cbcl_pr_ros": ["py.typed"], "cbcl_pr_ros.teaching_page": ["static/*"]},
     entry_points={"console_scripts": [
         "cbcl-bag-eval=cbcl_pr_ros.cli.bag_eval:main",
         "cbcl-bag-record=cbcl_pr_ros.cli.record:main",

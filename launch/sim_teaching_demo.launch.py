@@ -8,17 +8,21 @@ The camera of the world publishes on ``image``, which the extractor reads; the a
 learner's ``prediction`` and the world's ``depth``/``camera_pose``/``joint_states``, and commands the
 world on ``joint_command``. The extractor also reads ``depth`` and ``camera_info`` and sends every object of a frame
 (``object_features``); the learner publishes ``detections``, which the arm points at. A whole
-teach -> detect -> point session with service calls alone:
+teach -> detect -> point session with service calls alone (NS= for no namespace, NS=/sim with
+namespace:=sim; the ros2 CLI resolves a relative name against its own root namespace):
 
-    ros2 service call place_object cbcl_pr_ros/srv/PlaceObject "{category: mug, instance: 1, x: 0.7, y: -0.26}"
-    ros2 service call place_object cbcl_pr_ros/srv/PlaceObject "{category: duck, random_spot: true}"
-    ros2 topic echo --once detections           # ids, boxes, centroids (labels once taught)
-    ros2 service call teach_class cbcl_pr_ros/srv/TeachClass "{label: mug, track_id: 3}"
-    ros2 service call point_at cbcl_pr_ros/srv/PointAt "{label: mug}"
-    ros2 service call clear_objects cbcl_pr_ros/srv/ClearObjects "{}"
+    NS=/sim
+    ros2 service call $NS/place_object cbcl_pr_ros/srv/PlaceObject "{category: mug, instance: 1, x: 0.7, y: -0.26}"
+    ros2 topic echo --once $NS/detections      # the mug's track id (the hand camera starts on the table)
+    ros2 service call $NS/teach_class cbcl_pr_ros/srv/TeachClass "{label: mug, track_id: 1}"   # that id
+    ros2 service call $NS/place_object cbcl_pr_ros/srv/PlaceObject "{category: duck, instance: 1, x: 0.7, y: -0.06}"
+    ros2 service call $NS/point_at cbcl_pr_ros/srv/PointAt "{label: mug}"
+    ros2 service call $NS/look_at cbcl_pr_ros/srv/LookAt "{pose: table_left}"     # or {target: {x: 0.7, y: 0.1, z: -0.18}}
+    ros2 service call $NS/clear_objects cbcl_pr_ros/srv/ClearObjects "{}"
 
-(the hand camera is aimed with a JointState on ``joint_command``; test/robot/test_detections_ros.py
-runs exactly this session with the four nodes in separate processes).
+(with_page:=true also serves the teaching page on http://127.0.0.1:8080, where the same is done by
+tapping the object: docs/teaching_page.md. test/robot/test_session_by_names.py runs this session with
+and without a namespace.)
 
 The scripted teaching session (the main job, ``run_demo_session``) runs the same nodes in one process,
 because its teacher moves objects in the world in-process; it needs no ``ros2 launch``.
@@ -28,6 +32,7 @@ import os
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -53,6 +58,13 @@ def generate_launch_description():
                               description="simulated world parameters"),
         DeclareLaunchArgument("arm_config", default_value=os.path.join(cfg, "arm.yaml"),
                               description="arm node parameters (backend, side, tolerances)"),
+        DeclareLaunchArgument("with_page", default_value="false",
+                              description="also serve the teaching page (http://127.0.0.1:8080)"),
+        DeclareLaunchArgument("page_config", default_value=os.path.join(cfg, "teaching_page.yaml"),
+                              description="teaching page parameters (address, port, token)"),
+        Node(package="cbcl_pr_ros", executable="teaching_page_node", name="teaching_page", namespace=namespace,
+             parameters=[LaunchConfiguration("page_config")], output="screen",
+             condition=IfCondition(LaunchConfiguration("with_page"))),
         Node(package="cbcl_pr_ros", executable="sim_world_node", name="sim_world", namespace=namespace,
              parameters=[world_cfg, {"seed": seed}], output="screen"),
         Node(package="cbcl_pr_ros", executable="feature_extractor_node", name="feature_extractor",

@@ -3,6 +3,7 @@
     ros2 launch cbcl_pr_ros teaching_session.launch.py camera_topic:=/camera/image_raw
     ros2 launch cbcl_pr_ros teaching_session.launch.py namespace:=robot1 with_arm:=true [arm_config:=my_arm.yaml]
     ros2 launch cbcl_pr_ros teaching_session.launch.py autostart:=false   # lifecycle manager drives them
+    ros2 launch cbcl_pr_ros teaching_session.launch.py with_page:=true    # + the teaching page, http://127.0.0.1:8080
 
 Each node reads its own YAML: the extractor and the learner ``config`` (config/cbcl_pr.yaml), the arm
 ``arm_config`` (config/arm.yaml).
@@ -46,7 +47,14 @@ def generate_launch_description():
                                           "false: unconfigured, for a lifecycle manager"),
         DeclareLaunchArgument("with_arm", default_value="false",
                               description="also start the arm node (points at predicted objects)"),
+        DeclareLaunchArgument("with_page", default_value="false",
+                              description="also serve the teaching page (docs/teaching_page.md)"),
+        DeclareLaunchArgument("page_config", default_value=os.path.join(share, "config", "teaching_page.yaml"),
+                              description="teaching page parameters (address, port, token)"),
         perception,
+        Node(package="cbcl_pr_ros", executable="teaching_page_node", name="teaching_page", namespace=namespace,
+             parameters=[LaunchConfiguration("page_config")], output="screen",
+             condition=IfCondition(LaunchConfiguration("with_page"))),
         Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
              parameters=[arm_config], output="screen", condition=IfCondition(LaunchConfiguration("with_arm"))),
     ])

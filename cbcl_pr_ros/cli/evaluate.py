@@ -54,37 +54,46 @@ def _methods(s: str) -> list[str]:
     return names
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cbcl-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-root", default="data", help="where data sets are looked for (default: data)")
-    p.add_argument("--dataset", action="append", default=[], metavar="NAME[=PATH]",
+def _add_globals(p: argparse.ArgumentParser, suppress: bool = False) -> None:
+    """The options of every command; on a sub-command (suppress=True) they default to "not given", so
+    ``cbcl-eval fsil-table --seeds 5`` and ``cbcl-eval --seeds 5 fsil-table`` mean the same."""
+    def add(*a, **k):
+        return p.add_argument(*a, **({**k, "default": argparse.SUPPRESS} if suppress else k))
+
+    add("--data-root", default="data", help="where data sets are looked for (default: data)")
+    add("--dataset", action="append", default=[], metavar="NAME[=PATH]",
                    help="restrict to this data set (repeatable); NAME=PATH adds any image folder")
-    p.add_argument("--synthetic", action="store_true", help="use synthetic Gaussian features (no images needed)")
-    p.add_argument("--backbone", default="efficientnet_lite0")
-    p.add_argument("--runtime", default="onnx", choices=("onnx", "torch"))
-    p.add_argument("--weights", default=None, help="weights file for resnet18/34")
-    p.add_argument("--threads", type=int, default=2, help="backbone threads for feature extraction")
-    p.add_argument("--compute-threads", type=int, default=1,
+    add("--synthetic", action="store_true", help="use synthetic Gaussian features (no images needed)")
+    add("--backbone", default="efficientnet_lite0")
+    add("--runtime", default="onnx", choices=("onnx", "torch"))
+    add("--weights", default=None, help="weights file for resnet18/34")
+    add("--threads", type=int, default=2, help="backbone threads for feature extraction")
+    add("--compute-threads", type=int, default=1,
                    help="BLAS/torch threads for the methods (1 is fastest on a busy machine; see core.threads)")
-    p.add_argument("--train-per-class", type=int, default=300,
+    add("--train-per-class", type=int, default=300,
                    help="fixed seeded subsample of training images per class (0 = all)")
-    p.add_argument("--test-per-class", type=int, default=200, help="fixed seeded test subset per class (0 = all)")
-    p.add_argument("--seeds", type=int, default=10, help="number of seeds (class orders), default 10")
-    p.add_argument("--seed-start", type=int, default=0)
-    p.add_argument("--out", default="bench/results", help="output root (default bench/results)")
-    p.add_argument("--cache-dir", default="cache/eval", help="feature cache (default cache/eval)")
-    p.add_argument("--docs", default="docs/results.md", help="results document written by 'all'")
-    p.add_argument("--fast", action="store_true", help="3 SGD epochs instead of 25 (smoke runs only)")
-    p.add_argument("--methods", type=_methods, default=None, help="comma-separated subset of methods")
-    p.add_argument("--reuse", action="store_true",
+    add("--test-per-class", type=int, default=200, help="fixed seeded test subset per class (0 = all)")
+    add("--seeds", type=int, default=10, help="number of seeds (class orders), default 10")
+    add("--seed-start", type=int, default=0)
+    add("--out", default="bench/results", help="output root (default bench/results)")
+    add("--cache-dir", default="cache/eval", help="feature cache (default cache/eval)")
+    add("--docs", default="docs/results.md", help="results document written by 'all'")
+    add("--fast", action="store_true", help="3 SGD epochs instead of 25 (smoke runs only)")
+    add("--methods", type=_methods, default=None, help="comma-separated subset of methods")
+    add("--reuse", action="store_true",
                    help="reuse a stored result (same command, data set, seeds, --fast and --methods) instead of rerunning")
-    p.add_argument("--refresh", type=_methods, default=None, metavar="METHODS",
+    add("--refresh", type=_methods, default=None, metavar="METHODS",
                    help="with --reuse: rerun these methods of a stored result (their stored runs are dropped), "
                         "e.g. after a fix that changes only them")
-    p.add_argument("--note", action="append", default=[], metavar="TEXT",
+    add("--note", action="append", default=[], metavar="TEXT",
                    help="say why a run departs from the defaults (e.g. fewer seeds on a busy machine); "
                         "stored in the run's params and notes, repeatable")
-    p.add_argument("-v", "--verbose", action="store_true")
+    add("-v", "--verbose", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cbcl-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_globals(p)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("datasets", help="list present and missing data sets")
     s = sub.add_parser("fsil-table", help="few-shot incremental table (no base session)")
@@ -111,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ways", type=int, default=2)
     sub.add_parser("all", help="every table and figure on every present data set, then the results document")
     sub.add_parser("report", help="rebuild the results document from the runs stored under --out (runs nothing)")
+    for sp in sub.choices.values():
+        _add_globals(sp, suppress=True)
     return p
 
 
@@ -363,6 +374,14 @@ def main(argv: list[str] | None = None) -> int:
                 paths = write_experiment(exp, out_dir)
                 written.append((exp, out_dir))
                 progress.console.print(f"[green]wrote[/green] {paths['md']}")
+    for exp, out_dir in written:  # the result tables, then where every file is
+        table = out_dir / f"{exp.name}.md" if hasattr(exp, "name") else None
+        md = table if table is not None and table.is_file() else next(iter(sorted(out_dir.glob("*.md"))), None)
+        if md is not None:
+            print(md.read_text().rstrip() + "\n")
+    print("files:")
+    for _exp, out_dir in written:
+        print(f"  {out_dir}/  ({', '.join(sorted(p.name for p in out_dir.iterdir()))})")
     if args.command == "all":
         doc = write_results_doc(written, args.docs, wall_seconds=time.time() - t0)
         print(f"wrote {doc}")

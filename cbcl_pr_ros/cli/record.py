@@ -60,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     if "--simulate" in argv:
         argv.remove("--simulate")
         return _simulate(argv)
+    if "-h" in argv or "--help" in argv:
+        print("usage: cbcl-bag-record --simulate OUTPUT [--classes N] [--shots N] [--test-views N] [...]\n"
+              "       (cbcl-bag-record --simulate --help lists every option)\n\n" + (__doc__ or "").strip() + "\n\n"
+              "Live recording (needs ROS 2): record_session OUTPUT --topics /camera/image_raw")
+        return 0
     print("record: live recording is a ROS node: `ros2 run cbcl_pr_ros record_session OUTPUT ...` "
           "(or `python -m cbcl_pr_ros.nodes.recorder`); use --simulate for a ROS-free bag", file=sys.stderr)
     return 2

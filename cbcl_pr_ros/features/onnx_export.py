@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import tempfile
 import time
 import warnings
@@ -122,8 +123,18 @@ def ensure_onnx(
         except (ValueError, KeyError) as exc:
             _LOG.warning("unreadable ONNX sidecar %s (%s); exporting again", side, exc)
     t0 = time.perf_counter()
-    model = build()
-    diff = export_and_check(model, path, input_size=input_size, opset=opset)
+    # the first use takes tens of seconds on a small CPU: say what happens, in two known steps
+    from tqdm import tqdm
+
+    with tqdm(total=2, unit="step", file=sys.stderr, leave=True,
+              desc=f"first use of {name}: exporting to ONNX once (cached in {cache_dir})") as bar:
+        bar.set_postfix_str("building the PyTorch model")
+        model = build()
+        bar.update(1)
+        bar.set_postfix_str("exporting and checking against PyTorch")
+        diff = export_and_check(model, path, input_size=input_size, opset=opset)
+        bar.update(1)
+        bar.set_postfix_str(f"done, max abs diff {diff:.2g}")
     import onnxruntime as ort
 
     report = {

@@ -1,7 +1,8 @@
 """Arm node: points Baxter's arm (real, Gazebo/ros2_control, or simulated) at a classified object.
 
-Service ``point_at`` (cbcl_pr_ros/PointAt). Subscribes ``prediction`` (the learner's), ``depth``,
-``camera_info`` and ``camera_pose`` (same stamps as the image) to locate each predicted object, and
+Services ``point_at`` (cbcl_pr_ros/PointAt) and ``look_at`` (cbcl_pr_ros/LookAt: aim the hand
+camera at a named look pose such as ``table``, or at a point of the base frame; robot/look_poses.py).
+Subscribes ``prediction`` (the learner's), ``depth``, ``camera_info`` and ``camera_pose`` (same stamps as the image) to locate each predicted object, and
 ``joint_states`` for the IK seed. Commands go out through the backend chosen by ``backend``:
 
 - ``sim``: sensor_msgs/JointState positions by name on ``command_topic`` (default ``joint_command``,
@@ -41,7 +42,9 @@ from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import Detections, Prediction
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
-from cbcl_pr_ros.srv import PointAt
+from cbcl_pr_ros.robot.look_poses import LookRefused, look_target, solve_look
+from cbcl_pr_ros.srv import LookAt, PointAt
+from cbcl_pr_ros.nodes.cli_help import exit_on_help
 
 __all__ = ["ArmNode", "main"]
 
@@ -109,6 +112,8 @@ class ArmNode(Node):
         self.create_subscription(Prediction, "prediction", gc(self._on_prediction, "prediction"), 2,
                                  callback_group=MutuallyExclusiveCallbackGroup())
         self.create_service(PointAt, "point_at", guard_service(self, self._on_point_at, "point_at"),
+                            callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_service(LookAt, "look_at", guard_service(self, self._on_look_at, "look_at"),
                             callback_group=MutuallyExclusiveCallbackGroup())
         self.detections_used = 0
         self.create_subscription(Detections, "detections", guard_callback(self, self._on_detections, "detections"), 2,
@@ -237,6 +242,30 @@ class ArmNode(Node):
             resp.pointing_error_m = float(sol.error_m)
         return resp
 
+    def _on_look_at(self, req: LookAt.Request, resp: LookAt.Response) -> LookAt.Response:
+        with self._lock:
+            current = {n: self._joints[n] for n in self.logic.joint_names if n in self._joints}
+        height = float(req.height_m) or 0.48
+        try:
+            pose = req.pose.strip()
+            target = (look_target(pose, self.logic.table_height) if pose
+                      else (float(req.target.x), float(req.target.y), float(req.target.z)))
+            with self._logic_lock:
+                sol = solve_look(self.logic.kin, target, height, seed=current)
+        except LookRefused as exc:
+            self.get_logger().warning(f"look_at refused: {exc}")
+            resp.success, resp.message = False, str(exc)
+            return resp
+        self._command(dict(zip(sol.joint_names, sol.joint_positions)), current)
+        resp.success = True
+        resp.target.x, resp.target.y, resp.target.z = (float(v) for v in target)
+        resp.eye.x, resp.eye.y, resp.eye.z = (float(v) for v in sol.hand_position)  # the camera, for aim_camera
+        resp.joint_names = list(sol.joint_names)
+        resp.joint_positions = [float(v) for v in sol.joint_positions]
+        resp.message = (f"{self.side} hand camera looks at {np.round(target, 3).tolist()}"
+                        + (f" ({req.pose.strip()})" if req.pose.strip() else ""))
+        return resp
+
     def destroy_node(self) -> None:
         try:
             self.logic.close()
@@ -245,6 +274,7 @@ class ArmNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
+    exit_on_help(sys.argv if args is None else args, "arm_node", __doc__, _PARAMS)
     return run_node(ArmNode, threads=4, args=args)
 
 

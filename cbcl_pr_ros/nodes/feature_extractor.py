@@ -445,6 +445,10 @@ def _log_stats(node: FeatureExtractorNode) -> None:
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros feature_extractor_node [--ros-args ...]``."""
+    from cbcl_pr_ros.nodes.cli_help import exit_on_help
+    from cbcl_pr_ros.service.params import EXTRACTOR, specs_for
+
+    exit_on_help(sys.argv if args is None else args, "feature_extractor_node", __doc__, specs_for(EXTRACTOR))
     return run_node(FeatureExtractorNode, threads=3, args=args, on_stop=_log_stats)
 
 

@@ -12,6 +12,7 @@ Examples::
 
     teaching_session --camera-topic /camera/image_raw
     teaching_session --namespace robot1 --nodes extractor,learner,world,arm --arm-config my_arm.yaml
+    teaching_session --nodes extractor,learner,world,arm --page    # then open http://127.0.0.1:8080
     python -m cbcl_pr_ros.nodes.session --config my.yaml -- --ros-args --log-level debug
 """
 from __future__ import annotations
@@ -79,6 +80,7 @@ NODE_FACTORIES: dict[str, NodeFactory] = {
     "learner": _learner,
     "world": lazy_factory("cbcl_pr_ros.nodes.sim_world:SimWorldNode"),
     "arm": lazy_factory("cbcl_pr_ros.nodes.arm:ArmNode"),
+    "page": lazy_factory("cbcl_pr_ros.nodes.teaching_page:TeachingPageNode"),
 }
 
 
@@ -92,6 +94,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--world-config", default=None, help="simulated world parameters (default: "
                     "config/sim_world.yaml)")
     ap.add_argument("--arm-config", default=None, help="arm node parameters (default: config/arm.yaml)")
+    ap.add_argument("--page-config", default=None, help="teaching page parameters (default: "
+                    "config/teaching_page.yaml)")
+    ap.add_argument("--page", action="store_true", help="also serve the teaching page (node kind 'page') on "
+                    "http://127.0.0.1:8080; address and port in --page-config (docs/teaching_page.md)")
     ap.add_argument("--namespace", default="", help="namespace of every node, e.g. robot1")
     ap.add_argument("--camera-topic", default="", help="camera topic to remap 'image' to, e.g. "
                     "/camera/image_raw")
@@ -106,7 +112,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def session_params_files(opts: argparse.Namespace, kinds: list[str]) -> list[str]:
     """The YAML files of the started node kinds (absolute paths), as the launch files give them."""
-    over = {"config": opts.config, "world_config": opts.world_config, "arm_config": opts.arm_config}
+    over = {"config": opts.config, "world_config": opts.world_config, "arm_config": opts.arm_config,
+            "page_config": opts.page_config}
     return [os.path.abspath(f) for f in params_files(kinds, over)]
 
 
@@ -145,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ros_extra = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
     opts = parse_args([a for a in remove_ros_args(argv)[1:] if a != "--"])
     kinds = [k.strip() for k in opts.nodes.split(",") if k.strip()]
+    if opts.page and "page" not in kinds:
+        kinds.append("page")
     unknown = [k for k in kinds if k not in NODE_FACTORIES]
     if not kinds or unknown:
         print(f"teaching_session: unknown node kind(s) {unknown or kinds}; known: "

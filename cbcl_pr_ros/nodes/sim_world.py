@@ -33,6 +33,7 @@ from trajectory_msgs.msg import JointTrajectory
 
 from cbcl_pr_ros.nodes.ros_params import install_validation
 from cbcl_pr_ros.service.robot_params import SIM_WORLD_PARAMS, check_parameters, on_set_check
+from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.robot.world import MAX_OBJECTS, CameraConfig, Frame, SimWorld, WorldConfig
@@ -89,6 +90,8 @@ class SimWorldNode(Node):
         self.world = world or SimWorld(WorldConfig(camera=cam, camera_side=g("camera_side"), shadows=bool(g("shadows"))),
                                        seed=int(g("seed")))
         self.world_lock = threading.RLock()
+        if world is None and g("start_look_pose") != "neutral":  # an injected world is arranged by its owner
+            self._look_at_start(g("start_look_pose"), g("camera_side"))
         self.camera_frame_id = g("camera_frame_id")
         self.publish_depth = bool(g("publish_depth"))
         self.max_velocity = float(g("max_joint_velocity"))
@@ -120,6 +123,19 @@ class SimWorldNode(Node):
         self.create_timer(self._dt, gc(self._control_step, "control step"), callback_group=self._control_group)
         self.get_logger().info(f"simulated world ready: camera {cam.width}x{cam.height} at {g('rate_hz')} Hz on "
                                f"'{self.image_pub.topic_name}', seed {g('seed')}, table texture {self.world.table_texture}")
+
+    def _look_at_start(self, pose: str, side: str) -> None:
+        """Start with the hand camera on the table (a named look pose), not on the floor."""
+        from cbcl_pr_ros.robot.kinematics import BaxterKinematics
+        from cbcl_pr_ros.robot.look_poses import look_target, solve_look
+
+        kin = BaxterKinematics(side)
+        try:
+            sol = solve_look(kin, look_target(pose, self.world.config.table_height),
+                             seed=self.world.joint_positions(kin.joint_names))
+        finally:
+            kin.close()
+        self.world.set_joint_positions(sol.as_dict())
 
     def _subscribe_baxter(self) -> None:
         try:
@@ -259,6 +275,7 @@ class SimWorldNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
+    exit_on_help(sys.argv if args is None else args, "sim_world_node", __doc__, _PARAMS)
     return run_node(SimWorldNode, threads=4, args=args)
 
 

@@ -26,11 +26,21 @@ __all__ = [
 ]
 
 
+# How to get each package the simulated world reads models from. robosuite is installed without its
+# dependencies (we read its URDF and meshes only; its own dependencies are large and unneeded).
+_INSTALL_HINT = {
+    "robosuite": "pip install --no-deps robosuite==1.5.2 (it holds the Baxter and object models; README, "
+                 "'Without ROS')",
+    "pybullet_data": "pip install pybullet==3.2.7 (requirements/core.txt)",
+}
+
+
 def _package_dir(name: str) -> Path:
     """Directory of an installed package without importing it (robosuite's import pulls heavy deps)."""
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(f"package {name!r} is not installed; install it (see requirements/core.txt)")
+        hint = _INSTALL_HINT.get(name, "see requirements/core.txt")
+        raise FileNotFoundError(f"package {name!r} is not installed, and the simulated world needs it: {hint}")
     return Path(list(spec.submodule_search_locations)[0])
 
 

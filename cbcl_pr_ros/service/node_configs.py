@@ -4,7 +4,7 @@
 (``run_demo_session``) must give each node its own file: the extractor and the learner read
 ``config/cbcl_pr.yaml``, the simulated world ``config/sim_world.yaml`` and the arm ``config/arm.yaml``.
 The launch files name the same files through the same launch-argument names (``config``,
-``world_config``, ``arm_config``); the one-process paths take them from here.
+``world_config``, ``arm_config``, ``page_config``); the one-process paths take them from here.
 """
 from __future__ import annotations
 
@@ -29,13 +29,14 @@ NODE_KINDS: dict[str, NodeKind] = {
     "learner": NodeKind("learner", "config", "cbcl_pr.yaml"),
     "world": NodeKind("sim_world", "world_config", "sim_world.yaml"),
     "arm": NodeKind("arm", "arm_config", "arm.yaml"),
+    "page": NodeKind("teaching_page", "page_config", "teaching_page.yaml"),
 }
 
 
 def params_files(kinds: Iterable[str], overrides: Mapping[str, str | None] | None = None) -> list[str]:
     """The parameter files for the node ``kinds`` of one process, each once, in ``NODE_KINDS`` order.
 
-    ``overrides`` maps a launch-argument name (``config``, ``world_config``, ``arm_config``) to
+    ``overrides`` maps a launch-argument name (``config``, ``world_config``, ``arm_config``, ``page_config``) to
     another file; unset or empty means the package's default. The files key their sections by node
     name (``/**/arm``), so in one process each node still reads only its own section, plus the
     ``/**`` section of ``cbcl_pr.yaml`` (names only the extractor and the learner declare).

@@ -56,6 +56,9 @@ SIM_WORLD_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_joint_velocity", 2.0, "Joint speed (rad/s) towards commanded positions", (SIM_WORLD,),
               min=0.01, max=100.0),
     ParamSpec("shadows", True, "Render shadows (slower)", (SIM_WORLD,)),
+    ParamSpec("start_look_pose", "table", "Look pose of the hand camera at start (robot/look_poses.py); "
+              "'neutral' keeps Baxter's untucked pose", (SIM_WORLD,),
+              choices=("table", "table_left", "table_right", "table_near", "table_far", "neutral")),
 )
 
 

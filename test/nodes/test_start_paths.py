@@ -30,7 +30,8 @@ def _declared(node_name: str) -> set[str]:
     """Parameter names the real node declares."""
     if node_name in (EXTRACTOR, LEARNER):
         return {p.name for p in specs_for(node_name)}
-    module = {"arm": "cbcl_pr_ros.nodes.arm", "sim_world": "cbcl_pr_ros.nodes.sim_world"}[node_name]
+    module = {"arm": "cbcl_pr_ros.nodes.arm", "sim_world": "cbcl_pr_ros.nodes.sim_world",
+              "teaching_page": "cbcl_pr_ros.nodes.teaching_page"}[node_name]
     return set(__import__(module, fromlist=["_PARAMS"])._PARAMS)
 
 
@@ -155,6 +156,9 @@ def launch_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ("perception.launch.py", {}, {"feature_extractor", "learner"}),
     ("teaching_session.launch.py", {"with_arm": "true", "namespace": "robot1"}, {"feature_extractor", "learner", "arm"}),
     ("sim_teaching_demo.launch.py", {}, {"sim_world", "feature_extractor", "learner", "arm"}),
+    ("sim_teaching_demo.launch.py", {"with_page": "true", "namespace": "sim"},
+     {"sim_world", "feature_extractor", "learner", "arm", "teaching_page"}),
+    ("teaching_session.launch.py", {"with_page": "true"}, {"feature_extractor", "learner", "teaching_page"}),
     ("replay.launch.py", {"bag": "/tmp/none"}, {"feature_extractor", "learner"}),
 ])
 def test_launch_files_give_each_node_its_own_yaml(launch_share, launch_file, given, expected_nodes):
@@ -179,7 +183,8 @@ def test_launch_argument_replaces_the_arm_yaml(launch_share, tmp_path):
 
 # ------------------------------------------------------------------ teaching_session (one process)
 @pytest.mark.parametrize("argv", [["--nodes", "extractor,learner,world,arm"],
-                                  ["--nodes", "arm,learner", "--namespace", "robot1"]])
+                                  ["--nodes", "arm,learner", "--namespace", "robot1"],
+                                  ["--nodes", "extractor,learner,world,page"]])
 def test_teaching_session_gives_each_node_its_own_yaml(argv):
     from cbcl_pr_ros.nodes import session
 

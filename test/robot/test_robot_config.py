@@ -18,10 +18,10 @@ def test_launch_file_compiles_and_names_existing_executables():
     compile(tree, str(LAUNCH), "exec")
     names = [kw.value.value for node in ast.walk(tree) if isinstance(node, ast.Call)
              for kw in node.keywords if kw.arg == "executable" and isinstance(kw.value, ast.Constant)]
-    assert sorted(names) == ["arm_node", "feature_extractor_node", "learner_node", "sim_world_node"]
+    assert sorted(names) == ["arm_node", "feature_extractor_node", "learner_node", "sim_world_node", "teaching_page_node"]
     for n in names:
         assert (REPO / "bin" / n).is_file(), f"launch names executable {n!r} missing from bin/"
-    for cfg in ("cbcl_pr.yaml", "sim_world.yaml", "arm.yaml"):
+    for cfg in ("cbcl_pr.yaml", "sim_world.yaml", "arm.yaml", "teaching_page.yaml"):
         assert cfg in src and (REPO / "config" / cfg).is_file()
 
 

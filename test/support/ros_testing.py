@@ -207,14 +207,9 @@ class Client:
 
     def request(self, client: Any, request: Any, timeout: float = 60.0) -> Any:
         """One request on an existing ``client``; TimeoutError if the service is absent or silent."""
-        if not client.wait_for_service(timeout_sec=timeout):
-            raise TimeoutError(f"service {client.srv_name} not available after {timeout} s")
-        fut = client.call_async(request)
-        done = threading.Event()
-        fut.add_done_callback(lambda _f: done.set())
-        if not done.wait(timeout):
-            raise TimeoutError(f"service {client.srv_name} did not answer in {timeout} s")
-        return fut.result()
+        from cbcl_pr_ros.nodes.service_call import call_service
+
+        return call_service(client, request, timeout, ready_timeout_s=timeout)
 
     def call(self, srv_type: Any, name: str, request: Any, timeout: float = 60.0) -> Any:
         """One request to service ``name`` through a client made for it (the documented client QoS)."""

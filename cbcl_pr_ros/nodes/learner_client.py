@@ -1,0 +1,139 @@
+"""A small Python client of the learner for your own node: its services with the right QoS and
+timeouts, and the ``detections`` topic (docs/quickstart.md).
+
+    from cbcl_pr_ros.nodes.learner_client import LearnerClient
+
+    with LearnerClient.start(namespace="/robot1") as learner:      # own context, spun in a thread
+        print(learner.list_classes())
+        objs = learner.wait_for_detections(timeout_s=10.0).objects
+        print(learner.teach_track("mug", objs[0].id).message)
+        print([(o.id, o.label, round(o.confidence, 2)) for o in learner.latest_detections().objects])
+
+Inside a node you already spin, use ``LearnerClient(node)``: every call then waits on a future that
+your executor completes, so call it from a callback group other than the one that handles the answer
+(or from another thread), never from the only thread that spins the node.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from cbcl_pr_ros.msg import Detections
+from cbcl_pr_ros.nodes.qos import result_qos, service_qos
+from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
+from cbcl_pr_ros.srv import Classify, ForgetClass, ListClasses, RenameClass, TeachClass
+
+__all__ = ["LearnerClient", "LearnerUnavailable"]
+
+
+LearnerUnavailable = ServiceUnavailable  # the learner's service is not there or did not answer in time
+
+
+class LearnerClient:
+    """Services of the learner (``teach_class``, ``classify``, ``list_classes``, ``forget_class``,
+    ``rename_class``) and its ``detections``, by relative names of ``node``'s namespace."""
+
+    def __init__(self, node: Any, timeout_s: float = 10.0, teach_timeout_s: float = 60.0) -> None:
+        from rclpy.callback_groups import ReentrantCallbackGroup
+
+        self.node = node
+        self.timeout_s, self.teach_timeout_s = float(timeout_s), float(teach_timeout_s)
+        group = ReentrantCallbackGroup()
+        mk = lambda t, n: node.create_client(t, n, qos_profile=service_qos(), callback_group=group)  # noqa: E731
+        self._teach, self._classify = mk(TeachClass, "teach_class"), mk(Classify, "classify")
+        self._list, self._forget = mk(ListClasses, "list_classes"), mk(ForgetClass, "forget_class")
+        self._rename = mk(RenameClass, "rename_class")
+        self._latest: Detections | None = None
+        self._new = threading.Condition()
+        node.create_subscription(Detections, "detections", self._on_detections, result_qos(2), callback_group=group)
+        self._owned: tuple[Any, Any, threading.Thread] | None = None
+
+    # ------------------------------------------------------------------ own context
+    @classmethod
+    def start(cls, namespace: str = "", name: str = "learner_client", domain_id: int | None = None,
+              **kw: Any) -> "LearnerClient":
+        """A client with its own rclpy context and node, spun in a background thread (close() ends it).
+        ``domain_id`` None = ROS_DOMAIN_ID of the environment."""
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=domain_id)
+        node = rclpy.create_node(name, namespace=namespace or "/", context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+
+        def spin() -> None:
+            while context.ok():
+                try:
+                    executor.spin_once(timeout_sec=0.1)
+                except Exception:  # noqa: BLE001 - the context is shutting down
+                    break
+        thread = threading.Thread(target=spin, name=f"{name}-spin", daemon=True)
+        thread.start()
+        client = cls(node, **kw)
+        client._owned = (context, executor, thread)
+        return client
+
+    def close(self) -> None:
+        if self._owned is None:
+            return
+        context, executor, thread = self._owned
+        self._owned = None
+        context.try_shutdown()
+        thread.join(2.0)
+        executor.shutdown()
+        self.node.destroy_node()
+
+    def __enter__(self) -> "LearnerClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ services
+    def _call(self, client: Any, request: Any, timeout_s: float) -> Any:
+        return call_service(client, request, timeout_s, "learner")
+
+    def teach_track(self, label: str, track_id: int) -> Any:
+        """Learn ``label`` from the recent views of one detection's track (its ``id``)."""
+        return self._call(self._teach, TeachClass.Request(label=label, track_id=int(track_id)), self.teach_timeout_s)
+
+    def teach_frames(self, label: str, num_frames: int = 0) -> Any:
+        """Learn ``label`` from the object in view of the next ``num_frames`` camera frames (0 = the default)."""
+        return self._call(self._teach, TeachClass.Request(label=label, num_frames=int(num_frames)),
+                          self.teach_timeout_s)
+
+    def classify(self, top_k: int = 3) -> Any:
+        """The latest camera frame's answer (label, confidence, known, top labels)."""
+        return self._call(self._classify, Classify.Request(top_k=int(top_k)), self.timeout_s)
+
+    def list_classes(self) -> list[str]:
+        return [c.name for c in self._call(self._list, ListClasses.Request(), self.timeout_s).classes]
+
+    def forget(self, label: str) -> Any:
+        return self._call(self._forget, ForgetClass.Request(label=label), self.timeout_s)
+
+    def rename(self, old: str, new: str) -> Any:
+        return self._call(self._rename, RenameClass.Request(old_label=old, new_label=new), self.timeout_s)
+
+    # ------------------------------------------------------------------ detections
+    def _on_detections(self, msg: Detections) -> None:
+        with self._new:
+            self._latest = msg
+            self._new.notify_all()
+
+    def latest_detections(self) -> Detections | None:
+        """The newest Detections received (None before the first)."""
+        with self._new:
+            return self._latest
+
+    def wait_for_detections(self, timeout_s: float = 10.0) -> Detections:
+        """The next Detections to arrive; LearnerUnavailable after ``timeout_s``."""
+        with self._new:
+            before = self._latest
+            if not self._new.wait_for(lambda: self._latest is not before, timeout_s):
+                raise ServiceUnavailable(f"no detections within {timeout_s:g} s on "
+                                         f"'{self.node.resolve_topic_name('detections')}'")
+            assert self._latest is not None
+            return self._latest

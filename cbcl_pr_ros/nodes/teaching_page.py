@@ -1,0 +1,220 @@
+"""``teaching_page_node``: the teaching page (docs/teaching_page.md) as a client of the learner.
+
+Serves http://127.0.0.1:8080 (parameters ``address``, ``port``, ``token``). It reads the camera
+(``image``), the learner's ``detections`` and ``status``, and calls the learner's ``teach_class``
+(by track id or box), ``rename_class``, ``forget_class``, ``list_classes`` and the arm's
+``point_at``: all relative names, so a namespace or remapping applies as for the other nodes. No
+logic lives here: the web application and its checks are :mod:`cbcl_pr_ros.teaching_page`.
+
+A detection is drawn on the very frame it was made on: frames are kept by stamp until their
+detections arrive (they come one extraction + classification later). Without detections for
+``plain_after_s`` (no depth, object detection off) the plain camera picture is shown.
+
+Examples::
+
+    teaching_page_node                                       # then open http://127.0.0.1:8080
+    teaching_page_node --ros-args -p port:=8090 -r __ns:=/robot1
+    teaching_page_node --ros-args -p address:=0.0.0.0 -p token:=a-long-secret   # http://HOST:8080/?token=a-long-secret
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+import cv2
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from sensor_msgs.msg import Image, RegionOfInterest
+
+from cbcl_pr_ros.msg import Detections, LearnerStatus
+from cbcl_pr_ros.nodes.cli_help import exit_on_help
+from cbcl_pr_ros.nodes.conversions import image_msg_to_rgb
+from cbcl_pr_ros.nodes.debug_image import FrameBuffer
+from cbcl_pr_ros.nodes.guard import guard_callback
+from cbcl_pr_ros.nodes.qos import image_qos, result_qos, service_qos, status_qos
+from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
+from cbcl_pr_ros.nodes.spin import run_node
+from cbcl_pr_ros.srv import ForgetClass, ListClasses, PointAt, RenameClass, TeachClass
+from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
+from cbcl_pr_ros.teaching_page.client import Box, Outcome
+from cbcl_pr_ros.teaching_page.state import DetectedBox, Frame, PageState
+
+__all__ = ["TeachingPageNode", "main"]
+
+_PARAMS: dict[str, tuple[Any, str]] = {
+    "address": ("127.0.0.1", "address the page listens on; 127.0.0.1 = this machine only. Any other address "
+                             "needs 'token'; read-only"),
+    "port": (8080, "TCP port of the page (0 = any free port, logged); read-only"),
+    "token": ("", "access token (at least 8 characters), required when address is not a loopback address: "
+                  "open http://HOST:PORT/?token=...; read-only"),
+    "jpeg_quality": (80, "JPEG quality of the pictures sent to the page (10..100)"),
+    "max_fps": (5.0, "most pictures per second sent to the pages"),
+    "plain_after_s": (2.0, "show the plain camera picture when no detections came for this long"),
+    "teach_timeout_s": (60.0, "wait this long for the learner's answer to a teach"),
+    "call_timeout_s": (10.0, "wait this long for the answer to rename, forget, list and point"),
+}
+
+
+def _stamp(h: Any) -> tuple[int, int]:
+    return int(h.stamp.sec), int(h.stamp.nanosec)
+
+
+class TeachingPageNode(Node):
+    """ROS side of the page: feeds :class:`PageState`, implements the page's teaching client."""
+
+    def __init__(self, *, node_name: str = "teaching_page", namespace: str | None = None,
+                 start_server: bool = True, **kwargs: Any) -> None:
+        super().__init__(node_name, namespace=namespace, **kwargs)
+        for name, (default, text) in _PARAMS.items():
+            ro = name in ("address", "port", "token")
+            self.declare_parameter(name, default, ParameterDescriptor(description=text, read_only=ro))
+        g = lambda n: self.get_parameter(n).value  # noqa: E731
+        quality = int(g("jpeg_quality"))
+        if not 10 <= quality <= 100:
+            raise ValueError(f"jpeg_quality must be 10..100, got {quality}")
+        self.quality = quality
+        self.min_period = 1.0 / max(0.1, float(g("max_fps")))
+        self.plain_after = float(g("plain_after_s"))
+        self.teach_timeout, self.call_timeout = float(g("teach_timeout_s")), float(g("call_timeout_s"))
+        self.state = PageState()
+        self._frames: FrameBuffer[Image] = FrameBuffer(capacity=64)
+        self._last_sent = 0.0
+        self._last_detections = 0.0
+        self._send_lock = threading.Lock()
+        self._listed_version = -1
+
+        sensors = ReentrantCallbackGroup()
+        gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
+        self.create_subscription(Image, "image", gc(self._on_image, "image"), image_qos(), callback_group=sensors)
+        self.create_subscription(Detections, "detections", gc(self._on_detections, "detections"), result_qos(2),
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_subscription(LearnerStatus, "status", gc(self._on_status, "status"), status_qos(),
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        calls = ReentrantCallbackGroup()  # answers arrive while a page thread waits for them
+        mk = lambda t, n: self.create_client(t, n, qos_profile=service_qos(), callback_group=calls)  # noqa: E731
+        self.teach_cli = mk(TeachClass, "teach_class")
+        self.rename_cli = mk(RenameClass, "rename_class")
+        self.forget_cli = mk(ForgetClass, "forget_class")
+        self.list_cli = mk(ListClasses, "list_classes")
+        self.point_cli = mk(PointAt, "point_at")
+        self.create_timer(2.0, gc(self._probe_robot, "robot probe"), callback_group=calls)
+        self.server: PageServer | None = None
+        if start_server:
+            self.server = PageServer(self.state, self, PageConfig(g("address"), int(g("port")), g("token")))
+            self.server.start()
+            self.get_logger().info(f"teaching page on {self.server.url} (camera '{self.resolve_topic_name('image')}', "
+                                   f"learner '{self.resolve_service_name('teach_class')}')")
+
+    # ------------------------------------------------------------------ camera and detections
+    def _on_image(self, msg: Image) -> None:
+        self._frames.put(_stamp(msg.header), msg)
+        now = time.monotonic()
+        if now - self._last_detections > self.plain_after:
+            self._send(msg, (), 0)
+
+    def _on_detections(self, msg: Detections) -> None:
+        self._last_detections = time.monotonic()
+        frame = self._frames.pop(_stamp(msg.header))
+        if frame is None:  # the picture of these detections is gone (or never came)
+            return
+        objs = tuple(DetectedBox(int(o.id), str(o.label), bool(o.known), float(o.confidence),
+                                 int(o.x0), int(o.y0), int(o.x1), int(o.y1)) for o in msg.objects)
+        self._send(frame, objs, int(msg.model_version))
+
+    def _send(self, msg: Image, objs: tuple[DetectedBox, ...], version: int) -> None:
+        now = time.monotonic()
+        with self._send_lock:
+            if now - self._last_sent < self.min_period:
+                return
+            self._last_sent = now
+        rgb = image_msg_to_rgb(msg)
+        ok, jpeg = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
+                                [cv2.IMWRITE_JPEG_QUALITY, self.quality])
+        if not ok:
+            raise ValueError("JPEG encoding failed")
+        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        self.state.set_frame(Frame(jpeg.tobytes(), rgb.shape[1], rgb.shape[0], stamp, objs, version))
+
+    # ------------------------------------------------------------------ learner status and classes
+    def _on_status(self, msg: LearnerStatus) -> None:
+        self.state.set_status({"num_classes": int(msg.num_classes), "num_clusters": int(msg.num_clusters),
+                               "cluster_budget": int(msg.cluster_budget), "memory_bytes": int(msg.memory_bytes),
+                               "model_version": int(msg.model_version), "training": bool(msg.training),
+                               "backbone": msg.backbone, "class_names": list(msg.class_names)[:1000]})
+        if int(msg.model_version) != self._listed_version:
+            self._listed_version = int(msg.model_version)
+            self._refresh_classes()
+
+    def _refresh_classes(self) -> None:
+        if not self.list_cli.service_is_ready():
+            return
+        fut = self.list_cli.call_async(ListClasses.Request())
+
+        def done(f: Any) -> None:
+            res = f.result()
+            if res is not None:
+                self.state.set_classes([{"name": c.name, "num_clusters": int(c.num_clusters),
+                                         "num_examples": int(c.num_examples)} for c in res.classes])
+        fut.add_done_callback(done)
+
+    def _probe_robot(self) -> None:
+        arm = self.point_cli.service_is_ready()
+        if self.state.snapshot()[1]["robot"].get("arm") != arm:
+            self.state.set_robot({"arm": arm})
+        if self._listed_version < 0 or not self.state.snapshot()[1]["classes"]:
+            self._refresh_classes()
+
+    # ------------------------------------------------------------------ the page's teaching client
+    def _call(self, client: Any, request: Any, timeout: float, what: str) -> Any:
+        try:
+            return call_service(client, request, timeout, what)
+        except ServiceUnavailable as exc:
+            return Outcome(False, str(exc))
+
+    def _answer(self, res: Any) -> Outcome:
+        if isinstance(res, Outcome):
+            return res
+        if res.success:
+            self._refresh_classes()
+        return Outcome(bool(res.success), str(res.message))
+
+    def teach_track(self, label: str, track_id: int) -> Outcome:
+        req = TeachClass.Request(label=label, track_id=int(track_id))
+        return self._answer(self._call(self.teach_cli, req, self.teach_timeout, "learner"))
+
+    def teach_box(self, label: str, box: Box) -> Outcome:
+        x, y, w, h = box
+        req = TeachClass.Request(label=label,
+                                 rois=[RegionOfInterest(x_offset=x, y_offset=y, width=w, height=h)])
+        return self._answer(self._call(self.teach_cli, req, self.teach_timeout, "learner"))
+
+    def rename(self, old: str, new: str) -> Outcome:
+        req = RenameClass.Request(old_label=old, new_label=new)
+        return self._answer(self._call(self.rename_cli, req, self.call_timeout, "learner"))
+
+    def forget(self, label: str) -> Outcome:
+        return self._answer(self._call(self.forget_cli, ForgetClass.Request(label=label), self.call_timeout,
+                                       "learner"))
+
+    def point_at(self, label: str) -> Outcome:
+        return self._answer(self._call(self.point_cli, PointAt.Request(label=label), self.call_timeout,
+                                       "arm node"))
+
+    def destroy_node(self) -> None:
+        try:
+            if self.server is not None:
+                self.server.stop()
+        finally:
+            super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> int:
+    exit_on_help(sys.argv if args is None else args, "teaching_page_node", __doc__, _PARAMS)
+    return run_node(TeachingPageNode, threads=4, args=args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+"""The page's web application (aiohttp): static files, JSON actions, one websocket per open page.
+
+Why aiohttp: one well-kept library gives the HTTP server, the websocket and the test client, with no
+ASGI server or second websocket package beside it; it runs in its own thread with its own event
+loop, so the ROS executor and the web server never block each other.
+
+Safety (docs/teaching_page.md): bound to 127.0.0.1 unless configured; any other address needs an
+access token, checked on every action and on the websocket; requests are at most 16 KiB; actions are
+rate-limited and one teach runs at a time; a websocket or a POST from another origin is refused, and
+POST bodies must be JSON (a cross-site form cannot send one without the browser asking first).
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+from urllib.parse import urlsplit
+
+from aiohttp import WSMsgType, web
+
+from cbcl_pr_ros.service.rate_limit import RateLimiter
+from cbcl_pr_ros.teaching_page.client import Outcome, TeachingClient
+from cbcl_pr_ros.teaching_page.requests import RequestError, parse_label, parse_rename, parse_teach
+from cbcl_pr_ros.teaching_page.state import PageState
+
+__all__ = ["PageConfig", "make_app", "PageServer", "is_loopback", "STATIC_DIR"]
+
+log = logging.getLogger(__name__)
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+MAX_REQUEST_BYTES = 16 * 1024
+_STATE = web.AppKey("page_state", PageState)
+_CONFIG = web.AppKey("page_config", object)
+_HUB = web.AppKey("page_hub", object)
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address that only this machine reaches (127.0.0.0/8, ::1, 'localhost')."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class PageConfig:
+    """Server settings, checked at construction: a non-loopback address without a token is refused."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8080, token: str = "", action_rate_hz: float = 2.0,
+                 action_burst: float = 4.0, action_timeout_s: float = 90.0) -> None:
+        if not 0 <= int(port) <= 65535:
+            raise ValueError(f"port must be 0..65535, got {port}")
+        if not host:
+            raise ValueError("address must not be empty (127.0.0.1 keeps the page on this machine)")
+        if not is_loopback(host) and len(token) < 8:
+            raise ValueError(f"address {host!r} lets other machines open the page: set an access token of at "
+                             "least 8 characters (parameter 'token'), or keep address 127.0.0.1")
+        self.host, self.port, self.token = host, int(port), token
+        self.action_rate_hz, self.action_burst = float(action_rate_hz), float(action_burst)
+        self.action_timeout_s = float(action_timeout_s)
+
+
+class _Hub:
+    """Wakes the open pages when the state changes; runs on the server's event loop."""
+
+    def __init__(self, state: PageState, client: TeachingClient, config: PageConfig) -> None:
+        self.state, self.client, self.config = state, client, config
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.events: set[asyncio.Event] = set()
+        self.limiter = RateLimiter(burst=config.action_burst)
+        self.teaching = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="page-action")
+
+    def on_change(self, _kind: str) -> None:  # called from any thread
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(self._wake)
+            except RuntimeError:  # loop closing
+                pass
+
+    def _wake(self) -> None:
+        for ev in self.events:
+            ev.set()
+
+
+def _json(ok: bool, message: str, status: int = 200) -> web.Response:
+    return web.json_response({"ok": ok, "message": message}, status=status)
+
+
+def _token_ok(request: web.Request, token: str) -> bool:
+    if not token:
+        return True
+    given = request.headers.get("X-Access-Token") or request.query.get("token", "")
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+def _same_origin(request: web.Request) -> bool:
+    origin = request.headers.get("Origin")
+    if origin is None:  # not a browser request (curl, a script): the token guards it
+        return True
+    return urlsplit(origin).netloc == request.host
+
+
+@web.middleware
+async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    config: PageConfig = request.app[_CONFIG]  # type: ignore[assignment]
+    path = request.path
+    if path.startswith("/api/") or path == "/ws":
+        if not _token_ok(request, config.token):
+            return _json(False, "access token missing or wrong: open the page with ?token=...", 401)
+        if not _same_origin(request):
+            return _json(False, "requests from another site are refused", 403)
+        if request.method == "POST" and request.content_type != "application/json":
+            return _json(False, "send the request as JSON (Content-Type: application/json)", 415)
+    try:
+        resp = await handler(request)
+    except web.HTTPRequestEntityTooLarge:
+        return _json(False, f"request too large: the most is {MAX_REQUEST_BYTES // 1024} KiB", 413)
+    resp.headers["Content-Security-Policy"] = ("default-src 'self'; img-src 'self' blob: data:; "
+                                               "connect-src 'self'; frame-ancestors 'none'")
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
+
+
+async def _index(_request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATIC_DIR / "index.html")
+
+
+async def _no_content(_request: web.Request) -> web.Response:
+    return web.Response(status=204)
+
+
+async def _state(request: web.Request) -> web.Response:
+    return web.json_response(request.app[_STATE].snapshot()[1])
+
+
+async def _frame_jpeg(request: web.Request) -> web.Response:
+    frame = request.app[_STATE].frame()
+    if frame is None:
+        return _json(False, "no camera picture yet", 404)
+    return web.Response(body=frame.jpeg, content_type="image/jpeg")
+
+
+async def _read_json(request: web.Request) -> Any:
+    try:
+        return await request.json()
+    except web.HTTPRequestEntityTooLarge:
+        raise
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError(f"the request is not valid JSON ({type(exc).__name__})") from None
+
+
+async def _run(request: web.Request, action: str, parse: Callable[[Any], Any],
+               call: Callable[[TeachingClient, Any], Outcome], record: Callable[[PageState, Any, Outcome], None]
+               ) -> web.Response:
+    """Parse, rate-limit, call the robot in a worker thread, record the outcome for every page."""
+    hub: _Hub = request.app[_HUB]  # type: ignore[assignment]
+    try:
+        parsed = parse(await _read_json(request))
+    except RequestError as exc:
+        return _json(False, str(exc), 400)
+    if not hub.limiter.allow(time.monotonic(), hub.config.action_rate_hz):
+        return _json(False, "too many requests: wait a moment and try again", 429)
+    teach = action == "teach"
+    if teach and not hub.teaching.acquire(blocking=False):
+        return _json(False, "a teach is already running: wait for its answer", 429)
+    try:
+        loop = asyncio.get_running_loop()
+        try:
+            outcome = await asyncio.wait_for(loop.run_in_executor(hub.pool, call, hub.client, parsed),
+                                             hub.config.action_timeout_s)
+        except asyncio.TimeoutError:
+            outcome = Outcome(False, f"the robot did not answer within {hub.config.action_timeout_s:g} s")
+        except Exception as exc:  # noqa: BLE001 - a robot-side fault must not end the server
+            log.warning("page action %s failed: %s", action, exc)
+            outcome = Outcome(False, f"the robot could not {action}: {type(exc).__name__}")
+    finally:
+        if teach:
+            hub.teaching.release()
+    record(hub.state, parsed, outcome)
+    return _json(outcome.ok, outcome.message)
+
+
+def _teach_call(client: TeachingClient, req: Any) -> Outcome:
+    if req.track_id is not None:
+        return client.teach_track(req.label, req.track_id)
+    return client.teach_box(req.label, req.box)
+
+
+async def _teach(request: web.Request) -> web.Response:
+    state = request.app[_STATE]
+    return await _run(request, "teach", lambda b: parse_teach(b, state.track_ids(), state.image_size()),
+                      _teach_call, lambda s, r, o: s.record_teach(r.label, o.ok, o.message))
+
+
+async def _rename(request: web.Request) -> web.Response:
+    return await _run(request, "rename", parse_rename, lambda c, r: c.rename(*r),
+                      lambda s, r, o: s.record_notice("rename", o.ok, o.message))
+
+
+async def _forget(request: web.Request) -> web.Response:
+    return await _run(request, "forget", parse_label, lambda c, r: c.forget(r),
+                      lambda s, r, o: s.record_notice("forget", o.ok, o.message))
+
+
+async def _point(request: web.Request) -> web.Response:
+    return await _run(request, "point", parse_label, lambda c, r: c.point_at(r),
+                      lambda s, r, o: s.record_notice("point", o.ok, o.message))
+
+
+async def _websocket(request: web.Request) -> web.WebSocketResponse:
+    """Push the state and the newest frame (JSON meta, then the JPEG as binary) to one page."""
+    hub: _Hub = request.app[_HUB]  # type: ignore[assignment]
+    ws = web.WebSocketResponse(heartbeat=10.0, max_msg_size=4096)
+    await ws.prepare(request)
+    wake = asyncio.Event()
+    wake.set()
+    hub.events.add(wake)
+
+    async def drain() -> None:  # the page sends nothing we need; read so pings and close are handled
+        async for msg in ws:
+            if msg.type == WSMsgType.ERROR:
+                break
+        wake.set()
+
+    reader = asyncio.create_task(drain())
+    sent_version, sent_seq = -1, -1
+    try:
+        while not ws.closed:
+            await wake.wait()
+            wake.clear()
+            if ws.closed:
+                break
+            version, snap = hub.state.snapshot()
+            if version != sent_version:
+                await ws.send_str(json.dumps(snap))
+                sent_version = version
+            frame = hub.state.frame()
+            if frame is not None and frame.seq != sent_seq:
+                await ws.send_str(json.dumps(frame.meta()))
+                await ws.send_bytes(frame.jpeg)
+                sent_seq = frame.seq
+    except (ConnectionResetError, RuntimeError):  # page gone mid-send
+        pass
+    finally:
+        hub.events.discard(wake)
+        reader.cancel()
+        await ws.close()
+    return ws
+
+
+def make_app(state: PageState, client: TeachingClient, config: PageConfig | None = None) -> web.Application:
+    """The application; call :meth:`_Hub.on_change` wiring via :class:`PageServer` (or tests)."""
+    config = config or PageConfig()
+    app = web.Application(middlewares=[_guard], client_max_size=MAX_REQUEST_BYTES)
+    hub = _Hub(state, client, config)
+    app[_STATE], app[_CONFIG], app[_HUB] = state, config, hub
+
+    async def on_startup(_app: web.Application) -> None:
+        hub.loop = asyncio.get_running_loop()
+        state.add_listener(hub.on_change)
+
+    async def on_cleanup(_app: web.Application) -> None:
+        state.remove_listener(hub.on_change)
+        hub._wake()
+        hub.pool.shutdown(wait=False, cancel_futures=True)
+
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    app.router.add_get("/", _index)
+    app.router.add_get("/favicon.ico", _no_content)
+    app.router.add_static("/static/", STATIC_DIR, follow_symlinks=False)
+    app.router.add_get("/api/state", _state)
+    app.router.add_get("/api/frame.jpg", _frame_jpeg)
+    app.router.add_post("/api/teach", _teach)
+    app.router.add_post("/api/rename", _rename)
+    app.router.add_post("/api/forget", _forget)
+    app.router.add_post("/api/point", _point)
+    app.router.add_get("/ws", _websocket)
+    return app
+
+
+class PageServer:
+    """Runs the application on its own thread and event loop; :meth:`start` returns once it listens."""
+
+    def __init__(self, state: PageState, client: TeachingClient, config: PageConfig) -> None:
+        self.config = config
+        self.app = make_app(state, client, config)
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self.port = config.port
+
+    def start(self) -> None:
+        """Bind and serve; OSError (address in use, ...) is raised here, in the caller's thread."""
+        async def setup() -> None:
+            self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, self.config.host, self.config.port)
+            await site.start()
+            server = getattr(site, "_server", None)
+            if server is not None and server.sockets:
+                self.port = server.sockets[0].getsockname()[1]
+
+        self._loop.run_until_complete(setup())
+        self._thread = threading.Thread(target=self._loop.run_forever, name="teaching-page", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
+        return f"http://{host}:{self.port}/"
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        if self._runner is not None:
+            fut = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop)
+            try:
+                fut.result(timeout=5.0)
+            except Exception as exc:  # noqa: BLE001 - best effort at shutdown
+                log.debug("page cleanup: %s", exc)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5.0)
+        self._thread = None
+        self._loop.close()

@@ -1,0 +1,309 @@
+// The teaching page: draws the camera picture with the objects found, lets a person choose one and
+// name it, and shows what the learner knows. Everything arrives over one websocket; actions are JSON
+// POSTs. Text from the robot is only ever set with textContent (never parsed as HTML).
+"use strict";
+
+const token = new URLSearchParams(location.search).get("token") || "";
+const $ = (id) => document.getElementById(id);
+const canvas = $("camera");
+const ctx = canvas.getContext("2d");
+let frameMeta = null;      // detections of the picture being received
+let objects = [];          // detections drawn now
+let picture = null;        // ImageBitmap drawn now
+let selection = null;      // {trackId} or {box: [x, y, w, h]}
+let drag = null;
+let state = null;
+let socket = null;
+let retryMs = 500;
+
+function headers() {
+  const h = {"Content-Type": "application/json"};
+  if (token) h["X-Access-Token"] = token;
+  return h;
+}
+
+async function post(path, body) {
+  let res;
+  try {
+    res = await fetch(path, {method: "POST", headers: headers(), body: JSON.stringify(body)});
+  } catch (e) {
+    return {ok: false, message: "the page lost its connection to the robot; trying again…"};
+  }
+  try {
+    return await res.json();
+  } catch (e) {
+    return {ok: false, message: `the robot answered ${res.status} ${res.statusText}`};
+  }
+}
+
+function say(text, ok) {
+  const m = $("message");
+  m.textContent = text;
+  m.className = "message " + (ok ? "ok" : "bad");
+}
+
+// ------------------------------------------------------------------ connection
+function connect() {
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  const q = token ? "?token=" + encodeURIComponent(token) : "";
+  socket = new WebSocket(`${proto}//${location.host}/ws${q}`);
+  socket.binaryType = "blob";
+  socket.onopen = () => { retryMs = 500; setConnection(true); };
+  socket.onclose = () => {
+    setConnection(false);
+    setTimeout(connect, retryMs);
+    retryMs = Math.min(retryMs * 2, 5000);
+  };
+  socket.onmessage = (ev) => {
+    if (typeof ev.data === "string") {
+      const msg = JSON.parse(ev.data);
+      if (msg.type === "frame") frameMeta = msg;
+      else if (msg.type === "state") showState(msg);
+    } else if (frameMeta) {
+      const meta = frameMeta;
+      frameMeta = null;
+      createImageBitmap(ev.data).then((bmp) => showFrame(meta, bmp)).catch(() => {});
+    }
+  };
+}
+
+function setConnection(on) {
+  const c = $("connection");
+  c.textContent = on ? "connected" : "reconnecting…";
+  c.className = "conn " + (on ? "on" : "off");
+}
+
+// ------------------------------------------------------------------ picture and boxes
+function caption(o) {
+  if (o.known && o.label) return `${o.label} ${o.confidence.toFixed(2)}`;
+  return "What is this?";
+}
+
+function showFrame(meta, bmp) {
+  if (picture) picture.close();
+  picture = bmp;
+  objects = meta.objects;
+  if (canvas.width !== meta.width || canvas.height !== meta.height) {
+    canvas.width = meta.width;
+    canvas.height = meta.height;
+  }
+  $("no-picture").hidden = true;
+  draw();
+  showObjects();
+}
+
+function draw() {
+  if (!picture) return;
+  ctx.drawImage(picture, 0, 0);
+  const lw = Math.max(2, canvas.width / 240);
+  ctx.font = `${Math.max(11, Math.round(canvas.width / 40))}px system-ui, sans-serif`;
+  ctx.textBaseline = "top";
+  for (const o of objects) {
+    const [x0, y0, x1, y1] = o.box;
+    const chosen = selection && selection.trackId === o.id;
+    const colour = chosen ? "#2f6fde" : (o.known && o.label ? "#2e9d3a" : "#ff8c00");
+    ctx.lineWidth = chosen ? lw * 2 : lw;
+    ctx.strokeStyle = colour;
+    ctx.strokeRect(x0, y0, x1 - x0, y1 - y0);
+    const text = `#${o.id} ${caption(o)}`;
+    const tw = ctx.measureText(text).width + 8;
+    const th = parseInt(ctx.font, 10) + 6;
+    const ty = y0 >= th ? y0 - th : y0;
+    ctx.fillStyle = colour;
+    ctx.fillRect(x0, ty, tw, th);
+    ctx.fillStyle = "#fff";
+    ctx.fillText(text, x0 + 4, ty + 3);
+  }
+  const box = selection && selection.box ? selection.box : (drag && drag.box);
+  if (box) {
+    ctx.setLineDash([8, 6]);
+    ctx.strokeStyle = "#2f6fde";
+    ctx.lineWidth = lw;
+    ctx.strokeRect(box[0], box[1], box[2], box[3]);
+    ctx.setLineDash([]);
+  }
+}
+
+function toImage(ev) {
+  const r = canvas.getBoundingClientRect();
+  return [(ev.clientX - r.left) * canvas.width / r.width, (ev.clientY - r.top) * canvas.height / r.height];
+}
+
+function objectAt(x, y) {
+  let best = null;
+  for (const o of objects) {
+    const [x0, y0, x1, y1] = o.box;
+    if (x >= x0 && x < x1 && y >= y0 && y < y1) {
+      const area = (x1 - x0) * (y1 - y0);
+      if (!best || area < best.area) best = {o, area};
+    }
+  }
+  return best && best.o;
+}
+
+canvas.addEventListener("pointerdown", (ev) => {
+  if (!picture) return;
+  drag = {start: toImage(ev), box: null};
+  canvas.setPointerCapture(ev.pointerId);
+});
+canvas.addEventListener("pointermove", (ev) => {
+  if (!drag) return;
+  const [x, y] = toImage(ev);
+  const [sx, sy] = drag.start;
+  if (Math.abs(x - sx) + Math.abs(y - sy) > 12) {
+    const x0 = Math.max(0, Math.min(x, sx)), y0 = Math.max(0, Math.min(y, sy));
+    const x1 = Math.min(canvas.width, Math.max(x, sx)), y1 = Math.min(canvas.height, Math.max(y, sy));
+    drag.box = [Math.round(x0), Math.round(y0), Math.round(x1 - x0), Math.round(y1 - y0)];
+    draw();
+  }
+});
+canvas.addEventListener("pointerup", (ev) => {
+  if (!drag) return;
+  const d = drag;
+  drag = null;
+  if (d.box && d.box[2] > 4 && d.box[3] > 4) {
+    choose({box: d.box});
+    return;
+  }
+  const [x, y] = toImage(ev);
+  const o = objectAt(x, y);
+  if (o) choose({trackId: o.id});
+  else say("No object there: tap inside a box, or drag a box around the object.", false);
+});
+
+function choose(sel) {
+  selection = sel;
+  const name = $("name");
+  name.disabled = false;
+  $("teach").disabled = false;
+  if (sel.trackId !== undefined) {
+    const o = objects.find((x) => x.id === sel.trackId);
+    $("selected").textContent = o && o.known && o.label
+      ? `Object #${sel.trackId}: I think it is “${o.label}”` : `Object #${sel.trackId}: What is this?`;
+  } else {
+    $("selected").textContent = "The object in your box: What is this?";
+  }
+  say("", true);
+  name.focus();
+  draw();
+  showObjects();
+}
+
+function showObjects() {
+  const ul = $("objects");
+  ul.replaceChildren();
+  if (!objects.length) {
+    const li = document.createElement("li");
+    li.textContent = "No object found in the picture.";
+    ul.appendChild(li);
+  }
+  for (const o of objects) {
+    const li = document.createElement("li");
+    const unknown = !(o.known && o.label);
+    li.className = (unknown ? "unknown" : "") + (selection && selection.trackId === o.id ? " selected" : "");
+    const span = document.createElement("span");
+    span.className = "grow";
+    span.textContent = `#${o.id} ` + caption(o);
+    const b = document.createElement("button");
+    b.className = "small";
+    b.type = "button";
+    b.textContent = unknown ? "Name it" : "Correct";
+    b.addEventListener("click", () => choose({trackId: o.id}));
+    li.append(span, b);
+    ul.appendChild(li);
+  }
+  if (selection && selection.trackId !== undefined && !objects.some((o) => o.id === selection.trackId)) {
+    $("selected").textContent = `Object #${selection.trackId} left the view: choose it again`;
+  }
+}
+
+// ------------------------------------------------------------------ actions
+$("teach-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  if (!selection) { say("Choose an object first: tap it in the picture.", false); return; }
+  const label = $("name").value;
+  const body = selection.trackId !== undefined ? {label, track_id: selection.trackId} : {label, box: selection.box};
+  $("teach").disabled = true;
+  say(`Learning “${label.trim().slice(0, 40)}”…`, true);
+  const res = await post("/api/teach", body);
+  $("teach").disabled = false;
+  say(res.message, res.ok);
+  if (res.ok) {
+    $("name").value = "";
+    selection = null;
+    $("selected").textContent = "No object chosen";
+    draw();
+  }
+});
+
+async function action(path, body) {
+  const res = await post(path, body);
+  say(res.message, res.ok);
+}
+
+function classRow(c) {
+  const li = document.createElement("li");
+  const span = document.createElement("span");
+  span.className = "grow";
+  span.textContent = `${c.name} (${c.num_examples} views, ${c.num_clusters} clusters)`;
+  const mk = (text, cls, fn) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "small " + cls;
+    b.textContent = text;
+    b.addEventListener("click", fn);
+    return b;
+  };
+  const rename = mk("Rename", "", () => {
+    const input = document.createElement("input");
+    input.value = c.name;
+    input.maxLength = 128;
+    input.setAttribute("aria-label", `new name for ${c.name}`);
+    const save = mk("Save", "", async () => {
+      await action("/api/rename", {old: c.name, new: input.value});
+      input.blur();
+      if (state) showState(state);  // the list as the robot now has it
+    });
+    input.addEventListener("keydown", (e) => { if (e.key === "Enter") save.click(); });
+    li.replaceChildren(input, save);
+    input.focus();
+  });
+  const forget = mk("Forget", "danger", () => {
+    if (confirm(`Forget “${c.name}”? Its examples are deleted.`)) action("/api/forget", {label: c.name});
+  });
+  const items = [span, rename, forget];
+  if (state && state.robot && state.robot.arm) items.splice(1, 0, mk("Point at", "", () => action("/api/point", {label: c.name})));
+  li.replaceChildren(...items);
+  li.dataset.name = c.name;
+  return li;
+}
+
+function bytes(n) {
+  if (n === undefined) return "–";
+  return n > 1048576 ? `${(n / 1048576).toFixed(1)} MB` : `${(n / 1024).toFixed(0)} kB`;
+}
+
+function showState(s) {
+  const focused = document.activeElement;
+  const editing = focused && focused.tagName === "INPUT" && focused.closest("#classes");  // keep a rename being typed
+  state = s;
+  const st = s.status || {};
+  if (!editing) {
+    const ul = $("classes");
+    ul.replaceChildren(...s.classes.map(classRow));
+    if (!s.classes.length) {
+      const li = document.createElement("li");
+      li.textContent = "Nothing learned yet.";
+      ul.appendChild(li);
+    }
+  }
+  $("st-classes").textContent = st.num_classes === undefined ? "–" : `${st.num_classes}`;
+  $("st-memory").textContent = st.num_clusters === undefined ? "–"
+    : `${st.num_clusters} clusters, ${bytes(st.memory_bytes)}`;
+  $("st-version").textContent = st.model_version === undefined ? "–"
+    : `${st.model_version}${st.training ? " (learning…)" : ""}`;
+  const t = s.last_teach;
+  $("st-last").textContent = t ? `${new Date(t.time * 1000).toLocaleTimeString()}: ${t.message}` : "–";
+}
+
+connect();
