@@ -1,0 +1,201 @@
+"""Object perception on real RGB-D frames of tables (issue 20): proposals and recognition.
+
+The set: bench/real_rgbd/labels.json (30 frames from 4 public sources, 173 hand-labelled objects;
+assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
+
+1. Proposals (``perception.propose``) with depth and RGB-only: recall and precision at IoU 0.5,
+   merges (an unmatched proposal holding two or more labelled objects), milliseconds per frame
+   (one thread; the 1-minute load average is recorded beside it). Per-frame pictures with the
+   labelled boxes (green), matched proposals (blue) and the others (red) go to --pictures.
+2. Recognition from the hand-drawn boxes: per source, instances seen in two or more frames are split
+   in half (seeded); one half is taught from its first frame (1 shot = the labelled box; 5 shots = the
+   box and four shifted/scaled copies of it, as a teacher's boxes differ), the other half and the
+   instances seen once are never taught. Tested on every other frame: taught instances should get
+   their name (accuracy, and the share accepted as known), never-taught ones should be answered
+   unknown (open-set rejection). EfficientNet-Lite0 (ONNX) features; the core ``CBCLPRLearner`` with
+   its default configuration.
+
+Writes bench/results/real.json. Run:
+``source scripts/env.sh && python -P bench/bench_real.py [--skip-recognition] [--pictures DIR]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from cbcl_pr_ros.evaluation.experiments import machine_info
+from cbcl_pr_ros.evaluation.real_rgbd import ProposalScore, load_frames, score_proposals
+
+ROOT = Path(__file__).resolve().parents[1]
+log = logging.getLogger("bench_real")
+
+
+def _draw(frame, props, score, path: Path) -> None:
+    img = cv2.cvtColor(frame.rgb, cv2.COLOR_RGB2BGR)
+    used = set(score.matched.values())
+    for b in frame.ignore:
+        cv2.rectangle(img, b[:2], (b[2] - 1, b[3] - 1), (160, 160, 160), 1)
+    for i, p in enumerate(props):
+        x0, y0, x1, y1 = p.box
+        cv2.rectangle(img, (x0, y0), (x1 - 1, y1 - 1), (255, 128, 0) if i in used else (0, 0, 255), 2)
+    for name, (x0, y0, x1, y1) in frame.objects:
+        cv2.rectangle(img, (x0, y0), (x1 - 1, y1 - 1), (0, 200, 0), 1)
+    cv2.putText(img, f"{frame.id}: {score.hits}/{score.objects} found, {score.proposals} proposals, "
+                f"{score.merges} merges", (6, 18), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 2)
+    cv2.imwrite(str(path), img)
+
+
+def bench_proposals(frames, config, pictures: Path | None, repeats: int = 3) -> dict:
+    from cbcl_pr_ros.perception import propose
+
+    out = {}
+    for method in ("depth", "rgb"):
+        cfg = config(method)
+        total, per_source, per_frame, times = ProposalScore(), defaultdict(ProposalScore), {}, []
+        for fr in frames:
+            props = propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
+            t = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
+                t.append(time.perf_counter() - t0)
+            # time per 640x480 frame: larger frames are reported scaled by their pixel count
+            times.append(min(t) * (640 * 480) / (fr.rgb.shape[0] * fr.rgb.shape[1]))
+            s = score_proposals([p.box for p in props], [b for _, b in fr.objects], fr.ignore)
+            total.add(s)
+            per_source[fr.source].add(s)
+            per_frame[fr.id] = {"objects": s.objects, "found": s.hits, "proposals": s.proposals, "merges": s.merges,
+                                "with_depth": sum(p.has_depth for p in props)}
+            if pictures is not None:
+                pictures.mkdir(parents=True, exist_ok=True)
+                _draw(fr, props, s, pictures / f"{fr.id}_{method}.png")
+        out[method] = {
+            "recall_iou50": round(total.recall, 3), "precision_iou50": round(total.precision, 3),
+            "objects": total.objects, "found": total.hits, "proposals": total.proposals,
+            "merges": total.merges, "merges_per_10_frames": round(10 * total.merges / len(frames), 2),
+            "ms_per_640x480_frame": {"median": round(1000 * float(np.median(times)), 1),
+                                     "p90": round(1000 * float(np.quantile(times, 0.9)), 1)},
+            "per_source": {k: {"recall": round(v.recall, 3), "precision": round(v.precision, 3), "merges": v.merges,
+                               "objects": v.objects} for k, v in sorted(per_source.items())},
+            "per_frame": per_frame,
+        }
+        log.info("%s: recall %.3f precision %.3f merges %d, %.1f ms", method, total.recall, total.precision,
+                 total.merges, 1000 * float(np.median(times)))
+    return out
+
+
+def _jitter_boxes(box, shape, n: int, rng) -> list[tuple[int, int, int, int]]:
+    """``box`` and n-1 copies shifted by up to 8 % and scaled by 0.9-1.1 (clipped to the image)."""
+    from cbcl_pr_ros.perception import clip_box
+
+    x0, y0, x1, y1 = box
+    w, h = x1 - x0, y1 - y0
+    out = [tuple(box)]
+    while len(out) < n:
+        s = rng.uniform(0.9, 1.1)
+        cx, cy = (x0 + x1) / 2 + rng.uniform(-0.08, 0.08) * w, (y0 + y1) / 2 + rng.uniform(-0.08, 0.08) * h
+        b = clip_box((cx - s * w / 2, cy - s * h / 2, cx + s * w / 2, cy + s * h / 2), shape)
+        if b is not None:
+            out.append(b)
+    return out
+
+
+def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
+    from cbcl_pr_ros.core import CBCLPRLearner
+    from cbcl_pr_ros.features import make_backbone
+    from cbcl_pr_ros.perception import crop_images
+    from cbcl_pr_ros.perception.types import Proposal
+
+    bb = make_backbone("efficientnet_lite0", runtime="onnx", threads=2)
+
+    def feats(fr, boxes):
+        props = [Proposal(tuple(int(v) for v in b), None, np.full(3, np.nan), np.full(3, np.nan), 1.0) for b in boxes]
+        return np.asarray(bb.extract(crop_images(fr.rgb, props)), np.float32)
+
+    # features of every labelled object once
+    obj_feats = {fr.id: feats(fr, [b for _, b in fr.objects]) for fr in frames}
+    by_source = defaultdict(list)
+    for fr in frames:
+        by_source[fr.source].append(fr)
+    results = {}
+    for shots in shots_list:
+        agg = defaultdict(list)
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            for source, frs in by_source.items():
+                seen = defaultdict(list)
+                for fr in frs:
+                    for name, _ in fr.objects:
+                        if fr.id not in seen[name]:
+                            seen[name].append(fr.id)
+                multi = sorted(n for n, ids in seen.items() if len(ids) >= 2)
+                if len(multi) < 2:
+                    continue
+                taught = set(rng.permutation(multi)[: max(1, len(multi) // 2)])
+                learner = CBCLPRLearner()
+                teach_frame = {}
+                for name in sorted(taught):
+                    fid = seen[name][0]
+                    fr = next(f for f in frs if f.id == fid)
+                    box = next(b for n, b in fr.objects if n == name)
+                    x = feats(fr, _jitter_boxes(box, fr.rgb.shape, shots, rng))
+                    learner.learn(x, [name] * len(x)) if not hasattr(learner, "teach_increment") else \
+                        learner.teach_increment({name: x})
+                    teach_frame[name] = fid
+                for fr in frs:
+                    X = obj_feats[fr.id]
+                    preds = learner.predict(X, top_k=1)
+                    for (name, _), pr in zip(fr.objects, preds):
+                        if name in taught:
+                            if fr.id == teach_frame[name]:
+                                continue  # the teaching view itself
+                            agg["taught_correct"].append(pr.known and pr.label == name)
+                            agg["taught_best_correct"].append(pr.nearest_label == name)
+                            agg["taught_accepted"].append(bool(pr.known))
+                        else:
+                            agg["untaught_rejected"].append(not pr.known)
+        results[f"{shots}_shot"] = {k: round(float(np.mean(v)), 3) for k, v in agg.items()} | \
+            {f"n_{k}": len(v) for k, v in agg.items()}
+        log.info("%d shot: %s", shots, results[f"{shots}_shot"])
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--labels", default=str(ROOT / "bench/real_rgbd/labels.json"))
+    ap.add_argument("--frames", default=str(ROOT / "data/real_rgbd"))
+    ap.add_argument("--pictures", default="", help="write per-frame pictures with boxes here")
+    ap.add_argument("--skip-recognition", action="store_true")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--out", default=str(ROOT / "bench/results/real.json"))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    cv2.setNumThreads(1)
+    from cbcl_pr_ros.perception import ProposalConfig
+
+    frames = load_frames(args.labels, args.frames)
+    load0 = os.getloadavg()
+    res = {"benchmark": "bench_real", "machine": machine_info(), "loadavg_before": [round(v, 2) for v in load0],
+           "frames": len(frames), "objects": sum(len(f.objects) for f in frames),
+           "sources": sorted({f.source for f in frames}),
+           "proposals": bench_proposals(frames, lambda m: ProposalConfig(method=m),
+                                        Path(args.pictures) if args.pictures else None)}
+    if not args.skip_recognition:
+        res["recognition"] = bench_recognition(frames, args.seeds)
+    res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in res["proposals"]["depth"].items() if k != "per_frame"}, indent=1))
+    print(json.dumps({k: v for k, v in res["proposals"]["rgb"].items() if k not in ("per_frame", "per_source")}))
+
+
+if __name__ == "__main__":
+    main()
