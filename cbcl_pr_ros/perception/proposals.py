@@ -445,8 +445,8 @@ def _support_region(inliers: np.ndarray) -> np.ndarray:
     if n <= 1:
         return region.astype(bool)
     best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
-    ys, xs = np.nonzero(lab == best)
-    hull = cv2.convexHull(np.stack([xs, ys], axis=1).astype(np.int32))
+    contours, _ = cv2.findContours((lab == best).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    hull = cv2.convexHull(np.vstack(contours))  # the outline's hull: the patch's hull, without its inner pixels
     cv2.fillConvexPoly(region, hull, 1)
     return cv2.dilate(region, np.ones((7, 7), np.uint8)).astype(bool)
 
