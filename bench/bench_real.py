@@ -13,8 +13,10 @@ assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
    box and four shifted/scaled copies of it, as a teacher's boxes differ), the other half and the
    instances seen once are never taught. Tested on every other frame: taught instances should get
    their name (accuracy, and the share accepted as known), never-taught ones should be answered
-   unknown (open-set rejection). EfficientNet-Lite0 (ONNX) features; the core ``CBCLPRLearner`` with
-   its default configuration.
+   unknown (open-set rejection). Confidence: ECE of the best class's confidence on taught instances
+   and the share of (wrong, right) pairs where the wrong answer is less confident. EfficientNet-Lite0
+   (ONNX) features; the core ``CBCLPRLearner`` with its default configuration, all taught classes of a
+   source in one ``teach_increment`` (no teach-time views).
 
 Writes bench/results/real.json. Run:
 ``source scripts/env.sh && python -P bench/bench_real.py [--skip-recognition] [--pictures DIR]``.
@@ -139,6 +141,21 @@ def _jitter_boxes(box, shape, n: int, rng) -> list[tuple[int, int, int, int]]:
     return out
 
 
+def _confidence_quality(pairs: list[tuple[float, bool]], bins: int = 10) -> dict:
+    """Does the confidence mean something? ECE of the best class's confidence (10 equal-width bins) and
+    the share of (wrong, right) answer pairs where the wrong one is less confident."""
+    if not pairs:
+        return {}
+    conf = np.array([c for c, _ in pairs])
+    ok = np.array([r for _, r in pairs], float)
+    idx = np.minimum((conf * bins).astype(int), bins - 1)
+    ece = sum(abs(conf[idx == b].mean() - ok[idx == b].mean()) * (idx == b).mean() for b in range(bins) if (idx == b).any())
+    right, wrong = conf[ok > 0], conf[ok == 0]
+    ranked = float((wrong[:, None] < right[None, :]).mean()) if len(right) and len(wrong) else float("nan")
+    return {"ece": round(float(ece), 3), "wrong_below_right_pairs": round(ranked, 3),
+            "mean_confidence": round(float(conf.mean()), 3), "accuracy": round(float(ok.mean()), 3), "n": len(pairs)}
+
+
 def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
     from cbcl_pr_ros.features import make_backbone
@@ -157,6 +174,7 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
     for fr in frames:
         by_source[fr.source].append(fr)
     results = {}
+    conf_pairs: dict = defaultdict(list)
     for shots in shots_list:
         agg = defaultdict(list)
         for seed in range(seeds):
@@ -191,10 +209,12 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
                             agg["taught_correct"].append(pr.known and pr.label == name)
                             agg["taught_best_correct"].append(pr.nearest_label == name)
                             agg["taught_accepted"].append(bool(pr.known))
+                            conf_pairs[shots].append((float(pr.confidence), pr.nearest_label == name))
                         else:
                             agg["untaught_rejected"].append(not pr.known)
         results[f"{shots}_shot"] = {k: round(float(np.mean(v)), 3) for k, v in agg.items()} | \
             {f"n_{k}": len(v) for k, v in agg.items()}
+        results[f"{shots}_shot"]["confidence"] = _confidence_quality(conf_pairs[shots])
         log.info("%d shot: %s", shots, results[f"{shots}_shot"])
     return results
 
