@@ -223,7 +223,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labels", default=str(ROOT / "bench/real_rgbd/labels.json"))
     ap.add_argument("--frames", default=str(ROOT / "data/real_rgbd"))
-    ap.add_argument("--pictures", default="", help="write per-frame pictures with boxes here")
+    ap.add_argument("--pictures", default=str(ROOT / "bench/results/tmp_real_pictures"),
+                    help="write per-frame pictures with boxes here (git-ignored: the frames may not be redistributed); \"\" = none")
     ap.add_argument("--skip-recognition", action="store_true")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--rendered-seeds", type=int, default=3, help="rendered tables checked (0 = none)")
