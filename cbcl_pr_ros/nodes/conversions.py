@@ -151,8 +151,10 @@ def prediction_to_msg(header: Header, pred: Any, model_version: int) -> Predicti
 
 
 def fill_classify_response(resp: Any, *, success: bool, message: str, pred: Any = None,
-                           header: Header | None = None, model_version: int = 0) -> Any:
-    """Fill a Classify response; ``pred`` is a core Prediction or None when there is no answer."""
+                           header: Header | None = None, model_version: int = 0,
+                           box: Sequence[int] | None = None) -> Any:
+    """Fill a Classify response; ``pred`` is a core Prediction or None when there is no answer;
+    ``box`` (x0, y0, x1, y1) when the answer is for one object of a sent image (then also in ``objects``)."""
     resp.success = bool(success)
     resp.message = message
     resp.model_version = int(model_version)
@@ -164,6 +166,39 @@ def fill_classify_response(resp: Any, *, success: bool, message: str, pred: Any 
         resp.known = bool(pred.known)
         resp.top_labels = [str(x) for x in pred.top_labels]
         resp.top_scores = [float(x) for x in pred.top_scores]
+        if box is not None:
+            from cbcl_pr_ros.msg import DetectedObject
+
+            o = DetectedObject(label=resp.label, known=resp.known, confidence=resp.confidence,
+                               top_labels=list(resp.top_labels), top_scores=list(resp.top_scores))
+            o.x0, o.y0, o.x1, o.y1 = (int(v) for v in box)
+            o.centroid.x = o.centroid.y = o.centroid.z = float("nan")  # a sent image has no depth
+            o.size.x = o.size.y = o.size.z = float("nan")
+            resp.objects = [o]
+    return resp
+
+
+def fill_classify_from_detections(resp: Any, det: Any, image_shape: Sequence[int] | None, top_k: int = 0) -> Any:
+    """Answer a Classify with the latest Detections: every object in ``objects``, and on top the
+    object in view (largest, most central), so Classify and ``detections`` give one answer."""
+    from cbcl_pr_ros.service.classify_scope import object_in_view
+
+    k = max(1, int(top_k) or 5)
+    resp.success = True
+    resp.model_version = int(det.model_version)
+    resp.header = copy_header(det.header)
+    resp.objects = list(det.objects)
+    boxes = [(o.x0, o.y0, o.x1, o.y1) for o in det.objects]
+    i = object_in_view(boxes, image_shape) if image_shape is not None else (0 if boxes else None)
+    if i is None:
+        resp.label, resp.known, resp.confidence = "", False, 0.0
+        resp.message = "no object in view in the latest camera frame"
+        return resp
+    o = det.objects[i]
+    resp.label, resp.known, resp.confidence = o.label, bool(o.known), float(o.confidence)
+    resp.top_labels, resp.top_scores = list(o.top_labels)[:k], [float(v) for v in o.top_scores][:k]
+    name = f"'{o.label}'" if o.known else "unknown"
+    resp.message = f"{len(boxes)} object(s) in view; the one in view (track {o.id}) is {name}"
     return resp
 
 

@@ -58,6 +58,7 @@ from cbcl_pr_ros.nodes.conversions import (
     class_info_msgs,
     compressed_msg_to_rgb,
     features_from_msgs,
+    fill_classify_from_detections,
     fill_classify_response,
     fill_teach_response,
     image_msg_to_rgb,
@@ -507,6 +508,7 @@ class LearnerNode(ManagedNode):
         self._history = TrackHistory(capacity=30)
         self._last_objects_time = -1e9
         self._last_object_shape: tuple[int, int] | None = None
+        self._last_detections: tuple[Detections, tuple[int, int]] | None = None  # what Classify answers by default
 
     def _stamp_age(self, stage: str, header: Header) -> None:
         """Record image stamp -> now (host wall clock) as ``stage``: the path up to this callback."""
@@ -564,6 +566,7 @@ class LearnerNode(ManagedNode):
             by_proposal = {id(t.proposal): t.id for t in tracks}
             self._history.add([by_proposal[id(o.proposal)] for o in obs], feats)
         det = make_detections_msg(msg.header, tracks, version)
+        self._last_detections = (det, self._last_object_shape)
         det_pub.publish(det)
         markers_pub.publish(make_marker_array(det))
         self.detections_published += 1
@@ -674,12 +677,24 @@ class LearnerNode(ManagedNode):
             return fill_classify_response(resp, success=False, message=refused)
         if not c.classes:
             return fill_classify_response(resp, success=False, message=NOTHING_LEARNED)
-        header = None
+        from cbcl_pr_ros.service.classify_scope import plan_classify
+
         try:
-            if len(req.feature.values) > 0:
+            plan = plan_classify(int(req.scope), len(req.feature.values) > 0,
+                                 len(req.image.data) > 0 or req.image.width > 0, self._objects_streaming())
+        except ValueError as exc:
+            return fill_classify_response(resp, success=False, message=str(exc), model_version=c.model_version)
+        if plan.target == "objects" and self._last_detections is not None:
+            return fill_classify_from_detections(resp, *self._last_detections, top_k=int(req.top_k))
+        header, box = None, None
+        try:
+            if plan.source == "feature":
                 feats = features_from_msgs([req.feature], self.backbone_name, c.feature_dim)
                 header = req.feature.header
-            elif len(req.image.data) > 0 or req.image.width > 0:
+            elif plan.target == "object":
+                feats, box, plan = self._image_object_features(req.image, plan)
+                header = req.image.header
+            elif plan.source == "image":
                 feats, _ = self._features_from_images([req.image])
                 header = req.image.header
             else:
@@ -693,13 +708,27 @@ class LearnerNode(ManagedNode):
                                                   message=why)
                 feats = features_from_msgs([latest], self.backbone_name, c.feature_dim)
                 header = latest.header
-        except (ValueError, FeatureSourceError) as exc:
+        except (ValueError, TypeError, FeatureSourceError) as exc:
             return fill_classify_response(resp, success=False, message=str(exc),
                                           model_version=c.model_version)
         out = c.classify(feats, top_k=int(req.top_k))
-        return fill_classify_response(resp, success=out.success, message=out.message,
+        return fill_classify_response(resp, success=out.success, message=out.message + plan.note,
                                       pred=out.predictions[0] if out.predictions else None,
-                                      header=header, model_version=out.model_version)
+                                      header=header, model_version=out.model_version, box=box)
+
+    def _image_object_features(self, image: Any, plan: Any) -> tuple[Any, Any, Any]:
+        """Vector and box of a request image's object in view; the whole image when it shows none."""
+        from dataclasses import replace
+
+        from cbcl_pr_ros.service.classify_scope import image_object_crop
+
+        check_image_fields(image.width, image.height, image.step, len(image.data), self.limits, 0)
+        found = image_object_crop(image_msg_to_rgb(image), float(self.get_parameter("crop_margin").value))
+        if found is None:
+            feats, _ = self._features_from_images([image])
+            return feats, None, replace(plan, target="frame", note=" (whole image: no object found in it)")
+        feats, _ = self._features_from_images([rgb_to_image_msg(found[1])])
+        return feats, found[0], plan
 
     def _on_list(self, req: Any, resp: Any) -> Any:
         c, refused = self._gate("list_classes", INACTIVE)

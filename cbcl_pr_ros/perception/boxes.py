@@ -7,7 +7,7 @@ import numpy as np
 
 from .types import Proposal
 
-__all__ = ["box_iou", "clip_box", "crop_images", "select_teaching_proposal"]
+__all__ = ["box_iou", "clip_box", "crop_images", "pick_in_view", "select_teaching_proposal"]
 
 Box = tuple[int, int, int, int]
 
@@ -83,12 +83,19 @@ def select_teaching_proposal(proposals: Sequence[Proposal], image_shape: Sequenc
         ious = [box_iou(p.box, clipped) for p in proposals]
         best = int(np.argmax(ious))
         return best if ious[best] > 0 else None
+    return pick_in_view([p.box for p in proposals], (h, w))
+
+
+def pick_in_view(boxes: Sequence[Sequence[float]], image_shape: Sequence[int]) -> int | None:
+    """Index of the object in view among (x0, y0, x1, y1) boxes: the best area times squared
+    centrality (a large object at the centre wins over a larger one at the border, which a hand
+    camera only half sees); None when there is no box."""
+    h, w = int(image_shape[0]), int(image_shape[1])
     diag = float(np.hypot(w, h)) / 2
     best_i, best_v = None, -1.0
-    for i, p in enumerate(proposals):
-        x0, y0, x1, y1 = p.box
+    for i, (x0, y0, x1, y1) in enumerate(boxes):
         d = float(np.hypot((x0 + x1) / 2 - w / 2, (y0 + y1) / 2 - h / 2)) / diag
-        v = p.area * max(0.0, 1.0 - d) ** 2
+        v = max(0.0, float(x1) - float(x0)) * max(0.0, float(y1) - float(y0)) * max(0.0, 1.0 - d) ** 2
         if v > best_v:
             best_i, best_v = i, v
     return best_i

@@ -33,7 +33,7 @@ from scipy import ndimage
 
 from .types import CameraIntrinsics, Proposal
 
-__all__ = ["ProposalConfig", "propose", "fit_support_plane"]
+__all__ = ["ProposalConfig", "propose", "fit_support_plane", "support_planes", "choose_support"]
 
 log = logging.getLogger(__name__)
 _NAN3 = np.full(3, np.nan)
@@ -47,7 +47,10 @@ class ProposalConfig:
     method : "auto" (depth when usable, else RGB), "depth" (same, but logs a warning on fallback) or "rgb".
     work_width : images are processed at most this wide (masks and boxes are returned at full size).
     min_size_m / max_size_m : an object's largest extent must lie within these (depth method).
-    min_height_m : a point is above the plane when it is at least this high (noise and texture relief).
+    min_height_m / min_height_rel : a point is above the plane when it is at least ``min_height_m +
+        min_height_rel * z`` high (z its depth): sensor noise and texture relief grow with distance;
+        and, with ``noise_k`` > 0, at least ``noise_k`` times the support plane's measured noise
+        (robust spread of the readings within 3 cm of it), so a noisy camera's table stays table.
     plane_tolerance_m : RANSAC inlier band (in depth Z) of the support plane.
     min_plane_fraction : the plane's inliers must be at least this share of the valid points.
     ransac_points / ransac_trials : points sampled for the plane fit, and RANSAC iterations.
@@ -58,6 +61,10 @@ class ProposalConfig:
         Canny on Lab's a and b channels at a third of those thresholds: hue boundaries between
         touching objects of similar brightness). Colour edges split touching objects at the same
         depth, and also split printed or textured objects; docs/perception.md has the measurements.
+    crease : with depth, also cut the grid along creases: pixels where the height map (smoothed) is
+        concave by more than ``crease`` (its Laplacian, metres per work pixel squared; 0 = off).
+        Two touching objects meet in a valley of the height map; print and texture on one surface
+        make none, so creases split what colour edges would split without cutting printed boxes apart.
     min_pixels : smaller components are fragments, merged into a neighbour within ``merge_px`` or dropped.
     max_area_fraction : a component larger than this share of the image is background, not an object.
     background_border : width of the image border (share of the smaller side) the RGB method's
@@ -65,6 +72,18 @@ class ProposalConfig:
         allowed to fall below the object threshold.
     max_proposals : keep at most this many (highest score first).
     seed : seeds RANSAC's and the background model's sampling.
+    up_axis : the up direction in the camera optical frame (x right, y down, z forward) when the camera
+        pose is known (e.g. from tf); None = unknown: the largest plane's normal stands in for it.
+    support : which plane objects stand on. "nearest" (default): of the up to ``max_planes`` planes
+        found one after another (each holding >= ``min_support_fraction`` of the readings) and within
+        ``max_tilt_deg`` of level, the one nearest the camera: a table seen with the floor around it
+        is higher, so nearer, than the floor (the largest plane there). A plane counts as a higher
+        surface only when it lies at least ``min_support_gap_m`` above the one below it, so the flat
+        tops of boxes and books standing on a table never become the table. "largest": the plane with most
+        inliers (the behaviour before issue 20).
+    on_support_only : keep only objects whose feet (points dropped onto the plane) lie on the support
+        surface's image region (its largest connected patch, convex hull): things beyond the table's
+        edge (chairs, the floor, a far room) are background.
     """
 
     method: str = "auto"
@@ -72,13 +91,16 @@ class ProposalConfig:
     min_size_m: float = 0.02
     max_size_m: float = 0.45
     min_height_m: float = 0.008
+    min_height_rel: float = 0.0
+    noise_k: float = 12.0
     plane_tolerance_m: float = 0.006
     min_plane_fraction: float = 0.2
     ransac_points: int = 1500
     ransac_trials: int = 100
-    depth_jump_m: float = 0.015
-    depth_jump_rel: float = 0.02
+    depth_jump_m: float = 0.005
+    depth_jump_rel: float = 0.005
     depth_edges: str = "none"
+    crease: float = 0.001
     rgb_edges: str = "grey+chroma"
     canny_low: int = 80
     canny_high: int = 160
@@ -89,6 +111,13 @@ class ProposalConfig:
     background_quantile: float = 0.01
     max_proposals: int = 32
     seed: int = 0
+    up_axis: tuple[float, float, float] | None = None
+    support: str = "nearest"
+    max_planes: int = 4
+    min_support_fraction: float = 0.08
+    max_tilt_deg: float = 15.0
+    min_support_gap_m: float = 0.25
+    on_support_only: bool = True
 
     def __post_init__(self) -> None:
         if self.method not in ("auto", "depth", "rgb"):
@@ -109,8 +138,18 @@ class ProposalConfig:
         for name in ("ransac_points", "ransac_trials", "min_pixels", "max_proposals"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.depth_jump_rel < 0 or self.merge_px < 0:
-            raise ValueError("depth_jump_rel and merge_px must be >= 0")
+        if self.depth_jump_rel < 0 or self.merge_px < 0 or self.min_height_rel < 0 or self.crease < 0 or self.noise_k < 0:
+            raise ValueError("depth_jump_rel, merge_px, min_height_rel, crease and noise_k must be >= 0")
+        if self.support not in ("nearest", "largest"):
+            raise ValueError(f"support must be 'nearest' or 'largest', got {self.support!r}")
+        if not 1 <= int(self.max_planes) <= 8:
+            raise ValueError(f"max_planes must be in [1, 8], got {self.max_planes}")
+        if not 0 < self.min_support_fraction < 1 or not 0 < self.max_tilt_deg < 90 or self.min_support_gap_m < 0:
+            raise ValueError("min_support_fraction must be in (0, 1), max_tilt_deg in (0, 90), min_support_gap_m >= 0")
+        if self.up_axis is not None:
+            up = np.asarray(self.up_axis, dtype=float)
+            if up.shape != (3,) or not np.all(np.isfinite(up)) or np.linalg.norm(up) < 1e-6:
+                raise ValueError(f"up_axis must be a finite non-zero 3-vector, got {self.up_axis!r}")
 
 
 @dataclass(frozen=True)
@@ -120,7 +159,7 @@ class _Plane:
     inlier_fraction: float
 
 
-def fit_support_plane(points: np.ndarray, config: ProposalConfig) -> _Plane | None:
+def fit_support_plane(points: np.ndarray, config: ProposalConfig, min_fraction: float | None = None) -> _Plane | None:
     """The dominant plane of (n, 3) camera-frame points by RANSAC, or None when there is none.
 
     All ``ransac_trials`` hypotheses (planes through 3 random points) are scored at once as one
@@ -153,11 +192,54 @@ def fit_support_plane(points: np.ndarray, config: ProposalConfig) -> _Plane | No
     normal = np.linalg.svd(sel - centre, full_matrices=False)[2][-1]
     offset = -float(normal @ centre)
     frac = float((np.abs(points @ normal + offset) < config.plane_tolerance_m).mean())
-    if frac < config.min_plane_fraction:
+    if frac < (config.min_plane_fraction if min_fraction is None else min_fraction):
         return None
     if offset < 0:  # the camera (origin) gets a positive height
         normal, offset = -normal, -offset
     return _Plane(normal, offset, frac)
+
+
+def support_planes(points: np.ndarray, config: ProposalConfig) -> list[_Plane]:
+    """Up to ``max_planes`` planes found one after another (each RANSAC on the points the earlier ones
+    left), largest first; each holds >= ``min_support_fraction`` of the points (the first >= ``min_plane_fraction``)."""
+    points = np.asarray(points, dtype=np.float64)
+    planes: list[_Plane] = []
+    rest, n_all = points, max(len(points), 1)
+    for k in range(int(config.max_planes)):
+        need = config.min_plane_fraction if k == 0 else config.min_support_fraction
+        if len(rest) < max(50, need * n_all):
+            break
+        plane = fit_support_plane(rest, config, min_fraction=need * n_all / len(rest))
+        if plane is None:
+            break
+        dist = np.abs(rest @ plane.normal + plane.offset)
+        frac = float((dist < config.plane_tolerance_m).sum()) / n_all
+        planes.append(_Plane(plane.normal, plane.offset, frac))
+        rest = rest[dist >= 2 * config.plane_tolerance_m]
+    return planes
+
+
+def choose_support(planes: list[_Plane], config: ProposalConfig) -> _Plane | None:
+    """The plane objects stand on: of the level candidates (within ``max_tilt_deg`` of the up axis, or of
+    the largest plane when the up axis is unknown), the nearest to the camera; or the largest."""
+    if not planes or config.support == "largest":
+        return planes[0] if planes else None
+    if config.up_axis is not None:
+        up = np.asarray(config.up_axis, dtype=float)
+        up = up / np.linalg.norm(up)
+    else:
+        up = planes[0].normal
+    cos_tilt = math.cos(math.radians(config.max_tilt_deg))
+    level = [p for p in planes if abs(float(p.normal @ up)) >= cos_tilt]
+    if not level:
+        return None if config.up_axis is not None else planes[0]
+    # offset = the camera's height above the plane: climb from the lowest level plane to higher ones
+    # only across a gap that no object standing on the lower one would make
+    chosen = max(level, key=lambda p: p.offset)
+    for p in sorted(level, key=lambda p: -p.offset):
+        if chosen.offset - p.offset >= config.min_support_gap_m:
+            chosen = p
+    return chosen
 
 
 def _edges(rgb_small: np.ndarray, z: np.ndarray | None, config: ProposalConfig, colour: str) -> np.ndarray:
@@ -302,14 +384,22 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     xs = ((np.arange(sw, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(sh, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
-    plane = fit_support_plane(P[valid], config)
+    plane = choose_support(support_planes(P[valid], config), config)
     if plane is None:
         return None
     nx, ny, nz = (float(v) for v in plane.normal)
     height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
     with np.errstate(invalid="ignore"):
-        fg = valid & (height > config.min_height_m) & (height < config.max_size_m)
-    labels = _components(fg, _edges(small, z, config, config.depth_edges), config, fillable=~valid)
+        near = np.abs(height[valid])
+        near = near[near < 0.03]
+        noise = 1.4826 * float(np.median(near)) if config.noise_k > 0 and near.size else 0.0
+        floor_h = np.maximum(config.min_height_m + config.min_height_rel * zf, config.noise_k * noise)
+        fg = valid & (height > floor_h) & (height < config.max_size_m)
+    cut = _edges(small, z, config, config.depth_edges)
+    if config.crease > 0:
+        cut |= _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease)
+    labels = _components(fg, cut, config, fillable=~valid)
+    surface = _support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m)) if config.on_support_only else None
     kept = np.zeros_like(labels)
     geo = []
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
@@ -321,6 +411,8 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         if len(pts) < 10:
             continue
         feet = pts - hs[:, None] * plane.normal
+        if surface is not None and _share_on(surface, feet, K) < 0.5:
+            continue  # standing beyond the support surface: background
         top = float(np.quantile(hs, 0.98))
         lo, hi = np.quantile(np.concatenate([pts, feet]), [0.02, 0.98], axis=0)
         size = hi - lo
@@ -336,6 +428,42 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         kept[sl][m] = len(geo) + 1
         geo.append((centroid, size, conf))
     return kept, geo
+
+
+def _creases(height: np.ndarray, fg: np.ndarray, threshold: float) -> np.ndarray:
+    """Object pixels in a valley of the height map (concave: smoothed Laplacian above ``threshold``)."""
+    h = cv2.GaussianBlur(np.where(fg, height, 0.0).astype(np.float32), (5, 5), 0)
+    lap = cv2.Laplacian(h, cv2.CV_32F, ksize=3)
+    return fg & (lap > threshold)
+
+
+def _support_region(inliers: np.ndarray) -> np.ndarray:
+    """The image region of the support surface: convex hull of its largest connected patch of inliers."""
+    m = cv2.morphologyEx(inliers.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
+    n, lab, stats, _ = cv2.connectedComponentsWithStats(m, connectivity=8)
+    region = np.zeros(inliers.shape, np.uint8)
+    if n <= 1:
+        return region.astype(bool)
+    best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+    contours, _ = cv2.findContours((lab == best).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    hull = cv2.convexHull(np.vstack(contours))  # the outline's hull: the patch's hull, without its inner pixels
+    cv2.fillConvexPoly(region, hull, 1)
+    return cv2.dilate(region, np.ones((7, 7), np.uint8)).astype(bool)
+
+
+def _share_on(region: np.ndarray, feet: np.ndarray, K: CameraIntrinsics) -> float:
+    """Share of the 3D points ``feet`` whose image projection falls inside ``region``."""
+    z = feet[:, 2]
+    ok = z > 1e-3
+    if not ok.any():
+        return 0.0
+    u = np.round(K.fx * feet[ok, 0] / z[ok] + K.cx).astype(np.int64)
+    v = np.round(K.fy * feet[ok, 1] / z[ok] + K.cy).astype(np.int64)
+    h, w = region.shape
+    inside = (u >= 0) & (u < w) & (v >= 0) & (v < h)
+    on = np.zeros(len(u), bool)
+    on[inside] = region[v[inside], u[inside]]
+    return float(on.sum()) / float(len(z))
 
 
 def _assemble(labels: np.ndarray, geo: list, shape: tuple[int, int], config: ProposalConfig) -> list[Proposal]:

@@ -112,7 +112,8 @@ def teaching_crops(rgbs: Sequence[np.ndarray], plan: TeachPlan, margin: float = 
     images with no object are skipped and counted. ValueError when a box is outside its image or
     no image holds an object.
     """
-    from cbcl_pr_ros.perception import Proposal, crop_images, propose, select_teaching_proposal
+    from cbcl_pr_ros.perception import Proposal, crop_images
+    from cbcl_pr_ros.service.classify_scope import image_object_crop
 
     if plan.target == "frame":
         return list(rgbs), ""
@@ -127,12 +128,11 @@ def teaching_crops(rgbs: Sequence[np.ndarray], plan: TeachPlan, margin: float = 
         raise ValueError(f"request images cannot be taught as {plan.target!r}")
     missed = []
     for i, rgb in enumerate(rgbs):
-        props = propose(rgb)
-        k = select_teaching_proposal(props, rgb.shape)
-        if k is None:
+        found = image_object_crop(rgb, margin)
+        if found is None:
             missed.append(i)
             continue
-        out += crop_images(rgb, [props[k]], margin)
+        out.append(found[1])
     if not out:
         raise ValueError(f"no object found in any of the {len(rgbs)} images: send rois (boxes) or "
                          "mode MODE_FRAME")

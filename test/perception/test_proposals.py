@@ -128,7 +128,7 @@ def test_rgb_only_finds_coloured_objects_without_3d():
 
 
 @pytest.mark.parametrize("bad", [
-    "all_nan", "zeros", "three_channels", "one_row", "strings", "no_intrinsics", "no_plane",
+    "all_nan", "zeros", "three_channels", "one_row", "strings", "no_intrinsics", "no_plane", "millimetres",
 ])
 def test_unusable_depth_falls_back_to_rgb(bad):
     rgb, depth, k, _ = scene(THREE)
@@ -144,10 +144,28 @@ def test_unusable_depth_falls_back_to_rgb(bad):
         depth = np.array([["a", "b"], ["c", "d"]])
     elif bad == "no_intrinsics":
         k = None
+    elif bad == "millimetres":  # a 16UC1 image in mm passed as metres: no reading is at table distance
+        depth = depth * 1000.0
     elif bad == "no_plane":  # random depths: no plane holds a fifth of them
         depth = np.random.default_rng(0).uniform(0.3, 3.0, depth.shape).astype(np.float32)
     props = propose(rgb, depth, k)
     _matches(props, THREE, min_iou=0.6)
+    assert all(not p.has_depth for p in props)
+
+
+def test_depth_fallback_is_logged_when_depth_was_asked_for(caplog):
+    rgb, depth, k, _ = scene(THREE)
+    with caplog.at_level("WARNING"):
+        props = propose(rgb, np.full_like(depth, np.nan), k, ProposalConfig(method="depth"))
+    assert "using the RGB method" in caplog.text and all(not p.has_depth for p in props)
+
+
+def test_up_axis_rejects_a_support_that_is_not_level():
+    rgb, depth, k, _ = scene(THREE)
+    level = propose(rgb, depth, k)
+    assert level and all(p.has_depth for p in level)
+    # the same table declared vertical (up along the optical axis x): no level support, no 3D claimed
+    props = propose(rgb, depth, k, ProposalConfig(up_axis=(1.0, 0.0, 0.0)))
     assert all(not p.has_depth for p in props)
 
 
@@ -165,6 +183,14 @@ def test_config_is_validated():
         ProposalConfig(min_size_m=0.5, max_size_m=0.1)
     with pytest.raises(ValueError, match="depth_edges"):
         ProposalConfig(depth_edges="sobel")
+    with pytest.raises(ValueError, match="support"):
+        ProposalConfig(support="biggest")
+    with pytest.raises(ValueError, match="up_axis"):
+        ProposalConfig(up_axis=(0.0, 0.0, 0.0))
+    with pytest.raises(ValueError, match="noise_k"):
+        ProposalConfig(noise_k=-1)
+    with pytest.raises(ValueError, match="max_planes"):
+        ProposalConfig(max_planes=0)
 
 
 def test_intrinsics_from_k_and_scaling():

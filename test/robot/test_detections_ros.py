@@ -51,7 +51,7 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
     from sensor_msgs.msg import Image, JointState, RegionOfInterest
 
     from cbcl_pr_ros.msg import Detections, FeatureVector
-    from cbcl_pr_ros.srv import ClearObjects, ForgetClass, ListClasses, PlaceObject, PointAt, TeachClass
+    from cbcl_pr_ros.srv import Classify, ClearObjects, ForgetClass, ListClasses, PlaceObject, PointAt, TeachClass
 
     dom = fresh_domain()
     over = _overrides(tmp_path)
@@ -154,6 +154,15 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
         n0 = len(dets)
         assert wait_until(lambda: len(dets) > n0 + 2 and {o.label for o in dets[-1].objects if o.known}
                           >= {"duckish", "muggish"}, 120), [(o.id, o.label, o.known) for o in dets[-1].objects]
+
+        # ---- Classify answers for the objects in view by default (the detections' answers), the whole frame when asked
+        classify = node.create_client(Classify, "classify")
+        res = c.request(classify, Classify.Request(top_k=2), timeout=60)
+        assert res.success and len(res.objects) >= 2, (res.message, len(res.objects))
+        assert {o.label for o in res.objects if o.known} >= {"duckish", "muggish"}, res.message
+        assert res.known and res.label in {o.label for o in res.objects} and "in view" in res.message, res.message
+        res = c.request(classify, Classify.Request(scope=Classify.Request.SCOPE_FRAME), timeout=60)
+        assert res.success and res.objects == [], res.message
 
         # ---- the arm points at the detection of a label, refuses one never seen
         res = c.request(point, PointAt.Request(label="nothing_here"), timeout=60)

@@ -1,0 +1,264 @@
+"""Object perception on real RGB-D frames of tables (issue 20): proposals and recognition.
+
+The set: bench/real_rgbd/labels.json (30 frames from 4 public sources, 173 hand-labelled objects;
+assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
+
+1. Proposals (``perception.propose``) with depth and RGB-only: recall and precision at IoU 0.5,
+   merges (an unmatched proposal holding two or more labelled objects), CPU milliseconds per frame
+   (one OpenCV thread, best of 3, scaled to 640x480 by pixel count; process CPU time, so a loaded
+   shared machine inflates it little; the 1-minute load average is recorded beside it). Per-frame pictures with the
+   labelled boxes (green), matched proposals (blue) and the others (red) go to --pictures.
+2. Recognition from the hand-drawn boxes: per source, instances seen in two or more frames are split
+   in half (seeded); one half is taught from its first frame (1 shot = the labelled box; 5 shots = the
+   box and four shifted/scaled copies of it, as a teacher's boxes differ), the other half and the
+   instances seen once are never taught. Tested on every other frame: taught instances should get
+   their name (accuracy, and the share accepted as known), never-taught ones should be answered
+   unknown (open-set rejection). Confidence: ECE of the best class's confidence on taught instances
+   and the share of (wrong, right) pairs where the wrong answer is less confident. EfficientNet-Lite0
+   (ONNX) features; the core ``CBCLPRLearner`` with its default configuration, all taught classes of a
+   source in one ``teach_increment`` (no teach-time views).
+
+Writes bench/results/real.json. Run:
+``source scripts/env.sh && python -P bench/bench_real.py [--skip-recognition] [--pictures DIR]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from cbcl_pr_ros.evaluation.experiments import machine_info
+from cbcl_pr_ros.evaluation.real_rgbd import ProposalScore, load_frames, score_proposals
+
+ROOT = Path(__file__).resolve().parents[1]
+log = logging.getLogger("bench_real")
+
+
+def _draw(frame, props, score, path: Path) -> None:
+    img = cv2.cvtColor(frame.rgb, cv2.COLOR_RGB2BGR)
+    used = set(score.matched.values())
+    for b in frame.ignore:
+        cv2.rectangle(img, b[:2], (b[2] - 1, b[3] - 1), (160, 160, 160), 1)
+    for i, p in enumerate(props):
+        x0, y0, x1, y1 = p.box
+        cv2.rectangle(img, (x0, y0), (x1 - 1, y1 - 1), (255, 128, 0) if i in used else (0, 0, 255), 2)
+    for name, (x0, y0, x1, y1) in frame.objects:
+        cv2.rectangle(img, (x0, y0), (x1 - 1, y1 - 1), (0, 200, 0), 1)
+    cv2.putText(img, f"{frame.id}: {score.hits}/{score.objects} found, {score.proposals} proposals, "
+                f"{score.merges} merges", (6, 18), cv2.FONT_HERSHEY_SIMPLEX, 0.5, (255, 255, 255), 2)
+    cv2.imwrite(str(path), img)
+
+
+def bench_proposals(frames, config, pictures: Path | None, repeats: int = 3) -> dict:
+    from cbcl_pr_ros.perception import propose
+
+    out = {}
+    for method in ("depth", "rgb"):
+        cfg = config(method)
+        total, per_source, per_frame, times = ProposalScore(), defaultdict(ProposalScore), {}, []
+        for fr in frames:
+            props = propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
+            t = []
+            for _ in range(repeats):
+                t0 = time.process_time()  # CPU time of this process: what one core spends, whatever the load
+                propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
+                t.append(time.process_time() - t0)
+            # time per 640x480 frame: larger frames are reported scaled by their pixel count
+            times.append(min(t) * (640 * 480) / (fr.rgb.shape[0] * fr.rgb.shape[1]))
+            s = score_proposals([p.box for p in props], [b for _, b in fr.objects], fr.ignore)
+            total.add(s)
+            per_source[fr.source].add(s)
+            per_frame[fr.id] = {"objects": s.objects, "found": s.hits, "proposals": s.proposals, "merges": s.merges,
+                                "with_depth": sum(p.has_depth for p in props)}
+            if pictures is not None:
+                pictures.mkdir(parents=True, exist_ok=True)
+                _draw(fr, props, s, pictures / f"{fr.id}_{method}.png")
+        out[method] = {
+            "recall_iou50": round(total.recall, 3), "precision_iou50": round(total.precision, 3),
+            "objects": total.objects, "found": total.hits, "proposals": total.proposals,
+            "merges": total.merges, "merges_per_10_frames": round(10 * total.merges / len(frames), 2),
+            "cpu_ms_per_640x480_frame": {"median": round(1000 * float(np.median(times)), 1),
+                                     "p90": round(1000 * float(np.quantile(times, 0.9)), 1)},
+            "per_source": {k: {"recall": round(v.recall, 3), "precision": round(v.precision, 3), "merges": v.merges,
+                               "objects": v.objects} for k, v in sorted(per_source.items())},
+            "per_frame": per_frame,
+        }
+        log.info("%s: recall %.3f precision %.3f merges %d, %.1f ms", method, total.recall, total.precision,
+                 total.merges, 1000 * float(np.median(times)))
+    return out
+
+
+def rendered_recall(config, seeds: int, scenes: int = 2, views: int = 3) -> dict:
+    """Depth-proposal recall at IoU 0.5 on rendered tables (as bench_detections draws them), so a change
+    made for real frames is checked on the simulated ones too."""
+    from cbcl_pr_ros.perception import CameraIntrinsics, box_iou, propose
+    from cbcl_pr_ros.robot.assets import CATALOGUE
+    from cbcl_pr_ros.robot.scenes import SceneSpec, make_scene, render_scene_views, table_world
+    from cbcl_pr_ros.robot.world import CameraConfig
+
+    hits = total = n_props = frames = 0
+    cam = CameraConfig(640, 480, 60.0)
+    for seed in range(seeds):
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 1212]))
+        cats = [str(c) for c in rng.choice(sorted(CATALOGUE), size=10, replace=False)]
+        world = table_world(seed, cam)
+        try:
+            spec = SceneSpec(camera=cam)
+            for s in range(scenes):
+                make_scene(world, cats, rng, spec, prefix=f"s{s}_")
+                for sf in render_scene_views(world, rng, views, spec):
+                    props = propose(sf.frame.rgb, sf.frame.depth, CameraIntrinsics.from_k(sf.frame.K), config)
+                    hits += sum(max((box_iou(p.box, o.box) for p in props), default=0.0) >= 0.5 for o in sf.objects)
+                    total += len(sf.objects)
+                    n_props += len(props)
+                    frames += 1
+        finally:
+            world.close()
+    return {"seeds": seeds, "frames": frames, "objects": total, "recall_iou50": round(hits / max(total, 1), 3),
+            "proposals_per_frame": round(n_props / max(frames, 1), 2)}
+
+
+def _jitter_boxes(box, shape, n: int, rng) -> list[tuple[int, int, int, int]]:
+    """``box`` and n-1 copies shifted by up to 8 % and scaled by 0.9-1.1 (clipped to the image)."""
+    from cbcl_pr_ros.perception import clip_box
+
+    x0, y0, x1, y1 = box
+    w, h = x1 - x0, y1 - y0
+    out = [tuple(box)]
+    while len(out) < n:
+        s = rng.uniform(0.9, 1.1)
+        cx, cy = (x0 + x1) / 2 + rng.uniform(-0.08, 0.08) * w, (y0 + y1) / 2 + rng.uniform(-0.08, 0.08) * h
+        b = clip_box((cx - s * w / 2, cy - s * h / 2, cx + s * w / 2, cy + s * h / 2), shape)
+        if b is not None:
+            out.append(b)
+    return out
+
+
+def _confidence_quality(pairs: list[tuple[float, bool]], bins: int = 10) -> dict:
+    """Does the confidence mean something? ECE of the best class's confidence (10 equal-width bins) and
+    the share of (wrong, right) answer pairs where the wrong one is less confident."""
+    if not pairs:
+        return {}
+    conf = np.array([c for c, _ in pairs])
+    ok = np.array([r for _, r in pairs], float)
+    idx = np.minimum((conf * bins).astype(int), bins - 1)
+    ece = sum(abs(conf[idx == b].mean() - ok[idx == b].mean()) * (idx == b).mean() for b in range(bins) if (idx == b).any())
+    right, wrong = conf[ok > 0], conf[ok == 0]
+    ranked = float((wrong[:, None] < right[None, :]).mean()) if len(right) and len(wrong) else float("nan")
+    return {"ece": round(float(ece), 3), "wrong_below_right_pairs": round(ranked, 3),
+            "mean_confidence": round(float(conf.mean()), 3), "accuracy": round(float(ok.mean()), 3), "n": len(pairs)}
+
+
+def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
+    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+    from cbcl_pr_ros.features import make_backbone
+    from cbcl_pr_ros.perception import crop_images
+    from cbcl_pr_ros.perception.types import Proposal
+
+    bb = make_backbone("efficientnet_lite0", runtime="onnx", threads=2)
+
+    def feats(fr, boxes):
+        props = [Proposal(tuple(int(v) for v in b), None, np.full(3, np.nan), np.full(3, np.nan), 1.0) for b in boxes]
+        return np.asarray(bb.extract(crop_images(fr.rgb, props)), np.float32)
+
+    # features of every labelled object once
+    obj_feats = {fr.id: feats(fr, [b for _, b in fr.objects]) for fr in frames}
+    by_source = defaultdict(list)
+    for fr in frames:
+        by_source[fr.source].append(fr)
+    results = {}
+    conf_pairs: dict = defaultdict(list)
+    for shots in shots_list:
+        agg = defaultdict(list)
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            for source, frs in by_source.items():
+                seen = defaultdict(list)
+                for fr in frs:
+                    for name, _ in fr.objects:
+                        if fr.id not in seen[name]:
+                            seen[name].append(fr.id)
+                multi = sorted(n for n, ids in seen.items() if len(ids) >= 2)
+                if len(multi) < 2:
+                    continue
+                taught = {str(x) for x in rng.permutation(multi)[: max(1, len(multi) // 2)]}
+                teach_frame, shots_of = {}, {}
+                for name in sorted(taught):
+                    fid = seen[name][0]
+                    fr = next(f for f in frs if f.id == fid)
+                    box = next(b for n, b in fr.objects if n == name)
+                    shots_of[name] = feats(fr, _jitter_boxes(box, fr.rgb.shape, shots, rng))
+                    teach_frame[name] = fid
+                learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0",
+                                        feature_dim=next(iter(shots_of.values())).shape[1])
+                learner.teach_increment(shots_of)
+                for fr in frs:
+                    X = obj_feats[fr.id]
+                    preds = learner.predict(X, top_k=1)
+                    for (name, _), pr in zip(fr.objects, preds):
+                        if name in taught:
+                            if fr.id == teach_frame[name]:
+                                continue  # the teaching view itself
+                            agg["taught_correct"].append(pr.known and pr.label == name)
+                            agg["taught_best_correct"].append(pr.nearest_label == name)
+                            agg["taught_accepted"].append(bool(pr.known))
+                            conf_pairs[shots].append((float(pr.confidence), pr.nearest_label == name))
+                        else:
+                            agg["untaught_rejected"].append(not pr.known)
+        results[f"{shots}_shot"] = {k: round(float(np.mean(v)), 3) for k, v in agg.items()} | \
+            {f"n_{k}": len(v) for k, v in agg.items()}
+        results[f"{shots}_shot"]["confidence"] = _confidence_quality(conf_pairs[shots])
+        log.info("%d shot: %s", shots, results[f"{shots}_shot"])
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--labels", default=str(ROOT / "bench/real_rgbd/labels.json"))
+    ap.add_argument("--frames", default=str(ROOT / "data/real_rgbd"))
+    ap.add_argument("--pictures", default=str(ROOT / "bench/results/tmp_real_pictures"),
+                    help="write per-frame pictures with boxes here (git-ignored: the frames may not be redistributed); \"\" = none")
+    ap.add_argument("--skip-recognition", action="store_true")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--rendered-seeds", type=int, default=3, help="rendered tables checked (0 = none)")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="ProposalConfig overrides for both methods, e.g. depth_edges=grey min_height_rel=0.01")
+    ap.add_argument("--out", default=str(ROOT / "bench/results/real.json"))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    cv2.setNumThreads(1)
+    from cbcl_pr_ros.perception import ProposalConfig
+
+    overrides = {}
+    for kv in args.set:
+        k, v = kv.split("=", 1)
+        overrides[k] = json.loads(v) if v[:1] in "-0123456789[tfn" else v
+    frames = load_frames(args.labels, args.frames)
+    load0 = os.getloadavg()
+    res = {"benchmark": "bench_real", "machine": machine_info(), "loadavg_before": [round(v, 2) for v in load0],
+           "frames": len(frames), "objects": sum(len(f.objects) for f in frames),
+           "sources": sorted({f.source for f in frames}),
+           "config_overrides": overrides,
+           "proposals": bench_proposals(frames, lambda m: ProposalConfig(method=m, **overrides),
+                                        Path(args.pictures) if args.pictures else None)}
+    if args.rendered_seeds > 0:
+        res["rendered"] = rendered_recall(ProposalConfig(method="depth", **overrides), args.rendered_seeds)
+        log.info("rendered: %s", res["rendered"])
+    if not args.skip_recognition:
+        res["recognition"] = bench_recognition(frames, args.seeds)
+    res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in res["proposals"]["depth"].items() if k != "per_frame"}, indent=1))
+    print(json.dumps({k: v for k, v in res["proposals"]["rgb"].items() if k not in ("per_frame", "per_source")}))
+
+
+if __name__ == "__main__":
+    main()
