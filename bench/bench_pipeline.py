@@ -329,8 +329,10 @@ def teach_timing(b: Bench, base: np.ndarray) -> dict[str, Any]:
 
 
 def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float, teach_every: float,
-               workdir: Path, config: Path, base: np.ndarray, time_teach: bool = False) -> dict[str, Any]:
-    """One stream run; see the module docstring."""
+               workdir: Path, config: Path, base: np.ndarray, time_teach: bool = False,
+               profile_dir: Path | None = None) -> dict[str, Any]:
+    """One stream run; see the module docstring.  ``profile_dir``: py-spy samples of every node
+    process during the stream (raw flame-graph text, ``py-spy`` on PATH; it does not pause them)."""
     from rclpy.qos import qos_profile_sensor_data
     from ros_testing import fresh_domain, release_domain
     from sensor_msgs.msg import CameraInfo, Image
@@ -429,6 +431,14 @@ def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float
 
         pids = {name: p.pid for name, p in procs.items()} | {"bench": os.getpid()}
         cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        spies = []
+        if profile_dir is not None:
+            profile_dir.mkdir(parents=True, exist_ok=True)
+            spies = [subprocess.Popen(["py-spy", "record", "--nonblocking", "--threads", "-r", "100", "-f", "raw",
+                                       "-d", str(int(seconds) + 1), "-p", str(p.pid), "-o",
+                                       str(profile_dir / f"{workdir.name}_{name}.txt")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                     for name, p in procs.items()]
         th = threading.Thread(target=teacher, daemon=True)
         if teach_every > 0:
             th.start()
@@ -446,6 +456,8 @@ def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float
             sent_ns.append(publish(i))
         publish_s = time.monotonic() - t_start
         cpu1 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        for spy in spies:
+            spy.wait(30)
         stop_teach.set()
         time.sleep(2.0)
         th.join(timeout=60) if teach_every > 0 else None
@@ -630,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "pipeline.json"))
     ap.add_argument("--baseline", default=str(BASELINE), help="compare with this result ('' = no comparison)")
     ap.add_argument("--write-baseline", action="store_true", help="also write the result to --baseline")
+    ap.add_argument("--profile-dir", default="", help="py-spy samples of the node processes during each stream here")
     ap.add_argument("--short", action="store_true",
                     help="CI form: stage costs + one 4 s two-process stream, 100 known, one teach")
     args = ap.parse_args(argv)
@@ -663,6 +676,9 @@ def run(args: argparse.Namespace, config: Path) -> dict[str, Any]:
         "settings": {"config": str(config), "seconds": args.seconds, "rate_hz": args.rate,
                      "teach_every_s": args.teach_every, "repeats": args.repeats},
     }
+    from cbcl_pr_ros.core.threads import set_blas_threads
+
+    set_blas_threads(1)  # as the nodes run (nodes/spin.py), so that the stage costs are theirs
     backbone = make_backbone("efficientnet_lite0", runtime="onnx", threads=2)
     base = base_vectors(backbone)
     out["stage_costs"] = stage_costs(backbone, base, config)
@@ -683,7 +699,8 @@ def run(args: argparse.Namespace, config: Path) -> dict[str, Any]:
             key = f"{mode}/known_{known}" + ("/objects" if objects else "")
             wd = Path(tmp) / f"{key.replace('/', '_')}_{rep}"
             r = run_stream(mode, known, objects, args.seconds, args.rate, args.teach_every, wd, config, base,
-                           time_teach=(rep == 0 and known == 100 and not objects and not args.short))
+                           time_teach=(rep == 0 and known == 100 and not objects and not args.short),
+                           profile_dir=Path(args.profile_dir) if args.profile_dir else None)
             runs.setdefault(key, []).append(r)
             st = r.get("stream", {})
             print(f"[{key} #{rep + 1}] {st.get('sustained_prediction_rate_hz')} Hz, drop {st.get('drop_fraction')}, "

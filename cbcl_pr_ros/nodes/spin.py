@@ -83,6 +83,9 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
 
     ``on_stop`` runs after the executors stopped and before the nodes are destroyed.
     """
+    from cbcl_pr_ros.core.threads import set_blas_threads
+
+    set_blas_threads(1)  # per-frame products are small: a second BLAS thread only waits (core/threads.py)
     stop = threading.Event()
     handled = (signal.SIGINT, signal.SIGTERM)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
