@@ -166,16 +166,13 @@ def class_vectors(base: np.ndarray, n_classes: int, seed: int = 0) -> dict[str, 
     return out
 
 
-def write_memory(path: Path, config: Path, base: np.ndarray, n_classes: int) -> float:
-    """A memory file of ``n_classes`` classes learned with the shipped config; seconds taken."""
-    from cbcl_pr_ros.core import save_learner
+def taught_learner(config: Path, base: np.ndarray, n_classes: int) -> Any:
+    """A core learner with the config's settings that knows ``n_classes`` classes (one increment)."""
     from cbcl_pr_ros.service.params import learner_factory
 
-    t0 = time.perf_counter()
     learner = learner_factory(learner_params(config))(base.shape[1])
     learner.teach_increment(class_vectors(base, n_classes))
-    save_learner(learner, path)
-    return time.perf_counter() - t0
+    return learner
 
 
 def _timed(fn, n: int) -> dict[str, float]:
@@ -189,8 +186,9 @@ def _timed(fn, n: int) -> dict[str, float]:
     return {"ms": round(1000 * float(np.median(wall)), 3), "cpu_ms": round(1000 * (time.thread_time() - c0) / n, 3)}
 
 
-def stage_costs(backbone: Any, base: np.ndarray, config: Path, n: int = 20) -> dict[str, Any]:
-    """Each stage of the frame and object paths timed alone, in this process (median ms, CPU ms)."""
+def stage_costs(backbone: Any, base: np.ndarray, learner: Any, n: int = 20) -> dict[str, Any]:
+    """Each stage of the frame and object paths timed alone, in this process (median ms, CPU ms);
+    ``learner`` knows 100 classes (three more are taught to time a teach)."""
     from std_msgs.msg import Header
 
     from cbcl_pr_ros.core.learner import Prediction
@@ -198,15 +196,12 @@ def stage_costs(backbone: Any, base: np.ndarray, config: Path, n: int = 20) -> d
     from cbcl_pr_ros.nodes.conversions import (features_from_msgs, image_msg_to_rgb, make_feature_msg,
                                                prediction_to_msg, rgb_to_image_msg)
     from cbcl_pr_ros.perception import crop_images, propose
-    from cbcl_pr_ros.service.params import learner_factory
 
     rgb = views(1, seed=7)[0][1]
     msg = rgb_to_image_msg(rgb, Header(frame_id="camera"))
     table, depth, k = table_scene()
     props = propose(table, depth, k)
     crops = crop_images(table, props, 0.1)
-    learner = learner_factory(learner_params(config))(base.shape[1])
-    learner.teach_increment(class_vectors(base, 100))
     vec = backbone.extract([rgb])
     fmsg = make_feature_msg(Header(), backbone.name, backbone.preprocessing_id, vec[0])
     objs = backbone.extract(crops)
@@ -329,7 +324,7 @@ def teach_timing(b: Bench, base: np.ndarray) -> dict[str, Any]:
 
 
 def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float, teach_every: float,
-               workdir: Path, config: Path, base: np.ndarray, time_teach: bool = False,
+               workdir: Path, config: Path, base: np.ndarray, memory_file: Path | None, time_teach: bool = False,
                profile_dir: Path | None = None) -> dict[str, Any]:
     """One stream run; see the module docstring.  ``profile_dir``: py-spy samples of every node
     process during the stream (raw flame-graph text, ``py-spy`` on PATH; it does not pause them)."""
@@ -345,8 +340,8 @@ def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float
     workdir.mkdir(parents=True, exist_ok=True)
     res: dict[str, Any] = {"mode": mode, "known_at_start": known, "objects": objects}
     memory = workdir / "memory.safetensors"
-    if known:
-        res["memory_build_s"] = round(write_memory(memory, config, base, known), 2)
+    if known:  # a copy: the run's teaches change it
+        shutil.copyfile(memory_file, memory)
     domain = fresh_domain()
     params = {"memory_path": str(memory), "no_frame_warning_s": 0.0}
     if mode == "separate":
@@ -681,12 +676,18 @@ def run(args: argparse.Namespace, config: Path) -> dict[str, Any]:
     set_blas_threads(1)  # as the nodes run (nodes/spin.py), so that the stage costs are theirs
     backbone = make_backbone("efficientnet_lite0", runtime="onnx", threads=2)
     base = base_vectors(backbone)
-    out["stage_costs"] = stage_costs(backbone, base, config)
+    from cbcl_pr_ros.core import save_learner
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_pipeline_"))  # the nodes' logs stay there when a run fails
+    t0 = time.perf_counter()
+    learner = taught_learner(config, base, 100)
+    out["settings"]["memory_100_classes_build_s"] = round(time.perf_counter() - t0, 2)
+    memories = {100: save_learner(learner, tmp / "memory_100.safetensors")}  # classes known -> memory file
+    out["stage_costs"] = stage_costs(backbone, base, learner)
     out["stage_costs"]["loadavg"] = os.getloadavg()
     del backbone
     runs: dict[str, list[dict[str, Any]]] = {}
     modes = [m for m in args.modes.split(",") if m]
-    tmp = tempfile.mkdtemp(prefix="bench_pipeline_")  # the nodes' logs stay there when a run fails
     if "learner_rate" in modes:
         out["learner_rate"] = run_learner_rate(args.seconds, args.rate, Path(tmp) / "learner_rate", config)
     configs = [(m, int(k), False) for m in modes if m != "learner_rate" for k in args.known.split(",") if k]
@@ -698,7 +699,10 @@ def run(args: argparse.Namespace, config: Path) -> dict[str, Any]:
         for mode, known, objects in configs:
             key = f"{mode}/known_{known}" + ("/objects" if objects else "")
             wd = Path(tmp) / f"{key.replace('/', '_')}_{rep}"
-            r = run_stream(mode, known, objects, args.seconds, args.rate, args.teach_every, wd, config, base,
+            if known and known not in memories:
+                memories[known] = save_learner(taught_learner(config, base, known), tmp / f"memory_{known}.safetensors")
+            memory = memories.get(known)
+            r = run_stream(mode, known, objects, args.seconds, args.rate, args.teach_every, wd, config, base, memory,
                            time_teach=(rep == 0 and known == 100 and not objects and not args.short),
                            profile_dir=Path(args.profile_dir) if args.profile_dir else None)
             runs.setdefault(key, []).append(r)
