@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from ros_testing import REPO
+from threadpoolctl import threadpool_limits
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -32,7 +33,8 @@ def _bench():
 def test_short_pipeline_benchmark_runs_and_reports_every_stage(tmp_path, capsys):
     bench = _bench()
     out = tmp_path / "pipeline_short.json"
-    assert bench.main(["--short", "--out", str(out), "--baseline", str(bench.BASELINE)]) == 0
+    with threadpool_limits(limits=None):  # the bench sets one BLAS thread, as the nodes do: restored after
+        assert bench.main(["--short", "--out", str(out), "--baseline", str(bench.BASELINE)]) == 0
     result = json.loads(out.read_text())
     printed = capsys.readouterr().out
     with capsys.disabled():  # the figures, in the test log
