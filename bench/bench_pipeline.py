@@ -26,7 +26,9 @@ test/nodes/test_pipeline_guard.py; ``--write-baseline`` records one).
 
     python -P bench/bench_pipeline.py                                   # the full set, 5 repeats
     python -P bench/bench_pipeline.py --modes separate --known 100 --repeats 1 --seconds 10
-    python -P bench/bench_pipeline.py --short                           # CI form, well under a minute
+    python -P bench/bench_pipeline.py --short                           # CI form -> pipeline_short.json
+    python -P bench/bench_pipeline.py --short --write-baseline          # record the CI baseline here
+    PATH=$PATH:<py-spy dir> python -P bench/bench_pipeline.py --profile-dir /tmp/spy ...  # py-spy samples
     python -P bench/bench_pipeline.py --modes learner_rate              # the learner alone
 """
 from __future__ import annotations
@@ -634,7 +636,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--teach-every", type=float, default=10.0, help="one TeachClass from the stream every N s (0: none)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--config", default=str(CONFIG), help="the nodes' YAML (default: the shipped one)")
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "pipeline.json"))
+    ap.add_argument("--out", default="", help="result JSON (default bench/results/pipeline.json; "
+                                                 "pipeline_short.json with --short)")
     ap.add_argument("--baseline", default=str(BASELINE), help="compare with this result ('' = no comparison)")
     ap.add_argument("--write-baseline", action="store_true", help="also write the result to --baseline")
     ap.add_argument("--profile-dir", default="", help="py-spy samples of the node processes during each stream here")
@@ -644,6 +647,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.short:
         args.seconds, args.modes, args.known, args.objects, args.repeats, args.teach_every = 4.0, "separate", "100", "off", 1, 3.0
     config = Path(args.config)
+    args.out = args.out or str(REPO / "bench" / "results" / ("pipeline_short.json" if args.short else "pipeline.json"))
     result = run(args, config)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
