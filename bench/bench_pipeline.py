@@ -26,7 +26,9 @@ test/nodes/test_pipeline_guard.py; ``--write-baseline`` records one).
 
     python -P bench/bench_pipeline.py                                   # the full set, 5 repeats
     python -P bench/bench_pipeline.py --modes separate --known 100 --repeats 1 --seconds 10
-    python -P bench/bench_pipeline.py --short                           # CI form, well under a minute
+    python -P bench/bench_pipeline.py --short                           # CI form -> pipeline_short.json
+    python -P bench/bench_pipeline.py --short --write-baseline          # record the CI baseline here
+    PATH=$PATH:<py-spy dir> python -P bench/bench_pipeline.py --profile-dir /tmp/spy ...  # py-spy samples
     python -P bench/bench_pipeline.py --modes learner_rate              # the learner alone
 """
 from __future__ import annotations
@@ -166,16 +168,13 @@ def class_vectors(base: np.ndarray, n_classes: int, seed: int = 0) -> dict[str, 
     return out
 
 
-def write_memory(path: Path, config: Path, base: np.ndarray, n_classes: int) -> float:
-    """A memory file of ``n_classes`` classes learned with the shipped config; seconds taken."""
-    from cbcl_pr_ros.core import save_learner
+def taught_learner(config: Path, base: np.ndarray, n_classes: int) -> Any:
+    """A core learner with the config's settings that knows ``n_classes`` classes (one increment)."""
     from cbcl_pr_ros.service.params import learner_factory
 
-    t0 = time.perf_counter()
     learner = learner_factory(learner_params(config))(base.shape[1])
     learner.teach_increment(class_vectors(base, n_classes))
-    save_learner(learner, path)
-    return time.perf_counter() - t0
+    return learner
 
 
 def _timed(fn, n: int) -> dict[str, float]:
@@ -189,8 +188,9 @@ def _timed(fn, n: int) -> dict[str, float]:
     return {"ms": round(1000 * float(np.median(wall)), 3), "cpu_ms": round(1000 * (time.thread_time() - c0) / n, 3)}
 
 
-def stage_costs(backbone: Any, base: np.ndarray, config: Path, n: int = 20) -> dict[str, Any]:
-    """Each stage of the frame and object paths timed alone, in this process (median ms, CPU ms)."""
+def stage_costs(backbone: Any, base: np.ndarray, learner: Any, n: int = 20) -> dict[str, Any]:
+    """Each stage of the frame and object paths timed alone, in this process (median ms, CPU ms);
+    ``learner`` knows 100 classes (three more are taught to time a teach)."""
     from std_msgs.msg import Header
 
     from cbcl_pr_ros.core.learner import Prediction
@@ -198,15 +198,12 @@ def stage_costs(backbone: Any, base: np.ndarray, config: Path, n: int = 20) -> d
     from cbcl_pr_ros.nodes.conversions import (features_from_msgs, image_msg_to_rgb, make_feature_msg,
                                                prediction_to_msg, rgb_to_image_msg)
     from cbcl_pr_ros.perception import crop_images, propose
-    from cbcl_pr_ros.service.params import learner_factory
 
     rgb = views(1, seed=7)[0][1]
     msg = rgb_to_image_msg(rgb, Header(frame_id="camera"))
     table, depth, k = table_scene()
     props = propose(table, depth, k)
     crops = crop_images(table, props, 0.1)
-    learner = learner_factory(learner_params(config))(base.shape[1])
-    learner.teach_increment(class_vectors(base, 100))
     vec = backbone.extract([rgb])
     fmsg = make_feature_msg(Header(), backbone.name, backbone.preprocessing_id, vec[0])
     objs = backbone.extract(crops)
@@ -329,8 +326,10 @@ def teach_timing(b: Bench, base: np.ndarray) -> dict[str, Any]:
 
 
 def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float, teach_every: float,
-               workdir: Path, config: Path, base: np.ndarray, time_teach: bool = False) -> dict[str, Any]:
-    """One stream run; see the module docstring."""
+               workdir: Path, config: Path, base: np.ndarray, memory_file: Path | None, time_teach: bool = False,
+               profile_dir: Path | None = None) -> dict[str, Any]:
+    """One stream run; see the module docstring.  ``profile_dir``: py-spy samples of every node
+    process during the stream (raw flame-graph text, ``py-spy`` on PATH; it does not pause them)."""
     from rclpy.qos import qos_profile_sensor_data
     from ros_testing import fresh_domain, release_domain
     from sensor_msgs.msg import CameraInfo, Image
@@ -343,8 +342,8 @@ def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float
     workdir.mkdir(parents=True, exist_ok=True)
     res: dict[str, Any] = {"mode": mode, "known_at_start": known, "objects": objects}
     memory = workdir / "memory.safetensors"
-    if known:
-        res["memory_build_s"] = round(write_memory(memory, config, base, known), 2)
+    if known:  # a copy: the run's teaches change it
+        shutil.copyfile(memory_file, memory)
     domain = fresh_domain()
     params = {"memory_path": str(memory), "no_frame_warning_s": 0.0}
     if mode == "separate":
@@ -429,6 +428,14 @@ def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float
 
         pids = {name: p.pid for name, p in procs.items()} | {"bench": os.getpid()}
         cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        spies = []
+        if profile_dir is not None:
+            profile_dir.mkdir(parents=True, exist_ok=True)
+            spies = [subprocess.Popen(["py-spy", "record", "--nonblocking", "--threads", "-r", "100", "-f", "raw",
+                                       "-d", str(int(seconds) + 1), "-p", str(p.pid), "-o",
+                                       str(profile_dir / f"{workdir.name}_{name}.txt")],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                     for name, p in procs.items()]
         th = threading.Thread(target=teacher, daemon=True)
         if teach_every > 0:
             th.start()
@@ -446,6 +453,8 @@ def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float
             sent_ns.append(publish(i))
         publish_s = time.monotonic() - t_start
         cpu1 = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        for spy in spies:
+            spy.wait(30)
         stop_teach.set()
         time.sleep(2.0)
         th.join(timeout=60) if teach_every > 0 else None
@@ -627,15 +636,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--teach-every", type=float, default=10.0, help="one TeachClass from the stream every N s (0: none)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--config", default=str(CONFIG), help="the nodes' YAML (default: the shipped one)")
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "pipeline.json"))
+    ap.add_argument("--out", default="", help="result JSON (default bench/results/pipeline.json; "
+                                                 "pipeline_short.json with --short)")
     ap.add_argument("--baseline", default=str(BASELINE), help="compare with this result ('' = no comparison)")
     ap.add_argument("--write-baseline", action="store_true", help="also write the result to --baseline")
+    ap.add_argument("--profile-dir", default="", help="py-spy samples of the node processes during each stream here")
     ap.add_argument("--short", action="store_true",
                     help="CI form: stage costs + one 4 s two-process stream, 100 known, one teach")
     args = ap.parse_args(argv)
     if args.short:
         args.seconds, args.modes, args.known, args.objects, args.repeats, args.teach_every = 4.0, "separate", "100", "off", 1, 3.0
     config = Path(args.config)
+    args.out = args.out or str(REPO / "bench" / "results" / ("pipeline_short.json" if args.short else "pipeline.json"))
     result = run(args, config)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
@@ -663,14 +675,23 @@ def run(args: argparse.Namespace, config: Path) -> dict[str, Any]:
         "settings": {"config": str(config), "seconds": args.seconds, "rate_hz": args.rate,
                      "teach_every_s": args.teach_every, "repeats": args.repeats},
     }
+    from cbcl_pr_ros.core.threads import set_blas_threads
+
+    set_blas_threads(1)  # as the nodes run (nodes/spin.py), so that the stage costs are theirs
     backbone = make_backbone("efficientnet_lite0", runtime="onnx", threads=2)
     base = base_vectors(backbone)
-    out["stage_costs"] = stage_costs(backbone, base, config)
+    from cbcl_pr_ros.core import save_learner
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_pipeline_"))  # the nodes' logs stay there when a run fails
+    t0 = time.perf_counter()
+    learner = taught_learner(config, base, 100)
+    out["settings"]["memory_100_classes_build_s"] = round(time.perf_counter() - t0, 2)
+    memories = {100: save_learner(learner, tmp / "memory_100.safetensors")}  # classes known -> memory file
+    out["stage_costs"] = stage_costs(backbone, base, learner)
     out["stage_costs"]["loadavg"] = os.getloadavg()
     del backbone
     runs: dict[str, list[dict[str, Any]]] = {}
     modes = [m for m in args.modes.split(",") if m]
-    tmp = tempfile.mkdtemp(prefix="bench_pipeline_")  # the nodes' logs stay there when a run fails
     if "learner_rate" in modes:
         out["learner_rate"] = run_learner_rate(args.seconds, args.rate, Path(tmp) / "learner_rate", config)
     configs = [(m, int(k), False) for m in modes if m != "learner_rate" for k in args.known.split(",") if k]
@@ -682,8 +703,12 @@ def run(args: argparse.Namespace, config: Path) -> dict[str, Any]:
         for mode, known, objects in configs:
             key = f"{mode}/known_{known}" + ("/objects" if objects else "")
             wd = Path(tmp) / f"{key.replace('/', '_')}_{rep}"
-            r = run_stream(mode, known, objects, args.seconds, args.rate, args.teach_every, wd, config, base,
-                           time_teach=(rep == 0 and known == 100 and not objects and not args.short))
+            if known and known not in memories:
+                memories[known] = save_learner(taught_learner(config, base, known), tmp / f"memory_{known}.safetensors")
+            memory = memories.get(known)
+            r = run_stream(mode, known, objects, args.seconds, args.rate, args.teach_every, wd, config, base, memory,
+                           time_teach=(rep == 0 and known == 100 and not objects and not args.short),
+                           profile_dir=Path(args.profile_dir) if args.profile_dir else None)
             runs.setdefault(key, []).append(r)
             st = r.get("stream", {})
             print(f"[{key} #{rep + 1}] {st.get('sustained_prediction_rate_hz')} Hz, drop {st.get('drop_fraction')}, "

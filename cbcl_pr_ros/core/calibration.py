@@ -126,14 +126,16 @@ def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shri
     folds = min(max((len(x) for x in data.values()), default=0), int(max_folds))
     rows, labels = [], []
     fast = all(m.diag is None for m in moments.per_class)
-    if fast and solve is None and folds:
-        solve = fit_blended_head_factor(memory, shrinkage, blend, moments, shared=shared)[1]
     for j in range(folds):
         out = [(c, x[j]) for c, x in data.items() if j < len(x)]
         new = {index[c]: ClassMoment.of(ClassClusters.empty(memory.feature_dim, memory.covariance).extend(
             np.delete(data[c], j, axis=0), distance_threshold)) for c, _ in out}
         x = np.stack([v for _, v in out])
-        if fast:
+        # Woodbury pays while the change is of low rank (a teach of a few classes); else refit the fold
+        rank = sum(m.factor.shape[1] + moments.per_class[k].factor.shape[1] for k, m in new.items())
+        if fast and rank <= max(64, memory.feature_dim // 8):
+            if solve is None:
+                solve = fit_blended_head_factor(memory, shrinkage, blend, moments, shared=shared)[1]
             logits = fold_logits(solve, moments, shrinkage, blend, new, x)
         else:
             per = list(moments.per_class)

@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-__all__ = ["fit_threads"]
+__all__ = ["fit_threads", "set_blas_threads"]
 
 _lock = threading.Lock()
 _controller = None  # threadpoolctl.ThreadpoolController, made once: scanning the loaded libraries costs ms
@@ -32,6 +32,24 @@ def _blas_controller():
 
         _controller = ThreadpoolController()  # numpy, scipy, sklearn and torch are loaded by now
     return _controller
+
+
+def set_blas_threads(n: int) -> None:
+    """Limit numpy/scipy's BLAS to ``n`` threads for the rest of the process (the nodes call it at start).
+
+    A node's frame path does one small matrix product per frame (1 x 1280 by 1280 x a few hundred);
+    with two BLAS threads OpenBLAS hands each product to a second thread, which on a busy 2-core
+    machine made scoring 100 classes take 20 ms of wall time instead of 0.3 ms (docs/nodes.md "Where
+    the time goes").  :func:`fit_threads` still sets a retrain's own limit and restores this one.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    import numpy  # noqa: F401  (a BLAS library is limited only once it is loaded)
+    import scipy.linalg  # noqa: F401
+    from threadpoolctl import threadpool_limits
+
+    with _lock:
+        threadpool_limits(limits=n, user_api="blas")
 
 
 @contextlib.contextmanager

@@ -110,10 +110,13 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
     """
     import os
 
+    from cbcl_pr_ros.core.threads import set_blas_threads
+
     problem = domain_id_problem(os.environ.get("ROS_DOMAIN_ID"))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    set_blas_threads(1)  # per-frame products are small: a second BLAS thread only waits (core/threads.py)
     stop = threading.Event()
     handled = (signal.SIGINT, signal.SIGTERM)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
