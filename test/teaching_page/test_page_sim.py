@@ -113,6 +113,27 @@ def test_teach_rename_forget_from_the_page_against_the_simulated_world(tmp_path)
              "the class list empty")
         wait(lambda: not _by_x(driver)[-1]["known"], 120, "the mug unknown again")
         assert "What is this?" in text(driver, "objects")
+
+        # a box dragged around the mug teaches it from the next frames (TeachClass with rois)
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        x0, y0, x1, y1 = _by_x(driver)[-1]["box"]
+        canvas = driver.find_element("id", "camera")
+        scale, w, h = driver.execute_script(
+            "const c = document.getElementById('camera'); const r = c.getBoundingClientRect();"
+            "return [r.width / c.width, r.width, r.height];")
+        to_css = lambda x, y: (int((x * scale) - w / 2), int((y * scale) - h / 2))  # noqa: E731
+        (ax, ay), (bx, by) = to_css(x0 - 4, y0 - 4), to_css(x1 + 4, y1 + 4)
+        ActionChains(driver).move_to_element_with_offset(canvas, ax, ay).click_and_hold() \
+            .move_by_offset((bx - ax) // 2, (by - ay) // 2).move_by_offset(bx - ax - (bx - ax) // 2,
+                                                                           by - ay - (by - ay) // 2) \
+            .release().perform()
+        assert "in your box" in text(driver, "selected")
+        field = driver.find_element("id", "name")
+        field.send_keys("cup")
+        driver.find_element("id", "teach").click()
+        wait(lambda: "Learning" not in text(driver, "message") and text(driver, "message"), 120, "the box teach")
+        assert "'cup'" in text(driver, "message") and "learned" in text(driver, "message"), text(driver, "message")
         assert proc.popen.poll() is None, "the session must still run"
     finally:
         if driver is not None:
