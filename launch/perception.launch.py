@@ -31,11 +31,11 @@ def generate_launch_description():
         DeclareLaunchArgument("autostart", default_value="true",
                               description="the lifecycle nodes configure and activate themselves; false "
                                           "leaves them unconfigured for a lifecycle manager"),
+        # sigterm_timeout: each node stops at once on SIGINT, but its Python exit (torch's module
+        # teardown) took 5-7 s on a loaded 2-core machine, past launch's 5 s before SIGTERM (the extractor's too)
         Node(package="cbcl_pr_ros", executable="feature_extractor_node", name="feature_extractor",
              namespace=namespace, parameters=params, remappings=remap, output="screen",
-             emulate_tty=True),
-        # sigterm_timeout: the learner stops at once on SIGINT, but its Python exit (torch's module
-        # teardown) took 5-7 s on a loaded 2-core machine, past launch's 5 s before SIGTERM
+             emulate_tty=True, sigterm_timeout="20"),
         Node(package="cbcl_pr_ros", executable="learner_node", name="learner",
              namespace=namespace, parameters=params, remappings=remap, output="screen",
              emulate_tty=True, sigterm_timeout="20"),

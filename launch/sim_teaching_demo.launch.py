@@ -68,7 +68,8 @@ def generate_launch_description():
         Node(package="cbcl_pr_ros", executable="sim_world_node", name="sim_world", namespace=namespace,
              parameters=[world_cfg, {"seed": seed}], output="screen"),
         Node(package="cbcl_pr_ros", executable="feature_extractor_node", name="feature_extractor",
-             namespace=namespace, parameters=[perception, lifecycle], output="screen"),
+             namespace=namespace, parameters=[perception, lifecycle], output="screen",
+             sigterm_timeout="20"),  # its torch exit took > 5 s at load 20 too (ros2 launch, 2026-11-24)
         Node(package="cbcl_pr_ros", executable="learner_node", name="learner", namespace=namespace,
              parameters=[perception, lifecycle], output="screen", sigterm_timeout="20"),  # see perception.launch.py
         Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,

@@ -165,9 +165,40 @@ DEFAULT_METHODS = {"fsil-table": ex.FSIL_METHODS, "sota": ex.SOTA_METHODS, "abla
                    "curves": ex.CURVE_METHODS, "prediction-time": ("cbcl", "cbcl-pr", "cbcl-pr-default")}
 
 
+_DEFAULT_METHODS = {"fsil-table": ex.FSIL_METHODS, "sota": ex.SOTA_METHODS, "ablation": ex.ABLATION_METHODS,
+                    "memory-budget": ex.BUDGET_METHODS, "curves": ex.CURVE_METHODS,
+                    "prediction-time": ("cbcl", "cbcl-pr", "cbcl-pr-default")}
+
+
+def planned_runs(cmd: str, n_classes: int, args, methods: list[str] | None = None) -> int:
+    """Runs (method x seed x setting) a command will make, for the progress bar's total. memory-budget
+    without --budgets: an upper bound (its K values are found during the run; the bar is set exact then)."""
+    g = lambda name, default=None: getattr(args, name, default)  # noqa: E731
+    seeds = args.seeds
+    if cmd == "d-sweep":
+        default = ["cbcl-pr-default", "cbcl-pr", "cbcl"]
+        sweep = [m for m in default if not args.methods or m in args.methods] or default
+        return len(g("scales", [0.5, 0.75, 1.0, 1.25, 1.5, 3.0])) * seeds * len(sweep)
+    n_methods = len(methods or args.methods or _DEFAULT_METHODS[cmd])
+    if cmd == "fsil-table":
+        ways = ex.valid_ways(n_classes, g("ways", [2, 5, 10, 20]))[0]
+        return len(g("shots", list(ex.FSIL_SHOTS))) * len(ways) * seeds * n_methods
+    if cmd == "curves":
+        ways = g("ways", [2, 5, 10, 20])
+        return len(ex.valid_ways(n_classes, ways if isinstance(ways, list) else [2, 5, 10, 20])[0]) * seeds * n_methods
+    if cmd == "sota":
+        return (1 if g("session_dir") else seeds) * n_methods
+    if cmd == "prediction-time":
+        return min(3, seeds) * n_methods
+    if cmd == "memory-budget":
+        budgets = g("budgets")
+        return seeds * n_methods * (1 + 2 * (len(budgets) if budgets else 4))
+    return seeds * n_methods  # ablation
+
+
 def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | None = None) -> ex.Experiment:
     seeds = list(range(args.seed_start, args.seed_start + args.seeds))
-    task = progress.add_task(f"{cmd} on {fs.name}", total=None)
+    task = progress.add_task(f"{cmd} on {fs.name}", total=planned_runs(cmd, len(fs.classes), args, methods))
 
     def tick(n: int) -> None:
         progress.advance(task, n)
@@ -210,7 +241,7 @@ def _run_command(cmd: str, fs: FeatureSet, args, progress, methods: list[str] | 
     if args.note:
         exp.params["note"] = list(args.note)
         exp.notes += [n for n in args.note if n not in exp.notes]
-    progress.update(task, description=f"{cmd} on {fs.name}: done")
+    progress.update(task, description=f"{cmd} on {fs.name}: done", total=len(exp.runs), completed=len(exp.runs))
     return exp
 
 

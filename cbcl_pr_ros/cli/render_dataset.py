@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = DatasetSpec(classes=class_subset(args.classes, args.num_classes), objects_per_class=args.objects_per_class,
                            poses_per_object=args.poses_per_object, train_per_class=args.train_per_class,
                            image_size=args.image_size, seed=args.seed)
-        m = render_dataset(args.root, spec, overwrite=args.overwrite)
+        m = render_dataset(args.root, spec, overwrite=args.overwrite, progress=True)
     except (ValueError, FileExistsError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

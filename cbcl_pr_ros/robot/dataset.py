@@ -102,9 +102,12 @@ def render_views(world: SimWorld, category: str, spec: DatasetSpec, class_index:
     return out
 
 
-def render_dataset(root: str | Path, spec: DatasetSpec | None = None, overwrite: bool = False) -> dict:
-    """Render the data set under ``root`` and return its manifest (also written to ``root/manifest.json``)."""
+def render_dataset(root: str | Path, spec: DatasetSpec | None = None, overwrite: bool = False,
+                   progress: bool = False) -> dict:
+    """Render the data set under ``root`` and return its manifest (also written to ``root/manifest.json``).
+    ``progress``: a bar over the classes on stderr (the command-line tool shows it)."""
     import cv2
+    from tqdm import tqdm
 
     spec = spec or DatasetSpec()
     root = Path(root)
@@ -114,7 +117,9 @@ def render_dataset(root: str | Path, spec: DatasetSpec | None = None, overwrite:
     world = SimWorld(WorldConfig(with_robot=False, shadows=True), seed=spec.seed)
     images = []
     try:
-        for ci, category in enumerate(spec.classes):
+        bar = tqdm(spec.classes, desc=f"rendering {len(spec.classes)} classes x {spec.views_per_class} views",
+                   unit="class", disable=not progress)
+        for ci, category in enumerate(bar):
             views = render_views(world, category, spec, ci)
             order = _class_rng(spec.seed, 10_000 + ci).permutation(len(views))
             train = set(order[: spec.train_per_class].tolist())

@@ -45,6 +45,9 @@ def test_pip_install_gives_working_bag_tools(tmp_path: Path, checkout_copy: Path
     site = Path(sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)}))
     share = prefix / "share" / "cbcl_pr_ros"
     assert (site / "cbcl_pr_ros" / "core" / "learner.py").is_file()
+    # the teaching page's files ship in the package (no CDN, no build step)
+    assert all((site / "cbcl_pr_ros" / "teaching_page" / "static" / f).is_file()
+               for f in ("index.html", "page.js", "page.css"))
     assert (share / "config" / "cbcl_pr.yaml").is_file() and (share / "msg" / "TeachingEvent.msg").is_file()
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "AMENT_PREFIX_PATH", "CBCL_PR_ROS_MSG_DIR", "COLCON_PREFIX_PATH")}

@@ -109,6 +109,14 @@ def test_two_tabs_share_state_and_a_page_reconnects(page):
     driver.switch_to.window(first)
     wait(lambda: "kettle (10 views, 2 clusters)" in text(driver, "classes"), what="the class in tab 1")
 
+    # "Point at" appears once an arm answers, and asks the robot to point
+    assert "Point at" not in text(driver, "classes")
+    state.set_robot({"arm": True})
+    wait(lambda: "Point at" in text(driver, "classes"), what="the Point at button")
+    driver.find_element("xpath", "//li[@data-name='kettle']//button[text()='Point at']").click()
+    wait(lambda: "no arm in this test" in text(driver, "message"), what="the point answer")
+    assert robot.calls == [("point", "kettle")]
+
     # the server goes away and comes back on the same port: the page says so and reconnects
     port = server.port
     server.stop()
