@@ -341,7 +341,7 @@ class FeatureExtractorNode(ManagedNode):
             age = (stamp_to_ns(header.stamp) - stamp_to_ns(self._latest_depth.header.stamp)) / 1e9
             if 0.0 <= age <= float(self.get_parameter("depth_max_age_s").value):
                 dmsg = self._latest_depth
-        if dmsg is None or K is None:
+        if dmsg is None:
             return None, K
         try:
             return depth_msg_to_array(dmsg), K
@@ -354,10 +354,16 @@ class FeatureExtractorNode(ManagedNode):
         """Proposals, then the frame and every crop in one backbone batch; publish both topics."""
         from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
         from cbcl_pr_ros.perception import crop_images, propose
+        from cbcl_pr_ros.perception.types import intrinsics_for_image
 
         times = self.times
         with times.stage("depth"):
             depth, K = self._depth_for(msg.header)
+            info = self._camera_info
+            K, why = intrinsics_for_image(K, (info.width, info.height) if info is not None else None, rgb.shape)
+            if depth is not None and K is None:  # depth without usable intrinsics: no 3D rather than a wrong one
+                self.get_logger().warning(why, throttle_duration_sec=10.0)
+                depth = None
         with times.stage("proposals"):
             props = propose(rgb, depth, K)[: int(self.get_parameter("max_objects").value)]
             crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value)) if props else []

@@ -61,6 +61,8 @@ class ProposalConfig:
         Canny on Lab's a and b channels at a third of those thresholds: hue boundaries between
         touching objects of similar brightness). Colour edges split touching objects at the same
         depth, and also split printed or textured objects; docs/perception.md has the measurements.
+    jump_vs_slope : a depth difference is a jump only when it is also this many times the smaller
+        difference on either side (0 = off): slopes of obliquely seen surfaces are not cut.
     crease : with depth, also cut the grid along creases: pixels where the height map (smoothed) is
         concave by more than ``crease`` (its Laplacian, metres per work pixel squared; 0 = off).
         Two touching objects meet in a valley of the height map; print and texture on one surface
@@ -101,6 +103,7 @@ class ProposalConfig:
     depth_jump_rel: float = 0.005
     depth_edges: str = "none"
     crease: float = 0.001
+    jump_vs_slope: float = 2.0
     rgb_edges: str = "grey+chroma"
     canny_low: int = 80
     canny_high: int = 160
@@ -242,6 +245,21 @@ def choose_support(planes: list[_Plane], config: ProposalConfig) -> _Plane | Non
     return chosen
 
 
+def _steps(zz: np.ndarray, axis: int, ratio: float) -> np.ndarray:
+    """Which neighbour differences along ``axis`` are steps rather than a slope: at least ``ratio``
+    times the smaller of the differences either side (a surface seen obliquely changes depth by about
+    the same amount from pixel to pixel; an edge between two objects changes it at once). All True
+    when ``ratio`` is 0."""
+    d = np.abs(np.diff(zz, axis=axis))
+    if ratio <= 0:
+        return np.ones(d.shape, bool)
+    pad = [(0, 0), (0, 0)]
+    pad[axis] = (1, 1)
+    e = np.pad(d, pad, mode="edge")
+    lo = np.minimum(np.take(e, range(0, d.shape[axis]), axis=axis), np.take(e, range(2, d.shape[axis] + 2), axis=axis))
+    return d >= ratio * lo
+
+
 def _edges(rgb_small: np.ndarray, z: np.ndarray | None, config: ProposalConfig, colour: str) -> np.ndarray:
     """Pixels where the grid is cut: depth jumps to a neighbour, and strong colour edges."""
     cut = np.zeros(rgb_small.shape[:2], bool)
@@ -250,8 +268,8 @@ def _edges(rgb_small: np.ndarray, z: np.ndarray | None, config: ProposalConfig, 
         zz = np.where(ok, z, 0.0)
         thr = config.depth_jump_m + config.depth_jump_rel * zz
         # only pairs of readings can jump: a hole next to a reading is no edge
-        dx = (np.abs(np.diff(zz, axis=1)) > thr[:, :-1]) & ok[:, :-1] & ok[:, 1:]
-        dy = (np.abs(np.diff(zz, axis=0)) > thr[:-1, :]) & ok[:-1, :] & ok[1:, :]
+        dx = _steps(zz, 1, config.jump_vs_slope) & (np.abs(np.diff(zz, axis=1)) > thr[:, :-1]) & ok[:, :-1] & ok[:, 1:]
+        dy = _steps(zz, 0, config.jump_vs_slope) & (np.abs(np.diff(zz, axis=0)) > thr[:-1, :]) & ok[:-1, :] & ok[1:, :]
         cut[:, :-1] |= dx
         cut[:, 1:] |= dx
         cut[:-1, :] |= dy

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["CameraIntrinsics", "Proposal"]
+__all__ = ["CameraIntrinsics", "Proposal", "intrinsics_for_image"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,29 @@ class CameraIntrinsics:
     def scaled(self, sx: float, sy: float) -> "CameraIntrinsics":
         """The intrinsics of the same camera after resizing its image by (sx, sy)."""
         return CameraIntrinsics(self.fx * sx, self.fy * sy, (self.cx + 0.5) * sx - 0.5, (self.cy + 0.5) * sy - 0.5)
+
+
+def intrinsics_for_image(K: CameraIntrinsics | None, calibrated_size: tuple[int, int] | None,
+                         image_shape: Sequence[int]) -> tuple[CameraIntrinsics | None, str]:
+    """The intrinsics to use for an image of ``image_shape`` (H, W, ...), and why there are none.
+
+    ``calibrated_size`` is the (width, height) the intrinsics were calibrated for (CameraInfo's
+    width/height; None or zeros = unknown, taken as the image's). Of another size with the same
+    aspect ratio (a camera's resized stream) they are scaled; of another aspect ratio they belong to
+    another image, and 3D from them would be wrong: None, with the reason.
+    """
+    if K is None:
+        return None, "no CameraInfo (or one with an invalid K) received: RGB-only proposals, no 3D"
+    h, w = int(image_shape[0]), int(image_shape[1])
+    if not calibrated_size or not all(int(v) > 0 for v in calibrated_size):
+        return K, ""
+    cw, ch = (int(v) for v in calibrated_size)
+    if (cw, ch) == (w, h):
+        return K, ""
+    if abs(w / cw - h / ch) <= 0.01 * max(w / cw, h / ch):
+        return K.scaled(w / cw, h / ch), ""
+    return None, (f"CameraInfo is for {cw}x{ch} images but the image is {w}x{h} (another aspect ratio): "
+                  "RGB-only proposals, no 3D")
 
 
 @dataclass(frozen=True)

@@ -211,3 +211,17 @@ def test_full_resolution_masks_and_boxes_at_640x480():
     props = propose(rgb, depth, k)
     assert len(props) == 1 and props[0].mask.shape == (480, 640)
     assert box_iou(props[0].box, (100, 120, 200, 260)) > 0.9
+
+
+def test_intrinsics_are_scaled_to_the_image_or_refused():
+    from cbcl_pr_ros.perception.types import intrinsics_for_image
+
+    K = CameraIntrinsics(600.0, 600.0, 319.5, 239.5)
+    assert intrinsics_for_image(K, (640, 480), (480, 640, 3)) == (K, "")
+    assert intrinsics_for_image(K, (0, 0), (240, 320)) == (K, "")  # size unknown: taken as the image's
+    half, why = intrinsics_for_image(K, (640, 480), (240, 320, 3))
+    assert why == "" and half.fx == pytest.approx(300.0) and half.cx == pytest.approx(159.5)
+    none, why = intrinsics_for_image(K, (1280, 720), (480, 640))
+    assert none is None and "1280x720" in why and "no 3D" in why
+    none, why = intrinsics_for_image(None, None, (480, 640))
+    assert none is None and "no CameraInfo" in why
