@@ -263,7 +263,7 @@ def _int(meta: dict, key: str, where: str, lo: int, hi: int) -> int:
 # ranges where one exists (test_params checks it) and sit well above every value in use otherwise.
 # name: (low, high, integer, None allowed)
 CONFIG_RANGES: dict[str, tuple[float, float, bool, bool]] = {
-    "distance_threshold": (1e-12, 1e6, False, True),
+    "distance_threshold": (1e-12, 1e15, False, True),  # a large D only means fewer clusters: no work
     "max_clusters": (1, 10_000_000, True, True),
     "exemplars_per_class": (1, 100_000, True, False),
     "singleton_jitter": (0.0, 1e3, False, False),
@@ -284,7 +284,7 @@ CONFIG_RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "torch_threads": (1, 256, True, True),
     "fit_threads": (1, 256, True, True),
 }
-# learner_state fields (scales and counters; the metadata's D is checked in _check_meta, <= 1e6)
+# learner_state fields (scales and counters; the metadata's D is checked in _check_meta, <= 1e15)
 EXTRA_RANGES: dict[str, tuple[float, float]] = {
     "distance_prior": (1e-12, 1e6), "temperature": (1e-6, 1e6), "temperature_weight": (0.0, 1e12),
 }
@@ -346,8 +346,8 @@ def _check_meta(meta: dict, where: str) -> tuple[int, list[str], str, str | None
         if classes:
             raise _bad(where, "distance threshold D is missing although classes are stored")
     elif isinstance(dist, bool) or not isinstance(dist, (int, float)) or not math.isfinite(dist) or dist <= 0 \
-            or dist > 1e6:
-        raise _bad(where, f"distance threshold D must be a finite number > 0 and <= 1e6, got {str(dist)[:40]}")
+            or dist > 1e15:
+        raise _bad(where, f"distance threshold D must be a finite number > 0 and <= 1e15, got {str(dist)[:40]}")
     head_kind = meta.get("head_kind")
     if head_kind is not None and not isinstance(head_kind, str):
         raise _bad(where, f"head_kind must be a string or null, got {head_kind!r}")

@@ -330,14 +330,14 @@ class LearnerController:
 
     def load(self, name: str = "", *, startup: bool = False) -> Outcome:
         """LoadMemory: replace the memory with a file's; a refused file leaves the current one in use."""
-        from cbcl_pr_ros.core import MemoryFileError, state_from_bytes
+        from cbcl_pr_ros.core import MemoryFileError
 
         if self.store is None:
             return self._outcome(False, "no memory directory configured: nothing can be loaded")
         with self._mutate:
             current = self.learner_
             try:
-                state, shown = self._read_verified(name)
+                state, shown, blob = self._read_verified(name)
                 # the served version never goes backwards: a load is a change like any other
                 version = max(int(state.model_version), int(current.model_version_) + (0 if startup else 1))
                 new = type(current).from_state(state, model_version=version)
@@ -359,9 +359,9 @@ class LearnerController:
         n = len(new.classes_)
         return Outcome(True, f"loaded {n} classes from '{shown}'", int(new.model_version_), n)
 
-    def _read_verified(self, name: str) -> tuple[Any, str]:
+    def _read_verified(self, name: str) -> tuple[Any, str, bytes]:
         """The state of memory file ``name`` in the store, read size-capped and verified completely
-        (this learner's backbone and width, valid class names), and its name as shown."""
+        (this learner's backbone and width, valid class names), its name as shown, and its bytes."""
         from cbcl_pr_ros.core import state_from_bytes
 
         blob, shown = self.store.read(name)
@@ -369,7 +369,7 @@ class LearnerController:
                                  expected_feature_dim=self.feature_dim)
         for c in state.memory.classes:
             check_label(c, "stored class name")
-        return state, shown
+        return state, shown, blob
 
     def merge(self, name: str) -> Outcome:
         """MergeMemory: take in a memory file's classes (read and verified exactly as LoadMemory's);
@@ -379,7 +379,7 @@ class LearnerController:
         if self.store is None:
             return self._outcome(False, "no memory directory configured: nothing can be merged")
         try:
-            state, shown = self._read_verified(name)
+            state, shown, _ = self._read_verified(name)
         except (MemoryAccessError, MemoryFileError, RequestError) as exc:
             return self._outcome(False, f"refused memory file: {exc}{_KEPT}")
         return self.merge_state(state, f"'{shown}'")
