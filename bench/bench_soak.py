@@ -23,7 +23,6 @@ Writes bench/results/soak_objects.json.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -42,15 +41,8 @@ SPOTS = ((0.62, -0.08), (0.72, -0.08), (0.82, -0.08), (0.62, -0.24), (0.72, -0.2
 NODES = ("sim_world", "feature_extractor", "learner")
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-H = _load("ros_testing", REPO / "test" / "support" / "ros_testing.py")
+sys.path.insert(0, str(REPO / "test" / "support"))
+import ros_testing as H  # noqa: E402  (Proc, Client, ros_env, fresh_domain: the tests' own helpers)
 
 
 def progress(msg: str) -> None:
