@@ -10,16 +10,19 @@ by a monitor node (``image``, ``object_features``, ``detections``) and the drops
 the machine's load average. The JSON is rewritten every minute, so a stopped run keeps its minutes.
 
 The verdict: RSS growth of every node over the last 40 minutes (the minute-20 value against the
-last), against the 5 % budget.
+last), against the 5 % budget. A teach makes the learner's RSS jump for a minute or two (the retrain's
+arrays, then freed), so two more figures are given that a single sample cannot swing: the growth of
+the lowest RSS of the first and of the last 10 of those 40 minutes, and a straight-line fit over the
+40 minutes (its rise over 40 minutes, relative to its start).
 
     nice -n 5 python -P bench/bench_soak.py [--minutes 60] [--rate 30] [--teach-every 120]
+    python -P bench/bench_soak.py --summarise bench/results/soak_objects.json   # recompute the verdict
 
 Writes bench/results/soak_objects.json.
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -38,15 +41,8 @@ SPOTS = ((0.62, -0.08), (0.72, -0.08), (0.82, -0.08), (0.62, -0.24), (0.72, -0.2
 NODES = ("sim_world", "feature_extractor", "learner")
 
 
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-H = _load("ros_testing", REPO / "test" / "support" / "ros_testing.py")
+sys.path.insert(0, str(REPO / "test" / "support"))
+import ros_testing as H  # noqa: E402  (Proc, Client, ros_env, fresh_domain: the tests' own helpers)
 
 
 def progress(msg: str) -> None:
@@ -94,6 +90,17 @@ class Counter:
         self.last = msg
 
 
+def fitted_growth(series: list[float]) -> float | None:
+    """Rise of a least-squares line over ``series`` from its first to its last point, relative to its start."""
+    import numpy as np
+
+    vals = np.array([v for v in series if v], float)
+    if len(vals) < 3:
+        return None
+    slope, start = np.polyfit(np.arange(len(vals)), vals, 1)
+    return round(float(slope * (len(vals) - 1) / start), 4)
+
+
 def growth(series: list[float]) -> float | None:
     """Relative RSS growth between the first and the last value of ``series`` (None: too short)."""
     vals = [v for v in series if v]
@@ -110,7 +117,14 @@ def main() -> int:
     ap.add_argument("--width", type=int, default=320)
     ap.add_argument("--height", type=int, default=240)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "soak_objects.json"))
+    ap.add_argument("--summarise", metavar="JSON", help="recompute the verdict of a finished run's JSON and exit")
     args = ap.parse_args()
+    if args.summarise:
+        path = Path(args.summarise)
+        result = json.loads(path.read_text())
+        write(result, path)
+        print(json.dumps(result["rss_verdict"], indent=2))
+        return 0
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import Image, JointState
 
@@ -216,8 +230,12 @@ def write(result: dict, path: Path) -> None:
     verdict = {}
     for n in NODES:
         series = [r["rss_mb"][n] for r in rows]
+        last = series[-41:] if len(series) >= 41 else []
         verdict[n] = {"rss_first_mb": series[0] if series else None, "rss_last_mb": series[-1] if series else None,
-                      "growth_last_40_min": growth(series[-41:]) if len(series) >= 41 else None,
+                      "growth_last_40_min": growth(last) if last else None,
+                      "growth_of_window_minimum_last_40_min": growth([min(last[:10]), min(last[-10:])]) if last else None,
+                      "fitted_growth_last_40_min": fitted_growth(last) if last else None,
+                      "rss_max_mb": max(series) if series else None,
                       "growth_whole_run": growth(series)}
     result["rss_verdict"] = {"budget": 0.05, "nodes": verdict,
                              "all_under_budget": all(v["growth_last_40_min"] is not None and v["growth_last_40_min"] < 0.05
