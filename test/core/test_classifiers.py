@@ -62,3 +62,26 @@ def test_naive_finetune_grows_and_learns_each_increment(problem):
     assert np.mean([p == c for p, c in zip(new_pred, [c for c in names[3:] for _ in range(20)])]) > 0.9
     with pytest.raises(ValueError, match="empty"):
         ft.partial_fit({})
+
+
+def test_pd_cholesky_factors_a_matrix_that_rounding_left_a_hair_below_positive_definite():
+    """A near-singular pooled covariance (few shots, d large) with one eigenvalue just below zero
+    still factors, close to the matrix; a NaN is still an error."""
+    from scipy.linalg import LinAlgError, cholesky
+
+    from cbcl_pr_ros.core.classifiers.gaussian import pd_cholesky
+
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.normal(size=(40, 40)))
+    eig = np.concatenate([np.linspace(1.0, 2.0, 39), [-1e-12]])
+    a = (q * eig) @ q.T
+    a = (a + a.T) / 2
+    with pytest.raises(LinAlgError):
+        cholesky(a, lower=True)
+    low = pd_cholesky(a)
+    assert np.allclose(np.tril(low), low)
+    assert np.abs(low @ low.T - a).max() < 1e-6
+    bad = a.copy()
+    bad[3, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        pd_cholesky(bad)

@@ -29,12 +29,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cholesky, solve_triangular
+from scipy.linalg import solve_triangular
 
 from ..clustering import ClassClusters
 from ..memory import ClusterMemory
 from .base import softmax
-from .gaussian import ClassMoment, PooledMoments, shrunk_pooled
+from .gaussian import ClassMoment, PooledMoments, pd_cholesky, shrunk_pooled
 
 __all__ = ["BlendedSnapshot", "HeadSolve", "fit_blended_head", "fit_blended_head_factor", "fold_logits",
            "leave_one_out_logits"]
@@ -156,7 +156,7 @@ def fit_blended_head_factor(memory: ClusterMemory, shrinkage: float = 0.5, blend
         raise ValueError(f"moments are of classes {moments.classes[:5]}..., not of this memory's")
     means = moments.means()
     d, c = memory.feature_dim, len(means)
-    chol = cholesky(shrunk_pooled(moments, shrinkage, shared), lower=True, overwrite_a=True, check_finite=False)
+    chol = pd_cholesky(shrunk_pooled(moments, shrinkage, shared))
     ranks = [m.factor.shape[1] if blend > 0 else 0 for m in moments.per_class]
     u = (np.concatenate([m.factor for m in moments.per_class], axis=1) * np.sqrt(blend)
          if sum(ranks) else np.zeros((d, 0)))

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg import LinAlgError, cho_solve, cholesky
 
 from ..clustering import ClassClusters
 from ..memory import ClusterMemory
@@ -175,6 +175,27 @@ def shrunk_pooled(moments: PooledMoments, shrinkage: float, shared: np.ndarray |
     return cov
 
 
+def pd_cholesky(a: np.ndarray) -> np.ndarray:
+    """Lower Cholesky factor of the symmetric matrix ``a``, made positive definite when rounding is
+    not: the pooled covariance is kept as running sums (added to and taken from as classes change),
+    and when it is near singular (few shots, little shrinkage) rounding can leave an eigenvalue a hair
+    below zero. A teach must not fail for that, so a ridge of growing size (relative to the mean
+    variance) is added until the factor exists; a real fault (NaN) still raises."""
+    if not np.all(np.isfinite(a)):
+        raise ValueError("the pooled covariance holds NaN or infinite values")
+    try:
+        return cholesky(a, lower=True, check_finite=False)
+    except LinAlgError:
+        pass
+    scale = max(float(np.trace(a)) / len(a), np.finfo(np.float64).tiny)
+    for ridge in (1e-10, 1e-8, 1e-6, 1e-4, 1e-2):
+        try:
+            return cholesky(a + ridge * scale * np.eye(len(a)), lower=True, check_finite=False)
+        except LinAlgError:
+            continue
+    raise ValueError("the pooled covariance is not positive definite even with a ridge of 1% of its scale")
+
+
 def fit_gaussian_head(memory: ClusterMemory, shrinkage: float = 0.5,
                       moments: PooledMoments | None = None, shared: np.ndarray | None = None) -> LinearSnapshot:
     """Closed-form linear head of ``memory``; see the module docstring.
@@ -198,6 +219,6 @@ def shared_discriminant(memory: ClusterMemory, shrinkage: float, moments: Pooled
     elif moments.classes != memory.classes:
         raise ValueError(f"moments are of classes {moments.classes[:5]}..., not of this memory's")
     means = moments.means()
-    factor = cho_factor(shrunk_pooled(moments, shrinkage, shared), lower=True, check_finite=False, overwrite_a=True)
+    factor = (pd_cholesky(shrunk_pooled(moments, shrinkage, shared)), True)  # cho_factor's (c, lower) pair
     w = cho_solve(factor, means.T, check_finite=False).T  # (C, d)
     return moments, factor, w, -0.5 * np.einsum("cd,cd->c", w, means)
