@@ -17,7 +17,8 @@ therefore be merged into one, without any shot:
 
 Provenance (:mod:`.provenance`) decides what "both sides hold" means: if one copy's contributions
 already include all of the other's (the same teaching came back, or a newer copy of it), the
-larger copy is kept instead of counting the same shots twice; if they share some contributions
+larger copy is kept instead of counting the same shots twice (a class whose contributions are all
+held here under another name, renamed here, is not added back); if they share some contributions
 but neither holds all of the other's, the merge is refused.  The receiving side (``a``) keeps its
 configuration, its D (the other's when it has none) and its class order; the other's new classes
 follow in their order.
@@ -141,7 +142,11 @@ def merge_states(a: LearnerState, b: LearnerState) -> tuple[LearnerState, MergeR
     classes = dict(mem_a.items())
     prov = dict(prov_a)
     done: dict[str, list[str]] = {"added": [], "pooled": [], "replaced": [], "kept": []}
+    held = frozenset().union(*(ids(p) for p in prov_a.values()))
     for name, cc in mem_b.items():
+        if name not in classes and ids(prov_b[name]) <= held:
+            done["kept"].append(name)  # all its teaching is here under another name (renamed here)
+            continue
         if name not in classes:
             classes[name], prov[name] = cc, prov_b[name]
             done["added"].append(name)

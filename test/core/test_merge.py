@@ -233,3 +233,13 @@ def test_one_class_state_carries_one_class_and_no_shared_spread(rng):
     b = _learner("r2")
     b.merge(persistence.state_from_bytes(persistence.state_to_bytes(one)))
     assert b.classes_ == ("mug",) and b.predict(views[:, 0])[0].label == "mug"
+
+
+def test_a_class_renamed_here_is_not_added_back_under_its_old_name(rng):
+    data = _data(rng, 2)
+    a = _learner("r1")
+    a.teach_increment(data)
+    old = a.to_state()
+    a.rename("c0", "cup")
+    report = a.merge(old)
+    assert report.unchanged and report.kept == ("c0", "c1") and a.classes_ == ("cup", "c1")
