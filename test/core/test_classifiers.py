@@ -85,3 +85,16 @@ def test_pd_cholesky_factors_a_matrix_that_rounding_left_a_hair_below_positive_d
     bad[3, 3] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         pd_cholesky(bad)
+
+
+def test_a_pooled_spread_of_rounding_residue_counts_as_no_spread():
+    """Two classes taught with two identical shots each: the pooled covariance is rounding residue,
+    which the shrunk matrix treats as no spread (identity) instead of failing to factor it."""
+    from cbcl_pr_ros.core.classifiers.gaussian import PooledMoments, shrunk_pooled
+
+    rng = np.random.default_rng(3)
+    shots = {label: np.repeat(rng.normal(size=(1, 64)), 2, axis=0) + np.array([[0.0], [1e-13]])
+             for label in ("a", "b")}
+    memory = ClusterMemory(feature_dim=64).with_taught(shots, distance_threshold=1.0)
+    a = shrunk_pooled(PooledMoments.from_memory(memory), 0.1)
+    assert np.array_equal(a, np.eye(64))

@@ -168,7 +168,10 @@ def shrunk_pooled(moments: PooledMoments, shrinkage: float, shared: np.ndarray |
         cov += shared
     d = len(cov)
     scale = np.trace(cov) / d
-    if scale <= 0:
+    # a spread below the means' rounding (e.g. two identical shots per class) is no spread at all
+    means = moments.means()
+    residue = 1e-12 * (float(np.mean(means * means)) if means.size else 0.0)
+    if not scale > residue:
         return np.eye(d)
     cov *= 1.0 - shrinkage
     cov[np.diag_indices(d)] += shrinkage * scale
