@@ -236,12 +236,14 @@ class Bench:
     def __init__(self, domain: int) -> None:
         import rclpy
         from rclpy.context import Context
-        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.executors import SingleThreadedExecutor
 
         self.ctx = Context()
         rclpy.init(context=self.ctx, domain_id=domain)
         self.node = rclpy.create_node("bench_pipeline", context=self.ctx)
-        self.ex = MultiThreadedExecutor(num_threads=2, context=self.ctx)
+        # Single-threaded: a camera driver is light; rclpy's multi-threaded executor took 0.6 of a
+        # core here and made the bench's own publisher late (nodes/spin.py says why).
+        self.ex = SingleThreadedExecutor(context=self.ctx)
         self.ex.add_node(self.node)
         self.thread = threading.Thread(target=self._spin, daemon=True)
         self.thread.start()

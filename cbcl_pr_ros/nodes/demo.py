@@ -1,7 +1,7 @@
 """The main job: teach a simulated Baxter household objects, then have it name every object on a table and point at each.
 
 One process runs the simulated world, the feature extractor, the learner and the arm node on a
-MultiThreadedExecutor (built by :mod:`cbcl_pr_ros.nodes.session`'s registry). A scripted teacher:
+its own executor (built by :mod:`cbcl_pr_ros.nodes.session`'s registry). A scripted teacher:
 
 1. shows one object of each class to the hand camera from several views and calls ``teach_class``
    with the frames in MODE_OBJECT: the learner crops the object in view and learns the crop, not the
@@ -128,7 +128,6 @@ def _match(det_boxes: list, truth: list, min_iou: float = 0.3) -> list[int | Non
 
 def run_demo(opts: argparse.Namespace) -> dict:
     import rclpy
-    from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
     from rclpy.signals import SignalHandlerOptions
     from sensor_msgs.msg import RegionOfInterest
@@ -139,7 +138,7 @@ def run_demo(opts: argparse.Namespace) -> dict:
     from cbcl_pr_ros.nodes.guard import guard_callback
     from cbcl_pr_ros.nodes.qos import service_qos
     from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
-    from cbcl_pr_ros.nodes.spin import spin_until, stop_executor
+    from cbcl_pr_ros.nodes.spin import executor_for, spin_until, stop_executor
     from cbcl_pr_ros.robot.assets import CATALOGUE
     from cbcl_pr_ros.robot.kinematics import BaxterKinematics, Unreachable
     from cbcl_pr_ros.robot.scenes import ground_truth
@@ -176,7 +175,7 @@ def run_demo(opts: argparse.Namespace) -> dict:
         teach = teacher.create_client(TeachClass, "teach_class", qos_profile=service_qos())
         point = teacher.create_client(PointAt, "point_at", qos_profile=service_qos())
         # one executor per node: one executor over all of them starves the camera path (docs/nodes.md)
-        executors = [MultiThreadedExecutor(num_threads=3) for _ in [*nodes, teacher]]
+        executors = [executor_for(n, 3) for n in [*nodes, teacher]]
         stop_spin = threading.Event()
         spins = []
         for ex, n in zip(executors, [*nodes, teacher]):

@@ -96,6 +96,10 @@ class FeatureExtractorNode(ManagedNode):
     backbone is loaded (inactive or active): it changes nothing.
     """
 
+    # No callback waits for another (the worker thread does the backbone), so one executor thread
+    # suffices and avoids the multi-threaded executor's GIL churn that lost 30 Hz frames (nodes/spin.py).
+    spin_threads = 1
+
     def __init__(self, backbone: Any = None, *, node_name: str = "feature_extractor",
                  namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)

@@ -13,6 +13,14 @@ Python on each wake-up, holding the GIL; with the extractor and the learner on o
 frames were dropped (38 %) with a 357 ms p95 latency; with one executor per node, 18-20 % (24 Hz
 sustained, p95 ~160 ms). Separate processes, each with its own GIL, deliver every frame (see
 docs/nodes.md): use them for camera-rate streams.
+
+A node whose callbacks never wait for one another spins on a single-threaded executor
+(``spin_threads = 1`` on its class, the feature extractor). rclpy's MultiThreadedExecutor leaves a
+subscription "ready" until a pool thread has taken its message, so its spin thread wakes again and
+again, rebuilding the wait set while holding the GIL, and the pool thread waits for the GIL to take
+it: on a quiet 2-core machine the extractor's camera callback then started 3-5 ms (p50) and 48 ms
+(p95) after the frame's stamp and 20-30 % of 30 Hz frames were overwritten before it was taken;
+single-threaded, 1.4 / 1.8 ms and none lost (bench/results/pipeline.json, docs/nodes.md).
 """
 from __future__ import annotations
 
@@ -24,16 +32,25 @@ from typing import TypeVar
 
 import rclpy
 from rclpy.exceptions import InvalidHandle
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-__all__ = ["run_node", "run_nodes", "spin_until", "spin_until_signal", "stop_executor", "domain_id_problem"]
+__all__ = ["run_node", "run_nodes", "executor_for", "spin_until", "spin_until_signal", "stop_executor", "domain_id_problem"]
 
 N = TypeVar("N", bound=Node)
 
 
-def spin_until(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
+def executor_for(node: Node, threads_per_node: int) -> Executor:
+    """The node's own executor: single-threaded when its class says ``spin_threads = 1``, else a
+    pool of ``spin_threads`` (or ``threads_per_node``) threads for nodes whose callbacks wait on others."""
+    threads = int(getattr(node, "spin_threads", threads_per_node))
+    if threads <= 1:
+        return SingleThreadedExecutor(context=node.context)
+    return MultiThreadedExecutor(num_threads=threads, context=node.context)
+
+
+def spin_until(executor: Executor, stop: threading.Event) -> None:
     """``executor.spin()`` that ends when ``stop`` is set, leaving the executor usable for
     :func:`stop_executor` (``Executor.shutdown`` would end it too, but with the race below)."""
     try:
@@ -50,7 +67,7 @@ def spin_until(executor: MultiThreadedExecutor, stop: threading.Event) -> None:
         pass
 
 
-def stop_executor(executor: MultiThreadedExecutor) -> None:
+def stop_executor(executor: Executor) -> None:
     """Let the callbacks already handed to the thread pool finish, then shut the executor down.
 
     rclpy's ``Executor.shutdown`` destroys its wake-up guard condition before its thread pool has
@@ -67,7 +84,7 @@ def stop_executor(executor: MultiThreadedExecutor) -> None:
 def spin_until_signal(nodes: Sequence[Node], threads_per_node: int, stop: threading.Event) -> None:
     """Spin every node on its own executor thread until ``stop`` is set or the context shuts down,
     then stop the executors (running callbacks finish). The nodes are not destroyed here."""
-    executors = [MultiThreadedExecutor(num_threads=threads_per_node, context=n.context) for n in nodes]
+    executors = [executor_for(n, threads_per_node) for n in nodes]
     for executor, node in zip(executors, nodes):
         executor.add_node(node)
     threads = [threading.Thread(target=spin_until, args=(executor, stop), name=f"spin-{node.get_name()}", daemon=True)
