@@ -101,9 +101,14 @@ def fuzz(n_requests: int, work: Path) -> dict:
 
         th = threading.Thread(target=classify_loop, daemon=True)
         th.start()
-        f.run(n_requests, seed=2024, strategy=FZ.request_all(), on_example=lambda i: i % log_every == 0 and progress(
-            f"fuzz {i}/{n_requests}: {f.tally.successes} succeeded, crashes {f.tally.crashes}, "
-            f"wedged {f.tally.wedged}, late {f.tally.late}, contrary {f.tally.contrary}"))
+        def on_example(i: int) -> None:
+            if i % 250 == 0:
+                f.audit()  # finds a lost class near the request that lost it
+            if i % log_every == 0:
+                progress(f"fuzz {i}/{n_requests}: {f.tally.successes} succeeded, crashes {f.tally.crashes}, "
+                         f"wedged {f.tally.wedged}, late {f.tally.late}, contrary {f.tally.contrary}")
+
+        f.run(n_requests, seed=2024, strategy=FZ.request_all(), on_example=on_example)
         stop.set()
         th.join(60)
         alive = f.alive()

@@ -323,6 +323,9 @@ class Fuzzer:
         self.expected: set[str] = set()
         self.saved: dict[str, set[str]] = {}
         self.objects: set[str] = set()  # shadow of sim_world's table
+        # successful class mutations, newest last: (request number, service, what it asked, answer)
+        self.events: list[tuple[int, str, str, str]] = []
+        self._reported_lost: set[str] = set()
         self._clients: dict[str, Any] = {}
         self._publishers: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -433,6 +436,9 @@ class Fuzzer:
             t.notes.append(f"internal error: {name}: {resp.message[:120]}")
         if not ok:
             return
+        if name in ("teach_class", "forget_class", "rename_class", "save_memory", "load_memory"):
+            asked = {k: getattr(req, k) for k in ("label", "old_label", "new_label", "path") if hasattr(req, k)}
+            self.events.append((t.requests, name, repr(asked)[:120], str(getattr(resp, "message", ""))[:160]))
         if name == "teach_class":
             self.expected.add(on_the_wire(req.label))
         elif name == "forget_class":
@@ -500,8 +506,34 @@ class Fuzzer:
         lost = self.expected - held
         if lost:
             self.tally.notes.append(f"lost {sorted(lost)[:5]} (held {sorted(held)[:10]})")
+            self.tally.notes.extend(self.explain(lost))
         self.tally.classes_lost += len(lost)
         return len(lost)
+
+    def audit(self) -> None:
+        """Between requests: note (once per class) a class the learner should hold but does not, with the
+        successful mutations that touched it since it was taught, so a loss is found where it happened."""
+        from cbcl_pr_ros.srv import ListClasses
+
+        r = self.call("list_classes", ListClasses.Request())
+        if r is None:
+            return
+        lost = self.expected - {c.name for c in r.classes} - self._reported_lost
+        if lost:
+            self._reported_lost |= lost
+            self.tally.notes.append(f"audit after request {self.tally.requests}: missing {sorted(lost)[:5]}")
+            self.tally.notes.extend(self.explain(lost))
+
+    def explain(self, lost: set[str]) -> list[str]:
+        """The events since each lost class was last taught: which mutation or load dropped it."""
+        out = []
+        for label in sorted(lost)[:5]:
+            since = [i for i, e in enumerate(self.events) if e[1] == "teach_class" and repr(label)[1:-1] in e[2]]
+            first = since[-1] if since else 0
+            later = [e for e in self.events[first:] if e[1] in ("load_memory", "save_memory")
+                     or repr(label)[1:-1] in e[2]]
+            out.append(f"  {label!r}: " + " | ".join(f"#{n} {name} {asked} -> {msg}" for n, name, asked, msg in later[:12]))
+        return out
 
     def run(self, examples: int, seed: int | None = None,
             on_example: Callable[[int], None] | None = None, strategy: Any = None) -> Tally:
