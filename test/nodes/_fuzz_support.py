@@ -277,6 +277,11 @@ def on_the_wire(label: str) -> str:
     return label.split("\x00", 1)[0].strip()
 
 
+def path_on_the_wire(path: str) -> str:
+    """A file name as the node receives it: cut at the first NUL like every string, not stripped."""
+    return path.split("\x00", 1)[0]
+
+
 def _list_request() -> Any:
     from cbcl_pr_ros.srv import ListClasses
 
@@ -323,8 +328,8 @@ class Fuzzer:
         self.expected: set[str] = set()
         self.saved: dict[str, set[str]] = {}
         self.objects: set[str] = set()  # shadow of sim_world's table
-        # successful class mutations, newest last: (request number, service, what it asked, answer)
-        self.events: list[tuple[int, str, str, str]] = []
+        # successful class mutations, newest last: (request number, service, what it asked, answer, labels)
+        self.events: list[tuple[int, str, str, str, frozenset]] = []
         self._reported_lost: set[str] = set()
         self._clients: dict[str, Any] = {}
         self._publishers: dict[str, Any] = {}
@@ -438,7 +443,8 @@ class Fuzzer:
             return
         if name in ("teach_class", "forget_class", "rename_class", "save_memory", "load_memory"):
             asked = {k: getattr(req, k) for k in ("label", "old_label", "new_label", "path") if hasattr(req, k)}
-            self.events.append((t.requests, name, repr(asked)[:120], str(getattr(resp, "message", ""))[:160]))
+            labels = frozenset(on_the_wire(v) for k, v in asked.items() if k != "path")
+            self.events.append((t.requests, name, repr(asked)[:120], str(getattr(resp, "message", ""))[:160], labels))
         if name == "teach_class":
             self.expected.add(on_the_wire(req.label))
         elif name == "forget_class":
@@ -448,9 +454,10 @@ class Fuzzer:
             self.expected.add(on_the_wire(req.new_label))
         elif name == "save_memory" and resp.path != DEFAULT_FILE:
             self.saved[resp.path] = set(self.expected)
-        elif name == "load_memory" and req.path not in ("", DEFAULT_FILE):
-            # the default file is autosaved after every change: loading it changes nothing
-            self.expected = set(self.saved.get(req.path, self.expected))
+        elif name == "load_memory" and path_on_the_wire(req.path) not in ("", DEFAULT_FILE):
+            # the default file is autosaved after every change: loading it changes nothing. The
+            # name is the one the node received ('a\x00b' arrives as 'a' and loads file 'a').
+            self.expected = set(self.saved.get(path_on_the_wire(req.path), self.expected))
 
     def _contrary(self, what: str) -> None:
         self.tally.contrary += 1
@@ -461,7 +468,7 @@ class Fuzzer:
         import re
 
         if name == "place_object":
-            wanted = (req.name or "").strip()
+            wanted = on_the_wire(req.name or "")
             if resp.success:
                 if resp.name in self.objects or len(self.objects) >= WORLD_MAX_OBJECTS \
                         or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", resp.name) \
@@ -528,11 +535,10 @@ class Fuzzer:
         """The events since each lost class was last taught: which mutation or load dropped it."""
         out = []
         for label in sorted(lost)[:5]:
-            since = [i for i, e in enumerate(self.events) if e[1] == "teach_class" and repr(label)[1:-1] in e[2]]
+            since = [i for i, e in enumerate(self.events) if e[1] == "teach_class" and label in e[4]]
             first = since[-1] if since else 0
-            later = [e for e in self.events[first:] if e[1] in ("load_memory", "save_memory")
-                     or repr(label)[1:-1] in e[2]]
-            out.append(f"  {label!r}: " + " | ".join(f"#{n} {name} {asked} -> {msg}" for n, name, asked, msg in later[:12]))
+            later = [e for e in self.events[first:] if e[1] in ("load_memory", "save_memory") or label in e[4]]
+            out.append(f"  {label!r}: " + " | ".join(f"#{n} {name} {asked} -> {msg}" for n, name, asked, msg, _ in later[:12]))
         return out
 
     def run(self, examples: int, seed: int | None = None,
