@@ -380,10 +380,18 @@ def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float
         pub = b.node.create_publisher(Image, "image", qos_profile_sensor_data)
         if objects:
             rgb, depth, k = table_scene()
-            frames = [rgb_to_image_msg(rgb, Header(frame_id="camera"))]
-            dmsg = Image(height=480, width=640, encoding="16UC1", step=1280)
-            dmsg.data = np.round(depth * 1000).astype("<u2").tobytes()
-            dmsg.header.frame_id = "camera"
+            # a still table seen by a real sensor: every frame differs by noise (colour sigma 2 levels,
+            # depth sigma 2 mm), so no stage can profit from frames that are equal to the bit
+            noise = np.random.default_rng(3)
+            frames, depth_msgs = [], []
+            for _ in range(30):
+                im = np.clip(rgb + noise.normal(0, 2.0, rgb.shape), 0, 255).astype(np.uint8)
+                frames.append(rgb_to_image_msg(im, Header(frame_id="camera")))
+                mm = np.where(depth > 0, depth * 1000 + noise.normal(0, 2.0, depth.shape), 0)
+                d = Image(height=480, width=640, encoding="16UC1", step=1280)
+                d.data = np.clip(np.round(mm), 0, 65535).astype("<u2").tobytes()
+                d.header.frame_id = "camera"
+                depth_msgs.append(d)
             info = CameraInfo(height=480, width=640, k=[k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0])
             info.header.frame_id = "camera"
             dpub = b.node.create_publisher(Image, "depth", qos_profile_sensor_data)
@@ -399,6 +407,7 @@ def run_stream(mode: str, known: int, objects: bool, seconds: float, rate: float
             now = time.time_ns()
             msg.header.stamp = ns_to_stamp(now)
             if objects:  # depth and camera_info right after the colour frame, as a camera driver sends them
+                dmsg = depth_msgs[i % len(depth_msgs)]
                 info.header.stamp = dmsg.header.stamp = msg.header.stamp
                 ipub.publish(info)
                 pub.publish(msg)

@@ -28,11 +28,13 @@ import time
 import zlib
 from typing import Any
 
+import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos import ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
 from cbcl_pr_ros.nodes.spin import run_node
+from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse
 from cbcl_pr_ros.msg import FeatureVector, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import (
     compressed_msg_to_rgb,
@@ -130,6 +132,8 @@ class FeatureExtractorNode(ManagedNode):
                                                qos_profile=service_qos(),
                                                callback_group=self._srv_group)
         self._depths: FrameBuffer[Any] = FrameBuffer(capacity=8)
+        # still objects keep their crop features (perception/crop_reuse.py); one worker uses it
+        self._crop_reuse = CropFeatureReuse(refresh_frames=int(p["crop_refresh_frames"]))
         self._latest_depth: Any = None
         self._camera_info: Any = None
 
@@ -222,6 +226,7 @@ class FeatureExtractorNode(ManagedNode):
             self.backbone = None
         self._cache = FrameBuffer(capacity=32)
         self._depths = FrameBuffer(capacity=8)
+        self._crop_reuse.reset()  # features of another backbone must not be reused
 
     def _stop_worker(self) -> None:
         with self._slot_lock:
@@ -371,8 +376,16 @@ class FeatureExtractorNode(ManagedNode):
         with times.stage("proposals"):
             props = propose(rgb, depth, K)[: int(self.get_parameter("max_objects").value)]
             crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value)) if props else []
+        reuse = self._crop_reuse if parameter(self, "reuse_still_crops") else None
+        known = reuse.plan([p.box for p in props], crops) if reuse is not None else [None] * len(crops)
+        todo = [i for i, f in enumerate(known) if f is None]
         with self.backbone_lock, times.stage("backbone_objects"):
-            feats = backbone.extract([rgb, *crops])
+            computed = backbone.extract([rgb, *(crops[i] for i in todo)])
+        for j, i in enumerate(todo):
+            known[i] = computed[1 + j]
+        if reuse is not None:
+            reuse.store(known)
+        feats = np.stack([computed[0], *known])  # (1 + objects, d): the frame, then each crop
         name, prep = backbone.name, backbone.preprocessing_id
         pub, objects_pub = self.features_pub, self.objects_pub
         if pub is None or objects_pub is None:

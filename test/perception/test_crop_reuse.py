@@ -1,0 +1,88 @@
+"""perception/crop_reuse.py: a still object keeps its features, a changed or moved one is computed
+again, drift adds up, and refreshing is spread over frames."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse
+
+RNG = np.random.default_rng(0)
+SCENE = RNG.integers(0, 255, (120, 160, 3)).astype(np.float32)
+BOXES = [(10, 10, 50, 50), (60, 20, 100, 60), (110, 30, 150, 70)]
+
+
+def crops_of(img: np.ndarray, boxes=BOXES) -> list[np.ndarray]:
+    return [np.clip(img[y0:y1, x0:x1], 0, 255).astype(np.uint8) for x0, y0, x1, y1 in boxes]
+
+
+def noisy(sigma: float = 2.0) -> np.ndarray:
+    return SCENE + RNG.normal(0, sigma, SCENE.shape)
+
+
+def run_frame(reuse: CropFeatureReuse, img: np.ndarray, boxes=BOXES, tag: float = 0.0) -> list[int]:
+    """One frame: the indices the backbone had to compute (their 'features' carry ``tag``)."""
+    known = reuse.plan(boxes, crops_of(img, boxes))
+    todo = [i for i, f in enumerate(known) if f is None]
+    reuse.store([f if f is not None else np.full(4, tag + i) for i, f in enumerate(known)])
+    return todo
+
+
+def test_a_still_scene_with_sensor_noise_reuses_every_crop_after_the_first_frame():
+    r = CropFeatureReuse(refresh_frames=100)
+    assert run_frame(r, noisy()) == [0, 1, 2]
+    for _ in range(5):
+        assert run_frame(r, noisy()) == []
+    assert r.reused == 15 and r.computed == 3
+
+
+def test_a_changed_crop_and_a_moved_box_are_computed_again():
+    r = CropFeatureReuse(refresh_frames=100)
+    run_frame(r, noisy())
+    img = noisy()
+    img[60:100, 110:150] = 255 - img[60:100, 110:150]  # something else where the third object was... partly
+    img[30:70, 110:150] = 0  # the third object's pixels changed
+    moved = [BOXES[0], (70, 20, 110, 60), BOXES[2]]  # the second box moved by 10 px (IoU 0.6)
+    assert run_frame(r, img, moved) == [1, 2]
+
+
+def test_drift_is_measured_from_the_computed_crop_not_the_previous_frame():
+    r = CropFeatureReuse(refresh_frames=1000, max_change=6.0)
+    run_frame(r, SCENE)
+    recomputed = []
+    for step in range(1, 12):  # 2 grey levels brighter per frame: each step alone is below the limit
+        recomputed.append(run_frame(r, SCENE + 2.0 * step))
+    first = next(i for i, todo in enumerate(recomputed) if todo)
+    assert 1 <= first <= 3, recomputed  # caught once the total passes 6 levels
+
+
+def test_refresh_comes_back_and_is_spread_over_frames():
+    r = CropFeatureReuse(refresh_frames=4, max_refresh=1)
+    run_frame(r, SCENE)
+    per_frame = [run_frame(r, SCENE) for _ in range(12)]
+    assert all(len(t) <= 1 for t in per_frame), per_frame
+    refreshed = [i for t in per_frame for i in t]
+    assert set(refreshed) == {0, 1, 2}  # every crop computed again
+    ages = {i: [f for f, t in enumerate(per_frame) if i in t] for i in range(3)}
+    assert all(len(a) >= 2 for a in ages.values()), ages  # and again
+
+
+def test_reused_features_are_the_computed_ones_and_reset_forgets():
+    r = CropFeatureReuse(refresh_frames=100)
+    run_frame(r, SCENE, tag=10.0)
+    known = r.plan(BOXES, crops_of(SCENE))
+    assert [float(f[0]) for f in known] == [10.0, 11.0, 12.0]
+    r.store(known)
+    r.reset()
+    assert r.plan(BOXES, crops_of(SCENE)) == [None, None, None]
+
+
+def test_bad_settings_and_a_wrong_feature_count_are_refused():
+    with pytest.raises(ValueError):
+        CropFeatureReuse(refresh_frames=0)
+    with pytest.raises(ValueError):
+        CropFeatureReuse(min_iou=0.0)
+    r = CropFeatureReuse()
+    r.plan(BOXES, crops_of(SCENE))
+    with pytest.raises(ValueError):
+        r.store([np.zeros(4)])
