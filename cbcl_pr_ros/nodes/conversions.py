@@ -15,6 +15,8 @@ from std_msgs.msg import Header
 
 from cbcl_pr_ros.msg import ClassInfo, FeatureVector, LearnerStatus
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
+from cbcl_pr_ros.service.teaching import TeachRequest
+from cbcl_pr_ros.service.validation import features_from_msgs  # ROS-free: the service layer checks vectors too
 
 __all__ = [
     "StampKey",
@@ -29,6 +31,7 @@ __all__ = [
     "features_from_msgs",
     "prediction_to_msg",
     "fill_classify_response",
+    "teach_request_from_msg",
     "fill_teach_response",
     "class_info_msgs",
     "make_status_msg",
@@ -104,39 +107,6 @@ def make_feature_msg(header: Header, backbone: str, preprocessing: str,
     return msg
 
 
-def features_from_msgs(msgs: Sequence[FeatureVector], expected_backbone: str | None = None,
-                       expected_dim: int | None = None) -> np.ndarray:
-    """Stack FeatureVector messages into an (n, d) float32 array, checking they fit the learner.
-
-    Raises ValueError (with a message fit for a service response) on an empty list, a backbone other
-    than ``expected_backbone``, mixed or wrong dimensions, or non-finite values.
-    """
-    if len(msgs) == 0:
-        raise ValueError("no feature vectors given")
-    rows = []
-    for i, m in enumerate(msgs):
-        if expected_backbone and m.backbone != expected_backbone:  # an empty name is no exemption
-            raise ValueError(f"feature vector {i} comes from backbone {m.backbone[:64]!r}, this learner "
-                             f"uses '{expected_backbone}'")
-        v = np.frombuffer(m.values, dtype=np.float32) if isinstance(m.values, array.array) \
-            else np.asarray(m.values, dtype=np.float32)
-        if m.dimension and v.size != m.dimension:
-            raise ValueError(f"feature vector {i} says dimension {m.dimension} but holds {v.size} values")
-        if v.size == 0:
-            raise ValueError(f"feature vector {i} is empty")
-        rows.append(v)
-    dims = {r.size for r in rows}
-    if len(dims) != 1:
-        raise ValueError(f"feature vectors have different dimensions {sorted(dims)}")
-    d = dims.pop()
-    if expected_dim and d != expected_dim:
-        raise ValueError(f"feature dimension {d} does not match the learner's {expected_dim}")
-    feats = np.stack(rows).astype(np.float32, copy=False)
-    if not np.all(np.isfinite(feats)):
-        raise ValueError("feature vectors contain NaN or infinite values")
-    return feats
-
-
 def prediction_to_msg(header: Header, pred: Any, model_version: int) -> PredictionMsg:
     """Prediction.msg from a core Prediction (label, confidence, known, top_labels, top_scores)."""
     msg = PredictionMsg()
@@ -200,6 +170,14 @@ def fill_classify_from_detections(resp: Any, det: Any, image_shape: Sequence[int
     name = f"'{o.label}'" if o.known else "unknown"
     resp.message = f"{len(boxes)} object(s) in view; the one in view (track {o.id}) is {name}"
     return resp
+
+
+def teach_request_from_msg(req: Any) -> TeachRequest:
+    """A TeachClass request as plain data for :class:`~cbcl_pr_ros.service.teaching.Teacher` (unchecked)."""
+    rois = tuple((int(r.x_offset), int(r.y_offset), int(r.width), int(r.height)) for r in req.rois)
+    return TeachRequest(label=req.label, mode=int(req.mode), track_id=int(req.track_id), rois=rois,
+                        images=tuple(req.images), features=tuple(req.features), num_frames=int(req.num_frames),
+                        timeout_s=float(req.timeout_s))
 
 
 def fill_teach_response(resp: Any, outcome: Any) -> Any:

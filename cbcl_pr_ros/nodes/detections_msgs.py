@@ -18,13 +18,14 @@ from std_msgs.msg import Header
 from cbcl_pr_ros.msg import DetectedObject, Detections, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import copy_header
 from cbcl_pr_ros.perception import Proposal
+from cbcl_pr_ros.service.object_stream import ObjectFrame
 from cbcl_pr_ros.service.validation import check_feature_values
 
 __all__ = [
     "depth_msg_to_array",
     "make_object_features_msg",
     "object_features_from_msg",
-    "scores_of",
+    "object_frame_from_msg",
     "make_detections_msg",
     "make_marker_array",
     "draw_detections",
@@ -121,9 +122,11 @@ def object_features_from_msg(msg: ObjectFeatures, expected_backbone: str | None 
     return props, feats
 
 
-def scores_of(pred: Any) -> dict[str, float]:
-    """Class scores of a core Prediction (its top labels/scores; ask for all classes to get all)."""
-    return {str(k): float(v) for k, v in zip(pred.top_labels, pred.top_scores)}
+def object_frame_from_msg(msg: ObjectFeatures, expected_backbone: str | None = None,
+                          expected_dim: int | None = None, max_abs: float | None = None) -> ObjectFrame:
+    """The frame an ObjectFeatures message carries, checked as :func:`object_features_from_msg` does."""
+    props, feats = object_features_from_msg(msg, expected_backbone, expected_dim, max_abs)
+    return ObjectFrame(props, feats, (int(msg.image_height), int(msg.image_width)))
 
 
 def make_detections_msg(header: Header, tracks: Sequence[Any], model_version: int = 0) -> Detections:

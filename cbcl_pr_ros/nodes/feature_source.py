@@ -19,13 +19,10 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from cbcl_pr_ros.nodes.conversions import features_from_msgs, image_msg_to_rgb
+from cbcl_pr_ros.service.teaching import FeatureSourceError  # ROS-free: the teaching plan catches it
 
 __all__ = ["ExtractedFeatures", "FeatureSourceError", "FeatureSource", "LocalFeatureSource", "ExtractorFeatureSource",
            "ServiceFeatureSource"]
-
-
-class FeatureSourceError(RuntimeError):
-    """The vectors could not be computed; the message is fit for a service response."""
 
 
 @dataclass

@@ -66,6 +66,7 @@ from cbcl_pr_ros.nodes.conversions import (
     prediction_to_msg,
     rgb_to_image_msg,
     stamp_key,
+    teach_request_from_msg,
 )
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer, annotate
 from cbcl_pr_ros.nodes.fleet import make_fleet_link
@@ -74,6 +75,8 @@ from cbcl_pr_ros.nodes.frame_collector import FrameCollector
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
+from cbcl_pr_ros.service.object_stream import ObjectStream
+from cbcl_pr_ros.service.teaching import TeachSettings, Teacher
 from cbcl_pr_ros.service.memory_files import MemoryStore, memory_dir_for
 from cbcl_pr_ros.service.params import LEARNER, feature_dim_for, learner_factory
 from cbcl_pr_ros.service.rate_limit import RateLimiter
@@ -82,9 +85,6 @@ from cbcl_pr_ros.service.validation import (
     RequestLimits,
     check_count,
     check_image_fields,
-    check_label,
-    check_num_frames,
-    check_timeout,
 )
 from cbcl_pr_ros.nodes.qos import feature_qos, image_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.srv import (
@@ -267,8 +267,8 @@ class LearnerNode(ManagedNode):
             self.fleet.close()
             self.fleet = None
         self.controller = None
-        with self._tracker_lock:
-            self._reset_tracking()
+        self.objects.reset()
+        self._last_detections = None
 
     @contextmanager
     def _committing(self, what: str, need: str = ACTIVE, expected: Any = None) -> Iterator[tuple[Any, str | None]]:
@@ -283,16 +283,6 @@ class LearnerNode(ManagedNode):
                 refused = (f"{what} refused: the node was cleaned up and configured again while the request "
                            "gathered its examples; nothing was changed, send it again")
             yield c, refused
-
-    def _commit_teach(self, c: LearnerController, resp: Any, label: str, feats: Any, source: str,
-                      views: Any) -> Any:
-        """Teach under the commit lock, after checking that the node still serves this memory."""
-        with self._committing("teach_class", expected=c) as (_, refused):
-            if refused:
-                return fill_teach_response(resp, c.refused(f"nothing learned: {refused}"))
-            outcome = c.teach(label, feats, source, views)
-        self.get_logger().info(outcome.message)
-        return fill_teach_response(resp, outcome)
 
     def _gate(self, what: str, need: str) -> tuple[Any, str | None]:
         """(controller, None) when the node's state allows ``what``, else (controller or None, refusal)."""
@@ -401,26 +391,6 @@ class LearnerNode(ManagedNode):
                                      f"'{self.backbone_name}': set the same 'backbone' parameter on both")
         return ex.features, ex.backbone
 
-    def _teach_features(self, rgbs: list) -> tuple[Any, Any, str]:
-        """Vectors of RGB images to teach, of ``teach_views`` jittered views of each (n, k, d; None
-        when off; :mod:`cbcl_pr_ros.features.augment`), asked in chunks the feature source accepts;
-        and a note for the teach message."""
-        import numpy as np
-
-        from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
-
-        n = int(self.get_parameter("teach_views").value)
-        images = with_teach_views(rgbs, n, seed=int(self.params["seed"])) if n else list(rgbs)
-        step = max(1, int(self.limits.max_images_per_request))
-        parts = [self._features_from_images([rgb_to_image_msg(x) for x in images[i:i + step]])[0]
-                 for i in range(0, len(images), step)]
-        feats = parts[0] if len(parts) == 1 else np.vstack(parts)
-        if not n:
-            return feats, None, ""
-        spread = float(self.get_parameter("teach_view_spread").value)
-        shots, views = teaching_vectors(feats, len(rgbs), n, spread)
-        return shots, views, f" + {n} views each"
-
     def _collect_frames(self, n: int, timeout_s: float, pool: set | None = None) -> list[Any]:
         """The next ``n`` messages offered to ``pool`` (default: the feature vectors' collectors)."""
         pool = self._collectors if pool is None else pool
@@ -448,66 +418,47 @@ class LearnerNode(ManagedNode):
         c, refused = self._gate("teach_class", ACTIVE)
         if refused:
             return fill_teach_response(resp, c.refused(refused) if c is not None else TeachOutcome(False, refused))
-        try:
-            label = check_label(req.label)
-        except (TypeError, ValueError) as exc:
-            return fill_teach_response(resp, c.refused(f"nothing learned: {exc}"))
-        by_object = self._teach_by_object(c, req, label, resp)
-        if by_object is not None:
-            return by_object
-        views = None  # teach-time views' vectors: only for images (teach_views > 0)
-        try:
-            if len(req.features) > 0:
-                check_count(len(req.features), self.limits.max_images_per_request, "feature vectors")
-                feats = features_from_msgs(req.features, self.backbone_name, c.feature_dim)
-                source = "feature vectors"
-            elif len(req.images) > 0:
-                check_count(len(req.images), self.limits.max_images_per_request, "images")
-                rgbs = []
-                for i, img in enumerate(req.images):
-                    check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i)
-                    try:
-                        rgbs.append(image_msg_to_rgb(img))
-                    except (ValueError, TypeError) as exc:
-                        raise ValueError(f"image {i} ({img.width}x{img.height}, encoding '{img.encoding[:32]}') "
-                                         f"cannot be used: {exc}") from exc
-                feats, views, note = self._teach_features(rgbs)
-                source = f"images{note}"
-            else:
-                n = check_num_frames(req.num_frames, int(self.get_parameter("teach_num_frames").value),
-                                     int(self.params["max_teach_frames"]))
-                timeout = check_timeout(req.timeout_s, float(self.get_parameter("teach_timeout_s").value),
-                                        float(self.params["max_teach_timeout_s"]))
-                frames = self._collect_frames(n, timeout)
-                if not frames:
-                    return fill_teach_response(resp, c.refused(
-                        f"no camera frames arrived within {timeout:.1f} s on "
-                        f"'{self._features_topic()}': is the camera and the "
-                        f"feature_extractor running (and this node active)? Nothing was learned."))
-                feats = features_from_msgs(frames, self.backbone_name, c.feature_dim)
-                source = "camera frames" + ("" if len(frames) == n else f" (of {n} asked; timed out)")
-        except (ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
-            return fill_teach_response(resp, c.refused(f"nothing learned: {exc}"))
-        return self._commit_teach(c, resp, label, feats, source, views)
+        return fill_teach_response(resp, self.teacher.teach(c, teach_request_from_msg(req)))
+
+    # ------------------------------------------------------------------ the Teacher's port (service/teaching.py)
+    def teach_settings(self) -> TeachSettings:
+        g, p = (lambda name: self.get_parameter(name).value), self.params
+        return TeachSettings(teach_from=str(g("teach_from")), crop_margin=float(g("crop_margin")),
+                             num_frames=int(g("teach_num_frames")), max_frames=int(p["max_teach_frames"]),
+                             timeout_s=float(g("teach_timeout_s")), max_timeout_s=float(p["max_teach_timeout_s"]),
+                             views=int(g("teach_views")), view_spread=float(g("teach_view_spread")),
+                             seed=int(p["seed"]))
+
+    def extract(self, rgbs: list) -> Any:
+        return self._features_from_images([rgb_to_image_msg(x) for x in rgbs])[0]
+
+    def collect(self, n: int, timeout_s: float, stream: str) -> list[Any]:
+        return self._collect_frames(n, timeout_s, self._object_collectors if stream == "objects" else None)
+
+    def now_s(self) -> float:
+        return self._clock_s()
+
+    def topic(self, stream: str) -> str:
+        if stream == "objects":
+            return self.resolve_topic_name(self.params["object_features_topic"])
+        return self._features_topic()
+
+    def commit(self, c: LearnerController, label: str, feats: Any, source: str, views: Any) -> TeachOutcome:
+        """Teach under the commit lock, after checking that the node still serves this memory."""
+        with self._committing("teach_class", expected=c) as (_, refused):
+            if refused:
+                return c.refused(f"nothing learned: {refused}")
+            outcome = c.teach(label, feats, source, views)
+        self.get_logger().info(outcome.message)
+        return outcome
 
     # ------------------------------------------------------------------ objects (issue 12)
     def _init_objects(self, p: dict[str, Any]) -> None:
-        """Tracking state (the topics are made by configure and activate)."""
-        self._tracker_lock = threading.Lock()
+        """Object stream state and the teaching plan (the topics are made by configure and activate)."""
         self._object_collectors: set[FrameCollector] = set()
         self.detections_published = 0
-        self._reset_tracking()
-
-    def _reset_tracking(self) -> None:
-        from cbcl_pr_ros.perception import ObjectTracker
-        from cbcl_pr_ros.service.object_teaching import TrackHistory
-
-        p = self.params
-        self._tracker = ObjectTracker(window=p["track_window"], max_missed=p["track_max_missed"],
-                                      max_distance_m=p["track_max_distance_m"])
-        self._history = TrackHistory(capacity=30)
-        self._last_objects_time = -1e9
-        self._last_object_shape: tuple[int, int] | None = None
+        self.objects = ObjectStream(p["track_window"], p["track_max_missed"], p["track_max_distance_m"])
+        self.teacher = Teacher(self, self.objects, self.backbone_name, self.limits)
         self._last_detections: tuple[Detections, tuple[int, int]] | None = None  # what Classify answers by default
 
     def _stamp_age(self, stage: str, header: Header) -> None:
@@ -526,47 +477,35 @@ class LearnerNode(ManagedNode):
 
     def _objects_streaming(self) -> bool:
         """True while the extractor sends objects (an ObjectFeatures within the last 2 s)."""
-        return self._clock_s() - self._last_objects_time < 2.0
+        return self.objects.streaming(self._clock_s())
 
     def _on_object_features(self, msg: ObjectFeatures) -> None:
         """Classify every object of the frame in one batch, track, publish detections/markers/image."""
-        from cbcl_pr_ros.nodes.detections_msgs import (make_detections_msg, make_marker_array,
-                                                       object_features_from_msg, scores_of)
-        from cbcl_pr_ros.perception import ObjectObservation
+        from cbcl_pr_ros.nodes.detections_msgs import make_detections_msg, make_marker_array, object_frame_from_msg
 
         ctl, det_pub, markers_pub = self.controller, self.detections_pub, self.markers_pub
         if ctl is None or det_pub is None or markers_pub is None or self.phase != ACTIVE:
             return  # a message already queued when the stream was paused
         self._stamp_age("objects_stamp_to_callback", msg.header)
         t0, c0 = time.perf_counter(), time.thread_time()
-        self._last_objects_time = self._clock_s()
-        self._last_object_shape = (int(msg.image_height), int(msg.image_width))
-        with self._collectors_lock:
-            collectors = list(self._object_collectors)
-        for c in collectors:
-            c.offer(msg)
         try:
-            props, feats = object_features_from_msg(msg, self.backbone_name, ctl.feature_dim or None,
-                                                    self.limits.max_feature_abs)
+            frame = object_frame_from_msg(msg, self.backbone_name, ctl.feature_dim or None, self.limits.max_feature_abs)
         except ValueError as exc:
             self.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
             return
-        version = ctl.model_version
-        # before anything is taught, objects are still tracked (unlabelled), so a track id can be taught
-        obs = [ObjectObservation(p, {}, False) for p in props]
-        if props and ctl.classes:
-            out = ctl.classify(feats, top_k=len(ctl.classes))
+        self.objects.arrived(frame, self._clock_s())
+        with self._collectors_lock:
+            collectors = list(self._object_collectors)
+        for c in collectors:
+            c.offer(frame)
+        version, predictions = ctl.model_version, None
+        if frame.proposals and ctl.classes:
+            out = ctl.classify(frame.features, top_k=len(ctl.classes))
             if out.success:
-                version = out.model_version
-                obs = [ObjectObservation(p, scores_of(pr), bool(pr.known)) for p, pr in zip(props, out.predictions)]
-        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-        with self._tracker_lock:
-            tracks = self._tracker.update(obs, stamp)
-        if obs:
-            by_proposal = {id(t.proposal): t.id for t in tracks}
-            self._history.add([by_proposal[id(o.proposal)] for o in obs], feats)
+                version, predictions = out.model_version, out.predictions
+        tracks = self.objects.update(frame, predictions, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
         det = make_detections_msg(msg.header, tracks, version)
-        self._last_detections = (det, self._last_object_shape)
+        self._last_detections = (det, frame.shape)
         det_pub.publish(det)
         markers_pub.publish(make_marker_array(det))
         self.detections_published += 1
@@ -586,90 +525,6 @@ class LearnerNode(ManagedNode):
             pub.publish(rgb_to_image_msg(draw_detections(rgb, det), frame.header))
         except (ValueError, TypeError) as exc:
             self.get_logger().warning(f"debug image skipped: {exc}", throttle_duration_sec=10.0)
-
-    @staticmethod
-    def _teach_refused(c: LearnerController, resp: Any, message: str) -> Any:
-        return fill_teach_response(resp, c.refused(message))
-
-    def _teach_by_object(self, c: LearnerController, req: Any, label: str, resp: Any) -> Any:
-        """TeachClass from objects (mode, track_id, rois); None when the request is a whole-frame one."""
-        import numpy as np
-
-        from cbcl_pr_ros.nodes.detections_msgs import object_features_from_msg
-        from cbcl_pr_ros.perception import select_teaching_proposal
-        from cbcl_pr_ros.service.object_teaching import plan_teach, roi_box, teaching_crops
-
-        rois = [(int(r.x_offset), int(r.y_offset), int(r.width), int(r.height)) for r in req.rois]
-        try:
-            plan = plan_teach(int(req.mode), int(req.track_id), rois, len(req.images), len(req.features),
-                              str(self.get_parameter("teach_from").value), self._objects_streaming())
-        except ValueError as exc:
-            return self._teach_refused(c, resp, f"nothing learned: {exc}")
-        if plan.target == "frame":
-            return None
-        margin = float(self.get_parameter("crop_margin").value)
-        views = None  # teach-time views' vectors: only for images (teach_views > 0)
-        try:
-            # the same request limits as the whole-frame path (docs/security.md)
-            check_count(len(rois), self.limits.max_images_per_request, "rois")
-            n = check_num_frames(req.num_frames, int(self.get_parameter("teach_num_frames").value),
-                                 int(self.params["max_teach_frames"]))
-            if plan.source == "images":
-                check_count(len(req.images), self.limits.max_images_per_request, "images")
-                for i, img in enumerate(req.images):
-                    check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i)
-                rgbs = []
-                for i, img in enumerate(req.images):
-                    try:
-                        rgbs.append(image_msg_to_rgb(img))
-                    except (ValueError, TypeError) as exc:
-                        raise ValueError(f"image {i} ({img.width}x{img.height}, encoding '{img.encoding}') "
-                                         f"cannot be used: {exc}") from exc
-                crops, note = teaching_crops(rgbs, plan, margin)
-                feats, views, view_note = self._teach_features(crops)
-                source = f"images{note}{view_note}"
-            elif plan.target == "track":
-                with self._tracker_lock:
-                    track = self._tracker.get(plan.track_id)
-                    live = [t.id for t in self._tracker.tracks]
-                if track is None:
-                    raise ValueError(f"track {plan.track_id} does not exist (any more); current tracks: "
-                                     f"{', '.join(map(str, live)) or 'none'}")
-                feats = self._history.features_of(plan.track_id, n)
-                if len(feats) == 0:
-                    raise ValueError(f"track {plan.track_id} has no recent views to learn from")
-                source = f"views of track {plan.track_id} (its last {len(feats)} frames)"
-            else:
-                if plan.target == "roi" and self._last_object_shape is not None:
-                    roi_box(plan.rois[0], self._last_object_shape, "camera image")  # fail now, not after waiting
-                timeout = check_timeout(req.timeout_s, float(self.get_parameter("teach_timeout_s").value),
-                                        float(self.params["max_teach_timeout_s"]))
-                frames = self._collect_frames(n, timeout, self._object_collectors)
-                if not frames:
-                    raise ValueError(f"no object frames arrived within {timeout:.1f} s on "
-                                     f"'{self.resolve_topic_name(self.params['object_features_topic'])}': is the feature_extractor detecting "
-                                     f"objects (detect_objects)?")
-                rows, missed = [], 0
-                for m in frames:
-                    props, f = object_features_from_msg(m, self.backbone_name, c.feature_dim or None,
-                                                        self.limits.max_feature_abs)
-                    shape = (int(m.image_height), int(m.image_width))
-                    box = roi_box(plan.rois[0], shape, "camera image") if plan.target == "roi" else None
-                    k = select_teaching_proposal(props, shape, box)
-                    if k is None:
-                        missed += 1
-                    else:
-                        rows.append(f[k])
-                where = " inside the box" if plan.target == "roi" else ""
-                if not rows:
-                    raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames")
-                feats = np.stack(rows)
-                source = (f"object crops of camera frames{where}"
-                          + (f" ({missed} of {len(frames)} frames had none)" if missed else "")
-                          + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)"))
-        except (ValueError, FeatureSourceError) as exc:
-            return self._teach_refused(c, resp, f"nothing learned: {exc}")
-        return self._commit_teach(c, resp, label, feats, source, views)
 
     def _on_classify(self, req: Any, resp: Any) -> Any:
         c, refused = self._gate("classify", INACTIVE)  # read-only: answers while inactive too

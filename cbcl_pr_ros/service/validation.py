@@ -8,10 +8,11 @@ docs/security.md.
 """
 from __future__ import annotations
 
+import array
 import math
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -25,6 +26,7 @@ __all__ = [
     "check_timeout",
     "check_num_frames",
     "check_feature_values",
+    "features_from_msgs",
     "quote",
 ]
 
@@ -132,3 +134,37 @@ def check_feature_values(feats: np.ndarray, max_abs: float) -> np.ndarray:
         raise RequestError(f"feature values reach {peak:.3g}; the most accepted is {max_abs:g} "
                            "(parameter max_feature_abs)")
     return arr
+
+
+def features_from_msgs(msgs: Sequence[Any], expected_backbone: str | None = None,
+                       expected_dim: int | None = None) -> np.ndarray:
+    """Stack FeatureVector messages (or objects with their backbone, dimension and values) into an
+    (n, d) float32 array, checking they fit the learner.
+
+    Raises ValueError (with a message fit for a service response) on an empty list, a backbone other
+    than ``expected_backbone``, mixed or wrong dimensions, or non-finite values.
+    """
+    if len(msgs) == 0:
+        raise ValueError("no feature vectors given")
+    rows = []
+    for i, m in enumerate(msgs):
+        if expected_backbone and m.backbone != expected_backbone:  # an empty name is no exemption
+            raise ValueError(f"feature vector {i} comes from backbone {m.backbone[:64]!r}, this learner "
+                             f"uses '{expected_backbone}'")
+        v = np.frombuffer(m.values, dtype=np.float32) if isinstance(m.values, array.array) \
+            else np.asarray(m.values, dtype=np.float32)
+        if m.dimension and v.size != m.dimension:
+            raise ValueError(f"feature vector {i} says dimension {m.dimension} but holds {v.size} values")
+        if v.size == 0:
+            raise ValueError(f"feature vector {i} is empty")
+        rows.append(v)
+    dims = {r.size for r in rows}
+    if len(dims) != 1:
+        raise ValueError(f"feature vectors have different dimensions {sorted(dims)}")
+    d = dims.pop()
+    if expected_dim and d != expected_dim:
+        raise ValueError(f"feature dimension {d} does not match the learner's {expected_dim}")
+    feats = np.stack(rows).astype(np.float32, copy=False)
+    if not np.all(np.isfinite(feats)):
+        raise ValueError("feature vectors contain NaN or infinite values")
+    return feats

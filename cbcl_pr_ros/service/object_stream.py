@@ -1,0 +1,90 @@
+"""The object stream as the learner keeps it, without ROS: tracks, their recent vectors, and when
+objects last arrived.
+
+Detections, TeachClass by track and Classify's default answer all read the same state, so it lives
+in one object that the learner node feeds with each frame's objects (already converted from the
+message) and the learner's predictions for them. Thread-safe: the stream callback updates it while
+a service callback reads it.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal
+from cbcl_pr_ros.service.object_teaching import TrackHistory
+
+__all__ = ["ObjectFrame", "ObjectStream", "STREAMING_WINDOW_S"]
+
+STREAMING_WINDOW_S = 2.0  # objects count as streaming while one frame of them came this recently
+
+
+@dataclass(frozen=True)
+class ObjectFrame:
+    """One frame of the object stream: its proposals, their (n, d) vectors and the image's (h, w)."""
+
+    proposals: list[Proposal]
+    features: np.ndarray
+    shape: tuple[int, int]
+
+
+class ObjectStream:
+    """Tracker, per-track history and the time of the last object frame (node clock, seconds)."""
+
+    def __init__(self, window: int, max_missed: int, max_distance_m: float, history: int = 30) -> None:
+        self._settings = (window, max_missed, max_distance_m, history)
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every track (a cleaned-up node starts again with none)."""
+        window, max_missed, max_distance_m, history = self._settings
+        with self._lock:
+            self._tracker = ObjectTracker(window=window, max_missed=max_missed, max_distance_m=max_distance_m)
+            self._history = TrackHistory(capacity=history)
+            self._last_time = -1e9
+            self.last_shape: tuple[int, int] | None = None
+
+    def arrived(self, frame: ObjectFrame, now_s: float) -> None:
+        """Note that a frame of objects came in (before it is classified: it counts as streaming)."""
+        self._last_time = now_s
+        self.last_shape = frame.shape
+
+    def streaming(self, now_s: float) -> bool:
+        """True while the extractor sends objects (a frame within the last ``STREAMING_WINDOW_S``)."""
+        return now_s - self._last_time < STREAMING_WINDOW_S
+
+    def update(self, frame: ObjectFrame, predictions: Sequence[Any] | None, stamp_s: float) -> list[Any]:
+        """Track one frame; ``predictions`` (one per object, core Predictions) or None when nothing is
+        taught yet (objects are still tracked, unlabelled, so that a track id can be taught)."""
+        if predictions is None:
+            obs = [ObjectObservation(p, {}, False) for p in frame.proposals]
+        else:
+            obs = [ObjectObservation(p, _scores(pr), bool(pr.known)) for p, pr in zip(frame.proposals, predictions)]
+        with self._lock:
+            tracks = self._tracker.update(obs, stamp_s)
+        if obs:
+            by_proposal = {id(t.proposal): t.id for t in tracks}
+            self._history.add([by_proposal[id(o.proposal)] for o in obs], frame.features)
+        return tracks
+
+    def track_views(self, track_id: int, n: int) -> np.ndarray:
+        """Up to ``n`` recent vectors of a live track; ValueError naming the live tracks otherwise."""
+        with self._lock:
+            track = self._tracker.get(track_id)
+            live = [t.id for t in self._tracker.tracks]
+        if track is None:
+            raise ValueError(f"track {track_id} does not exist (any more); current tracks: "
+                             f"{', '.join(map(str, live)) or 'none'}")
+        feats = self._history.features_of(track_id, n)
+        if len(feats) == 0:
+            raise ValueError(f"track {track_id} has no recent views to learn from")
+        return feats
+
+
+def _scores(pred: Any) -> dict[str, float]:
+    """Class scores of a core Prediction (its top labels/scores; ask for all classes to get all)."""
+    return {str(k): float(v) for k, v in zip(pred.top_labels, pred.top_scores)}

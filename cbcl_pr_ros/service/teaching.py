@@ -1,0 +1,220 @@
+"""TeachClass without ROS: one object turns a request into the examples to learn, then commits them.
+
+The learner node copies a TeachClass message into a :class:`TeachRequest` (nothing checked yet),
+calls :meth:`Teacher.teach` and fills the response from the :class:`TeachOutcome` it returns. The
+Teacher checks every field (``service/validation.py``), plans where the examples come from
+(``service/object_teaching.py``: feature vectors, request images, camera frames or one track's views;
+the whole frame, the object in view or given boxes), gathers them through a :class:`TeachingPort`
+that the node implements (backbone, stream frames, the time), and commits through the same port,
+under the node's commit lock. A refusal says why and changes nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
+from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectStream
+from cbcl_pr_ros.service.object_teaching import Roi, TeachPlan, plan_teach, roi_box, teaching_crops
+from cbcl_pr_ros.service.validation import (
+    RequestLimits,
+    check_count,
+    check_image_fields,
+    check_label,
+    check_num_frames,
+    check_timeout,
+    features_from_msgs,
+)
+
+__all__ = ["FeatureSourceError", "NothingLearned", "TeachRequest", "TeachSettings", "TeachingPort", "Teacher",
+           "decode_request_images"]
+
+
+class FeatureSourceError(RuntimeError):
+    """The vectors could not be computed; the message is fit for a service response."""
+
+
+class NothingLearned(ValueError):
+    """A refusal whose message is the whole answer (it already says that nothing was learned)."""
+
+
+@dataclass(frozen=True)
+class TeachRequest:
+    """A TeachClass request as received: every field untrusted until :class:`Teacher` checks it.
+
+    ``images``: objects with sensor_msgs/Image's fields (encoding, height, width, step, data,
+    is_bigendian); ``features``: objects with FeatureVector's (backbone, dimension, values);
+    ``rois``: (x_offset, y_offset, width, height) each.
+    """
+
+    label: Any
+    mode: int = 0
+    track_id: int = -1
+    rois: tuple[Roi, ...] = ()
+    images: tuple[Any, ...] = ()
+    features: tuple[Any, ...] = ()
+    num_frames: int = 0
+    timeout_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class TeachSettings:
+    """The learner's teaching parameters at the moment of the request (some are settable at run time)."""
+
+    teach_from: str = "auto"
+    crop_margin: float = 0.1
+    num_frames: int = 5
+    max_frames: int = 100
+    timeout_s: float = 10.0
+    max_timeout_s: float = 60.0
+    views: int = 0
+    view_spread: float = 0.5
+    seed: int = 0
+
+
+class TeachingPort(Protocol):
+    """What a Teacher needs from the node that serves it."""
+
+    def teach_settings(self) -> TeachSettings:
+        """The current teaching parameters."""
+
+    def extract(self, rgbs: list[np.ndarray]) -> np.ndarray:
+        """(n, d) vectors of at most ``max_images_per_request`` RGB images; FeatureSourceError on failure."""
+
+    def collect(self, n: int, timeout_s: float, stream: str) -> list[Any]:
+        """The next ``n`` frames of ``stream`` ('features': FeatureVector-like, 'objects': ObjectFrame),
+        fewer on time-out; ValueError when the node leaves the active state meanwhile."""
+
+    def now_s(self) -> float:
+        """The node clock in seconds."""
+
+    def topic(self, stream: str) -> str:
+        """The resolved topic name of ``stream``, for messages."""
+
+    def commit(self, c: LearnerController, label: str, feats: np.ndarray, source: str, views: Any) -> TeachOutcome:
+        """Teach under the node's commit lock (refused when the node no longer serves ``c``)."""
+
+
+def decode_request_images(images: Sequence[Any], limits: RequestLimits) -> list[np.ndarray]:
+    """RGB arrays of request images, each checked against the limits first; ValueError naming the
+    first image that cannot be used."""
+    from cbcl_pr_ros.features import image_to_rgb
+
+    check_count(len(images), limits.max_images_per_request, "images")
+    for i, img in enumerate(images):
+        check_image_fields(img.width, img.height, img.step, len(img.data), limits, i)
+    rgbs = []
+    for i, img in enumerate(images):
+        try:
+            rgbs.append(image_to_rgb(img.encoding, int(img.height), int(img.width), int(img.step), img.data,
+                                     bool(img.is_bigendian)))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"image {i} ({img.width}x{img.height}, encoding '{img.encoding[:32]}') "
+                             f"cannot be used: {exc}") from exc
+    return rgbs
+
+
+Examples = tuple[np.ndarray, Any, str]  # vectors (n, d), teach-time views (n, k, d) or None, source text
+
+
+class Teacher:
+    """Owns the teaching plan of every TeachClass: checks, source, limits, views, crops, tracks."""
+
+    def __init__(self, port: TeachingPort, objects: ObjectStream, backbone: str, limits: RequestLimits) -> None:
+        self.port = port
+        self.objects = objects
+        self.backbone = backbone
+        self.limits = limits
+
+    def teach(self, c: LearnerController, req: TeachRequest) -> TeachOutcome:
+        """Learn ``req`` into ``c``'s memory, or a refusal that says why (nothing changed then)."""
+        try:
+            label = check_label(req.label)
+            s = self.port.teach_settings()
+            plan = plan_teach(int(req.mode), int(req.track_id), req.rois, len(req.images), len(req.features),
+                              s.teach_from, self.objects.streaming(self.port.now_s()))
+            if plan.target == "frame":
+                feats, views, source = self._whole_frames(c, req, s)
+            else:
+                feats, views, source = self._objects(c, req, plan, s)
+        except NothingLearned as exc:
+            return c.refused(str(exc))
+        except (TypeError, ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
+            return c.refused(f"nothing learned: {exc}")
+        return self.port.commit(c, label, feats, source, views)
+
+    # ------------------------------------------------------------------ whole frames
+    def _whole_frames(self, c: LearnerController, req: TeachRequest, s: TeachSettings) -> Examples:
+        """Feature vectors, request images or the next camera frames, each learned whole."""
+        if len(req.features) > 0:
+            check_count(len(req.features), self.limits.max_images_per_request, "feature vectors")
+            return features_from_msgs(req.features, self.backbone, c.feature_dim), None, "feature vectors"
+        if len(req.images) > 0:
+            feats, views, note = self._image_vectors(decode_request_images(req.images, self.limits), s)
+            return feats, views, f"images{note}"
+        n = check_num_frames(req.num_frames, s.num_frames, s.max_frames)
+        timeout = check_timeout(req.timeout_s, s.timeout_s, s.max_timeout_s)
+        frames = self.port.collect(n, timeout, "features")
+        if not frames:
+            raise NothingLearned(f"no camera frames arrived within {timeout:.1f} s on '{self.port.topic('features')}': "
+                                 f"is the camera and the feature_extractor running (and this node active)? "
+                                 f"Nothing was learned.")
+        feats = features_from_msgs(frames, self.backbone, c.feature_dim)
+        return feats, None, "camera frames" + ("" if len(frames) == n else f" (of {n} asked; timed out)")
+
+    def _image_vectors(self, rgbs: list[np.ndarray], s: TeachSettings) -> Examples:
+        """Vectors of RGB images to teach and of ``s.views`` jittered views of each (n, k, d; None when
+        off; :mod:`cbcl_pr_ros.features.augment`), asked in chunks the feature source accepts."""
+        from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
+
+        images = with_teach_views(rgbs, s.views, seed=s.seed) if s.views else list(rgbs)
+        step = max(1, int(self.limits.max_images_per_request))
+        parts = [self.port.extract(images[i:i + step]) for i in range(0, len(images), step)]
+        feats = parts[0] if len(parts) == 1 else np.vstack(parts)
+        if not s.views:
+            return feats, None, ""
+        shots, views = teaching_vectors(feats, len(rgbs), s.views, s.view_spread)
+        return shots, views, f" + {s.views} views each"
+
+    # ------------------------------------------------------------------ objects
+    def _objects(self, c: LearnerController, req: TeachRequest, plan: TeachPlan, s: TeachSettings) -> Examples:
+        """The object in view, the given boxes or one track: from request images or the object stream."""
+        check_count(len(plan.rois), self.limits.max_images_per_request, "rois")  # limits as for whole frames
+        n = check_num_frames(req.num_frames, s.num_frames, s.max_frames)
+        if plan.source == "images":
+            crops, note = teaching_crops(decode_request_images(req.images, self.limits), plan, s.crop_margin)
+            feats, views, view_note = self._image_vectors(crops, s)
+            return feats, views, f"images{note}{view_note}"
+        if plan.target == "track":
+            feats = self.objects.track_views(plan.track_id, n)
+            return feats, None, f"views of track {plan.track_id} (its last {len(feats)} frames)"
+        return self._object_frames(req, plan, n, s)
+
+    def _object_frames(self, req: TeachRequest, plan: TeachPlan, n: int, s: TeachSettings) -> Examples:
+        """The object in view (or inside the one box) of each of the next ``n`` object frames."""
+        from cbcl_pr_ros.perception import select_teaching_proposal
+
+        shape = self.objects.last_shape
+        if plan.target == "roi" and shape is not None:
+            roi_box(plan.rois[0], shape, "camera image")  # fail now, not after waiting
+        timeout = check_timeout(req.timeout_s, s.timeout_s, s.max_timeout_s)
+        frames: list[ObjectFrame] = self.port.collect(n, timeout, "objects")
+        if not frames:
+            raise ValueError(f"no object frames arrived within {timeout:.1f} s on '{self.port.topic('objects')}': "
+                             f"is the feature_extractor detecting objects (detect_objects)?")
+        rows, missed = [], 0
+        for f in frames:
+            box = roi_box(plan.rois[0], f.shape, "camera image") if plan.target == "roi" else None
+            k = select_teaching_proposal(f.proposals, f.shape, box)
+            if k is None:
+                missed += 1
+            else:
+                rows.append(f.features[k])
+        where = " inside the box" if plan.target == "roi" else ""
+        if not rows:
+            raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames")
+        return np.stack(rows), None, (f"object crops of camera frames{where}"
+                                      + (f" ({missed} of {len(frames)} frames had none)" if missed else "")
+                                      + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)"))
