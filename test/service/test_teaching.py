@@ -1,0 +1,234 @@
+"""TeachClass without ROS (issue 23): the Teacher's plan from request to committed examples.
+
+A fake port stands in for the learner node: it extracts vectors from the images' mean colour,
+hands out prepared stream frames and commits straight into a RAM-only controller, so every source
+(vectors, images, camera frames, object frames, a track) and every refusal is checked here with no
+ROS graph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+from cbcl_pr_ros.perception import Proposal
+from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
+from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectStream
+from cbcl_pr_ros.service.teaching import (
+    FeatureSourceError,
+    TeachRequest,
+    TeachSettings,
+    Teacher,
+    decode_request_images,
+)
+from cbcl_pr_ros.service.validation import RequestLimits
+
+D = 8
+NAN3 = np.full(3, np.nan)
+
+
+def _vector(rgb: np.ndarray) -> np.ndarray:
+    """A stand-in backbone: the image's mean colour, spread over D values."""
+    m = rgb.reshape(-1, 3).mean(0) / 255.0
+    return np.concatenate([m, m, m[:2]]).astype(np.float32)
+
+
+@dataclass
+class FakePort:
+    settings: TeachSettings = field(default_factory=TeachSettings)
+    frames: dict[str, list[Any]] = field(default_factory=dict)
+    clock: float = 100.0
+    extract_batches: list[int] = field(default_factory=list)
+    collected: list[tuple[int, float, str]] = field(default_factory=list)
+    commits: list[tuple[str, str, tuple[int, ...], Any]] = field(default_factory=list)
+    fail_extract: bool = False
+    last_feats: np.ndarray | None = None
+
+    def teach_settings(self) -> TeachSettings:
+        return self.settings
+
+    def extract(self, rgbs: list[np.ndarray]) -> np.ndarray:
+        if self.fail_extract:
+            raise FeatureSourceError("feature extractor did not answer within 1.0 s")
+        self.extract_batches.append(len(rgbs))
+        return np.stack([_vector(x) for x in rgbs])
+
+    def collect(self, n: int, timeout_s: float, stream: str) -> list[Any]:
+        self.collected.append((n, timeout_s, stream))
+        return list(self.frames.get(stream, []))[:n]
+
+    def now_s(self) -> float:
+        return self.clock
+
+    def topic(self, stream: str) -> str:
+        return f"/{stream}"
+
+    def commit(self, c: LearnerController, label: str, feats: np.ndarray, source: str, views: Any) -> TeachOutcome:
+        self.commits.append((label, source, feats.shape, None if views is None else views.shape))
+        self.last_feats = feats
+        return c.teach(label, feats, source, views)
+
+
+def _controller() -> LearnerController:
+    return LearnerController(lambda d: CBCLPRLearner(LearnerConfig(seed=0), backbone="synthetic", feature_dim=d),
+                             "synthetic", D)
+
+
+def _teacher(port: FakePort, limits: RequestLimits | None = None) -> tuple[Teacher, ObjectStream]:
+    objects = ObjectStream(window=5, max_missed=3, max_distance_m=0.1)
+    return Teacher(port, objects, "synthetic", limits or RequestLimits()), objects
+
+
+def _image(rgb: np.ndarray) -> SimpleNamespace:
+    """An object with sensor_msgs/Image's fields (what the node passes on unchanged)."""
+    h, w = rgb.shape[:2]
+    return SimpleNamespace(encoding="rgb8", height=h, width=w, step=3 * w, data=rgb.tobytes(), is_bigendian=0)
+
+
+def _vector_msg(v: np.ndarray, backbone: str = "synthetic") -> SimpleNamespace:
+    return SimpleNamespace(backbone=backbone, dimension=v.size, values=v.astype(np.float32).tolist())
+
+
+def _scene(colour: tuple[int, int, int], box: tuple[int, int, int, int] = (20, 20, 44, 44)) -> np.ndarray:
+    """A grey 64x64 image with one coloured square (an object RGB proposals find)."""
+    rgb = np.full((64, 64, 3), 128, np.uint8)
+    x0, y0, x1, y1 = box
+    rgb[y0:y1, x0:x1] = colour
+    return rgb
+
+
+def _object_frame(boxes: list[tuple[int, int, int, int]], rows: np.ndarray, shape=(480, 640)) -> ObjectFrame:
+    props = [Proposal(b, None, np.array([0.1 * i, 0.0, 0.8]), np.array([0.05] * 3), 0.9) for i, b in enumerate(boxes)]
+    return ObjectFrame(props, rows.astype(np.float32), shape)
+
+
+def test_feature_vectors_are_learned_whole():
+    port = FakePort()
+    teacher, _ = _teacher(port)
+    c = _controller()
+    v = np.linspace(0.1, 0.8, D)
+    out = teacher.teach(c, TeachRequest(label=" mug", features=(_vector_msg(v), _vector_msg(v + 0.01))))
+    assert out.success, out.message
+    assert port.commits == [("mug", "feature vectors", (2, D), None)]
+    assert c.classes == ["mug"]
+
+
+@pytest.mark.parametrize("request_, reason", [
+    (TeachRequest(label=""), "empty label"),
+    (TeachRequest(label="mug", mode=7), "mode 7"),
+    (TeachRequest(label="mug", track_id=3, rois=((0, 0, 4, 4),)), "either track_id or rois"),
+    (TeachRequest(label="mug", features=(_vector_msg(np.ones(D), "other"),)), "backbone 'other'"),
+    (TeachRequest(label="mug", features=(_vector_msg(np.ones(D + 1)),)), "does not match"),
+    (TeachRequest(label="mug", images=(SimpleNamespace(encoding="rgb8", height=4, width=4, step=12,
+                                                       data=b"\0" * 10, is_bigendian=0),)), "image 0"),
+    (TeachRequest(label="mug", num_frames=10 ** 6), "num_frames"),
+    (TeachRequest(label="mug", track_id=5), "track 5 does not exist"),
+])
+def test_refusals_say_why_and_change_nothing(request_, reason):
+    port = FakePort()
+    teacher, _ = _teacher(port)
+    c = _controller()
+    out = teacher.teach(c, request_)
+    assert not out.success and out.message.startswith("nothing learned:") and reason in out.message, out.message
+    assert port.commits == [] and c.classes == []
+
+
+def test_request_images_with_teach_views_go_in_chunks_the_source_accepts():
+    port = FakePort(settings=TeachSettings(views=3, view_spread=0.5, seed=1))
+    teacher, _ = _teacher(port, RequestLimits(max_images_per_request=4))
+    c = _controller()
+    images = tuple(_image(_scene((200, 30 * i, 40))) for i in range(3))
+    out = teacher.teach(c, TeachRequest(label="cup", images=images, mode=2))  # MODE_FRAME: whole images
+    assert out.success, out.message
+    assert port.extract_batches == [4, 4, 4]  # 3 images + 3 x 3 views = 12, at most 4 per call
+    label, source, shape, views = port.commits[0]
+    assert (label, shape, views) == ("cup", (3, D), (3, 3, D))
+    assert source == "images + 3 views each"
+
+
+def test_request_images_teach_the_object_in_view_or_the_given_box():
+    port = FakePort()
+    teacher, _ = _teacher(port)
+    rgb = _scene((220, 40, 40))
+    out = teacher.teach(_controller(), TeachRequest(label="red", images=(_image(rgb),), mode=1))  # MODE_OBJECT
+    assert out.success, out.message
+    assert "crops of the object in view" in port.commits[-1][1]
+    out = teacher.teach(_controller(), TeachRequest(label="red", images=(_image(rgb),), rois=((20, 20, 24, 24),)))
+    assert out.success and "crops of the given boxes" in port.commits[-1][1]
+    out = teacher.teach(_controller(), TeachRequest(label="red", images=(_image(rgb),), rois=((50, 50, 30, 30),)))
+    assert not out.success and "outside the 64x64 image 0" in out.message
+
+
+def test_camera_frames_and_their_timeout():
+    port = FakePort(settings=TeachSettings(num_frames=3, timeout_s=2.0, max_timeout_s=5.0))
+    teacher, _ = _teacher(port)
+    c = _controller()
+    out = teacher.teach(c, TeachRequest(label="mug", timeout_s=99.0))
+    assert not out.success and "above the cap of 5 s" in out.message and port.collected == []
+    out = teacher.teach(c, TeachRequest(label="mug", timeout_s=4.0))
+    assert not out.success and out.message.startswith("no camera frames arrived within 4.0 s on '/features'")
+    assert port.collected == [(3, 4.0, "features")]
+    port.frames["features"] = [_vector_msg(np.full(D, 0.3))] * 2
+    out = teacher.teach(c, TeachRequest(label="mug"))
+    assert out.success and port.commits[-1][1] == "camera frames (of 3 asked; timed out)"
+
+
+def test_object_frames_teach_the_object_in_view_or_inside_the_box():
+    port = FakePort(settings=TeachSettings(teach_from="object", num_frames=2))
+    teacher, objects = _teacher(port)
+    rows = np.stack([np.full(D, 0.2), np.full(D, 0.9)])
+    frame = _object_frame([(0, 0, 60, 60), (250, 180, 390, 300)], rows)  # a corner object and a central one
+    port.frames["objects"] = [frame, frame]
+    objects.arrived(frame, port.clock)
+    c = _controller()
+    out = teacher.teach(c, TeachRequest(label="central"))
+    assert out.success and port.commits[-1][1:3] == ("object crops of camera frames", (2, D))
+    assert np.allclose(port.last_feats, 0.9)  # the central object's vectors
+    out = teacher.teach(c, TeachRequest(label="corner", rois=((0, 0, 60, 60),)))
+    assert out.success and port.commits[-1][1] == "object crops of camera frames inside the box"
+    assert np.allclose(port.last_feats, 0.2)  # the box chose the corner object's vectors
+    out = teacher.teach(c, TeachRequest(label="x", rois=((600, 0, 100, 10),)))
+    assert not out.success and "outside the 640x480 camera image" in out.message
+    assert port.collected[-1][2] == "objects" and len(port.collected) == 2  # refused before any wait
+
+
+def test_a_track_is_taught_from_its_recent_views():
+    port = FakePort(settings=TeachSettings(num_frames=3))
+    teacher, objects = _teacher(port)
+    for i in range(5):
+        frame = _object_frame([(100, 100, 200, 200)], np.full((1, D), 0.1 * i))
+        objects.arrived(frame, port.clock)
+        tracks = objects.update(frame, None, stamp_s=float(i))
+    tid = tracks[0].id
+    c = _controller()
+    out = teacher.teach(c, TeachRequest(label="box", track_id=tid))
+    assert out.success, out.message
+    assert port.commits[-1][1:3] == (f"views of track {tid} (its last 3 frames)", (3, D))
+    out = teacher.teach(c, TeachRequest(label="box", track_id=tid + 1, images=(_image(_scene((1, 2, 3))),)))
+    assert not out.success and "send no images" in out.message
+
+
+def test_a_feature_source_failure_is_a_refusal():
+    port = FakePort(fail_extract=True)
+    teacher, _ = _teacher(port)
+    out = teacher.teach(_controller(), TeachRequest(label="mug", images=(_image(_scene((9, 9, 9))),)))
+    assert not out.success and "did not answer" in out.message and port.commits == []
+
+
+def test_decoding_checks_every_image_before_decoding_any():
+    limits = RequestLimits(max_images_per_request=2)
+    ok = _image(_scene((1, 2, 3)))
+    with pytest.raises(ValueError, match="the most is 2"):
+        decode_request_images([ok, ok, ok], limits)
+    bad = replace_fields(ok, encoding="\x1b[31mweird" * 10)
+    with pytest.raises(ValueError, match="image 1") as err:
+        decode_request_images([ok, bad], limits)
+    assert len(str(err.value)) < 300  # the echoed encoding is cut short
+
+
+def replace_fields(img: SimpleNamespace, **kw: Any) -> SimpleNamespace:
+    return SimpleNamespace(**{**vars(img), **kw})
