@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FrameCollector"]
+__all__ = ["FrameCollector", "StreamWaiters"]
 
 
 class FrameCollector:
@@ -56,3 +56,46 @@ class FrameCollector:
         with self._lock:
             self.frames = list(self.frames)
         return ok
+
+
+class StreamWaiters:
+    """The teaches waiting for frames, per stream ('features', 'objects'); thread-safe.
+
+    The stream callbacks ``offer`` every frame; a waiting TeachClass ``collect``s the next N; a
+    lifecycle transition ``cancel_all``s them so that no teach waits across it.
+    """
+
+    def __init__(self, *streams: str) -> None:
+        self._pools: dict[str, set[FrameCollector]] = {s: set() for s in streams}
+        self._lock = threading.Lock()
+
+    def offer(self, stream: str, item: Any) -> None:
+        with self._lock:
+            waiting = list(self._pools[stream])
+        for c in waiting:
+            c.offer(item)
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            waiting = [c for pool in self._pools.values() for c in pool]
+        for c in waiting:
+            c.cancel()
+
+    def collect(self, stream: str, n: int, timeout_s: float, active: Callable[[], bool],
+                now: Callable[[], float] | None = None) -> list[Any]:
+        """The next ``n`` items offered on ``stream`` (fewer on time-out); ValueError when the node
+        leaves the active state meanwhile (``active()`` false when the wait starts, or a cancel)."""
+        collector = FrameCollector(n)
+        with self._lock:
+            self._pools[stream].add(collector)
+        try:
+            if active():  # a transition that began before the collector was added
+                collector.wait(timeout_s, now=now)
+            else:
+                collector.cancel()
+        finally:
+            with self._lock:
+                self._pools[stream].discard(collector)
+        if collector.cancelled:
+            raise ValueError("the node left the active state while the teach waited for camera frames")
+        return collector.frames

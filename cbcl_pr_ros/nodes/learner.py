@@ -1,40 +1,24 @@
-"""Learner node: owns the CBCL-PR memory; teaches, classifies, forgets, renames, saves and loads.
+"""Learner node: the ROS face of the CBCL-PR memory (teach, classify, forget, rename, save, load, merge).
 
-Topics: subscribes ``features`` (FeatureVector) and, only while ``debug_image`` is wanted, ``image``;
-publishes ``prediction`` (per frame, at most ``max_prediction_rate`` Hz), ``status`` (latched, on
-change and every ``status_period_s``) and ``debug_image`` (the frame with label and score drawn).
+A thin adapter: each callback turns a message into a plain request, calls one ROS-free object
+(:class:`~cbcl_pr_ros.service.controller.LearnerController` for the memory,
+:class:`~cbcl_pr_ros.service.teaching.Teacher` for TeachClass's plan,
+:class:`~cbcl_pr_ros.service.object_stream.ObjectStream` for tracks) and fills the response.
 
-Services: teach_class, classify, list_classes, forget_class, rename_class, save_memory, load_memory,
-merge_memory.  Fleet mode (parameter ``fleet``; :mod:`.fleet`): class updates on ``fleet_topic``.
+Topics: ``features`` in, ``prediction`` out (one per vector, at most ``max_prediction_rate`` Hz);
+``object_features`` in, ``detections`` and ``detection_markers`` out; ``status`` (latched);
+``debug_image`` (:mod:`.learner_debug`, camera frames read only while someone looks). Fleet mode
+(parameter ``fleet``, :mod:`.fleet`): class updates on ``fleet_topic``.
 
-Concurrency: under a MultiThreadedExecutor each of these runs in its own callback group: the stream
-(features → prediction), mutations (teach/forget/rename/save/load, serialised), queries (classify,
-list; reentrant), the extractor client, and the debug-image/timer group. A teach therefore retrains
-while predictions and classify keep answering from the previous classifier snapshot.
+Concurrency: under a MultiThreadedExecutor the stream, the objects, mutations (serialised), queries
+(reentrant), the extractor client and the timers each have a callback group, so a teach retrains
+while predictions and Classify answer from the previous classifier snapshot.
 
-Images sent in a request go through an injected :class:`FeatureSource`: the extractor's backbone
-when both nodes share a process, the ``extract_features`` service otherwise.
-
-Hardening (docs/security.md): every callback is wrapped by :mod:`.guard` (an unexpected exception
-becomes an error response or a dropped message, never the end of the node); request fields are
-checked against the limits of :mod:`cbcl_pr_ros.service.validation`; SaveMemory/LoadMemory names
-resolve inside ``memory_dir`` (:mod:`cbcl_pr_ros.service.memory_files`); the feature width comes
-from the backbone, never from a request.
-
-Per-object perception (issue 12): ``object_features`` (every object of a frame with its vector) is
-classified as one batch, tracked (:class:`~cbcl_pr_ros.perception.ObjectTracker`, scores fused over
-each track's last frames) and published as ``detections`` (stamped as the image), ``detection_markers``
-(visualization_msgs/MarkerArray) and, while wanted, ``debug_image`` with every box and label.
-TeachClass learns from the object in view, a track id or boxes (``service/object_teaching.py``).
-
-Lifecycle (:mod:`.lifecycle`, docs/nodes.md "Lifecycle"): configure builds the learner and loads the
-memory (a default file that cannot be served is renamed aside and the learner starts empty, with a
-warning), activate starts the stream and the publishers, deactivate pauses them (no class is lost),
-cleanup frees the memory after making sure it is on disk; ``autostart`` (default true) configures and
-activates at start. Every change (teach/forget/rename/load/save) is committed under the node's
-commit lock after checking the state again, so a transition never overtakes one: a commit in flight
-finishes (and is on disk) before the transition goes on, a later one is refused with the reason, and
-a teach waiting for frames is woken and refused. Every topic's QoS takes rclpy's ``qos_overrides.*`` parameters.
+Lifecycle (:mod:`.lifecycle`, docs/nodes.md "Lifecycle"): every change is committed under the
+commit lock after checking the state again, so a transition never overtakes one, and a teach
+waiting for frames is woken and refused. Hardening (docs/security.md): every callback is guarded
+(:mod:`.guard`), every field checked (:mod:`cbcl_pr_ros.service.validation`), memory files stay in
+``memory_dir``, and the feature width comes from the backbone, never from a request.
 """
 from __future__ import annotations
 
@@ -47,16 +31,15 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from sensor_msgs.msg import CompressedImage, Image
+from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import Detections, FeatureVector, LearnerStatus, ObjectFeatures
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
-from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, TeachOutcome
+from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, Outcome, TeachOutcome
 from cbcl_pr_ros.nodes.conversions import (
     class_info_msgs,
-    compressed_msg_to_rgb,
     features_from_msgs,
     fill_classify_from_detections,
     fill_classify_response,
@@ -65,13 +48,12 @@ from cbcl_pr_ros.nodes.conversions import (
     make_status_msg,
     prediction_to_msg,
     rgb_to_image_msg,
-    stamp_key,
     teach_request_from_msg,
 )
-from cbcl_pr_ros.nodes.debug_image import FrameBuffer, annotate
+from cbcl_pr_ros.nodes.learner_debug import DebugImage
 from cbcl_pr_ros.nodes.fleet import make_fleet_link
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
-from cbcl_pr_ros.nodes.frame_collector import FrameCollector
+from cbcl_pr_ros.nodes.frame_collector import StreamWaiters
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
@@ -86,7 +68,7 @@ from cbcl_pr_ros.service.validation import (
     check_count,
     check_image_fields,
 )
-from cbcl_pr_ros.nodes.qos import feature_qos, image_qos, result_qos, service_qos, status_qos
+from cbcl_pr_ros.nodes.qos import feature_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.srv import (
     Classify,
     ForgetClass,
@@ -139,7 +121,6 @@ class LearnerNode(ManagedNode):
         self.objects_sub: Any = None
         self.prediction_pub: Any = None
         self.status_pub: Any = None
-        self.debug_pub: Any = None
         self.detections_pub: Any = None
         self.markers_pub: Any = None
         self.status_timer: Any = None
@@ -160,15 +141,11 @@ class LearnerNode(ManagedNode):
         s(ListClasses, "list_classes", self._on_list, self._query_group)
 
         self._latest_features: FeatureVector | None = None
-        self._collectors: set[FrameCollector] = set()
-        self._collectors_lock = threading.Lock()
+        self.waiters = StreamWaiters("features", "objects")  # TeachClass requests waiting for frames
         self._rate_limit = RateLimiter()  # on the node clock: use_sim_time follows a bag's /clock
         self.predictions_published = 0
         self.times = StageTimes()  # where a frame's time goes (docs/nodes.md "Where the time goes")
-        self._frames: FrameBuffer[Any] = FrameBuffer(capacity=16)
-        self._image_sub = None
-        self._image_topic = p["image_topic"]
-        self._image_type = CompressedImage if p["compressed"] else Image
+        self.debug = DebugImage(self, p, self._debug_group)
         self._init_objects(p)
         self.start(bool(p["autostart"]))
 
@@ -195,8 +172,8 @@ class LearnerNode(ManagedNode):
                                                               qos_overriding_options=over())
         self.status_pub = self.create_lifecycle_publisher(LearnerStatus, "status", status_qos(),
                                                           qos_overriding_options=over())
-        self.debug_pub = self.create_lifecycle_publisher(Image, "debug_image", result_qos(depth=2),
-                                                         qos_overriding_options=over())
+        self.debug.publisher = self.create_lifecycle_publisher(Image, "debug_image", result_qos(depth=2),
+                                                               qos_overriding_options=over())
         self.detections_pub = self.create_lifecycle_publisher(Detections, "detections", result_qos(),
                                                               qos_overriding_options=over())
         from visualization_msgs.msg import MarkerArray
@@ -222,11 +199,10 @@ class LearnerNode(ManagedNode):
         self.status_timer = self.create_timer(p["status_period_s"],
                                               guard_callback(self, self.publish_status, "status"),
                                               callback_group=self._debug_group)
-        self.debug_timer = self.create_timer(0.5, guard_callback(self, self._update_debug_subscription,
-                                                                 "debug subscription"),
+        self.debug_timer = self.create_timer(0.5, guard_callback(self, self.debug.update, "debug subscription"),
                                              callback_group=self._debug_group)
         self.phase = ACTIVE  # (set again by ManagedNode) so that the first status goes out now
-        self._update_debug_subscription()
+        self.debug.update()
         self.publish_status()
         if self.fleet is not None:
             self.fleet.start()
@@ -237,17 +213,14 @@ class LearnerNode(ManagedNode):
 
     def _interrupt(self) -> None:
         """Wake every TeachClass waiting for frames: the node leaves the active state."""
-        with self._collectors_lock:
-            collectors = list(self._collectors) + list(self._object_collectors)
-        for c in collectors:
-            c.cancel()
+        self.waiters.cancel_all()
 
     def _deactivate(self) -> None:
-        self.release("features_sub", "objects_sub", "_image_sub", "status_timer", "debug_timer")
+        self.release("features_sub", "objects_sub", "status_timer", "debug_timer")
+        self.debug.release()
         if self.fleet is not None:
             self.fleet.stop()
         self._latest_features = None  # a classify while paused must not answer an old frame
-        self._frames = FrameBuffer(capacity=16)
 
     def _cleanup(self, final: bool) -> None:
         c = self.controller
@@ -262,7 +235,10 @@ class LearnerNode(ManagedNode):
             else:
                 self.get_logger().info(f"memory freed: {message}")
             c.close()
-        self.release("prediction_pub", "status_pub", "debug_pub", "detections_pub", "markers_pub")
+        self.release("prediction_pub", "status_pub", "detections_pub", "markers_pub")
+        if self.debug.publisher is not None:
+            self.destroy_lifecycle_publisher(self.debug.publisher)
+            self.debug.publisher = None
         if self.fleet is not None:
             self.fleet.close()
             self.fleet = None
@@ -312,10 +288,7 @@ class LearnerNode(ManagedNode):
             return  # a message already queued when the stream was paused
         self._stamp_age("stamp_to_callback", msg.header)
         self._latest_features = msg
-        with self._collectors_lock:
-            collectors = list(self._collectors)
-        for c in collectors:
-            c.offer(msg)
+        self.waiters.offer("features", msg)
         rate = float(self.get_parameter("max_prediction_rate").value)
         if not self._rate_limit.allow(self._clock_s(), rate):
             return
@@ -335,43 +308,9 @@ class LearnerNode(ManagedNode):
         with times.stage("publish"):
             pub.publish(prediction_to_msg(msg.header, pred, out.model_version))
         self.predictions_published += 1
-        if self._image_sub is not None and not self._objects_streaming():
+        if self.debug.on and not self._objects_streaming():
             with times.stage("debug_image"):
-                self._publish_debug(msg.header, pred)  # with objects, the debug image shows their boxes instead
-
-    # ------------------------------------------------------------------ debug image
-    def _debug_wanted(self) -> bool:
-        pub = self.debug_pub
-        return self.phase == ACTIVE and pub is not None and (
-            bool(self.get_parameter("debug_image").value) or pub.get_subscription_count() > 0)
-
-    def _update_debug_subscription(self) -> None:
-        """Subscribe to the camera only while someone looks at the debug image (frames are large)."""
-        wanted = self._debug_wanted()
-        if wanted and self._image_sub is None:
-            self._image_sub = self.create_subscription(
-                self._image_type, self._image_topic, guard_callback(self, self._on_image, "debug frame"),
-                image_qos(self.params["reliability"], self.params["qos_depth"]),
-                callback_group=self._debug_group, qos_overriding_options=overridable())
-            self.get_logger().info(f"debug image on: subscribed to '{self._image_sub.topic_name}'")
-        elif not wanted and self._image_sub is not None:
-            self.destroy_subscription(self._image_sub)
-            self._image_sub = None
-            self.get_logger().info("debug image off: camera subscription released")
-
-    def _on_image(self, msg: Any) -> None:
-        self._frames.put(stamp_key(msg.header), msg)
-
-    def _publish_debug(self, header: Header, pred: Any) -> None:
-        frame, pub = self._frames.pop(stamp_key(header)), self.debug_pub
-        if frame is None or pub is None:
-            return  # the frame has not arrived (or fell out): skip rather than mislabel another one
-        try:
-            rgb = compressed_msg_to_rgb(frame) if self._image_type is CompressedImage else image_msg_to_rgb(frame)
-            pub.publish(rgb_to_image_msg(annotate(rgb, pred.label, pred.confidence, pred.known),
-                                                    frame.header))
-        except (ValueError, TypeError) as exc:
-            self.get_logger().warning(f"debug image skipped: {exc}", throttle_duration_sec=10.0)
+                self.debug.publish_prediction(msg.header, pred)  # with objects, the debug image shows their boxes instead
 
     # ------------------------------------------------------------------ feature gathering
     def _features_from_images(self, images: list) -> tuple[Any, str]:
@@ -390,24 +329,6 @@ class LearnerNode(ManagedNode):
             raise FeatureSourceError(f"the extractor uses backbone '{ex.backbone}', this learner "
                                      f"'{self.backbone_name}': set the same 'backbone' parameter on both")
         return ex.features, ex.backbone
-
-    def _collect_frames(self, n: int, timeout_s: float, pool: set | None = None) -> list[Any]:
-        """The next ``n`` messages offered to ``pool`` (default: the feature vectors' collectors)."""
-        pool = self._collectors if pool is None else pool
-        collector = FrameCollector(n)
-        with self._collectors_lock:
-            pool.add(collector)
-        try:
-            if self.phase == ACTIVE:  # a transition that began before the collector was added
-                collector.wait(timeout_s, now=self._clock_s)
-            else:
-                collector.cancel()
-        finally:
-            with self._collectors_lock:
-                pool.discard(collector)
-        if collector.cancelled:
-            raise ValueError("the node left the active state while the teach waited for camera frames")
-        return collector.frames
 
     # ------------------------------------------------------------------ services
     def _features_topic(self) -> str:
@@ -433,7 +354,7 @@ class LearnerNode(ManagedNode):
         return self._features_from_images([rgb_to_image_msg(x) for x in rgbs])[0]
 
     def collect(self, n: int, timeout_s: float, stream: str) -> list[Any]:
-        return self._collect_frames(n, timeout_s, self._object_collectors if stream == "objects" else None)
+        return self.waiters.collect(stream, n, timeout_s, lambda: self.phase == ACTIVE, now=self._clock_s)
 
     def now_s(self) -> float:
         return self._clock_s()
@@ -455,7 +376,6 @@ class LearnerNode(ManagedNode):
     # ------------------------------------------------------------------ objects (issue 12)
     def _init_objects(self, p: dict[str, Any]) -> None:
         """Object stream state and the teaching plan (the topics are made by configure and activate)."""
-        self._object_collectors: set[FrameCollector] = set()
         self.detections_published = 0
         self.objects = ObjectStream(p["track_window"], p["track_max_missed"], p["track_max_distance_m"])
         self.teacher = Teacher(self, self.objects, self.backbone_name, self.limits)
@@ -494,10 +414,7 @@ class LearnerNode(ManagedNode):
             self.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
             return
         self.objects.arrived(frame, self._clock_s())
-        with self._collectors_lock:
-            collectors = list(self._object_collectors)
-        for c in collectors:
-            c.offer(frame)
+        self.waiters.offer("objects", frame)
         version, predictions = ctl.model_version, None
         if frame.proposals and ctl.classes:
             out = ctl.classify(frame.features, top_k=len(ctl.classes))
@@ -510,21 +427,9 @@ class LearnerNode(ManagedNode):
         markers_pub.publish(make_marker_array(det))
         self.detections_published += 1
         self.times.add("objects", time.perf_counter() - t0, time.thread_time() - c0)
-        if self._image_sub is not None:
+        if self.debug.on:
             with self.times.stage("debug_image"):
-                self._publish_object_debug(det)
-
-    def _publish_object_debug(self, det: Detections) -> None:
-        from cbcl_pr_ros.nodes.detections_msgs import draw_detections
-
-        frame, pub = self._frames.pop(stamp_key(det.header)), self.debug_pub
-        if frame is None or pub is None:
-            return
-        try:
-            rgb = compressed_msg_to_rgb(frame) if self._image_type is CompressedImage else image_msg_to_rgb(frame)
-            pub.publish(rgb_to_image_msg(draw_detections(rgb, det), frame.header))
-        except (ValueError, TypeError) as exc:
-            self.get_logger().warning(f"debug image skipped: {exc}", throttle_duration_sec=10.0)
+                self.debug.publish_detections(det)
 
     def _on_classify(self, req: Any, resp: Any) -> Any:
         c, refused = self._gate("classify", INACTIVE)  # read-only: answers while inactive too
@@ -594,33 +499,11 @@ class LearnerNode(ManagedNode):
         resp.model_version = c.model_version
         return resp
 
-    @staticmethod
-    def _refuse_mutation(c: Any, resp: Any, refused: str) -> Any:
-        resp.success, resp.message = False, refused
-        if c is not None:
-            resp.num_classes, resp.model_version = len(c.classes), c.model_version
-        return resp
-
     def _on_forget(self, req: Any, resp: Any) -> Any:
-        with self._committing("forget_class") as (c, refused):
-            if refused:
-                return self._refuse_mutation(c, resp, refused)
-            out = c.forget(req.label)
-        self.get_logger().info(out.message)
-        resp.success, resp.message = out.success, out.message
-        resp.num_classes, resp.model_version = out.num_classes, out.model_version
-        return resp
+        return self._change("forget_class", lambda c: c.forget(req.label), resp)
 
     def _on_rename(self, req: Any, resp: Any) -> Any:
-        with self._committing("rename_class") as (c, refused):
-            if refused:
-                resp.success, resp.message = False, refused
-                resp.model_version = c.model_version if c is not None else 0
-                return resp
-            out = c.rename(req.old_label, req.new_label)
-        self.get_logger().info(out.message)
-        resp.success, resp.message, resp.model_version = out.success, out.message, out.model_version
-        return resp
+        return self._change("rename_class", lambda c: c.rename(req.old_label, req.new_label), resp)
 
     # rclpy binds a severity to each logging call site: success and failure log from separate lines
     def _on_save(self, req: Any, resp: Any) -> Any:
@@ -637,23 +520,26 @@ class LearnerNode(ManagedNode):
         return resp
 
     def _on_load(self, req: Any, resp: Any) -> Any:
-        return self._memory_file_request("load_memory", lambda c: c.load(req.path), resp)
+        return self._change("load_memory", lambda c: c.load(req.path), resp)
 
     def _on_merge(self, req: Any, resp: Any) -> Any:
-        return self._memory_file_request("merge_memory", lambda c: c.merge(req.path), resp)
+        return self._change("merge_memory", lambda c: c.merge(req.path), resp)
 
-    def _memory_file_request(self, what: str, call: Any, resp: Any) -> Any:
-        """LoadMemory / MergeMemory: ``call(controller)`` while active, committed before the answer."""
+    def _change(self, what: str, call: Any, resp: Any) -> Any:
+        """Forget, rename, load, merge: ``call(controller)`` while active, committed before the answer."""
         with self._committing(what) as (c, refused):
             if refused:
-                return self._refuse_mutation(c, resp, refused)
-            out = call(c)
-        if out.success:
+                state = (c.model_version, len(c.classes)) if c is not None else (0, 0)
+                out = Outcome(False, refused, *state)
+            else:
+                out = call(c)
+        if not refused and out.success:  # rclpy binds a severity to each logging call site: one per line
             self.get_logger().info(out.message)
-        else:
+        elif not refused:  # a user's mistake (unknown class, refused file): the answer says what to do
             self.get_logger().warning(out.message)
-        resp.success, resp.message = out.success, out.message
-        resp.num_classes, resp.model_version = out.num_classes, out.model_version
+        resp.success, resp.message, resp.model_version = out.success, out.message, out.model_version
+        if hasattr(resp, "num_classes"):  # RenameClass has none
+            resp.num_classes = out.num_classes
         return resp
 
 

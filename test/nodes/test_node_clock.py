@@ -67,7 +67,7 @@ def test_teach_frame_wait_follows_the_sim_clock(learner):
     node, clock = learner
     _set(clock, 10.0)
     result: list = []
-    worker = threading.Thread(target=lambda: result.append(node._collect_frames(3, 1000.0)))  # noqa: SLF001
+    worker = threading.Thread(target=lambda: result.append(node.collect(3, 1000.0, "features")))
     worker.start()
     node._on_features(_vector(0))  # noqa: SLF001
     worker.join(0.5)
