@@ -1,6 +1,8 @@
 """Perception only: camera topic -> feature_extractor -> learner (no arm, no simulated world).
 
     ros2 launch cbcl_pr_ros perception.launch.py camera_topic:=/camera/image_raw namespace:=robot1
+    ros2 launch cbcl_pr_ros perception.launch.py camera_topic:=/cam/color depth_topic:=/cam/aligned_depth \
+        camera_info_topic:=/cam/color/camera_info        # an RGB-D camera (depth_camera.launch.py: RealSense names)
     ros2 launch cbcl_pr_ros perception.launch.py autostart:=false   # for a lifecycle manager
 
 Both nodes are lifecycle nodes; by default they configure and activate themselves (``autostart``).
@@ -21,10 +23,18 @@ def generate_launch_description():
     config = LaunchConfiguration("config")
     # after the YAML, so the launch argument wins over its autostart
     params = [config, {"autostart": LaunchConfiguration("autostart")}]
-    remap = [("image", camera_topic)]
+    # depth and camera_info feed the extractor's per-object path (3D positions); the defaults are the
+    # nodes' own relative names, so nothing changes unless they are given
+    remap = [("image", camera_topic), ("depth", LaunchConfiguration("depth_topic")),
+             ("camera_info", LaunchConfiguration("camera_info_topic"))]
     return LaunchDescription([
         DeclareLaunchArgument("camera_topic", default_value="/camera/image_raw",
                               description="camera topic (sensor_msgs/Image) the nodes read"),
+        DeclareLaunchArgument("depth_topic", default_value="depth",
+                              description="depth aligned to the camera image (sensor_msgs/Image, 16UC1 mm "
+                                          "or 32FC1 m); objects get 3D positions from it"),
+        DeclareLaunchArgument("camera_info_topic", default_value="camera_info",
+                              description="CameraInfo of the camera image (its intrinsics)"),
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes"),
         DeclareLaunchArgument("config", default_value=default_config,
                               description="parameters YAML (see config/cbcl_pr.yaml)"),

@@ -61,6 +61,10 @@ def generate_launch_description():
         DeclareLaunchArgument("fast", default_value="false", description="true: as fast as possible"),
         DeclareLaunchArgument("camera_topic", default_value="/camera/image_raw",
                               description="the bag's camera topic (the nodes read it)"),
+        DeclareLaunchArgument("depth_topic", default_value="depth",
+                              description="the bag's aligned depth topic, if it has one"),
+        DeclareLaunchArgument("camera_info_topic", default_value="camera_info",
+                              description="the bag's CameraInfo topic, if it has one"),
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes"),
         DeclareLaunchArgument("config", default_value=os.path.join(share, "config", "cbcl_pr.yaml"),
                               description="parameters YAML of the nodes"),
@@ -74,6 +78,8 @@ def generate_launch_description():
         IncludeLaunchDescription(
             PythonLaunchDescriptionSource(os.path.join(share, "launch", "perception.launch.py")),
             launch_arguments={"camera_topic": LaunchConfiguration("camera_topic"),
+                              "depth_topic": LaunchConfiguration("depth_topic"),
+                              "camera_info_topic": LaunchConfiguration("camera_info_topic"),
                               "namespace": LaunchConfiguration("namespace"),
                               "config": LaunchConfiguration("config"),
                               "autostart": "true"}.items(),  # replay_session needs them active

@@ -1,6 +1,7 @@
 """A teaching session: camera -> feature_extractor -> learner, optionally the arm and the simulated world.
 
     ros2 launch cbcl_pr_ros teaching_session.launch.py camera_topic:=/camera/image_raw
+    ros2 launch cbcl_pr_ros teaching_session.launch.py camera_topic:=... depth_topic:=... camera_info_topic:=...
     ros2 launch cbcl_pr_ros teaching_session.launch.py namespace:=robot1 with_arm:=true [arm_config:=my_arm.yaml]
     ros2 launch cbcl_pr_ros teaching_session.launch.py autostart:=false   # lifecycle manager drives them
     ros2 launch cbcl_pr_ros teaching_session.launch.py with_page:=true    # + the teaching page, http://127.0.0.1:8080
@@ -31,12 +32,17 @@ def generate_launch_description():
     arm_config = LaunchConfiguration("arm_config")
     perception = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(os.path.join(share, "launch", "perception.launch.py")),
-        launch_arguments={"camera_topic": camera_topic, "namespace": namespace,
+        launch_arguments={"camera_topic": camera_topic, "depth_topic": LaunchConfiguration("depth_topic"),
+                          "camera_info_topic": LaunchConfiguration("camera_info_topic"), "namespace": namespace,
                           "config": config, "autostart": LaunchConfiguration("autostart")}.items(),
     )
     return LaunchDescription([
         DeclareLaunchArgument("camera_topic", default_value="/camera/image_raw",
                               description="camera topic (sensor_msgs/Image) the nodes read"),
+        DeclareLaunchArgument("depth_topic", default_value="depth",
+                              description="depth aligned to the camera image (16UC1 mm or 32FC1 m)"),
+        DeclareLaunchArgument("camera_info_topic", default_value="camera_info",
+                              description="CameraInfo of the camera image"),
         DeclareLaunchArgument("namespace", default_value="", description="namespace of the nodes"),
         DeclareLaunchArgument("config", default_value=default_config,
                               description="parameters YAML (see config/cbcl_pr.yaml)"),

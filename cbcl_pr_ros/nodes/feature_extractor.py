@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -149,6 +150,7 @@ class FeatureExtractorNode(ManagedNode):
         self.failed = 0
         self.objects_published = 0
         self.depth_rejected = 0
+        self._depth_warned: dict[str, float] = {}  # problem kind -> when it was last warned (monotonic)
         self.times = StageTimes()  # where a frame's time goes (docs/nodes.md "Where the time goes")
         self._last_frame_time: float | None = None  # set at the first check: spinning may start late
         self._last_hint_time = 0.0
@@ -359,10 +361,19 @@ class FeatureExtractorNode(ManagedNode):
             self.get_logger().warning(f"depth frame ignored: {exc}", throttle_duration_sec=10.0)
             return None, K
 
+    def _depth_warning(self, text: str) -> None:
+        """Warn about unusable depth at most every 10 s per kind of problem. rclpy's throttle is per
+        call site, so a second problem right after the first would go unsaid."""
+        kind = re.sub(r"\d+(?:[.x]\d+)*", "#", text)
+        now = time.monotonic()
+        if now - self._depth_warned.get(kind, -1e9) >= 10.0:
+            self._depth_warned[kind] = now
+            self.get_logger().warning(text)
+
     def _process_objects(self, msg: Any, rgb: Any, backbone: Any) -> None:
         """Proposals, then the frame and every crop in one backbone batch; publish both topics."""
         from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
-        from cbcl_pr_ros.perception import crop_images, propose
+        from cbcl_pr_ros.perception import crop_images, depth_problem, propose
         from cbcl_pr_ros.perception.types import intrinsics_for_image
 
         times = self.times
@@ -371,7 +382,12 @@ class FeatureExtractorNode(ManagedNode):
             info = self._camera_info
             K, why = intrinsics_for_image(K, (info.width, info.height) if info is not None else None, rgb.shape)
             if depth is not None and K is None:  # depth without usable intrinsics: no 3D rather than a wrong one
-                self.get_logger().warning(why, throttle_duration_sec=10.0)
+                self._depth_warning(why)
+                depth = None
+            problem = depth_problem(depth, rgb.shape) if depth is not None else ""
+            if problem:  # not aligned, empty or in the wrong unit: RGB method, no 3D rather than a wrong one
+                self.depth_rejected += 1
+                self._depth_warning(f"depth not used, RGB-only proposals and no 3D: {problem}")
                 depth = None
         with times.stage("proposals"):
             props = propose(rgb, depth, K)[: int(self.get_parameter("max_objects").value)]

@@ -11,6 +11,7 @@ node reads its own YAML (:mod:`cbcl_pr_ros.service.node_configs`), as with ``ros
 Examples::
 
     teaching_session --camera-topic /camera/image_raw
+    teaching_session --camera realsense --page     # RGB-D: colour, aligned depth, CameraInfo (docs/quickstart.md)
     teaching_session --namespace robot1 --nodes extractor,learner,world,arm --arm-config my_arm.yaml
     teaching_session --nodes extractor,learner,world,arm --page    # then open http://127.0.0.1:8080
     python -m cbcl_pr_ros.nodes.session --config my.yaml -- --ros-args --log-level debug
@@ -27,8 +28,8 @@ from typing import Any, Callable
 
 from cbcl_pr_ros.service.node_configs import params_files
 
-__all__ = ["SessionContext", "NODE_FACTORIES", "build_ros_args", "session_params_files", "parse_args",
-           "build_nodes", "main"]
+__all__ = ["SessionContext", "NODE_FACTORIES", "CAMERA_PRESETS", "build_ros_args", "camera_topics",
+           "session_params_files", "parse_args", "build_nodes", "main"]
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,14 @@ NODE_FACTORIES: dict[str, NodeFactory] = {
 }
 
 
+# The usual topics of RGB-D camera drivers: (colour image, depth aligned to it, the colour CameraInfo).
+# realsense2_camera 4.x with align_depth.enable:=true; launch/depth_camera.launch.py has the same defaults.
+CAMERA_PRESETS: dict[str, tuple[str, str, str]] = {
+    "realsense": ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
+                  "/camera/camera/color/camera_info"),
+}
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="teaching_session",
@@ -101,6 +110,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--namespace", default="", help="namespace of every node, e.g. robot1")
     ap.add_argument("--camera-topic", default="", help="camera topic to remap 'image' to, e.g. "
                     "/camera/image_raw")
+    ap.add_argument("--depth-topic", default="", help="depth image aligned to the camera image (16UC1 mm or "
+                    "32FC1 m) to remap 'depth' to; objects get 3D positions from it")
+    ap.add_argument("--camera-info-topic", default="", help="CameraInfo of the camera image to remap "
+                    "'camera_info' to")
+    ap.add_argument("--camera", choices=sorted(CAMERA_PRESETS), default=None,
+                    help="the three topics of a depth camera driver (realsense: realsense2_camera with "
+                         "align_depth.enable:=true); --camera-topic/--depth-topic/--camera-info-topic win")
     ap.add_argument("--nodes", default="extractor,learner",
                     help=f"comma-separated node kinds to start; known: {','.join(NODE_FACTORIES)}")
     ap.add_argument("--threads", type=int, default=0, help="executor threads per node (0 = 4)")
@@ -117,17 +133,26 @@ def session_params_files(opts: argparse.Namespace, kinds: list[str]) -> list[str
     return [os.path.abspath(f) for f in params_files(kinds, over)]
 
 
+def camera_topics(opts: argparse.Namespace) -> tuple[str, str, str]:
+    """(camera, depth, camera_info) topics to remap to: the explicit flags, else the ``--camera``
+    preset's, else "" (the nodes' own names ``image``, ``depth``, ``camera_info``)."""
+    preset = CAMERA_PRESETS.get(opts.camera or "", ("", "", ""))
+    given = (opts.camera_topic, opts.depth_topic, opts.camera_info_topic)
+    return tuple(g or p for g, p in zip(given, preset))  # type: ignore[return-value]
+
+
 def build_ros_args(files: list[str], camera_topic: str = "", extra: list[str] | None = None,
-                   autostart: bool = True) -> list[str]:
+                   autostart: bool = True, depth_topic: str = "", camera_info_topic: str = "") -> list[str]:
     """rclpy.init arguments: the params files (sections keyed by node), ``autostart`` and the camera
-    remapping. ``-p`` lands in the same ``/**`` section as the YAML's ``autostart``, after it."""
+    remappings. ``-p`` lands in the same ``/**`` section as the YAML's ``autostart``, after it."""
     args = ["teaching_session", "--ros-args"]
     for f in files:
         args += ["--params-file", f]
     if not autostart:
         args += ["-p", "autostart:=false"]
-    if camera_topic:
-        args += ["-r", f"image:={camera_topic}"]
+    for name, topic in (("image", camera_topic), ("depth", depth_topic), ("camera_info", camera_info_topic)):
+        if topic:
+            args += ["-r", f"{name}:={topic}"]
     if extra:
         args += [a for a in extra if a != "--ros-args"]
     return args
@@ -173,9 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         return nodes
 
     # one executor per node, signals handled in order (cbcl_pr_ros.nodes.spin)
-    return run_nodes(make, threads=opts.threads or 4, args=build_ros_args(files, opts.camera_topic, ros_extra,
-                                                                          autostart=not opts.no_autostart),
-                     on_stop=_log_stop_reports)
+    camera, depth, info = camera_topics(opts)
+    args = build_ros_args(files, camera, ros_extra, autostart=not opts.no_autostart, depth_topic=depth,
+                          camera_info_topic=info)
+    return run_nodes(make, threads=opts.threads or 4, args=args, on_stop=_log_stop_reports)
 
 
 def _log_stop_reports(nodes: list[Any]) -> None:

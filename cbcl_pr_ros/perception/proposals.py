@@ -33,7 +33,7 @@ from scipy import ndimage
 
 from .types import CameraIntrinsics, Proposal
 
-__all__ = ["ProposalConfig", "propose", "fit_support_plane", "support_planes", "choose_support"]
+__all__ = ["ProposalConfig", "propose", "fit_support_plane", "support_planes", "choose_support", "depth_problem"]
 
 log = logging.getLogger(__name__)
 _NAN3 = np.full(3, np.nan)
@@ -342,9 +342,54 @@ def _check_rgb(rgb: np.ndarray) -> np.ndarray:
     return rgb
 
 
+# Readings a table-top camera can give: nearer than 2 cm or farther than 20 m is a unit mistake.
+_NEAREST_M, _FARTHEST_M = 0.02, 20.0
+
+
+def _same_aspect(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two (h, w) sizes have the same aspect ratio (1 % slack for odd pixel counts)."""
+    ra, rb = a[1] / a[0], b[1] / b[0]
+    return abs(ra - rb) <= 0.01 * max(ra, rb)
+
+
+def depth_problem(depth: object, image_shape: tuple[int, ...]) -> str:
+    """Why a depth image (metres, 0/NaN = no reading) cannot give 3D for a colour image of
+    ``image_shape``; "" when it can.
+
+    A camera node reports this as a warning and uses the RGB method for that frame: 3D from depth
+    that is not aligned to the colour image, or in the wrong unit, would be a wrong position
+    reported as valid. A depth image of the colour image's aspect ratio but another size is taken
+    as aligned and resized (a camera's reduced-resolution aligned stream).
+    """
+    try:
+        d = np.asarray(depth, dtype=np.float32)
+    except (TypeError, ValueError):
+        return "the depth image is not numeric"
+    if d.ndim == 3 and d.shape[2] == 1:
+        d = d[:, :, 0]
+    if d.ndim != 2 or d.shape[0] < 2 or d.shape[1] < 2:
+        return f"the depth image has shape {d.shape}, not a 2-D image"
+    h, w = int(image_shape[0]), int(image_shape[1])
+    if not _same_aspect(d.shape, (h, w)):
+        return (f"the depth image is {d.shape[1]}x{d.shape[0]} but the colour image is {w}x{h} (another "
+                "aspect ratio), so it is not aligned to it: use the camera driver's depth aligned to colour")
+    valid = d[np.isfinite(d) & (d > 0)]
+    if valid.size == 0:
+        return "the depth image holds no reading (all NaN or 0): is the camera's depth stream running?"
+    median = float(np.median(valid))
+    if median > _FARTHEST_M:
+        return (f"depth readings are around {median:.0f} m, too far for a table: millimetres sent as 32FC1 "
+                "(32FC1 must be metres, 16UC1 millimetres)?")
+    if median < _NEAREST_M:
+        return (f"depth readings are around {median * 1000:.1f} mm, too near for a table: metres sent as "
+                "16UC1 (16UC1 must be millimetres, 32FC1 metres)?")
+    return ""
+
+
 def _usable_depth(depth: object, shape: tuple[int, int]) -> np.ndarray | None:
     """Depth as float32 metres at ``shape`` (resized with nearest neighbour, assuming it is registered
-    to the colour image), non-finite and non-positive values as NaN; None when unusable."""
+    to the colour image), non-finite and non-positive values as NaN; None when unusable, including
+    depth of another aspect ratio (it cannot be aligned to the colour image, so its 3D would be wrong)."""
     if depth is None:
         return None
     try:
@@ -353,7 +398,7 @@ def _usable_depth(depth: object, shape: tuple[int, int]) -> np.ndarray | None:
         return None
     if d.ndim == 3 and d.shape[2] == 1:
         d = d[:, :, 0]
-    if d.ndim != 2 or d.shape[0] < 2 or d.shape[1] < 2:
+    if d.ndim != 2 or d.shape[0] < 2 or d.shape[1] < 2 or not _same_aspect(d.shape, shape):
         return None
     d = np.where(np.isfinite(d) & (d > 0), d, np.nan).astype(np.float32)
     if d.shape != shape:
@@ -365,9 +410,10 @@ def propose(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: Camera
             config: ProposalConfig | None = None) -> list[Proposal]:
     """Object proposals in one frame, highest score first.
 
-    ``depth`` is in metres (NaN or 0 = no reading), registered to ``rgb``; of another size it is
-    resized (nearest neighbour) to the colour image; unusable depth (wrong shape, too few readings,
-    no plane) falls back to the RGB method, never raises. ``intrinsics`` are those of ``rgb``.
+    ``depth`` is in metres (NaN or 0 = no reading), registered to ``rgb``; of another size but the
+    same aspect ratio it is resized (nearest neighbour) to the colour image; unusable depth (another
+    aspect ratio, wrong shape, too few readings, no plane) falls back to the RGB method, never raises
+    (:func:`depth_problem` says why, for a warning). ``intrinsics`` are those of ``rgb``.
     Bad ``rgb`` (not HxWx3 uint8) is a ``ValueError``/``TypeError``.
     """
     config = config or ProposalConfig()
@@ -395,7 +441,7 @@ def propose(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: Camera
 
 def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config: ProposalConfig):
     sh, sw = z.shape
-    valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
+    valid = np.isfinite(z) & (z > _NEAREST_M) & (z < _FARTHEST_M)
     if valid.sum() < max(100, 0.05 * z.size):
         return None
     zf = np.where(valid, z, 0.0).astype(np.float32)

@@ -130,7 +130,8 @@ def _launch_nodes(path: Path, given: dict[str, str]) -> list[dict[str, Any]]:
             params = [{k: val(v) for k, v in p.items()} if isinstance(p, dict) else val(p)
                       for p in e.kwargs.get("parameters", [])]
             nodes.append({"name": val(e.kwargs["name"]), "namespace": val(e.kwargs.get("namespace", "")) or "",
-                          "parameters": params})
+                          "parameters": params,
+                          "remappings": [(val(a), val(b)) for a, b in e.kwargs.get("remappings", [])]})
     return nodes
 
 
@@ -160,6 +161,8 @@ def launch_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
      {"sim_world", "feature_extractor", "learner", "arm", "teaching_page"}),
     ("teaching_session.launch.py", {"with_page": "true"}, {"feature_extractor", "learner", "teaching_page"}),
     ("replay.launch.py", {"bag": "/tmp/none"}, {"feature_extractor", "learner"}),
+    ("depth_camera.launch.py", {"with_page": "true", "namespace": "robot1"},
+     {"feature_extractor", "learner", "teaching_page"}),
 ])
 def test_launch_files_give_each_node_its_own_yaml(launch_share, launch_file, given, expected_nodes):
     nodes = _launch_nodes(launch_share / "launch" / launch_file, given)
@@ -179,6 +182,69 @@ def test_launch_argument_replaces_the_arm_yaml(launch_share, tmp_path):
                           {"with_arm": "true", "arm_config": str(mine)})
     arm = next(n for n in nodes if n["name"] == "arm")
     assert _probe(_launch_ros_args(arm["parameters"]), "arm", "")["backend"] == "baxter"
+
+
+# ------------------------------------------------------------------ camera topics (issue 20: your own camera)
+REALSENSE = ("/camera/camera/color/image_raw", "/camera/camera/aligned_depth_to_color/image_raw",
+             "/camera/camera/color/camera_info")
+
+
+def _resolved_topics(ros_args: list[str], name: str, namespace: str) -> tuple[str, str, str]:
+    """The topics rcl resolves the extractor's ``image``, ``depth`` and ``camera_info`` to with these arguments."""
+    context = rclpy.Context()
+    rclpy.init(args=["probe", *ros_args], context=context)
+    try:
+        node = rclpy.create_node(name, namespace=namespace or None, context=context, start_parameter_services=False)
+        try:
+            return tuple(node.resolve_topic_name(t) for t in ("image", "depth", "camera_info"))  # type: ignore[return-value]
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
+def _launch_topics(launch_share: Path, launch_file: str, given: dict[str, str]) -> tuple[str, str, str]:
+    nodes = {n["name"]: n for n in _launch_nodes(launch_share / "launch" / launch_file, given)}
+    extractor = nodes["feature_extractor"]
+    args = ["--ros-args", *[x for a, b in extractor["remappings"] for x in ("-r", f"{a}:={b}")]]
+    return _resolved_topics(args, "feature_extractor", extractor["namespace"])
+
+
+@pytest.mark.parametrize("launch_file", ["perception.launch.py", "teaching_session.launch.py", "replay.launch.py"])
+def test_launch_depth_and_camera_info_topics(launch_share, launch_file):
+    """Defaults keep the nodes' own names (as before the arguments existed); given topics reach the extractor."""
+    base = {"bag": "/tmp/none"} if launch_file == "replay.launch.py" else {}
+    assert _launch_topics(launch_share, launch_file, {**base, "namespace": "robot1"}) == (
+        "/camera/image_raw", "/robot1/depth", "/robot1/camera_info")
+    given = {**base, "camera_topic": "/cam/rgb", "depth_topic": "/cam/aligned_depth", "camera_info_topic": "/cam/info"}
+    assert _launch_topics(launch_share, launch_file, given) == ("/cam/rgb", "/cam/aligned_depth", "/cam/info")
+
+
+def test_depth_camera_launch_reads_the_realsense_topics(launch_share):
+    from cbcl_pr_ros.nodes.session import CAMERA_PRESETS
+
+    assert _launch_topics(launch_share, "depth_camera.launch.py", {}) == REALSENSE == CAMERA_PRESETS["realsense"]
+    other = {"camera_topic": "/camera/color/image_raw", "depth_topic": "/camera/depth/image_raw"}
+    assert _launch_topics(launch_share, "depth_camera.launch.py", other) == (*other.values(), REALSENSE[2])
+    nodes = {n["name"]: n for n in _launch_nodes(launch_share / "launch" / "depth_camera.launch.py",
+                                                 {"with_arm": "true"})}
+    assert set(nodes) == {"feature_extractor", "learner", "arm"}
+
+
+@pytest.mark.parametrize("argv, want", [
+    ([], ("/robot1/image", "/robot1/depth", "/robot1/camera_info")),
+    (["--camera-topic", "/cam/rgb"], ("/cam/rgb", "/robot1/depth", "/robot1/camera_info")),
+    (["--camera", "realsense"], REALSENSE),
+    (["--camera", "realsense", "--depth-topic", "/cam/depth_mm", "--camera-info-topic", "/cam/info"],
+     (REALSENSE[0], "/cam/depth_mm", "/cam/info")),
+])
+def test_teaching_session_camera_topic_options(argv, want):
+    from cbcl_pr_ros.nodes import session
+
+    opts = session.parse_args(["--namespace", "robot1", *argv])
+    camera, depth, info = session.camera_topics(opts)
+    args = session.build_ros_args([], camera, depth_topic=depth, camera_info_topic=info)[1:]
+    assert _resolved_topics(args, "feature_extractor", "robot1") == want
 
 
 # ------------------------------------------------------------------ teaching_session (one process)

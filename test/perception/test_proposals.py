@@ -129,6 +129,7 @@ def test_rgb_only_finds_coloured_objects_without_3d():
 
 @pytest.mark.parametrize("bad", [
     "all_nan", "zeros", "three_channels", "one_row", "strings", "no_intrinsics", "no_plane", "millimetres",
+    "other_aspect",
 ])
 def test_unusable_depth_falls_back_to_rgb(bad):
     rgb, depth, k, _ = scene(THREE)
@@ -148,6 +149,8 @@ def test_unusable_depth_falls_back_to_rgb(bad):
         depth = depth * 1000.0
     elif bad == "no_plane":  # random depths: no plane holds a fifth of them
         depth = np.random.default_rng(0).uniform(0.3, 3.0, depth.shape).astype(np.float32)
+    elif bad == "other_aspect":  # a raw (not aligned) depth stream of another shape: resizing it would misplace 3D
+        depth = depth[:180]
     props = propose(rgb, depth, k)
     _matches(props, THREE, min_iou=0.6)
     assert all(not p.has_depth for p in props)
@@ -225,3 +228,26 @@ def test_intrinsics_are_scaled_to_the_image_or_refused():
     assert none is None and "1280x720" in why and "no 3D" in why
     none, why = intrinsics_for_image(None, None, (480, 640))
     assert none is None and "no CameraInfo" in why
+
+
+@pytest.mark.parametrize("change, expect", [
+    (lambda d: d, ""),
+    (lambda d: d[::2, ::2], ""),  # half size, same aspect ratio: a reduced aligned stream, resized
+    (lambda d: d[:180], "another aspect ratio"),
+    (lambda d: np.full_like(d, np.nan), "no reading"),
+    (lambda d: np.zeros_like(d), "no reading"),
+    (lambda d: d * 1000.0, "millimetres sent as 32FC1"),
+    (lambda d: np.round(d) * 0.001, "metres sent as 16UC1"),  # 0.6 m written as 1 (mm) in a 16UC1 image
+    (lambda d: d[:, :, None].repeat(3, axis=2), "not a 2-D image"),
+    (lambda d: np.array([["a", "b"], ["c", "d"]]), "not numeric"),
+])
+def test_depth_problem_names_what_is_wrong(change, expect):
+    """The reason a camera node warns with; "" exactly when the depth can give 3D for the image."""
+    from cbcl_pr_ros.perception import depth_problem
+
+    rgb, depth, k, _ = scene(THREE)
+    why = depth_problem(change(depth), rgb.shape)
+    assert (expect in why and why) if expect else why == "", why
+    if expect:  # whatever depth_problem refuses, propose does not turn into 3D
+        props = propose(rgb, change(depth), k)
+        assert props and all(not p.has_depth for p in props)
