@@ -30,7 +30,7 @@ import numpy as np
 from .errors import BagFormatError
 from .reader import TeachingSession, read_session
 from .records import EventKind
-from .writer import DEFAULT_EVENTS_TOPIC
+from .types import DEFAULT_EVENTS_TOPIC
 
 __all__ = [
     "IncrementResult",

@@ -17,9 +17,8 @@ from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Reader, ReaderError
 
 from .errors import BagFormatError
-from .records import BagImage, TeachingEventRecord
-from .types import EVENT_TYPE, IMAGE_TYPE, make_typestore
-from .writer import DEFAULT_EVENTS_TOPIC, normalize_topic
+from .records import FORMAT_VERSION, MODE_FRAME, BagImage, TeachingEventRecord
+from .types import DEFAULT_EVENTS_TOPIC, EVENT_TYPE, IMAGE_TYPE, make_typestore, normalize_topic
 
 __all__ = [
     "BagSummary",
@@ -29,6 +28,7 @@ __all__ = [
     "bag_info",
     "check_bag",
     "iter_raw",
+    "read_raw",
     "read_session",
 ]
 _LOG = logging.getLogger(__name__)
@@ -76,6 +76,10 @@ class TeachingSession:
     events: list[TeachingEventRecord]
     frames: dict[int, BagImage] = field(repr=False)
     info: BagSummary = field(repr=False)
+    format_version: int = FORMAT_VERSION  # of the events (1: before mode/track/rois/view_seed)
+    event_log_times_ns: tuple[int, ...] = ()  # when each event was logged, in order
+    raw_frames: dict[int, bytes] = field(default_factory=dict, repr=False)  # CDR of used frames (kept on request)
+    raw: list[RawMessage] = field(default_factory=list, repr=False)  # messages of the kept topics, log-time order
 
     def frame(self, stamp_ns: int) -> BagImage:
         try:
@@ -194,6 +198,18 @@ def _select(path: Path, reader: Reader, topics: Iterable[str] | None) -> list[Co
     return [c for c in reader.connections if c.topic in wanted]
 
 
+def read_raw(path: str | Path) -> tuple[BagSummary, list[RawMessage]]:
+    """What metadata.yaml says and every message of the bag (checked: a truncated bag is refused),
+    the bag opened once."""
+    reader = _open(path)
+    try:
+        info = _summary(Path(path), reader)
+        raw = [RawMessage(c.topic, c.msgtype, t, d) for c, t, d in _read(Path(path), reader, list(reader.connections))]
+        return info, raw
+    finally:
+        reader.close()
+
+
 def iter_raw(path: str | Path, topics: Iterable[str] | None = None) -> Iterator[RawMessage]:
     """Serialized messages in log-time order (what replay publishes)."""
     reader = _open(path)
@@ -231,13 +247,106 @@ def _check_type(path: Path, store, conn: Connection, expected: str) -> None:
         )
 
 
+def _event_format(path: Path, conns: list[Connection]):
+    """(format version, typestore that decodes it) of the events' connections: format 2 (this
+    package's TeachingEvent) or format 1 (recorded before issue 23); any other definition is refused."""
+    store = make_typestore()
+    old = make_typestore(event_format=1)
+    if conns and all(c.msgtype == EVENT_TYPE and c.digest == old.hash_rihs01(EVENT_TYPE) for c in conns):
+        return 1, old
+    for conn in conns:
+        _check_type(path, store, conn, EVENT_TYPE)
+    return FORMAT_VERSION, store
+
+
+def _choose_camera(path: Path, reader: Reader, info: BagSummary, camera_topic: str | None) -> list[Connection]:
+    """The camera topic's connections (the bag's one image topic when ``camera_topic`` is None)."""
+    if camera_topic is None:
+        image_topics = sorted({c.topic for c in reader.connections if c.msgtype == IMAGE_TYPE})
+        if len(image_topics) != 1:
+            raise BagFormatError(
+                path,
+                "cannot choose the camera topic: "
+                + (f"several image topics {image_topics}; pass camera_topic" if image_topics
+                   else f"no {IMAGE_TYPE} topic in the bag"),
+            )
+        camera_topic = image_topics[0]
+    camera_topic = normalize_topic(camera_topic)
+    cam_conns = [c for c in reader.connections if c.topic == camera_topic]
+    if not cam_conns:
+        raise BagFormatError(
+            path, f"camera topic not in bag (topics present: {', '.join(sorted(info.topics))})", camera_topic,
+        )
+    store = make_typestore()
+    for conn in cam_conns:
+        _check_type(path, store, conn, IMAGE_TYPE)
+    return cam_conns
+
+
+def _event(path: Path, conn: Connection, msg, version: int, index: int) -> TeachingEventRecord:
+    """A decoded TeachingEvent as a record; format 1 events read as whole-frame teaches."""
+    extra = {} if version == 1 else {
+        "mode": int(msg.mode), "track_id": int(msg.track_id), "view_seed": int(msg.view_seed),
+        "rois": tuple((int(r.x_offset), int(r.y_offset), int(r.width), int(r.height)) for r in msg.rois)}
+    try:
+        return TeachingEventRecord(
+            stamp_ns=_stamp_ns(msg.header.stamp), kind=int(msg.kind), label=msg.label,
+            new_label=msg.new_label, frame_stamps_ns=tuple(_stamp_ns(s) for s in msg.frame_stamps),
+            predicted_label=msg.predicted_label, confidence=float(msg.confidence), known=bool(msg.known),
+            success=bool(msg.success), frame_id=msg.header.frame_id, **({"mode": MODE_FRAME} | extra))
+    except ValueError as exc:
+        raise BagFormatError(path, f"invalid teaching event #{index}: {exc}", conn.topic) from None
+
+
+def _bag_image(path: Path, conn: Connection, log_time: int, msg) -> BagImage:
+    img = BagImage(
+        topic=conn.topic, log_time_ns=int(log_time), stamp_ns=_stamp_ns(msg.header.stamp),
+        frame_id=msg.header.frame_id, encoding=msg.encoding, height=int(msg.height), width=int(msg.width),
+        step=int(msg.step), is_bigendian=bool(msg.is_bigendian), data=msg.data.tobytes(),
+    )
+    if img.height * img.step != len(img.data):
+        raise BagFormatError(
+            path, f"frame stamped {img.stamp_ns} ns has {len(img.data)} data bytes, "
+            f"expected height*step = {img.height * img.step}", conn.topic,
+        )
+    return img
+
+
+@dataclass
+class _Frames:
+    """Camera frames gathered while the bag is read once."""
+
+    needed: set[int]
+    keep_all: bool
+    keep_raw: bool
+    images: dict[int, BagImage] = field(default_factory=dict)
+    raw: dict[int, bytes] = field(default_factory=dict)
+
+    def add(self, path: Path, conn: Connection, log_time: int, msg, data: bytes) -> None:
+        img = _bag_image(path, conn, log_time, msg)
+        stamp = img.stamp_ns
+        if not self.keep_all and stamp not in self.needed:
+            return
+        old = self.images.get(stamp)
+        if old is not None and old.data != img.data:
+            if stamp in self.needed:
+                raise BagFormatError(path, f"two different frames share the stamp {stamp} ns that an event uses",
+                                     conn.topic)
+            return
+        self.images.setdefault(stamp, img)
+        if self.keep_raw and stamp in self.needed:
+            self.raw.setdefault(stamp, data)
+
+
 def read_session(
     path: str | Path,
     camera_topic: str | None = None,
     events_topic: str = DEFAULT_EVENTS_TOPIC,
     frames: str = "referenced",
+    *,
+    keep: Iterable[str] | str | None = None,
 ) -> TeachingSession:
-    """Teaching events and camera frames of a bag.
+    """Teaching events and camera frames of a bag, the bag opened once.
 
     Parameters
     ----------
@@ -245,106 +354,57 @@ def read_session(
         omitted when the bag holds exactly one image topic.
     frames : ``"referenced"`` keeps only frames some event refers to (memory stays small for long
         recordings); ``"all"`` keeps every frame of the camera topic.
+    keep : topics whose raw messages go into ``session.raw`` (what a replay publishes; ``"all"``:
+        every topic but the events). When given, every message of the bag is read (a truncated bag
+        is refused whole) and the used frames' CDR bytes are kept in ``session.raw_frames``.
     """
     if frames not in ("referenced", "all"):
         raise ValueError(f"frames must be 'referenced' or 'all', got {frames!r}")
     path = Path(path)
     reader = _open(path)
-    store = make_typestore()
     try:
         info = _summary(path, reader)
         events_topic = normalize_topic(events_topic)
         ev_conns = [c for c in reader.connections if c.topic == events_topic]
         if not ev_conns:
             raise BagFormatError(
-                path,
-                f"no teaching events (topics present: {', '.join(sorted(info.topics)) or 'none'})",
+                path, f"no teaching events (topics present: {', '.join(sorted(info.topics)) or 'none'})",
                 events_topic,
             )
-        for conn in ev_conns:
-            _check_type(path, store, conn, EVENT_TYPE)
-        if camera_topic is None:
-            image_topics = sorted({c.topic for c in reader.connections if c.msgtype == IMAGE_TYPE})
-            if len(image_topics) != 1:
-                raise BagFormatError(
-                    path,
-                    "cannot choose the camera topic: "
-                    + (f"several image topics {image_topics}; pass camera_topic" if image_topics
-                       else f"no {IMAGE_TYPE} topic in the bag"),
-                )
-            camera_topic = image_topics[0]
-        camera_topic = normalize_topic(camera_topic)
-        cam_conns = [c for c in reader.connections if c.topic == camera_topic]
-        if not cam_conns:
-            raise BagFormatError(
-                path, f"camera topic not in bag (topics present: {', '.join(sorted(info.topics))})",
-                camera_topic,
-            )
-        for conn in cam_conns:
-            _check_type(path, store, conn, IMAGE_TYPE)
-
-        events: list[TeachingEventRecord] = []
-        for conn, _, data in _read(path, reader, ev_conns):
-            msg = _deserialize(path, store, conn, data)
-            try:
-                events.append(
-                    TeachingEventRecord(
-                        stamp_ns=_stamp_ns(msg.header.stamp),
-                        kind=int(msg.kind),
-                        label=msg.label,
-                        new_label=msg.new_label,
-                        frame_stamps_ns=tuple(_stamp_ns(s) for s in msg.frame_stamps),
-                        predicted_label=msg.predicted_label,
-                        confidence=float(msg.confidence),
-                        known=bool(msg.known),
-                        success=bool(msg.success),
-                        frame_id=msg.header.frame_id,
-                    )
-                )
-            except ValueError as exc:
-                raise BagFormatError(path, f"invalid teaching event #{len(events)}: {exc}", conn.topic) from None
-
-        needed = {s for ev in events for s in ev.frame_stamps_ns}
-        images: dict[int, BagImage] = {}
-        for conn, log_time, data in _read(path, reader, cam_conns):
-            msg = _deserialize(path, store, conn, data)
-            stamp = _stamp_ns(msg.header.stamp)
-            if frames == "referenced" and stamp not in needed:
-                continue
-            img = BagImage(
-                topic=conn.topic,
-                log_time_ns=int(log_time),
-                stamp_ns=stamp,
-                frame_id=msg.header.frame_id,
-                encoding=msg.encoding,
-                height=int(msg.height),
-                width=int(msg.width),
-                step=int(msg.step),
-                is_bigendian=bool(msg.is_bigendian),
-                data=msg.data.tobytes(),
-            )
-            if img.height * img.step != len(img.data):
-                raise BagFormatError(
-                    path, f"frame stamped {stamp} ns has {len(img.data)} data bytes, "
-                    f"expected height*step = {img.height * img.step}", conn.topic,
-                )
-            old = images.get(stamp)
-            if old is not None and old.data != img.data:
-                if stamp in needed:
-                    raise BagFormatError(
-                        path, f"two different frames share the stamp {stamp} ns that an event uses",
-                        conn.topic,
-                    )
-                continue
-            images.setdefault(stamp, img)
-        missing = sorted(needed - images.keys())
+        version, ev_store = _event_format(path, ev_conns)
+        cam_conns = _choose_camera(path, reader, info, camera_topic)
+        events, log_times = [], []
+        for conn, log_time, data in _read(path, reader, ev_conns):
+            events.append(_event(path, conn, _deserialize(path, ev_store, conn, data), version, len(events)))
+            log_times.append(int(log_time))
+        kept = (None if keep is None else set(info.topics) - {events_topic} if keep == "all"
+                else {normalize_topic(t) for t in keep})
+        got = _Frames({s for ev in events for s in ev.frame_stamps_ns}, frames == "all", kept is not None)
+        raw = _read_frames(path, reader, cam_conns, ev_conns, kept, got)
+        missing = sorted(got.needed - got.images.keys())
         if missing:
             raise BagFormatError(
-                path,
-                f"{len(missing)} frame(s) used by teaching events are missing (first stamp "
-                f"{missing[0]} ns)",
-                camera_topic,
+                path, f"{len(missing)} frame(s) used by teaching events are missing (first stamp {missing[0]} ns)",
+                cam_conns[0].topic,
             )
-        return TeachingSession(path, camera_topic, events_topic, events, images, info)
+        return TeachingSession(path, cam_conns[0].topic, events_topic, events, got.images, info, version,
+                               tuple(log_times), got.raw, raw)
     finally:
         reader.close()
+
+
+def _read_frames(path: Path, reader: Reader, cam_conns: list[Connection], ev_conns: list[Connection],
+                 kept: set[str] | None, got: _Frames) -> list[RawMessage]:
+    """Decode the camera frames into ``got``; with ``kept``, read every other topic too (in the same
+    pass) and return the raw messages of the kept topics."""
+    store = make_typestore()
+    cam_ids = {c.id for c in cam_conns}
+    ev_ids = {c.id for c in ev_conns}
+    conns = cam_conns if kept is None else [c for c in reader.connections if c.id not in ev_ids]
+    raw: list[RawMessage] = []
+    for conn, log_time, data in _read(path, reader, conns):
+        if kept is not None and conn.topic in kept:
+            raw.append(RawMessage(conn.topic, conn.msgtype, log_time, data))
+        if conn.id in cam_ids:
+            got.add(path, conn, log_time, _deserialize(path, store, conn, data), data)
+    return raw

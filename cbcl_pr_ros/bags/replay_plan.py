@@ -12,10 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from .errors import BagFormatError
-from .reader import check_bag, iter_raw, read_session
+from .reader import read_raw, read_session
 from .records import EventKind, TeachingEventRecord
-from .types import IMAGE_TYPE, make_typestore
-from .writer import DEFAULT_EVENTS_TOPIC, normalize_topic
+from .types import DEFAULT_EVENTS_TOPIC, normalize_topic
 
 __all__ = ["PlannedEvent", "PlannedMessage", "ReplayPlan", "build_plan", "kind_service", "timing_summary"]
 
@@ -46,7 +45,8 @@ class ReplayPlan:
     messages: list[PlannedMessage]
     events: list[PlannedEvent]
     topics: dict[str, str]  # topic -> msgtype of the published topics
-    duration_s: float
+    duration_s: float  # at the replay's rate
+    bag_duration_s: float = 0.0  # as recorded
 
 
 def build_plan(
@@ -57,7 +57,7 @@ def build_plan(
     camera_topic: str | None = None,
     with_events: bool = True,
 ) -> ReplayPlan:
-    """Read and check the bag, then time every message at ``rate`` (2.0 = twice as fast; None =
+    """Read and check the bag (opened once), then time every message at ``rate`` (2.0 = twice as fast; None =
     as fast as possible).
 
     ``topics`` limits the published topics (default: every topic but the events topic). Teaching
@@ -66,41 +66,22 @@ def build_plan(
     if rate is not None and not (0.01 <= float(rate) <= 1000.0):
         raise ValueError(f"rate must be in [0.01, 1000] or None (as fast as possible), got {rate}")
     path = Path(path)
-    info = check_bag(path)  # refuses a truncated bag before anything is published
     events_topic = normalize_topic(events_topic)
-    if topics is None:
-        wanted = [t for t in info.topics if t != events_topic]
-    else:
-        wanted = [normalize_topic(t) for t in topics]
-        for t in wanted:
-            if t not in info.topics:
-                raise BagFormatError(path, f"topic not in bag (it has: {', '.join(sorted(info.topics))})", t)
-    published = {t: info.topics[t].msgtype for t in wanted}
+    session = read_session(path, camera_topic=camera_topic, events_topic=events_topic, keep="all") if with_events else None
+    info, raw = (session.info, session.raw) if session else read_raw(path)
+    wanted = [t for t in info.topics if t != events_topic] if topics is None else [normalize_topic(t) for t in topics]
+    for t in wanted:
+        if t not in info.topics:
+            raise BagFormatError(path, f"topic not in bag (it has: {', '.join(sorted(info.topics))})", t)
     t0 = info.start_ns
     scale = 0.0 if rate is None else 1.0 / float(rate)
-    messages = [
-        PlannedMessage((m.log_time_ns - t0) * 1e-9 * scale, m.topic, m.msgtype, m.data)
-        for m in iter_raw(path, wanted)
-    ] if wanted else []
-
-    events: list[PlannedEvent] = []
-    if with_events:
-        session = read_session(path, camera_topic=camera_topic, events_topic=events_topic)
-        # Frames as stored (CDR), by header stamp, so TeachClass/Classify get the recorded bytes.
-        store = make_typestore()
-        raw_by_stamp: dict[int, bytes] = {}
-        needed = {s for ev in session.events for s in ev.frame_stamps_ns}
-        for m in iter_raw(path, [session.camera_topic]):
-            hdr = store.deserialize_cdr(m.data, IMAGE_TYPE).header.stamp
-            stamp = int(hdr.sec) * 1_000_000_000 + int(hdr.nanosec)
-            if stamp in needed:
-                raw_by_stamp.setdefault(stamp, m.data)
-        ev_times = [m.log_time_ns for m in iter_raw(path, [events_topic])]
-        for ev, log_time in zip(session.events, ev_times):
-            events.append(PlannedEvent((log_time - t0) * 1e-9 * scale, ev,
-                                       tuple(raw_by_stamp[s] for s in ev.frame_stamps_ns)))
-    return ReplayPlan(path, None if rate is None else float(rate), messages, events, published,
-                      info.duration_ns * 1e-9 * scale)
+    messages = [PlannedMessage((m.log_time_ns - t0) * 1e-9 * scale, m.topic, m.msgtype, m.data)
+                for m in raw if m.topic in wanted]
+    events = [PlannedEvent((log_time - t0) * 1e-9 * scale, ev, tuple(session.raw_frames[s] for s in ev.frame_stamps_ns))
+              for ev, log_time in zip(session.events, session.event_log_times_ns)] if session else []
+    return ReplayPlan(path, None if rate is None else float(rate), messages, events,
+                      {t: info.topics[t].msgtype for t in wanted}, info.duration_ns * 1e-9 * scale,
+                      info.duration_ns * 1e-9)
 
 
 def timing_summary(errors_s: list[float] | np.ndarray) -> dict[str, float]:

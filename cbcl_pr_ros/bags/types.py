@@ -1,4 +1,4 @@
-"""Message types known to the bag layer: ROS 2 Kilted's standard types plus this package's own.
+"""Message types and topic names of the bag layer: ROS 2 Kilted's standard types plus this package's own.
 
 The project's ``msg/*.msg`` files are parsed with rosbags' ``get_types_from_msg`` so that the type
 hashes (RIHS01) and message definitions written into a bag are the same ones rosidl generates, and
@@ -16,17 +16,40 @@ from rosbags.typesys.store import Typestore
 from cbcl_pr_ros.share import PACKAGE, find_share_file
 
 __all__ = [
+    "DEFAULT_EVENTS_TOPIC",
+    "EVENT_TYPE_V1",
     "COMPRESSED_IMAGE_TYPE",
     "EVENT_TYPE",
     "IMAGE_TYPE",
     "PACKAGE",
     "find_msg_dir",
     "make_typestore",
+    "normalize_topic",
 ]
 
 IMAGE_TYPE = "sensor_msgs/msg/Image"
 COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
 EVENT_TYPE = f"{PACKAGE}/msg/TeachingEvent"
+DEFAULT_EVENTS_TOPIC = "/teaching_events"
+# TeachingEvent as bag format 1 wrote it (before issue 23 added mode, track_id, rois, view_seed):
+# bags recorded then carry this definition's type hash and are decoded with it.
+EVENT_TYPE_V1 = """std_msgs/Header header
+uint8 kind
+string label
+string new_label
+builtin_interfaces/Time[] frame_stamps
+string predicted_label
+float32 confidence
+bool known
+bool success
+"""
+
+
+def normalize_topic(topic: str) -> str:
+    """Fully qualified topic name as rosbag2 stores it ("camera/image" -> "/camera/image")."""
+    if not isinstance(topic, str) or not topic.strip("/"):
+        raise ValueError(f"invalid topic name {topic!r}")
+    return "/" + topic.strip("/")
 
 
 def find_msg_dir() -> Path:
@@ -52,12 +75,17 @@ def _project_types() -> dict:
     return types
 
 
-def make_typestore() -> Typestore:
-    """A fresh Kilted typestore with this package's messages registered.
+def make_typestore(event_format: int = 2) -> Typestore:
+    """A fresh Kilted typestore with this package's messages registered; ``event_format=1`` holds
+    TeachingEvent as bag format 1 defined it (to decode old bags).
 
-    A new store per call: readers register types found in a bag's own definitions, and that must
-    not leak from one bag to the next.
+    A new store per call, so that one bag's definitions never leak into the next.
     """
     store = get_typestore(Stores.ROS2_KILTED)
-    store.register(_project_types())
+    types = dict(_project_types())
+    if event_format == 1:
+        types.update(get_types_from_msg(EVENT_TYPE_V1, EVENT_TYPE))
+    elif event_format != 2:
+        raise ValueError(f"unknown TeachingEvent format {event_format!r} (1 or 2)")
+    store.register(types)
     return store

@@ -27,11 +27,12 @@ from rosbags.interfaces import (
 )
 from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 
-from .records import EventKind, TeachingEventRecord
-from .types import EVENT_TYPE, IMAGE_TYPE, make_typestore
+from .records import FORMAT_VERSION, EventKind, TeachingEventRecord
+from .types import DEFAULT_EVENTS_TOPIC, EVENT_TYPE, IMAGE_TYPE, make_typestore, normalize_topic
 
 __all__ = [
     "DEFAULT_EVENTS_TOPIC",
+    "FORMAT_KEY",
     "ROSBAG2_VERSION",
     "STORAGES",
     "TeachingBagWriter",
@@ -41,7 +42,7 @@ __all__ = [
 
 ROSBAG2_VERSION = 9  # the metadata version Jazzy and Kilted write
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
-DEFAULT_EVENTS_TOPIC = "/teaching_events"
+FORMAT_KEY = "cbcl_pr_ros.format"  # custom_data key of the bag format (records.FORMAT_VERSION)
 # rosbag2 writes "infinite" durations as the largest rmw_time_t it can express.
 _INFINITE = QosTime(9223372036, 854775807)
 _LOG = logging.getLogger(__name__)
@@ -60,13 +61,6 @@ def default_qos(reliable: bool = True, depth: int = 10) -> Qos:
         _INFINITE,
         False,
     )
-
-
-def normalize_topic(topic: str) -> str:
-    """Fully qualified topic name as rosbag2 stores it ("camera/image" -> "/camera/image")."""
-    if not isinstance(topic, str) or not topic.strip("/"):
-        raise ValueError(f"invalid topic name {topic!r}")
-    return "/" + topic.strip("/")
 
 
 def _time(ns: int):  # builtin_interfaces/Time fields
@@ -112,6 +106,7 @@ class TeachingBagWriter:
         self._writer = Writer(self.path, version=ROSBAG2_VERSION, storage_plugin=STORAGES[storage])
         for key, value in (custom_data or {}).items():
             self._writer.set_custom_data(str(key), str(value))
+        self._writer.set_custom_data(FORMAT_KEY, str(FORMAT_VERSION))
         self._connections: dict[str, Connection] = {}
         self._open = False
         self.counts: dict[str, int] = {}
@@ -256,6 +251,11 @@ class TeachingBagWriter:
             confidence=float(event.confidence),
             known=bool(event.known),
             success=bool(event.success),
+            mode=int(event.mode),
+            track_id=int(event.track_id),
+            rois=[ts["sensor_msgs/msg/RegionOfInterest"](x_offset=x, y_offset=y, width=w, height=h, do_rectify=False)
+                  for x, y, w, h in event.rois],
+            view_seed=int(event.view_seed),
         )
         data = self.typestore.serialize_cdr(msg, EVENT_TYPE)
         self.write_raw(topic, EVENT_TYPE, data, event.stamp_ns if log_time_ns is None else log_time_ns)

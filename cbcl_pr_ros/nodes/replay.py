@@ -33,11 +33,10 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import Image, RegionOfInterest
 
 from cbcl_pr_ros.bags.config import load_bag_defaults
 from cbcl_pr_ros.bags.errors import BagFormatError
-from cbcl_pr_ros.bags.reader import bag_info
 from cbcl_pr_ros.bags.records import EventKind, TeachingEventRecord
 from cbcl_pr_ros.bags.replay_plan import PlannedEvent, ReplayPlan, build_plan, kind_service, timing_summary
 from cbcl_pr_ros.msg import TeachingEvent
@@ -153,14 +152,14 @@ class ReplayNode(Node):
     def _request(self, pe: PlannedEvent) -> Any:
         ev = pe.event
         images = [deserialize_message(b, Image) for b in pe.frames]
-        if ev.kind == EventKind.TEACH:
-            req = TeachClass.Request()
-            req.label = ev.label
-            req.images = images
+        if ev.kind == EventKind.TEACH:  # as taught: mode, boxes, and a track's frames from the stream
+            req = TeachClass.Request(label=ev.label, mode=ev.mode, track_id=ev.track_id, rois=_rois(ev.rois))
+            if ev.track_id >= 0:
+                req.num_frames = len(pe.frames)
+            else:
+                req.images = images
         elif ev.kind == EventKind.CLASSIFY:
-            req = Classify.Request()
-            req.image = images[0]
-            req.top_k = 5
+            req = Classify.Request(image=images[0], top_k=5, scope=ev.mode)
         elif ev.kind == EventKind.FORGET:
             req = ForgetClass.Request()
             req.label = ev.label
@@ -200,6 +199,10 @@ class ReplayNode(Node):
         self.events_pub.publish(teaching_event_msg(live))
 
 
+def _rois(rois: Any) -> list[RegionOfInterest]:
+    return [RegionOfInterest(x_offset=x, y_offset=y, width=w, height=h) for x, y, w, h in rois]
+
+
 def teaching_event_msg(record: TeachingEventRecord) -> TeachingEvent:
     """The ``cbcl_pr_ros/msg/TeachingEvent`` of a record: what any teacher script publishes on
     ``teaching_events`` so that ``record_session`` captures its session."""
@@ -215,6 +218,8 @@ def teaching_event_msg(record: TeachingEventRecord) -> TeachingEvent:
     msg.frame_stamps = [t(s) for s in record.frame_stamps_ns]
     msg.predicted_label, msg.confidence = record.predicted_label, float(record.confidence)
     msg.known, msg.success = bool(record.known), bool(record.success)
+    msg.mode, msg.track_id, msg.view_seed = int(record.mode), int(record.track_id), int(record.view_seed)
+    msg.rois = _rois(record.rois)
     return msg
 
 
@@ -311,7 +316,6 @@ def main(argv: list[str] | None = None) -> int:
     except (BagFormatError, ValueError) as exc:
         print(f"replay_session: {exc}", file=sys.stderr)
         return 2
-    info = bag_info(opts.bag)
     _LOG.info("replaying %s: %d messages on %s, %d teaching events, %.1f s at %s",
               opts.bag, len(plan.messages), ", ".join(plan.topics) or "no topics", len(plan.events),
               plan.duration_s, "full speed" if plan.rate is None else f"{plan.rate:g}x")
@@ -342,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     assert report is not None
     d = report.to_dict()
-    d["bag_duration_s"] = info.duration_ns * 1e-9
+    d["bag_duration_s"] = plan.bag_duration_s
     if opts.report:
         Path(opts.report).write_text(json.dumps(d, indent=2), encoding="utf8")
     t = report.publish_timing

@@ -188,18 +188,23 @@ def test_teaching_event_msg_matches_the_bag_encoding():
     from cbcl_pr_ros.nodes.replay import teaching_event_msg
 
     rec = TeachingEventRecord(5_000_000_123, EventKind.CLASSIFY, "mug", frame_stamps_ns=[4_999_000_000],
-                              predicted_label="cup", confidence=0.25, known=True, success=True, frame_id="cam")
+                              predicted_label="cup", confidence=0.25, known=True, success=True, frame_id="cam",
+                              mode=1, rois=[(1, 2, 30, 40)], view_seed=7)
     store = make_typestore()
     t = store.types
     Time = t["builtin_interfaces/msg/Time"]
     ours = store.serialize_cdr(t[EVENT_TYPE](
         header=t["std_msgs/msg/Header"](stamp=Time(sec=5, nanosec=123), frame_id="cam"), kind=1,
         label="mug", new_label="", frame_stamps=[Time(sec=4, nanosec=999_000_000)], predicted_label="cup",
-        confidence=0.25, known=True, success=True), EVENT_TYPE)
+        confidence=0.25, known=True, success=True, mode=1, track_id=-1, view_seed=7,
+        rois=[t["sensor_msgs/msg/RegionOfInterest"](x_offset=1, y_offset=2, width=30, height=40, do_rectify=False)]),
+        EVENT_TYPE)
     msg = teaching_event_msg(rec)
     assert deserialize_message(bytes(ours), TeachingEvent) == msg
     back = store.deserialize_cdr(serialize_message(msg), EVENT_TYPE)
     assert (back.header.stamp.sec, back.header.stamp.nanosec, back.kind, back.label, back.predicted_label,
-            back.known, back.success) == (5, 123, 1, "mug", "cup", True, True)
+            back.known, back.success, back.mode, back.track_id, back.view_seed) == (5, 123, 1, "mug", "cup", True, True,
+                                                                                   1, -1, 7)
+    assert [(r.x_offset, r.y_offset, r.width, r.height) for r in back.rois] == [(1, 2, 30, 40)]
     assert back.confidence == pytest.approx(0.25)
     assert [(x.sec, x.nanosec) for x in back.frame_stamps] == [(4, 999_000_000)]
