@@ -1,15 +1,17 @@
 """Evaluate a recorded teaching session offline: the bag drives the learner directly, no ROS graph.
 
-The learner is driven exactly as the live learner node drives it, so the offline answers equal
-the live ones for the same bag:
+The learner is driven by the learner node's own code, so the offline answers equal the live ones
+for the same bag:
 
 * the learner is built from the same parameters (``config/cbcl_pr.yaml`` by default) by the nodes'
   ``learner_factory`` and wrapped in the same ``LearnerController`` the node uses (RAM only);
-* features come from the same backbone (``make_backbone`` with the extractor's runtime/threads),
-  computed with the batching of the live path: one batch per TEACH event (the frames a TeachClass
-  request carries), one image per CLASSIFY event; each frame is computed once and cached by stamp;
-* a TEACH event's frames get the node's ``teach_views`` jittered views (seeded as the node seeds
-  them), passed to the learner as views, because the live replay sends them as images;
+* a TEACH event goes, as the TeachClass the replay sends (its frames as images, with the recorded
+  mode, boxes and track), through the node's :class:`~cbcl_pr_ros.service.teaching.Teacher`: the
+  same checks, crops of the object in view or of the boxes, teach-time views (seeded by the
+  event's ``view_seed``, else the learner's ``seed``) and batching; only the port differs (the
+  backbone is called here instead of through the extractor's service);
+* a CLASSIFY event classifies its frame as the node classifies a sent image of the recorded scope
+  (the object in view, or the whole image), one image per call;
 * events are applied in their recorded order (TEACH → teach, CLASSIFY → classify top-5,
   FORGET → forget, RENAME → rename).
 
@@ -21,15 +23,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from .errors import BagFormatError
 from .reader import TeachingSession, read_session
-from .records import EventKind
+from .records import EventKind, TeachingEventRecord
 from .types import DEFAULT_EVENTS_TOPIC
 
 __all__ = [
@@ -82,7 +85,7 @@ class OfflineReport:
     increments: list[IncrementResult]
     predictions: list[PredictionRecord] = field(repr=False)
     n_events: int = 0
-    n_frames_extracted: int = 0
+    n_frames_extracted: int = 0  # images through the backbone: frames, crops and teach-time views
     feature_seconds: float = 0.0
     learner_seconds: float = 0.0
     teach_failures: list[str] = field(default_factory=list)
@@ -152,37 +155,126 @@ def learner_params(config: str | Path | None = None, overrides: Mapping[str, Any
     return p
 
 
-class _FeatureCache:
-    """Feature vectors by frame stamp, computed once, in the batches the live path uses."""
+class _BagPort:
+    """The learner node's TeachingPort with a bag behind it: the backbone computes what the extractor
+    would, the time stands still, and a commit teaches the controller at once (one thread)."""
 
-    def __init__(self, session: TeachingSession, backbone: Any) -> None:
+    def __init__(self, session: TeachingSession, backbone: Any, params: Mapping[str, Any]) -> None:
+        from cbcl_pr_ros.service.teaching import TeachSettings
+
         self.session = session
         self.backbone = backbone
-        self.cache: dict[int, np.ndarray] = {}
-        self.seconds = 0.0
+        self.settings = TeachSettings.from_params(params)
+        self.event: TeachingEventRecord | None = None  # the TEACH being replayed
+        self.n_images = 0
+        self.seconds = 0.0  # in the backbone
+        self.learn_seconds = 0.0  # in the learner
 
-    def get(self, stamps: tuple[int, ...]) -> np.ndarray:
-        todo = [s for s in dict.fromkeys(stamps) if s not in self.cache]
-        if todo:
-            rgbs = [self.session.frame(s).rgb() for s in todo]
-            t0 = time.perf_counter()
-            feats = np.asarray(self.backbone.extract(rgbs), dtype=np.float32)
-            self.seconds += time.perf_counter() - t0
-            for s, f in zip(todo, feats):
-                self.cache[s] = f
-        return np.stack([self.cache[s] for s in stamps])
+    def teach_settings(self) -> Any:
+        seed = self.event.view_seed if self.event is not None and self.event.view_seed >= 0 else self.settings.seed
+        return replace(self.settings, seed=seed)
 
-    def views(self, stamps: tuple[int, ...], shots: np.ndarray, n_views: int, spread: float,
-              seed: int) -> np.ndarray:
-        """(n, k, d) vectors of the teach-time views of the frames, as the learner node makes them
-        for a TeachClass with these frames as images (image ``i``'s views seeded by ``seed + i``)."""
-        from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
-
-        rgbs = [self.session.frame(s).rgb() for s in stamps]
+    def extract(self, rgbs: list[np.ndarray]) -> np.ndarray:
         t0 = time.perf_counter()
-        feats = np.asarray(self.backbone.extract(with_teach_views(rgbs, n_views, seed)[len(rgbs):]), np.float32)
+        out = np.asarray(self.backbone.extract(list(rgbs)), np.float32)
         self.seconds += time.perf_counter() - t0
-        return teaching_vectors(np.vstack([shots, feats]), len(rgbs), n_views, spread)[1]
+        self.n_images += len(rgbs)
+        return out
+
+    def collect(self, n: int, timeout_s: float, stream: str) -> list[Any]:
+        """The TEACH's recorded frames as the stream's: whole-frame vectors, one frame at a time."""
+        if stream != "features":
+            raise ValueError("teaching from the camera stream's objects (a track, or the object in view of "
+                             "stream frames) is not evaluated offline: the bag holds the frames, not the "
+                             "extractor's objects")
+        frames = self.session.frames_of(self.event)[:n] if self.event is not None else []
+        name, dim = getattr(self.backbone, "name", ""), int(self.backbone.feature_dim)
+        return [SimpleNamespace(backbone=name, dimension=dim, values=self.extract([f.rgb()])[0]) for f in frames]
+
+    def now_s(self) -> float:
+        return 0.0
+
+    def topic(self, stream: str) -> str:
+        return f"{self.session.camera_topic} of {self.session.path}"
+
+    def commit(self, c: Any, label: str, feats: np.ndarray, source: str, views: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return c.teach(label, feats, source, views)
+        finally:
+            self.learn_seconds += time.perf_counter() - t0
+
+
+def _teach_request(session: TeachingSession, ev: TeachingEventRecord) -> Any:
+    """The TeachClass the replay sends for a TEACH event, as the learner node converts it."""
+    from cbcl_pr_ros.service.teaching import TeachRequest
+
+    if ev.track_id >= 0:  # the stream's track: no images, its last frames
+        return TeachRequest(ev.label, ev.mode, ev.track_id, ev.rois, num_frames=len(ev.frame_stamps_ns))
+    return TeachRequest(ev.label, ev.mode, ev.track_id, ev.rois, images=tuple(session.frames_of(ev)))
+
+
+@dataclass
+class _Run:
+    """One offline run: the learner node's objects (controller, Teacher) and what was measured."""
+
+    session: TeachingSession
+    port: _BagPort
+    controller: Any
+    teacher: Any
+    margin: float
+    increments: list[IncrementResult] = field(default_factory=list)
+    preds: list[PredictionRecord] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    taught: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
+    tests: list[PredictionRecord] = field(default_factory=list)
+    classified: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+
+    def close_increment(self) -> None:
+        scored = [p for p in self.tests if p.true_label]
+        correct = sum(p.success and p.known and p.predicted_label == p.true_label for p in scored)
+        self.increments.append(IncrementResult(
+            index=len(self.increments), taught=list(self.taught), changes=list(self.changes),
+            classes_known=list(self.controller.classes), n_test=len(scored), n_correct=int(correct),
+            accuracy=correct / len(scored) if scored else None))
+        self.taught, self.changes, self.tests = [], [], []
+
+    def classify(self, ev: TeachingEventRecord) -> None:
+        """Classify the event's frame as the learner node classifies a sent image of that scope."""
+        from cbcl_pr_ros.service.classify_scope import image_scope_rgb
+
+        key = (ev.frame_stamps_ns[0], ev.mode)
+        if key not in self.classified:  # a frame asked about twice is computed once
+            rgb = image_scope_rgb(self.session.frame(ev.frame_stamps_ns[0]).rgb(), ev.mode, self.margin)[0]
+            self.classified[key] = self.port.extract([rgb])
+        t0 = time.perf_counter()
+        out = self.controller.classify(self.classified[key], top_k=5)
+        self.port.learn_seconds += time.perf_counter() - t0
+        p = out.predictions[0] if out.success and out.predictions else None
+        rec = PredictionRecord(
+            increment=len(self.increments), stamp_ns=ev.stamp_ns, frame_stamp_ns=ev.frame_stamps_ns[0],
+            true_label=ev.label, predicted_label=(p.label if p else ""),
+            confidence=float(p.confidence) if p else 0.0, known=bool(p.known) if p else False,
+            success=bool(out.success), recorded_label=ev.predicted_label, recorded_success=ev.success)
+        self.preds.append(rec)
+        self.tests.append(rec)
+
+    def change(self, ev: TeachingEventRecord) -> None:
+        """TEACH through the learner node's Teacher; FORGET and RENAME on the controller."""
+        if ev.kind == EventKind.TEACH:
+            self.port.event = ev
+            res = self.teacher.teach(self.controller, _teach_request(self.session, ev))
+            self.taught.append(ev.label)
+        elif ev.kind == EventKind.FORGET:
+            res = self.controller.forget(ev.label)
+            self.changes.append(f"forget {ev.label}")
+        else:
+            res = self.controller.rename(ev.label, ev.new_label)
+            self.changes.append(f"rename {ev.label} -> {ev.new_label}")
+        if not res.success:
+            self.failures.append(f"{ev.kind.name} {ev.label!r} at {ev.stamp_ns} ns: {res.message}")
+            _LOG.warning("%s: %s", self.session.path, self.failures[-1])
 
 
 def evaluate_session(
@@ -191,76 +283,38 @@ def evaluate_session(
     make_learner: Callable[[int], Any],
     params: Mapping[str, Any] | None = None,
 ) -> OfflineReport:
-    """Replay ``session``'s events through a fresh learner (see the module docstring)."""
+    """Replay ``session``'s events through a fresh learner (see the module docstring); ``params``
+    missing a learner parameter take its default."""
     from cbcl_pr_ros.service.controller import LearnerController
+    from cbcl_pr_ros.service.object_stream import ObjectStream
+    from cbcl_pr_ros.service.params import LEARNER, specs_for
+    from cbcl_pr_ros.service.teaching import Teacher
+    from cbcl_pr_ros.service.validation import RequestLimits
 
-    controller = LearnerController(make_learner=make_learner, backbone=getattr(backbone, "name", "?"),
-                                   feature_dim=int(backbone.feature_dim))  # no store: RAM only
-    params = dict(params or {})
-    n_views = int(params.get("teach_views", 0))  # the live path sends the recorded frames as images
-    feats = _FeatureCache(session, backbone)
-    increments: list[IncrementResult] = []
-    preds: list[PredictionRecord] = []
-    failures: list[str] = []
-    taught: list[str] = []
-    changes: list[str] = []
-    tests: list[PredictionRecord] = []
-    t_learn = 0.0
-
-    def close_increment() -> None:
-        scored = [p for p in tests if p.true_label]
-        correct = sum(p.success and p.known and p.predicted_label == p.true_label for p in scored)
-        increments.append(IncrementResult(
-            index=len(increments), taught=list(taught), changes=list(changes), classes_known=list(controller.classes),
-            n_test=len(scored), n_correct=int(correct),
-            accuracy=correct / len(scored) if scored else None))
-
+    p = {s.name: s.default for s in specs_for(LEARNER)} | dict(params or {})
+    limits = RequestLimits.from_params(p)
+    name = getattr(backbone, "name", "?")
+    controller = LearnerController(make_learner=make_learner, backbone=name, feature_dim=int(backbone.feature_dim),
+                                   limits=limits)  # no store: RAM only
+    port = _BagPort(session, backbone, p)
+    objects = ObjectStream(int(p["track_window"]), int(p["track_max_missed"]), float(p["track_max_distance_m"]))
+    run = _Run(session, port, controller, Teacher(port, objects, name, limits), float(p["crop_margin"]))
     in_test = False
     for ev in session.events:
         if ev.kind == EventKind.CLASSIFY:
             in_test = True
-            x = feats.get(ev.frame_stamps_ns)
-            t0 = time.perf_counter()
-            out = controller.classify(x, top_k=5)
-            t_learn += time.perf_counter() - t0
-            p = out.predictions[0] if out.success and out.predictions else None
-            rec = PredictionRecord(
-                increment=len(increments), stamp_ns=ev.stamp_ns, frame_stamp_ns=ev.frame_stamps_ns[0],
-                true_label=ev.label, predicted_label=(p.label if p else ""),
-                confidence=float(p.confidence) if p else 0.0, known=bool(p.known) if p else False,
-                success=bool(out.success), recorded_label=ev.predicted_label,
-                recorded_success=ev.success)
-            preds.append(rec)
-            tests.append(rec)
+            run.classify(ev)
             continue
         if in_test:  # a mutation after a test phase opens the next increment
-            close_increment()
-            taught, changes, tests, in_test = [], [], [], False
-        t0 = time.perf_counter()
-        if ev.kind == EventKind.TEACH:
-            x = feats.get(ev.frame_stamps_ns)
-            views = (feats.views(ev.frame_stamps_ns, x, n_views, float(params.get("teach_view_spread", 0.5)),
-                                 int(params.get("seed", 0))) if n_views else None)
-            t0 = time.perf_counter()
-            res = controller.teach(ev.label, x, "recorded frames", views)
-            taught.append(ev.label)
-        elif ev.kind == EventKind.FORGET:
-            res = controller.forget(ev.label)
-            changes.append(f"forget {ev.label}")
-        else:
-            res = controller.rename(ev.label, ev.new_label)
-            changes.append(f"rename {ev.label} -> {ev.new_label}")
-        t_learn += time.perf_counter() - t0
-        if not res.success:
-            failures.append(f"{ev.kind.name} {ev.label!r} at {ev.stamp_ns} ns: {res.message}")
-            _LOG.warning("%s: %s", session.path, failures[-1])
-    if taught or changes or tests:
-        close_increment()
+            run.close_increment()
+            in_test = False
+        run.change(ev)
+    if run.taught or run.changes or run.tests:
+        run.close_increment()
     return OfflineReport(
-        bag=str(session.path), backbone=getattr(backbone, "name", "?"), params=dict(params or {}),
-        increments=increments, predictions=preds, n_events=len(session.events),
-        n_frames_extracted=len(feats.cache), feature_seconds=feats.seconds,
-        learner_seconds=t_learn, teach_failures=failures)
+        bag=str(session.path), backbone=name, params=dict(params or {}), increments=run.increments,
+        predictions=run.preds, n_events=len(session.events), n_frames_extracted=port.n_images,
+        feature_seconds=port.seconds, learner_seconds=port.learn_seconds, teach_failures=run.failures)
 
 
 def evaluate_bag(

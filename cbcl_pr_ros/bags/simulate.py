@@ -38,6 +38,8 @@ class SessionPlan:
     image_size : square camera resolution in pixels.
     rate_hz : camera frame rate (frames are stamped 1/rate_hz apart).
     seed : world, views and lighting.
+    mode : what the events name as the object (records.MODE_*): 0 the learner's default, 1 the
+        object in view (TEACH mode and CLASSIFY scope), 2 the whole frame.
     """
 
     categories: tuple[str, ...]
@@ -47,6 +49,7 @@ class SessionPlan:
     image_size: int = 224
     rate_hz: float = 10.0
     seed: int = 0
+    mode: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "categories", tuple(self.categories))
@@ -59,6 +62,8 @@ class SessionPlan:
                                  ("image_size", self.image_size, 16)):
             if int(value) < low:
                 raise ValueError(f"{name} must be >= {low}, got {value}")
+        if self.mode not in (0, 1, 2):
+            raise ValueError(f"mode must be 0 (default), 1 (object) or 2 (frame), got {self.mode}")
         if not (0.1 <= float(self.rate_hz) <= 1000.0):
             raise ValueError(f"rate_hz must be in [0.1, 1000], got {self.rate_hz}")
 
@@ -106,7 +111,7 @@ def simulate_session(
             bag.set_session_info({
                 "categories": list(plan.categories), "shots": plan.shots,
                 "test_views": plan.test_views, "classes_per_increment": plan.classes_per_increment,
-                "image_size": plan.image_size, "rate_hz": plan.rate_hz, "seed": plan.seed,
+                "image_size": plan.image_size, "rate_hz": plan.rate_hz, "seed": plan.seed, "mode": plan.mode,
                 "camera_topic": camera_topic, "events_topic": events_topic,
             })
 
@@ -128,8 +133,8 @@ def simulate_session(
             for start in range(0, len(cats), plan.classes_per_increment):
                 for category in cats[start:start + plan.classes_per_increment]:
                     stamps = show(category, plan.shots)
-                    bag.write_event(TeachingEventRecord(t, EventKind.TEACH, category,
-                                                        frame_stamps_ns=stamps, frame_id=frame_id),
+                    bag.write_event(TeachingEventRecord(t, EventKind.TEACH, category, frame_stamps_ns=stamps,
+                                                        frame_id=frame_id, mode=plan.mode),
                                     events_topic)
                     n_events += 1
                     t += period_ns
@@ -137,8 +142,8 @@ def simulate_session(
                 for category in learned:
                     for stamp in show(category, plan.test_views):
                         # The answer is left empty: no learner ran while the bag was made.
-                        bag.write_event(TeachingEventRecord(t, EventKind.CLASSIFY, category,
-                                                            frame_stamps_ns=[stamp], frame_id=frame_id),
+                        bag.write_event(TeachingEventRecord(t, EventKind.CLASSIFY, category, frame_stamps_ns=[stamp],
+                                                            frame_id=frame_id, mode=plan.mode),
                                         events_topic)
                         n_events += 1
                         t += period_ns // 10 or 1

@@ -41,11 +41,13 @@ def _simulate(argv: list[str]) -> int:
     ap.add_argument("--seed", type=int, default=int(d.get("seed", 0)))
     ap.add_argument("--storage", choices=sorted(STORAGES), default=d.get("storage", "mcap"))
     ap.add_argument("--camera-topic", default="/camera/image_raw")
+    ap.add_argument("--mode", choices=("default", "object", "frame"), default="default",
+                    help="what the events teach and classify: the learner's default, the object in view, the whole frame")
     opts = ap.parse_args(argv)
     try:
         cats = opts.categories or default_categories(opts.classes)
         plan = SessionPlan(tuple(cats), opts.shots, opts.test_views, opts.classes_per_increment,
-                           opts.image_size, opts.rate, opts.seed)
+                           opts.image_size, opts.rate, opts.seed, ("default", "object", "frame").index(opts.mode))
         summary = simulate_session(opts.output, plan, storage=opts.storage, camera_topic=opts.camera_topic)
     except (ValueError, FileExistsError) as exc:
         print(f"record --simulate: {exc}", file=sys.stderr)

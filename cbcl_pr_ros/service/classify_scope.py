@@ -17,7 +17,7 @@ from cbcl_pr_ros.perception import crop_images, propose
 from cbcl_pr_ros.perception.boxes import pick_in_view
 
 __all__ = ["SCOPE_DEFAULT", "SCOPE_OBJECTS", "SCOPE_FRAME", "ClassifyPlan", "plan_classify", "object_in_view",
-           "image_object_crop"]
+           "image_object_crop", "image_scope_rgb"]
 
 # Classify.scope constants (same numbers as srv/Classify.srv)
 SCOPE_DEFAULT, SCOPE_OBJECTS, SCOPE_FRAME = 0, 1, 2
@@ -72,3 +72,16 @@ def image_object_crop(rgb: np.ndarray, margin: float = 0.1) -> tuple[Box, np.nda
     if k is None:
         return None
     return props[k].box, crop_images(rgb, [props[k]], margin)[0]
+
+
+def image_scope_rgb(rgb: np.ndarray, scope: int, margin: float = 0.1) -> tuple[np.ndarray, Box | None, str]:
+    """What a Classify of a sent image looks at: (RGB to classify, its box or None, note for the
+    answer). SCOPE_OBJECTS: the image's object in view, the whole image when it shows none; else
+    the whole image. ValueError for an unknown scope."""
+    plan = plan_classify(int(scope), False, True, False)
+    if plan.target == "object":
+        found = image_object_crop(rgb, margin)
+        if found is not None:
+            return found[1], found[0], plan.note
+        return rgb, None, " (whole image: no object found in it)"
+    return rgb, None, plan.note

@@ -11,7 +11,7 @@ under the node's commit lock. A refusal says why and changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -72,6 +72,14 @@ class TeachSettings:
     views: int = 0
     view_spread: float = 0.5
     seed: int = 0
+
+    @classmethod
+    def from_params(cls, p: Mapping[str, Any]) -> "TeachSettings":
+        """The settings among the learner's parameter values (``service.params`` names)."""
+        return cls(teach_from=str(p["teach_from"]), crop_margin=float(p["crop_margin"]),
+                   num_frames=int(p["teach_num_frames"]), max_frames=int(p["max_teach_frames"]),
+                   timeout_s=float(p["teach_timeout_s"]), max_timeout_s=float(p["max_teach_timeout_s"]),
+                   views=int(p["teach_views"]), view_spread=float(p["teach_view_spread"]), seed=int(p["seed"]))
 
 
 class TeachingPort(Protocol):

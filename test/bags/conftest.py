@@ -41,3 +41,14 @@ def sim_bag(tmp_path_factory):
     simulate_session(path, SessionPlan(("mug", "duck", "lego"), shots=3, test_views=2, image_size=96,
                                        rate_hz=10.0, seed=3))
     return path
+
+
+@pytest.fixture(scope="session")
+def object_bag(tmp_path_factory):
+    """The same session taught and tested by object: every event names the object in view (mode 1)."""
+    from cbcl_pr_ros.bags.simulate import SessionPlan, simulate_session
+
+    path = tmp_path_factory.mktemp("sim_object") / "session"
+    simulate_session(path, SessionPlan(("mug", "duck", "lego"), shots=3, test_views=2, image_size=96,
+                                       rate_hz=10.0, seed=3, mode=1))
+    return path

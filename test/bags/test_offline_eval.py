@@ -32,8 +32,8 @@ def test_same_bag_twice_same_numbers(sim_bag, backbone):
     assert [inc.n_test for inc in r1.increments] == [2, 4, 6]
     assert [len(inc.classes_known) for inc in r1.increments] == [1, 2, 3]
     assert r1.complete and not r1.teach_failures
-    # Each frame's features were computed once: 3 classes x 3 shots + 12 test frames.
-    assert r1.n_frames_extracted == 9 + 12
+    # Images through the backbone: 3 classes x 3 shots, each with its teach-time views, + 12 test frames.
+    assert r1.n_frames_extracted == 9 * (1 + r1.params["teach_views"]) + 12
     assert len(r1.predictions) == 12
     # Accuracy is what the predictions say, not a separate number.
     scored = [p for p in r1.predictions if p.true_label]

@@ -101,7 +101,21 @@ def test_live_replay_equals_offline_and_is_recorded(tmp_path, sim_bag):
         _live_replay(tmp_path, sim_bag, stack)
 
 
-def _live_replay(tmp_path, sim_bag, stack) -> None:
+def test_by_object_session_replays_live_and_offline_the_same(tmp_path, object_bag):
+    """A session taught by object (bag format 2: mode 1 on every event) drives the live nodes, which
+    crop the object in view; the recorded bag keeps the mode, and offline evaluation through the
+    learner node's Teacher gives the live answers."""
+    with contextlib.ExitStack() as stack:
+        live = _live_replay(tmp_path, object_bag, stack)
+    teaches = [a for a in live["answers"] if a["kind"] == "TEACH"]
+    assert len(teaches) == 3 and all("crops of the object in view" in a["message"] for a in teaches), teaches
+    rec = read_session(tmp_path / "live")
+    assert rec.format_version == 2 and {e.mode for e in rec.events} == {1}
+    offline = evaluate_bag(object_bag, config=tmp_path / "cfg.yaml")
+    assert not offline.teach_failures
+
+
+def _live_replay(tmp_path, sim_bag, stack) -> dict:
     dom = stack.enter_context(domain())
     env = ros_env(dom)
     cfg = (REPO / "config" / "cbcl_pr.yaml").read_text().splitlines()
@@ -150,13 +164,14 @@ def _live_replay(tmp_path, sim_bag, stack) -> None:
     assert bag_info(tmp_path / "live").storage == "sqlite3"
     assert set(rec.frames) == set(src.frames)
     assert all(rec.frames[s].data == src.frames[s].data for s in src.frames)
-    assert [(e.kind, e.label, e.frame_stamps_ns) for e in rec.events] == \
-        [(e.kind, e.label, e.frame_stamps_ns) for e in src.events]
+    assert [(e.kind, e.label, e.frame_stamps_ns, e.mode, e.rois, e.track_id) for e in rec.events] == \
+        [(e.kind, e.label, e.frame_stamps_ns, e.mode, e.rois, e.track_id) for e in src.events]
     assert [e.predicted_label for e in rec.events if e.kind == EventKind.CLASSIFY] == \
         [a["predicted_label"] for a in answers]
     again = evaluate_bag(tmp_path / "live", config=tmp_path / "cfg.yaml")
     assert again.agreement_with_recording == 1.0
     assert [p.predicted_label for p in again.predictions] == [p.predicted_label for p in offline.predictions]
+    return live
 
 
 def test_replay_refuses_bad_bags_before_publishing(tmp_path, capsys):
