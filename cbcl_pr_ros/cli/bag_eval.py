@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cbcl-bag-eval: {exc}", file=sys.stderr)
         return 2
     print(f"{report.bag}: backbone {report.backbone}, {report.n_events} events, "
-          f"{report.n_frames_extracted} frames ({report.feature_seconds:.1f} s features, "
+          f"{report.n_frames_extracted} images through the backbone ({report.feature_seconds:.1f} s features, "
           f"{report.learner_seconds:.1f} s learner)")
     print(f"{'inc':>3s} {'taught':30s} {'known':>5s} {'tests':>5s} {'accuracy':>8s}")
     for inc in report.increments:
