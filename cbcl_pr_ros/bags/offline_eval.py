@@ -62,6 +62,7 @@ class PredictionRecord:
     success: bool
     recorded_label: str
     recorded_success: bool
+    recorded_confidence: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,8 @@ class _Run:
             increment=len(self.increments), stamp_ns=ev.stamp_ns, frame_stamp_ns=ev.frame_stamps_ns[0],
             true_label=ev.label, predicted_label=(p.label if p else ""),
             confidence=float(p.confidence) if p else 0.0, known=bool(p.known) if p else False,
-            success=bool(out.success), recorded_label=ev.predicted_label, recorded_success=ev.success)
+            success=bool(out.success), recorded_label=ev.predicted_label, recorded_success=ev.success,
+            recorded_confidence=float(ev.confidence))
         self.preds.append(rec)
         self.tests.append(rec)
 

@@ -97,3 +97,18 @@ def test_evaluation_layer_loads_a_bag(sim_bag):
     assert len(ds.train_images) == 9 and len(ds.test_images) == 12
     assert ds.meta["split"] == "as recorded"
     assert np.bincount(ds.train_labels).tolist() == [3, 3, 3]
+
+
+def test_main_job_bag_evaluates_as_it_ran_live(backbone):
+    """bench/bags/main_job_by_object (recorded from live nodes, taught by object) evaluates offline
+    with the live answers it holds: labels, known and confidences."""
+    from pathlib import Path
+
+    bag = Path(__file__).resolve().parents[2] / "bench" / "bags" / "main_job_by_object"
+    session = read_session(bag)
+    assert session.format_version == 2 and {e.mode for e in session.events} == {1}
+    report = evaluate_bag(bag, backbone=backbone)
+    assert not report.teach_failures and len(report.predictions) == 12
+    assert report.agreement_with_recording == 1.0
+    for p in report.predictions:
+        assert p.recorded_success and p.confidence == pytest.approx(p.recorded_confidence, abs=1e-4)
