@@ -9,7 +9,7 @@ from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from cbcl_pr_ros.bags import EVENT_TYPE, BagFormatError, EventKind, TeachingBagWriter, TeachingEventRecord, read_session
 from cbcl_pr_ros.bags.records import FORMAT_VERSION, MODE_FRAME, MODE_OBJECT
 from cbcl_pr_ros.bags.replay_plan import build_plan
-from cbcl_pr_ros.bags.types import IMAGE_TYPE, make_typestore
+from cbcl_pr_ros.bags.types import EVENT_TYPE_V1, IMAGE_TYPE, make_typestore
 from cbcl_pr_ros.bags.writer import FORMAT_KEY
 
 from .conftest import CAMERA, T0
@@ -43,21 +43,8 @@ def test_teach_sources_round_trip(tmp_path, storage):
     assert test.mode == MODE_OBJECT
 
 
-# TeachingEvent as bag format 1 wrote it, with its comments: the bag stores this definition.
-_V1_MSG = """uint8 TEACH=0
-uint8 CLASSIFY=1
-uint8 FORGET=2
-uint8 RENAME=3
-std_msgs/Header header
-uint8 kind
-string label
-string new_label
-builtin_interfaces/Time[] frame_stamps
-string predicted_label
-float32 confidence
-bool known
-bool success
-"""
+# The type hash format-1 bags carry (TeachingEvent before issue 23, as rosidl and rosbags computed it).
+_V1_HASH = "RIHS01_5c08cf600f980c90fb95ed11f9c5a98628d715b4d39b23964b36e09ca9de850e"
 
 
 def _format1_bag(path):
@@ -65,7 +52,7 @@ def _format1_bag(path):
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
     store = get_typestore(Stores.ROS2_KILTED)  # Kilted's types and the old TeachingEvent only
-    store.register(get_types_from_msg(_V1_MSG, EVENT_TYPE))
+    store.register(get_types_from_msg(EVENT_TYPE_V1, EVENT_TYPE))
     t = store.types
     with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as w:
         cam = w.add_connection(CAMERA, IMAGE_TYPE, typestore=store)
@@ -82,9 +69,8 @@ def _format1_bag(path):
 
 
 def test_format1_bags_read_as_whole_frame_teaches(tmp_path):
-    old_hash = _format1_bag(tmp_path / "old")
-    assert old_hash != make_typestore().hash_rihs01(EVENT_TYPE)  # the definition did change
-    assert old_hash == make_typestore(event_format=1).hash_rihs01(EVENT_TYPE)
+    assert _format1_bag(tmp_path / "old") == _V1_HASH == make_typestore(event_format=1).hash_rihs01(EVENT_TYPE)
+    assert make_typestore().hash_rihs01(EVENT_TYPE) != _V1_HASH  # the definition did change
     session = read_session(tmp_path / "old")
     assert session.format_version == 1
     teach, test = session.events
