@@ -10,8 +10,8 @@ for the same bag:
   same checks, crops of the object in view or of the boxes, teach-time views (seeded by the
   event's ``view_seed``, else the learner's ``seed``) and batching; only the port differs (the
   backbone is called here instead of through the extractor's service);
-* a CLASSIFY event classifies its frame as the node classifies a sent image of the recorded scope
-  (the object in view, or the whole image), one image per call;
+* a CLASSIFY event classifies its frame through the node's ``classify_scope.classify_vectors``, as
+  a sent image of the recorded scope (the object in view, or the whole image), one image per call;
 * events are applied in their recorded order (TEACH → teach, CLASSIFY → classify top-5,
   FORGET → forget, RENAME → rename).
 
@@ -157,15 +157,17 @@ def learner_params(config: str | Path | None = None, overrides: Mapping[str, Any
 
 
 class _BagPort:
-    """The learner node's TeachingPort with a bag behind it: the backbone computes what the extractor
-    would, the time stands still, and a commit teaches the controller at once (one thread)."""
+    """The learner node's TeachingPort and ClassifyPort with a bag behind it: the backbone computes
+    what the extractor would, the time stands still, and a commit teaches the controller at once."""
 
     def __init__(self, session: TeachingSession, backbone: Any, params: Mapping[str, Any]) -> None:
         from cbcl_pr_ros.service.teaching import TeachSettings
+        from cbcl_pr_ros.service.validation import RequestLimits
 
         self.session = session
         self.backbone = backbone
         self.settings = TeachSettings.from_params(params)
+        self.limits = RequestLimits.from_params(params)
         self.event: TeachingEventRecord | None = None  # the TEACH being replayed
         self.n_images = 0
         self.seconds = 0.0  # in the backbone
@@ -181,6 +183,17 @@ class _BagPort:
         self.seconds += time.perf_counter() - t0
         self.n_images += len(rgbs)
         return out
+
+    def extract_images(self, images: list[Any]) -> np.ndarray:
+        from cbcl_pr_ros.service.validation import decode_request_images
+
+        return self.extract(decode_request_images(images, self.limits))
+
+    def latest_features(self) -> Any:
+        return None  # a CLASSIFY event always names its frame
+
+    def no_frame_reason(self) -> str:
+        return "no frame"
 
     def collect(self, n: int, timeout_s: float, stream: str) -> list[Any]:
         """The TEACH's recorded frames as the stream's: whole-frame vectors, one frame at a time."""
@@ -243,14 +256,22 @@ class _Run:
 
     def classify(self, ev: TeachingEventRecord) -> None:
         """Classify the event's frame as the learner node classifies a sent image of that scope."""
-        from cbcl_pr_ros.service.classify_scope import image_scope_rgb
+        from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 
-        key = (ev.frame_stamps_ns[0], ev.mode)
-        if key not in self.classified:  # a frame asked about twice is computed once
-            rgb = image_scope_rgb(self.session.frame(ev.frame_stamps_ns[0]).rgb(), ev.mode, self.margin)[0]
-            self.classified[key] = self.port.extract([rgb])
+        from cbcl_pr_ros.service.controller import ClassifyOutcome
+
+        key, why = (ev.frame_stamps_ns[0], ev.mode), ""
+        try:
+            if key not in self.classified:  # a frame asked about twice is computed once
+                req = ClassifyRequest(ev.mode, SimpleNamespace(values=()), self.session.frame(key[0]), top_k=5)
+                plan = plan_classify(req.scope, req.has_feature, req.has_image, False)
+                self.classified[key] = classify_vectors(req, plan, self.port, self.controller.backbone,
+                                                        self.controller.feature_dim, self.controller.limits,
+                                                        self.margin)[0]
+        except (TypeError, ValueError) as exc:  # the node answers success=false with the reason
+            why = str(exc)
         t0 = time.perf_counter()
-        out = self.controller.classify(self.classified[key], top_k=5)
+        out = self.controller.classify(self.classified[key], top_k=5) if not why else ClassifyOutcome(False, why)
         self.port.learn_seconds += time.perf_counter() - t0
         p = out.predictions[0] if out.success and out.predictions else None
         rec = PredictionRecord(
@@ -291,14 +312,12 @@ def evaluate_session(
     from cbcl_pr_ros.service.object_stream import ObjectStream
     from cbcl_pr_ros.service.params import LEARNER, specs_for
     from cbcl_pr_ros.service.teaching import Teacher
-    from cbcl_pr_ros.service.validation import RequestLimits
 
     p = {s.name: s.default for s in specs_for(LEARNER)} | dict(params or {})
-    limits = RequestLimits.from_params(p)
-    name = getattr(backbone, "name", "?")
+    port = _BagPort(session, backbone, p)
+    limits, name = port.limits, getattr(backbone, "name", "?")
     controller = LearnerController(make_learner=make_learner, backbone=name, feature_dim=int(backbone.feature_dim),
                                    limits=limits)  # no store: RAM only
-    port = _BagPort(session, backbone, p)
     objects = ObjectStream(int(p["track_window"]), int(p["track_max_missed"]), float(p["track_max_distance_m"]))
     run = _Run(session, port, controller, Teacher(port, objects, name, limits), float(p["crop_margin"]))
     in_test = False

@@ -35,7 +35,7 @@ from rclpy.qos import ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
 from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse
+from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse, ProposalReuse
 from cbcl_pr_ros.msg import FeatureVector, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import (
     compressed_msg_to_rgb,
@@ -135,6 +135,7 @@ class FeatureExtractorNode(ManagedNode):
         self._depths: FrameBuffer[Any] = FrameBuffer(capacity=8)
         # still objects keep their crop features (perception/crop_reuse.py); one worker uses it
         self._crop_reuse = CropFeatureReuse(refresh_frames=int(p["crop_refresh_frames"]))
+        self._proposal_reuse = ProposalReuse(refresh_frames=int(p["crop_refresh_frames"]))
         self._latest_depth: Any = None
         self._camera_info: Any = None
 
@@ -229,6 +230,7 @@ class FeatureExtractorNode(ManagedNode):
         self._cache = FrameBuffer(capacity=32)
         self._depths = FrameBuffer(capacity=8)
         self._crop_reuse.reset()  # features of another backbone must not be reused
+        self._proposal_reuse.reset()
 
     def _stop_worker(self) -> None:
         with self._slot_lock:
@@ -390,7 +392,14 @@ class FeatureExtractorNode(ManagedNode):
                 self._depth_warning(f"depth not used, RGB-only proposals and no 3D: {problem}")
                 depth = None
         with times.stage("proposals"):
-            props = propose(rgb, depth, K)[: int(self.get_parameter("max_objects").value)]
+            n_max = int(self.get_parameter("max_objects").value)
+            still = self._proposal_reuse if parameter(self, "reuse_still_crops") else None
+            key = (depth is not None, None if K is None else (K.fx, K.fy, K.cx, K.cy), rgb.shape, n_max)
+            props, grid = still.lookup(rgb, key) if still is not None else (None, None)
+            if props is None:
+                props = propose(rgb, depth, K)[:n_max]
+                if still is not None:
+                    still.keep(grid, key, props)
             crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value)) if props else []
         reuse = self._crop_reuse if parameter(self, "reuse_still_crops") else None
         known = reuse.plan([p.box for p in props], crops) if reuse is not None else [None] * len(crops)

@@ -44,7 +44,6 @@ from cbcl_pr_ros.nodes.conversions import (
     fill_classify_from_detections,
     fill_classify_response,
     fill_teach_response,
-    image_msg_to_rgb,
     make_status_msg,
     prediction_to_msg,
     rgb_to_image_msg,
@@ -313,8 +312,8 @@ class LearnerNode(ManagedNode):
                 self.debug.publish_prediction(msg.header, pred)  # with objects, the debug image shows their boxes instead
 
     # ------------------------------------------------------------------ feature gathering
-    def _features_from_images(self, images: list) -> tuple[Any, str]:
-        """(n, d) vectors for request images via the feature source; FeatureSourceError on failure.
+    def extract_images(self, images: list) -> Any:
+        """(n, d) vectors for Image messages via the feature source; FeatureSourceError on failure.
 
         The images are size-checked first (RequestError), and the wait uses the current
         ``extract_timeout_s`` (it may be changed at run time).
@@ -328,7 +327,7 @@ class LearnerNode(ManagedNode):
         if ex.backbone != self.backbone_name:
             raise FeatureSourceError(f"the extractor uses backbone '{ex.backbone}', this learner "
                                      f"'{self.backbone_name}': set the same 'backbone' parameter on both")
-        return ex.features, ex.backbone
+        return ex.features
 
     # ------------------------------------------------------------------ services
     def _features_topic(self) -> str:
@@ -351,7 +350,7 @@ class LearnerNode(ManagedNode):
                              seed=int(p["seed"]))
 
     def extract(self, rgbs: list) -> Any:
-        return self._features_from_images([rgb_to_image_msg(x) for x in rgbs])[0]
+        return self.extract_images([rgb_to_image_msg(x) for x in rgbs])
 
     def collect(self, n: int, timeout_s: float, stream: str) -> list[Any]:
         return self.waiters.collect(stream, n, timeout_s, lambda: self.phase == ACTIVE, now=self._clock_s)
@@ -432,63 +431,34 @@ class LearnerNode(ManagedNode):
                 self.debug.publish_detections(det)
 
     def _on_classify(self, req: Any, resp: Any) -> Any:
-        c, refused = self._gate("classify", INACTIVE)  # read-only: answers while inactive too
-        if refused:
-            return fill_classify_response(resp, success=False, message=refused)
-        if not c.classes:
-            return fill_classify_response(resp, success=False, message=NOTHING_LEARNED)
-        from cbcl_pr_ros.service.classify_scope import plan_classify
+        from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 
+        c, refused = self._gate("classify", INACTIVE)  # read-only: answers while inactive too
+        if refused or not c.classes:
+            return fill_classify_response(resp, success=False, message=refused or NOTHING_LEARNED)
+        question = ClassifyRequest(int(req.scope), req.feature, req.image, int(req.top_k))
         try:
-            plan = plan_classify(int(req.scope), len(req.feature.values) > 0,
-                                 len(req.image.data) > 0 or req.image.width > 0, self._objects_streaming())
-        except ValueError as exc:
-            return fill_classify_response(resp, success=False, message=str(exc), model_version=c.model_version)
-        if plan.target == "objects" and self._last_detections is not None:
-            return fill_classify_from_detections(resp, *self._last_detections, top_k=int(req.top_k))
-        header, box = None, None
-        try:
-            if plan.source == "feature":
-                feats = features_from_msgs([req.feature], self.backbone_name, c.feature_dim)
-                header = req.feature.header
-            elif plan.target == "object":
-                feats, box, plan = self._image_object_features(req.image, plan)
-                header = req.image.header
-            elif plan.source == "image":
-                feats, _ = self._features_from_images([req.image])
-                header = req.image.header
-            else:
-                latest = self._latest_features
-                if latest is None:
-                    why = ("the node is inactive, so it reads no camera frames: send an image or a feature "
-                           "vector" if self.phase != ACTIVE else
-                           f"no camera frame received on '{self._features_topic()}' yet: "
-                           "send an image, or start the camera and feature_extractor")
-                    return fill_classify_response(resp, success=False, model_version=c.model_version,
-                                                  message=why)
-                feats = features_from_msgs([latest], self.backbone_name, c.feature_dim)
-                header = latest.header
+            plan = plan_classify(question.scope, question.has_feature, question.has_image, self._objects_streaming())
+            if plan.target == "objects" and self._last_detections is not None:
+                return fill_classify_from_detections(resp, *self._last_detections, top_k=question.top_k)
+            feats, origin, box, plan = classify_vectors(question, plan, self, self.backbone_name, c.feature_dim,
+                                                        self.limits, float(self.get_parameter("crop_margin").value))
         except (ValueError, TypeError, FeatureSourceError) as exc:
-            return fill_classify_response(resp, success=False, message=str(exc),
-                                          model_version=c.model_version)
-        out = c.classify(feats, top_k=int(req.top_k))
+            return fill_classify_response(resp, success=False, message=str(exc), model_version=c.model_version)
+        out = c.classify(feats, top_k=question.top_k)
         return fill_classify_response(resp, success=out.success, message=out.message + plan.note,
                                       pred=out.predictions[0] if out.predictions else None,
-                                      header=header, model_version=out.model_version, box=box)
+                                      header=origin.header, model_version=out.model_version, box=box)
 
-    def _image_object_features(self, image: Any, plan: Any) -> tuple[Any, Any, Any]:
-        """Vector and box of a request image's object in view; the whole image when it shows none."""
-        from dataclasses import replace
+    # ------------------------------------------------------------------ the Classify port (service/classify_scope.py)
+    def latest_features(self) -> Any:
+        return self._latest_features
 
-        from cbcl_pr_ros.service.classify_scope import image_object_crop
-
-        check_image_fields(image.width, image.height, image.step, len(image.data), self.limits, 0)
-        found = image_object_crop(image_msg_to_rgb(image), float(self.get_parameter("crop_margin").value))
-        if found is None:
-            feats, _ = self._features_from_images([image])
-            return feats, None, replace(plan, target="frame", note=" (whole image: no object found in it)")
-        feats, _ = self._features_from_images([rgb_to_image_msg(found[1])])
-        return feats, found[0], plan
+    def no_frame_reason(self) -> str:
+        if self.phase != ACTIVE:
+            return "the node is inactive, so it reads no camera frames: send an image or a feature vector"
+        return (f"no camera frame received on '{self._features_topic()}' yet: send an image, or start the camera "
+                "and feature_extractor")
 
     def _on_list(self, req: Any, resp: Any) -> Any:
         c, refused = self._gate("list_classes", INACTIVE)

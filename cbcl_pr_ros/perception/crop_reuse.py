@@ -20,7 +20,7 @@ import numpy as np
 
 from cbcl_pr_ros.perception.boxes import box_iou
 
-__all__ = ["CropFeatureReuse"]
+__all__ = ["CropFeatureReuse", "ProposalReuse"]
 
 _THUMB = 24
 
@@ -100,3 +100,55 @@ class CropFeatureReuse:
                 entries.append(_Entry(tuple(box), thumb, np.asarray(f), 0))
                 self.computed += 1
         self._entries = entries
+
+
+class ProposalReuse:
+    """Keep a frame's proposals while the camera sees the same picture (a still robot at a table).
+
+    Proposals cost ~14 ms of a 640x480 frame and give the same boxes frame after frame when nothing
+    moves. The picture counts as the same while every cell of a 32x24 grey grid (20x20 pixels at
+    640x480) stays within ``max_cell_change`` grey levels of the frame the proposals came from: one
+    cell is small enough that a hand or a moved cup changes it, and large enough that sensor noise
+    (~2 levels per pixel) averages out. Comparing with that frame, not the previous one, catches
+    slow drift. They are computed again at least every ``refresh_frames`` frames, and whenever the
+    depth or the intrinsics come or go (3D positions would change).
+    """
+
+    GRID = (32, 24)
+
+    def __init__(self, refresh_frames: int = 10, max_cell_change: float = 8.0) -> None:
+        if refresh_frames < 1:
+            raise ValueError(f"refresh_frames must be >= 1, got {refresh_frames}")
+        if max_cell_change < 0:
+            raise ValueError(f"max_cell_change must be >= 0, got {max_cell_change}")
+        self.refresh_frames, self.max_cell_change = int(refresh_frames), float(max_cell_change)
+        self.reused = 0
+        self.computed = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the kept proposals (a new stream)."""
+        self._kept: tuple[np.ndarray, tuple, list, int] | None = None  # grid, key, proposals, age
+
+    def _grid(self, rgb: np.ndarray) -> np.ndarray:
+        import cv2
+
+        grey = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY) if rgb.ndim == 3 else rgb
+        return cv2.resize(grey.astype(np.float32), self.GRID, interpolation=cv2.INTER_AREA)
+
+    def lookup(self, rgb: np.ndarray, key: tuple) -> tuple[list | None, np.ndarray]:
+        """(the kept proposals if this frame shows the same picture with the same ``key`` — depth
+        present, intrinsics, image size — else None; this frame's grid for :meth:`keep`)."""
+        grid = self._grid(rgb)
+        kept = self._kept
+        if kept is not None and kept[1] == key and kept[3] + 1 < self.refresh_frames \
+                and kept[0].shape == grid.shape and float(np.abs(grid - kept[0]).max()) <= self.max_cell_change:
+            self._kept = (kept[0], key, kept[2], kept[3] + 1)
+            self.reused += 1
+            return kept[2], grid
+        return None, grid
+
+    def keep(self, grid: np.ndarray, key: tuple, proposals: list) -> None:
+        """After computing proposals for a frame: keep them with the frame's grid."""
+        self._kept = (grid, key, list(proposals), 0)
+        self.computed += 1

@@ -9,7 +9,7 @@ are streamed. No ROS here: the learner node maps the request onto :func:`plan_cl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -17,7 +17,7 @@ from cbcl_pr_ros.perception import crop_images, propose
 from cbcl_pr_ros.perception.boxes import pick_in_view
 
 __all__ = ["SCOPE_DEFAULT", "SCOPE_OBJECTS", "SCOPE_FRAME", "ClassifyPlan", "plan_classify", "object_in_view",
-           "image_object_crop", "image_scope_rgb"]
+           "image_object_crop", "ClassifyRequest", "ClassifyPort", "classify_vectors"]
 
 # Classify.scope constants (same numbers as srv/Classify.srv)
 SCOPE_DEFAULT, SCOPE_OBJECTS, SCOPE_FRAME = 0, 1, 2
@@ -74,14 +74,60 @@ def image_object_crop(rgb: np.ndarray, margin: float = 0.1) -> tuple[Box, np.nda
     return props[k].box, crop_images(rgb, [props[k]], margin)[0]
 
 
-def image_scope_rgb(rgb: np.ndarray, scope: int, margin: float = 0.1) -> tuple[np.ndarray, Box | None, str]:
-    """What a Classify of a sent image looks at: (RGB to classify, its box or None, note for the
-    answer). SCOPE_OBJECTS: the image's object in view, the whole image when it shows none; else
-    the whole image. ValueError for an unknown scope."""
-    plan = plan_classify(int(scope), False, True, False)
-    if plan.target == "object":
-        found = image_object_crop(rgb, margin)
-        if found is not None:
-            return found[1], found[0], plan.note
-        return rgb, None, " (whole image: no object found in it)"
-    return rgb, None, plan.note
+@dataclass(frozen=True)
+class ClassifyRequest:
+    """A Classify request as received (untrusted): ``feature`` has FeatureVector's fields (empty
+    ``values``: none sent), ``image`` sensor_msgs/Image's (no data and width 0: none sent)."""
+
+    scope: int
+    feature: Any
+    image: Any
+    top_k: int = 0
+
+    @property
+    def has_feature(self) -> bool:
+        return len(self.feature.values) > 0
+
+    @property
+    def has_image(self) -> bool:
+        return len(self.image.data) > 0 or int(self.image.width) > 0
+
+
+class ClassifyPort(Protocol):
+    """What :func:`classify_vectors` needs from the node that serves Classify."""
+
+    def extract_images(self, images: list[Any]) -> np.ndarray:
+        """(n, d) vectors of Image-like objects (size-checked first); FeatureSourceError on failure."""
+
+    def extract(self, rgbs: list[np.ndarray]) -> np.ndarray:
+        """(n, d) vectors of RGB arrays."""
+
+    def latest_features(self) -> Any:
+        """The newest FeatureVector-like of the camera stream, or None."""
+
+    def no_frame_reason(self) -> str:
+        """Why there is no camera frame to answer for (inactive, or nothing received yet)."""
+
+
+def classify_vectors(req: ClassifyRequest, plan: ClassifyPlan, port: ClassifyPort, backbone: str, feature_dim: int,
+                     limits: Any, crop_margin: float) -> tuple[np.ndarray, Any, Box | None, ClassifyPlan]:
+    """(vectors, what they came from (its ``header`` stamps the answer), the object's box or None,
+    the plan as carried out) for a Classify whose target is not the stream's objects; ValueError or
+    FeatureSourceError with the reason when the request cannot be answered."""
+    from dataclasses import replace
+
+    from cbcl_pr_ros.service.validation import decode_request_images, features_from_msgs
+
+    if plan.source == "feature":
+        return features_from_msgs([req.feature], backbone, feature_dim), req.feature, None, plan
+    if plan.source == "image":
+        if plan.target == "object":
+            found = image_object_crop(decode_request_images([req.image], limits)[0], crop_margin)
+            if found is not None:
+                return port.extract([found[1]]), req.image, found[0], plan
+            plan = replace(plan, target="frame", note=" (whole image: no object found in it)")
+        return port.extract_images([req.image]), req.image, None, plan
+    latest = port.latest_features()
+    if latest is None:
+        raise ValueError(port.no_frame_reason())
+    return features_from_msgs([latest], backbone, feature_dim), latest, None, plan

@@ -214,11 +214,12 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_objects", 16, "Most objects per frame sent through the backbone (highest proposal scores)",
               (EXTRACTOR,), min=1, max=256, read_only=False),
     ParamSpec("reuse_still_crops", True,
-              "Keep an object's crop features while its box and pixels stay put (a still table costs one "
-              "backbone pass per frame); false: every crop through the backbone on every frame",
+              "Keep a still picture's proposals and an object's crop features while its box and pixels stay "
+              "put (a still table costs one backbone pass per frame); false: proposals and every crop on "
+              "every frame",
               (EXTRACTOR,), read_only=False),
-    ParamSpec("crop_refresh_frames", 10, "With reuse_still_crops: compute each still object's features "
-              "again at least every this many frames", (EXTRACTOR,), min=1, max=1000),
+    ParamSpec("crop_refresh_frames", 10, "With reuse_still_crops: compute the proposals and each still "
+              "object's features again at least every this many frames", (EXTRACTOR,), min=1, max=1000),
     ParamSpec("crop_margin", 0.1, "Context around each object's box in its crop (fraction of the longer side)",
               (EXTRACTOR, LEARNER), min=0.0, max=2.0, read_only=False),
     ParamSpec("teach_from", "auto",

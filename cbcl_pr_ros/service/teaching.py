@@ -11,7 +11,7 @@ under the node's commit lock. A refusal says why and changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol
 
 import numpy as np
 
@@ -21,15 +21,14 @@ from cbcl_pr_ros.service.object_teaching import Roi, TeachPlan, plan_teach, roi_
 from cbcl_pr_ros.service.validation import (
     RequestLimits,
     check_count,
-    check_image_fields,
     check_label,
     check_num_frames,
     check_timeout,
+    decode_request_images,
     features_from_msgs,
 )
 
-__all__ = ["FeatureSourceError", "NothingLearned", "TeachRequest", "TeachSettings", "TeachingPort", "Teacher",
-           "decode_request_images"]
+__all__ = ["FeatureSourceError", "NothingLearned", "TeachRequest", "TeachSettings", "TeachingPort", "Teacher"]
 
 
 class FeatureSourceError(RuntimeError):
@@ -103,25 +102,6 @@ class TeachingPort(Protocol):
 
     def commit(self, c: LearnerController, label: str, feats: np.ndarray, source: str, views: Any) -> TeachOutcome:
         """Teach under the node's commit lock (refused when the node no longer serves ``c``)."""
-
-
-def decode_request_images(images: Sequence[Any], limits: RequestLimits) -> list[np.ndarray]:
-    """RGB arrays of request images, each checked against the limits first; ValueError naming the
-    first image that cannot be used."""
-    from cbcl_pr_ros.features import image_to_rgb
-
-    check_count(len(images), limits.max_images_per_request, "images")
-    for i, img in enumerate(images):
-        check_image_fields(img.width, img.height, img.step, len(img.data), limits, i)
-    rgbs = []
-    for i, img in enumerate(images):
-        try:
-            rgbs.append(image_to_rgb(img.encoding, int(img.height), int(img.width), int(img.step), img.data,
-                                     bool(img.is_bigendian)))
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"image {i} ({img.width}x{img.height}, encoding '{img.encoding[:32]}') "
-                             f"cannot be used: {exc}") from exc
-    return rgbs
 
 
 Examples = tuple[np.ndarray, Any, str]  # vectors (n, d), teach-time views (n, k, d) or None, source text

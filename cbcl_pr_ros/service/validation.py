@@ -27,6 +27,7 @@ __all__ = [
     "check_num_frames",
     "check_feature_values",
     "features_from_msgs",
+    "decode_request_images",
     "quote",
 ]
 
@@ -168,3 +169,22 @@ def features_from_msgs(msgs: Sequence[Any], expected_backbone: str | None = None
     if not np.all(np.isfinite(feats)):
         raise ValueError("feature vectors contain NaN or infinite values")
     return feats
+
+
+def decode_request_images(images: Sequence[Any], limits: RequestLimits) -> list[np.ndarray]:
+    """RGB arrays of request images, each checked against the limits first; ValueError naming the
+    first image that cannot be used."""
+    from cbcl_pr_ros.features import image_to_rgb
+
+    check_count(len(images), limits.max_images_per_request, "images")
+    for i, img in enumerate(images):
+        check_image_fields(img.width, img.height, img.step, len(img.data), limits, i)
+    rgbs = []
+    for i, img in enumerate(images):
+        try:
+            rgbs.append(image_to_rgb(img.encoding, int(img.height), int(img.width), int(img.step), img.data,
+                                     bool(img.is_bigendian)))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"image {i} ({img.width}x{img.height}, encoding '{img.encoding[:32]}') "
+                             f"cannot be used: {exc}") from exc
+    return rgbs

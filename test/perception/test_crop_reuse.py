@@ -86,3 +86,43 @@ def test_bad_settings_and_a_wrong_feature_count_are_refused():
     r.plan(BOXES, crops_of(SCENE))
     with pytest.raises(ValueError):
         r.store([np.zeros(4)])
+
+
+def _table(seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.integers(40, 200, (480, 640, 3)).astype(np.uint8)
+
+
+def _noisy(rgb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return np.clip(rgb + rng.normal(0, 2, rgb.shape), 0, 255).astype(np.uint8)
+
+
+def test_proposals_are_kept_while_the_picture_stays_and_recomputed_when_it_changes():
+    from cbcl_pr_ros.perception.crop_reuse import ProposalReuse
+
+    rng = np.random.default_rng(1)
+    still = ProposalReuse(refresh_frames=10)
+    base, key = _table(), (True, (500.0, 500.0, 320.0, 240.0), (480, 640, 3), 16)
+    props, grid = still.lookup(base, key)
+    assert props is None
+    still.keep(grid, key, ["p1", "p2"])
+    for _ in range(3):  # sensor noise: the same picture
+        assert still.lookup(_noisy(base, rng), key)[0] == ["p1", "p2"]
+    moved = base.copy()
+    moved[300:330, 400:430] = 255  # a 30x30 pixel object appears
+    assert still.lookup(moved, key)[0] is None
+    assert still.lookup(base, (False,) + key[1:])[0] is None  # depth went away: 3D would change
+
+
+def test_kept_proposals_are_refreshed_and_slow_drift_is_caught():
+    from cbcl_pr_ros.perception.crop_reuse import ProposalReuse
+
+    still = ProposalReuse(refresh_frames=4)
+    base, key = _table(2), ("k",)
+    still.keep(still.lookup(base, key)[1], key, ["p"])
+    answers = [still.lookup(base, key)[0] for _ in range(4)]
+    assert answers[:3] == [["p"]] * 3 and answers[3] is None  # the 4th frame after computing: refresh
+    still = ProposalReuse(refresh_frames=1000, max_cell_change=8.0)
+    still.keep(still.lookup(base, key)[1], key, ["p"])
+    drift = [still.lookup(np.clip(base.astype(int) + k, 0, 255).astype(np.uint8), key)[0] for k in range(1, 15)]
+    assert drift[0] == ["p"] and None in drift  # one level per frame adds up against the kept frame

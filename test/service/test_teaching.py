@@ -23,9 +23,8 @@ from cbcl_pr_ros.service.teaching import (
     TeachRequest,
     TeachSettings,
     Teacher,
-    decode_request_images,
 )
-from cbcl_pr_ros.service.validation import RequestLimits
+from cbcl_pr_ros.service.validation import RequestLimits, decode_request_images
 
 D = 8
 NAN3 = np.full(3, np.nan)
