@@ -17,9 +17,10 @@ REPO = Path(__file__).resolve().parents[2]
 def test_simulate_then_evaluate(tmp_path, capsys):
     bag = tmp_path / "s"
     assert record.main(["--simulate", str(bag), "--categories", "mug", "duck", "--shots", "2",
-                        "--test-views", "1", "--image-size", "64", "--storage", "sqlite3"]) == 0
+                        "--test-views", "1", "--image-size", "64", "--storage", "sqlite3", "--mode", "frame"]) == 0
     s = read_session(bag)
     assert len(s.events) == 2 + 3 and s.info.storage == "sqlite3"
+    assert {e.mode for e in s.events} == {2}  # --mode frame: every event names the whole frame
     capsys.readouterr()
     assert bag_eval.main([str(bag), "--info"]) == 0
     out = capsys.readouterr().out
