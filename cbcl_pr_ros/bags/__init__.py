@@ -6,7 +6,7 @@ pure-Python ``rosbags`` library; the rclpy recorder and replay nodes live in ``c
 """
 from .errors import BagFormatError
 from .offline_eval import bag_to_class_features, bag_to_class_images, evaluate_bag
-from .reader import BagSummary, RawMessage, TeachingSession, bag_info, check_bag, iter_raw, read_session
+from .reader import BagSummary, RawMessage, TeachingSession, bag_info, check_bag, iter_raw, read_raw, read_session
 from .records import BagImage, EventKind, TeachingEventRecord
 from .types import EVENT_TYPE, IMAGE_TYPE, find_msg_dir, make_typestore
 from .writer import DEFAULT_EVENTS_TOPIC, STORAGES, TeachingBagWriter, default_qos, normalize_topic
@@ -34,5 +34,6 @@ __all__ = [
     "iter_raw",
     "make_typestore",
     "normalize_topic",
+    "read_raw",
     "read_session",
 ]
