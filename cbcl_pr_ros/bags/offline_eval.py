@@ -135,7 +135,7 @@ def learner_params(config: str | Path | None = None, overrides: Mapping[str, Any
     """The learner node's parameter values: the table's defaults, then ``config`` (default: the
     package's ``config/cbcl_pr.yaml``), then ``overrides``. The extractor's ``runtime`` and
     ``device`` are included, since the features depend on them."""
-    from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, default_config_path, specs_for, validate_parameter
+    from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER, default_config_path, specs_for, validate_parameter
 
     p = {s.name: s.default for s in specs_for(LEARNER)}
     p.update({s.name: s.default for s in specs_for(EXTRACTOR) if s.name not in p})
@@ -278,7 +278,7 @@ def evaluate_bag(
     e.g. to share one loaded model between bags; by default it is built like the extractor node
     builds it. Raises :class:`BagFormatError` for an unusable bag, before any learning happens.
     """
-    from cbcl_pr_ros.service.params import learner_factory
+    from cbcl_pr_ros.settings.params import learner_factory
 
     session = read_session(path, camera_topic=camera_topic, events_topic=events_topic)
     if not any(ev.kind == EventKind.TEACH for ev in session.events):

@@ -35,7 +35,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from cbcl_pr_ros.nodes.ros_params import install_validation
-from cbcl_pr_ros.service.robot_params import ARM_PARAMS, check_parameters, on_set_check
+from cbcl_pr_ros.settings.robot_params import ARM_PARAMS, check_parameters, on_set_check
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
 from cbcl_pr_ros.nodes.spin import run_node

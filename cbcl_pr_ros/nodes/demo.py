@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from cbcl_pr_ros.service.node_configs import params_files
+from cbcl_pr_ros.settings.node_configs import params_files
 
 __all__ = ["main", "run_demo", "parse_args", "demo_ros_args"]
 

@@ -47,7 +47,7 @@ from cbcl_pr_ros.nodes.debug_image import FrameBuffer
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, parameter, read_parameters
-from cbcl_pr_ros.service.params import EXTRACTOR
+from cbcl_pr_ros.settings.params import EXTRACTOR
 from cbcl_pr_ros.service.stage_times import StageTimes
 from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos, service_qos
@@ -485,7 +485,7 @@ def _log_stats(node: FeatureExtractorNode) -> None:
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros feature_extractor_node [--ros-args ...]``."""
     from cbcl_pr_ros.nodes.cli_help import exit_on_help
-    from cbcl_pr_ros.service.params import EXTRACTOR, specs_for
+    from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for
 
     exit_on_help(sys.argv if args is None else args, "feature_extractor_node", __doc__, specs_for(EXTRACTOR))
     return run_node(FeatureExtractorNode, threads=3, args=args, on_stop=_log_stats)

@@ -60,7 +60,7 @@ from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.teaching import TeachSettings, Teacher
 from cbcl_pr_ros.service.memory_files import MemoryStore, memory_dir_for
-from cbcl_pr_ros.service.params import LEARNER, feature_dim_for, learner_factory
+from cbcl_pr_ros.settings.params import LEARNER, feature_dim_for, learner_factory
 from cbcl_pr_ros.service.rate_limit import RateLimiter
 from cbcl_pr_ros.service.stage_times import StageTimes
 from cbcl_pr_ros.service.validation import (
@@ -551,7 +551,7 @@ def _log_stats(node: LearnerNode) -> None:
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros learner_node [--ros-args ...]``."""
     from cbcl_pr_ros.nodes.cli_help import exit_on_help
-    from cbcl_pr_ros.service.params import LEARNER, specs_for
+    from cbcl_pr_ros.settings.params import LEARNER, specs_for
 
     exit_on_help(sys.argv if args is None else args, "learner_node", __doc__, specs_for(LEARNER))
     return run_node(LearnerNode, threads=6, args=args, on_stop=_log_stats)

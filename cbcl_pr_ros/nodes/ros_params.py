@@ -1,12 +1,12 @@
 """Declares the service layer's parameter table on an rclpy node (descriptors, ranges, on-set check).
 
-The table itself and its validation live in :mod:`cbcl_pr_ros.service.params` (no ROS there).
+The table itself and its validation live in :mod:`cbcl_pr_ros.settings.params` (no ROS there).
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from cbcl_pr_ros.service.params import ParamSpec, cross_check, normalise, specs_for, validate_parameter
+from cbcl_pr_ros.settings.params import ParamSpec, cross_check, normalise, specs_for, validate_parameter
 
 __all__ = ["declare_parameters", "read_parameters", "install_validation", "parameter"]
 
@@ -82,7 +82,7 @@ def read_parameters(node: Any, kind: str) -> dict[str, Any]:
 
 def parameter(node: Any, spec_name: str) -> Any:
     """One parameter's current value as the node uses it (on/off enums normalised)."""
-    from cbcl_pr_ros.service.params import PARAMS
+    from cbcl_pr_ros.settings.params import PARAMS
 
     spec = next(s for s in PARAMS if s.name == spec_name)
     return normalise(spec, node.get_parameter(spec_name).value)

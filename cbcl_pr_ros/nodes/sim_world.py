@@ -32,7 +32,7 @@ from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
 from cbcl_pr_ros.nodes.ros_params import install_validation
-from cbcl_pr_ros.service.robot_params import SIM_WORLD_PARAMS, check_parameters, on_set_check
+from cbcl_pr_ros.settings.robot_params import SIM_WORLD_PARAMS, check_parameters, on_set_check
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node

@@ -39,7 +39,7 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """Caps on request fields (node parameters of the same names, see service.params)."""
+    """Caps on request fields (node parameters of the same names, see settings.params)."""
 
     max_images_per_request: int = 64
     max_image_pixels: int = 4096 * 4096

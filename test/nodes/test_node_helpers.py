@@ -270,7 +270,7 @@ def test_classify_answers_while_a_teach_is_held(taught, monkeypatch):
 
 # ------------------------------------------------------------------ params
 def test_parameter_validation():
-    from cbcl_pr_ros.service.params import validate_parameter
+    from cbcl_pr_ros.settings.params import validate_parameter
 
     assert validate_parameter("reliability", "reliable") is None
     assert "one of" in validate_parameter("reliability", "sometimes")
@@ -285,7 +285,7 @@ def test_parameter_validation():
 
 
 def test_yaml_holds_every_parameter_and_valid_values():
-    from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, specs_for, validate_parameter
+    from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER, specs_for, validate_parameter
 
     cfg = yaml.safe_load((REPO / "config" / "cbcl_pr.yaml").read_text())
     shared = cfg["/**"]["ros__parameters"]
@@ -305,7 +305,7 @@ def test_choices_match_the_core_and_config_builds():
     from cbcl_pr_ros.core.memory import REDUCTIONS
     from cbcl_pr_ros.core.open_set import OPEN_SET_MODES
     from cbcl_pr_ros.core.rehearsal import REHEARSAL_MODES
-    from cbcl_pr_ros.service import params
+    from cbcl_pr_ros.settings import params
 
     assert params.CLASSIFIERS == tuple(core_learner.CLASSIFIERS)
     assert params.COVARIANCE_MODES == tuple(COVARIANCE_MODES)
@@ -326,7 +326,7 @@ def test_declared_parameters_have_ranges_and_reject_bad_values():
     from ros_testing import domain, isolated_context
 
     from cbcl_pr_ros.nodes.ros_params import declare_parameters
-    from cbcl_pr_ros.service.params import LEARNER
+    from cbcl_pr_ros.settings.params import LEARNER
 
     with domain() as dom, isolated_context(dom) as ctx:
         node = rclpy.create_node("params_probe", context=ctx)
@@ -351,8 +351,8 @@ def test_parameters_on_set_agree_with_their_descriptions():
     from ros_testing import domain, isolated_context
 
     from cbcl_pr_ros.nodes.ros_params import declare_parameters, install_validation, parameter
-    from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, validate_parameter
-    from cbcl_pr_ros.service.robot_params import SIM_WORLD_PARAMS, on_set_check
+    from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER, validate_parameter
+    from cbcl_pr_ros.settings.robot_params import SIM_WORLD_PARAMS, on_set_check
 
     assert "one view measures no spread" in validate_parameter("teach_views", 1)
     assert validate_parameter("teach_views", 0) is None and validate_parameter("teach_views", 2) is None

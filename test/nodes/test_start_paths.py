@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-from cbcl_pr_ros.service.node_configs import NODE_KINDS  # noqa: E402
-from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, specs_for  # noqa: E402
+from cbcl_pr_ros.settings.node_configs import NODE_KINDS  # noqa: E402
+from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER, specs_for  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from cbcl_pr_ros.service.params import ParamSpec, check_value
+from cbcl_pr_ros.settings.params import ParamSpec, check_value
 
 __all__ = ["ARM", "SIM_WORLD", "ARM_PARAMS", "SIM_WORLD_PARAMS", "check_parameters", "check_robot_parameter",
            "on_set_check"]
