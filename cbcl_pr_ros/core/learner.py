@@ -61,7 +61,7 @@ from .view_spread import ViewSpread
 if TYPE_CHECKING:
     from .merge import MergeReport
 
-__all__ = ["CLASSIFIERS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner",
+__all__ = ["CLASSIFIERS", "ROBOT_SETTINGS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner",
            "save_learner", "load_learner"]
 
 _log = logging.getLogger(__name__)
@@ -70,6 +70,10 @@ CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
 # config keys older memory files carry that no longer mean anything (torch_threads: fit_threads governs
 # every retrain's threads); a file with them still loads
 RETIRED_CONFIG_KEYS = frozenset({"torch_threads"})
+# the settings a robot user may change: the learner node's parameters of the same names (the first
+# group of LearnerConfig; the others are the evaluation's or one head's)
+ROBOT_SETTINGS = ("distance_threshold", "max_clusters", "covariance", "reduction", "classifier", "open_set",
+                  "unknown_distance_factor", "min_confidence", "seed", "fit_threads")
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ def no_frame_hint(topic: str, waited_s: float, qos_text: str, msg_type: str,
                 f"compressed:={'true' if 'Compressed' in ''.join(types) else 'false'}.")
     if qos_text.startswith("reliable") and all(r == "best_effort" for _, _, r in publishers):
         return (f"{head} QoS mismatch: the publishers are best_effort and this subscription is "
-                f"reliable; set reliability:=best_effort.")
+                f"reliable; set qos_overrides.{topic}.subscription.reliability:=best_effort.")
     names = ", ".join(sorted({n for n, _, _ in publishers}))
     return f"{head} {len(publishers)} publisher(s) ({names}) match but send nothing: is the camera streaming?"
 

@@ -159,7 +159,7 @@ class LearnerNode(ManagedNode):
                                 max_bytes=p["max_memory_file_bytes"])
         controller = LearnerController(
             make_learner=learner_factory(p), backbone=p["backbone"], feature_dim=feature_dim_for(p),
-            store=store, cluster_budget=p["cluster_budget"], on_change=self._on_change,
+            store=store, cluster_budget=p["max_clusters"], on_change=self._on_change,
             limits=self.limits)
         started = controller.load_at_startup(move_aside=True)  # MemoryLoadError (not movable): FAILURE
         if controller.moved_aside_:

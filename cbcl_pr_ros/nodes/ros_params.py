@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from cbcl_pr_ros.settings.params import ParamSpec, cross_check, normalise, specs_for, validate_parameter
+from cbcl_pr_ros.settings.params import (
+    ParamSpec,
+    aliases_for,
+    cross_check,
+    deprecation_warnings,
+    normalise,
+    resolve_aliases,
+    specs_for,
+    validate_parameter,
+)
 
 __all__ = ["declare_parameters", "read_parameters", "install_validation", "parameter"]
 
@@ -32,20 +41,46 @@ def _descriptor(spec: ParamSpec):
 def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = None) -> None:
     """Declare the parameters of ``kind`` on an rclpy node and install the validating on-set callback.
 
-    ``overrides`` replace the table's defaults (values from a YAML file still win over both).
+    ``overrides`` replace the table's defaults (values from a YAML file still win over both). A value
+    given at start under an earlier name (an alias) becomes the current name's default, with a warning.
     """
-    overrides = overrides or {}
+    renamed = _declare_aliases(node, kind)
+    overrides = {**(overrides or {}), **renamed}
     specs = specs_for(kind)
     for spec in specs:
         default = overrides.get(spec.name, spec.default)
         node.declare_parameter(spec.name, default, _descriptor(spec))
+        if spec.name in renamed and node.get_parameter(spec.name).value != renamed[spec.name]:
+            node.get_logger().warning(f"{spec.name} is set too: its earlier name is ignored")
         reason = validate_parameter(spec.name, node.get_parameter(spec.name).value)
         if reason:
             raise ValueError(f"parameter {reason}")
-    reason = cross_check(read_parameters(node, kind))
+    values = read_parameters(node, kind)
+    reason = cross_check(values)
     if reason:
         raise ValueError(f"parameter {reason}")
+    for note in deprecation_warnings(values, kind):
+        node.get_logger().warning(note)
     install_validation(node, specs, lambda name, value, current: validate_parameter(name, value, current))
+
+
+def _declare_aliases(node: Any, kind: str) -> dict[str, Any]:
+    """Declare each earlier parameter name (read-only, unset unless given at start); the values given,
+    under their current names (warnings logged)."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    given = {}
+    for old, spec in aliases_for(kind).items():
+        node.declare_parameter(old, None, ParameterDescriptor(
+            description=f"Deprecated: renamed {spec.name} (read at start until the next release)",
+            read_only=True, dynamic_typing=True))
+        value = node.get_parameter(old).value
+        if value is not None:
+            given[old] = value
+    renamed, warnings = resolve_aliases(given, kind)
+    for note in warnings:
+        node.get_logger().warning(note)
+    return renamed
 
 
 def install_validation(node: Any, specs: Iterable[ParamSpec],
