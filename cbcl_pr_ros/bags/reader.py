@@ -16,6 +16,7 @@ import yaml
 from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Reader, ReaderError
 
+from ..stamps import stamp_to_ns
 from .errors import BagFormatError
 from .records import BagImage, TeachingEventRecord
 from .types import EVENT_TYPE, IMAGE_TYPE, make_typestore
@@ -214,10 +215,6 @@ def _deserialize(path: Path, store, conn: Connection, data: bytes):
         ) from None
 
 
-def _stamp_ns(stamp) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
 def _check_type(path: Path, store, conn: Connection, expected: str) -> None:
     if conn.msgtype != expected:
         raise BagFormatError(path, f"holds {conn.msgtype!r}, expected {expected!r}", conn.topic)
@@ -289,11 +286,11 @@ def read_session(
             try:
                 events.append(
                     TeachingEventRecord(
-                        stamp_ns=_stamp_ns(msg.header.stamp),
+                        stamp_ns=stamp_to_ns(msg.header.stamp),
                         kind=int(msg.kind),
                         label=msg.label,
                         new_label=msg.new_label,
-                        frame_stamps_ns=tuple(_stamp_ns(s) for s in msg.frame_stamps),
+                        frame_stamps_ns=tuple(stamp_to_ns(s) for s in msg.frame_stamps),
                         predicted_label=msg.predicted_label,
                         confidence=float(msg.confidence),
                         known=bool(msg.known),
@@ -308,7 +305,7 @@ def read_session(
         images: dict[int, BagImage] = {}
         for conn, log_time, data in _read(path, reader, cam_conns):
             msg = _deserialize(path, store, conn, data)
-            stamp = _stamp_ns(msg.header.stamp)
+            stamp = stamp_to_ns(msg.header.stamp)
             if frames == "referenced" and stamp not in needed:
                 continue
             img = BagImage(

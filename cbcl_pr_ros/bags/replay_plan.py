@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..stamps import stamp_to_ns
 from .errors import BagFormatError
 from .reader import check_bag, iter_raw, read_session
 from .records import EventKind, TeachingEventRecord
@@ -92,7 +93,7 @@ def build_plan(
         needed = {s for ev in session.events for s in ev.frame_stamps_ns}
         for m in iter_raw(path, [session.camera_topic]):
             hdr = store.deserialize_cdr(m.data, IMAGE_TYPE).header.stamp
-            stamp = int(hdr.sec) * 1_000_000_000 + int(hdr.nanosec)
+            stamp = stamp_to_ns(hdr)
             if stamp in needed:
                 raw_by_stamp.setdefault(stamp, m.data)
         ev_times = [m.log_time_ns for m in iter_raw(path, [events_topic])]

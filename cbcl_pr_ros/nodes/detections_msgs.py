@@ -20,6 +20,7 @@ from cbcl_pr_ros.nodes.conversions import copy_header
 from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.service.object_stream import ObjectFrame
 from cbcl_pr_ros.service.validation import check_feature_values
+from cbcl_pr_ros.stamps import seconds_to_ns, split_ns
 
 __all__ = [
     "depth_msg_to_array",
@@ -165,7 +166,8 @@ def make_marker_array(det: Detections, lifetime_s: float = 1.0) -> Any:
     clear = Marker(action=Marker.DELETEALL)
     clear.header = copy_header(det.header)
     out.markers.append(clear)
-    life = Duration(sec=int(lifetime_s), nanosec=int((lifetime_s % 1) * 1e9))
+    life_sec, life_nanosec = split_ns(seconds_to_ns(lifetime_s))
+    life = Duration(sec=life_sec, nanosec=life_nanosec)
     for o in det.objects:
         c = (o.centroid.x, o.centroid.y, o.centroid.z)
         if not all(math.isfinite(v) for v in c):

@@ -48,6 +48,7 @@ from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, parameter, read_parameters
 from cbcl_pr_ros.settings.params import EXTRACTOR
+from cbcl_pr_ros.stamps import stamp_to_s
 from cbcl_pr_ros.service.stage_times import StageTimes
 from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos, service_qos
@@ -245,7 +246,7 @@ class FeatureExtractorNode(ManagedNode):
     # ------------------------------------------------------------------ stream
     def _on_image(self, msg: Any) -> None:
         # stamp -> callback: transport plus executor wait (meaningful when the camera stamps with this host's clock)
-        self.times.add("stamp_to_callback", time.time() - (msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9))
+        self.times.add("stamp_to_callback", time.time() - stamp_to_s(msg.header.stamp))
         with self._slot_lock:
             if self._slot is not None:
                 self.dropped += 1  # the worker had not taken the previous frame yet

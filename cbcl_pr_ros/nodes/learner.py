@@ -61,6 +61,7 @@ from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.teaching import TeachSettings, Teacher
 from cbcl_pr_ros.service.memory_files import MemoryStore, memory_dir_for
 from cbcl_pr_ros.settings.params import LEARNER, feature_dim_for, learner_factory
+from cbcl_pr_ros.stamps import stamp_to_s
 from cbcl_pr_ros.service.rate_limit import RateLimiter
 from cbcl_pr_ros.service.stage_times import StageTimes
 from cbcl_pr_ros.service.validation import (
@@ -383,7 +384,7 @@ class LearnerNode(ManagedNode):
 
     def _stamp_age(self, stage: str, header: Header) -> None:
         """Record image stamp -> now (host wall clock) as ``stage``: the path up to this callback."""
-        self.times.add(stage, time.time() - (header.stamp.sec + header.stamp.nanosec * 1e-9))
+        self.times.add(stage, time.time() - stamp_to_s(header.stamp))
 
     def stop_report(self) -> str:
         """The line logged when the node stops: counters and stage times as JSON (read by the benches)."""
@@ -420,7 +421,7 @@ class LearnerNode(ManagedNode):
             out = ctl.classify(frame.features, top_k=len(ctl.classes))
             if out.success:
                 version, predictions = out.model_version, out.predictions
-        tracks = self.objects.update(frame, predictions, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        tracks = self.objects.update(frame, predictions, stamp_to_s(msg.header.stamp))
         det = make_detections_msg(msg.header, tracks, version)
         self._last_detections = (det, frame.shape)
         det_pub.publish(det)

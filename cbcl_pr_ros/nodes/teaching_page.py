@@ -38,6 +38,7 @@ from cbcl_pr_ros.nodes.qos import image_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.srv import ForgetClass, ListClasses, PointAt, RenameClass, TeachClass
+from cbcl_pr_ros.stamps import stamp_to_ns, stamp_to_s
 from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
 from cbcl_pr_ros.teaching_page.client import Box, Outcome
 from cbcl_pr_ros.teaching_page.state import DetectedBox, Frame, PageState
@@ -56,10 +57,6 @@ _PARAMS: dict[str, tuple[Any, str]] = {
     "teach_timeout_s": (60.0, "wait this long for the learner's answer to a teach"),
     "call_timeout_s": (10.0, "wait this long for the answer to rename, forget, list and point"),
 }
-
-
-def _stamp(h: Any) -> tuple[int, int]:
-    return int(h.stamp.sec), int(h.stamp.nanosec)
 
 
 class TeachingPageNode(Node):
@@ -110,14 +107,14 @@ class TeachingPageNode(Node):
 
     # ------------------------------------------------------------------ camera and detections
     def _on_image(self, msg: Image) -> None:
-        self._frames.put(_stamp(msg.header), msg)
+        self._frames.put(stamp_to_ns(msg.header.stamp), msg)
         now = time.monotonic()
         if now - self._last_detections > self.plain_after:
             self._send(msg, (), 0)
 
     def _on_detections(self, msg: Detections) -> None:
         self._last_detections = time.monotonic()
-        frame = self._frames.pop(_stamp(msg.header))
+        frame = self._frames.pop(stamp_to_ns(msg.header.stamp))
         if frame is None:  # the picture of these detections is gone (or never came)
             return
         objs = tuple(DetectedBox(int(o.id), str(o.label), bool(o.known), float(o.confidence),
@@ -135,7 +132,7 @@ class TeachingPageNode(Node):
                                 [cv2.IMWRITE_JPEG_QUALITY, self.quality])
         if not ok:
             raise ValueError("JPEG encoding failed")
-        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        stamp = stamp_to_s(msg.header.stamp)
         self.state.set_frame(Frame(jpeg.tobytes(), rgb.shape[1], rgb.shape[0], stamp, objs, version))
 
     # ------------------------------------------------------------------ learner status and classes
