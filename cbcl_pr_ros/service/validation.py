@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import array
 import math
-import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS
+from cbcl_pr_ros.core.validation import check_label as core_check_label
 
 __all__ = [
     "MAX_LABEL_CHARS",
@@ -29,8 +31,6 @@ __all__ = [
     "features_from_msgs",
     "quote",
 ]
-
-MAX_LABEL_CHARS = 128  # a class name, not a document; also bounds every message that echoes it
 
 
 class RequestError(ValueError):
@@ -63,20 +63,14 @@ def quote(text: str, limit: int = 40) -> str:
 
 
 def check_label(label: Any, what: str = "label") -> str:
-    """A class name: printable UTF-8, 1..MAX_LABEL_CHARS characters after stripping, no control chars."""
+    """A class name from a request: surrounding whitespace stripped, then the core's one rule
+    (:func:`cbcl_pr_ros.core.validation.check_label`), refused as a RequestError with its reason."""
     if not isinstance(label, str):
         raise RequestError(f"{what} must be a string, got {type(label).__name__}")
-    clean = label.strip()
-    if not clean:
-        raise RequestError(f"empty {what}: give the class a name")
-    if len(clean) > MAX_LABEL_CHARS:
-        raise RequestError(f"{what} has {len(clean)} characters; the most is {MAX_LABEL_CHARS}")
-    for i, ch in enumerate(clean):
-        if not ch.isprintable():
-            cat = unicodedata.category(ch)
-            raise RequestError(f"{what} contains an unprintable character U+{ord(ch):04X} ({cat}) at "
-                               f"position {i}; use printable characters only")
-    return clean
+    try:
+        return core_check_label(label.strip(), name=what)
+    except ValueError as exc:
+        raise RequestError(str(exc)) from None
 
 
 def check_count(n: int, limit: int, what: str) -> int:
