@@ -17,7 +17,7 @@ from cbcl_pr_ros.settings.params import (
     validate_parameter,
 )
 
-__all__ = ["declare_parameters", "read_parameters", "install_validation", "parameter"]
+__all__ = ["declare_parameters", "declare_read_only", "read_parameters", "install_validation", "parameter"]
 
 
 def _descriptor(spec: ParamSpec):
@@ -81,6 +81,24 @@ def _declare_aliases(node: Any, kind: str) -> dict[str, Any]:
     for note in warnings:
         node.get_logger().warning(note)
     return renamed
+
+
+def declare_read_only(node: Any, specs: Iterable[ParamSpec]) -> Callable[[str], Any]:
+    """Declare parameters a node reads once, at start (arm, world, page): read-only, so a later set is
+    refused rather than ignored; a value out of its spec stops the start with the parameter's name.
+    Returns ``value(name)``."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
+
+    specs = tuple(specs)
+    for spec in specs:
+        node.declare_parameter(spec.name, spec.default,
+                               ParameterDescriptor(description=spec.description, read_only=True))
+    value = lambda name: node.get_parameter(name).value  # noqa: E731
+    check_parameters(specs, value)
+    install_validation(node, specs, on_set_check(specs))
+    return value
 
 
 def install_validation(node: Any, specs: Iterable[ParamSpec],

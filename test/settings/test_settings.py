@@ -110,12 +110,16 @@ def test_the_parameter_table_in_docs_is_generated_from_the_declarations():
     assert doc_table.updated(doc) == doc, ("docs/nodes.md's parameter table is out of date: run "
                                            "python -m cbcl_pr_ros.settings.doc_table docs/nodes.md")
     section = doc.split(doc_table.BEGIN)[1].split(doc_table.END)[0]
-    for spec in PARAMS:  # every declaration has its row, every earlier name its line
-        assert f"\n| {spec.name} " in section or f"\n| {spec.name} (deprecated) " in section, spec.name
-        for alias in spec.aliases:
-            assert f"| {alias} | {spec.name} |" in section
-    # a changed declaration (here one default) makes the document out of date
-    changed = tuple(dataclasses.replace(s, default=3) if s.name == "max_objects" else s for s in PARAMS)
+    blocks = section.split("**")
+    for heading, specs in doc_table.TABLES:  # every node's declarations have their rows, under their heading
+        block = blocks[blocks.index(heading) + 1]
+        for spec in specs:
+            assert f"\n| {spec.name} " in block or f"\n| {spec.name} (deprecated) " in block, spec.name
+            for alias in spec.aliases:
+                assert f"| {alias} | {spec.name} |" in section
+    # a changed declaration (here one default of the page) makes the document out of date
+    changed = tuple((h, tuple(dataclasses.replace(s, default=81) if s.name == "jpeg_quality" else s for s in specs))
+                    for h, specs in doc_table.TABLES)
     assert doc_table.updated(doc, changed) != doc
     with pytest.raises(ValueError, match="markers"):
         doc_table.updated("no table here")
@@ -165,3 +169,18 @@ def test_the_shipped_yaml_and_an_old_one_reach_the_learner_alike(tmp_path):
     assert got["old"] == got["new"] != got["shipped"]
     assert params.learner_config(got["old"]) == LearnerConfig(
         max_clusters=300, min_confidence=0.25, fit_threads=2, rehearsal="full", exemplars_per_class=12)
+
+
+def test_the_page_parameters_are_checked_like_the_robot_ones():
+    """The page reads its parameters once: the shipped YAML fits them, a bad value stops the start."""
+    import yaml
+
+    from cbcl_pr_ros.settings.robot_params import PAGE_PARAMS, check_parameters
+
+    shipped = yaml.safe_load((REPO / "config" / "teaching_page.yaml").read_text())["/**/teaching_page"][
+        "ros__parameters"]
+    assert set(shipped) == {s.name for s in PAGE_PARAMS}
+    check_parameters(PAGE_PARAMS, shipped.__getitem__)
+    for name, bad in (("jpeg_quality", 5), ("max_fps", 0.0), ("port", 70000), ("call_timeout_s", "10")):
+        with pytest.raises(ValueError, match=name):
+            check_parameters(PAGE_PARAMS, {**shipped, name: bad}.__getitem__)
