@@ -30,9 +30,10 @@ def _declared(node_name: str) -> set[str]:
     """Parameter names the real node declares."""
     if node_name in (EXTRACTOR, LEARNER):
         return {p.name for p in specs_for(node_name)}
-    module = {"arm": "cbcl_pr_ros.nodes.arm", "sim_world": "cbcl_pr_ros.nodes.sim_world",
-              "teaching_page": "cbcl_pr_ros.nodes.teaching_page"}[node_name]
-    return set(__import__(module, fromlist=["_PARAMS"])._PARAMS)
+    from cbcl_pr_ros.settings.robot_params import ARM_PARAMS, PAGE_PARAMS, SIM_WORLD_PARAMS
+
+    specs = {"arm": ARM_PARAMS, "sim_world": SIM_WORLD_PARAMS, "teaching_page": PAGE_PARAMS}[node_name]
+    return {p.name for p in specs}
 
 
 def _from_files(files: list[str], name: str, namespace: str) -> dict[str, Any]:
