@@ -32,7 +32,7 @@ from cbcl_pr_ros.evaluation.experiments import machine_info
 from cbcl_pr_ros.evaluation.featureset import FeatureSet
 from cbcl_pr_ros.evaluation.methods import PEERS, MethodContext, make_method
 from cbcl_pr_ros.evaluation.protocols import few_shot_incremental
-from cbcl_pr_ros.service.params import PARAMS
+from cbcl_pr_ros.settings.params import PARAMS
 
 _LOG = logging.getLogger("bench_accuracy")
 OUT = Path("bench/results/accuracy")

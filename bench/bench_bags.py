@@ -38,6 +38,7 @@ def subscriber_timing(bag: Path, extra: list[str], env: dict, tmp: Path) -> dict
     from sensor_msgs.msg import Image
 
     from cbcl_pr_ros.bags.replay_plan import timing_summary
+    from cbcl_pr_ros.stamps import stamp_to_ns
 
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
@@ -45,7 +46,7 @@ def subscriber_timing(bag: Path, extra: list[str], env: dict, tmp: Path) -> dict
     node = rclpy.create_node("bench_probe", context=ctx)
     node.create_subscription(Image, "/camera/image_raw",
                              lambda m, info: arrivals.append((info["received_timestamp"] * 1e-9,
-                                                              m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)),
+                                                              stamp_to_ns(m.header.stamp))),
                              QoSProfile(depth=500, reliability=ReliabilityPolicy.RELIABLE))
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)

@@ -77,7 +77,7 @@ def teaching_sessions(views: dict, shots: int, seeds: int, per_inc: int = 2, ope
         split = {c: rng.permutation(len(views[c])) for c in classes}
         train = {c: views[c][split[c][:shots]] for c in classes}
         test = {c: views[c][split[c][shots:]] for c in classes}
-        learner = CBCLPRLearner(LearnerConfig(seed=seed, torch_threads=1, open_set=open_set), backbone="efficientnet_lite0",
+        learner = CBCLPRLearner(LearnerConfig(seed=seed, fit_threads=1, open_set=open_set), backbone="efficientnet_lite0",
                                 feature_dim=next(iter(views.values())).shape[1])
         curve = []
         for i in range(0, len(classes), per_inc):

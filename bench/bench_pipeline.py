@@ -151,7 +151,7 @@ def learner_params(config: Path) -> dict[str, Any]:
     """The learner's parameters as the node reads them: table defaults, then the YAML's values."""
     import yaml
 
-    from cbcl_pr_ros.service.params import LEARNER, specs_for
+    from cbcl_pr_ros.settings.params import LEARNER, specs_for
 
     p = {s.name: s.default for s in specs_for(LEARNER)}
     doc = yaml.safe_load(config.read_text())
@@ -173,7 +173,7 @@ def class_vectors(base: np.ndarray, n_classes: int, seed: int = 0) -> dict[str, 
 
 def taught_learner(config: Path, base: np.ndarray, n_classes: int) -> Any:
     """A core learner with the config's settings that knows ``n_classes`` classes (one increment)."""
-    from cbcl_pr_ros.service.params import learner_factory
+    from cbcl_pr_ros.settings.params import learner_factory
 
     learner = learner_factory(learner_params(config))(base.shape[1])
     learner.teach_increment(class_vectors(base, n_classes))

@@ -142,7 +142,7 @@ def main() -> int:
                                               "shadows": False, "max_joint_velocity": 8.0})
     extractor = start("feature_extractor", domain, work, {"detect_objects": "on", "no_frame_warning_s": 0.0,
                                                           "threads": 1})
-    learner = start("learner", domain, work, {"memory_dir": str(work / "mem"), "threads": 1})
+    learner = start("learner", domain, work, {"memory_dir": str(work / "mem"), "fit_threads": 1})
     procs = dict(zip(NODES, (world, extractor, learner)))
     cli = H.Client(domain, "soak_monitor")
     counters = {t: Counter() for t in ("image", "object_features", "detections")}

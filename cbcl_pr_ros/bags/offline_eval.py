@@ -139,15 +139,21 @@ def learner_params(config: str | Path | None = None, overrides: Mapping[str, Any
     """The learner node's parameter values: the table's defaults, then ``config`` (default: the
     package's ``config/cbcl_pr.yaml``), then ``overrides``. The extractor's ``runtime`` and
     ``device`` are included, since the features depend on them."""
-    from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, default_config_path, specs_for, validate_parameter
+    from cbcl_pr_ros.settings.params import (EXTRACTOR, LEARNER, default_config_path, flatten, resolve_aliases,
+                                             specs_for, validate_parameter)
 
     p = {s.name: s.default for s in specs_for(LEARNER)}
     p.update({s.name: s.default for s in specs_for(EXTRACTOR) if s.name not in p})
+    given = [dict(overrides or {})]
     path = Path(config) if config else Path(default_config_path())
     if config or path.is_file():
-        p.update(_load_yaml_params(path, EXTRACTOR))
-        p.update(_load_yaml_params(path, LEARNER))
-    p.update(overrides or {})
+        p.update(flatten(_load_yaml_params(path, EXTRACTOR)))
+        given.insert(0, _load_yaml_params(path, LEARNER))
+    for values in given:  # the learner's names as the node reads them (earlier names with a warning)
+        renamed, warnings = resolve_aliases(values, LEARNER)
+        p.update(renamed)
+        for note in warnings:
+            _LOG.warning(note)
     p["memory_path"] = ""  # offline runs never touch the robot's memory file
     for name, value in p.items():
         reason = validate_parameter(name, value)
@@ -353,7 +359,7 @@ def evaluate_bag(
     e.g. to share one loaded model between bags; by default it is built like the extractor node
     builds it. Raises :class:`BagFormatError` for an unusable bag, before any learning happens.
     """
-    from cbcl_pr_ros.service.params import learner_factory
+    from cbcl_pr_ros.settings.params import learner_factory
 
     session = read_session(path, camera_topic=camera_topic, events_topic=events_topic)
     if not any(ev.kind == EventKind.TEACH for ev in session.events):

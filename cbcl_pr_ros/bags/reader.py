@@ -16,6 +16,7 @@ import yaml
 from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Reader, ReaderError
 
+from ..stamps import stamp_to_ns
 from .errors import BagFormatError
 from .records import FORMAT_VERSION, MODE_FRAME, BagImage, TeachingEventRecord
 from .types import DEFAULT_EVENTS_TOPIC, EVENT_TYPE, IMAGE_TYPE, make_typestore, normalize_topic
@@ -230,10 +231,6 @@ def _deserialize(path: Path, store, conn: Connection, data: bytes):
         ) from None
 
 
-def _stamp_ns(stamp) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
 def _check_type(path: Path, store, conn: Connection, expected: str) -> None:
     if conn.msgtype != expected:
         raise BagFormatError(path, f"holds {conn.msgtype!r}, expected {expected!r}", conn.topic)
@@ -290,8 +287,8 @@ def _event(path: Path, conn: Connection, msg, version: int, index: int) -> Teach
         "rois": tuple((int(r.x_offset), int(r.y_offset), int(r.width), int(r.height)) for r in msg.rois)}
     try:
         return TeachingEventRecord(
-            stamp_ns=_stamp_ns(msg.header.stamp), kind=int(msg.kind), label=msg.label,
-            new_label=msg.new_label, frame_stamps_ns=tuple(_stamp_ns(s) for s in msg.frame_stamps),
+            stamp_ns=stamp_to_ns(msg.header.stamp), kind=int(msg.kind), label=msg.label,
+            new_label=msg.new_label, frame_stamps_ns=tuple(stamp_to_ns(s) for s in msg.frame_stamps),
             predicted_label=msg.predicted_label, confidence=float(msg.confidence), known=bool(msg.known),
             success=bool(msg.success), frame_id=msg.header.frame_id, **({"mode": MODE_FRAME} | extra))
     except ValueError as exc:
@@ -300,7 +297,7 @@ def _event(path: Path, conn: Connection, msg, version: int, index: int) -> Teach
 
 def _bag_image(path: Path, conn: Connection, log_time: int, msg) -> BagImage:
     img = BagImage(
-        topic=conn.topic, log_time_ns=int(log_time), stamp_ns=_stamp_ns(msg.header.stamp),
+        topic=conn.topic, log_time_ns=int(log_time), stamp_ns=stamp_to_ns(msg.header.stamp),
         frame_id=msg.header.frame_id, encoding=msg.encoding, height=int(msg.height), width=int(msg.width),
         step=int(msg.step), is_bigendian=bool(msg.is_bigendian), data=msg.data.tobytes(),
     )

@@ -27,6 +27,7 @@ from rosbags.interfaces import (
 )
 from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 
+from ..stamps import split_ns
 from .records import FORMAT_VERSION, EventKind, TeachingEventRecord
 from .types import DEFAULT_EVENTS_TOPIC, EVENT_TYPE, IMAGE_TYPE, make_typestore, normalize_topic
 
@@ -61,13 +62,6 @@ def default_qos(reliable: bool = True, depth: int = 10) -> Qos:
         _INFINITE,
         False,
     )
-
-
-def _time(ns: int):  # builtin_interfaces/Time fields
-    ns = int(ns)
-    if ns < 0:
-        raise ValueError(f"stamp must be >= 0 ns, got {ns}")
-    return divmod(ns, 1_000_000_000)
 
 
 class TeachingBagWriter:
@@ -209,7 +203,7 @@ class TeachingBagWriter:
                 "(rgb8/bgr8 need (h, w, 3), mono8 needs (h, w))"
             )
         height, width = arr.shape[:2]
-        sec, nsec = _time(stamp_ns)
+        sec, nsec = split_ns(stamp_ns)
         ts = self.typestore.types
         msg = ts[IMAGE_TYPE](
             header=ts["std_msgs/msg/Header"](
@@ -238,7 +232,7 @@ class TeachingBagWriter:
             raise TypeError(f"expected a TeachingEventRecord, got {type(event).__name__}")
         ts = self.typestore.types
         time_t = ts["builtin_interfaces/msg/Time"]
-        sec, nsec = _time(event.stamp_ns)
+        sec, nsec = split_ns(event.stamp_ns)
         msg = ts[EVENT_TYPE](
             header=ts["std_msgs/msg/Header"](
                 stamp=time_t(sec=sec, nanosec=nsec), frame_id=event.frame_id
@@ -246,7 +240,7 @@ class TeachingBagWriter:
             kind=int(EventKind(event.kind)),
             label=event.label,
             new_label=event.new_label,
-            frame_stamps=[time_t(*_time(s)) for s in event.frame_stamps_ns],
+            frame_stamps=[time_t(*split_ns(s)) for s in event.frame_stamps_ns],
             predicted_label=event.predicted_label,
             confidence=float(event.confidence),
             known=bool(event.known),

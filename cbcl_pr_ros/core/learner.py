@@ -61,75 +61,102 @@ from .view_spread import ViewSpread
 if TYPE_CHECKING:
     from .merge import MergeReport
 
-__all__ = ["CLASSIFIERS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner",
+__all__ = ["CLASSIFIERS", "ROBOT_SETTINGS", "LearnerConfig", "TeachResult", "Prediction", "ClassInfo", "CBCLPRLearner",
            "save_learner", "load_learner"]
 
 _log = logging.getLogger(__name__)
 
 CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
+# config keys older memory files carry that no longer mean anything (torch_threads: fit_threads governs
+# every retrain's threads); a file with them still loads
+RETIRED_CONFIG_KEYS = frozenset({"torch_threads"})
+# the settings a robot user may change: the learner node's parameters of the same names (the first
+# group of LearnerConfig; the others are the evaluation's or one head's)
+ROBOT_SETTINGS = ("distance_threshold", "max_clusters", "covariance", "reduction", "classifier", "open_set",
+                  "unknown_distance_factor", "min_confidence", "seed", "fit_threads")
 
 
 @dataclass(frozen=True)
 class LearnerConfig:
     """Hyperparameters of the learner, all checked here (and nowhere else).
 
+    Grouped by who uses them. The first group (the robot's settings) reaches the learner node as ROS
+    parameters of the same names (docs/nodes.md "Parameters"); the others are the evaluation's.
+
+    Every head:
     distance_threshold : Agg-Var ``D`` (> 0), or None to estimate it from the first data taught.
     max_clusters : the budget ``K`` (>= number of classes at all times), or None for unlimited.
     covariance : "full" (exact low-rank) or "diagonal" (the paper's CBCL-PR_D).
     reduction : "kmeans" (paper's proportional reduction, count-weighted) or "remove".
-    rehearsal : "few_shot" (``exemplars_per_class`` per class, all classes) or "full" (m_i per cluster,
-        real vectors for the classes being taught).
     classifier : "blended" (default: per-class Gaussians, own covariance ``blend`` x + shrunk pooled,
         closed form), "gaussian" (shared-covariance LDA, closed form), "linear_sgd" (the paper's
         schedule), "cbcl_vote" (CBCL weighted vote), "ncm" (nearest class mean).
-    transform / transform_power : feature transform applied to every vector before it is stored or
-        classified (:mod:`.transform`): "tukey_l2" (default, power 0.5 then L2 norm), "l2", "none".
-    calibrate : fit the softmax temperature on held-out logits of the taught shots ("blended"
-        head only; :mod:`.calibration`).
-    memory_precision : "auto" (default: each class stored in float16 when that is faithful, about
-        half its raw shots' bytes; :meth:`.clustering.ClassClusters.compacted`) or "float32".
-    distance_prior : prior RMS within-class distance in the transformed space (None: the backbone's
-        tabulated value, else the first data's estimate); see :mod:`.distance_threshold`.
     open_set / unknown_distance_factor / min_confidence : see :mod:`.open_set`; a vector is known when it
         is closer than ``unknown_distance_factor * D_gate`` to a centroid of its predicted class, with
         ``D_gate`` the prior refined by every class's spread (or the given ``distance_threshold``);
         the default 1.3 is the 97th percentile of within-class pair distances on train splits, see
         docs/core.md "Open set".
-    torch_threads : if set and ``fit_threads`` is None, ``torch.set_num_threads`` is called with it
-        before SGD training (process-wide, kept for compatibility).
+    seed : seed of every random draw (pseudo-exemplars, SGD).
     fit_threads : BLAS and torch threads used *during* a retrain, restored afterwards (None: leave
         the process settings).  1 by default: a retrain's matrices are small and extra threads
         only spin against each other on a busy machine (see :mod:`.threads`).
+
+    Representation (evaluation's; the node keeps the defaults):
+    transform / transform_power : feature transform applied to every vector before it is stored or
+        classified (:mod:`.transform`): "tukey_l2" (default, power 0.5 then L2 norm), "l2", "none".
+    memory_precision : "auto" (default: each class stored in float16 when that is faithful, about
+        half its raw shots' bytes; :meth:`.clustering.ClassClusters.compacted`) or "float32".
+    distance_prior : prior RMS within-class distance in the transformed space (None: the backbone's
+        tabulated value, else the first data's estimate); see :mod:`.distance_threshold`.
+
+    Closed-form heads only (blended, gaussian):
+    shrinkage : weight of the identity in the shrunk pooled covariance.
+    blend : weight of each class's own covariance (blended head).
+    calibrate : fit the softmax temperature on held-out logits of the taught shots ("blended"
+        head only; :mod:`.calibration`).
+
+    linear_sgd head only (the paper's; nothing else reads them):
+    rehearsal : "few_shot" (``exemplars_per_class`` per class, all classes) or "full" (m_i per cluster,
+        real vectors for the classes being taught).
+    exemplars_per_class, singleton_jitter : pseudo-exemplars per class, and noise for one-shot clusters.
+    epochs, epochs_per_increment, lr, momentum, weight_decay, batch_size : the SGD schedule.
+
+    cbcl_vote head only:
+    vote_neighbours : clusters that vote.
     """
 
+    # every head (the robot's settings: ROS parameters of the same names)
     distance_threshold: float | None = None
     max_clusters: int | None = None
     covariance: str = "full"
     reduction: str = "kmeans"
+    classifier: str = "blended"
+    open_set: str = "distance"
+    unknown_distance_factor: float = 1.3
+    min_confidence: float = 0.0
+    seed: int = 0
+    fit_threads: int | None = 1
+    # representation (evaluation's)
+    transform: str = "tukey_l2"
+    transform_power: float = 0.5
+    memory_precision: str = "auto"
+    distance_prior: float | None = None
+    # closed-form heads (blended, gaussian)
+    shrinkage: float = 0.5
+    blend: float = 1.0
+    calibrate: bool = True
+    # linear_sgd head only
     rehearsal: str = "few_shot"
     exemplars_per_class: int = 40
     singleton_jitter: float = 0.0
-    classifier: str = "blended"
-    shrinkage: float = 0.5
-    blend: float = 1.0
-    transform: str = "tukey_l2"
-    transform_power: float = 0.5
-    calibrate: bool = True
-    memory_precision: str = "auto"
-    distance_prior: float | None = None
     epochs: int = 25
     epochs_per_increment: int = 0
     lr: float = 0.01
     momentum: float = 0.9
     weight_decay: float = 5e-4
     batch_size: int = 64
+    # cbcl_vote head only
     vote_neighbours: int = 5
-    open_set: str = "distance"
-    unknown_distance_factor: float = 1.3
-    min_confidence: float = 0.0
-    seed: int = 0
-    torch_threads: int | None = None
-    fit_threads: int | None = 1
 
     def __post_init__(self) -> None:
         def choice(name: str, allowed: tuple[str, ...]) -> None:
@@ -170,7 +197,6 @@ class LearnerConfig:
         positive("vote_neighbours", integer=True)
         positive("unknown_distance_factor")
         positive("min_confidence", zero=True)
-        positive("torch_threads", integer=True, allow_none=True)
         positive("fit_threads", integer=True, allow_none=True)
         if not 0.0 <= self.shrinkage <= 1.0:
             raise ValueError(f"shrinkage must be in [0, 1], got {self.shrinkage!r}")
@@ -193,8 +219,11 @@ class LearnerConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LearnerConfig":
-        """Build from a mapping; unknown keys are refused (they are a typo or a newer format)."""
+        """Build from a mapping; unknown keys are refused (they are a typo or a newer format).
+
+        Retired keys (:data:`RETIRED_CONFIG_KEYS`, written by older versions) are dropped."""
         names = {f.name for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in data.items() if k not in RETIRED_CONFIG_KEYS}
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"unknown LearnerConfig keys: {unknown}")
@@ -667,10 +696,6 @@ class CBCLPRLearner:
             return fit_ncm(memory, moments), moments, None
         if cfg.classifier == "cbcl_vote":
             return fit_weighted_vote(memory, cfg.vote_neighbours), None, None
-        if cfg.torch_threads is not None and cfg.fit_threads is None:  # fit_threads governs retrains
-            import torch
-
-            torch.set_num_threads(cfg.torch_threads)
         from .classifiers.sgd import SGDSchedule, fit_linear_sgd  # torch: only for this head
 
         sched = SGDSchedule(cfg.epochs, cfg.epochs_per_increment, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.batch_size)

@@ -281,7 +281,6 @@ CONFIG_RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "unknown_distance_factor": (1e-3, 1000.0, False, False),
     "min_confidence": (0.0, 1.0, False, False),
     "seed": (0, 2**63 - 1, True, False),
-    "torch_threads": (1, 256, True, True),
     "fit_threads": (1, 256, True, True),
 }
 # learner_state fields (scales and counters; the metadata's D is checked in _check_meta, <= 1e15)

@@ -6,9 +6,13 @@ batch is refused before any state is touched (bad input changes nothing).
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 
-__all__ = ["UnknownClassError", "check_features", "check_label"]
+__all__ = ["MAX_LABEL_CHARS", "UnknownClassError", "check_features", "check_label"]
+
+MAX_LABEL_CHARS = 128  # a class name, not a document; also bounds every message that echoes it
 
 
 class UnknownClassError(ValueError):
@@ -47,14 +51,28 @@ def check_features(features: object, feature_dim: int | None, *, name: str = "fe
 
 
 def check_label(label: object, *, name: str = "label") -> str:
-    """A class label must be a non-empty printable string without surrounding whitespace.
+    """The one rule for a class name (docs/core.md "Class names"): a string of 1 to
+    :data:`MAX_LABEL_CHARS` printable characters, without surrounding whitespace.
 
     Control characters are refused: a NUL would cut the name in C code, a newline forge a log line.
+    The core takes names as they are; the request boundary (``service.validation.check_label``)
+    strips surrounding whitespace from what a person typed and then applies this same rule.
+    Messages quote at most a short prefix of the name.
     """
     if not isinstance(label, str):
-        raise TypeError(f"{name} must be a str, got {type(label).__name__}: {label!r}")
-    if not label or label.strip() != label:
-        raise ValueError(f"{name} must be a non-empty string without leading/trailing spaces, got {label!r}")
-    if not label.isprintable():
-        raise ValueError(f"{name} must not contain control or unprintable characters, got {label!r}")
+        raise TypeError(f"{name} must be a string, got {type(label).__name__}")
+    if not label.strip():
+        raise ValueError(f"empty {name}: give the class a name")
+    if label.strip() != label:
+        raise ValueError(f"{name} {_quote(label)} has leading or trailing whitespace")
+    if len(label) > MAX_LABEL_CHARS:
+        raise ValueError(f"{name} has {len(label)} characters; the most is {MAX_LABEL_CHARS}")
+    for i, ch in enumerate(label):
+        if not ch.isprintable():
+            raise ValueError(f"{name} contains an unprintable character U+{ord(ch):04X} "
+                             f"({unicodedata.category(ch)}) at position {i}; use printable characters only")
     return label
+
+
+def _quote(text: str, limit: int = 40) -> str:
+    return repr(text[:limit]) + (f"... ({len(text)} characters)" if len(text) > limit else "")

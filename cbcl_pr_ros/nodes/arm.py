@@ -35,7 +35,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from cbcl_pr_ros.nodes.ros_params import install_validation
-from cbcl_pr_ros.service.robot_params import ARM_PARAMS, check_parameters, on_set_check
+from cbcl_pr_ros.settings.robot_params import ARM_PARAMS, check_parameters, on_set_check
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
 from cbcl_pr_ros.nodes.spin import run_node
@@ -44,15 +44,13 @@ from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_ob
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
 from cbcl_pr_ros.robot.look_poses import LookRefused, look_target, solve_look
 from cbcl_pr_ros.srv import LookAt, PointAt
+from cbcl_pr_ros.stamps import stamp_to_ns as _stamp_ns
+from cbcl_pr_ros.stamps import stamp_to_s
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
 
 __all__ = ["ArmNode", "main"]
 
 _PARAMS = {spec.name: (spec.default, spec.description) for spec in ARM_PARAMS}
-
-
-def _stamp_ns(stamp: Any) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
 class ArmNode(Node):
@@ -189,7 +187,7 @@ class ArmNode(Node):
         size = (int(info.width), int(info.height)) if info is not None and info.width and info.height else None
         with self._logic_lock:
             self.logic.detected.update(objs, (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
-                                       msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9,
+                                       stamp_to_s(msg.header.stamp),
                                        self._K if size else None, size, int(msg.model_version))
         self.detections_used += 1
 

@@ -17,6 +17,7 @@ from cbcl_pr_ros.msg import ClassInfo, FeatureVector, LearnerStatus
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
 from cbcl_pr_ros.service.teaching import TeachRequest
 from cbcl_pr_ros.service.validation import features_from_msgs  # ROS-free: the service layer checks vectors too
+from cbcl_pr_ros.stamps import split_ns, stamp_to_ns  # noqa: F401 (stamp_to_ns: re-exported)
 
 __all__ = [
     "StampKey",
@@ -45,12 +46,10 @@ def stamp_key(header: Header) -> StampKey:
     return (int(header.stamp.sec), int(header.stamp.nanosec), str(header.frame_id))
 
 
-def stamp_to_ns(stamp: Time) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-
-
 def ns_to_stamp(ns: int) -> Time:
-    return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+    """The Time message of a nanosecond count (``cbcl_pr_ros.stamps`` holds the arithmetic)."""
+    sec, nanosec = split_ns(ns)
+    return Time(sec=sec, nanosec=nanosec)
 
 
 def copy_header(header: Header) -> Header:

@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from cbcl_pr_ros.service.node_configs import params_files
+from cbcl_pr_ros.settings.node_configs import params_files
+from cbcl_pr_ros.stamps import stamp_to_ns
 
 __all__ = ["main", "run_demo", "parse_args", "demo_ros_args"]
 
@@ -299,7 +300,7 @@ def run_demo(opts: argparse.Namespace) -> dict:
                     t_move = world_node.get_clock().now().nanoseconds
                     fresh: list = []
                     while time.perf_counter() - t0 < opts.timeout_s:
-                        fresh = [m for m in list(latest) if m.header.stamp.sec * 10**9 + m.header.stamp.nanosec > t_move]
+                        fresh = [m for m in list(latest) if stamp_to_ns(m.header.stamp) > t_move]
                         if len(fresh) >= opts.frames_per_view:
                             break
                         time.sleep(0.02)

@@ -19,7 +19,8 @@ from cbcl_pr_ros.msg import DetectedObject, Detections, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import copy_header
 from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.service.object_stream import ObjectFrame
-from cbcl_pr_ros.service.validation import check_feature_values
+from cbcl_pr_ros.service.validation import check_feature_values, check_vectors_fit, values_array
+from cbcl_pr_ros.stamps import seconds_to_ns, split_ns
 
 __all__ = [
     "depth_msg_to_array",
@@ -96,23 +97,14 @@ def object_features_from_msg(msg: ObjectFeatures, expected_backbone: str | None 
     mismatch between values and objects, non-finite values or values above ``max_abs`` (the
     learner's ``max_feature_abs``). No objects gives ([], an empty (0, d) array).
     """
-    if expected_backbone and msg.backbone != expected_backbone:
-        raise ValueError(f"object features come from backbone {msg.backbone[:64]!r}, this learner uses "
-                         f"'{expected_backbone}'")
     n, d = len(msg.objects), int(msg.dimension)
-    v = np.frombuffer(msg.values, np.float32) if isinstance(msg.values, array.array) \
-        else np.asarray(msg.values, np.float32)
+    check_vectors_fit(msg.backbone, d, expected_backbone, expected_dim if n else None, "object features")
+    v = values_array(msg.values)
     if n == 0:
         return [], np.zeros((0, max(d, 0)), np.float32)
     if d <= 0 or v.size != n * d:
         raise ValueError(f"object features hold {v.size} values for {n} objects of dimension {d}")
-    if expected_dim and d != expected_dim:
-        raise ValueError(f"object feature dimension {d} does not match the learner's {expected_dim}")
-    feats = v.reshape(n, d)
-    if max_abs is not None:
-        check_feature_values(feats, max_abs)  # RequestError is a ValueError
-    elif not np.all(np.isfinite(feats)):
-        raise ValueError("object feature vectors contain NaN or infinite values")
+    feats = check_feature_values(v.reshape(n, d), math.inf if max_abs is None else max_abs)
     props = []
     for o in msg.objects:
         c = np.array([o.centroid.x, o.centroid.y, o.centroid.z], float)
@@ -165,7 +157,8 @@ def make_marker_array(det: Detections, lifetime_s: float = 1.0) -> Any:
     clear = Marker(action=Marker.DELETEALL)
     clear.header = copy_header(det.header)
     out.markers.append(clear)
-    life = Duration(sec=int(lifetime_s), nanosec=int((lifetime_s % 1) * 1e9))
+    life_sec, life_nanosec = split_ns(seconds_to_ns(lifetime_s))
+    life = Duration(sec=life_sec, nanosec=life_nanosec)
     for o in det.objects:
         c = (o.centroid.x, o.centroid.y, o.centroid.z)
         if not all(math.isfinite(v) for v in c):

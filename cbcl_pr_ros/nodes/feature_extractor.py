@@ -47,7 +47,8 @@ from cbcl_pr_ros.nodes.debug_image import FrameBuffer
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, parameter, read_parameters
-from cbcl_pr_ros.service.params import EXTRACTOR
+from cbcl_pr_ros.settings.params import EXTRACTOR
+from cbcl_pr_ros.stamps import stamp_to_s
 from cbcl_pr_ros.service.stage_times import StageTimes
 from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos, service_qos
@@ -83,7 +84,7 @@ def no_frame_hint(topic: str, waited_s: float, qos_text: str, msg_type: str,
                 f"compressed:={'true' if 'Compressed' in ''.join(types) else 'false'}.")
     if qos_text.startswith("reliable") and all(r == "best_effort" for _, _, r in publishers):
         return (f"{head} QoS mismatch: the publishers are best_effort and this subscription is "
-                f"reliable; set reliability:=best_effort.")
+                f"reliable; set qos_overrides.{topic}.subscription.reliability:=best_effort.")
     names = ", ".join(sorted({n for n, _, _ in publishers}))
     return f"{head} {len(publishers)} publisher(s) ({names}) match but send nothing: is the camera streaming?"
 
@@ -247,7 +248,7 @@ class FeatureExtractorNode(ManagedNode):
     # ------------------------------------------------------------------ stream
     def _on_image(self, msg: Any) -> None:
         # stamp -> callback: transport plus executor wait (meaningful when the camera stamps with this host's clock)
-        self.times.add("stamp_to_callback", time.time() - (msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9))
+        self.times.add("stamp_to_callback", time.time() - stamp_to_s(msg.header.stamp))
         with self._slot_lock:
             if self._slot is not None:
                 self.dropped += 1  # the worker had not taken the previous frame yet
@@ -494,7 +495,7 @@ def _log_stats(node: FeatureExtractorNode) -> None:
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros feature_extractor_node [--ros-args ...]``."""
     from cbcl_pr_ros.nodes.cli_help import exit_on_help
-    from cbcl_pr_ros.service.params import EXTRACTOR, specs_for
+    from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for
 
     exit_on_help(sys.argv if args is None else args, "feature_extractor_node", __doc__, specs_for(EXTRACTOR))
     return run_node(FeatureExtractorNode, threads=3, args=args, on_stop=_log_stats)

@@ -59,7 +59,8 @@ from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.teaching import TeachSettings, Teacher
 from cbcl_pr_ros.service.memory_files import MemoryStore, memory_dir_for
-from cbcl_pr_ros.service.params import LEARNER, feature_dim_for, learner_factory
+from cbcl_pr_ros.settings.params import LEARNER, feature_dim_for, learner_factory
+from cbcl_pr_ros.stamps import stamp_to_s
 from cbcl_pr_ros.service.rate_limit import RateLimiter
 from cbcl_pr_ros.service.stage_times import StageTimes
 from cbcl_pr_ros.service.validation import (
@@ -158,7 +159,7 @@ class LearnerNode(ManagedNode):
                                 max_bytes=p["max_memory_file_bytes"])
         controller = LearnerController(
             make_learner=learner_factory(p), backbone=p["backbone"], feature_dim=feature_dim_for(p),
-            store=store, cluster_budget=p["cluster_budget"], on_change=self._on_change,
+            store=store, cluster_budget=p["max_clusters"], on_change=self._on_change,
             limits=self.limits)
         started = controller.load_at_startup(move_aside=True)  # MemoryLoadError (not movable): FAILURE
         if controller.moved_aside_:
@@ -382,7 +383,7 @@ class LearnerNode(ManagedNode):
 
     def _stamp_age(self, stage: str, header: Header) -> None:
         """Record image stamp -> now (host wall clock) as ``stage``: the path up to this callback."""
-        self.times.add(stage, time.time() - (header.stamp.sec + header.stamp.nanosec * 1e-9))
+        self.times.add(stage, time.time() - stamp_to_s(header.stamp))
 
     def stop_report(self) -> str:
         """The line logged when the node stops: counters and stage times as JSON (read by the benches)."""
@@ -419,7 +420,7 @@ class LearnerNode(ManagedNode):
             out = ctl.classify(frame.features, top_k=len(ctl.classes))
             if out.success:
                 version, predictions = out.model_version, out.predictions
-        tracks = self.objects.update(frame, predictions, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        tracks = self.objects.update(frame, predictions, stamp_to_s(msg.header.stamp))
         det = make_detections_msg(msg.header, tracks, version)
         self._last_detections = (det, frame.shape)
         det_pub.publish(det)
@@ -521,7 +522,7 @@ def _log_stats(node: LearnerNode) -> None:
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros learner_node [--ros-args ...]``."""
     from cbcl_pr_ros.nodes.cli_help import exit_on_help
-    from cbcl_pr_ros.service.params import LEARNER, specs_for
+    from cbcl_pr_ros.settings.params import LEARNER, specs_for
 
     exit_on_help(sys.argv if args is None else args, "learner_node", __doc__, specs_for(LEARNER))
     return run_node(LearnerNode, threads=6, args=args, on_stop=_log_stats)

@@ -206,10 +206,7 @@ def _rois(rois: Any) -> list[RegionOfInterest]:
 def teaching_event_msg(record: TeachingEventRecord) -> TeachingEvent:
     """The ``cbcl_pr_ros/msg/TeachingEvent`` of a record: what any teacher script publishes on
     ``teaching_events`` so that ``record_session`` captures its session."""
-    from builtin_interfaces.msg import Time
-
-    def t(ns: int) -> Time:
-        return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+    from cbcl_pr_ros.nodes.conversions import ns_to_stamp as t
 
     msg = TeachingEvent()
     msg.header.stamp = t(record.stamp_ns)

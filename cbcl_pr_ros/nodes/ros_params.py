@@ -1,14 +1,23 @@
 """Declares the service layer's parameter table on an rclpy node (descriptors, ranges, on-set check).
 
-The table itself and its validation live in :mod:`cbcl_pr_ros.service.params` (no ROS there).
+The table itself and its validation live in :mod:`cbcl_pr_ros.settings.params` (no ROS there).
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from cbcl_pr_ros.service.params import ParamSpec, cross_check, normalise, specs_for, validate_parameter
+from cbcl_pr_ros.settings.params import (
+    ParamSpec,
+    aliases_for,
+    cross_check,
+    deprecation_warnings,
+    normalise,
+    resolve_aliases,
+    specs_for,
+    validate_parameter,
+)
 
-__all__ = ["declare_parameters", "read_parameters", "install_validation", "parameter"]
+__all__ = ["declare_parameters", "declare_read_only", "read_parameters", "install_validation", "parameter"]
 
 
 def _descriptor(spec: ParamSpec):
@@ -32,20 +41,64 @@ def _descriptor(spec: ParamSpec):
 def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = None) -> None:
     """Declare the parameters of ``kind`` on an rclpy node and install the validating on-set callback.
 
-    ``overrides`` replace the table's defaults (values from a YAML file still win over both).
+    ``overrides`` replace the table's defaults (values from a YAML file still win over both). A value
+    given at start under an earlier name (an alias) becomes the current name's default, with a warning.
     """
-    overrides = overrides or {}
+    renamed = _declare_aliases(node, kind)
+    overrides = {**(overrides or {}), **renamed}
     specs = specs_for(kind)
     for spec in specs:
         default = overrides.get(spec.name, spec.default)
         node.declare_parameter(spec.name, default, _descriptor(spec))
+        if spec.name in renamed and node.get_parameter(spec.name).value != renamed[spec.name]:
+            node.get_logger().warning(f"{spec.name} is set too: its earlier name is ignored")
         reason = validate_parameter(spec.name, node.get_parameter(spec.name).value)
         if reason:
             raise ValueError(f"parameter {reason}")
-    reason = cross_check(read_parameters(node, kind))
+    values = read_parameters(node, kind)
+    reason = cross_check(values)
     if reason:
         raise ValueError(f"parameter {reason}")
+    for note in deprecation_warnings(values, kind):
+        node.get_logger().warning(note)
     install_validation(node, specs, lambda name, value, current: validate_parameter(name, value, current))
+
+
+def _declare_aliases(node: Any, kind: str) -> dict[str, Any]:
+    """Declare each earlier parameter name (read-only, unset unless given at start); the values given,
+    under their current names (warnings logged)."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    given = {}
+    for old, spec in aliases_for(kind).items():
+        node.declare_parameter(old, None, ParameterDescriptor(
+            description=f"Deprecated: renamed {spec.name} (read at start until the next release)",
+            read_only=True, dynamic_typing=True))
+        value = node.get_parameter(old).value
+        if value is not None:
+            given[old] = value
+    renamed, warnings = resolve_aliases(given, kind)
+    for note in warnings:
+        node.get_logger().warning(note)
+    return renamed
+
+
+def declare_read_only(node: Any, specs: Iterable[ParamSpec]) -> Callable[[str], Any]:
+    """Declare parameters a node reads once, at start (arm, world, page): read-only, so a later set is
+    refused rather than ignored; a value out of its spec stops the start with the parameter's name.
+    Returns ``value(name)``."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
+
+    specs = tuple(specs)
+    for spec in specs:
+        node.declare_parameter(spec.name, spec.default,
+                               ParameterDescriptor(description=spec.description, read_only=True))
+    value = lambda name: node.get_parameter(name).value  # noqa: E731
+    check_parameters(specs, value)
+    install_validation(node, specs, on_set_check(specs))
+    return value
 
 
 def install_validation(node: Any, specs: Iterable[ParamSpec],
@@ -82,7 +135,7 @@ def read_parameters(node: Any, kind: str) -> dict[str, Any]:
 
 def parameter(node: Any, spec_name: str) -> Any:
     """One parameter's current value as the node uses it (on/off enums normalised)."""
-    from cbcl_pr_ros.service.params import PARAMS
+    from cbcl_pr_ros.settings.params import PARAMS
 
     spec = next(s for s in PARAMS if s.name == spec_name)
     return normalise(spec, node.get_parameter(spec_name).value)

@@ -6,7 +6,7 @@ MultiThreadedExecutor. In one process the learner computes features for request 
 extractor's own backbone object (no second model, no service round trip).
 
 Nodes are built by factories in :data:`NODE_FACTORIES` (``world`` and ``arm`` imported lazily); each
-node reads its own YAML (:mod:`cbcl_pr_ros.service.node_configs`), as with ``ros2 launch``.
+node reads its own YAML (:mod:`cbcl_pr_ros.settings.node_configs`), as with ``ros2 launch``.
 
 Examples::
 
@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from cbcl_pr_ros.service.node_configs import params_files
+from cbcl_pr_ros.settings.node_configs import params_files
 
 __all__ = ["SessionContext", "NODE_FACTORIES", "CAMERA_PRESETS", "build_ros_args", "camera_topics",
            "session_params_files", "parse_args", "build_nodes", "main"]

@@ -26,13 +26,12 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from rcl_interfaces.msg import ParameterDescriptor
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
-from cbcl_pr_ros.nodes.ros_params import install_validation
-from cbcl_pr_ros.service.robot_params import SIM_WORLD_PARAMS, check_parameters, on_set_check
+from cbcl_pr_ros.nodes.ros_params import declare_read_only
+from cbcl_pr_ros.settings.robot_params import SIM_WORLD_PARAMS
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
@@ -78,12 +77,7 @@ class SimWorldNode(Node):
     def __init__(self, world: SimWorld | None = None, *, node_name: str = "sim_world",
                  namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
-        for spec in SIM_WORLD_PARAMS:  # read once, here: read-only, so a later set is refused rather than ignored
-            self.declare_parameter(spec.name, spec.default, ParameterDescriptor(description=spec.description,
-                                                                                read_only=True))
-        g = lambda n: self.get_parameter(n).value  # noqa: E731
-        check_parameters(SIM_WORLD_PARAMS, g)
-        install_validation(self, SIM_WORLD_PARAMS, on_set_check(SIM_WORLD_PARAMS))  # read-only, and checked if ever settable
+        g = declare_read_only(self, SIM_WORLD_PARAMS)  # read once, here (settings/robot_params.py)
         if g("camera_side") not in ("left", "right"):
             raise ValueError(f"camera_side must be left or right, got {g('camera_side')!r}")
         cam = CameraConfig(int(g("width")), int(g("height")), float(g("fov_deg")))

@@ -24,13 +24,14 @@ import time
 from typing import Any
 
 import cv2
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import Image, RegionOfInterest
 
 from cbcl_pr_ros.msg import Detections, LearnerStatus
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
+from cbcl_pr_ros.nodes.ros_params import declare_read_only
+from cbcl_pr_ros.settings.robot_params import PAGE_PARAMS
 from cbcl_pr_ros.nodes.conversions import image_msg_to_rgb
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer
 from cbcl_pr_ros.nodes.guard import guard_callback
@@ -38,28 +39,13 @@ from cbcl_pr_ros.nodes.qos import image_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.srv import ForgetClass, ListClasses, PointAt, RenameClass, TeachClass
+from cbcl_pr_ros.stamps import stamp_to_ns, stamp_to_s
 from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
 from cbcl_pr_ros.teaching_page.client import Box, Outcome
 from cbcl_pr_ros.teaching_page.state import DetectedBox, Frame, PageState
 
 __all__ = ["TeachingPageNode", "main"]
 
-_PARAMS: dict[str, tuple[Any, str]] = {
-    "address": ("127.0.0.1", "address the page listens on; 127.0.0.1 = this machine only. Any other address "
-                             "needs 'token'; read-only"),
-    "port": (8080, "TCP port of the page (0 = any free port, logged); read-only"),
-    "token": ("", "access token (at least 8 characters), required when address is not a loopback address: "
-                  "open http://HOST:PORT/?token=...; read-only"),
-    "jpeg_quality": (80, "JPEG quality of the pictures sent to the page (10..100)"),
-    "max_fps": (5.0, "most pictures per second sent to the pages"),
-    "plain_after_s": (2.0, "show the plain camera picture when no detections came for this long"),
-    "teach_timeout_s": (60.0, "wait this long for the learner's answer to a teach"),
-    "call_timeout_s": (10.0, "wait this long for the answer to rename, forget, list and point"),
-}
-
-
-def _stamp(h: Any) -> tuple[int, int]:
-    return int(h.stamp.sec), int(h.stamp.nanosec)
 
 
 class TeachingPageNode(Node):
@@ -68,15 +54,9 @@ class TeachingPageNode(Node):
     def __init__(self, *, node_name: str = "teaching_page", namespace: str | None = None,
                  start_server: bool = True, **kwargs: Any) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
-        for name, (default, text) in _PARAMS.items():
-            ro = name in ("address", "port", "token")
-            self.declare_parameter(name, default, ParameterDescriptor(description=text, read_only=ro))
-        g = lambda n: self.get_parameter(n).value  # noqa: E731
-        quality = int(g("jpeg_quality"))
-        if not 10 <= quality <= 100:
-            raise ValueError(f"jpeg_quality must be 10..100, got {quality}")
-        self.quality = quality
-        self.min_period = 1.0 / max(0.1, float(g("max_fps")))
+        g = declare_read_only(self, PAGE_PARAMS)  # read once, here (settings/robot_params.py)
+        self.quality = int(g("jpeg_quality"))
+        self.min_period = 1.0 / float(g("max_fps"))
         self.plain_after = float(g("plain_after_s"))
         self.teach_timeout, self.call_timeout = float(g("teach_timeout_s")), float(g("call_timeout_s"))
         self.state = PageState()
@@ -110,14 +90,14 @@ class TeachingPageNode(Node):
 
     # ------------------------------------------------------------------ camera and detections
     def _on_image(self, msg: Image) -> None:
-        self._frames.put(_stamp(msg.header), msg)
+        self._frames.put(stamp_to_ns(msg.header.stamp), msg)
         now = time.monotonic()
         if now - self._last_detections > self.plain_after:
             self._send(msg, (), 0)
 
     def _on_detections(self, msg: Detections) -> None:
         self._last_detections = time.monotonic()
-        frame = self._frames.pop(_stamp(msg.header))
+        frame = self._frames.pop(stamp_to_ns(msg.header.stamp))
         if frame is None:  # the picture of these detections is gone (or never came)
             return
         objs = tuple(DetectedBox(int(o.id), str(o.label), bool(o.known), float(o.confidence),
@@ -135,7 +115,7 @@ class TeachingPageNode(Node):
                                 [cv2.IMWRITE_JPEG_QUALITY, self.quality])
         if not ok:
             raise ValueError("JPEG encoding failed")
-        stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        stamp = stamp_to_s(msg.header.stamp)
         self.state.set_frame(Frame(jpeg.tobytes(), rgb.shape[1], rgb.shape[0], stamp, objs, version))
 
     # ------------------------------------------------------------------ learner status and classes
@@ -212,7 +192,7 @@ class TeachingPageNode(Node):
 
 
 def main(args: list[str] | None = None) -> int:
-    exit_on_help(sys.argv if args is None else args, "teaching_page_node", __doc__, _PARAMS)
+    exit_on_help(sys.argv if args is None else args, "teaching_page_node", __doc__, PAGE_PARAMS)
     return run_node(TeachingPageNode, threads=4, args=args)
 
 

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..stamps import seconds_to_ns, split_ns
 from . import baxter
 
 __all__ = [
@@ -125,8 +126,8 @@ class TrajectoryPlan:
         for pos, t in self.points:
             pt = point_type()
             pt.positions = list(pos)
-            sec = int(t)
-            pt.time_from_start = duration_type(sec=sec, nanosec=int(round((t - sec) * 1e9)))
+            sec, nanosec = split_ns(seconds_to_ns(t))
+            pt.time_from_start = duration_type(sec=sec, nanosec=nanosec)
             msg.points.append(pt)
         return msg
 

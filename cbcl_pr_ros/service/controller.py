@@ -138,7 +138,7 @@ class LearnerController:
     backbone : str
         Backbone name the memory is built with; vectors and memory files of another are refused.
     feature_dim : int
-        Width of the vectors, from the backbone (``service.params.feature_dim_for``); fixed for the
+        Width of the vectors, from the backbone (``settings.params.feature_dim_for``); fixed for the
         controller's life, never taken from a request.
     store : MemoryStore or None
         Where memory files live (None: RAM only, save/load refused).

@@ -167,8 +167,8 @@ class MemoryStore:
         """Atomically replace (or create) the file with ``blob``; (bytes written, shown name)."""
         if len(blob) > self.max_bytes:  # never write a file this store would refuse to read back
             raise MemoryAccessError(f"the memory needs {len(blob)} bytes, above the {self.max_bytes} that are "
-                                    "read back (parameter max_memory_file_bytes): raise that cap, set a "
-                                    "cluster_budget to bound the memory, or forget classes")
+                                    "read back (parameter max_memory_file_bytes): raise that cap, set "
+                                    "max_clusters to bound the memory, or forget classes")
         t = self.resolve(requested)
         try:
             try:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import array
 import math
-import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS
+from cbcl_pr_ros.core.validation import check_label as core_check_label
 
 __all__ = [
     "MAX_LABEL_CHARS",
@@ -26,12 +28,12 @@ __all__ = [
     "check_timeout",
     "check_num_frames",
     "check_feature_values",
+    "check_vectors_fit",
+    "values_array",
     "features_from_msgs",
     "decode_request_images",
     "quote",
 ]
-
-MAX_LABEL_CHARS = 128  # a class name, not a document; also bounds every message that echoes it
 
 
 class RequestError(ValueError):
@@ -40,7 +42,7 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class RequestLimits:
-    """Caps on request fields (node parameters of the same names, see service.params)."""
+    """Caps on request fields (node parameters of the same names, see settings.params)."""
 
     max_images_per_request: int = 64
     max_image_pixels: int = 4096 * 4096
@@ -64,20 +66,14 @@ def quote(text: str, limit: int = 40) -> str:
 
 
 def check_label(label: Any, what: str = "label") -> str:
-    """A class name: printable UTF-8, 1..MAX_LABEL_CHARS characters after stripping, no control chars."""
+    """A class name from a request: surrounding whitespace stripped, then the core's one rule
+    (:func:`cbcl_pr_ros.core.validation.check_label`), refused as a RequestError with its reason."""
     if not isinstance(label, str):
         raise RequestError(f"{what} must be a string, got {type(label).__name__}")
-    clean = label.strip()
-    if not clean:
-        raise RequestError(f"empty {what}: give the class a name")
-    if len(clean) > MAX_LABEL_CHARS:
-        raise RequestError(f"{what} has {len(clean)} characters; the most is {MAX_LABEL_CHARS}")
-    for i, ch in enumerate(clean):
-        if not ch.isprintable():
-            cat = unicodedata.category(ch)
-            raise RequestError(f"{what} contains an unprintable character U+{ord(ch):04X} ({cat}) at "
-                               f"position {i}; use printable characters only")
-    return clean
+    try:
+        return core_check_label(label.strip(), name=what)
+    except ValueError as exc:
+        raise RequestError(str(exc)) from None
 
 
 def check_count(n: int, limit: int, what: str) -> int:
@@ -124,7 +120,7 @@ def check_num_frames(value: int, default: int, cap: int) -> int:
     return n
 
 
-def check_feature_values(feats: np.ndarray, max_abs: float) -> np.ndarray:
+def check_feature_values(feats: np.ndarray, max_abs: float = math.inf) -> np.ndarray:
     """Feature vectors must be finite and within ``max_abs``: one huge vector would turn every
     other class's confidence into NaN (overflow in the distances)."""
     arr = np.asarray(feats)
@@ -137,38 +133,46 @@ def check_feature_values(feats: np.ndarray, max_abs: float) -> np.ndarray:
     return arr
 
 
+def check_vectors_fit(backbone: str, dim: int, expected_backbone: str | None, expected_dim: int | None,
+                      what: str) -> None:
+    """Vectors from a message fit the learner: the same backbone (an empty name is no exemption) and
+    width. The one check of ``features`` and ``object_features`` messages and of request vectors."""
+    if expected_backbone and backbone != expected_backbone:
+        raise RequestError(f"{what} comes from backbone {backbone[:64]!r}, this learner uses '{expected_backbone}'")
+    if expected_dim and dim != expected_dim:
+        raise RequestError(f"{what} dimension {dim} does not match the learner's {expected_dim}")
+
+
+def values_array(values: Any) -> np.ndarray:
+    """A message's float32[] field as a numpy array without a copy where rclpy gave an array.array."""
+    return np.frombuffer(values, dtype=np.float32) if isinstance(values, array.array) \
+        else np.asarray(values, dtype=np.float32)
+
+
 def features_from_msgs(msgs: Sequence[Any], expected_backbone: str | None = None,
-                       expected_dim: int | None = None) -> np.ndarray:
+                       expected_dim: int | None = None, max_abs: float = math.inf) -> np.ndarray:
     """Stack FeatureVector messages (or objects with their backbone, dimension and values) into an
     (n, d) float32 array, checking they fit the learner.
 
     Raises ValueError (with a message fit for a service response) on an empty list, a backbone other
-    than ``expected_backbone``, mixed or wrong dimensions, or non-finite values.
+    than ``expected_backbone``, mixed or wrong dimensions, non-finite values or values above ``max_abs``.
     """
     if len(msgs) == 0:
-        raise ValueError("no feature vectors given")
+        raise RequestError("no feature vectors given")
     rows = []
     for i, m in enumerate(msgs):
-        if expected_backbone and m.backbone != expected_backbone:  # an empty name is no exemption
-            raise ValueError(f"feature vector {i} comes from backbone {m.backbone[:64]!r}, this learner "
-                             f"uses '{expected_backbone}'")
-        v = np.frombuffer(m.values, dtype=np.float32) if isinstance(m.values, array.array) \
-            else np.asarray(m.values, dtype=np.float32)
+        check_vectors_fit(m.backbone, 0, expected_backbone, None, f"feature vector {i}")
+        v = values_array(m.values)
         if m.dimension and v.size != m.dimension:
-            raise ValueError(f"feature vector {i} says dimension {m.dimension} but holds {v.size} values")
+            raise RequestError(f"feature vector {i} says dimension {m.dimension} but holds {v.size} values")
         if v.size == 0:
-            raise ValueError(f"feature vector {i} is empty")
+            raise RequestError(f"feature vector {i} is empty")
         rows.append(v)
     dims = {r.size for r in rows}
     if len(dims) != 1:
-        raise ValueError(f"feature vectors have different dimensions {sorted(dims)}")
-    d = dims.pop()
-    if expected_dim and d != expected_dim:
-        raise ValueError(f"feature dimension {d} does not match the learner's {expected_dim}")
-    feats = np.stack(rows).astype(np.float32, copy=False)
-    if not np.all(np.isfinite(feats)):
-        raise ValueError("feature vectors contain NaN or infinite values")
-    return feats
+        raise RequestError(f"feature vectors have different dimensions {sorted(dims)}")
+    check_vectors_fit("", dims.pop(), None, expected_dim, "feature")
+    return check_feature_values(np.stack(rows).astype(np.float32, copy=False), max_abs)
 
 
 def decode_request_images(images: Sequence[Any], limits: RequestLimits) -> list[np.ndarray]:

@@ -45,7 +45,7 @@ def test_same_bag_twice_same_numbers(sim_bag, backbone):
 def test_mutations_follow_the_recording(tmp_path, backbone):
     write_synthetic(tmp_path / "bag", n_frames=8, size=(64, 64))
     session = read_session(tmp_path / "bag")
-    from cbcl_pr_ros.service.params import learner_factory
+    from cbcl_pr_ros.settings.params import learner_factory
 
     p = learner_params()
     report = evaluate_session(session, backbone, learner_factory(p), p)

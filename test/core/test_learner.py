@@ -152,3 +152,13 @@ def test_memory_bytes_diagonal_smaller_than_full_for_many_shots(rng):
     diag.teach("a", x)
     assert diag.memory_bytes() < full.memory_bytes()
     assert full.class_info()[0].shots == 200
+
+
+def test_retired_torch_threads_is_gone_but_old_configs_still_load():
+    """torch_threads did nothing once fit_threads governed retrains: it left the config; a memory
+    file written before still loads (the key is dropped), and an unknown key is still refused."""
+    assert "torch_threads" not in LearnerConfig().to_dict()
+    old = {**LearnerConfig(seed=3).to_dict(), "torch_threads": 2}
+    assert LearnerConfig.from_dict(old) == LearnerConfig(seed=3)
+    with pytest.raises(ValueError, match="unknown LearnerConfig keys"):
+        LearnerConfig.from_dict({**old, "torch_thread": 2})

@@ -18,10 +18,10 @@ import numpy as np
 import cbcl_pr_ros
 assert cbcl_pr_ros.__file__.startswith(sys.argv[1]), cbcl_pr_ros.__file__
 import cbcl_pr_ros.core, cbcl_pr_ros.features, cbcl_pr_ros.evaluation, cbcl_pr_ros.bags.offline_eval
-import cbcl_pr_ros.service.params, cbcl_pr_ros.service.controller
+import cbcl_pr_ros.settings.params, cbcl_pr_ros.service.controller
 ros = sorted(m for m in sys.modules if m.split('.')[0] in ('rclpy', 'rosidl_runtime_py', 'sensor_msgs'))
 assert not ros, f'ROS modules imported by the ROS-free layers: {ros}'
-from cbcl_pr_ros.service.params import default_config_path
+from cbcl_pr_ros.settings.params import default_config_path
 from cbcl_pr_ros.bags import find_msg_dir
 print(default_config_path()); print(find_msg_dir())
 from cbcl_pr_ros.core import CBCLPRLearner

@@ -149,7 +149,8 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     logs = tmp_path_factory.mktemp("depth_camera")
     with domain() as dom:
         proc = start_node("teaching_session", dom, logs,
-                          {"detect_objects": "on", "no_frame_warning_s": 0.0, "memory_path": "", "threads": 1},
+                          {"detect_objects": "on", "no_frame_warning_s": 0.0, "memory_path": "", "threads": 1,
+                           "fit_threads": 1},
                           extra=["--nodes", "extractor,learner", "--camera", "realsense"])
         client = Client(dom, "depth_camera_test")
         s = Session(proc, client)

@@ -196,7 +196,7 @@ def test_ram_only_answers_say_nothing_is_saved():
 
 
 def test_memory_above_its_file_cap_refuses_the_teach_with_the_fix(tmp_path):
-    """The cap is reached in long use (cluster_budget 0 = unbounded): the teach is refused, the classes
+    """The cap is reached in long use (max_clusters 0 = unbounded): the teach is refused, the classes
     already saved stay, and a restart serves exactly them."""
     from cbcl_pr_ros.service.memory_files import MemoryStore
 
@@ -211,7 +211,7 @@ def test_memory_above_its_file_cap_refuses_the_teach_with_the_fix(tmp_path):
             break
     assert taught and refused, "the cap was never reached"
     msg = refused[0][1]
-    assert "max_memory_file_bytes" in msg and "cluster_budget" in msg and "forget classes" in msg, msg
+    assert "max_memory_file_bytes" in msg and "max_clusters" in msg and "forget classes" in msg, msg
     assert c.classes == [name for name, _ in taught]
     again = _controller(tmp_path / "m.safetensors")
     again.store = MemoryStore(str(tmp_path), "m.safetensors", max_bytes=6000)
@@ -270,31 +270,34 @@ def test_classify_answers_while_a_teach_is_held(taught, monkeypatch):
 
 # ------------------------------------------------------------------ params
 def test_parameter_validation():
-    from cbcl_pr_ros.service.params import validate_parameter
+    from cbcl_pr_ros.settings.params import validate_parameter
 
     assert validate_parameter("reliability", "reliable") is None
     assert "one of" in validate_parameter("reliability", "sometimes")
     assert ">= 0.0" in validate_parameter("distance_threshold", -1.0)
     assert validate_parameter("distance_threshold", 0) is None  # int accepted for a float
     assert "finite" in validate_parameter("max_prediction_rate", float("inf"))
-    assert "must be int" in validate_parameter("cluster_budget", 1.5)
+    assert "must be int" in validate_parameter("max_clusters", 1.5)
     assert "must be bool" in validate_parameter("debug_image", 1)
-    assert "<= 1.0" in validate_parameter("unknown_threshold", 1.5)
+    assert "<= 1.0" in validate_parameter("min_confidence", 1.5)
     assert "empty" in validate_parameter("backbone", " ")
     assert validate_parameter("use_sim_time", True) is None
 
 
 def test_yaml_holds_every_parameter_and_valid_values():
-    from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, specs_for, validate_parameter
+    from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER, flatten, specs_for, validate_parameter
 
     cfg = yaml.safe_load((REPO / "config" / "cbcl_pr.yaml").read_text())
-    shared = cfg["/**"]["ros__parameters"]
+    shared = flatten(cfg["/**"]["ros__parameters"])
     for node in (EXTRACTOR, LEARNER):
-        values = {**shared, **cfg[f"/**/{node}"]["ros__parameters"]}
-        names = {s.name for s in specs_for(node)}
+        own = flatten(cfg[f"/**/{node}"]["ros__parameters"])
+        values = {**shared, **own}
+        current = [s for s in specs_for(node) if not s.deprecated]  # deprecated ones stay out of the file
+        names = {s.name for s in current}
         assert names - set(values) == set(), f"{node}: missing in YAML"
-        assert set(cfg[f"/**/{node}"]["ros__parameters"]) - names == set(), f"{node}: unknown in YAML"
-        for s in specs_for(node):
+        assert set(own) - names == set(), f"{node}: unknown or deprecated in YAML"
+        assert not {s.name for s in specs_for(node) if s.deprecated} & set(values), f"{node}: deprecated in YAML"
+        for s in current:
             assert type(values[s.name]) is type(s.default), f"{s.name}: YAML type differs"
             assert validate_parameter(s.name, values[s.name]) is None
 
@@ -305,7 +308,7 @@ def test_choices_match_the_core_and_config_builds():
     from cbcl_pr_ros.core.memory import REDUCTIONS
     from cbcl_pr_ros.core.open_set import OPEN_SET_MODES
     from cbcl_pr_ros.core.rehearsal import REHEARSAL_MODES
-    from cbcl_pr_ros.service import params
+    from cbcl_pr_ros.settings import params
 
     assert params.CLASSIFIERS == tuple(core_learner.CLASSIFIERS)
     assert params.COVARIANCE_MODES == tuple(COVARIANCE_MODES)
@@ -313,10 +316,10 @@ def test_choices_match_the_core_and_config_builds():
     assert params.REHEARSAL_MODES == tuple(REHEARSAL_MODES)
     assert params.OPEN_SET_MODES == tuple(OPEN_SET_MODES)
     p = {s.name: s.default for s in params.PARAMS}
-    p.update(distance_threshold=12.5, cluster_budget=300)
+    p.update(distance_threshold=12.5, max_clusters=300)
     cfg = params.learner_config(p)
     assert cfg.distance_threshold == 12.5 and cfg.max_clusters == 300
-    assert params.learner_config({**p, "distance_threshold": 0.0, "cluster_budget": 0}).max_clusters is None
+    assert params.learner_config({**p, "distance_threshold": 0.0, "max_clusters": 0}).max_clusters is None
     assert params.learner_factory(p)(8).feature_dim == 8
 
 
@@ -326,14 +329,14 @@ def test_declared_parameters_have_ranges_and_reject_bad_values():
     from ros_testing import domain, isolated_context
 
     from cbcl_pr_ros.nodes.ros_params import declare_parameters
-    from cbcl_pr_ros.service.params import LEARNER
+    from cbcl_pr_ros.settings.params import LEARNER
 
     with domain() as dom, isolated_context(dom) as ctx:
         node = rclpy.create_node("params_probe", context=ctx)
         declare_parameters(node, LEARNER)
-        d = node.describe_parameter("unknown_threshold")
+        d = node.describe_parameter("min_confidence")
         assert d.floating_point_range[0].to_value == 1.0 and d.description
-        assert node.describe_parameter("cluster_budget").integer_range[0].from_value == 0
+        assert node.describe_parameter("max_clusters").integer_range[0].from_value == 0
         r = node.set_parameters([Parameter("max_prediction_rate", value=-3.0)])[0]
         assert not r.successful
         r = node.set_parameters([Parameter("max_prediction_rate", value=10.0)])[0]
@@ -351,8 +354,8 @@ def test_parameters_on_set_agree_with_their_descriptions():
     from ros_testing import domain, isolated_context
 
     from cbcl_pr_ros.nodes.ros_params import declare_parameters, install_validation, parameter
-    from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, validate_parameter
-    from cbcl_pr_ros.service.robot_params import SIM_WORLD_PARAMS, on_set_check
+    from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER, validate_parameter
+    from cbcl_pr_ros.settings.robot_params import SIM_WORLD_PARAMS, on_set_check
 
     assert "one view measures no spread" in validate_parameter("teach_views", 1)
     assert validate_parameter("teach_views", 0) is None and validate_parameter("teach_views", 2) is None
@@ -433,8 +436,8 @@ def test_no_frame_hints_name_the_cause():
 
     qos = "reliable/keep_last(2)/volatile"
     assert "Nobody publishes" in no_frame_hint("/image", 5, qos, "sensor_msgs/Image", [])
-    assert "QoS mismatch" in no_frame_hint("/image", 5, qos, "sensor_msgs/Image",
-                                           [("cam", "sensor_msgs/Image", "best_effort")])
+    hint = no_frame_hint("/image", 5, qos, "sensor_msgs/Image", [("cam", "sensor_msgs/Image", "best_effort")])
+    assert "QoS mismatch" in hint and "qos_overrides./image.subscription.reliability:=best_effort" in hint
     assert "type mismatch" in no_frame_hint("/image", 5, qos, "sensor_msgs/Image",
                                             [("cam", "sensor_msgs/CompressedImage", "reliable")])
     assert "is the camera streaming" in no_frame_hint("/image", 5, qos, "sensor_msgs/Image",

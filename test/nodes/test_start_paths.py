@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 rclpy = pytest.importorskip("rclpy")
-from cbcl_pr_ros.service.node_configs import NODE_KINDS  # noqa: E402
-from cbcl_pr_ros.service.params import EXTRACTOR, LEARNER, specs_for  # noqa: E402
+from cbcl_pr_ros.settings.node_configs import NODE_KINDS  # noqa: E402
+from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER, specs_for  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"
@@ -30,9 +30,10 @@ def _declared(node_name: str) -> set[str]:
     """Parameter names the real node declares."""
     if node_name in (EXTRACTOR, LEARNER):
         return {p.name for p in specs_for(node_name)}
-    module = {"arm": "cbcl_pr_ros.nodes.arm", "sim_world": "cbcl_pr_ros.nodes.sim_world",
-              "teaching_page": "cbcl_pr_ros.nodes.teaching_page"}[node_name]
-    return set(__import__(module, fromlist=["_PARAMS"])._PARAMS)
+    from cbcl_pr_ros.settings.robot_params import ARM_PARAMS, PAGE_PARAMS, SIM_WORLD_PARAMS
+
+    specs = {"arm": ARM_PARAMS, "sim_world": SIM_WORLD_PARAMS, "teaching_page": PAGE_PARAMS}[node_name]
+    return {p.name for p in specs}
 
 
 def _from_files(files: list[str], name: str, namespace: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def _overrides(tmp_path: Path) -> Path:
                                               "max_joint_velocity": 8.0}},
         "/**/feature_extractor": {"ros__parameters": {"detect_objects": "auto", "no_frame_warning_s": 0.0,
                                                       "threads": 1}},
-        "/**/learner": {"ros__parameters": {"memory_path": "", "threads": 1}},
+        "/**/learner": {"ros__parameters": {"memory_path": "", "fit_threads": 1}},
     }))
     return path
 

@@ -57,7 +57,7 @@ def test_demo_overrides_are_per_node(tmp_path):
 
 @pytest.mark.parametrize("yaml_name,table", [("sim_world.yaml", "SIM_WORLD_PARAMS"), ("arm.yaml", "ARM_PARAMS")])
 def test_shipped_yaml_passes_the_range_check(yaml_name, table):
-    from cbcl_pr_ros.service import robot_params
+    from cbcl_pr_ros.settings import robot_params
 
     values = next(iter(yaml.safe_load((REPO / "config" / yaml_name).read_text()).values()))["ros__parameters"]
     robot_params.check_parameters(getattr(robot_params, table), values.__getitem__)
@@ -73,7 +73,7 @@ def test_shipped_yaml_passes_the_range_check(yaml_name, table):
     ("SIM_WORLD_PARAMS", "camera_frame_id", " ", "camera_frame_id must not be empty"),
 ])
 def test_out_of_range_parameters_are_named_in_the_error(table, name, bad, needle):
-    from cbcl_pr_ros.service import robot_params
+    from cbcl_pr_ros.settings import robot_params
 
     specs = getattr(robot_params, table)
     values = {s.name: s.default for s in specs} | {name: bad}

@@ -39,7 +39,7 @@ def test_teach_detect_point_session_by_relative_names(tmp_path: Path, namespace:
         "/**/sim_world": {"ros__parameters": {"width": 320, "height": 240, "rate_hz": 3.0, "shadows": False,
                                               "max_joint_velocity": 8.0}},
         "/**/feature_extractor": {"ros__parameters": {"threads": 1, "no_frame_warning_s": 0.0}},
-        "/**/learner": {"ros__parameters": {"memory_path": "", "threads": 1}},
+        "/**/learner": {"ros__parameters": {"memory_path": "", "fit_threads": 1}},
     }))
     dom = fresh_domain()
     args = [str(installed_executable("teaching_session")), "--nodes", "extractor,learner,world,arm"]

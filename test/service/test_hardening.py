@@ -15,7 +15,7 @@ from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig, MemoryFileError, stat
 from cbcl_pr_ros.core import persistence
 from cbcl_pr_ros.service.controller import LearnerController
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore, memory_dir_for
-from cbcl_pr_ros.service.params import feature_dim_for, validate_parameter
+from cbcl_pr_ros.settings.params import feature_dim_for, validate_parameter
 from cbcl_pr_ros.service.validation import (
     MAX_LABEL_CHARS,
     RequestError,
@@ -395,15 +395,13 @@ def test_a_memory_file_asking_unbounded_work_is_refused_at_once(tmp_path, key, v
 def test_config_ranges_cover_every_numeric_config_field_and_the_parameter_ranges():
     import dataclasses
 
-    from cbcl_pr_ros.service.params import PARAMS
+    from cbcl_pr_ros.settings.params import PARAMS, core_name
 
     numeric = {f.name for f in dataclasses.fields(LearnerConfig)
                if f.type in ("int", "float", "int | None", "float | None")}
     assert numeric == set(persistence.CONFIG_RANGES), numeric ^ set(persistence.CONFIG_RANGES)
-    by_config_name = {"cluster_budget": "max_clusters", "exemplars_per_class": "exemplars_per_class",
-                      "unknown_distance_factor": "unknown_distance_factor", "unknown_threshold": "min_confidence"}
     for spec in PARAMS:
-        key = by_config_name.get(spec.name)
+        key = core_name(spec) if core_name(spec) in persistence.CONFIG_RANGES else None
         if key is None or spec.min is None:
             continue
         lo, hi, _, _ = persistence.CONFIG_RANGES[key]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cbcl_pr_ros.service import rate_limit
-from cbcl_pr_ros.service.params import PARAMS
+from cbcl_pr_ros.settings.params import PARAMS
 from cbcl_pr_ros.service.rate_limit import RateLimiter
 
 

@@ -57,7 +57,7 @@ def test_teach_rename_forget_from_the_page_against_the_simulated_world(tmp_path)
     over.write_text(yaml.safe_dump({
         "/**/sim_world": {"ros__parameters": {"width": 320, "height": 240, "rate_hz": 3.0, "shadows": False}},
         "/**/feature_extractor": {"ros__parameters": {"threads": 1, "no_frame_warning_s": 0.0}},
-        "/**/learner": {"ros__parameters": {"memory_path": "", "threads": 1}},
+        "/**/learner": {"ros__parameters": {"memory_path": "", "fit_threads": 1}},
         "/**/teaching_page": {"ros__parameters": {"port": 0}},
     }))
     dom = fresh_domain()

@@ -1,7 +1,7 @@
-"""Parameters of the arm and simulated-world nodes: defaults, descriptions and ranges (ROS-free).
+"""Parameters of the arm, simulated-world and teaching-page nodes: defaults, descriptions and ranges (ROS-free).
 
-Both nodes read their parameters once, at start: the motion stream, the camera and the world are
-built from them. The nodes therefore declare them read-only (``ros2 param set`` is refused with
+These nodes read their parameters once, at start: the motion stream, the camera, the world and the
+page are built from them. The nodes therefore declare them read-only (``ros2 param set`` is refused with
 "read-only" instead of silently doing nothing) and refuse to start on a value out of range, with the
 parameter's name in the message.
 """
@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from cbcl_pr_ros.service.params import ParamSpec, check_value
+from cbcl_pr_ros.settings.params import ParamSpec, check_value
 
-__all__ = ["ARM", "SIM_WORLD", "ARM_PARAMS", "SIM_WORLD_PARAMS", "check_parameters", "check_robot_parameter",
-           "on_set_check"]
+__all__ = ["ARM", "SIM_WORLD", "PAGE", "ARM_PARAMS", "SIM_WORLD_PARAMS", "PAGE_PARAMS", "check_parameters",
+           "check_robot_parameter", "on_set_check"]
 
 ARM = "arm"
 SIM_WORLD = "sim_world"
+PAGE = "teaching_page"
 
 ARM_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("backend", "sim", "Where commands go", (ARM,), choices=("sim", "baxter", "trajectory")),
@@ -59,6 +60,23 @@ SIM_WORLD_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("start_look_pose", "table", "Look pose of the hand camera at start (robot/look_poses.py); "
               "'neutral' keeps Baxter's untucked pose", (SIM_WORLD,),
               choices=("table", "table_left", "table_right", "table_near", "table_far", "neutral")),
+)
+
+
+PAGE_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("address", "127.0.0.1", "Address the page listens on; 127.0.0.1 = this machine only. Any other "
+              "address needs 'token'", (PAGE,)),
+    ParamSpec("port", 8080, "TCP port of the page (0 = any free port, logged)", (PAGE,), min=0, max=65535),
+    ParamSpec("token", "", "Access token (at least 8 characters), required when address is not a loopback "
+              "address: open http://HOST:PORT/?token=...", (PAGE,)),
+    ParamSpec("jpeg_quality", 80, "JPEG quality of the pictures sent to the page", (PAGE,), min=10, max=100),
+    ParamSpec("max_fps", 5.0, "Most pictures per second sent to the pages", (PAGE,), min=0.1, max=120.0),
+    ParamSpec("plain_after_s", 2.0, "Show the plain camera picture when no detections came for this long",
+              (PAGE,), min=0.0, max=3600.0),
+    ParamSpec("teach_timeout_s", 60.0, "Wait this long for the learner's answer to a teach", (PAGE,),
+              min=0.1, max=3600.0),
+    ParamSpec("call_timeout_s", 10.0, "Wait this long for the answer to rename, forget, list and point", (PAGE,),
+              min=0.1, max=3600.0),
 )
 
 

@@ -20,6 +20,10 @@ __all__ = [
     "EXTRACTOR",
     "LEARNER",
     "specs_for",
+    "aliases_for",
+    "flatten",
+    "resolve_aliases",
+    "deprecation_warnings",
     "validate_parameter",
     "check_value",
     "cross_check",
@@ -27,6 +31,7 @@ __all__ = [
     "default_config_path",
     "feature_dim_for",
     "learner_config",
+    "core_name",
     "learner_factory",
 ]
 
@@ -56,6 +61,10 @@ class ParamSpec:
     # an enum whose names YAML reads as booleans (on/off): (name for true, name for false); the
     # parameter is then dynamically typed, so `ros2 param set ... on` and `detect_objects: off` work
     yaml_bools: tuple[str, str] | None = None
+    # earlier names, still read at start for one release with a warning (docs/nodes.md "Renamed parameters")
+    aliases: tuple[str, ...] = ()
+    # '' = current; else what to use instead (a warning at start when the value is not the default)
+    deprecated: str = ""
 
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -64,13 +73,13 @@ PARAMS: tuple[ParamSpec, ...] = (
               "Frozen backbone computing the feature vectors; the learner refuses vectors and memory "
               "files of any other", BOTH),
     ParamSpec("reliability", "best_effort",
-              "Default reliability of the camera/feature subscriptions: best_effort (sensor data, matches "
-              "every publisher) or reliable (only matches reliable publishers); a "
-              "qos_overrides.<topic>.subscription.reliability parameter wins over it", BOTH,
-              choices=("best_effort", "reliable")),
-    ParamSpec("qos_depth", 2, "Default history depth of the camera subscription (keep last N frames); "
-              "qos_overrides.<topic>.subscription.depth wins over it",
-              BOTH, min=1, max=100),
+              "Default reliability of the camera/feature subscriptions", BOTH,
+              choices=("best_effort", "reliable"),
+              deprecated="qos_overrides.<topic>.subscription.reliability, which wins over it (docs/nodes.md "
+                         "\"QoS choices and transport\")"),
+    ParamSpec("qos_depth", 2, "Default history depth of the camera subscription", BOTH, min=1, max=100,
+              deprecated="qos_overrides.<topic>.subscription.depth, which wins over it (docs/nodes.md "
+                         "\"QoS choices and transport\")"),
     ParamSpec("image_topic", "image",
               "Camera topic (sensor_msgs/Image or CompressedImage); remapping 'image' works too",
               BOTH),
@@ -86,8 +95,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               (EXTRACTOR,), choices=("auto", "cpu", "cuda")),
     ParamSpec("precision", "fp32", "Backbone arithmetic: fp32 (GPU = CPU within 1e-4), tf32 or fp16 (CUDA)",
               (EXTRACTOR,), choices=("fp32", "tf32", "fp16")),
-    ParamSpec("threads", 2, "CPU threads: of the backbone (extractor); of BLAS and torch during a "
-              "retrain (learner, core fit_threads; 1 is fastest on a busy machine)", BOTH,
+    ParamSpec("threads", 2, "CPU threads of the backbone (ONNX Runtime intra-op or torch)", (EXTRACTOR,),
               min=1, max=256),
     ParamSpec("compressed", False,
               "Subscribe to sensor_msgs/CompressedImage (jpeg/png) instead of sensor_msgs/Image",
@@ -109,19 +117,13 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("distance_threshold", 0.0,
               "Agg-Var distance threshold D (0 = estimated from the first class taught)", (LEARNER,),
               min=0.0, max=1.0e6),
-    ParamSpec("cluster_budget", 0, "Total cluster budget K over all classes (0 = unlimited)",
-              (LEARNER,), min=0, max=10_000_000),
+    ParamSpec("max_clusters", 0, "Total cluster budget K over all classes (0 = unlimited)",
+              (LEARNER,), min=0, max=10_000_000, aliases=("cluster_budget",)),
     ParamSpec("covariance", "full", "Covariance kept per cluster: full or diagonal (CBCL-PR_D)",
               (LEARNER,), choices=COVARIANCE_MODES),
     ParamSpec("reduction", "kmeans",
               "How clusters are reduced when K is exceeded: kmeans (the paper's proportional "
               "reduction) or remove", (LEARNER,), choices=REDUCTIONS),
-    ParamSpec("rehearsal", "few_shot",
-              "Pseudo-rehearsal: few_shot (exemplars_per_class for every class, the paper's few-shot "
-              "setting) or full (as many as each cluster holds, real vectors for the new class)",
-              (LEARNER,), choices=REHEARSAL_MODES),
-    ParamSpec("exemplars_per_class", 40, "Pseudo-exemplars drawn per class when rehearsal=few_shot",
-              (LEARNER,), min=1, max=100_000),
     ParamSpec("classifier", "blended",
               "Classifier over the clusters: blended (per-class Gaussians, closed form, default), gaussian "
               "(shared-covariance LDA), linear_sgd (the paper's linear head), cbcl_vote (CBCL weighted vote), "
@@ -133,11 +135,21 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("unknown_distance_factor", 1.3,
               "open_set=distance: unknown when farther than this many D from the class's clusters",
               (LEARNER,), min=1.0e-3, max=1000.0),
-    ParamSpec("unknown_threshold", 0.0,
+    ParamSpec("min_confidence", 0.0,
               "A best score below this is answered as unknown (0 = no score threshold)",
-              (LEARNER,), min=0.0, max=1.0),
+              (LEARNER,), min=0.0, max=1.0, aliases=("unknown_threshold",)),
     ParamSpec("seed", 0, "Seed of the pseudo-rehearsal sampling and classifier training", (LEARNER,),
               min=0, max=2**31 - 1),
+    ParamSpec("fit_threads", 1, "BLAS and torch threads during a retrain, restored afterwards (1 is fastest "
+              "on a busy machine; docs/core.md)", (LEARNER,), min=1, max=256, aliases=("threads",)),
+    # --- learner: settings of the linear_sgd head only (classifier linear_sgd; the default head ignores them)
+    ParamSpec("linear_sgd.rehearsal", "few_shot",
+              "classifier linear_sgd only: pseudo-rehearsal few_shot (linear_sgd.exemplars_per_class for every "
+              "class, the paper's few-shot setting) or full (as many as each cluster holds, real vectors for "
+              "the new class)", (LEARNER,), choices=REHEARSAL_MODES, aliases=("rehearsal",)),
+    ParamSpec("linear_sgd.exemplars_per_class", 40,
+              "classifier linear_sgd only: pseudo-exemplars drawn per class when linear_sgd.rehearsal=few_shot",
+              (LEARNER,), min=1, max=100_000, aliases=("exemplars_per_class",)),
     # --- learner: node behaviour --------------------------------------------------------------
     ParamSpec("feature_dim", 0,
               "Width of the feature vectors (0 = the backbone's, from features.backbones); vectors "
@@ -260,6 +272,51 @@ def specs_for(node: str) -> list[ParamSpec]:
     return [p for p in PARAMS if node in p.nodes]
 
 
+def aliases_for(node: str) -> dict[str, ParamSpec]:
+    """Earlier names of ``node``'s parameters → the parameter that replaced them."""
+    return {alias: spec for spec in specs_for(node) for alias in spec.aliases}
+
+
+def flatten(section: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A YAML ``ros__parameters`` mapping with nested groups as ROS reads it: ``{"a": {"b": 1}}`` → ``{"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for key, value in section.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def resolve_aliases(given: dict[str, Any], node: str) -> tuple[dict[str, Any], list[str]]:
+    """``given`` values (nested groups allowed) under the current names, and one warning per earlier name used.
+
+    The current name wins when both are given (the earlier one is then ignored, with a warning).
+    """
+    flat = flatten(given)
+    old = aliases_for(node)
+    out = {name: value for name, value in flat.items() if name not in old}
+    warnings: list[str] = []
+    for name, value in flat.items():
+        spec = old.get(name)
+        if spec is None:
+            continue
+        if spec.name in out:
+            warnings.append(f"parameter {name} is deprecated and ignored: {spec.name} is set too")
+            continue
+        out[spec.name] = value
+        warnings.append(f"parameter {name} is deprecated: it was renamed {spec.name}; it works until the next "
+                        f"release")
+    return out, warnings
+
+
+def deprecation_warnings(values: dict[str, Any], node: str) -> list[str]:
+    """One warning per deprecated parameter of ``node`` whose value is not its default."""
+    return [f"parameter {spec.name} is deprecated: use {spec.deprecated}" for spec in specs_for(node)
+            if spec.deprecated and spec.name in values and values[spec.name] != spec.default]
+
+
 def validate_parameter(name: str, value: Any, current: dict[str, Any] | None = None) -> str | None:
     """None when ``value`` is acceptable for parameter ``name``, else the reason (for the on-set callback).
 
@@ -363,28 +420,30 @@ def feature_dim_for(p: dict[str, Any]) -> int:
     return dim or info.feature_dim
 
 
+def core_name(spec: ParamSpec) -> str:
+    """The LearnerConfig field a learner parameter sets: its name without the head's group (``linear_sgd.``)."""
+    return spec.name.rsplit(".", 1)[-1]
+
+
+# LearnerConfig fields whose "none" (estimate, unlimited) is 0 as a ROS parameter
+_ZERO_IS_NONE = ("distance_threshold", "max_clusters")
+
+
 def learner_config(p: dict[str, Any]) -> Any:
     """The core LearnerConfig for the learner's parameter values (0 = auto/unlimited → None).
 
-    ``threads`` becomes ``fit_threads``: the BLAS and torch threads of a retrain (the core's
-    ``torch_threads`` only applies when ``fit_threads`` is None, so it would change nothing).
+    Every learner parameter named like a LearnerConfig field (or ``<head>.<field>``) sets that field,
+    so a setting reaches the core under its one name; the other fields keep the core's defaults.
     """
+    import dataclasses
+
     from cbcl_pr_ros.core import LearnerConfig
 
-    return LearnerConfig(
-        distance_threshold=float(p["distance_threshold"]) or None,
-        max_clusters=int(p["cluster_budget"]) or None,
-        covariance=p["covariance"],
-        reduction=p["reduction"],
-        rehearsal=p["rehearsal"],
-        exemplars_per_class=int(p["exemplars_per_class"]),
-        classifier=p["classifier"],
-        open_set=p["open_set"],
-        unknown_distance_factor=float(p["unknown_distance_factor"]),
-        min_confidence=float(p["unknown_threshold"]),
-        seed=int(p["seed"]),
-        fit_threads=int(p["threads"]),
-    )
+    fields = {f.name for f in dataclasses.fields(LearnerConfig)}
+    values = {core_name(spec): p[spec.name] for spec in specs_for(LEARNER) if core_name(spec) in fields}
+    for name in _ZERO_IS_NONE:
+        values[name] = values[name] or None
+    return LearnerConfig(**values)
 
 
 def learner_factory(p: dict[str, Any]) -> Any:
