@@ -316,7 +316,7 @@ def evaluate_session(
     missing a learner parameter take its default."""
     from cbcl_pr_ros.service.controller import LearnerController
     from cbcl_pr_ros.service.object_stream import ObjectStream
-    from cbcl_pr_ros.service.params import LEARNER, specs_for
+    from cbcl_pr_ros.settings.params import LEARNER, specs_for
     from cbcl_pr_ros.service.teaching import Teacher
 
     p = {s.name: s.default for s in specs_for(LEARNER)} | dict(params or {})

@@ -343,12 +343,8 @@ class LearnerNode(ManagedNode):
 
     # ------------------------------------------------------------------ the Teacher's port (service/teaching.py)
     def teach_settings(self) -> TeachSettings:
-        g, p = (lambda name: self.get_parameter(name).value), self.params
-        return TeachSettings(teach_from=str(g("teach_from")), crop_margin=float(g("crop_margin")),
-                             num_frames=int(g("teach_num_frames")), max_frames=int(p["max_teach_frames"]),
-                             timeout_s=float(g("teach_timeout_s")), max_timeout_s=float(p["max_teach_timeout_s"]),
-                             views=int(g("teach_views")), view_spread=float(g("teach_view_spread")),
-                             seed=int(p["seed"]))
+        settable = ("teach_from", "crop_margin", "teach_num_frames", "teach_timeout_s", "teach_views", "teach_view_spread")
+        return TeachSettings.from_params({**self.params, **{n: self.get_parameter(n).value for n in settable}})
 
     def extract(self, rgbs: list) -> Any:
         return self.extract_images([rgb_to_image_msg(x) for x in rgbs])

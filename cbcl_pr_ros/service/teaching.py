@@ -74,7 +74,7 @@ class TeachSettings:
 
     @classmethod
     def from_params(cls, p: Mapping[str, Any]) -> "TeachSettings":
-        """The settings among the learner's parameter values (``service.params`` names)."""
+        """The settings among the learner's parameter values (``settings.params`` names)."""
         return cls(teach_from=str(p["teach_from"]), crop_margin=float(p["crop_margin"]),
                    num_frames=int(p["teach_num_frames"]), max_frames=int(p["max_teach_frames"]),
                    timeout_s=float(p["teach_timeout_s"]), max_timeout_s=float(p["max_teach_timeout_s"]),
