@@ -2,10 +2,10 @@
 
 One process runs the simulated world, the feature extractor, the learner and the arm node, each on
 its own executor (built by :mod:`cbcl_pr_ros.nodes.session`'s registry, spun by
-:func:`cbcl_pr_ros.nodes.spin.spinning`). The scripted teacher (:class:`ScriptedTeacher`) is a
+:func:`cbcl_pr_ros.nodes.spin.spinning`). The scripted teacher (:class:`~cbcl_pr_ros.nodes.demo_teacher.ScriptedTeacher`) is a
 client of those nodes, as a user's script would be: it sets the scene with the world's services,
 moves the arm with ``joint_command``, teaches through ``teach_class``, reads ``detections`` and
-asks ``point_at`` (:mod:`cbcl_pr_ros.nodes.demo_teacher`); it scores the answers against the
+asks ``point_at``; it scores the answers against the
 world's ``render_view`` ground truth (:mod:`cbcl_pr_ros.robot.demo_scoring`). The teacher:
 
 1. shows one object of each class to the hand camera from several views and calls ``teach_class``
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
@@ -45,7 +44,6 @@ from cbcl_pr_ros.service.node_configs import params_files
 __all__ = ["main", "run_demo", "parse_args", "demo_ros_args"]
 
 DEFAULT_CLASSES = ("mug", "can", "duck", "bottle", "teddy", "ball", "cereal", "lemon")
-SCENE_REGION = (0.57, 0.85, -0.52, -0.12)  # x0, x1, y0, y1 of the table scene (base frame)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -93,17 +91,6 @@ def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
     return args + ["--params-file", str(over)]
 
 
-def _view_targets(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Camera eye and target of each of ``n`` views over the table scene (base frame)."""
-    x0, x1, y0, y1 = SCENE_REGION
-    z = -0.18
-    out = []
-    for y in np.linspace(y0 + 0.08, y1 - 0.08, n) if n > 1 else [(y0 + y1) / 2]:
-        target = np.array([(x0 + x1) / 2 + 0.02, float(y), z])
-        out.append((target + np.array([-0.12, 0.0, 0.46]), target))
-    return out
-
-
 def _choose_classes(opts: argparse.Namespace) -> list[str]:
     from cbcl_pr_ros.robot.assets import CATALOGUE
 
@@ -117,172 +104,6 @@ def _choose_classes(opts: argparse.Namespace) -> list[str]:
                                                    opts.classes, replace=False))]
     rng.shuffle(classes)
     return classes
-
-
-class ScriptedTeacher:
-    """The teacher of the main job: shows objects, sets the table, looks, asks; a client of the nodes.
-
-    Each class has two objects, instances 0 (shown while teaching, ``<class>_00``) and 1 (held out,
-    on the table, ``<class>_01``) of the world's catalogue under the world's seed.
-    """
-
-    def __init__(self, node: Any, opts: argparse.Namespace, classes: list[str], camera_side: str) -> None:
-        from cbcl_pr_ros.nodes.demo_teacher import WorldClient
-        from cbcl_pr_ros.nodes.learner_client import LearnerClient
-        from cbcl_pr_ros.robot.kinematics import BaxterKinematics
-
-        self.opts, self.classes = opts, classes
-        self.kin = BaxterKinematics(camera_side)
-        self.world = WorldClient(node, self.kin.joint_names, opts.timeout_s)
-        self.learner = LearnerClient(node, timeout_s=opts.timeout_s, teach_timeout_s=opts.timeout_s * 3)
-        self.table = [(f"{c}_01", c) for c in classes]
-
-    def aim(self, eye: np.ndarray, target: np.ndarray) -> None:
-        """Aim the hand camera (IK here, joints by joint_command); raises Unreachable."""
-        sol = self.kin.aim_camera(eye, target, seed=self.world.joints())
-        self.world.move_joints(sol.as_dict())
-
-    def show_views(self, category: str, n: int, rng: np.random.Generator) -> list:
-        """The teacher holds an object up to the camera and turns it: (image, box of the object) per view."""
-        from cbcl_pr_ros.nodes.demo_teacher import SHOW_SPOT
-        from cbcl_pr_ros.robot.kinematics import Unreachable
-
-        name, views = f"{category}_00", []
-        self.world.place(name, category, 0, SHOW_SPOT)
-        try:
-            for _ in range(n):
-                pos = self.world.move(name, np.add(SHOW_SPOT, rng.uniform(-0.015, 0.015, 2)),
-                                      float(rng.uniform(-math.pi, math.pi)))
-                self.world.light(rng)
-                # about as far as the table views, so an object's crop has the same resolution there
-                d = float(rng.uniform(0.3, 0.45))
-                el, az = rng.uniform(math.radians(55), math.radians(85)), rng.uniform(-2.5, 2.5)
-                eye = pos + d * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
-                try:
-                    self.aim(eye, pos)
-                except Unreachable:
-                    self.aim(pos + np.array([0.0, 0.0, d]), pos)
-                res, truth = self.world.render(min_visible_px=1)
-                boxes = [g.box for g in truth.objects if g.name == name]
-                views.append((res.image, boxes[0] if boxes else None))
-        finally:
-            self.world.clear([name])
-            self.world.light(np.random.default_rng(self.opts.seed))
-        return views
-
-    def teach_phase(self, phase: int, shots: int, taught: dict[str, int]) -> list[dict]:
-        """Teach every class up to ``shots`` views, 2 classes per increment."""
-        from cbcl_pr_ros.nodes.demo_teacher import teach_request
-
-        records: list[dict] = []
-        for c in self.classes:
-            n_new = shots - taught.get(c, 0)
-            if n_new <= 0:
-                continue
-            views = self.show_views(c, n_new, np.random.default_rng([self.opts.seed, phase, len(records)]))
-            t0 = time.perf_counter()
-            res = self.learner.teach(teach_request(c, views, self.opts.teach_crop))
-            taught[c] = shots
-            records.append({"label": c, "views": n_new, "success": res.success, "message": res.message,
-                            "seconds": round(time.perf_counter() - t0, 3)})
-            print(f"[teach] {c:12s} +{n_new} views -> {res.message}", flush=True)
-        return records
-
-    def set_table(self) -> None:
-        """The held-out objects close together on the table (some touch or hide others)."""
-        x0, x1, y0, y1 = region = SCENE_REGION
-        for name, c in self.table:
-            self.world.place(name, c, 1, ((x0 + x1) / 2, (y0 + y1) / 2))
-        for _ in range(6):  # a crowded draw that does not fit gets a little more room
-            if self.world.arrange([n for n, _ in self.table], [self.opts.seed, 99], region, -0.01):
-                return
-            region = (region[0] - 0.02, region[1] + 0.02, region[2] - 0.03, region[3] + 0.02)
-        raise ValueError(f"cannot fit {len(self.table)} objects on the table")
-
-    def look(self, v: int, eye: np.ndarray, target: np.ndarray, score: Any, ph: dict) -> np.ndarray | None:
-        """One view of the table: wait for fresh detections, score them; returns the labelled picture."""
-        from cbcl_pr_ros.nodes.demo_teacher import rgb_of
-        from cbcl_pr_ros.nodes.detections_msgs import draw_detections
-        from cbcl_pr_ros.robot.kinematics import Unreachable
-
-        t0 = time.perf_counter()
-        try:
-            self.aim(eye, target)
-        except Unreachable as exc:
-            print(f"[view {v}] skipped: {exc}", flush=True)
-            return None
-        fresh = self.learner.detections_after(self.world.now_ns(), self.opts.frames_per_view, self.opts.timeout_s)
-        seconds = time.perf_counter() - t0
-        if not fresh:
-            print(f"[view {v}] no detections within {self.opts.timeout_s:.0f} s", flush=True)
-            return None
-        det = fresh[-1]
-        res, truth = self.world.render()  # the same pose and scene: the frame those detections are of
-        flags = score.add_view(v, det.objects, truth)
-        ph["views"].append({"view": v, "objects_detected": len(det.objects),
-                            "matched": sum(f is not None for f in flags), "visible": len(truth.objects),
-                            "frames_fused": len(fresh), "seconds": round(seconds, 3)})
-        named = ", ".join(f"{o.label or 'unknown'}{'' if ok is None else (' ok' if ok else ' WRONG')}"
-                          for o, ok in zip(det.objects, flags))
-        print(f"[view {v}] {len(det.objects)} objects in {seconds:.1f} s: {named}", flush=True)
-        return draw_detections(rgb_of(res), det, flags)
-
-    def point_all(self, positions: dict[str, np.ndarray], categories: dict[str, str]) -> list[dict]:
-        """``point_at`` every table object's class; which object the arm chose, by the nearest true centre."""
-        out = []
-        for name, c in self.table:
-            t0 = time.perf_counter()
-            res = self.world.point_at(c)
-            entry = {"label": c, "object": name, "success": res.success, "message": res.message,
-                     "seconds": round(time.perf_counter() - t0, 3)}
-            if res.success:
-                tgt = np.array([res.target.point.x, res.target.point.y, res.target.point.z])
-                nearest = min(positions, key=lambda n: np.linalg.norm(positions[n][:2] - tgt[:2]))
-                entry.update({"pointed_at": nearest, "pointed_category": categories[nearest],
-                              "right_object": nearest == name,
-                              "ray_error_m": round(float(res.pointing_error_m), 4),
-                              "localisation_error_m": round(float(np.linalg.norm(positions[nearest][:2] - tgt[:2])), 4)})
-            out.append(entry)
-            print(f"[point] {c:12s} -> {entry.get('pointed_at', '-'):14s} {res.message}", flush=True)
-        return out
-
-    def run_phase(self, phase: int, shots: int, taught: dict[str, int]) -> tuple[dict, list[np.ndarray]]:
-        """Teach (camera paused, table cleared), set the table, look from every pose, point at each class."""
-        from cbcl_pr_ros.robot.demo_scoring import TableScore
-
-        ph: dict[str, Any] = {"shots": shots, "teach": [], "views": [], "objects": [], "point": []}
-        self.world.pause_camera(True)
-        if phase:  # the teacher takes the table objects away while teaching
-            self.world.clear([n for n, _ in self.table])
-        ph["teach"] = self.teach_phase(phase, shots, taught)
-        self.set_table()
-        res, _ = self.world.render()
-        positions = {n: np.array([p.x, p.y, p.z]) for n, p in zip(res.names, res.positions)}
-        categories = dict(zip(res.names, res.categories))
-        self.world.pause_camera(False)
-        score, pictures = TableScore(positions), []
-        for v, (eye, target) in enumerate(_view_targets(self.opts.views)):
-            picture = self.look(v, eye, target, score, ph)
-            if picture is not None:
-                pictures.append(picture)
-        ph["objects"] = score.answers(self.table)
-        ph["accuracy"] = float(np.mean([r["correct"] for r in ph["objects"]]))
-        ph["single_view_accuracy"] = float(np.mean(score.single)) if score.single else float("nan")
-        ph["point"] = self.point_all(positions, categories)
-        print(f"[phase] {shots} shots: per-object accuracy {ph['accuracy']:.2f}", flush=True)
-        return ph, pictures
-
-    def run(self, transcript: dict, out: Path) -> None:
-        self.world.wait_until_ready()
-        self.learner.wait_until_ready(self.opts.timeout_s)
-        self.world.light(np.random.default_rng(self.opts.seed))
-        taught: dict[str, int] = {}
-        pictures: list[np.ndarray] = []
-        for phase, shots in enumerate(self.opts.shots):
-            ph, pictures = self.run_phase(phase, shots, taught)
-            transcript["phases"].append(ph)
-        self.world.pause_camera(True)
-        _write_scene(pictures, transcript["phases"][-1], out / "scene.png")
 
 
 def _camera_side() -> str:
@@ -303,6 +124,7 @@ def run_demo(opts: argparse.Namespace) -> dict:
     from rclpy.node import Node
     from rclpy.signals import SignalHandlerOptions
 
+    from cbcl_pr_ros.nodes.demo_teacher import ScriptedTeacher
     from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
     from cbcl_pr_ros.nodes.spin import spinning
 
@@ -317,13 +139,14 @@ def run_demo(opts: argparse.Namespace) -> dict:
     # the context goes (rclpy's own handler would shut the context down under running publishers)
     with rclpy.init(args=demo_ros_args(opts, mem), signal_handler_options=SignalHandlerOptions.NO):
         nodes = build_nodes(["extractor", "learner", "world", "arm"], SessionContext())
-        teacher: ScriptedTeacher | None = None
+        teacher: Any = None
         try:
             nodes.append(Node("teacher"))
             teacher = ScriptedTeacher(nodes[-1], opts, classes, _camera_side())
             # one executor per node: one executor over all of them starves the camera path (docs/nodes.md)
             with spinning(nodes, 3):
-                teacher.run(transcript, out)
+                pictures = teacher.run(transcript)
+            _write_scene(pictures, transcript["phases"][-1], out / "scene.png")
         finally:
             if teacher is not None:
                 teacher.kin.close()
