@@ -83,18 +83,22 @@ class WorldClient:
             return {n: self._joints[n] for n in self.joint_names}
 
     def move_joints(self, target: dict[str, float], tol: float = 1e-6) -> None:
-        """Command ``target`` on joint_command and wait until joint_states shows it reached."""
-        self._command.publish(JointState(name=list(target), position=list(target.values())))
+        """Command ``target`` on joint_command and wait until joint_states shows it reached (the
+        command is repeated every half second: a message sent before the world subscribed is lost)."""
+        msg = JointState(name=list(target), position=list(target.values()))
+        end = time.monotonic() + self.timeout_s
         with self._joints_seen:
-            if not self._joints_seen.wait_for(
-                    lambda: all(abs(self._joints.get(n, math.inf) - v) <= tol for n, v in target.items()),
-                    self.timeout_s):
-                raise TimeoutError(f"the arm did not reach its target within {self.timeout_s:g} s")
+            while time.monotonic() < end:
+                self._command.publish(msg)
+                if self._joints_seen.wait_for(
+                        lambda: all(abs(self._joints.get(n, math.inf) - v) <= tol for n, v in target.items()), 0.5):
+                    return
+        raise TimeoutError(f"the arm did not reach its target within {self.timeout_s:g} s")
 
     # ------------------------------------------------------------------ the scene
-    def place(self, name: str, category: str, instance: int, xy: Sequence[float]) -> None:
+    def place(self, name: str, category: str, instance: int, xy: Sequence[float], seed: Sequence[int] = ()) -> None:
         self.call("place_object", PlaceObject.Request(category=category, instance=int(instance), name=name,
-                                                      x=float(xy[0]), y=float(xy[1])))
+                                                      x=float(xy[0]), y=float(xy[1]), seed=[int(v) for v in seed]))
 
     def clear(self, names: Sequence[str]) -> None:
         if names:
@@ -173,7 +177,7 @@ class ScriptedTeacher:
     """The teacher of the main job: shows objects, sets the table, looks, asks; a client of the nodes.
 
     Each class has two objects, instances 0 (shown while teaching, ``<class>_00``) and 1 (held out,
-    on the table, ``<class>_01``) of the world's catalogue under the world's seed.
+    on the table, ``<class>_01``) drawn from the seed sequence (``--seed``, the class's index).
     """
 
     def __init__(self, node: Any, opts: argparse.Namespace, classes: list[str], camera_side: str) -> None:
@@ -185,6 +189,10 @@ class ScriptedTeacher:
         self.learner = LearnerClient(node, timeout_s=opts.timeout_s, teach_timeout_s=opts.timeout_s * 3)
         self.table = [(f"{c}_01", c) for c in classes]
 
+    def instance_seed(self, category: str) -> list[int]:
+        """The seed sequence a class's objects are drawn from (the same objects for the same --seed)."""
+        return [int(self.opts.seed), self.classes.index(category)]
+
     def aim(self, eye: np.ndarray, target: np.ndarray) -> None:
         """Aim the hand camera (IK here, joints by joint_command); raises Unreachable."""
         sol = self.kin.aim_camera(eye, target, seed=self.world.joints())
@@ -195,7 +203,7 @@ class ScriptedTeacher:
         from cbcl_pr_ros.robot.kinematics import Unreachable
 
         name, views = f"{category}_00", []
-        self.world.place(name, category, 0, SHOW_SPOT)
+        self.world.place(name, category, 0, SHOW_SPOT, self.instance_seed(category))
         try:
             for _ in range(n):
                 pos = self.world.move(name, np.add(SHOW_SPOT, rng.uniform(-0.015, 0.015, 2)),
@@ -237,7 +245,7 @@ class ScriptedTeacher:
         """The held-out objects close together on the table (some touch or hide others)."""
         x0, x1, y0, y1 = region = SCENE_REGION
         for name, c in self.table:
-            self.world.place(name, c, 1, ((x0 + x1) / 2, (y0 + y1) / 2))
+            self.world.place(name, c, 1, ((x0 + x1) / 2, (y0 + y1) / 2), self.instance_seed(c))
         for _ in range(6):  # a crowded draw that does not fit gets a little more room
             if self.world.arrange([n for n, _ in self.table], [self.opts.seed, 99], region, -0.01):
                 return
@@ -250,11 +258,14 @@ class ScriptedTeacher:
         from cbcl_pr_ros.robot.kinematics import Unreachable
 
         t0 = time.perf_counter()
+        self.world.pause_camera(True)  # no frames of the way there: the camera shows the table from this pose only
         try:
             self.aim(eye, target)
         except Unreachable as exc:
             print(f"[view {v}] skipped: {exc}", flush=True)
             return None
+        finally:
+            self.world.pause_camera(False)
         fresh = self.learner.detections_after(self.world.now_ns(), self.opts.frames_per_view, self.opts.timeout_s)
         seconds = time.perf_counter() - t0
         if not fresh:

@@ -212,7 +212,7 @@ class SimWorldNode(Node):
         try:
             with self.world_lock:
                 obj = self.world.place(req.category.strip(), int(req.instance), req.name, xy, float(req.yaw),
-                                       rng=self._place_rng, seed=self._seed)
+                                       rng=self._place_rng, seed=self._seed, instance_seed=list(req.seed))
         except ValueError as exc:
             resp.success, resp.message = False, f"nothing placed: {exc}"
             return resp

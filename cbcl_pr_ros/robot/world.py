@@ -470,12 +470,16 @@ class SimWorld:
                          f"{len(others)} objects already there; clear some first")
 
     def place(self, category: str, instance: int = 0, name: str = "", xy: Sequence[float] | None = None,
-              yaw: float = 0.0, rng: np.random.Generator | None = None, seed: int = 0) -> SceneObject:
+              yaw: float = 0.0, rng: np.random.Generator | None = None, seed: int = 0,
+              instance_seed: Sequence[int] = ()) -> SceneObject:
         """Put instance ``instance`` of a catalogue category on the table (the PlaceObject service).
 
-        The instance is the same for the same (seed, category, instance); ``xy`` None = a random free
-        spot. Every argument is checked first (ValueError naming it): nothing is placed on bad input.
+        The instance is the same for the same (seed, category, instance), or, with ``instance_seed`` (a
+        seed sequence), the ``instance``-th of ``sample_instances`` drawn from it; ``xy`` None = a random
+        free spot. Every argument is checked first (ValueError naming it): nothing is placed on bad input.
         """
+        if len(instance_seed) > 8 or any(int(v) < 0 for v in instance_seed):
+            raise ValueError(f"seed must be at most 8 numbers >= 0, got {len(instance_seed)} numbers")
         if category not in CATALOGUE:
             raise ValueError(f"unknown category {_short(category)}; known: {', '.join(sorted(CATALOGUE))}")
         if isinstance(instance, bool) or not 0 <= int(instance) < 1000:
@@ -491,7 +495,8 @@ class SimWorld:
             raise ValueError(f"an object named {name!r} is already on the table; clear it or pick another name")
         if not math.isfinite(float(yaw)):
             raise ValueError(f"yaw must be finite, got {yaw!r}")
-        cat_rng = np.random.default_rng([int(seed), sorted(CATALOGUE).index(category)])
+        cat_rng = np.random.default_rng([int(v) for v in instance_seed] if len(instance_seed)
+                                        else [int(seed), sorted(CATALOGUE).index(category)])
         inst = sample_instances(category, int(instance) + 1, cat_rng)[-1]
         inst = ObjectInstance(name, inst.category, inst.model_index, inst.scale, inst.rgba)
         if xy is None:

@@ -144,3 +144,22 @@ def test_world_light_and_moves_check_everything_before_changing_anything() -> No
         assert a.position[:2].tolist() == [0.65, 0.0] and b.yaw == -1.0
     finally:
         world.close()
+
+
+def test_world_place_draws_the_instance_from_a_given_seed() -> None:
+    """A script's own objects: instance k of a seed sequence is sample_instances' k-th of that seed."""
+    from cbcl_pr_ros.robot.world import sample_instances
+
+    world = SimWorld(WorldConfig(camera=CameraConfig(64, 48), with_robot=False), seed=0)
+    try:
+        drawn = sample_instances("duck", 2, np.random.default_rng([5, 3]))
+        for k in (0, 1):
+            o = world.place("duck", k, name=f"duck_{k}", xy=(0.7, -0.1 * k), instance_seed=[5, 3])
+            assert (o.instance.model_index, o.instance.scale, o.instance.rgba) == \
+                (drawn[k].model_index, drawn[k].scale, drawn[k].rgba)
+        for bad in ([-1], [1] * 9):
+            with pytest.raises(ValueError, match="seed"):
+                world.place("duck", 2, xy=(0.7, 0.1), instance_seed=bad)
+        assert len(world.objects) == 2
+    finally:
+        world.close()
