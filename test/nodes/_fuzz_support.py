@@ -165,7 +165,7 @@ def world_request(draw: Any) -> tuple[str, Any]:
     from cbcl_pr_ros.srv import ClearObjects, PlaceObject, PointAt
 
     kind = draw(st.sampled_from(["place_object"] * 3 + ["clear_objects"] * 2 + ["point_at"]
-                                + ["arrange_objects", "set_light", "render_view"]))
+                                + ["arrange_objects", "set_light", "render_view"] * 2))
     if kind in ("arrange_objects", "set_light", "render_view"):
         return kind, draw(scene_request(kind))
     if kind == "place_object":
@@ -176,6 +176,7 @@ def world_request(draw: Any) -> tuple[str, Any]:
                                 random_spot=draw(st.sampled_from([True, True, False])))
         spot = st.sampled_from([0.7, 0.62, 0.8, -0.1, -0.2, 3.0, float("nan"), float("inf"), 1e300])
         r.x, r.y, r.yaw = (float(draw(spot)) for _ in range(3))
+        r.seed = draw(st.one_of(st.just([]), st.just([]), st.lists(st.integers(-3, 2**40), max_size=9)))
         return kind, r
     if kind == "clear_objects":
         return kind, ClearObjects.Request(names=draw(st.lists(st.sampled_from(_OBJECT_NAMES + ["mug_0", "duck_3"]),
