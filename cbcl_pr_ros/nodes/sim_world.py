@@ -76,7 +76,7 @@ def frame_messages(frame: Frame, header: Header) -> tuple[Image, CameraInfo, Ima
 
 
 class SimWorldNode(Node):
-    """ROS face of :class:`~cbcl_pr_ros.robot.world.SimWorld`. ``world`` may be injected (tests, demo)."""
+    """ROS face of :class:`~cbcl_pr_ros.robot.world.SimWorld`. ``world`` may be injected (tests)."""
 
     def __init__(self, world: SimWorld | None = None, *, node_name: str = "sim_world",
                  namespace: str | None = None, **kwargs: Any) -> None:
