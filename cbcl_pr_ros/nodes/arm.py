@@ -2,8 +2,9 @@
 
 Services ``point_at`` (cbcl_pr_ros/PointAt) and ``look_at`` (cbcl_pr_ros/LookAt: aim the hand
 camera at a named look pose such as ``table``, or at a point of the base frame; robot/look_poses.py).
-Subscribes ``prediction`` (the learner's), ``depth``, ``camera_info`` and ``camera_pose`` (same stamps as the image) to locate each predicted object, and
-``joint_states`` for the IK seed. Commands go out through the backend chosen by ``backend``:
+Subscribes ``detections`` (the learner's tracked objects), ``camera_pose`` (same stamps as the
+image) and ``camera_info`` to locate them, and ``joint_states`` for the IK seed. Commands go out
+through the backend chosen by ``backend``:
 
 - ``sim``: sensor_msgs/JointState positions by name on ``command_topic`` (default ``joint_command``,
   what the simulated world node takes);
@@ -12,11 +13,12 @@ Subscribes ``prediction`` (the learner's), ``depth``, ``camera_info`` and ``came
 - ``trajectory``: trajectory_msgs/JointTrajectory on ``command_topic`` (e.g.
   ``/arm_controller/joint_trajectory``).
 An unknown label or an unreachable target answers success=false and nothing is published.
-Every callback is guarded (:mod:`.guard`); a malformed depth image or camera_info is dropped.
+Every callback is guarded (:mod:`.guard`); a malformed camera_info is dropped.
 
-``detections`` (the learner's tracked objects, centroids in the camera's optical frame) are
-moved to the base frame with the ``camera_pose`` of the same stamp; ``point_at(label)`` aims at the
-best detection of that label (highest fused confidence) before any frame-level prediction.
+``detections`` (centroids in the camera's optical frame) are moved to the base frame with the
+``camera_pose`` of the same stamp and kept per place (:class:`~cbcl_pr_ros.robot.detected_objects.
+DetectedObjects`); ``point_at(label)`` aims at the place that was detected as that label most,
+else at a configured ``object_poses`` entry. The learner's proposals are the one segmentation.
 """
 from __future__ import annotations
 
@@ -31,15 +33,14 @@ from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import CameraInfo, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from cbcl_pr_ros.nodes.ros_params import install_validation
 from cbcl_pr_ros.settings.robot_params import ARM_PARAMS, check_parameters, on_set_check
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
-from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
 from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.msg import Detections, Prediction
+from cbcl_pr_ros.msg import Detections
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
 from cbcl_pr_ros.robot.look_poses import LookRefused, look_target, solve_look
@@ -69,22 +70,26 @@ class ArmNode(Node):
         poses = parse_object_poses([e for e in g("object_poses") if not e.startswith("none:")])
         self.logic = ArmController(self.side, float(g("table_height")), float(g("pointing_tolerance_m")), poses,
                                    float(g("min_confidence")))
-        self.point_on_prediction = bool(g("point_on_prediction"))
         self.max_velocity = float(g("max_joint_velocity"))
         self._lock = threading.Lock()
+        self._logic_lock = threading.Lock()  # the controller is not thread-safe
         self._joints: dict[str, float] = {}
-        self._depth: dict[int, Image] = {}
         self._poses: dict[int, PoseStamped] = {}
         self._K: np.ndarray | None = None
         self._info: CameraInfo | None = None
         self.commands_sent = 0
+        self.detections_used = 0
         self.last_target: dict[str, float] | None = None
+        self._make_command_publisher(g("command_topic"), float(g("rate_hz")), float(g("hold_s")))
+        self._subscribe_and_serve()
+        self.get_logger().info(f"arm ready: {self.side} arm, backend '{self.backend}' on '{self.command_pub.topic_name}'")
 
-        topic = g("command_topic")
+    def _make_command_publisher(self, topic: str, rate_hz: float, hold_s: float) -> None:
+        """The backend's publisher (and, for Baxter, the timer that repeats its command)."""
         self._stream: BaxterCommandStream | None = None
         if self.backend == "baxter":
             self._msg_type = load_baxter_joint_command()
-            self._stream = BaxterCommandStream(self.side, float(g("rate_hz")), float(g("hold_s")))
+            self._stream = BaxterCommandStream(self.side, rate_hz, hold_s)
             self.command_pub = self.create_publisher(self._msg_type, topic or self._stream.topic, 10)
             self.create_timer(self._stream.period_s, guard_callback(self, self._stream_tick, "command stream"))
         elif self.backend == "trajectory":
@@ -92,31 +97,23 @@ class ArmNode(Node):
         else:
             self.command_pub = self.create_publisher(JointState, topic or "joint_command", 10)
 
+    def _subscribe_and_serve(self) -> None:
+        """Sensors in one reentrant group; detections and each service in their own, so a backlog of
+        detections never delays point_at (the controller itself is serialised by ``_logic_lock``)."""
         sensors = ReentrantCallbackGroup()
         gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
         self.create_subscription(JointState, "joint_states", gc(self._on_joints, "joint_states"), 10,
                                  callback_group=sensors)
-        self.create_subscription(Image, "depth", gc(lambda m: self._remember(self._depth, m), "depth"), 5,
-                                 callback_group=sensors)
-        self.create_subscription(PoseStamped, "camera_pose",
-                                 gc(lambda m: self._remember(self._poses, m), "camera_pose"), 5,
+        self.create_subscription(PoseStamped, "camera_pose", gc(self._remember_pose, "camera_pose"), 5,
                                  callback_group=sensors)
         self.create_subscription(CameraInfo, "camera_info", gc(self._on_info, "camera_info"), 5,
                                  callback_group=sensors)
-        # predictions and the service in separate groups, so a backlog of frames never delays point_at;
-        # the controller itself is serialised by _logic_lock.
-        self._logic_lock = threading.Lock()
-        self._last_observed: tuple | None = None
-        self.create_subscription(Prediction, "prediction", gc(self._on_prediction, "prediction"), 2,
+        self.create_subscription(Detections, "detections", gc(self._on_detections, "detections"), 2,
                                  callback_group=MutuallyExclusiveCallbackGroup())
         self.create_service(PointAt, "point_at", guard_service(self, self._on_point_at, "point_at"),
                             callback_group=MutuallyExclusiveCallbackGroup())
         self.create_service(LookAt, "look_at", guard_service(self, self._on_look_at, "look_at"),
                             callback_group=MutuallyExclusiveCallbackGroup())
-        self.detections_used = 0
-        self.create_subscription(Detections, "detections", guard_callback(self, self._on_detections, "detections"), 2,
-                                 callback_group=MutuallyExclusiveCallbackGroup())
-        self.get_logger().info(f"arm ready: {self.side} arm, backend '{self.backend}' on '{self.command_pub.topic_name}'")
 
     # ------------------------------------------------------------------ inputs
     def _on_joints(self, msg: JointState) -> None:
@@ -130,37 +127,12 @@ class ArmNode(Node):
             self._K = K
             self._info = msg
 
-    def _remember(self, store: dict[int, Any], msg: Any) -> None:
-        # poses are small and detections may lag seconds behind the camera: keep more of them
-        cap = 600 if store is self._poses else 30
+    def _remember_pose(self, msg: PoseStamped) -> None:
+        # poses are small and detections may lag seconds behind the camera: keep many of them
         with self._lock:
-            store[_stamp_ns(msg.header.stamp)] = msg
-            while len(store) > cap:
-                store.pop(min(store))
-
-    def _on_prediction(self, msg: Prediction) -> None:
-        key = _stamp_ns(msg.header.stamp)
-        with self._lock:
-            depth, pose = self._depth.get(key), self._poses.get(key)
-        if depth is None or pose is None or self._K is None:
-            return
-        p, q = pose.pose.position, pose.pose.orientation
-        key = (msg.label, round(p.x, 3), round(p.y, 3), round(p.z, 3), round(q.x, 3), round(q.y, 3), round(q.z, 3))
-        if key == self._last_observed:  # same view, same answer: nothing new to locate
-            return
-        self._last_observed = key
-        try:
-            d = depth_msg_to_array(depth)
-        except ValueError as exc:  # a malformed depth frame is skipped, the node keeps running
-            self.get_logger().warning(f"depth frame ignored: {exc}", throttle_duration_sec=10.0)
-            return
-        K = self._K.copy()
-        K[:2] /= 2.0  # segment at half resolution: plenty for a table top, 4x less work
-        with self._logic_lock:
-            centre = self.logic.observe(msg.label, float(msg.confidence), bool(msg.known), d[::2, ::2], K,
-                                        (p.x, p.y, p.z), (q.x, q.y, q.z, q.w))
-        if centre is not None and self.point_on_prediction:
-            self.point(msg.label)
+            self._poses[_stamp_ns(msg.header.stamp)] = msg
+            while len(self._poses) > 600:
+                self._poses.pop(min(self._poses))
 
     def _pose_for(self, stamp: Any, max_age_s: float = 0.3) -> PoseStamped | None:
         """The camera pose of a stamp, else the newest one at most ``max_age_s`` older."""

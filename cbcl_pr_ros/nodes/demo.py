@@ -1,7 +1,12 @@
 """The main job: teach a simulated Baxter household objects, then have it name every object on a table and point at each.
 
-One process runs the simulated world, the feature extractor, the learner and the arm node on a
-its own executor (built by :mod:`cbcl_pr_ros.nodes.session`'s registry). A scripted teacher:
+One process runs the simulated world, the feature extractor, the learner and the arm node, each on
+its own executor (built by :mod:`cbcl_pr_ros.nodes.session`'s registry, spun by
+:func:`cbcl_pr_ros.nodes.spin.spinning`). The scripted teacher (:class:`~cbcl_pr_ros.nodes.demo_teacher.ScriptedTeacher`) is a
+client of those nodes, as a user's script would be: it sets the scene with the world's services,
+moves the arm with ``joint_command``, teaches through ``teach_class``, reads ``detections`` and
+asks ``point_at``; it scores the answers against the
+world's ``render_view`` ground truth (:mod:`cbcl_pr_ros.robot.demo_scoring`). The teacher:
 
 1. shows one object of each class to the hand camera from several views and calls ``teach_class``
    with the frames in MODE_OBJECT: the learner crops the object in view and learns the crop, not the
@@ -24,13 +29,10 @@ Run: ``run_demo_session`` (or ``python -m cbcl_pr_ros.nodes.demo --classes 6 --s
 from __future__ import annotations
 
 import argparse
-import collections
 import json
-import math
 import os
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,13 +40,10 @@ from typing import Any
 import numpy as np
 
 from cbcl_pr_ros.settings.node_configs import params_files
-from cbcl_pr_ros.stamps import stamp_to_ns
 
 __all__ = ["main", "run_demo", "parse_args", "demo_ros_args"]
 
 DEFAULT_CLASSES = ("mug", "can", "duck", "bottle", "teddy", "ball", "cereal", "lemon")
-SHOW_SPOT = (0.66, 0.14)  # where the teacher holds objects up, clear of the table scene
-SCENE_REGION = (0.57, 0.85, -0.52, -0.12)  # x0, x1, y0, y1 of the table scene (base frame)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -92,59 +91,8 @@ def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
     return args + ["--params-file", str(over)]
 
 
-def _wait_future(fut: Any, timeout: float) -> Any:
-    t0 = time.monotonic()
-    while not fut.done():
-        if time.monotonic() - t0 > timeout:
-            raise TimeoutError("service call timed out")
-        time.sleep(0.01)
-    return fut.result()
-
-
-def _view_targets(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Camera eye and target of each of ``n`` views over the table scene (base frame)."""
-    x0, x1, y0, y1 = SCENE_REGION
-    z = -0.18
-    out = []
-    for y in np.linspace(y0 + 0.08, y1 - 0.08, n) if n > 1 else [(y0 + y1) / 2]:
-        target = np.array([(x0 + x1) / 2 + 0.02, float(y), z])
-        out.append((target + np.array([-0.12, 0.0, 0.46]), target))
-    return out
-
-
-def _match(det_boxes: list, truth: list, min_iou: float = 0.3) -> list[int | None]:
-    """Index of the ground-truth object of each detection box (greedy by IoU), or None."""
-    from cbcl_pr_ros.perception import box_iou
-
-    pairs = sorted(((box_iou(b, g.box), i, j) for i, b in enumerate(det_boxes) for j, g in enumerate(truth)),
-                   reverse=True)
-    out: list[int | None] = [None] * len(det_boxes)
-    used: set[int] = set()
-    for iou, i, j in pairs:
-        if iou < min_iou or out[i] is not None or j in used:
-            continue
-        out[i], _ = j, used.add(j)
-    return out
-
-
-def run_demo(opts: argparse.Namespace) -> dict:
-    import rclpy
-    from rclpy.node import Node
-    from rclpy.signals import SignalHandlerOptions
-    from sensor_msgs.msg import RegionOfInterest
-
-    from cbcl_pr_ros.msg import Detections
-    from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
-    from cbcl_pr_ros.nodes.detections_msgs import draw_detections
-    from cbcl_pr_ros.nodes.guard import guard_callback
-    from cbcl_pr_ros.nodes.qos import service_qos
-    from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
-    from cbcl_pr_ros.nodes.spin import executor_for, spin_until, stop_executor
+def _choose_classes(opts: argparse.Namespace) -> list[str]:
     from cbcl_pr_ros.robot.assets import CATALOGUE
-    from cbcl_pr_ros.robot.kinematics import BaxterKinematics, Unreachable
-    from cbcl_pr_ros.robot.scenes import ground_truth
-    from cbcl_pr_ros.robot.world import quaternion_to_matrix, sample_instances
-    from cbcl_pr_ros.srv import PointAt, TeachClass
 
     if not 2 <= opts.classes <= len(CATALOGUE):
         raise ValueError(f"--classes must be in [2, {len(CATALOGUE)}], got {opts.classes}")
@@ -155,242 +103,54 @@ def run_demo(opts: argparse.Namespace) -> dict:
     classes = [pool[i] for i in sorted(rng.choice(min(len(pool), max(opts.classes, len(DEFAULT_CLASSES) + 4)),
                                                    opts.classes, replace=False))]
     rng.shuffle(classes)
+    return classes
+
+
+def _camera_side() -> str:
+    """The hand camera's arm, as the world's YAML sets it (the IK must aim that arm)."""
+    import yaml
+
+    for f in params_files(["world"]):
+        for entry in (yaml.safe_load(Path(f).read_text()) or {}).values():
+            side = (entry or {}).get("ros__parameters", {}).get("camera_side")
+            if side:
+                return str(side)
+    return "right"
+
+
+def run_demo(opts: argparse.Namespace) -> dict:
+    """Start the nodes in this process, run the scripted teacher against them, return the transcript."""
+    import rclpy
+    from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
+
+    from cbcl_pr_ros.nodes.demo_teacher import ScriptedTeacher
+    from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
+    from cbcl_pr_ros.nodes.spin import spinning
+
+    classes = _choose_classes(opts)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     mem = os.path.join(tempfile.mkdtemp(prefix="cbcl_demo_"), "memory.cbclpr")
     t_start = time.perf_counter()
-    args = demo_ros_args(opts, mem)
     transcript: dict[str, Any] = {"seed": opts.seed, "classes": classes, "teach_crop": opts.teach_crop, "phases": []}
     print(f"[demo] {len(classes)} classes: {', '.join(classes)}; starting the nodes", flush=True)
-    # Ctrl-C: Python's KeyboardInterrupt, so the finally below stops executor and nodes before
+    # Ctrl-C: Python's KeyboardInterrupt, so the finally below stops executors and nodes before
     # the context goes (rclpy's own handler would shut the context down under running publishers)
-    with rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO):
-        ctx = SessionContext()
-        nodes = build_nodes(["extractor", "learner", "world", "arm"], ctx)
-        world_node = ctx.nodes["world"]
-        teacher = Node("teacher")
-        latest: collections.deque[Any] = collections.deque(maxlen=64)  # bounded between clears
-        # a Python function, not the builtin append: rclpy reads the callback's signature
-        teacher.create_subscription(Detections, "detections",
-                                    guard_callback(teacher, lambda m: latest.append(m), "detections"), 10)
-        teach = teacher.create_client(TeachClass, "teach_class", qos_profile=service_qos())
-        point = teacher.create_client(PointAt, "point_at", qos_profile=service_qos())
-        # one executor per node: one executor over all of them starves the camera path (docs/nodes.md)
-        executors = [executor_for(n, 3) for n in [*nodes, teacher]]
-        stop_spin = threading.Event()
-        spins = []
-        for ex, n in zip(executors, [*nodes, teacher]):
-            ex.add_node(n)
-            spins.append(threading.Thread(target=spin_until, args=(ex, stop_spin), daemon=True))
-            spins[-1].start()
-        kin = BaxterKinematics(world_node.world.config.camera_side)
+    with rclpy.init(args=demo_ros_args(opts, mem), signal_handler_options=SignalHandlerOptions.NO):
+        nodes = build_nodes(["extractor", "learner", "world", "arm"], SessionContext())
+        teacher: Any = None
         try:
-            for c in (teach, point):
-                if not c.wait_for_service(timeout_sec=opts.timeout_s):
-                    raise RuntimeError(f"service {c.srv_name} not available")
-            world = world_node.world
-            # ---- objects: a teaching object and a different (held-out) table object of each class
-            insts = {c: sample_instances(c, 2, np.random.default_rng([opts.seed, i])) for i, c in enumerate(classes)}
-
-            def aim(eye, target):
-                with world_node.world_lock:
-                    seed = world.joint_positions(kin.joint_names)
-                sol = kin.aim_camera(eye, target, seed=seed)
-                world_node.set_joints_now(sol.as_dict())
-
-            def show_views(inst, n, view_rng) -> list:
-                """The teacher holds the object up to the camera and turns it: (frame, box of the object)."""
-                views = []
-                with world_node.world_lock:
-                    obj = world.add_object(inst, SHOW_SPOT, 0.0)
-                try:
-                    for _ in range(n):
-                        with world_node.world_lock:
-                            world.move_object(inst.name, np.add(SHOW_SPOT, view_rng.uniform(-0.015, 0.015, 2)),
-                                              float(view_rng.uniform(-math.pi, math.pi)))
-                            world.randomize_light(view_rng)
-                        # about as far as the table views, so an object's crop has the same resolution there
-                        d = float(view_rng.uniform(0.3, 0.45))
-                        el, az = view_rng.uniform(math.radians(55), math.radians(85)), view_rng.uniform(-2.5, 2.5)
-                        eye = obj.position + d * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
-                        try:
-                            aim(eye, obj.position)
-                        except Unreachable:
-                            aim(obj.position + np.array([0.0, 0.0, d]), obj.position)
-                        with world_node.world_lock:
-                            frame = world.render()
-                        idx = frame.object_names.index(inst.name)
-                        ys, xs = np.nonzero(frame.segmentation == idx)
-                        box = (int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1) if len(xs) else None
-                        views.append((frame.rgb, box))
-                finally:
-                    with world_node.world_lock:
-                        world.remove_object(inst.name)
-                        world.randomize_light(np.random.default_rng(opts.seed))
-                return views
-
-            def teach_request(label, views) -> Any:
-                req = TeachClass.Request(label=label, images=[rgb_to_image_msg(f) for f, _ in views])
-                if opts.teach_crop == "frame":
-                    req.mode = TeachClass.Request.MODE_FRAME
-                elif opts.teach_crop == "object":
-                    req.mode = TeachClass.Request.MODE_OBJECT
-                else:
-                    h, w = views[0][0].shape[:2]
-                    req.rois = [RegionOfInterest(x_offset=b[0], y_offset=b[1], width=b[2] - b[0], height=b[3] - b[1])
-                                if b else RegionOfInterest(x_offset=0, y_offset=0, width=w, height=h)
-                                for _, b in views]
-                return req
-
-            # ---- the table scene: held-out objects close together (some touch or hide others)
-            table = [insts[c][1] for c in classes]
-            with world_node.world_lock:
-                world.randomize_light(np.random.default_rng(opts.seed))
-            placed = False
-            taught: dict[str, int] = {}
-            pictures: list[np.ndarray] = []
-            for phase, shots in enumerate(opts.shots):
-                ph: dict[str, Any] = {"shots": shots, "teach": [], "views": [], "objects": [], "point": []}
-                world_node.paused = True
-                with world_node.world_lock:  # the teacher takes the table objects away while teaching
-                    for inst in table:
-                        if placed:
-                            world.move_object(inst.name, (1.6, 0.0))
-                for inc in range(0, len(classes), 2):
-                    for c in classes[inc:inc + 2]:
-                        n_new = shots - taught.get(c, 0)
-                        if n_new <= 0:
-                            continue
-                        views = show_views(insts[c][0], n_new, np.random.default_rng([opts.seed, phase, len(ph["teach"])]))
-                        t0 = time.perf_counter()
-                        res = _wait_future(teach.call_async(teach_request(c, views)), opts.timeout_s * 3)
-                        taught[c] = shots
-                        ph["teach"].append({"label": c, "views": n_new, "success": res.success, "message": res.message,
-                                            "seconds": round(time.perf_counter() - t0, 3)})
-                        print(f"[teach] {c:12s} +{n_new} views -> {res.message}", flush=True)
-                with world_node.world_lock:
-                    if not placed:
-                        for k, inst in enumerate(table):
-                            world.add_object(inst, (1.6 + 0.3 * k, 0.0), 0.0)
-                        placed = True
-                    region = SCENE_REGION
-                    for _ in range(6):  # a crowded draw that does not fit gets a little more room
-                        try:
-                            world.arrange([i.name for i in table], np.random.default_rng([opts.seed, 99]),
-                                          region=region, min_gap=-0.01)
-                            break
-                        except ValueError:
-                            region = (region[0] - 0.02, region[1] + 0.02, region[2] - 0.03, region[3] + 0.02)
-                    else:
-                        raise ValueError(f"cannot fit {len(table)} objects on the table")
-                    truth_pos = {o.name: o.position.copy() for o in world.objects}
-                    truth_cat = {o.name: o.category for o in world.objects}
-                world_node.paused = False
-                # ---- look at the table from a few poses; every detection of the last fused frame counts
-                best: dict[str, dict] = {}
-                votes: dict[str, dict[str, float]] = {}
-                single: list[bool] = []  # every matched detection of every view: single-view answers
-                for v, (eye, target) in enumerate(_view_targets(opts.views)):
-                    t0 = time.perf_counter()
-                    try:
-                        aim(eye, target)
-                    except Unreachable as exc:
-                        print(f"[view {v}] skipped: {exc}", flush=True)
-                        continue
-                    t_move = world_node.get_clock().now().nanoseconds
-                    fresh: list = []
-                    while time.perf_counter() - t0 < opts.timeout_s:
-                        fresh = [m for m in list(latest) if stamp_to_ns(m.header.stamp) > t_move]
-                        if len(fresh) >= opts.frames_per_view:
-                            break
-                        time.sleep(0.02)
-                    latest.clear()
-                    seconds = time.perf_counter() - t0
-                    if not fresh:
-                        print(f"[view {v}] no detections within {opts.timeout_s:.0f} s", flush=True)
-                        continue
-                    det = fresh[-1]
-                    with world_node.world_lock:
-                        frame = world.render()  # the same pose and scene: the frame those detections are of
-                    gts = list(ground_truth(world, frame, min_visible_px=150))
-                    match = _match([(o.x0, o.y0, o.x1, o.y1) for o in det.objects], gts)
-                    R = quaternion_to_matrix(frame.camera_quaternion)
-                    h, w = frame.rgb.shape[:2]
-                    ok_flags = []
-                    for o, j in zip(det.objects, match):
-                        if j is None:
-                            ok_flags.append(None)
-                            continue
-                        g = gts[j]
-                        label = o.label or "unknown"
-                        ok_flags.append(label == g.category)
-                        c = np.array([o.centroid.x, o.centroid.y, o.centroid.z])
-                        loc = float(np.linalg.norm((R @ c + frame.camera_position)[:2] - truth_pos[g.name][:2])) \
-                            if np.all(np.isfinite(c)) else float("nan")
-                        border = min(o.x0, o.y0, w - o.x1, h - o.y1)
-                        rec = {"object": g.name, "truth": g.category, "predicted": label,
-                               "confidence": round(float(o.confidence), 3), "track": int(o.id), "view": v,
-                               "correct": label == g.category, "localisation_error_m": round(loc, 4),
-                               "visible_px": int(g.pixels), "border_px": int(border)}
-                        # across views every answer votes with its fused confidence (a quarter at the
-                        # image border, where only part of the object shows), as the arm node does
-                        v_weight = float(o.confidence) * (0.25 if border <= 2 else 1.0)
-                        votes.setdefault(g.name, {})
-                        votes[g.name][label] = votes[g.name].get(label, 0.0) + v_weight
-                        single.append(label == g.category)
-                        old = best.get(g.name)
-                        # localisation from the view that shows the object best: off the border, most visible
-                        if old is None or (min(border, 20), g.pixels) > (min(old["border_px"], 20), old["visible_px"]):
-                            best[g.name] = rec
-                    ph["views"].append({"view": v, "objects_detected": len(det.objects),
-                                        "matched": sum(m is not None for m in match), "visible": len(gts),
-                                        "frames_fused": len(fresh), "seconds": round(seconds, 3)})
-                    ph.setdefault("_pictures", []).append(draw_detections(frame.rgb, det, ok_flags))
-                    named = ", ".join(f"{o.label or 'unknown'}{'' if ok is None else (' ok' if ok else ' WRONG')}"
-                                      for o, ok in zip(det.objects, ok_flags))
-                    print(f"[view {v}] {len(det.objects)} objects in {seconds:.1f} s: {named}", flush=True)
-                for inst in table:  # objects no view detected count as wrong
-                    rec = best.get(inst.name) or {"object": inst.name, "truth": inst.category, "predicted": "(not found)",
-                                                  "confidence": 0.0, "track": 0, "view": -1, "correct": False,
-                                                  "localisation_error_m": float("nan")}
-                    vt = votes.get(inst.name)
-                    if vt:
-                        label = max(vt, key=lambda k: (vt[k], k))
-                        rec.update({"predicted": label, "correct": label == inst.category,
-                                    "confidence": round(vt[label] / max(sum(vt.values()), 1e-9), 3),
-                                    "votes": {k: round(x, 3) for k, x in vt.items()}})
-                    ph["objects"].append(rec)
-                ph["accuracy"] = float(np.mean([r["correct"] for r in ph["objects"]]))
-                ph["single_view_accuracy"] = float(np.mean(single)) if single else float("nan")
-                # ---- point at every object's class on request
-                for inst in table:
-                    c = inst.category
-                    t0 = time.perf_counter()
-                    res = _wait_future(point.call_async(PointAt.Request(label=c)), opts.timeout_s)
-                    entry = {"label": c, "object": inst.name, "success": res.success, "message": res.message,
-                             "seconds": round(time.perf_counter() - t0, 3)}
-                    if res.success:
-                        tgt = np.array([res.target.point.x, res.target.point.y, res.target.point.z])
-                        nearest = min(truth_pos, key=lambda n: np.linalg.norm(truth_pos[n][:2] - tgt[:2]))
-                        entry.update({"pointed_at": nearest, "pointed_category": truth_cat[nearest],
-                                      "right_object": nearest == inst.name,
-                                      "ray_error_m": round(float(res.pointing_error_m), 4),
-                                      "localisation_error_m": round(float(np.linalg.norm(truth_pos[nearest][:2] - tgt[:2])), 4)})
-                    ph["point"].append(entry)
-                    print(f"[point] {c:12s} -> {entry.get('pointed_at', '-'):14s} {res.message}", flush=True)
-                pictures = ph.pop("_pictures", [])
-                transcript["phases"].append(ph)
-                print(f"[phase] {shots} shots: per-object accuracy {ph['accuracy']:.2f}", flush=True)
-            world_node.paused = True
+            nodes.append(Node("teacher"))
+            teacher = ScriptedTeacher(nodes[-1], opts, classes, _camera_side())
+            # one executor per node: one executor over all of them starves the camera path (docs/nodes.md)
+            with spinning(nodes, 3):
+                pictures = teacher.run(transcript)
             _write_scene(pictures, transcript["phases"][-1], out / "scene.png")
         finally:
-            kin.close()
-            stop_spin.set()  # then let queued callbacks finish before the nodes go (cbcl_pr_ros.nodes.spin)
-            for t in spins:
-                t.join(timeout=5)
-            for ex in executors:
-                stop_executor(ex)
-            for n in [teacher, *reversed(nodes)]:
+            if teacher is not None:
+                teacher.kin.close()
+            for n in reversed(nodes):
                 n.destroy_node()
     transcript["wall_time_s"] = round(time.perf_counter() - t_start, 2)
     (out / "transcript.json").write_text(json.dumps(transcript, indent=1))

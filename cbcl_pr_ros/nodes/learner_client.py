@@ -15,6 +15,7 @@ your executor completes, so call it from a callback group other than the one tha
 """
 from __future__ import annotations
 
+import collections
 import threading
 from typing import Any
 
@@ -44,6 +45,7 @@ class LearnerClient:
         self._list, self._forget = mk(ListClasses, "list_classes"), mk(ForgetClass, "forget_class")
         self._rename = mk(RenameClass, "rename_class")
         self._latest: Detections | None = None
+        self._recent: collections.deque[Detections] = collections.deque(maxlen=64)
         self._new = threading.Condition()
         node.create_subscription(Detections, "detections", self._on_detections, result_qos(2), callback_group=group)
         self._owned: tuple[Any, Any, threading.Thread] | None = None
@@ -57,19 +59,15 @@ class LearnerClient:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
 
+        from cbcl_pr_ros.nodes.spin import spin_until
+
         context = rclpy.Context()
         rclpy.init(context=context, domain_id=domain_id)
         node = rclpy.create_node(name, namespace=namespace or "/", context=context)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
-
-        def spin() -> None:
-            while context.ok():
-                try:
-                    executor.spin_once(timeout_sec=0.1)
-                except Exception:  # noqa: BLE001 - the context is shutting down
-                    break
-        thread = threading.Thread(target=spin, name=f"{name}-spin", daemon=True)
+        thread = threading.Thread(target=spin_until, args=(executor, threading.Event()), name=f"{name}-spin",
+                                  daemon=True)  # ends when close() shuts the context down
         thread.start()
         client = cls(node, **kw)
         client._owned = (context, executor, thread)
@@ -94,6 +92,15 @@ class LearnerClient:
     # ------------------------------------------------------------------ services
     def _call(self, client: Any, request: Any, timeout_s: float) -> Any:
         return call_service(client, request, timeout_s, "learner")
+
+    def wait_until_ready(self, timeout_s: float) -> None:
+        """Wait for the learner's teach_class service; LearnerUnavailable after ``timeout_s``."""
+        if not self._teach.wait_for_service(timeout_sec=float(timeout_s)):
+            raise ServiceUnavailable(f"no learner answers '{self._teach.srv_name}' within {timeout_s:g} s")
+
+    def teach(self, request: TeachClass.Request) -> Any:
+        """Send a TeachClass request of your own (images, boxes, a mode: docs/nodes.md)."""
+        return self._call(self._teach, request, self.teach_timeout_s)
 
     def teach_track(self, label: str, track_id: int) -> Any:
         """Learn ``label`` from the recent views of one detection's track (its ``id``)."""
@@ -121,6 +128,7 @@ class LearnerClient:
     def _on_detections(self, msg: Detections) -> None:
         with self._new:
             self._latest = msg
+            self._recent.append(msg)
             self._new.notify_all()
 
     def latest_detections(self) -> Detections | None:
@@ -137,3 +145,13 @@ class LearnerClient:
                                          f"'{self.node.resolve_topic_name('detections')}'")
             assert self._latest is not None
             return self._latest
+
+    def detections_after(self, stamp_ns: int, count: int, timeout_s: float) -> list[Detections]:
+        """Detections of frames stamped after ``stamp_ns`` (ns, the camera's clock), once ``count`` of
+        them have arrived or ``timeout_s`` has passed: possibly fewer, possibly none; oldest first."""
+        def fresh() -> list[Detections]:
+            return [m for m in self._recent if m.header.stamp.sec * 10**9 + m.header.stamp.nanosec > stamp_ns]
+
+        with self._new:
+            self._new.wait_for(lambda: len(fresh()) >= count, timeout_s)
+            return fresh()

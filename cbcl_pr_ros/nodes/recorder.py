@@ -29,6 +29,7 @@ from cbcl_pr_ros.bags.types import EVENT_TYPE, IMAGE_TYPE
 from cbcl_pr_ros.bags.writer import STORAGES, TeachingBagWriter, default_qos, normalize_topic
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.replay import message_class
+from cbcl_pr_ros.nodes.spin import spin_until
 
 __all__ = ["RecorderNode", "main"]
 _LOG = logging.getLogger(__name__)
@@ -126,13 +127,18 @@ def main(argv: list[str] | None = None) -> int:
             node = RecorderNode(writer, types, reliable=opts.reliable)
             executor = SingleThreadedExecutor()
             executor.add_node(node)
-            end = time.monotonic() + opts.duration if opts.duration > 0 else None
+            stop = threading.Event()  # set after --duration (0 = until Ctrl-C or shutdown)
+            timer = threading.Timer(opts.duration, stop.set) if opts.duration > 0 else None
+            if timer is not None:
+                timer.daemon = True
+                timer.start()
             try:
-                while rclpy.ok() and (end is None or time.monotonic() < end):
-                    executor.spin_once(timeout_sec=0.1)
+                spin_until(executor, stop)
             except (KeyboardInterrupt, ExternalShutdownException):
                 pass
             finally:
+                if timer is not None:
+                    timer.cancel()
                 executor.shutdown()
                 node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):

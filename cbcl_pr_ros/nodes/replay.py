@@ -29,7 +29,7 @@ from typing import Any
 
 import rclpy
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
@@ -316,36 +316,41 @@ def main(argv: list[str] | None = None) -> int:
     _LOG.info("replaying %s: %d messages on %s, %d teaching events, %.1f s at %s",
               opts.bag, len(plan.messages), ", ".join(plan.topics) or "no topics", len(plan.events),
               plan.duration_s, "full speed" if plan.rate is None else f"{plan.rate:g}x")
-    report: ReplayReport | None = None
     try:
-        with rclpy.init(args=argv):
-            node = ReplayNode(plan, learner_ns=opts.learner_ns, events_out=opts.events_out,
-                              reliable=not opts.best_effort)
-            executor = MultiThreadedExecutor(num_threads=4)
-            executor.add_node(node)
-            spin = threading.Thread(target=executor.spin, daemon=True)
-            spin.start()
-            try:
-                node.wait_for_services(opts.service_timeout)
-                node.wait_for_subscribers(opts.discovery_wait, opts.min_subscribers)
-                report = run_replay(node, call_timeout_s=opts.call_timeout)
-            finally:
-                executor.shutdown()
-                # The spin thread must be out of rclpy's C++ wait before the context goes down,
-                # or the process aborts at exit ("terminate called without an active exception").
-                spin.join(timeout=5.0)
-                node.destroy_node()
+        report = _replay(plan, opts, argv)
     except TimeoutError as exc:
         print(f"replay_session: {exc}", file=sys.stderr)
         return 3
     except (KeyboardInterrupt, ExternalShutdownException):
         print("replay_session: interrupted; the replay is incomplete", file=sys.stderr)
         return 130
-    assert report is not None
     d = report.to_dict()
     d["bag_duration_s"] = plan.bag_duration_s
     if opts.report:
         Path(opts.report).write_text(json.dumps(d, indent=2), encoding="utf8")
+    return _print_report(report)
+
+
+def _replay(plan: Any, opts: argparse.Namespace, argv: list[str]) -> ReplayReport:
+    """Start the replay node, wait for the learner and the subscribers, play the plan."""
+    from cbcl_pr_ros.nodes.spin import spinning
+
+    with rclpy.init(args=argv):
+        node = ReplayNode(plan, learner_ns=opts.learner_ns, events_out=opts.events_out,
+                          reliable=not opts.best_effort)
+        try:
+            # the spin threads are out of rclpy's wait before the context goes down (spin.spinning),
+            # else the process aborts at exit ("terminate called without an active exception")
+            with spinning([node], 4):
+                node.wait_for_services(opts.service_timeout)
+                node.wait_for_subscribers(opts.discovery_wait, opts.min_subscribers)
+                return run_replay(node, call_timeout_s=opts.call_timeout)
+        finally:
+            node.destroy_node()
+
+
+def _print_report(report: ReplayReport) -> int:
+    """The replay's answers and figures on stdout; 1 when the replay did not complete."""
     t = report.publish_timing
     print(f"published {sum(report.published.values())} messages; timing error p50 {t['p50_ms']:.2f} ms, "
           f"p95 {t['p95_ms']:.2f} ms, max {t['max_ms']:.2f} ms")

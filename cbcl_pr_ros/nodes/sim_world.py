@@ -13,8 +13,11 @@ installed, Baxter's own ``/robot/limb/<side>/joint_command``. Joints move toward
 Services (issue 12) put objects on the table and take them off, so a session of separate
 processes (``ros2 launch cbcl_pr_ros sim_teaching_demo.launch.py``) can set a scene:
 ``place_object`` (cbcl_pr_ros/PlaceObject: category, instance, x/y/yaw or a random free spot) and
-``clear_objects`` (cbcl_pr_ros/ClearObjects: names, or all). The scripted teacher (the demo) also
-arranges objects in-process under ``world_lock``.
+``clear_objects`` (cbcl_pr_ros/ClearObjects: names, or all). What a simulator also offers a script
+(issue 23: the scripted teacher of the main job uses these and the topics, nothing inside the node):
+``arrange_objects`` (cbcl_pr_ros/ArrangeObjects: move objects to given poses, or shuffle them into a
+region), ``set_light`` (cbcl_pr_ros/SetLight), ``render_view`` (cbcl_pr_ros/RenderView: the hand
+camera's view now with its ground truth) and ``pause_camera`` (std_srvs/SetBool: no frames while true).
 """
 from __future__ import annotations
 
@@ -23,10 +26,10 @@ import threading
 from typing import Any
 
 import numpy as np
-from geometry_msgs.msg import PoseStamped
+from geometry_msgs.msg import Point, PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import CameraInfo, Image, JointState
+from sensor_msgs.msg import CameraInfo, Image, JointState, RegionOfInterest
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
@@ -36,7 +39,7 @@ from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.robot.world import MAX_OBJECTS, CameraConfig, Frame, SimWorld, WorldConfig
-from cbcl_pr_ros.srv import ClearObjects, PlaceObject
+from cbcl_pr_ros.srv import ArrangeObjects, ClearObjects, PlaceObject, RenderView, SetLight
 
 __all__ = ["SimWorldNode", "frame_messages", "main"]
 
@@ -72,7 +75,7 @@ def frame_messages(frame: Frame, header: Header) -> tuple[Image, CameraInfo, Ima
 
 
 class SimWorldNode(Node):
-    """ROS face of :class:`~cbcl_pr_ros.robot.world.SimWorld`. ``world`` may be injected (tests, demo)."""
+    """ROS face of :class:`~cbcl_pr_ros.robot.world.SimWorld`. ``world`` may be injected (tests)."""
 
     def __init__(self, world: SimWorld | None = None, *, node_name: str = "sim_world",
                  namespace: str | None = None, **kwargs: Any) -> None:
@@ -109,8 +112,7 @@ class SimWorldNode(Node):
         self._subscribe_baxter()
         self._seed = int(g("seed"))
         self._place_rng = np.random.default_rng([self._seed, 12])
-        self.create_service(PlaceObject, "place_object", guard_service(self, self._on_place, "place_object"), callback_group=self._control_group)
-        self.create_service(ClearObjects, "clear_objects", guard_service(self, self._on_clear, "clear_objects"), callback_group=self._control_group)
+        self._serve_scene()
         self._dt = 1.0 / float(g("joint_state_rate_hz"))
         self.create_timer(1.0 / float(g("rate_hz")), gc(self.publish_frame, "render"),
                           callback_group=self._render_group)
@@ -130,6 +132,18 @@ class SimWorldNode(Node):
         finally:
             kin.close()
         self.world.set_joint_positions(sol.as_dict())
+
+    def _serve_scene(self) -> None:
+        """The scene services, in the control group (one at a time, between control steps)."""
+        from std_srvs.srv import SetBool
+
+        for srv, name, fn in ((PlaceObject, "place_object", self._on_place),
+                              (ClearObjects, "clear_objects", self._on_clear),
+                              (ArrangeObjects, "arrange_objects", self._on_arrange),
+                              (SetLight, "set_light", self._on_set_light),
+                              (RenderView, "render_view", self._on_render_view),
+                              (SetBool, "pause_camera", self._on_pause)):
+            self.create_service(srv, name, guard_service(self, fn, name), callback_group=self._control_group)
 
     def _subscribe_baxter(self) -> None:
         try:
@@ -170,12 +184,6 @@ class SimWorldNode(Node):
             return
         self._set_targets(list(msg.joint_names), list(msg.points[-1].positions))
 
-    def set_joints_now(self, positions: dict[str, float]) -> None:
-        """Teleport joints (used by the scripted demo) and make them the new targets."""
-        with self.world_lock:
-            self.world.set_joint_positions(positions)
-            self._targets.update(self.world.check_joint_command(positions))
-
     def _control_step(self) -> None:
         with self.world_lock:
             if self._targets:
@@ -198,7 +206,7 @@ class SimWorldNode(Node):
         try:
             with self.world_lock:
                 obj = self.world.place(req.category.strip(), int(req.instance), req.name, xy, float(req.yaw),
-                                       rng=self._place_rng, seed=self._seed)
+                                       rng=self._place_rng, seed=self._seed, instance_seed=list(req.seed))
         except ValueError as exc:
             resp.success, resp.message = False, f"nothing placed: {exc}"
             return resp
@@ -239,6 +247,71 @@ class SimWorldNode(Node):
                 return resp
         resp.success, resp.removed = True, removed
         resp.message = f"removed {len(removed)} object(s)"
+        return resp
+
+    def _on_arrange(self, req: Any, resp: Any) -> Any:
+        """Given poses, or a shuffle into ``region``; nothing moves when the request cannot be met."""
+        names = list(req.names)
+        try:
+            if len(names) > MAX_OBJECTS or len(req.seed) > 8:
+                raise ValueError(f"at most {MAX_OBJECTS} names and 8 seed numbers")
+            if any(int(v) < 0 for v in req.seed):
+                raise ValueError("seed numbers must be >= 0")
+            with self.world_lock:
+                if len(req.x):
+                    if not len(req.x) == len(req.y) == len(req.yaw):
+                        raise ValueError(f"{len(req.x)} x, {len(req.y)} y and {len(req.yaw)} yaw values")
+                    self.world.move_objects(names, list(zip(req.x, req.y, req.yaw)))
+                else:
+                    region = tuple(float(v) for v in req.region)
+                    self.world.arrange(names, np.random.default_rng([int(v) for v in req.seed]),
+                                       region=region if any(region) else None, min_gap=float(req.min_gap))
+                objs = {o.name: o for o in self.world.objects}
+        except ValueError as exc:
+            resp.success, resp.message = False, f"nothing moved: {str(exc)[:300]}"
+            return resp
+        resp.positions = [Point(x=float(objs[n].position[0]), y=float(objs[n].position[1]),
+                                z=float(objs[n].position[2])) for n in names]
+        resp.yaws = [float(objs[n].yaw) for n in names]
+        resp.success, resp.message = True, f"moved {len(names)} object(s)"
+        return resp
+
+    def _on_set_light(self, req: Any, resp: Any) -> Any:
+        d = req.direction
+        try:
+            with self.world_lock:
+                self.world.set_light((d.x, d.y, d.z), req.ambient, req.diffuse, req.specular)
+        except ValueError as exc:
+            resp.success, resp.message = False, f"light unchanged: {exc}"
+            return resp
+        resp.success, resp.message = True, "light set"
+        return resp
+
+    def _on_render_view(self, req: Any, resp: Any) -> Any:
+        from cbcl_pr_ros.robot.scenes import ground_truth
+
+        with self.world_lock:
+            frame = self.world.render()
+            truth = ground_truth(self.world, frame, min_visible_px=int(req.min_visible_px) or 150)
+            objects = [(o.name, o.category, o.position.copy()) for o in self.world.objects]
+        resp.image = frame_messages(frame, Header(stamp=self.get_clock().now().to_msg(),
+                                                  frame_id=self.camera_frame_id))[0]
+        p, q = frame.camera_position, frame.camera_quaternion
+        resp.camera_pose.position.x, resp.camera_pose.position.y, resp.camera_pose.position.z = (float(v) for v in p)
+        o = resp.camera_pose.orientation
+        o.x, o.y, o.z, o.w = (float(v) for v in q)
+        resp.visible_names, resp.visible_categories = [g.name for g in truth], [g.category for g in truth]
+        resp.visible_boxes = [RegionOfInterest(x_offset=int(g.box[0]), y_offset=int(g.box[1]), width=int(g.box[2] - g.box[0]),
+                                               height=int(g.box[3] - g.box[1])) for g in truth]
+        resp.visible_pixels = [int(g.pixels) for g in truth]
+        resp.names, resp.categories = [n for n, _, _ in objects], [c for _, c, _ in objects]
+        resp.positions = [Point(x=float(x), y=float(y), z=float(z)) for _, _, (x, y, z) in objects]
+        resp.success, resp.message = True, f"{len(truth)} of {len(objects)} objects in view"
+        return resp
+
+    def _on_pause(self, req: Any, resp: Any) -> Any:
+        self.paused = bool(req.data)
+        resp.success, resp.message = True, "camera paused" if self.paused else "camera running"
         return resp
 
     # ------------------------------------------------------------------ camera

@@ -27,7 +27,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TypeVar
 
 import rclpy
@@ -36,7 +37,8 @@ from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedEx
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-__all__ = ["run_node", "run_nodes", "executor_for", "spin_until", "spin_until_signal", "stop_executor", "domain_id_problem"]
+__all__ = ["run_node", "run_nodes", "executor_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
+           "domain_id_problem"]
 
 N = TypeVar("N", bound=Node)
 
@@ -81,9 +83,13 @@ def stop_executor(executor: Executor) -> None:
     executor.shutdown(timeout_sec=10.0)
 
 
-def spin_until_signal(nodes: Sequence[Node], threads_per_node: int, stop: threading.Event) -> None:
-    """Spin every node on its own executor thread until ``stop`` is set or the context shuts down,
-    then stop the executors (running callbacks finish). The nodes are not destroyed here."""
+@contextmanager
+def spinning(nodes: Sequence[Node], threads_per_node: int,
+             stop: threading.Event | None = None) -> Iterator[list[threading.Thread]]:
+    """Spin every node on its own executor thread while the ``with`` body runs (a script that calls
+    the nodes' services from the main thread); on leaving, stop the executors (running callbacks
+    finish). The nodes are not destroyed here. Yields the spin threads."""
+    stop = stop or threading.Event()
     executors = [executor_for(n, threads_per_node) for n in nodes]
     for executor, node in zip(executors, nodes):
         executor.add_node(node)
@@ -92,14 +98,21 @@ def spin_until_signal(nodes: Sequence[Node], threads_per_node: int, stop: thread
     for t in threads:
         t.start()
     try:
-        while not stop.wait(0.2) and all(t.is_alive() for t in threads):
-            pass
+        yield threads
     finally:
         stop.set()
         for t in threads:
             t.join(timeout=10.0)
         for executor in executors:
             stop_executor(executor)
+
+
+def spin_until_signal(nodes: Sequence[Node], threads_per_node: int, stop: threading.Event) -> None:
+    """Spin every node on its own executor thread until ``stop`` is set or the context shuts down,
+    then stop the executors (running callbacks finish). The nodes are not destroyed here."""
+    with spinning(nodes, threads_per_node, stop) as threads:
+        while not stop.wait(0.2) and all(t.is_alive() for t in threads):
+            pass
 
 
 MAX_DOMAIN_ID = 232  # the highest id whose DDS ports fit (Fast DDS says "port number is too high" above)

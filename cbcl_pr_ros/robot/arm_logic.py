@@ -1,9 +1,9 @@
-"""The arm node's behaviour without ROS: remember where predicted objects are, and solve pointing.
+"""The arm node's behaviour without ROS: where is the object of a label, and how to point at it.
 
-Each prediction of the learner comes with the frame it was made on; the object at the image centre
-is segmented from that frame's depth and remembered under the predicted label. ``point_at`` then
-finds the remembered (or configured) position of a label and solves a pointing pose; an unknown
-label or an unreachable position raises :class:`PointingRefused` and nothing is commanded.
+Where objects are comes from the learner's ``detections`` (tracked objects with 3-D centroids, kept
+in the base frame by :class:`~.detected_objects.DetectedObjects`), else from configured poses.
+``point_at`` solves a pointing pose for that place; an unknown label or an unreachable position
+raises :class:`PointingRefused` and nothing is commanded.
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import numpy as np
 
 from .detected_objects import DetectedObjects
 from .kinematics import BaxterKinematics, PointingSolution, Unreachable
-from .localisation import ObjectMemory, object_at_centre, segment_tabletop
 
 __all__ = ["PointingRefused", "ArmController", "parse_object_poses"]
 
@@ -48,37 +47,20 @@ class ArmController:
         self.tolerance_m = float(tolerance_m)
         self.min_confidence = float(min_confidence)
         self.configured = {k: np.asarray(v, float) for k, v in (object_poses or {}).items()}
-        self.memory = ObjectMemory()
         self.detected = DetectedObjects(min_confidence=self.min_confidence)  # from the detections topic
 
     @property
     def joint_names(self) -> tuple[str, ...]:
         return self.kin.joint_names
 
-    def observe(self, label: str, confidence: float, known: bool, depth: np.ndarray, K: np.ndarray,
-                cam_pos: Sequence[float], cam_quat: Sequence[float]) -> np.ndarray | None:
-        """Locate the object the camera looks at and remember it under ``label``; returns its centre."""
-        dets = segment_tabletop(depth, K, cam_pos, cam_quat, self.table_height)
-        # whatever the prediction, the frame shows where objects no longer are
-        self.memory.forget_vanished(dets, depth, K, cam_pos, cam_quat, self.table_height)
-        if not label or not known or confidence < self.min_confidence:
-            return None
-        det = object_at_centre(dets, depth.shape[1], depth.shape[0])
-        if det is None:
-            return None
-        self.memory.update(det.centre, label, confidence)
-        return det.centre
-
     def locate(self, label: str) -> np.ndarray:
         if not label.strip():
             raise PointingRefused("empty label: say which object to point at")
-        best = self.detected.best(label)  # a detection of that label beats a frame-level prediction
-        pos = best.centre if best is not None else self.memory.locate(label)
+        best = self.detected.best(label)  # a detection of that label beats a configured pose
+        pos = best.centre if best is not None else self.configured.get(label)
         if pos is None:
-            pos = self.configured.get(label)
-        if pos is None:
-            seen = sorted(set(self.memory.labels()) | set(self.configured) | set(self.detected.labels()))
-            raise PointingRefused(f"no object predicted as {label!r} has been located yet"
+            seen = sorted(set(self.configured) | set(self.detected.labels()))
+            raise PointingRefused(f"no object detected as {label!r} has been located yet"
                                   f" (located: {', '.join(seen) if seen else 'none'})")
         return pos
 

@@ -12,10 +12,21 @@ from typing import Sequence
 
 import numpy as np
 
-from .localisation import project
 from .world import quaternion_to_matrix
 
-__all__ = ["SeenObject", "DetectedObjects"]
+__all__ = ["SeenObject", "DetectedObjects", "project"]
+
+
+def project(points: np.ndarray, K: np.ndarray, cam_pos: Sequence[float], cam_quat: Sequence[float]) -> np.ndarray:
+    """(n, 3) base-frame points → (n, 3) pixel u, v and depth along the optical axis (optical frame camera)."""
+    pts = np.atleast_2d(np.asarray(points, np.float64))
+    R = quaternion_to_matrix(cam_quat)
+    pc = (pts - np.asarray(cam_pos, float)) @ R
+    z = pc[:, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = K[0, 0] * pc[:, 0] / z + K[0, 2]
+        v = K[1, 1] * pc[:, 1] / z + K[1, 2]
+    return np.stack([u, v, z], -1)
 
 
 @dataclass

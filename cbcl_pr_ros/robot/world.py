@@ -40,6 +40,7 @@ __all__ = [
     "SimWorld",
     "sample_instances",
     "look_at_quaternion",
+    "random_light",
 ]
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,15 @@ def sample_instances(category: str, n: int, rng: np.random.Generator, prefix: st
         out.append(ObjectInstance(f"{prefix or category}_{i:02d}", category, mi, float(rng.uniform(0.8, 1.2)),
                                   (float(rgb[0]), float(rgb[1]), float(rgb[2]), 1.0)))
     return out
+
+
+def random_light(rng: np.random.Generator) -> dict:
+    """A light direction and intensities drawn from ``rng`` (varied lighting of views)."""
+    az = rng.uniform(-math.pi, math.pi)
+    el = rng.uniform(0.5, 1.4)
+    return {"direction": (math.cos(az) * math.cos(el), math.sin(az) * math.cos(el), math.sin(el)),
+            "ambient": float(rng.uniform(0.4, 0.7)), "diffuse": float(rng.uniform(0.35, 0.7)),
+            "specular": float(rng.uniform(0.0, 0.3))}
 
 
 def look_at_quaternion(eye: Sequence[float], target: Sequence[float], up_hint: Sequence[float] = (1.0, 0.0, 0.0)) -> np.ndarray:
@@ -422,6 +432,10 @@ class SimWorld:
                 min_gap: float = 0.03) -> None:
         """Shuffle objects onto the table without overlaps, inside ``region`` (x0, x1, y0, y1)."""
         x0, x1, y0, y1 = region or (0.55, 0.85, -0.45, 0.15)
+        if not all(math.isfinite(float(v)) for v in (x0, x1, y0, y1)):
+            raise ValueError(f"region must be 4 finite numbers, got {[float(v) for v in (x0, x1, y0, y1)]}")
+        self._check_on_table((x0, y0))
+        self._check_on_table((x1, y1))
         objs = [self._get(n) for n in names]
         for _attempt in range(50):  # restart the whole layout when a late object finds no room
             placed: list[tuple[np.ndarray, float]] = []
@@ -456,12 +470,16 @@ class SimWorld:
                          f"{len(others)} objects already there; clear some first")
 
     def place(self, category: str, instance: int = 0, name: str = "", xy: Sequence[float] | None = None,
-              yaw: float = 0.0, rng: np.random.Generator | None = None, seed: int = 0) -> SceneObject:
+              yaw: float = 0.0, rng: np.random.Generator | None = None, seed: int = 0,
+              instance_seed: Sequence[int] = ()) -> SceneObject:
         """Put instance ``instance`` of a catalogue category on the table (the PlaceObject service).
 
-        The instance is the same for the same (seed, category, instance); ``xy`` None = a random free
-        spot. Every argument is checked first (ValueError naming it): nothing is placed on bad input.
+        The instance is the same for the same (seed, category, instance), or, with ``instance_seed`` (a
+        seed sequence), the ``instance``-th of ``sample_instances`` drawn from it; ``xy`` None = a random
+        free spot. Every argument is checked first (ValueError naming it): nothing is placed on bad input.
         """
+        if len(instance_seed) > 8 or any(int(v) < 0 for v in instance_seed):
+            raise ValueError(f"seed must be at most 8 numbers >= 0, got {len(instance_seed)} numbers")
         if category not in CATALOGUE:
             raise ValueError(f"unknown category {_short(category)}; known: {', '.join(sorted(CATALOGUE))}")
         if isinstance(instance, bool) or not 0 <= int(instance) < 1000:
@@ -477,7 +495,8 @@ class SimWorld:
             raise ValueError(f"an object named {name!r} is already on the table; clear it or pick another name")
         if not math.isfinite(float(yaw)):
             raise ValueError(f"yaw must be finite, got {yaw!r}")
-        cat_rng = np.random.default_rng([int(seed), sorted(CATALOGUE).index(category)])
+        cat_rng = np.random.default_rng([int(v) for v in instance_seed] if len(instance_seed)
+                                        else [int(seed), sorted(CATALOGUE).index(category)])
         inst = sample_instances(category, int(instance) + 1, cat_rng)[-1]
         inst = ObjectInstance(name, inst.category, inst.model_index, inst.scale, inst.rgba)
         if xy is None:
@@ -486,20 +505,43 @@ class SimWorld:
             xy = np.asarray(xy, float).reshape(-1)
             if xy.size != 2 or not np.all(np.isfinite(xy)):
                 raise ValueError(f"position must be two finite numbers (x, y), got {xy.tolist()}")
-            (cx, cy), (sx, sy) = self.config.table_center, self.config.table_size
-            if not (abs(xy[0] - cx) <= sx / 2 and abs(xy[1] - cy) <= sy / 2):
-                raise ValueError(f"({xy[0]:.3g}, {xy[1]:.3g}) is not on the table (x {cx - sx / 2:.2f}..{cx + sx / 2:.2f}, "
-                                 f"y {cy - sy / 2:.2f}..{cy + sy / 2:.2f} in the base frame)")
+            self._check_on_table(xy)
         return self.add_object(inst, xy, float(yaw))
+
+    def _check_on_table(self, xy: Sequence[float]) -> None:
+        (cx, cy), (sx, sy) = self.config.table_center, self.config.table_size
+        if not (abs(xy[0] - cx) <= sx / 2 and abs(xy[1] - cy) <= sy / 2):
+            raise ValueError(f"({xy[0]:.3g}, {xy[1]:.3g}) is not on the table (x {cx - sx / 2:.2f}..{cx + sx / 2:.2f}, "
+                             f"y {cy - sy / 2:.2f}..{cy + sy / 2:.2f} in the base frame)")
 
     # ------------------------------------------------------------------ camera
     def randomize_light(self, rng: np.random.Generator) -> None:
         """New light direction and intensity (varied lighting of views)."""
-        az = rng.uniform(-math.pi, math.pi)
-        el = rng.uniform(0.5, 1.4)
-        self.light = {"direction": (math.cos(az) * math.cos(el), math.sin(az) * math.cos(el), math.sin(el)),
-                      "ambient": float(rng.uniform(0.4, 0.7)), "diffuse": float(rng.uniform(0.35, 0.7)),
-                      "specular": float(rng.uniform(0.0, 0.3))}
+        self.light = random_light(rng)
+
+    def set_light(self, direction: Sequence[float], ambient: float, diffuse: float, specular: float) -> None:
+        """Set the light (the SetLight service); ValueError naming the bad value, and the light stays."""
+        d = np.asarray(direction, float).reshape(-1)
+        if d.size != 3 or not np.all(np.isfinite(d)) or not np.linalg.norm(d) > 1e-9:
+            raise ValueError(f"light direction must be 3 finite numbers, not all zero, got {d[:3].tolist()}")
+        coeffs = {"ambient": ambient, "diffuse": diffuse, "specular": specular}
+        for name, v in coeffs.items():
+            if not (math.isfinite(float(v)) and 0.0 <= float(v) <= 1.0):
+                raise ValueError(f"{name} must be in [0, 1], got {float(v):.4g}")
+        self.light = {"direction": tuple(float(v) for v in d), **{k: float(v) for k, v in coeffs.items()}}
+
+    def move_objects(self, names: Sequence[str], poses: Sequence[Sequence[float]]) -> None:
+        """Move named objects to (x, y, yaw) on the table; every name and pose is checked before any moves."""
+        if len(names) != len(poses):
+            raise ValueError(f"{len(names)} names but {len(poses)} poses")
+        for n, pose in zip(names, poses):
+            self._get(n)
+            x, y, yaw = (float(v) for v in pose)
+            if not all(math.isfinite(v) for v in (x, y, yaw)):
+                raise ValueError(f"pose of {_short(n)} must be finite, got {(x, y, yaw)}")
+            self._check_on_table((x, y))
+        for n, (x, y, yaw) in zip(names, poses):
+            self.move_object(n, (x, y), yaw)
 
     def set_free_camera(self, eye: Sequence[float], target: Sequence[float],
                         up_hint: Sequence[float] = (1.0, 0.0, 0.0)) -> None:

@@ -161,10 +161,13 @@ WORLD_MAX_OBJECTS = 64  # cbcl_pr_ros.robot.world.MAX_OBJECTS (imported lazily: 
 
 @st.composite
 def world_request(draw: Any) -> tuple[str, Any]:
-    """(service, request) for sim_world's place_object / clear_objects or the arm's point_at."""
+    """(service, request) for sim_world's scene services or the arm's point_at."""
     from cbcl_pr_ros.srv import ClearObjects, PlaceObject, PointAt
 
-    kind = draw(st.sampled_from(["place_object"] * 3 + ["clear_objects"] * 2 + ["point_at"]))
+    kind = draw(st.sampled_from(["place_object"] * 3 + ["clear_objects"] * 2 + ["point_at"]
+                                + ["arrange_objects", "set_light", "render_view"] * 2))
+    if kind in ("arrange_objects", "set_light", "render_view"):
+        return kind, draw(scene_request(kind))
     if kind == "place_object":
         r = PlaceObject.Request(category=draw(st.sampled_from(_CATEGORIES)),
                                 instance=draw(st.one_of(st.integers(0, 5), _uint32())),
@@ -173,6 +176,7 @@ def world_request(draw: Any) -> tuple[str, Any]:
                                 random_spot=draw(st.sampled_from([True, True, False])))
         spot = st.sampled_from([0.7, 0.62, 0.8, -0.1, -0.2, 3.0, float("nan"), float("inf"), 1e300])
         r.x, r.y, r.yaw = (float(draw(spot)) for _ in range(3))
+        r.seed = draw(st.one_of(st.just([]), st.just([]), st.lists(st.integers(-3, 2**40), max_size=9)))
         return kind, r
     if kind == "clear_objects":
         return kind, ClearObjects.Request(names=draw(st.lists(st.sampled_from(_OBJECT_NAMES + ["mug_0", "duck_3"]),
@@ -180,14 +184,35 @@ def world_request(draw: Any) -> tuple[str, Any]:
     return kind, PointAt.Request(label=draw(text()))
 
 
+@st.composite
+def scene_request(draw: Any, kind: str) -> Any:
+    """arrange_objects / set_light / render_view requests (issue 23), wild numbers and lengths included."""
+    from geometry_msgs.msg import Vector3
+
+    from cbcl_pr_ros.srv import ArrangeObjects, RenderView, SetLight
+
+    num = st.sampled_from([0.7, 0.62, -0.2, 0.5, 0.0, 1.0, 3.0, -1.0, float("nan"), float("inf"), 1e300])
+    if kind == "render_view":
+        return RenderView.Request(min_visible_px=draw(st.one_of(st.integers(0, 500), _uint32())))
+    if kind == "set_light":
+        return SetLight.Request(direction=Vector3(x=float(draw(num)), y=float(draw(num)), z=float(draw(num))),
+                                ambient=float(draw(num)), diffuse=float(draw(num)), specular=float(draw(num)))
+    names = draw(st.lists(st.sampled_from(_OBJECT_NAMES + ["mug_0", "duck_3"]), max_size=4))
+    n = draw(st.sampled_from([0, len(names), len(names), len(names) + 1]))
+    return ArrangeObjects.Request(names=names, x=[float(draw(num)) for _ in range(n)],
+                                  y=[float(draw(num)) for _ in range(n)], yaw=[float(draw(num)) for _ in range(n)],
+                                  region=[float(draw(num)) for _ in range(4)], min_gap=float(draw(num)),
+                                  seed=draw(st.lists(st.integers(-5, 2**40), max_size=10)))
+
+
 TOPICS = {  # topic: (message type path, subscribers)
     "features": ("cbcl_pr_ros.msg.FeatureVector", "learner"),
     "object_features": ("cbcl_pr_ros.msg.ObjectFeatures", "learner"),
     "image": ("sensor_msgs.msg.Image", "extractor"),
-    "depth": ("sensor_msgs.msg.Image", "extractor, arm"),
+    "depth": ("sensor_msgs.msg.Image", "extractor"),
     "camera_info": ("sensor_msgs.msg.CameraInfo", "extractor, arm"),
     "camera_pose": ("geometry_msgs.msg.PoseStamped", "arm"),
-    "prediction": ("cbcl_pr_ros.msg.Prediction", "arm"),
+    "prediction": ("cbcl_pr_ros.msg.Prediction", "none of ours (a user's node)"),
     "detections": ("cbcl_pr_ros.msg.Detections", "arm"),
     "joint_states": ("sensor_msgs.msg.JointState", "arm"),
     "joint_command": ("sensor_msgs.msg.JointState", "sim_world"),
@@ -341,7 +366,8 @@ class Fuzzer:
         return {"teach_class": srv.TeachClass, "classify": srv.Classify, "forget_class": srv.ForgetClass,
                 "rename_class": srv.RenameClass, "save_memory": srv.SaveMemory, "load_memory": srv.LoadMemory,
                 "list_classes": srv.ListClasses, "extract_features": srv.ExtractFeatures,
-                "place_object": srv.PlaceObject, "clear_objects": srv.ClearObjects, "point_at": srv.PointAt}[name]
+                "place_object": srv.PlaceObject, "clear_objects": srv.ClearObjects, "point_at": srv.PointAt,
+                "arrange_objects": srv.ArrangeObjects, "set_light": srv.SetLight, "render_view": srv.RenderView}[name]
 
     def publish(self, topic: str, msg: Any) -> None:
         """Publish one message on ``topic`` (a publisher per topic, made on first use)."""

@@ -83,7 +83,7 @@ def test_fuzzed_requests_end_no_node_wedge_no_call_and_lose_no_class(helpers, do
         assert (tally.late, tally.contrary) == (0, 0), tally.notes
         assert tally.errors_internal == 0, tally.notes  # every refusal was a foreseen one
         services = {n for n in tally.by_service if not n.startswith("publish:")}
-        assert tally.requests == FUZZ_EXAMPLES and len(services) == 11, tally.by_service
+        assert tally.requests == FUZZ_EXAMPLES and len(services) == 14, tally.by_service
         assert len(tally.by_service) - len(services) >= 8, tally.by_service  # topics of every node
         # the shadow model of the table was put to work: objects were placed and cleared
         ok = tally.successes_by_service

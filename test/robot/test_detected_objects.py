@@ -115,3 +115,51 @@ def test_world_caps_the_objects_placed_at_once() -> None:
         assert len(world.objects) == MAX_OBJECTS
     finally:
         world.close()
+
+
+def test_world_light_and_moves_check_everything_before_changing_anything() -> None:
+    from cbcl_pr_ros.robot.world import random_light
+
+    world = SimWorld(WorldConfig(camera=CameraConfig(64, 48), with_robot=False), seed=0)
+    try:
+        world.randomize_light(np.random.default_rng(7))  # the same draws as random_light (the teacher's SetLight)
+        assert world.light == random_light(np.random.default_rng(7))
+        before = dict(world.light)
+        for args, match in [(((0, 0, 0), 0.5, 0.5, 0.1), "direction"), (((0, 0, np.nan), 0.5, 0.5, 0.1), "direction"),
+                            (((0, 0, 1), 1.5, 0.5, 0.1), "ambient"), (((0, 0, 1), 0.5, -0.1, 0.1), "diffuse")]:
+            with pytest.raises(ValueError, match=match):
+                world.set_light(*args)
+            assert world.light == before
+        world.set_light((0.0, 0.0, 2.0), 0.6, 0.5, 0.0)
+        assert world.light["direction"] == (0.0, 0.0, 2.0) and world.light["ambient"] == 0.6
+        a, b = world.place("mug", 1, xy=(0.7, -0.1)), world.place("can", 1, xy=(0.6, -0.2))
+        for names, poses, match in [(["mug_1", "ghost"], [(0.6, 0.0, 0.0), (0.7, 0.0, 0.0)], "ghost"),
+                                    (["mug_1", "can_1"], [(0.6, 0.0, 0.0), (3.0, 0.0, 0.0)], "not on the table"),
+                                    (["mug_1"], [(0.6, 0.0, np.inf)], "finite"),
+                                    (["mug_1"], [], "1 names but 0 poses")]:
+            with pytest.raises(ValueError, match=match):
+                world.move_objects(names, poses)
+            assert a.position[:2].tolist() == [0.7, -0.1] and b.position[:2].tolist() == [0.6, -0.2]
+        world.move_objects(["mug_1", "can_1"], [(0.65, 0.0, 0.3), (0.75, -0.3, -1.0)])
+        assert a.position[:2].tolist() == [0.65, 0.0] and b.yaw == -1.0
+    finally:
+        world.close()
+
+
+def test_world_place_draws_the_instance_from_a_given_seed() -> None:
+    """A script's own objects: instance k of a seed sequence is sample_instances' k-th of that seed."""
+    from cbcl_pr_ros.robot.world import sample_instances
+
+    world = SimWorld(WorldConfig(camera=CameraConfig(64, 48), with_robot=False), seed=0)
+    try:
+        drawn = sample_instances("duck", 2, np.random.default_rng([5, 3]))
+        for k in (0, 1):
+            o = world.place("duck", k, name=f"duck_{k}", xy=(0.7, -0.1 * k), instance_seed=[5, 3])
+            assert (o.instance.model_index, o.instance.scale, o.instance.rgba) == \
+                (drawn[k].model_index, drawn[k].scale, drawn[k].rgba)
+        for bad in ([-1], [1] * 9):
+            with pytest.raises(ValueError, match="seed"):
+                world.place("duck", 2, xy=(0.7, 0.1), instance_seed=bad)
+        assert len(world.objects) == 2
+    finally:
+        world.close()

@@ -10,7 +10,6 @@ from cbcl_pr_ros.robot import baxter
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, plan_trajectory
 from cbcl_pr_ros.robot.dataset import DatasetSpec, render_dataset
 from cbcl_pr_ros.robot.kinematics import BaxterKinematics, Unreachable, ray_distance
-from cbcl_pr_ros.robot.localisation import segment_tabletop
 from cbcl_pr_ros.robot.world import CameraConfig, SimWorld, WorldConfig, quaternion_to_matrix, sample_instances
 
 
@@ -78,15 +77,34 @@ def test_world_is_deterministic_under_seed():
     assert (imgs[0].segmentation >= 0).sum() > 50
 
 
-def test_tabletop_segmentation_finds_objects(world):
+def test_arm_locates_objects_from_the_proposals_centroids(world):
+    """The arm's one source of places: each proposal's camera-frame centroid (what ``detections``
+    carries) moved to the base frame, named as the learner would (here: the object the box covers)."""
+    from cbcl_pr_ros.perception import box_iou
+    from cbcl_pr_ros.perception.proposals import propose
+    from cbcl_pr_ros.perception.types import CameraIntrinsics
+    from cbcl_pr_ros.robot.arm_logic import ArmController
+    from cbcl_pr_ros.robot.scenes import ground_truth
+
     world.set_free_camera([0.7, -0.15, 0.45], [0.7, -0.15, -0.18])
     f = world.render(CameraConfig(320, 240))
     world.use_hand_camera()
-    dets = segment_tabletop(f.depth, f.K, f.camera_position, f.camera_quaternion, world.config.table_height)
-    visible = [o for o in world.objects if (f.segmentation == f.object_names.index(o.name)).sum() > 200]
-    assert visible
-    for o in visible:
-        assert min(np.linalg.norm(d.centre[:2] - o.position[:2]) for d in dets) < 0.03
+    gts = list(ground_truth(world, f, min_visible_px=200))
+    props = [p for p in propose(f.rgb, f.depth, CameraIntrinsics.from_k(f.K)) if p.has_depth]
+    named = []
+    for k, p in enumerate(props):
+        g = max(gts, key=lambda g: box_iou(p.box, g.box))
+        if box_iou(p.box, g.box) >= 0.5:
+            named.append((k + 1, g.category, True, 0.9, p.centroid, p.box))
+    assert len(named) >= 2, (len(props), [g.category for g in gts])
+    arm = ArmController("right", table_height=world.config.table_height)
+    try:
+        arm.detected.update(named, f.camera_position, f.camera_quaternion, 1.0, f.K, (320, 240))
+        by_cat = {o.category: o for o in world.objects}
+        for _, category, *_ in named:
+            assert np.linalg.norm(arm.locate(category)[:2] - by_cat[category].position[:2]) < 0.03, category
+    finally:
+        arm.close()
 
 
 def test_dataset_layout_and_manifest(tmp_path):
