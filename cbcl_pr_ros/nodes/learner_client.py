@@ -23,6 +23,7 @@ from cbcl_pr_ros.msg import Detections
 from cbcl_pr_ros.nodes.qos import result_qos, service_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
 from cbcl_pr_ros.srv import Classify, ForgetClass, ListClasses, RenameClass, TeachClass
+from cbcl_pr_ros.stamps import stamp_to_ns
 
 __all__ = ["LearnerClient", "LearnerUnavailable"]
 
@@ -150,7 +151,7 @@ class LearnerClient:
         """Detections of frames stamped after ``stamp_ns`` (ns, the camera's clock), once ``count`` of
         them have arrived or ``timeout_s`` has passed: possibly fewer, possibly none; oldest first."""
         def fresh() -> list[Detections]:
-            return [m for m in self._recent if m.header.stamp.sec * 10**9 + m.header.stamp.nanosec > stamp_ns]
+            return [m for m in self._recent if stamp_to_ns(m.header.stamp) > stamp_ns]
 
         with self._new:
             self._new.wait_for(lambda: len(fresh()) >= count, timeout_s)
