@@ -18,8 +18,9 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from cbcl_pr_ros.nodes.conversions import features_from_msgs, image_msg_to_rgb
+from cbcl_pr_ros.nodes.conversions import features_from_msgs
 from cbcl_pr_ros.service.teaching import FeatureSourceError  # ROS-free: the teaching plan catches it
+from cbcl_pr_ros.service.validation import decode_image
 
 __all__ = ["ExtractedFeatures", "FeatureSourceError", "FeatureSource", "LocalFeatureSource", "ExtractorFeatureSource",
            "ServiceFeatureSource"]
@@ -39,14 +40,10 @@ class FeatureSource(Protocol):
 
 def decode_images(images: Sequence[Any]) -> list[np.ndarray]:
     """RGB arrays for Image messages; FeatureSourceError naming the first bad image."""
-    rgbs = []
-    for i, img in enumerate(images):
-        try:
-            rgbs.append(image_msg_to_rgb(img))
-        except (ValueError, TypeError) as exc:
-            raise FeatureSourceError(f"image {i} ({img.width}x{img.height}, encoding "
-                                     f"{img.encoding[:32]!r}) cannot be used: {exc}") from exc
-    return rgbs
+    try:
+        return [decode_image(img, i) for i, img in enumerate(images)]
+    except ValueError as exc:
+        raise FeatureSourceError(str(exc)) from exc
 
 
 class LocalFeatureSource:
