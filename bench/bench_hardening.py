@@ -108,7 +108,8 @@ def fuzz(n_requests: int, work: Path) -> dict:
                 progress(f"fuzz {i}/{n_requests}: {f.tally.successes} succeeded, crashes {f.tally.crashes}, "
                          f"wedged {f.tally.wedged}, late {f.tally.late}, contrary {f.tally.contrary}")
 
-        f.run(n_requests, seed=2024, strategy=FZ.request_all(), on_example=on_example)
+        f.run(n_requests, seed=2024, strategy=FZ.request_all(), on_example=on_example,
+              cover=FZ.cover_every_service())
         stop.set()
         th.join(60)
         alive = f.alive()

@@ -25,7 +25,7 @@ from std_srvs.srv import SetBool
 
 from cbcl_pr_ros.nodes.conversions import image_msg_to_rgb
 from cbcl_pr_ros.nodes.qos import service_qos
-from cbcl_pr_ros.nodes.service_call import call_service
+from cbcl_pr_ros.nodes.service_call import call_service, wait_ready
 from cbcl_pr_ros.nodes.learner_client import LearnerClient
 from cbcl_pr_ros.robot.demo_scoring import TableScore, TruthObject, ViewTruth
 from cbcl_pr_ros.robot.world import random_light
@@ -56,7 +56,7 @@ class WorldClient:
 
     def wait_until_ready(self) -> None:
         for name, client in self._srv.items():
-            if not client.wait_for_service(timeout_sec=self.timeout_s):
+            if not wait_ready(client, self.timeout_s):
                 raise RuntimeError(f"service {client.srv_name} not available")
 
     def call(self, name: str, request: Any, must_succeed: bool = True) -> Any:

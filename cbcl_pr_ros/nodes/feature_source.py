@@ -19,6 +19,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from cbcl_pr_ros.nodes.conversions import features_from_msgs
+from cbcl_pr_ros.nodes.service_call import wait_ready
 from cbcl_pr_ros.service.teaching import FeatureSourceError  # ROS-free: the teaching plan catches it
 from cbcl_pr_ros.service.validation import decode_image
 
@@ -111,7 +112,7 @@ class ServiceFeatureSource:
         if len(images) == 0:
             raise FeatureSourceError("no images given")
         decode_images(images)  # a bad encoding is answered here, with the image's index
-        if not self.client.wait_for_service(timeout_sec=min(self.timeout_s, 5.0)):
+        if not wait_ready(self.client, min(self.timeout_s, 5.0)):
             raise FeatureSourceError(
                 f"feature extractor service '{self.client.srv_name}' is not available: is the "
                 "feature_extractor node running (same namespace / ROS_DOMAIN_ID)?")

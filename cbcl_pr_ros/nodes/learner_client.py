@@ -21,7 +21,7 @@ from typing import Any
 
 from cbcl_pr_ros.msg import Detections
 from cbcl_pr_ros.nodes.qos import result_qos, service_qos
-from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
+from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service, wait_ready
 from cbcl_pr_ros.srv import Classify, ForgetClass, ListClasses, RenameClass, TeachClass
 from cbcl_pr_ros.stamps import stamp_to_ns
 
@@ -96,7 +96,7 @@ class LearnerClient:
 
     def wait_until_ready(self, timeout_s: float) -> None:
         """Wait for the learner's teach_class service; LearnerUnavailable after ``timeout_s``."""
-        if not self._teach.wait_for_service(timeout_sec=float(timeout_s)):
+        if not wait_ready(self._teach, float(timeout_s)):
             raise ServiceUnavailable(f"no learner answers '{self._teach.srv_name}' within {timeout_s:g} s")
 
     def teach(self, request: TeachClass.Request) -> Any:

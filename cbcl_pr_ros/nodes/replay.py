@@ -41,6 +41,7 @@ from cbcl_pr_ros.bags.records import EventKind, TeachingEventRecord
 from cbcl_pr_ros.bags.replay_plan import PlannedEvent, ReplayPlan, build_plan, kind_service, timing_summary
 from cbcl_pr_ros.msg import TeachingEvent
 from cbcl_pr_ros.nodes.qos import service_qos
+from cbcl_pr_ros.nodes.service_call import wait_ready
 from cbcl_pr_ros.srv import Classify, ForgetClass, RenameClass, TeachClass
 
 __all__ = ["LiveAnswer", "ReplayNode", "ReplayReport", "main", "message_class", "run_replay",
@@ -135,7 +136,7 @@ class ReplayNode(Node):
 
     def wait_for_services(self, timeout_s: float) -> None:
         for name, client in self.clients_.items():
-            if not client.wait_for_service(timeout_sec=timeout_s):
+            if not wait_ready(client, timeout_s):
                 raise TimeoutError(f"service {client.srv_name} not available after {timeout_s:.0f} s "
                                    "(is the learner running, in this namespace and ROS_DOMAIN_ID?)")
 

@@ -2,13 +2,35 @@
 from __future__ import annotations
 
 import threading
+import time
+import weakref
 from typing import Any
 
-__all__ = ["ServiceUnavailable", "call_service"]
+__all__ = ["FIRST_CALL_SETTLE_S", "ServiceUnavailable", "call_service", "wait_ready"]
+
+# Fast DDS reports a service as available once the client has matched the server's request reader;
+# the server matches the client's response reader on its own schedule and drops a response it cannot
+# deliver within 100 ms ("failed to send response (timeout)"). On a loaded machine a request sent the
+# moment a new client sees its server is then answered into the void. A new client waits this long
+# after first seeing its server; later calls on it do not wait.
+FIRST_CALL_SETTLE_S = 1.0
+_first_seen: "weakref.WeakKeyDictionary[Any, float]" = weakref.WeakKeyDictionary()
 
 
 class ServiceUnavailable(TimeoutError):
     """Nobody offers the service, or it did not answer in time."""
+
+
+def wait_ready(client: Any, timeout_s: float, settle_s: float = FIRST_CALL_SETTLE_S) -> bool:
+    """True once ``client``'s server is there and has had ``settle_s`` since this client first saw it
+    (see :data:`FIRST_CALL_SETTLE_S`); False after ``timeout_s`` without a server."""
+    if not client.wait_for_service(timeout_sec=timeout_s):
+        return False
+    now = time.monotonic()
+    rest = settle_s - (now - _first_seen.setdefault(client, now))
+    if rest > 0:
+        time.sleep(rest)
+    return True
 
 
 def call_service(client: Any, request: Any, timeout_s: float, what: str = "its server",
@@ -20,7 +42,7 @@ def call_service(client: Any, request: Any, timeout_s: float, what: str = "its s
     the resolved service name. The future is completed by whichever executor spins the client's node.
     """
     ready = min(timeout_s, 5.0) if ready_timeout_s is None else ready_timeout_s
-    if not client.wait_for_service(timeout_sec=ready):
+    if not wait_ready(client, ready):
         raise ServiceUnavailable(f"no {what} answers '{client.srv_name}' (is it running, in this namespace?)")
     fut = client.call_async(request)
     done = threading.Event()

@@ -13,7 +13,7 @@ import array
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -119,13 +119,13 @@ def teach_request(draw: Any) -> Any:
 
 
 @st.composite
-def request(draw: Any) -> tuple[str, Any]:
-    """(service name, request) for one of the learner's or the extractor's services."""
+def request(draw: Any, kind: str | None = None) -> tuple[str, Any]:
+    """(service name, request) for one of the learner's or the extractor's services (``kind``: that one)."""
     from cbcl_pr_ros.srv import (Classify, ExtractFeatures, ForgetClass, ListClasses, LoadMemory, RenameClass,
                                  SaveMemory)
 
-    kind = draw(st.sampled_from(["teach_class"] * 4 + ["classify"] * 3 + ["forget_class", "rename_class",
-                                 "save_memory", "load_memory", "list_classes", "extract_features"]))
+    if kind is None:
+        kind = draw(st.sampled_from(["teach_class"] * 4 + ["classify"] * 3 + PERCEPTION_SERVICES[2:]))
     if kind == "teach_class":
         return kind, draw(teach_request())
     if kind == "classify":
@@ -153,6 +153,10 @@ def request(draw: Any) -> tuple[str, Any]:
 
 
 # ------------------------------------------------------------------ the world, the arm, the topics (issue 22)
+PERCEPTION_SERVICES = ["teach_class", "classify", "forget_class", "rename_class", "save_memory", "load_memory",
+                       "list_classes", "extract_features"]
+WORLD_SERVICES = ["place_object", "clear_objects", "point_at", "arrange_objects", "set_light", "render_view"]
+ALL_SERVICES = PERCEPTION_SERVICES + WORLD_SERVICES
 _OBJECT_NAMES = ["", "twin", "twin", "mug_1", "a", "b.c", "ok-name", " twin "] * 3 + [
     "evil\nINFO forged", "../x", "x" * 65, "x" * 100_000, "\x00"]
 _CATEGORIES = ["mug", "duck", "ball", "can"] * 3 + ["spaceship", "", "x" * 10_000, " mug "]
@@ -160,12 +164,13 @@ WORLD_MAX_OBJECTS = 64  # cbcl_pr_ros.robot.world.MAX_OBJECTS (imported lazily: 
 
 
 @st.composite
-def world_request(draw: Any) -> tuple[str, Any]:
-    """(service, request) for sim_world's scene services or the arm's point_at."""
+def world_request(draw: Any, kind: str | None = None) -> tuple[str, Any]:
+    """(service, request) for sim_world's scene services or the arm's point_at (``kind``: that one)."""
     from cbcl_pr_ros.srv import ClearObjects, PlaceObject, PointAt
 
-    kind = draw(st.sampled_from(["place_object"] * 3 + ["clear_objects"] * 2 + ["point_at"]
-                                + ["arrange_objects", "set_light", "render_view"] * 2))
+    if kind is None:
+        kind = draw(st.sampled_from(["place_object"] * 3 + ["clear_objects"] * 2 + ["point_at"]
+                                    + ["arrange_objects", "set_light", "render_view"] * 2))
     if kind in ("arrange_objects", "set_light", "render_view"):
         return kind, draw(scene_request(kind))
     if kind == "place_object":
@@ -270,9 +275,18 @@ def topic_message(draw: Any) -> tuple[str, Any]:
     return f"publish:{topic}", msg
 
 
+def cover_every_service() -> list[Any]:
+    """For :meth:`Fuzzer.run`'s ``cover``: one strategy per service."""
+    return [request_all(service=name) for name in ALL_SERVICES]
+
+
 @st.composite
-def request_all(draw: Any) -> tuple[str, Any]:
-    """One request or message for any service or topic of the four nodes."""
+def request_all(draw: Any, service: str | None = None) -> tuple[str, Any]:
+    """One request or message for any service or topic of the four nodes (``service``: that service)."""
+    if service in PERCEPTION_SERVICES:
+        return draw(request(kind=service))
+    if service in WORLD_SERVICES:
+        return draw(world_request(kind=service))
     kind = draw(st.sampled_from(["perception"] * 5 + ["world"] * 2 + ["topic"] * 2))
     if kind == "perception":
         return draw(request())
@@ -392,7 +406,9 @@ class Fuzzer:
                 # the documented client QoS (docs/security.md): a deep reply history
                 cli = self.client.node.create_client(self._srv_type(name), name, qos_profile=service_qos())
                 self._clients[name] = cli
-        if not cli.wait_for_service(timeout_sec=self.call_timeout):
+        from cbcl_pr_ros.nodes.service_call import wait_ready
+
+        if not wait_ready(cli, self.call_timeout):
             self.tally.notes.append(f"{name}: service not discovered within {self.call_timeout} s")
             return None
         done = threading.Event()
@@ -568,22 +584,31 @@ class Fuzzer:
         return out
 
     def run(self, examples: int, seed: int | None = None,
-            on_example: Callable[[int], None] | None = None, strategy: Any = None) -> Tally:
+            on_example: Callable[[int], None] | None = None, strategy: Any = None,
+            cover: Sequence[Any] = ()) -> Tally:
         """``examples`` hypothesis-generated requests, one per example (no shrinking: the nodes keep state);
-        ``strategy``: :func:`request` (learner and extractor, default) or :func:`request_all`."""
+        ``strategy``: :func:`request` (learner and extractor, default) or :func:`request_all`; each of
+        ``cover`` (strategies, e.g. :func:`cover_every_service`) gives one of the examples first, so a
+        sample of a few hundred reaches every service for sure."""
         count = [0]
+        strategy = strategy if strategy is not None else request()
+        cover = list(cover)[:examples]
+        plan = [(s, 1) for s in cover] + [(strategy, examples - len(cover))]
+        for strat, n in plan:
+            if n <= 0:
+                continue
 
-        @settings(max_examples=examples, deadline=None, database=None, derandomize=seed is not None,
-                  suppress_health_check=list(HealthCheck), phases=["generate"], print_blob=False)
-        @given(strategy if strategy is not None else request())
-        def one(item: tuple[str, Any]) -> None:
-            name, req = item
-            self.step(name, req)
-            count[0] += 1
-            if on_example is not None:
-                on_example(count[0])
+            @settings(max_examples=n, deadline=None, database=None, derandomize=seed is not None,
+                      suppress_health_check=list(HealthCheck), phases=["generate"], print_blob=False)
+            @given(strat)
+            def one(item: tuple[str, Any]) -> None:
+                name, req = item
+                self.step(name, req)
+                count[0] += 1
+                if on_example is not None:
+                    on_example(count[0])
 
-        one()
+            one()
         return self.tally
 
 

@@ -193,6 +193,7 @@ class Client:
         self.node = rclpy.create_node(name, context=self.context)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
+        self._clients: dict[tuple[Any, str], Any] = {}
         self._thread = threading.Thread(target=self._spin, daemon=True)
         self._thread.start()
 
@@ -215,11 +216,11 @@ class Client:
         """One request to service ``name`` through a client made for it (the documented client QoS)."""
         from cbcl_pr_ros.nodes.qos import service_qos
 
-        client = self.node.create_client(srv_type, name, qos_profile=service_qos())
-        try:
-            return self.request(client, request, timeout)
-        finally:
-            self.node.destroy_client(client)
+        # one client per service, kept: a new client waits for discovery to settle (service_call)
+        key = (srv_type, name)
+        if key not in self._clients:
+            self._clients[key] = self.node.create_client(srv_type, name, qos_profile=service_qos())
+        return self.request(self._clients[key], request, timeout)
 
     def wait_for_service(self, srv_type: Any, name: str, timeout: float, proc: Proc | None = None) -> bool:
         """True once the service is there; False at the timeout or as soon as ``proc`` has exited."""
