@@ -73,6 +73,7 @@ from cbcl_pr_ros.srv import (
 
 __all__ = ["LearnerNode", "main"]
 
+
 class LearnerNode(ManagedNode):
     """The CBCL-PR learner on the ROS graph, as a lifecycle node; ``feature_source`` may be injected
     (one process).
