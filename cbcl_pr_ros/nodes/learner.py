@@ -284,9 +284,11 @@ def _log_stats(node: LearnerNode) -> None:
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros learner_node [--ros-args ...]``."""
     from cbcl_pr_ros.nodes.cli_help import exit_on_help
+    from cbcl_pr_ros.service.heap import keep_heap_flat
     from cbcl_pr_ros.settings.params import LEARNER, specs_for
 
     exit_on_help(sys.argv if args is None else args, "learner_node", __doc__, specs_for(LEARNER))
+    keep_heap_flat()  # before the executor's threads exist (service/heap.py)
     return run_node(LearnerNode, threads=6, args=args, on_stop=_log_stats)
 
 

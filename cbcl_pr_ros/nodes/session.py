@@ -201,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     camera, depth, info = camera_topics(opts)
     args = build_ros_args(files, camera, ros_extra, autostart=not opts.no_autostart, depth_topic=depth,
                           camera_info_topic=info)
+    if "learner" in kinds:
+        from cbcl_pr_ros.service.heap import keep_heap_flat
+
+        keep_heap_flat()  # before the executors' threads exist (service/heap.py)
     return run_nodes(make, threads=opts.threads or 4, args=args, on_stop=_log_stop_reports)
 
 

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from cbcl_pr_ros.service.heap import release_freed_memory
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
 from cbcl_pr_ros.service.validation import (
     RequestError,
@@ -98,30 +99,6 @@ class StatusSnapshot:
     training: bool
     memory_path: str
     last_save_ok: bool
-
-
-def release_freed_memory() -> None:
-    """Give the heap a retrain freed back to the system (glibc ``malloc_trim``; nothing elsewhere).
-
-    A retrain allocates tens of MB from whichever executor thread runs it; glibc keeps the freed
-    blocks in that thread's arena, so the learner's RSS rose by 15-20 % over a one-hour soak without
-    anything held (bench/bench_soak.py; 40 teaches in one process: 150 -> 218 MB, with a trim after
-    each 150 -> 154 MB).
-    """
-    global _LIBC
-    if _LIBC is None:
-        try:
-            import ctypes
-
-            _LIBC = ctypes.CDLL("libc.so.6")
-            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
-        except (OSError, AttributeError):
-            _LIBC = False
-    if _LIBC:
-        _LIBC.malloc_trim(0)
-
-
-_LIBC: Any = None
 
 
 def _info_get(info: Any, key: str) -> Any:
