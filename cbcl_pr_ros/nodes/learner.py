@@ -3,12 +3,15 @@
 A thin adapter: each callback turns a message into a plain request, calls one ROS-free object
 (:class:`~cbcl_pr_ros.service.controller.LearnerController` for the memory,
 :class:`~cbcl_pr_ros.service.teaching.Teacher` for TeachClass's plan,
-:class:`~cbcl_pr_ros.service.object_stream.ObjectStream` for tracks) and fills the response.
+:class:`~cbcl_pr_ros.service.object_stream.ObjectStream` for tracks) and fills the response. This
+module holds the life cycle, TeachClass and Classify; :mod:`.memory_services` the other services,
+:mod:`.learner_streams` the stream callbacks, :mod:`.learner_port` what the Teacher and Classify ask
+of the node (backbone, frames, clock, commit), :mod:`.learner_debug` the debug image.
 
 Topics: ``features`` in, ``prediction`` out (one per vector, at most ``max_prediction_rate`` Hz);
 ``object_features`` in, ``detections`` and ``detection_markers`` out; ``status`` (latched);
-``debug_image`` (:mod:`.learner_debug`, camera frames read only while someone looks). Fleet mode
-(parameter ``fleet``, :mod:`.fleet`): class updates on ``fleet_topic``.
+``debug_image`` (camera frames read only while someone looks). Fleet mode (parameter ``fleet``,
+:mod:`.fleet`): class updates on ``fleet_topic``.
 
 Concurrency: under a MultiThreadedExecutor the stream, the objects, mutations (serialised), queries
 (reentrant), the extractor client and the timers each have a callback group, so a teach retrains
@@ -22,53 +25,41 @@ waiting for frames is woken and refused. Hardening (docs/security.md): every cal
 """
 from __future__ import annotations
 
-import json
 import logging
 import sys
 import threading
-import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from sensor_msgs.msg import Image
-from std_msgs.msg import Header
 
-from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import Detections, FeatureVector, LearnerStatus, ObjectFeatures
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
-from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, Outcome, TeachOutcome
 from cbcl_pr_ros.nodes.conversions import (
-    class_info_msgs,
-    features_from_msgs,
     fill_classify_from_detections,
     fill_classify_response,
     fill_teach_response,
     make_status_msg,
-    prediction_to_msg,
-    rgb_to_image_msg,
     teach_request_from_msg,
 )
-from cbcl_pr_ros.nodes.learner_debug import DebugImage
-from cbcl_pr_ros.nodes.fleet import make_fleet_link
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
+from cbcl_pr_ros.nodes.fleet import make_fleet_link
 from cbcl_pr_ros.nodes.frame_collector import StreamWaiters
-from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
+from cbcl_pr_ros.nodes.guard import guard_callback
+from cbcl_pr_ros.nodes.learner_debug import DebugImage
+from cbcl_pr_ros.nodes.learner_port import LearnerPort
+from cbcl_pr_ros.nodes.learner_streams import StreamAnswers
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
+from cbcl_pr_ros.nodes.memory_services import MemoryServices
+from cbcl_pr_ros.nodes.qos import feature_qos, result_qos, status_qos
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
+from cbcl_pr_ros.nodes.spin import run_node
+from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, TeachOutcome
+from cbcl_pr_ros.service.memory_files import store_from_params
 from cbcl_pr_ros.service.object_stream import ObjectStream
-from cbcl_pr_ros.service.teaching import TeachSettings, Teacher
-from cbcl_pr_ros.service.memory_files import MemoryStore, memory_dir_for
+from cbcl_pr_ros.service.teaching import Teacher
+from cbcl_pr_ros.service.validation import RequestLimits
 from cbcl_pr_ros.settings.params import LEARNER, feature_dim_for, learner_factory
-from cbcl_pr_ros.stamps import stamp_to_s
-from cbcl_pr_ros.service.rate_limit import RateLimiter
-from cbcl_pr_ros.service.stage_times import StageTimes
-from cbcl_pr_ros.service.validation import (
-    RequestLimits,
-    check_count,
-    check_image_fields,
-)
-from cbcl_pr_ros.nodes.qos import feature_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.srv import (
     Classify,
     ForgetClass,
@@ -117,49 +108,49 @@ class LearnerNode(ManagedNode):
             feature_source = ServiceFeatureSource(self, p["extract_service"], p["extract_timeout_s"],
                                                   callback_group=self._client_group)
         self.feature_source = feature_source
-        self.features_sub: Any = None
-        self.objects_sub: Any = None
+        # made by configure and activate, freed by cleanup and deactivate (ManagedNode.release)
         self.prediction_pub: Any = None
         self.status_pub: Any = None
+        self.debug_pub: Any = None
         self.detections_pub: Any = None
         self.markers_pub: Any = None
+        self.features_sub: Any = None
+        self.objects_sub: Any = None
         self.status_timer: Any = None
         self.debug_timer: Any = None
         self._status_lock = threading.Lock()
 
-        def s(srv_type: Any, name: str, fn: Any, group: Any) -> None:
-            self.create_service(srv_type, name, guard_service(self, fn, name), qos_profile=service_qos(),
-                                callback_group=group)
-
-        s(TeachClass, "teach_class", self._on_teach, self._mutate_group)
-        s(ForgetClass, "forget_class", self._on_forget, self._mutate_group)
-        s(RenameClass, "rename_class", self._on_rename, self._mutate_group)
-        s(SaveMemory, "save_memory", self._on_save, self._mutate_group)
-        s(LoadMemory, "load_memory", self._on_load, self._mutate_group)
-        s(MergeMemory, "merge_memory", self._on_merge, self._mutate_group)
-        s(Classify, "classify", self._on_classify, self._query_group)
-        s(ListClasses, "list_classes", self._on_list, self._query_group)
-
-        self._latest_features: FeatureVector | None = None
         self.waiters = StreamWaiters("features", "objects")  # TeachClass requests waiting for frames
-        self._rate_limit = RateLimiter()  # on the node clock: use_sim_time follows a bag's /clock
-        self.predictions_published = 0
-        self.times = StageTimes()  # where a frame's time goes (docs/nodes.md "Where the time goes")
+        objects = ObjectStream(p["track_window"], p["track_max_missed"], p["track_max_distance_m"])
+        self.streams = StreamAnswers(self, objects)
+        self.port = LearnerPort(self)  # what Teacher and classify_vectors ask of the node
+        self.teacher = Teacher(self.port, objects, self.backbone_name, self.limits)
         self.debug = DebugImage(self, p, self._debug_group)
-        self._init_objects(p)
+        self.memory_services = MemoryServices(self)
+        self._serve()
         self.start(bool(p["autostart"]))
+
+    def _serve(self) -> None:
+        """The services: TeachClass and Classify here, the memory's in :mod:`.memory_services`."""
+        m, mutate, query = self.memory_services, self._mutate_group, self._query_group
+        self.create_services([
+            (TeachClass, "teach_class", self._on_teach, mutate),
+            (ForgetClass, "forget_class", m.on_forget, mutate),
+            (RenameClass, "rename_class", m.on_rename, mutate),
+            (SaveMemory, "save_memory", m.on_save, mutate),
+            (LoadMemory, "load_memory", m.on_load, mutate),
+            (MergeMemory, "merge_memory", m.on_merge, mutate),
+            (Classify, "classify", self._on_classify, query),
+            (ListClasses, "list_classes", m.on_list, query),
+        ])
 
     # ------------------------------------------------------------------ life cycle
     def _configure(self) -> None:
         p = self.params
-        store = None
-        if p["memory_path"]:
-            memory_dir, default_name = memory_dir_for(p["memory_dir"], p["memory_path"])
-            store = MemoryStore(memory_dir, default_name, allow_absolute=p["allow_absolute_paths"],
-                                max_bytes=p["max_memory_file_bytes"])
+        store = store_from_params(p)
         controller = LearnerController(
             make_learner=learner_factory(p), backbone=p["backbone"], feature_dim=feature_dim_for(p),
-            store=store, cluster_budget=p["max_clusters"], on_change=self._on_change,
+            store=store, cluster_budget=p["max_clusters"], on_change=self.publish_status,
             limits=self.limits)
         started = controller.load_at_startup(move_aside=True)  # MemoryLoadError (not movable): FAILURE
         if controller.moved_aside_:
@@ -167,32 +158,28 @@ class LearnerNode(ManagedNode):
                                       f"'{controller.moved_aside_}' once repaired")
         else:
             self.get_logger().info(started)
-        over = overridable
-        self.prediction_pub = self.create_lifecycle_publisher(PredictionMsg, "prediction", result_qos(),
-                                                              qos_overriding_options=over())
-        self.status_pub = self.create_lifecycle_publisher(LearnerStatus, "status", status_qos(),
-                                                          qos_overriding_options=over())
-        self.debug.publisher = self.create_lifecycle_publisher(Image, "debug_image", result_qos(depth=2),
-                                                               qos_overriding_options=over())
-        self.detections_pub = self.create_lifecycle_publisher(Detections, "detections", result_qos(),
-                                                              qos_overriding_options=over())
         from visualization_msgs.msg import MarkerArray
 
-        self.markers_pub = self.create_lifecycle_publisher(MarkerArray, "detection_markers",
-                                                           result_qos(depth=2), qos_overriding_options=over())
+        self.create_publishers([
+            ("prediction_pub", PredictionMsg, "prediction", result_qos()),
+            ("status_pub", LearnerStatus, "status", status_qos()),
+            ("debug_pub", Image, "debug_image", result_qos(depth=2)),
+            ("detections_pub", Detections, "detections", result_qos()),
+            ("markers_pub", MarkerArray, "detection_markers", result_qos(depth=2)),
+        ])
         self.controller = controller
         self.fleet = make_fleet_link(self, controller, p)
         self.get_logger().info(f"configured: {len(controller.classes)} classes loaded")
 
     def _activate(self) -> None:
-        p = self.params
+        p, streams = self.params, self.streams
         self.features_sub = self.create_subscription(
-            FeatureVector, p["features_topic"], guard_callback(self, self._on_features, "feature vector"),
+            FeatureVector, p["features_topic"], guard_callback(self, streams.on_features, "feature vector"),
             feature_qos(p["reliability"], depth=10), callback_group=self._stream_group,
             qos_overriding_options=overridable())
         self.objects_sub = self.create_subscription(
             ObjectFeatures, p["object_features_topic"],
-            guard_callback(self, self._on_object_features, "object features"),
+            guard_callback(self, streams.on_objects, "object features"),
             feature_qos(p["reliability"], depth=10), callback_group=self._objects_group,
             qos_overriding_options=overridable())
         # timers run on the node clock (a bag's /clock under use_sim_time)
@@ -220,59 +207,25 @@ class LearnerNode(ManagedNode):
         self.debug.release()
         if self.fleet is not None:
             self.fleet.stop()
-        self._latest_features = None  # a classify while paused must not answer an old frame
+        self.streams.forget_frame()
 
     def _cleanup(self, final: bool) -> None:
         c = self.controller
         if c is not None:
-            ok, message = c.save_if_unsaved()
-            if not ok:
-                if not final:
-                    raise RuntimeError(f"{message}; cleanup refused so that no class is lost: fix the "
-                                       f"memory file or directory, then cleanup again (SaveMemory to "
-                                       f"another name keeps a copy meanwhile)")
-                self.get_logger().error(f"{message}; the memory is lost with this process")
+            ok, line = c.release(final)  # RuntimeError (nothing freed) when a class would be lost
+            if ok:  # rclpy binds a severity to each logging call site: one per line
+                self.get_logger().info(line)
             else:
-                self.get_logger().info(f"memory freed: {message}")
-            c.close()
-        self.release("prediction_pub", "status_pub", "detections_pub", "markers_pub")
-        if self.debug.publisher is not None:
-            self.destroy_lifecycle_publisher(self.debug.publisher)
-            self.debug.publisher = None
+                self.get_logger().error(line)
+        self.release("prediction_pub", "status_pub", "detections_pub", "markers_pub", "debug_pub")
         if self.fleet is not None:
             self.fleet.close()
             self.fleet = None
         self.controller = None
-        self.objects.reset()
-        self._last_detections = None
-
-    @contextmanager
-    def _committing(self, what: str, need: str = ACTIVE, expected: Any = None) -> Iterator[tuple[Any, str | None]]:
-        """(controller, refusal) under the commit lock: a change made inside is done before any
-        transition goes on; ``expected``: the controller the request started with (a request that
-        waited across cleanup/configure is refused rather than taught into a freed memory)."""
-        with self.committing(what, need) as refused:
-            c = self.controller
-            if refused is None and c is None:
-                refused = f"{what} refused: the memory is not loaded (the node is between transitions)"
-            if refused is None and expected is not None and c is not expected:
-                refused = (f"{what} refused: the node was cleaned up and configured again while the request "
-                           "gathered its examples; nothing was changed, send it again")
-            yield c, refused
-
-    def _gate(self, what: str, need: str) -> tuple[Any, str | None]:
-        """(controller, None) when the node's state allows ``what``, else (controller or None, refusal)."""
-        refused = self.refusal(what, need)
-        c = self.controller
-        if refused is None and c is None:
-            refused = f"{what} refused: the memory is not loaded (the node is between transitions)"
-        return c, refused
-
-    # ------------------------------------------------------------------ status
-    def _on_change(self) -> None:
-        self.publish_status()
+        self.streams.reset()
 
     def publish_status(self) -> None:
+        """The latched ``status``: on every change of the memory and every ``status_period_s``."""
         c, pub = self.controller, self.status_pub
         if c is None or pub is None or self.phase != ACTIVE:
             return  # nothing is published while inactive
@@ -281,233 +234,46 @@ class LearnerNode(ManagedNode):
         with self._status_lock:
             pub.publish(msg)
 
-    # ------------------------------------------------------------------ stream
-    def _on_features(self, msg: FeatureVector) -> None:
-        ctl, pub = self.controller, self.prediction_pub
-        if ctl is None or pub is None or self.phase != ACTIVE:
-            return  # a message already queued when the stream was paused
-        self._stamp_age("stamp_to_callback", msg.header)
-        self._latest_features = msg
-        self.waiters.offer("features", msg)
-        rate = float(self.get_parameter("max_prediction_rate").value)
-        if not self._rate_limit.allow(self._clock_s(), rate):
-            return
-        if not ctl.classes:
-            return
-        times = self.times
-        with times.stage("predict"):
-            try:
-                feats = features_from_msgs([msg], self.backbone_name, ctl.feature_dim)
-            except ValueError as exc:
-                self.get_logger().warning(f"feature vector ignored: {exc}", throttle_duration_sec=10.0)
-                return
-            out = ctl.classify(feats, top_k=len(ctl.classes))
-        if not out.success:
-            return
-        pred = out.predictions[0]
-        with times.stage("publish"):
-            pub.publish(prediction_to_msg(msg.header, pred, out.model_version))
-        self.predictions_published += 1
-        if self.debug.on and not self._objects_streaming():
-            with times.stage("debug_image"):
-                self.debug.publish_prediction(msg.header, pred)  # with objects, the debug image shows their boxes instead
-
-    # ------------------------------------------------------------------ feature gathering
-    def extract_images(self, images: list) -> Any:
-        """(n, d) vectors for Image messages via the feature source; FeatureSourceError on failure.
-
-        The images are size-checked first (RequestError), and the wait uses the current
-        ``extract_timeout_s`` (it may be changed at run time).
-        """
-        check_count(len(images), self.limits.max_images_per_request, "images")
-        for i, img in enumerate(images):
-            check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i)
-        if hasattr(self.feature_source, "timeout_s"):
-            self.feature_source.timeout_s = float(self.get_parameter("extract_timeout_s").value)
-        ex = self.feature_source.extract_images(images)
-        if ex.backbone != self.backbone_name:
-            raise FeatureSourceError(f"the extractor uses backbone '{ex.backbone}', this learner "
-                                     f"'{self.backbone_name}': set the same 'backbone' parameter on both")
-        return ex.features
-
-    # ------------------------------------------------------------------ services
-    def _features_topic(self) -> str:
-        """The feature topic's resolved name (also while the subscription is released)."""
-        return self.resolve_topic_name(self.params["features_topic"])
-
-    def _on_teach(self, req: Any, resp: Any) -> Any:
-        c, refused = self._gate("teach_class", ACTIVE)
-        if refused:
-            return fill_teach_response(resp, c.refused(refused) if c is not None else TeachOutcome(False, refused))
-        return fill_teach_response(resp, self.teacher.teach(c, teach_request_from_msg(req)))
-
-    # ------------------------------------------------------------------ the Teacher's port (service/teaching.py)
-    def teach_settings(self) -> TeachSettings:
-        settable = ("teach_from", "crop_margin", "teach_num_frames", "teach_timeout_s", "teach_views", "teach_view_spread")
-        return TeachSettings.from_params({**self.params, **{n: self.get_parameter(n).value for n in settable}})
-
-    def extract(self, rgbs: list) -> Any:
-        return self.extract_images([rgb_to_image_msg(x) for x in rgbs])
-
-    def collect(self, n: int, timeout_s: float, stream: str) -> list[Any]:
-        return self.waiters.collect(stream, n, timeout_s, lambda: self.phase == ACTIVE, now=self._clock_s)
+    def stop_report(self) -> str:
+        """The line logged when the node stops (:meth:`.StreamAnswers.stop_report`)."""
+        return self.streams.stop_report()
 
     def now_s(self) -> float:
-        return self._clock_s()
-
-    def topic(self, stream: str) -> str:
-        if stream == "objects":
-            return self.resolve_topic_name(self.params["object_features_topic"])
-        return self._features_topic()
-
-    def commit(self, c: LearnerController, label: str, feats: Any, source: str, views: Any) -> TeachOutcome:
-        """Teach under the commit lock, after checking that the node still serves this memory."""
-        with self._committing("teach_class", expected=c) as (_, refused):
-            if refused:
-                return c.refused(f"nothing learned: {refused}")
-            outcome = c.teach(label, feats, source, views)
-        self.get_logger().info(outcome.message)
-        return outcome
-
-    # ------------------------------------------------------------------ objects (issue 12)
-    def _init_objects(self, p: dict[str, Any]) -> None:
-        """Object stream state and the teaching plan (the topics are made by configure and activate)."""
-        self.detections_published = 0
-        self.objects = ObjectStream(p["track_window"], p["track_max_missed"], p["track_max_distance_m"])
-        self.teacher = Teacher(self, self.objects, self.backbone_name, self.limits)
-        self._last_detections: tuple[Detections, tuple[int, int]] | None = None  # what Classify answers by default
-
-    def _stamp_age(self, stage: str, header: Header) -> None:
-        """Record image stamp -> now (host wall clock) as ``stage``: the path up to this callback."""
-        self.times.add(stage, time.time() - stamp_to_s(header.stamp))
-
-    def stop_report(self) -> str:
-        """The line logged when the node stops: counters and stage times as JSON (read by the benches)."""
-        return "learner stopping: " + json.dumps({"predictions": self.predictions_published,
-                                                 "detections": self.detections_published,
-                                                 "stages": self.times.summary()})
-
-    def _clock_s(self) -> float:
         """Seconds on the node clock (a bag's /clock under use_sim_time)."""
         return self.get_clock().now().nanoseconds * 1e-9
 
-    def _objects_streaming(self) -> bool:
-        """True while the extractor sends objects (an ObjectFeatures within the last 2 s)."""
-        return self.objects.streaming(self._clock_s())
+    # ------------------------------------------------------------------ TeachClass
+    def _on_teach(self, req: Any, resp: Any) -> Any:
+        c, refused = self.memory_services.controller_for("teach_class", ACTIVE)
+        if refused:
+            outcome = c.refused(refused) if c is not None else TeachOutcome(False, refused)
+            return fill_teach_response(resp, outcome)
+        return fill_teach_response(resp, self.teacher.teach(c, teach_request_from_msg(req)))
 
-    def _on_object_features(self, msg: ObjectFeatures) -> None:
-        """Classify every object of the frame in one batch, track, publish detections/markers/image."""
-        from cbcl_pr_ros.nodes.detections_msgs import make_detections_msg, make_marker_array, object_frame_from_msg
-
-        ctl, det_pub, markers_pub = self.controller, self.detections_pub, self.markers_pub
-        if ctl is None or det_pub is None or markers_pub is None or self.phase != ACTIVE:
-            return  # a message already queued when the stream was paused
-        self._stamp_age("objects_stamp_to_callback", msg.header)
-        t0, c0 = time.perf_counter(), time.thread_time()
-        try:
-            frame = object_frame_from_msg(msg, self.backbone_name, ctl.feature_dim or None, self.limits.max_feature_abs)
-        except ValueError as exc:
-            self.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
-            return
-        self.objects.arrived(frame, self._clock_s())
-        self.waiters.offer("objects", frame)
-        version, predictions = ctl.model_version, None
-        if frame.proposals and ctl.classes:
-            out = ctl.classify(frame.features, top_k=len(ctl.classes))
-            if out.success:
-                version, predictions = out.model_version, out.predictions
-        tracks = self.objects.update(frame, predictions, stamp_to_s(msg.header.stamp))
-        det = make_detections_msg(msg.header, tracks, version)
-        self._last_detections = (det, frame.shape)
-        det_pub.publish(det)
-        markers_pub.publish(make_marker_array(det))
-        self.detections_published += 1
-        self.times.add("objects", time.perf_counter() - t0, time.thread_time() - c0)
-        if self.debug.on:
-            with self.times.stage("debug_image"):
-                self.debug.publish_detections(det)
-
+    # ------------------------------------------------------------------ Classify
     def _on_classify(self, req: Any, resp: Any) -> Any:
         from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 
-        c, refused = self._gate("classify", INACTIVE)  # read-only: answers while inactive too
+        c, refused = self.memory_services.controller_for("classify", INACTIVE)  # read-only: also inactive
         if refused or not c.classes:
             return fill_classify_response(resp, success=False, message=refused or NOTHING_LEARNED)
         question = ClassifyRequest(int(req.scope), req.feature, req.image, int(req.top_k))
         try:
-            plan = plan_classify(question.scope, question.has_feature, question.has_image, self._objects_streaming())
-            if plan.target == "objects" and self._last_detections is not None:
-                return fill_classify_from_detections(resp, *self._last_detections, top_k=question.top_k)
-            feats, origin, box, plan = classify_vectors(question, plan, self, self.backbone_name, c.feature_dim,
-                                                        self.limits, float(self.get_parameter("crop_margin").value))
+            plan = plan_classify(question.scope, question.has_feature, question.has_image,
+                                 self.streams.objects_streaming())
+            last_detections = self.streams.last_detections
+            if plan.target == "objects" and last_detections is not None:
+                return fill_classify_from_detections(resp, *last_detections, top_k=question.top_k)
+            margin = float(self.get_parameter("crop_margin").value)
+            feats, origin, box, plan = classify_vectors(question, plan, self.port, self.backbone_name,
+                                                        c.feature_dim, self.limits, margin)
         except (ValueError, TypeError, FeatureSourceError) as exc:
-            return fill_classify_response(resp, success=False, message=str(exc), model_version=c.model_version)
+            return fill_classify_response(resp, success=False, message=str(exc),
+                                          model_version=c.model_version)
         out = c.classify(feats, top_k=question.top_k)
         return fill_classify_response(resp, success=out.success, message=out.message + plan.note,
                                       pred=out.predictions[0] if out.predictions else None,
                                       header=origin.header, model_version=out.model_version, box=box)
-
-    # ------------------------------------------------------------------ the Classify port (service/classify_scope.py)
-    def latest_features(self) -> Any:
-        return self._latest_features
-
-    def no_frame_reason(self) -> str:
-        if self.phase != ACTIVE:
-            return "the node is inactive, so it reads no camera frames: send an image or a feature vector"
-        return (f"no camera frame received on '{self._features_topic()}' yet: send an image, or start the camera "
-                "and feature_extractor")
-
-    def _on_list(self, req: Any, resp: Any) -> Any:
-        c, refused = self._gate("list_classes", INACTIVE)
-        if refused:  # an empty list that says why (the classes are on disk, not lost)
-            resp.message = refused
-            return resp
-        resp.classes = class_info_msgs(c.class_info())
-        resp.model_version = c.model_version
-        return resp
-
-    def _on_forget(self, req: Any, resp: Any) -> Any:
-        return self._change("forget_class", lambda c: c.forget(req.label), resp)
-
-    def _on_rename(self, req: Any, resp: Any) -> Any:
-        return self._change("rename_class", lambda c: c.rename(req.old_label, req.new_label), resp)
-
-    # rclpy binds a severity to each logging call site: success and failure log from separate lines
-    def _on_save(self, req: Any, resp: Any) -> Any:
-        with self._committing("save_memory", INACTIVE) as (c, refused):  # changes no class: also inactive
-            if refused:
-                resp.success, resp.message = False, refused
-                return resp
-            ok, message, path, size = c.save(req.path)
-        if ok:
-            self.get_logger().info(message)
-        else:  # a refused name or a full disk: the answer says what to do
-            self.get_logger().warning(message)
-        resp.success, resp.message, resp.path, resp.bytes_written = ok, message, path, size
-        return resp
-
-    def _on_load(self, req: Any, resp: Any) -> Any:
-        return self._change("load_memory", lambda c: c.load(req.path), resp)
-
-    def _on_merge(self, req: Any, resp: Any) -> Any:
-        return self._change("merge_memory", lambda c: c.merge(req.path), resp)
-
-    def _change(self, what: str, call: Any, resp: Any) -> Any:
-        """Forget, rename, load, merge: ``call(controller)`` while active, committed before the answer."""
-        with self._committing(what) as (c, refused):
-            if refused:
-                state = (c.model_version, len(c.classes)) if c is not None else (0, 0)
-                out = Outcome(False, refused, *state)
-            else:
-                out = call(c)
-        if not refused and out.success:  # rclpy binds a severity to each logging call site: one per line
-            self.get_logger().info(out.message)
-        elif not refused:  # a user's mistake (unknown class, refused file): the answer says what to do
-            self.get_logger().warning(out.message)
-        resp.success, resp.message, resp.model_version = out.success, out.message, out.model_version
-        if hasattr(resp, "num_classes"):  # RenameClass has none
-            resp.num_classes = out.num_classes
-        return resp
 
 
 def _log_stats(node: LearnerNode) -> None:

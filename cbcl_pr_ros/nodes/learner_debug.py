@@ -29,9 +29,13 @@ class DebugImage:
         self.params = params
         self.group = callback_group
         self.image_type = CompressedImage if params["compressed"] else Image
-        self.publisher: Any = None  # made by the node's configure, freed by its cleanup
         self.subscription: Any = None
         self.frames: FrameBuffer[Any] = FrameBuffer(capacity=16)
+
+    @property
+    def publisher(self) -> Any:
+        """The node's ``debug_pub`` (made by its configure, freed by its cleanup; None meanwhile)."""
+        return self.node.debug_pub
 
     @property
     def on(self) -> bool:

@@ -18,21 +18,25 @@ makes every transition safe:
   lock, so a commit in flight finishes before the transition goes on, and one that comes later is
   refused with the reason. :meth:`_interrupt` (subclass) wakes requests that wait for data.
 
-Publishers made with :meth:`create_lifecycle_publisher` publish only while active. Every topic of
-these nodes is created with :func:`overridable`, so its QoS follows rclpy's QoS overriding
-parameters (``qos_overrides.<topic>.publisher.reliability`` ...), given at start.
+Publishers made with :meth:`create_lifecycle_publisher` (or from a table of rows with
+:meth:`create_publishers`) publish only while active; :meth:`create_services` makes a table of
+guarded services. Every topic of these nodes is created with :func:`overridable`, so its QoS
+follows rclpy's QoS overriding parameters (``qos_overrides.<topic>.publisher.reliability`` ...),
+given at start.
 """
 from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
+from rclpy.qos import QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
-from cbcl_pr_ros.nodes.guard import describe_exception
+from cbcl_pr_ros.nodes.guard import describe_exception, guard_service
+from cbcl_pr_ros.nodes.qos import service_qos
 
 __all__ = ["ManagedNode", "overridable", "SUCCESS", "FAILURE", "UNCONFIGURED", "INACTIVE", "ACTIVE", "FINALIZED"]
 
@@ -92,6 +96,20 @@ class ManagedNode(LifecycleNode):
             else:
                 self.destroy_lifecycle_publisher(entity)
             setattr(self, attr, None)
+
+    def create_publishers(self, rows: Iterable[tuple[str, Any, str, QoSProfile]]) -> None:
+        """Lifecycle publishers from (attribute, message type, topic, QoS) rows, each :func:`overridable`;
+        each attribute holds its publisher (freed by :meth:`release`)."""
+        for attr, msg_type, topic, qos in rows:
+            setattr(self, attr, self.create_lifecycle_publisher(msg_type, topic, qos,
+                                                               qos_overriding_options=overridable()))
+
+    def create_services(self, rows: Iterable[tuple[Any, str, Callable[[Any, Any], Any], Any]]) -> None:
+        """Services from (service type, name, handler, callback group) rows, each handler guarded
+        (:func:`~.guard.guard_service`, named by the service) and on :func:`~.qos.service_qos`."""
+        for srv_type, name, handler, group in rows:
+            self.create_service(srv_type, name, guard_service(self, handler, name), qos_profile=service_qos(),
+                                callback_group=group)
 
     # ------------------------------------------------------------------ start
     def start(self, autostart: bool) -> None:

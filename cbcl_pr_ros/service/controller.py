@@ -317,6 +317,23 @@ class LearnerController:
             self.last_save_ok_ = ok
             return ok, msg
 
+    def release(self, final: bool) -> tuple[bool, str]:
+        """Free the memory (the node's cleanup) once every class is on disk; (ok, line to log).
+
+        The last autosave is retried first (:meth:`save_if_unsaved`). When it fails, a cleanup that
+        is not ``final`` raises RuntimeError and frees nothing, so that no class is lost; at shutdown
+        (``final``) the memory goes with the process and the line says so.
+        """
+        ok, message = self.save_if_unsaved()
+        if not ok and not final:
+            raise RuntimeError(f"{message}; cleanup refused so that no class is lost: fix the "
+                               f"memory file or directory, then cleanup again (SaveMemory to "
+                               f"another name keeps a copy meanwhile)")
+        self.close()
+        if not ok:
+            return False, f"{message}; the memory is lost with this process"
+        return True, f"memory freed: {message}"
+
     def save(self, name: str = "") -> tuple[bool, str, str, int]:
         """SaveMemory: (success, message, shown name, bytes_written)."""
         with self._mutate:

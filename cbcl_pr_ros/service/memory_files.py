@@ -27,9 +27,10 @@ import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 __all__ = ["MemoryAccessError", "MemoryStore", "Target", "NAME_PATTERN", "default_memory_dir",
-           "TEMP_SUFFIX", "memory_dir_for"]
+           "TEMP_SUFFIX", "memory_dir_for", "store_from_params"]
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 TEMP_SUFFIX = ".tmp"
@@ -264,3 +265,12 @@ def memory_dir_for(memory_dir: str, memory_path: str) -> tuple[str, str]:
         raise ValueError(f"memory_path must be a plain file name or an absolute path, got {memory_path!r}")
     return (memory_dir or default_memory_dir()), memory_path
 
+
+def store_from_params(p: Mapping[str, Any]) -> MemoryStore | None:
+    """The learner's store from its parameters (``settings.params`` names); None when
+    ``memory_path`` is "" (the memory lives in RAM only)."""
+    if not p["memory_path"]:
+        return None
+    memory_dir, default_name = memory_dir_for(p["memory_dir"], p["memory_path"])
+    return MemoryStore(memory_dir, default_name, allow_absolute=p["allow_absolute_paths"],
+                       max_bytes=p["max_memory_file_bytes"])

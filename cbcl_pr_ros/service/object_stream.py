@@ -3,8 +3,8 @@ objects last arrived.
 
 Detections, TeachClass by track and Classify's default answer all read the same state, so it lives
 in one object that the learner node feeds with each frame's objects (already converted from the
-message) and the learner's predictions for them. Thread-safe: the stream callback updates it while
-a service callback reads it.
+message); :meth:`ObjectStream.classify_and_track` classifies them with the learner's controller and
+tracks them. Thread-safe: the stream callback updates it while a service callback reads it.
 """
 from __future__ import annotations
 
@@ -70,6 +70,17 @@ class ObjectStream:
             by_proposal = {id(t.proposal): t.id for t in tracks}
             self._history.add([by_proposal[id(o.proposal)] for o in obs], frame.features)
         return tracks
+
+    def classify_and_track(self, frame: ObjectFrame, controller: Any, stamp_s: float) -> tuple[int, list[Any]]:
+        """Classify the frame's objects in one batch with ``controller`` (a LearnerController), then
+        track them; (model version of the answers, tracks). Nothing taught yet, or no object: the
+        objects are tracked unlabelled."""
+        version, predictions = controller.model_version, None
+        if frame.proposals and controller.classes:
+            out = controller.classify(frame.features, top_k=len(controller.classes))
+            if out.success:
+                version, predictions = out.model_version, out.predictions
+        return version, self.update(frame, predictions, stamp_s)
 
     def track_views(self, track_id: int, n: int) -> np.ndarray:
         """Up to ``n`` recent vectors of a live track; ValueError naming the live tracks otherwise."""

@@ -1,0 +1,92 @@
+"""What the ROS-free teaching and Classify code asks of the learner node, in one adapter.
+
+:class:`~cbcl_pr_ros.service.teaching.Teacher` (TeachClass) and
+:func:`~cbcl_pr_ros.service.classify_scope.classify_vectors` (Classify) decide without ROS; they reach
+the node only through a port: the run-time teaching parameters, the backbone (the extractor's
+service, or an injected source in one process), the stream frames waiting requests collect, the
+node clock, topic names for messages, and the commit of a teach under the node's commit lock.
+:class:`LearnerPort` implements both ports over a :class:`~.learner.LearnerNode`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
+from cbcl_pr_ros.nodes.feature_source import FeatureSourceError
+from cbcl_pr_ros.nodes.lifecycle import ACTIVE
+from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
+from cbcl_pr_ros.service.teaching import TeachSettings
+from cbcl_pr_ros.service.validation import check_count, check_image_fields
+
+__all__ = ["LearnerPort"]
+
+# the teaching parameters that may be set at run time (read at each request)
+_SETTABLE_TEACH_PARAMS = ("teach_from", "crop_margin", "teach_num_frames", "teach_timeout_s", "teach_views",
+                          "teach_view_spread")
+
+
+class LearnerPort:
+    """The Teacher's port (``service.teaching.TeachingPort``) and Classify's
+    (``service.classify_scope.ClassifyPort``) over one learner node."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    # ------------------------------------------------------------------ both
+    def extract_images(self, images: list) -> Any:
+        """(n, d) vectors for Image messages via the feature source; FeatureSourceError on failure.
+
+        The images are size-checked first (RequestError), and the wait uses the current
+        ``extract_timeout_s`` (it may be changed at run time).
+        """
+        node = self.node
+        check_count(len(images), node.limits.max_images_per_request, "images")
+        for i, img in enumerate(images):
+            check_image_fields(img.width, img.height, img.step, len(img.data), node.limits, i)
+        if hasattr(node.feature_source, "timeout_s"):
+            node.feature_source.timeout_s = float(node.get_parameter("extract_timeout_s").value)
+        ex = node.feature_source.extract_images(images)
+        if ex.backbone != node.backbone_name:
+            raise FeatureSourceError(f"the extractor uses backbone '{ex.backbone}', this learner "
+                                     f"'{node.backbone_name}': set the same 'backbone' parameter on both")
+        return ex.features
+
+    def extract(self, rgbs: list) -> Any:
+        return self.extract_images([rgb_to_image_msg(x) for x in rgbs])
+
+    # ------------------------------------------------------------------ the Teacher's (service/teaching)
+    def teach_settings(self) -> TeachSettings:
+        node = self.node
+        now = {name: node.get_parameter(name).value for name in _SETTABLE_TEACH_PARAMS}
+        return TeachSettings.from_params({**node.params, **now})
+
+    def collect(self, n: int, timeout_s: float, stream: str) -> list[Any]:
+        node = self.node
+        return node.waiters.collect(stream, n, timeout_s, lambda: node.phase == ACTIVE, now=node.now_s)
+
+    def now_s(self) -> float:
+        return self.node.now_s()
+
+    def topic(self, stream: str) -> str:
+        """A stream's resolved topic name (also while the subscription is released)."""
+        name = self.node.params["object_features_topic" if stream == "objects" else "features_topic"]
+        return self.node.resolve_topic_name(name)
+
+    def commit(self, c: LearnerController, label: str, feats: Any, source: str, views: Any) -> TeachOutcome:
+        """Teach under the commit lock, after checking that the node still serves this memory."""
+        with self.node.memory_services.committing("teach_class", expected=c) as (_, refused):
+            if refused:
+                return c.refused(f"nothing learned: {refused}")
+            outcome = c.teach(label, feats, source, views)
+        self.node.get_logger().info(outcome.message)
+        return outcome
+
+    # ------------------------------------------------------------------ Classify's (service/classify_scope)
+    def latest_features(self) -> Any:
+        return self.node.streams.latest_features
+
+    def no_frame_reason(self) -> str:
+        if self.node.phase != ACTIVE:
+            return "the node is inactive, so it reads no camera frames: send an image or a feature vector"
+        return (f"no camera frame received on '{self.topic('features')}' yet: send an image, or start the "
+                "camera and feature_extractor")
