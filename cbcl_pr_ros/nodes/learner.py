@@ -360,12 +360,13 @@ class LearnerNode(ManagedNode):
             return self.resolve_topic_name(self.params["object_features_topic"])
         return self._features_topic()
 
-    def commit(self, c: LearnerController, label: str, feats: Any, source: str, views: Any) -> TeachOutcome:
+    def commit(self, c: LearnerController, label: str, feats: Any, source: str, views: Any,
+               negatives: Any = None) -> TeachOutcome:
         """Teach under the commit lock, after checking that the node still serves this memory."""
         with self._committing("teach_class", expected=c) as (_, refused):
             if refused:
                 return c.refused(f"nothing learned: {refused}")
-            outcome = c.teach(label, feats, source, views)
+            outcome = c.teach(label, feats, source, views, negatives=negatives)
         self.get_logger().info(outcome.message)
         return outcome
 

@@ -101,7 +101,7 @@ def test_file_round_trip_keeps_each_class_dtype(rng, tmp_path):
     lrn.teach_increment({"c0": train["c0"], "big": train["c1"] * 1e6})
     lrn.teach("c2", train["c2"])
     path = lrn.save(tmp_path / "m.safetensors")
-    assert persistence.read_metadata(path)["format_version"] == persistence.FORMAT_VERSION == 5
+    assert persistence.read_metadata(path)["format_version"] == persistence.FORMAT_VERSION == 6
     back = CBCLPRLearner.load(path)
     assert [(i.name, i.storage, i.memory_bytes) for i in back.class_info()] == \
         [(i.name, i.storage, i.memory_bytes) for i in lrn.class_info()]
