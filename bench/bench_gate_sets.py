@@ -5,8 +5,9 @@ A learner of one data set (Fashion-MNIST or the rendered objects) is taught 2 cl
 the taught classes' test images accepted as known, and of *another* data set's test images rejected.
 ``negatives``: the gate is given ``--negatives`` images of the other data set's *train* split first
 (:meth:`CBCLPRLearner.add_negatives`), so the rejected test images are other images than the ones
-it saw ("none": no negatives, the gate of ``1.3 D_gate`` alone).  Also the 1-shot confidence: ECE of
-the best class's confidence on the taught classes' test images.
+it saw ("none": no negatives, the gate of ``1.3 D_gate`` alone).  Also the confidence: ECE of the best
+class's confidence on the taught classes' test images, and with T = 1 where no held-out shot exists
+yet (what a one-shot learner answered before issue 20).
 
     python -P bench/bench_gate_sets.py [--seeds 5]   # -> bench/results/gate_sets.json
 """
@@ -58,9 +59,14 @@ def run(fs, other, shots: int, seed: int, negatives: int) -> dict:
         truth = fs.test_y[known].astype(str)
         conf = np.array([p.confidence for p in pk])
         right = np.array([p.nearest_label == t for p, t in zip(pk, truth)])
+        # before issue 20 a learner with no held-out shot (1 shot per class) answered with T = 1
+        head = learner._served.head
+        before = (head.with_temperature(1.0).scores(learner.transform(fs.test_x[known])).max(axis=1)
+                  if learner.temperature_weight_ == 0 else conf)
         rows.append({"classes": len(seen), "accepted_taught": float(np.mean([p.known for p in pk])),
                      "rejected_other_set": float(np.mean([not p.known for p in po])),
-                     "ece": expected_calibration_error(conf, right), "accuracy": float(right.mean())})
+                     "ece": expected_calibration_error(conf, right),
+                     "ece_before_issue20": expected_calibration_error(before, right), "accuracy": float(right.mean())})
     return {"first": rows[0], "last": rows[-1],
             "mean": {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}}
 

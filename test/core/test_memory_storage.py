@@ -128,9 +128,9 @@ def test_format_2_file_loads_unchanged(rng):
     blob = persistence.state_to_bytes(lrn.to_state())
 
     def to_v2(t, m):
-        for k in ("storage", "means.f16", "factors.f16", "view_spread"):
+        for k in ("storage", "means.f16", "factors.f16", "view_spread", "negatives"):
             del t[k]
-        del m["view_spread_images"]
+        del m["view_spread_images"], m["negatives_offered"]
         m["format_version"] = 2
         del m["config"]["memory_precision"]
 
