@@ -18,7 +18,14 @@ assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
    (ONNX) features; the core ``CBCLPRLearner`` with its default configuration, all taught classes of a
    source in one ``teach_increment`` (no teach-time views).
 
-Writes bench/results/real.json. Run:
+   The open-set gate with negatives (issue 20): the never-taught instances are split in half per
+   seed, "seen" ones may be given to the learner as negatives (``CBCLPRLearner.add_negatives``) and
+   "unseen" ones never are; rejection is reported for both, for no negatives, the other objects and
+   background crops of the teaching frames, and the whole stream (background of every frame and
+   every view of the seen instances).
+
+Writes bench/results/real.json (``--only-recognition``: recognition alone, to
+bench/results/real_gate.json). Run:
 ``source scripts/env.sh && python -P bench/bench_real.py [--skip-recognition] [--pictures DIR]``.
 """
 from __future__ import annotations
