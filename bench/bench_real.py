@@ -18,7 +18,14 @@ assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
    (ONNX) features; the core ``CBCLPRLearner`` with its default configuration, all taught classes of a
    source in one ``teach_increment`` (no teach-time views).
 
-Writes bench/results/real.json. Run:
+   The open-set gate with negatives (issue 20): the never-taught instances are split in half per
+   seed, "seen" ones may be given to the learner as negatives (``CBCLPRLearner.add_negatives``) and
+   "unseen" ones never are; rejection is reported for both, for no negatives, the other objects and
+   background crops of the teaching frames, and the whole stream (background of every frame and
+   every view of the seen instances).
+
+Writes bench/results/real.json (``--only-recognition``: recognition alone, to
+bench/results/real_gate.json). Run:
 ``source scripts/env.sh && python -P bench/bench_real.py [--skip-recognition] [--pictures DIR]``.
 """
 from __future__ import annotations
@@ -156,7 +163,49 @@ def _confidence_quality(pairs: list[tuple[float, bool]], bins: int = 10) -> dict
             "mean_confidence": round(float(conf.mean()), 3), "accuracy": round(float(ok.mean()), 3), "n": len(pairs)}
 
 
-def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
+def _background_boxes(frame, n: int, rng) -> list[tuple[int, int, int, int]]:
+    """Up to ``n`` random boxes, sized like the frame's objects, holding at most 20 % of any labelled
+    object's area: crops of table and background, the robot's free negatives."""
+    from cbcl_pr_ros.perception import clip_box
+
+    h, w = frame.rgb.shape[:2]
+    sizes = [(b[2] - b[0], b[3] - b[1]) for _, b in frame.objects]
+    out: list = []
+    for _ in range(50 * n):
+        if len(out) >= n:
+            break
+        bw, bh = sizes[int(rng.integers(len(sizes)))]
+        s = rng.uniform(0.8, 1.5)
+        bw, bh = min(w - 1, int(bw * s)), min(h - 1, int(bh * s))
+        x0, y0 = int(rng.integers(0, w - bw)), int(rng.integers(0, h - bh))
+        b = clip_box((x0, y0, x0 + bw, y0 + bh), frame.rgb.shape)
+        if b is None:
+            continue
+        inside = [max(0, min(b[2], o[2]) - max(b[0], o[0])) * max(0, min(b[3], o[3]) - max(b[1], o[1]))
+                  / ((o[2] - o[0]) * (o[3] - o[1])) for _, o in frame.objects]
+        if max(inside) <= 0.2:
+            out.append(b)
+    return out
+
+
+def _auroc(pos, neg) -> float:
+    """P(a taught view's gate distance < a never-taught one's), ties half."""
+    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
+    if not len(pos) or not len(neg):
+        return float("nan")
+    return float(((pos[:, None] < neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()) / (len(pos) * len(neg)))
+
+
+# the negatives a learner is given (``stream`` variants of bench_recognition):
+#   none            : no negatives (the gate of factor * D_gate alone)
+#   teaching_frames : the other objects of the teaching frames and background crops of them
+#   stream          : background crops of every frame and every view of the "seen" untaught instances
+# never the instances the rejection is tested on as "unseen"
+NEGATIVE_STREAMS = ("none", "teaching_frames", "stream")
+
+
+def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_STREAMS,
+                      config_overrides: dict | None = None) -> dict:
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
     from cbcl_pr_ros.features import make_backbone
     from cbcl_pr_ros.perception import crop_images
@@ -168,14 +217,17 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
         props = [Proposal(tuple(int(v) for v in b), None, np.full(3, np.nan), np.full(3, np.nan), 1.0) for b in boxes]
         return np.asarray(bb.extract(crop_images(fr.rgb, props)), np.float32)
 
-    # features of every labelled object once
+    # features of every labelled object once, and of a dozen background crops per frame
     obj_feats = {fr.id: feats(fr, [b for _, b in fr.objects]) for fr in frames}
+    bg_feats = {fr.id: feats(fr, _background_boxes(fr, 12, np.random.default_rng([i, 4242])))
+                for i, fr in enumerate(frames)}
+    over = dict(config_overrides or {})
     by_source = defaultdict(list)
     for fr in frames:
         by_source[fr.source].append(fr)
     results = {}
     conf_pairs: dict = defaultdict(list)
-    for shots in shots_list:
+    for shots, stream in [(s, v) for s in shots_list for v in streams]:
         agg = defaultdict(list)
         for seed in range(seeds):
             rng = np.random.default_rng(seed)
@@ -189,6 +241,9 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
                 if len(multi) < 2:
                     continue
                 taught = {str(x) for x in rng.permutation(multi)[: max(1, len(multi) // 2)]}
+                # the never-taught instances: half may be seen as negatives, the other half never is
+                rest = sorted(n for n in seen if n not in taught)
+                seen_neg = {str(x) for x in np.random.default_rng([seed, 7]).permutation(rest)[: len(rest) // 2]}
                 teach_frame, shots_of = {}, {}
                 for name in sorted(taught):
                     fid = seen[name][0]
@@ -196,9 +251,18 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
                     box = next(b for n, b in fr.objects if n == name)
                     shots_of[name] = feats(fr, _jitter_boxes(box, fr.rgb.shape, shots, rng))
                     teach_frame[name] = fid
-                learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0",
+                learner = CBCLPRLearner(LearnerConfig(seed=seed, **over), backbone="efficientnet_lite0",
                                         feature_dim=next(iter(shots_of.values())).shape[1])
                 learner.teach_increment(shots_of)
+                from_frames = [f for f in frs if stream == "stream" or f.id in set(teach_frame.values())]
+                negatives = [bg_feats[f.id] for f in from_frames if stream != "none"] + \
+                    [obj_feats[f.id][[i for i, (n, _) in enumerate(f.objects) if n in seen_neg]]
+                     for f in from_frames if stream != "none"]
+                negatives = [x for x in negatives if len(x)]
+                if negatives:
+                    learner.add_negatives(np.concatenate(negatives))
+                    agg["negatives_kept"].append(len(learner.negatives_))
+                dist = defaultdict(list)
                 for fr in frs:
                     X = obj_feats[fr.id]
                     preds = learner.predict(X, top_k=1)
@@ -209,13 +273,20 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
                             agg["taught_correct"].append(pr.known and pr.label == name)
                             agg["taught_best_correct"].append(pr.nearest_label == name)
                             agg["taught_accepted"].append(bool(pr.known))
-                            conf_pairs[shots].append((float(pr.confidence), pr.nearest_label == name))
+                            conf_pairs[shots, stream].append((float(pr.confidence), pr.nearest_label == name))
+                            dist["taught"].append(pr.distance)
                         else:
                             agg["untaught_rejected"].append(not pr.known)
-        results[f"{shots}_shot"] = {k: round(float(np.mean(v)), 3) for k, v in agg.items()} | \
-            {f"n_{k}": len(v) for k, v in agg.items()}
-        results[f"{shots}_shot"]["confidence"] = _confidence_quality(conf_pairs[shots])
-        log.info("%d shot: %s", shots, results[f"{shots}_shot"])
+                            part = "seen" if name in seen_neg else "unseen"
+                            agg[f"untaught_{part}_rejected"].append(not pr.known)
+                            dist[part].append(pr.distance)
+                for part in ("seen", "unseen"):
+                    agg[f"auroc_distance_taught_vs_{part}"].append(_auroc(dist["taught"], dist[part]))
+        key = f"{shots}_shot" + ("" if stream == "none" else f"_negatives_{stream}")
+        results[key] = {k: round(float(np.nanmean(v)), 3) for k, v in agg.items()} | \
+            {f"n_{k}": len(v) for k, v in agg.items() if not k.startswith(("auroc", "negatives"))}
+        results[key]["confidence"] = _confidence_quality(conf_pairs[shots, stream])
+        log.info("%s: %s", key, results[key])
     return results
 
 
@@ -231,6 +302,12 @@ def main() -> None:
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="ProposalConfig overrides for both methods, e.g. depth_edges=grey min_height_rel=0.01")
     ap.add_argument("--out", default=str(ROOT / "bench/results/real.json"))
+    ap.add_argument("--only-recognition", action="store_true",
+                    help="recognition and the open-set gate only, written to --gate-out")
+    ap.add_argument("--gate-out", default=str(ROOT / "bench/results/real_gate.json"))
+    ap.add_argument("--shots", default="1,5", help="shot counts of the recognition test")
+    ap.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="LearnerConfig overrides for recognition, e.g. negative_margin=0.9")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     cv2.setNumThreads(1)
@@ -240,8 +317,22 @@ def main() -> None:
     for kv in args.set:
         k, v = kv.split("=", 1)
         overrides[k] = json.loads(v) if v[:1] in "-0123456789[tfn" else v
+    learner_over = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.learner)}
     frames = load_frames(args.labels, args.frames)
     load0 = os.getloadavg()
+    if args.only_recognition:
+        t0 = time.perf_counter()
+        res = {"benchmark": "bench_real --only-recognition", "machine": machine_info(),
+               "loadavg_before": [round(v, 2) for v in load0], "frames": len(frames), "seeds": args.seeds,
+               "learner_overrides": learner_over,
+               "protocol": "per source: half of the instances seen in 2+ frames taught from their first frame; "
+                           "the never-taught ones split in half (seeded): 'seen' may be given as negatives, "
+                           "'unseen' never is; negatives streams: " + ", ".join(NEGATIVE_STREAMS),
+               "recognition": bench_recognition(frames, args.seeds, tuple(int(v) for v in args.shots.split(",")),
+                                                 config_overrides=learner_over),
+               "seconds": round(time.perf_counter() - t0, 1), "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
+        Path(args.gate_out).write_text(json.dumps(res, indent=1) + "\n")
+        return
     res = {"benchmark": "bench_real", "machine": machine_info(), "loadavg_before": [round(v, 2) for v in load0],
            "frames": len(frames), "objects": sum(len(f.objects) for f in frames),
            "sources": sorted({f.source for f in frames}),

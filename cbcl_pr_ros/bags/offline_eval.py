@@ -217,10 +217,10 @@ class _BagPort:
     def topic(self, stream: str) -> str:
         return f"{self.session.camera_topic} of {self.session.path}"
 
-    def commit(self, c: Any, label: str, feats: np.ndarray, source: str, views: Any) -> Any:
+    def commit(self, c: Any, label: str, feats: np.ndarray, source: str, views: Any, negatives: Any = None) -> Any:
         t0 = time.perf_counter()
         try:
-            return c.teach(label, feats, source, views)
+            return c.teach(label, feats, source, views, negatives=negatives)
         finally:
             self.learn_seconds += time.perf_counter() - t0
 

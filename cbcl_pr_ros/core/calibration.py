@@ -34,9 +34,16 @@ if TYPE_CHECKING:
     from .classifiers.gaussian import PooledMoments
     from .memory import ClusterMemory
 
-__all__ = ["fit_temperature", "pooled_temperature", "held_out_fold_logits", "POOL_ROWS", "SHOT_EXPONENT"]
+__all__ = ["fit_temperature", "pooled_temperature", "prior_temperature", "held_out_fold_logits", "POOL_ROWS",
+           "SHOT_EXPONENT", "PRIOR_TEMPERATURE_SCALE"]
 
 POOL_ROWS = 200
+# Before any held-out shot exists (every class taught with one shot), the softmax is taken over
+# -d_A^2 / (PRIOR_TEMPERATURE_SCALE * D_gate^2) (d_A: the head's distance).  0.125 is the median of
+# the best (NLL) values of the train-split-free 1-shot fits on Fashion-MNIST and the rendered objects
+# (2, 5 and 10 classes, 10 seeds each: 0.128, 0.185, 0.184 and 0.059, 0.112, 0.128); T = 1 there
+# gave near-uniform confidences (0.10-0.15 over 10 classes on real crops, ECE 0.62); docs/core.md.
+PRIOR_TEMPERATURE_SCALE = 0.125
 # held-out logits come from heads with one shot fewer per class than the served one; a row of a class
 # with n shots is multiplied by ((n - 1) / n) ** SHOT_EXPONENT (see held_out_fold_logits)
 SHOT_EXPONENT = 2.0
@@ -73,6 +80,21 @@ def fit_temperature(logits: np.ndarray | Sequence[np.ndarray], labels: np.ndarra
 
     res = minimize_scalar(nll, bounds=_LOG_T_RANGE, method="bounded", options={"xatol": 1e-3})
     return float(np.exp(res.x))
+
+
+def prior_temperature(chol_a: np.ndarray, gate_distance: float, scale: float = PRIOR_TEMPERATURE_SCALE) -> float:
+    """The temperature used while no held-out shot has been seen: logits are ``-d_A^2 / 2`` with
+    ``d_A`` the distance under the head's covariance ``A = L L^T`` (``chol_a`` = L), about
+    ``d^2 / sigma^2`` with ``sigma^2 = tr(A) / dim``; dividing by ``T = scale * D^2 / (2 sigma^2)``
+    makes them ``-d^2 / (scale * D^2)``: a softmax in units of the typical within-class distance.
+
+    >>> round(prior_temperature(np.eye(4), 0.8, 0.125), 4)
+    0.04
+    """
+    l = np.asarray(chol_a, np.float64)
+    sigma2 = float((l * l).sum()) / len(l)
+    t = scale * float(gate_distance) ** 2 / (2.0 * sigma2)
+    return float(np.clip(t, np.exp(_LOG_T_RANGE[0]), np.exp(_LOG_T_RANGE[1])))
 
 
 def pooled_temperature(old: float, old_weight: float, new: float, new_weight: float) -> tuple[float, float]:

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .calibration import POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature
+from .calibration import POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature, prior_temperature
 from .classifiers.base import LinearSnapshot, Snapshot
 from .classifiers.blended import BlendedSnapshot, fit_blended_head_factor
 from .classifiers.gaussian import PooledMoments, fit_gaussian_head
@@ -49,6 +49,7 @@ from .classifiers.vote import fit_weighted_vote
 from .clustering import COVARIANCE_MODES
 from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
 from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
+from .negatives import MAX_NEGATIVES, MIN_NEGATIVES, NegativeStore, class_radii
 from .open_set import OPEN_SET_MODES, DistanceGate
 from .persistence import LearnerState, filled_provenance, load_state, save_state
 from .provenance import Contribution, check_robot_name, new_contribution, united
@@ -65,6 +66,9 @@ __all__ = ["CLASSIFIERS", "ROBOT_SETTINGS", "LearnerConfig", "TeachResult", "Pre
            "save_learner", "load_learner"]
 
 _log = logging.getLogger(__name__)
+# a stored negative closer than this many D_gate to a newly taught shot is dropped: it was most
+# likely the very object, seen before it was taught
+NEAR_NEGATIVE = 0.5
 
 CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
 # config keys older memory files carry that no longer mean anything (torch_threads: fit_threads governs
@@ -96,6 +100,10 @@ class LearnerConfig:
         ``D_gate`` the prior refined by every class's spread (or the given ``distance_threshold``);
         the default 1.3 is the 97th percentile of within-class pair distances on train splits, see
         docs/core.md "Open set".
+    negatives_capacity / negative_quantile / negative_margin : the negatives store
+        (:mod:`.negatives`): at most ``negatives_capacity`` feature vectors of things that are not
+        taught (0 = none kept), fed by :meth:`CBCLPRLearner.add_negatives`; with enough of them a
+        class's radius becomes ``min(factor * D_gate, margin * quantile(negatives' distances to it))``.
     seed : seed of every random draw (pseudo-exemplars, SGD).
     fit_threads : BLAS and torch threads used *during* a retrain, restored afterwards (None: leave
         the process settings).  1 by default: a retrain's matrices are small and extra threads
@@ -134,6 +142,9 @@ class LearnerConfig:
     open_set: str = "distance"
     unknown_distance_factor: float = 1.3
     min_confidence: float = 0.0
+    negatives_capacity: int = 128
+    negative_quantile: float = 0.1
+    negative_margin: float = 0.95
     seed: int = 0
     fit_threads: int | None = 1
     # representation (evaluation's)
@@ -197,6 +208,13 @@ class LearnerConfig:
         positive("vote_neighbours", integer=True)
         positive("unknown_distance_factor")
         positive("min_confidence", zero=True)
+        positive("negatives_capacity", integer=True, zero=True)
+        positive("negative_quantile", zero=True)
+        positive("negative_margin")
+        if self.negatives_capacity > MAX_NEGATIVES or self.negative_quantile > 1.0 or self.negative_margin > 1.0:
+            raise ValueError(f"negatives_capacity must be <= {MAX_NEGATIVES}, negative_quantile and negative_margin "
+                             f"<= 1, got {self.negatives_capacity!r}, {self.negative_quantile!r}, "
+                             f"{self.negative_margin!r}")
         positive("fit_threads", integer=True, allow_none=True)
         if not 0.0 <= self.shrinkage <= 1.0:
             raise ValueError(f"shrinkage must be in [0, 1], got {self.shrinkage!r}")
@@ -325,6 +343,8 @@ class CBCLPRLearner:
         self._calib_base: tuple[float, float] = (1.0, 0.0)
         # spread of the teach-time views of every image taught, shared by all classes
         self.view_spread_ = ViewSpread.empty(self.feature_dim)
+        # feature vectors of things seen but not taught (image-free, bounded): they tighten the gate
+        self.negatives_ = NegativeStore.empty(self.feature_dim, config.negatives_capacity)
         self.increments_ = 0
         # per class, who taught it when with how many shots (:mod:`.provenance`), and the name this
         # learner's own teaches are recorded under ("" = not named)
@@ -420,18 +440,25 @@ class CBCLPRLearner:
             spread = self.view_spread_
             for v in extra.values():
                 spread = spread.with_views(v)
+            negatives = self.negatives_.without_near(np.concatenate(list(data.values())),
+                                                     NEAR_NEGATIVE * self._served_gate_distance(prior, dist))
             provenance = dict(self._provenance)
             for c, x in data.items():
                 provenance[c] = united(provenance.get(c, ()), (new_contribution(self.robot_name, len(x)),))
             with fit_threads(self.config.fit_threads):
                 memory = old.with_taught(data, dist)
                 served = self._build(memory, dist, self.increments_, real=data, prior=prior, spread=spread,
-                                     keep_solve=True)
+                                     keep_solve=True, negatives=negatives)
                 if isinstance(served.head, BlendedSnapshot) and self.config.calibrate:
                     served, temperature = self._calibrated(served, memory, old, data, dist, temperature, spread)
+                    if temperature[1] <= 0 and served.gate is not None:  # no held-out shot yet: the prior
+                        t0 = prior_temperature(served.solve.chol, served.gate.distance_threshold)
+                        served = dataclasses.replace(served, head=served.head.with_temperature(t0))
+                        temperature = (t0, 0.0, temperature[2])
             served = dataclasses.replace(served, solve=None)  # d x d float64: not kept beyond this teach
             # commit: nothing above changed self
             self.view_spread_ = spread
+            self.negatives_ = negatives
             self._memory = memory
             self._provenance = provenance
             self.distance_threshold_ = dist
@@ -445,6 +472,22 @@ class CBCLPRLearner:
         _log.info("taught %s (new: %s): %d clusters in memory, model v%d, %.3f s",
                   list(data), list(new_labels), memory.n_clusters, served.model_version, res.seconds)
         return res
+
+    def add_negatives(self, features: np.ndarray) -> int:
+        """Offer feature vectors of things that are *not* any taught class (other objects of a teaching
+        frame, background crops) to the bounded negatives store (:mod:`.negatives`); the gate's
+        per-class radii are refreshed (a new model version).  Returns how many vectors the store holds.
+        No images are kept: vectors only, at most ``config.negatives_capacity``."""
+        x = self.transform(check_features(features, self.feature_dim, name="negative features"))
+        with self._write_lock:
+            store = self.negatives_.with_added(x, self.config.seed)
+            served = self._served
+            if served.gate is not None:
+                gate = self._gate(self._memory, served.gate.distance_threshold, store)
+                served = dataclasses.replace(served, gate=gate, model_version=served.model_version + 1)
+            self.negatives_ = store
+            self._served = served
+        return len(store)
 
     def _checked_views(self, views: Mapping[str, np.ndarray] | None,
                        data: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -548,7 +591,7 @@ class CBCLPRLearner:
         dist = np.full(len(x), np.nan)
         if cfg.open_set == "distance" and served.gate is not None:
             dist = served.gate.distances(x, best)
-            known &= dist < served.gate.radius
+            known &= dist < served.gate.radii(best)
         if cfg.open_set in ("distance", "confidence") and cfg.min_confidence > 0:
             known &= conf >= cfg.min_confidence
         out = []
@@ -571,7 +614,7 @@ class CBCLPRLearner:
                      "temperature_weight": self.temperature_weight_}
             return LearnerState(self.backbone, self.feature_dim, self.config.to_dict(), self._memory,
                                 self.distance_threshold_, self.increments_, served.model_version, head, extra,
-                                self.view_spread_, dict(self._provenance))
+                                self.view_spread_, dict(self._provenance), self.negatives_)
 
     @classmethod
     def from_state(cls, state: LearnerState, model_version: int | None = None) -> "CBCLPRLearner":
@@ -611,6 +654,12 @@ class CBCLPRLearner:
             if state.view_spread.feature_dim != state.feature_dim:
                 raise ValueError(f"view spread width {state.view_spread.feature_dim} differs from {state.feature_dim}")
             learner.view_spread_ = state.view_spread
+        if state.negatives is not None and len(state.negatives):
+            neg = state.negatives
+            if neg.vectors.ndim != 2 or neg.vectors.shape[1] != state.feature_dim:
+                raise ValueError(f"negatives of shape {neg.vectors.shape} do not fit width {state.feature_dim}")
+            keep = neg.vectors[: config.negatives_capacity]  # a smaller capacity keeps the first ones
+            learner.negatives_ = NegativeStore(np.asarray(keep, np.float16), config.negatives_capacity, neg.offered)
         version = int(state.model_version if model_version is None else model_version)
         if version < 0:
             raise ValueError(f"model_version must be >= 0, got {version}")
@@ -635,6 +684,9 @@ class CBCLPRLearner:
             merged, report = merge_states(self.to_state(), other)
             if report.unchanged:
                 return report
+            # this robot's negatives stay (another memory's classes may be among them: the quantile
+            # radius tolerates a few)
+            merged = dataclasses.replace(merged, negatives=self.negatives_)
             new = type(self).from_state(merged, model_version=self._served.model_version + 1)
             self._adopt(new)
         _log.info("merged: %s; model v%d", report.summary(), self._served.model_version)
@@ -647,6 +699,7 @@ class CBCLPRLearner:
         self.temperature_, self.temperature_weight_ = new.temperature_, new.temperature_weight_
         self._calib_pool, self._calib_base = (), new._calib_base
         self.view_spread_, self.increments_ = new.view_spread_, new.increments_
+        self.negatives_ = new.negatives_
         self._served = new._served
 
     def _restore_extra(self, extra: Mapping[str, Any]) -> None:
@@ -727,10 +780,26 @@ class CBCLPRLearner:
             return float(dist)
         return memory_distance(memory, prior)
 
+    def _gate(self, memory: ClusterMemory, gate_distance: float, negatives: NegativeStore) -> DistanceGate:
+        """The distance gate, with per-class radii where the negatives tighten them."""
+        cfg = self.config
+        cents = tuple(cc.means.astype(np.float32, copy=False) for _, cc in memory.items())
+        gate = DistanceGate(cents, gate_distance, cfg.unknown_distance_factor)
+        if len(negatives) < MIN_NEGATIVES:
+            return gate
+        radii = class_radii(cents, negatives, gate.radius, cfg.negative_quantile, cfg.negative_margin)
+        return dataclasses.replace(gate, class_radii=radii)
+
+    def _served_gate_distance(self, prior: float | None, dist: float) -> float:
+        """The served gate's D (the prior or D before the first teach)."""
+        gate = self._served.gate
+        return gate.distance_threshold if gate is not None else float(prior if prior is not None else dist)
+
     def _build(self, memory: ClusterMemory, dist: float | None, increment: int,
                real: Mapping[str, np.ndarray] | None = None, head: Snapshot | None = None,
                version: int | None = None, prior: float | None = None,
-               spread: ViewSpread | None = None, keep_solve: bool = False) -> _Served:
+               spread: ViewSpread | None = None, keep_solve: bool = False,
+               negatives: NegativeStore | None = None) -> _Served:
         if len(memory) == 0:
             return _Served((), None, None, self._served.model_version + 1 if version is None else version)
         moments = self._served.moments  # still a valid cache: it is keyed by cluster objects
@@ -739,9 +808,8 @@ class CBCLPRLearner:
             head, moments, solve = self._fit_head(memory, increment, real,
                                                   self.view_spread_ if spread is None else spread)
         prior = self.distance_prior_ if prior is None else prior
-        gate = DistanceGate(tuple(cc.means.astype(np.float32, copy=False) for _, cc in memory.items()),
-                            self._gate_distance(memory, dist, prior),
-                            self.config.unknown_distance_factor) if dist is not None else None
+        gate = self._gate(memory, self._gate_distance(memory, dist, prior),
+                          self.negatives_ if negatives is None else negatives) if dist is not None else None
         return _Served(memory.classes, head, gate,
                        self._served.model_version + 1 if version is None else version, moments,
                        solve if keep_solve else None)

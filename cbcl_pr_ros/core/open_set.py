@@ -33,15 +33,25 @@ OPEN_SET_MODES = ("distance", "confidence", "none")
 
 @dataclass(frozen=True)
 class DistanceGate:
-    """Per-class centroids (index = class index) and the radius ``factor * distance_threshold``."""
+    """Per-class centroids (index = class index) and the radius ``factor * distance_threshold``;
+    ``class_radii`` (one per class, each <= ``radius``) where negatives tightened it
+    (:mod:`.negatives`)."""
 
     centroids: tuple[np.ndarray, ...]
     distance_threshold: float
     factor: float
+    class_radii: np.ndarray | None = None
 
     @property
     def radius(self) -> float:
+        """The global radius (the largest any class gets)."""
         return self.factor * self.distance_threshold
+
+    def radii(self, predicted: np.ndarray) -> np.ndarray:
+        """The acceptance radius of each predicted class."""
+        if self.class_radii is None:
+            return np.full(len(predicted), self.radius)
+        return np.asarray(self.class_radii, np.float64)[np.asarray(predicted, np.int64)]
 
     def distances(self, features: np.ndarray, predicted: np.ndarray) -> np.ndarray:
         """Distance of each row to the nearest centroid of its predicted class."""
@@ -52,7 +62,7 @@ class DistanceGate:
         return out
 
     def known(self, features: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-        return self.distances(features, predicted) < self.radius
+        return self.distances(features, predicted) < self.radii(predicted)
 
 
 def class_spreads(memory, fallback: float) -> np.ndarray:

@@ -23,6 +23,11 @@ classes, 1-64 entries each, bounded names, times and shots, at least the shots t
 Files of formats 1-4 are read with no provenance (the learner gives each class one entry of an
 unknown robot, :func:`.provenance.legacy_contribution`).
 
+Format 6 (issue 20) adds the open-set gate's negatives (:mod:`.negatives`): tensor ``negatives``
+(m, d) float16, always present (m = 0 when none), m at most the config's ``negatives_capacity``,
+feature vectors only (never images), and metadata ``negatives_offered`` (>= m).  Files of formats
+1-5 are read with an empty store.
+
 Integrity: format 2's SHA-256 covers the metadata (canonical JSON without the digest) *and* every
 tensor's name, dtype, shape and bytes, so an edited class name, D, K or head is as corrupt as a
 flipped tensor byte.  Format 1 files (digest over the tensors only) are still read, with every
@@ -58,6 +63,7 @@ from safetensors.numpy import save as st_save
 from .classifiers.base import LinearSnapshot
 from .clustering import COVARIANCE_MODES, ClassClusters
 from .memory import ClusterMemory
+from .negatives import MAX_NEGATIVES, NegativeStore
 from .provenance import Contribution, legacy_contribution, provenance_from_json, provenance_to_json
 from .validation import check_label
 from .view_spread import MAX_RANK, ViewSpread
@@ -68,11 +74,11 @@ __all__ = [
     "write_atomic", "save_state", "load_state", "read_metadata", "filled_provenance",
 ]
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 MAX_FEATURE_DIM = 65536  # wider than any backbone; refuses absurd widths before any allocation
 _META_KEY = "cbcl_pr"
 _FLOAT_TENSORS = ("means", "factors", "diag", "means.f16", "factors.f16", "diag.f16", "head.weight", "head.bias",
-                  "view_spread")
+                  "view_spread", "negatives")
 _HALF = {"float32": 0, "float16": 1}
 
 
@@ -111,6 +117,8 @@ class LearnerState:
     view_spread: ViewSpread | None = None
     # per class, where its statistics came from (format 5): metadata "provenance"; None before it
     provenance: dict[str, tuple[Contribution, ...]] | None = None
+    # the open-set gate's negatives (format 6): tensor "negatives", metadata "negatives_offered"
+    negatives: NegativeStore | None = None
 
 
 def filled_provenance(state: LearnerState) -> dict[str, tuple[Contribution, ...]]:
@@ -163,6 +171,8 @@ def _pack(state: LearnerState) -> tuple[dict[str, np.ndarray], dict]:
                                         else np.zeros((0, d), dtype))
     spread = state.view_spread or ViewSpread.empty(d)
     tensors["view_spread"] = np.ascontiguousarray(spread.factor, np.float16)
+    negatives = state.negatives or NegativeStore.empty(d, 0)
+    tensors["negatives"] = np.ascontiguousarray(negatives.vectors, np.float16).reshape(-1, d)
     head_kind = None
     if state.head is not None:
         head_kind = state.head.kind
@@ -179,6 +189,7 @@ def _pack(state: LearnerState) -> tuple[dict[str, np.ndarray], dict]:
         "distance_threshold": None if state.distance_threshold is None else float(state.distance_threshold),
         "head_kind": head_kind,
         "view_spread_images": int(spread.images),
+        "negatives_offered": int(negatives.offered),
         "provenance": provenance_to_json(filled_provenance(state)),
     }
     if state.learner_state is not None:
@@ -280,6 +291,9 @@ CONFIG_RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "vote_neighbours": (1, 10_000, True, False),
     "unknown_distance_factor": (1e-3, 1000.0, False, False),
     "min_confidence": (0.0, 1.0, False, False),
+    "negatives_capacity": (0, MAX_NEGATIVES, True, False),
+    "negative_quantile": (0.0, 1.0, False, False),
+    "negative_margin": (1e-3, 1.0, False, False),
     "seed": (0, 2**63 - 1, True, False),
     "fit_threads": (1, 256, True, True),
 }
@@ -363,13 +377,16 @@ def _expect(tensors: dict[str, np.ndarray], name: str, dtype: Any, shape: tuple,
 
 
 def _check_tensors(tensors: dict[str, np.ndarray], d: int, classes: list[str], covariance: str,
-                   head_kind: str | None, k: int | None, where: str, version: int) -> np.ndarray:
+                   head_kind: str | None, k: int | None, where: str, version: int,
+                   negatives_capacity: int = MAX_NEGATIVES) -> np.ndarray:
     """Every structural check; returns each cluster's storage (0 float32, 1 float16)."""
     want = {"counts", "means", "owner"} | ({"ranks", "factors"} if covariance == "full" else {"diag"})
     if version >= 3:
         want |= {"storage", "means.f16"} | ({"factors.f16"} if covariance == "full" else {"diag.f16"})
     if version >= 4:
         want |= {"view_spread"}
+    if version >= 6:
+        want |= {"negatives"}
     if head_kind is not None:
         want |= {"head.weight", "head.bias"}
     if set(tensors) != want:
@@ -410,6 +427,11 @@ def _check_tensors(tensors: dict[str, np.ndarray], d: int, classes: list[str], c
         vs = tensors["view_spread"]
         if vs.dtype != np.float16 or vs.ndim != 2 or vs.shape[0] != d or vs.shape[1] > MAX_RANK:
             raise _bad(where, f"tensor view_spread has {vs.dtype} {vs.shape}, expected float16 ({d}, <= {MAX_RANK})")
+    if version >= 6:
+        neg = tensors["negatives"]
+        cap = negatives_capacity
+        if neg.dtype != np.float16 or neg.ndim != 2 or neg.shape[1] != d or neg.shape[0] > cap:
+            raise _bad(where, f"tensor negatives has {neg.dtype} {neg.shape}, expected float16 (<= {cap}, {d})")
     if head_kind is not None:
         _expect(tensors, "head.weight", np.float32, (len(classes), d), where)
         _expect(tensors, "head.bias", np.float32, (len(classes),), where)
@@ -441,7 +463,9 @@ def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone:
     d, classes, covariance, head_kind = _check_meta(meta, where)
     config = meta["config"]
     k = config.get("max_clusters")
-    half = _check_tensors(tensors, d, classes, covariance, head_kind, k, where, version)
+    cap = config.get("negatives_capacity", MAX_NEGATIVES)  # its range is checked with the config's
+    half = _check_tensors(tensors, d, classes, covariance, head_kind, k, where, version,
+                          cap if isinstance(cap, int) and not isinstance(cap, bool) else MAX_NEGATIVES)
     counts, owner = tensors["counts"], tensors["owner"]
     # each cluster's row in its dtype group's means/diag, and its columns in that group's factors
     row = np.zeros(len(counts), np.int64)
@@ -487,13 +511,18 @@ def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone:
                                               {c: cc.n_samples for c, cc in memory.items()})
         except (TypeError, ValueError) as exc:
             raise _bad(where, str(exc)[:200]) from None
+    negatives = None
+    if version >= 6:
+        offered = _int(meta, "negatives_offered", where, len(tensors["negatives"]), 2**63 - 1)
+        negatives = NegativeStore(tensors["negatives"].copy(), cap if isinstance(cap, int) else MAX_NEGATIVES,
+                                  offered)
     dist = meta.get("distance_threshold")
     extra = meta.get("learner_state")
     if extra is not None and not isinstance(extra, dict):
         raise _bad(where, "learner_state must be a JSON object")
     return LearnerState(meta["backbone"], d, dict(config), memory,
                         None if dist is None else float(dist), int(meta["increments"]),
-                        int(meta["model_version"]), head, extra, spread, provenance)
+                        int(meta["model_version"]), head, extra, spread, provenance, negatives)
 
 
 def load_state(path: str | os.PathLike, expected_backbone: str | None = None,

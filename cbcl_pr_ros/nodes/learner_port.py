@@ -72,12 +72,14 @@ class LearnerPort:
         name = self.node.params["object_features_topic" if stream == "objects" else "features_topic"]
         return self.node.resolve_topic_name(name)
 
-    def commit(self, c: LearnerController, label: str, feats: Any, source: str, views: Any) -> TeachOutcome:
-        """Teach under the commit lock, after checking that the node still serves this memory."""
+    def commit(self, c: LearnerController, label: str, feats: Any, source: str, views: Any,
+               negatives: Any = None) -> TeachOutcome:
+        """Teach under the commit lock, after checking that the node still serves this memory;
+        ``negatives``: the other objects of the teaching frames (:meth:`LearnerController.teach`)."""
         with self.node.memory_services.committing("teach_class", expected=c) as (_, refused):
             if refused:
                 return c.refused(f"nothing learned: {refused}")
-            outcome = c.teach(label, feats, source, views)
+            outcome = c.teach(label, feats, source, views, negatives=negatives)
         self.node.get_logger().info(outcome.message)
         return outcome
 

@@ -494,11 +494,13 @@ class LearnerController:
         return check_feature_values(arr, self.limits.max_feature_abs)
 
     def teach(self, label: str, feats: np.ndarray, source: str = "feature vectors",
-              views: np.ndarray | None = None) -> TeachOutcome:
+              views: np.ndarray | None = None, negatives: np.ndarray | None = None) -> TeachOutcome:
         """Learn ``label`` from (n, d) vectors: a new class, or more examples of a known one.
 
         ``views`` (n, k, d): vectors of teach-time views of each taught image (the learner keeps them
-        as spread, not as shots; see :meth:`CBCLPRLearner.teach_increment`)."""
+        as spread, not as shots; see :meth:`CBCLPRLearner.teach_increment`).  ``negatives`` (m, d):
+        the other objects of the teaching frames; those the memory answered unknown before this teach
+        go to the learner's bounded negatives store (vectors only) with the teach, and are saved with it."""
         try:
             label = check_label(label)
             feats = self.check_features(feats)
@@ -507,6 +509,8 @@ class LearnerController:
                 if views.ndim != 3 or views.shape[0] != feats.shape[0] or views.shape[2] != self.feature_dim:
                     raise RequestError(f"views must be ({feats.shape[0]}, k, {self.feature_dim}), got {views.shape}")
                 check_feature_values(views.reshape(-1, self.feature_dim), self.limits.max_feature_abs)
+            if negatives is not None:
+                negatives = self.check_features(negatives)
         except RequestError as exc:
             return self.refused(str(exc))
         t0 = time.perf_counter()
@@ -515,10 +519,17 @@ class LearnerController:
             with self._mutate:
                 lrn = self.learner_
                 extended = label in lrn.classes_
+                if negatives is not None:  # a taught class among the other objects is no negative
+                    negatives = negatives[[not p.known for p in lrn.predict(negatives, top_k=1)]]
                 try:
                     res = lrn.teach(label, feats, views)
                 except (TypeError, ValueError) as exc:
                     return self.refused(f"could not learn '{label}': {exc}")
+                if negatives is not None and len(negatives):
+                    try:
+                        lrn.add_negatives(negatives)
+                    except (TypeError, ValueError) as exc:  # checked above: not expected
+                        log.warning("the teaching frames' other objects were not kept as negatives: %s", str(exc)[:120])
                 elapsed = time.perf_counter() - t0
                 failed = self._commit()
         finally:

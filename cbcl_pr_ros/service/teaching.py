@@ -100,11 +100,15 @@ class TeachingPort(Protocol):
     def topic(self, stream: str) -> str:
         """The resolved topic name of ``stream``, for messages."""
 
-    def commit(self, c: LearnerController, label: str, feats: np.ndarray, source: str, views: Any) -> TeachOutcome:
-        """Teach under the node's commit lock (refused when the node no longer serves ``c``)."""
+    def commit(self, c: LearnerController, label: str, feats: np.ndarray, source: str, views: Any,
+               negatives: np.ndarray | None = None) -> TeachOutcome:
+        """Teach under the node's commit lock (refused when the node no longer serves ``c``);
+        ``negatives``: vectors of the other objects of the teaching frames (:meth:`LearnerController.teach`)."""
 
 
 Examples = tuple[np.ndarray, Any, str]  # vectors (n, d), teach-time views (n, k, d) or None, source text
+# the other objects of the teaching frames given to the learner as negatives, per teach at most
+MAX_FRAME_NEGATIVES = 64
 
 
 class Teacher:
@@ -123,15 +127,20 @@ class Teacher:
             s = self.port.teach_settings()
             plan = plan_teach(int(req.mode), int(req.track_id), req.rois, len(req.images), len(req.features),
                               s.teach_from, self.objects.streaming(self.port.now_s()))
+            others = None
             if plan.target == "frame":
                 feats, views, source = self._whole_frames(c, req, s)
+            elif plan.source != "images" and plan.target != "track":
+                feats, views, source, others = self._object_frames(req, plan, int(req.num_frames), s)
             else:
                 feats, views, source = self._objects(c, req, plan, s)
         except NothingLearned as exc:
             return c.refused(str(exc))
         except (TypeError, ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
             return c.refused(f"nothing learned: {exc}")
-        return self.port.commit(c, label, feats, source, views)
+        if others is None:
+            return self.port.commit(c, label, feats, source, views)
+        return self.port.commit(c, label, feats, source, views, negatives=others)
 
     # ------------------------------------------------------------------ whole frames
     def _whole_frames(self, c: LearnerController, req: TeachRequest, s: TeachSettings) -> Examples:
@@ -178,12 +187,18 @@ class Teacher:
         if plan.target == "track":
             feats = self.objects.track_views(plan.track_id, n)
             return feats, None, f"views of track {plan.track_id} (its last {len(feats)} frames)"
-        return self._object_frames(req, plan, n, s)
+        feats, views, source, _ = self._object_frames(req, plan, n, s)
+        return feats, views, source
 
-    def _object_frames(self, req: TeachRequest, plan: TeachPlan, n: int, s: TeachSettings) -> Examples:
-        """The object in view (or inside the one box) of each of the next ``n`` object frames."""
+    def _object_frames(self, req: TeachRequest, plan: TeachPlan, n: int,
+                       s: TeachSettings) -> tuple[np.ndarray, Any, str, np.ndarray | None]:
+        """The object in view (or inside the one box) of each of the next ``n`` object frames, and the
+        vectors of the other objects of those frames (natural negatives; at most
+        :data:`MAX_FRAME_NEGATIVES`, None when there are none)."""
         from cbcl_pr_ros.perception import select_teaching_proposal
 
+        check_count(len(plan.rois), self.limits.max_images_per_request, "rois")
+        n = check_num_frames(n, s.num_frames, s.max_frames)
         shape = self.objects.last_shape
         if plan.target == "roi" and shape is not None:
             roi_box(plan.rois[0], shape, "camera image")  # fail now, not after waiting
@@ -192,7 +207,7 @@ class Teacher:
         if not frames:
             raise ValueError(f"no object frames arrived within {timeout:.1f} s on '{self.port.topic('objects')}': "
                              f"is the feature_extractor detecting objects (detect_objects)?")
-        rows, missed = [], 0
+        rows, others, missed = [], [], 0
         for f in frames:
             box = roi_box(plan.rois[0], f.shape, "camera image") if plan.target == "roi" else None
             k = select_teaching_proposal(f.proposals, f.shape, box)
@@ -200,9 +215,12 @@ class Teacher:
                 missed += 1
             else:
                 rows.append(f.features[k])
+                others += [f.features[j] for j in range(len(f.features)) if j != k]
         where = " inside the box" if plan.target == "roi" else ""
         if not rows:
             raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames")
+        negatives = np.stack(others[-MAX_FRAME_NEGATIVES:]) if others else None
         return np.stack(rows), None, (f"object crops of camera frames{where}"
                                       + (f" ({missed} of {len(frames)} frames had none)" if missed else "")
-                                      + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)"))
+                                      + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)")
+                                      ), negatives

@@ -101,7 +101,7 @@ def test_file_round_trip_keeps_each_class_dtype(rng, tmp_path):
     lrn.teach_increment({"c0": train["c0"], "big": train["c1"] * 1e6})
     lrn.teach("c2", train["c2"])
     path = lrn.save(tmp_path / "m.safetensors")
-    assert persistence.read_metadata(path)["format_version"] == persistence.FORMAT_VERSION == 5
+    assert persistence.read_metadata(path)["format_version"] == persistence.FORMAT_VERSION == 6
     back = CBCLPRLearner.load(path)
     assert [(i.name, i.storage, i.memory_bytes) for i in back.class_info()] == \
         [(i.name, i.storage, i.memory_bytes) for i in lrn.class_info()]
@@ -128,9 +128,9 @@ def test_format_2_file_loads_unchanged(rng):
     blob = persistence.state_to_bytes(lrn.to_state())
 
     def to_v2(t, m):
-        for k in ("storage", "means.f16", "factors.f16", "view_spread"):
+        for k in ("storage", "means.f16", "factors.f16", "view_spread", "negatives"):
             del t[k]
-        del m["view_spread_images"]
+        del m["view_spread_images"], m["negatives_offered"]
         m["format_version"] = 2
         del m["config"]["memory_precision"]
 

@@ -179,7 +179,7 @@ def test_provenance_is_saved_and_old_formats_still_load(rng, tmp_path):
     assert back.provenance_ == a.provenance_
 
     def to_v4(t, m):
-        del m["provenance"]
+        del m["provenance"], m["negatives_offered"], t["negatives"]
         m["format_version"] = 4
 
     old = CBCLPRLearner.from_state(persistence.state_from_bytes(_edit(blob, to_v4)))

@@ -46,6 +46,7 @@ class FakePort:
     commits: list[tuple[str, str, tuple[int, ...], Any]] = field(default_factory=list)
     fail_extract: bool = False
     last_feats: np.ndarray | None = None
+    last_negatives: np.ndarray | None = None
 
     def teach_settings(self) -> TeachSettings:
         return self.settings
@@ -66,10 +67,12 @@ class FakePort:
     def topic(self, stream: str) -> str:
         return f"/{stream}"
 
-    def commit(self, c: LearnerController, label: str, feats: np.ndarray, source: str, views: Any) -> TeachOutcome:
+    def commit(self, c: LearnerController, label: str, feats: np.ndarray, source: str, views: Any,
+               negatives: np.ndarray | None = None) -> TeachOutcome:
         self.commits.append((label, source, feats.shape, None if views is None else views.shape))
         self.last_feats = feats
-        return c.teach(label, feats, source, views)
+        self.last_negatives = negatives
+        return c.teach(label, feats, source, views, negatives=negatives)
 
 
 def _controller() -> LearnerController:
@@ -193,6 +196,31 @@ def test_object_frames_teach_the_object_in_view_or_inside_the_box():
     out = teacher.teach(c, TeachRequest(label="x", rois=((600, 0, 100, 10),)))
     assert not out.success and "outside the 640x480 camera image" in out.message
     assert port.collected[-1][2] == "objects" and len(port.collected) == 2  # refused before any wait
+
+
+def test_the_other_objects_of_teaching_frames_become_negatives_unless_taught():
+    """Issue 20: the other objects of a teaching frame are natural negatives for the open-set gate; one
+    the memory already knows (a taught class standing beside the new object) is not one."""
+    rng = np.random.default_rng(0)
+    cup, other, new = (rng.normal(0.0, 1.0, D) for _ in range(3))
+    c = _controller()
+    assert c.teach("cup", (cup + rng.normal(0.0, 0.05, (3, D))).astype(np.float32)).success
+    port = FakePort(settings=TeachSettings(teach_from="object", num_frames=2))
+    teacher, objects = _teacher(port)
+    rows = np.stack([cup + 0.01, other, new])
+    frame = _object_frame([(0, 0, 60, 60), (500, 0, 600, 60), (250, 180, 390, 300)], rows)  # new one central
+    port.frames["objects"] = [frame, frame]
+    objects.arrived(frame, port.clock)
+    out = teacher.teach(c, TeachRequest(label="new"))
+    assert out.success and np.allclose(port.last_feats, new)
+    assert port.last_negatives.shape == (4, D)  # two frames, two other objects each
+    store = c.learner_.negatives_
+    assert len(store) == 2 and store.offered == 2  # the cup-like one was answered "cup": not kept
+    assert np.allclose(store.vectors.astype(np.float32), c.learner_.transform(other[None]), atol=1e-3)
+    # a refused teach keeps nothing
+    before = c.learner_.negatives_
+    assert not teacher.teach(c, TeachRequest(label="")).success
+    assert c.learner_.negatives_ is before
 
 
 def test_a_track_is_taught_from_its_recent_views():

@@ -1,0 +1,102 @@
+"""Open-set gate on the benchmark sets, with and without negatives (issue 20, outcome 3).
+
+A learner of one data set (Fashion-MNIST or the rendered objects) is taught 2 classes per increment
+(1, 5 or 10 shots, no teach-time views) until all 10 are known; after each increment: the share of
+the taught classes' test images accepted as known, and of *another* data set's test images rejected.
+``negatives``: the gate is given ``--negatives`` images of the other data set's *train* split first
+(:meth:`CBCLPRLearner.add_negatives`), so the rejected test images are other images than the ones
+it saw ("none": no negatives, the gate of ``1.3 D_gate`` alone).  Also the confidence: ECE of the best
+class's confidence on the taught classes' test images, and with T = 1 where no held-out shot exists
+yet (what a one-shot learner answered before issue 20).
+
+    python -P bench/bench_gate_sets.py [--seeds 5]   # -> bench/results/gate_sets.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+from cbcl_pr_ros.core.open_set import expected_calibration_error
+from cbcl_pr_ros.evaluation.experiments import machine_info
+from cbcl_pr_ros.evaluation.protocols import few_shot_incremental
+
+SETS = ("fashion-mnist", "rendered-objects")
+
+
+def load(data_root: str, cache: str) -> dict:
+    from cbcl_pr_ros.evaluation.datasets import discover, load_dataset
+    from cbcl_pr_ros.evaluation.featureset import extract_feature_set
+    from cbcl_pr_ros.features import backbones
+
+    present, missing = discover(data_root, {})
+    bb = backbones.make_backbone("efficientnet_lite0", runtime="onnx", threads=2, cache_dir=str(Path(cache).parent / "onnx"))
+    out = {}
+    for name in SETS:
+        if name not in present:
+            raise SystemExit(f"{name} is not present: {missing.get(name)}")
+        out[name] = extract_feature_set(load_dataset(name, present[name]), bb, cache, 300, 200)
+    return out
+
+
+def run(fs, other, shots: int, seed: int, negatives: int) -> dict:
+    rng = np.random.default_rng([seed, 99])
+    learner = CBCLPRLearner(LearnerConfig(seed=seed), "efficientnet_lite0", fs.dim)
+    if negatives:
+        learner.add_negatives(other.train_x[rng.choice(len(other.train_x), negatives, replace=False)])
+    rows, seen = [], []
+    for step in few_shot_incremental(fs.train_y, 2, shots, seed).steps:
+        learner.teach_increment({str(c): fs.train_x[i] for c, i in step.train_indices.items()})
+        seen += [str(c) for c in step.new_classes]
+        known = np.isin(fs.test_y.astype(str), seen)
+        pk = learner.predict(fs.test_x[known], top_k=1)
+        po = learner.predict(other.test_x[:400], top_k=1)
+        truth = fs.test_y[known].astype(str)
+        conf = np.array([p.confidence for p in pk])
+        right = np.array([p.nearest_label == t for p, t in zip(pk, truth)])
+        # before issue 20 a learner with no held-out shot (1 shot per class) answered with T = 1
+        head = learner._served.head
+        before = (head.with_temperature(1.0).scores(learner.transform(fs.test_x[known])).max(axis=1)
+                  if learner.temperature_weight_ == 0 else conf)
+        rows.append({"classes": len(seen), "accepted_taught": float(np.mean([p.known for p in pk])),
+                     "rejected_other_set": float(np.mean([not p.known for p in po])),
+                     "ece": expected_calibration_error(conf, right),
+                     "ece_before_issue20": expected_calibration_error(before, right), "accuracy": float(right.mean())})
+    return {"first": rows[0], "last": rows[-1],
+            "mean": {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--shots", default="1,5,10")
+    ap.add_argument("--negatives", type=int, default=128, help="other-set train images given as negatives")
+    ap.add_argument("--data-root", default="data")
+    ap.add_argument("--cache-dir", default="cache/eval")
+    ap.add_argument("--out", default="bench/results/gate_sets.json")
+    args = ap.parse_args()
+    t0, load0 = time.perf_counter(), os.getloadavg()
+    sets = load(args.data_root, args.cache_dir)
+    res: dict = {"benchmark": "bench_gate_sets", "machine": machine_info(), "loadavg_before": [round(v, 2) for v in load0],
+                 "seeds": args.seeds, "negatives": args.negatives, "results": {}}
+    for name in SETS:
+        other = sets[[n for n in SETS if n != name][0]]
+        for shots in (int(s) for s in args.shots.split(",")):
+            for neg in (0, args.negatives):
+                runs = [run(sets[name], other, shots, seed, neg) for seed in range(args.seeds)]
+                key = f"{name}/{shots}_shot/" + ("negatives" if neg else "none")
+                res["results"][key] = {part: {k: round(float(np.mean([r[part][k] for r in runs])), 3) for k in runs[0][part]}
+                                       for part in ("first", "mean", "last")}
+                print(key, json.dumps(res["results"][key]), flush=True)
+    res["seconds"] = round(time.perf_counter() - t0, 1)
+    res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Issue 20: the open-set gate's negatives store (bounded, vectors only) and the one-shot confidence.
+
+Synthetic Gaussians: a taught class with a look-alike nearby that is never taught.  Negatives of the
+look-alike tighten the taught class's radius so that *new* draws of the look-alike are answered
+unknown, while new draws of the taught class stay known; the store stays within its capacity, is
+saved and loaded with the learner, and a one-shot teach gives confidences that are not uniform.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+from cbcl_pr_ros.core.calibration import prior_temperature
+from cbcl_pr_ros.core.negatives import MIN_NEGATIVES, NegativeStore, class_radii
+from cbcl_pr_ros.core.persistence import CorruptMemoryFileError, LearnerState, state_from_bytes, state_to_bytes
+
+DIM = 32
+
+
+def _scene(seed: int = 0):
+    """Centres of a taught class, a look-alike near it and a far class; a draw function."""
+    rng = np.random.default_rng(seed)
+    taught = rng.normal(0.0, 1.0, DIM)
+    alike = taught + rng.normal(0.0, 1.0, DIM) * 3.0 / np.sqrt(DIM)  # about 3 away: inside 1.3 D
+    far = rng.normal(0.0, 1.0, DIM) * 4.0
+
+    def draw(c, n):
+        return (c + rng.normal(0.0, 1.0 / np.sqrt(DIM), (n, DIM)) * 1.5).astype(np.float32)
+
+    return rng, taught, alike, far, draw
+
+
+def _learner(**cfg):
+    cfg.setdefault("transform", "none")
+    return CBCLPRLearner(LearnerConfig(distance_threshold=3.0, **cfg), backbone="synthetic", feature_dim=DIM)
+
+
+def test_negatives_of_a_look_alike_tighten_only_its_neighbour():
+    rng, taught, alike, far, draw = _scene()
+    learner = _learner(negative_quantile=0.05, negative_margin=0.9)
+    learner.teach_increment({"taught": draw(taught, 3), "far": draw(far, 3)})
+    before = learner.predict(draw(alike, 200), top_k=1)
+    assert np.mean([p.known for p in before]) > 0.5  # the global radius (1.3 * 3.0) takes the look-alike in
+    version = learner.model_version_
+    assert learner.add_negatives(draw(alike, 60)) == 60
+    assert learner.model_version_ == version + 1
+    radii = learner._served.gate.class_radii
+    k_taught, k_far = learner.classes_.index("taught"), learner.classes_.index("far")
+    assert radii[k_taught] < learner._served.gate.radius
+    assert radii[k_far] == pytest.approx(learner._served.gate.radius)  # nothing seen near it
+    after_alike = learner.predict(draw(alike, 200), top_k=1)  # new draws, not the stored ones
+    after_taught = learner.predict(draw(taught, 200), top_k=1)
+    assert np.mean([not p.known for p in after_alike]) >= 0.9
+    assert np.mean([p.known and p.label == "taught" for p in after_taught]) >= 0.9
+
+
+def test_too_few_negatives_change_nothing_and_bad_input_is_refused():
+    rng, taught, alike, far, draw = _scene(1)
+    learner = _learner()
+    learner.teach_increment({"taught": draw(taught, 2)})
+    learner.add_negatives(draw(alike, MIN_NEGATIVES - 1))
+    assert learner._served.gate.class_radii is None
+    state = learner.negatives_
+    for bad in (np.full((2, DIM), np.nan), np.zeros((2, DIM + 1)), "x"):
+        with pytest.raises((ValueError, TypeError)):
+            learner.add_negatives(bad)
+    assert learner.negatives_ is state
+
+
+def test_store_is_a_bounded_uniform_sample():
+    store = NegativeStore.empty(4, capacity=50)
+    for i in range(40):
+        store = store.with_added(np.full((10, 4), float(i)), seed=3)
+    assert len(store) == 50 and store.offered == 400 and store.vectors.dtype == np.float16
+    # every batch had the same chance: early and late batches are both present
+    kept = store.vectors[:, 0]
+    assert kept.min() < 10 and kept.max() >= 30
+    assert len(NegativeStore.empty(4, 0).with_added(np.ones((5, 4)), 0)) == 0  # capacity 0 keeps nothing
+
+
+def test_teaching_drops_negatives_of_the_very_object():
+    rng, taught, alike, far, draw = _scene(2)
+    learner = _learner()
+    learner.teach_increment({"far": draw(far, 2)})
+    seen_first = draw(taught, 30)  # the object, seen (as a negative) before it is taught
+    learner.add_negatives(np.concatenate([seen_first, draw(alike, 30)]))
+    learner.teach_increment({"taught": seen_first[:3]})
+    held = learner.negatives_.vectors.astype(np.float64)
+    assert len(held) < 60
+    assert np.linalg.norm(held[:, None] - seen_first[:3][None], axis=2).min() >= 0.5 * 3.0
+
+
+def test_class_radii_are_a_quantile_capped_by_the_global_radius():
+    store = NegativeStore(np.arange(1, 101, dtype=np.float16)[:, None], 100, 100)
+    cents = (np.zeros((1, 1)), np.array([[1000.0]]))
+    r = class_radii(cents, store, base=50.0, quantile=0.1, margin=0.5, min_count=20)
+    assert r[0] == pytest.approx(0.5 * np.quantile(np.arange(1, 101), 0.1))
+    assert r[1] == 50.0  # 0.5 * (1000 - 90) is beyond the cap
+
+
+def test_negatives_survive_save_and_load_and_are_range_checked(tmp_path):
+    rng, taught, alike, far, draw = _scene(3)
+    learner = _learner()
+    learner.teach_increment({"taught": draw(taught, 2), "far": draw(far, 2)})
+    learner.add_negatives(draw(alike, 40))
+    back = CBCLPRLearner.load(learner.save(tmp_path / "m.cbcl"))
+    assert np.array_equal(back.negatives_.vectors, learner.negatives_.vectors)
+    assert back.negatives_.offered == 40
+    np.testing.assert_allclose(back._served.gate.class_radii, learner._served.gate.class_radii)
+    x = draw(alike, 20)
+    assert [p.known for p in back.predict(x)] == [p.known for p in learner.predict(x)]
+    # a file whose store exceeds its configured capacity is refused
+    state = learner.to_state()
+    big = LearnerState(**{**state.__dict__, "config": {**state.config, "negatives_capacity": 10}})
+    with pytest.raises(CorruptMemoryFileError, match="negatives"):
+        state_from_bytes(state_to_bytes(big))
+    for field, value in (("negatives_capacity", -1), ("negative_quantile", 1.5), ("negative_margin", 0.0)):
+        bad = LearnerState(**{**state.__dict__, "config": {**state.config, field: value}})
+        with pytest.raises(CorruptMemoryFileError, match=field):
+            state_from_bytes(state_to_bytes(bad))
+        with pytest.raises(ValueError):
+            LearnerConfig(**{field: value})
+
+
+def test_one_shot_confidence_is_not_uniform():
+    """Before issue 20 the one-shot head used T = 1 on logits of -d^2/2, about 1/C for every answer."""
+    rng, taught, alike, far, draw = _scene(4)
+    learner = CBCLPRLearner(LearnerConfig(), backbone="synthetic", feature_dim=DIM)
+    centres = [rng.normal(0.0, 1.0, DIM) + 2.0 for _ in range(8)]
+    learner.teach_increment({f"c{i}": draw(c, 1) for i, c in enumerate(centres)})
+    assert learner.temperature_ < 1.0 and learner.temperature_weight_ == 0.0
+    conf = np.array([p.confidence for c in centres for p in learner.predict(draw(c, 10))])
+    assert conf.mean() > 0.5  # near-uniform would be 1/8
+    assert prior_temperature(np.eye(3) * 2.0, 1.0, 0.5) == pytest.approx(0.5 / (2 * 4.0))
