@@ -77,7 +77,8 @@ RETIRED_CONFIG_KEYS = frozenset({"torch_threads"})
 # the settings a robot user may change: the learner node's parameters of the same names (the first
 # group of LearnerConfig; the others are the evaluation's or one head's)
 ROBOT_SETTINGS = ("distance_threshold", "max_clusters", "covariance", "reduction", "classifier", "open_set",
-                  "unknown_distance_factor", "min_confidence", "seed", "fit_threads")
+                  "unknown_distance_factor", "min_confidence", "seed", "fit_threads", "negatives_capacity",
+                  "negative_quantile", "negative_margin")
 
 
 @dataclass(frozen=True)

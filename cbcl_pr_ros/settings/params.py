@@ -135,6 +135,14 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("unknown_distance_factor", 1.3,
               "open_set=distance: unknown when farther than this many D from the class's clusters",
               (LEARNER,), min=1.0e-3, max=1000.0),
+    ParamSpec("negatives_capacity", 128,
+              "Feature vectors of untaught things kept to tighten each class's unknown-object radius "
+              "(the other objects of teaching frames; vectors, never images; 0 = none kept)",
+              (LEARNER,), min=0, max=1024),
+    ParamSpec("negative_quantile", 0.1,
+              "With enough negatives a class's radius is negative_margin times this quantile of their "
+              "distances to it (never above unknown_distance_factor D)", (LEARNER,), min=0.0, max=1.0),
+    ParamSpec("negative_margin", 0.95, "See negative_quantile", (LEARNER,), min=1.0e-3, max=1.0),
     ParamSpec("min_confidence", 0.0,
               "A best score below this is answered as unknown (0 = no score threshold)",
               (LEARNER,), min=0.0, max=1.0, aliases=("unknown_threshold",)),

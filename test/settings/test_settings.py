@@ -26,7 +26,8 @@ def test_every_robot_setting_reaches_the_learner_under_its_core_name():
     changed = {"distance_threshold": 3.5, "max_clusters": 40, "covariance": "diagonal", "reduction": "remove",
                "classifier": "ncm", "open_set": "confidence", "unknown_distance_factor": 2.0,
                "min_confidence": 0.4, "seed": 9, "fit_threads": 2, "linear_sgd.rehearsal": "full",
-               "linear_sgd.exemplars_per_class": 7}
+               "linear_sgd.exemplars_per_class": 7, "negatives_capacity": 16, "negative_quantile": 0.2,
+               "negative_margin": 0.9}
     assert set(changed) == {s.name for s in specs_for(LEARNER) if core_name(s) in fields}
     for name, value in changed.items():
         cfg = params.learner_config({**_DEFAULTS, name: value})
