@@ -156,13 +156,13 @@ def _confidence_quality(pairs: list[tuple[float, bool]], bins: int = 10) -> dict
             "mean_confidence": round(float(conf.mean()), 3), "accuracy": round(float(ok.mean()), 3), "n": len(pairs)}
 
 
-def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
+def bench_recognition(frames, seeds: int, shots_list=(1, 5), backbone: str = "efficientnet_lite0") -> dict:
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
     from cbcl_pr_ros.features import make_backbone
     from cbcl_pr_ros.perception import crop_images
     from cbcl_pr_ros.perception.types import Proposal
 
-    bb = make_backbone("efficientnet_lite0", runtime="onnx", threads=2)
+    bb = make_backbone(backbone, runtime="onnx", threads=2)
 
     def feats(fr, boxes):
         props = [Proposal(tuple(int(v) for v in b), None, np.full(3, np.nan), np.full(3, np.nan), 1.0) for b in boxes]
@@ -196,7 +196,7 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5)) -> dict:
                     box = next(b for n, b in fr.objects if n == name)
                     shots_of[name] = feats(fr, _jitter_boxes(box, fr.rgb.shape, shots, rng))
                     teach_frame[name] = fid
-                learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0",
+                learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone=backbone,
                                         feature_dim=next(iter(shots_of.values())).shape[1])
                 learner.teach_increment(shots_of)
                 for fr in frs:
