@@ -113,3 +113,16 @@ def test_cuda_path_matches_the_cpu_at_the_native_size(name):
     ref = cpu.extract(frames)
     for got in (gpu.extract(frames), np.vstack([gpu.extract([f]) for f in frames])):
         assert float(np.abs(got - ref).max() / np.abs(ref).max()) <= REL_TIES  # fp32, plus rounding ties
+
+
+def test_the_node_parameters_accept_lite1_and_lite2():
+    """`backbone: efficientnet_lite1/2` sets the learner's width from the registry and selects the
+    tabulated gate prior (measured on train splits, bench/bench_backbones.py priors)."""
+    from cbcl_pr_ros.core.distance_threshold import distance_prior
+    from cbcl_pr_ros.settings.params import feature_dim_for
+
+    for name in NATIVE:
+        assert feature_dim_for({"backbone": name, "feature_dim": 0}) == 1280
+        with pytest.raises(ValueError, match="contradicts"):
+            feature_dim_for({"backbone": name, "feature_dim": 512})
+        assert 0.5 < distance_prior(name, 0.5, True) < 1.0
