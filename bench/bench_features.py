@@ -184,7 +184,7 @@ def cuda_main(args) -> int:
         "loadavg_start": os.getloadavg(),
         "settings": {"offline_batch": args.offline_batch, "offline_images": args.offline_images,
                      "prefetch_workers": default_workers(), "latency_iterations": args.latency_iters,
-                     "rounds": args.rounds, "input": "640x480 RGB uint8 frames -> 224x224"},
+                     "rounds": args.rounds, "input": "640x480 RGB uint8 frames -> the backbone input (224, Lite1 240, Lite2 260)"},
         "targets": {"single_frame_p50_ms": 1.0, "model_only_ms": 0.6, "offline_img_per_s_efficientnet_lite0": 5000,
                     "max_rel_err_fp32_vs_cpu": 1e-4},
         "notes": [
@@ -206,7 +206,7 @@ def cuda_main(args) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_features_cuda_") as tmp:
         tmpd = Path(tmp)
         for name in args.backbones.split(","):
-            weights = None if name == "efficientnet_lite0" else random_resnet_weights(name, tmpd)
+            weights = None if name.startswith("efficientnet_lite") else random_resnet_weights(name, tmpd)
             ref = make_backbone(name, runtime="torch", weights_path=weights, device="cpu", threads=args.threads).extract(check)
             entry: dict = {"weights": "pretrained ImageNet (package)" if weights is None else "random (see notes)"}
             result["backbones"][name] = entry
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": machine_info(),
         "loadavg_start": os.getloadavg(),
-        "settings": {"threads": args.threads, "batch": args.batch, "input": "640x480 RGB frames -> 224x224",
+        "settings": {"threads": args.threads, "batch": args.batch, "input": "640x480 RGB frames -> the backbone input (224, Lite1 240, Lite2 260)",
                      "rounds": args.rounds, "device": "cpu"},
         "notes": [
             "ResNet-18/34 use random weights: no ImageNet ResNet weights are obtainable offline here; speed "
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         tmpd = Path(tmp)
         models: dict[tuple[str, str], object] = {}
         for name in args.backbones.split(","):
-            weights = None if name == "efficientnet_lite0" else random_resnet_weights(name, tmpd)
+            weights = None if name.startswith("efficientnet_lite") else random_resnet_weights(name, tmpd)
             entry: dict = {"weights": "pretrained ImageNet (package)" if weights is None else "random (see notes)"}
             result["backbones"][name] = entry
             feats = {}

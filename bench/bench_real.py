@@ -205,13 +205,13 @@ NEGATIVE_STREAMS = ("none", "teaching_frames", "stream")
 
 
 def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_STREAMS,
-                      config_overrides: dict | None = None) -> dict:
+                      config_overrides: dict | None = None, backbone: str = "efficientnet_lite0") -> dict:
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
     from cbcl_pr_ros.features import make_backbone
     from cbcl_pr_ros.perception import crop_images
     from cbcl_pr_ros.perception.types import Proposal
 
-    bb = make_backbone("efficientnet_lite0", runtime="onnx", threads=2)
+    bb = make_backbone(backbone, runtime="onnx", threads=2)
 
     def feats(fr, boxes):
         props = [Proposal(tuple(int(v) for v in b), None, np.full(3, np.nan), np.full(3, np.nan), 1.0) for b in boxes]
@@ -251,7 +251,7 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
                     box = next(b for n, b in fr.objects if n == name)
                     shots_of[name] = feats(fr, _jitter_boxes(box, fr.rgb.shape, shots, rng))
                     teach_frame[name] = fid
-                learner = CBCLPRLearner(LearnerConfig(seed=seed, **over), backbone="efficientnet_lite0",
+                learner = CBCLPRLearner(LearnerConfig(seed=seed, **over), backbone=backbone,
                                         feature_dim=next(iter(shots_of.values())).shape[1])
                 learner.teach_increment(shots_of)
                 from_frames = [f for f in frs if stream == "stream" or f.id in set(teach_frame.values())]

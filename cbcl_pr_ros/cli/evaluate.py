@@ -64,7 +64,9 @@ def _add_globals(p: argparse.ArgumentParser, suppress: bool = False) -> None:
     add("--dataset", action="append", default=[], metavar="NAME[=PATH]",
                    help="restrict to this data set (repeatable); NAME=PATH adds any image folder")
     add("--synthetic", action="store_true", help="use synthetic Gaussian features (no images needed)")
-    add("--backbone", default="efficientnet_lite0")
+    add("--backbone", default="efficientnet_lite0",
+        help="efficientnet_lite0 (default), efficientnet_lite1/2 (stronger, slower; weights in packages), "
+             "resnet18/34 (with --weights)")
     add("--runtime", default="onnx", choices=("onnx", "torch"))
     add("--weights", default=None, help="weights file for resnet18/34")
     add("--threads", type=int, default=2, help="backbone threads for feature extraction")

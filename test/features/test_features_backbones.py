@@ -22,7 +22,8 @@ def _images(n, seed=0, shape=(120, 160, 3)):
 
 
 def test_available_backbones():
-    assert available_backbones() == ["efficientnet_lite0", "resnet18", "resnet34"]
+    assert available_backbones() == ["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2",
+                                     "resnet18", "resnet34"]
 
 
 def test_resnet18_with_saved_weights_gives_torchvision_avgpool_features(resnet18_weights):
