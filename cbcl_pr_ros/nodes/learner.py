@@ -50,6 +50,7 @@ from cbcl_pr_ros.nodes.conversions import (
     teach_request_from_msg,
 )
 from cbcl_pr_ros.nodes.learner_debug import DebugImage
+from cbcl_pr_ros.nodes.camera_pose_input import CameraPoseInput
 from cbcl_pr_ros.nodes.fleet import make_fleet_link
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
 from cbcl_pr_ros.nodes.frame_collector import StreamWaiters
@@ -195,6 +196,7 @@ class LearnerNode(ManagedNode):
             guard_callback(self, self._on_object_features, "object features"),
             feature_qos(p["reliability"], depth=10), callback_group=self._objects_group,
             qos_overriding_options=overridable())
+        self.camera_poses.subscribe()
         # timers run on the node clock (a bag's /clock under use_sim_time)
         self.status_timer = self.create_timer(p["status_period_s"],
                                               guard_callback(self, self.publish_status, "status"),
@@ -217,6 +219,7 @@ class LearnerNode(ManagedNode):
 
     def _deactivate(self) -> None:
         self.release("features_sub", "objects_sub", "status_timer", "debug_timer")
+        self.camera_poses.release()
         self.debug.release()
         if self.fleet is not None:
             self.fleet.stop()
@@ -374,6 +377,7 @@ class LearnerNode(ManagedNode):
         """Object stream state and the teaching plan (the topics are made by configure and activate)."""
         self.detections_published = 0
         self.objects = ObjectStream(p["track_window"], p["track_max_missed"], p["track_max_distance_m"])
+        self.camera_poses = CameraPoseInput(self, p["camera_pose_topic"])  # tracks in its fixed frame (issue 20)
         self.teacher = Teacher(self, self.objects, self.backbone_name, self.limits)
         self._last_detections: tuple[Detections, tuple[int, int]] | None = None  # what Classify answers by default
 
@@ -416,7 +420,8 @@ class LearnerNode(ManagedNode):
             out = ctl.classify(frame.features, top_k=len(ctl.classes))
             if out.success:
                 version, predictions = out.model_version, out.predictions
-        tracks = self.objects.update(frame, predictions, stamp_to_s(msg.header.stamp))
+        tracks = self.objects.update(frame, predictions, stamp_to_s(msg.header.stamp),
+                                     self.camera_poses.pose_for(msg.header.stamp))
         det = make_detections_msg(msg.header, tracks, version)
         self._last_detections = (det, frame.shape)
         det_pub.publish(det)

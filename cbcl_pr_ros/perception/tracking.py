@@ -1,11 +1,14 @@
 """Stable object ids across frames, and class scores fused over each track's recent frames.
 
 Each frame's observations (a proposal and its class scores) are matched to the live tracks by one
-optimal assignment (``scipy.optimize.linear_sum_assignment``) on a cost that adds the 3D distance
-of the centroids (in units of ``max_distance_m``) and one minus the box IoU. A pair may match when
-its centroids are within ``max_distance_m`` or, when either has no depth, when its boxes overlap
-by at least ``min_iou``. Unmatched observations start tracks; tracks unseen for more than
-``max_missed`` frames end.
+optimal assignment (``scipy.optimize.linear_sum_assignment``). Where an observation has a position in
+a fixed frame (``frame``, e.g. the robot's base: the centroid moved there with the camera pose, issue
+20) and the track's last position is in the same frame, the cost is their 3D distance in units of
+``max_distance_m``, and they may match within ``max_distance_m``: the camera may move, the object
+stays where it is. In the camera frame (no pose) the cost adds one minus the box IoU, as boxes only
+mean the same place while the camera stands still. A pair without comparable positions (no depth,
+or one in the camera frame and one in the fixed frame) may match when its boxes overlap by at least
+``min_iou``. Unmatched observations start tracks; tracks unseen for more than ``max_missed`` frames end.
 
 A track's label is the argmax of its class scores averaged over its last ``window`` observations
 (a class missing from one frame's scores counts 0 there), and it is known when most of those
@@ -31,11 +34,24 @@ _BIG = 1e6
 
 @dataclass
 class ObjectObservation:
-    """One object in one frame: its proposal, the learner's class scores, and whether it was known."""
+    """One object in one frame: its proposal, the learner's class scores, and whether it was known.
+
+    ``position``/``frame``: where the object is for matching, when that is not the proposal's centroid
+    in the camera frame (``frame`` "", the default): its centroid in the fixed frame named ``frame``.
+    """
 
     proposal: Proposal
     scores: dict[str, float]
     known: bool
+    position: np.ndarray | None = None
+    frame: str = ""
+
+    @property
+    def where(self) -> tuple[np.ndarray, str]:
+        """(position used for matching, its frame; "" = the camera frame)."""
+        if self.position is None:
+            return np.asarray(self.proposal.centroid, float), ""
+        return np.asarray(self.position, float).reshape(3), self.frame
 
 
 @dataclass
@@ -79,6 +95,8 @@ class _State:
     proposal: Proposal
     scores: deque
     known: deque
+    position: np.ndarray
+    frame: str
     hits: int = 1
     age: int = 0
     missed: int = 0
@@ -140,14 +158,15 @@ class ObjectTracker:
     # ------------------------------------------------------------------ matching
     def _cost(self, tracks: list[_State], obs: Sequence[ObjectObservation]) -> np.ndarray:
         cost = np.full((len(tracks), len(obs)), _BIG)
+        where = [o.where for o in obs]
         for i, t in enumerate(tracks):
             for j, o in enumerate(obs):
                 iou = box_iou(t.proposal.box, o.proposal.box)
-                a, b = t.proposal.centroid, o.proposal.centroid
-                if np.all(np.isfinite(a)) and np.all(np.isfinite(b)):
-                    d = float(np.linalg.norm(a - b))
+                b, frame = where[j]
+                if t.frame == frame and np.all(np.isfinite(t.position)) and np.all(np.isfinite(b)):
+                    d = float(np.linalg.norm(t.position - b))
                     if d <= self.max_distance_m:
-                        cost[i, j] = d / self.max_distance_m + (1.0 - iou)
+                        cost[i, j] = d / self.max_distance_m + (0.0 if frame else 1.0 - iou)
                 elif iou >= self.min_iou:
                     cost[i, j] = 1.0 + (1.0 - iou)
         return cost
@@ -164,6 +183,10 @@ class ObjectTracker:
             if not isinstance(o, ObjectObservation) or not isinstance(o.proposal, Proposal):
                 raise TypeError(f"observations must be ObjectObservation with a Proposal, got {type(o).__name__}")
             checked.append(_check_scores(o.scores))
+            try:
+                o.where
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"an observation's position must be 3 numbers: {exc}") from None
         stamp = float(stamp)
         if not math.isfinite(stamp):
             raise ValueError(f"stamp must be finite, got {stamp}")
@@ -178,11 +201,14 @@ class ObjectTracker:
             t.age += 1
             t.missed += 1
         for j, o in enumerate(obs):
+            position, frame = o.where
             if j in matched_t:
                 t = tracks[matched_t[j]]
                 t.proposal, t.hits, t.missed = o.proposal, t.hits + 1, 0
+                t.position, t.frame = position, frame
             else:
-                t = _State(self._next_id, o.proposal, deque(maxlen=self.window), deque(maxlen=self.window))
+                t = _State(self._next_id, o.proposal, deque(maxlen=self.window), deque(maxlen=self.window),
+                           position, frame)
                 self._tracks[t.id] = t
                 self._next_id += 1
             t.scores.append(checked[j])

@@ -5,6 +5,10 @@ Detections, TeachClass by track and Classify's default answer all read the same 
 in one object that the learner node feeds with each frame's objects (already converted from the
 message) and the learner's predictions for them. Thread-safe: the stream callback updates it while
 a service callback reads it.
+
+With the camera pose of a frame (issue 20) the tracker matches objects by their centroids in the
+fixed frame (the robot's base), so an id stays on its object while the camera moves; the tracks
+still report the proposals as seen, centroids in the camera frame (the Detections message's meaning).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal
+from cbcl_pr_ros.perception.camera_pose import CameraPose
 from cbcl_pr_ros.service.object_teaching import TrackHistory
 
 __all__ = ["ObjectFrame", "ObjectStream", "STREAMING_WINDOW_S"]
@@ -57,13 +62,19 @@ class ObjectStream:
         """True while the extractor sends objects (a frame within the last ``STREAMING_WINDOW_S``)."""
         return now_s - self._last_time < STREAMING_WINDOW_S
 
-    def update(self, frame: ObjectFrame, predictions: Sequence[Any] | None, stamp_s: float) -> list[Any]:
+    def update(self, frame: ObjectFrame, predictions: Sequence[Any] | None, stamp_s: float,
+               pose: CameraPose | None = None) -> list[Any]:
         """Track one frame; ``predictions`` (one per object, core Predictions) or None when nothing is
-        taught yet (objects are still tracked, unlabelled, so that a track id can be taught)."""
+        taught yet (objects are still tracked, unlabelled, so that a track id can be taught);
+        ``pose``: the camera's pose at the frame's stamp (None: track in the camera frame)."""
         if predictions is None:
             obs = [ObjectObservation(p, {}, False) for p in frame.proposals]
         else:
             obs = [ObjectObservation(p, _scores(pr), bool(pr.known)) for p, pr in zip(frame.proposals, predictions)]
+        if pose is not None and obs:
+            fixed = pose.to_fixed(np.stack([o.proposal.centroid for o in obs]))
+            for o, x in zip(obs, fixed):
+                o.position, o.frame = x, pose.frame
         with self._lock:
             tracks = self._tracker.update(obs, stamp_s)
         if obs:

@@ -5,6 +5,7 @@ import doctest
 
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
 
 import cbcl_pr_ros.perception.tracking as tracking_mod
 from cbcl_pr_ros.perception import (
@@ -178,3 +179,81 @@ def test_teaching_choice_central_large_or_by_box():
     assert select_teaching_proposal([corner, centre], shape, box=(600, 0, 640, 10)) is None  # overlaps nothing
     assert select_teaching_proposal([], shape) is None
     assert select_teaching_proposal([centre], shape, box=(float("nan"), 0, 1, 1)) is None
+
+
+# ---------------------------------------------------------------- tracks in a fixed frame (issue 20)
+def _looking_down(cam_x: float, yaw: float):
+    """Pose of a camera 0.5 m above the table at base x = cam_x, looking straight down, turned by yaw."""
+    from cbcl_pr_ros.perception.camera_pose import CameraPose
+
+    rot = Rotation.from_euler("z", yaw) * Rotation.from_euler("x", np.pi)  # optical z points down
+    return CameraPose.checked((cam_x, 0.0, 0.5), rot.as_quat(), "base")
+
+
+def _seen_from(pose, points: np.ndarray) -> dict[int, Proposal]:
+    """The proposals of base-frame points in view of ``pose`` (camera-frame centroids, projected boxes)."""
+    cam = pose.rotation.inv().apply(points - pose.position)
+    return {i: prop(*c) for i, c in enumerate(cam) if abs(c[0]) < 0.2}
+
+
+TABLE = np.array([[x, y, 0.0] for x in (-0.16, -0.08, 0.0, 0.08, 0.16) for y in (-0.05, 0.05)])
+
+
+def _pan(tracker: ObjectTracker, fixed: bool, steps: int = 8) -> tuple[list[dict[int, int]], int]:
+    """Pan and turn the camera over the static TABLE; per frame {object index: track id}, and most live tracks."""
+    seen, most_live = [], 0
+    for f in range(steps):
+        pose = _looking_down(-0.25 + 0.07 * f, 0.05 * f)  # jumps as between the main job's views
+        props = _seen_from(pose, TABLE)
+        obs_ = [ObjectObservation(p, {"mug": 0.9}, True) for p in props.values()]
+        if fixed:
+            for o, x in zip(obs_, pose.to_fixed(np.stack([p.centroid for p in props.values()]))):
+                o.position, o.frame = x, "base"
+        tracks = tracker.update(obs_, 0.25 * f)
+        by_prop = {id(tr.proposal): tr.id for tr in tracks}
+        seen.append({i: by_prop[id(p)] for i, p in props.items()})
+        most_live = max(most_live, len(tracker.tracks))
+    return seen, most_live
+
+
+def test_base_frame_ids_stay_on_their_objects_while_the_camera_moves():
+    seen, most_live = _pan(ObjectTracker(max_distance_m=0.1, max_missed=10), fixed=True)
+    first: dict[int, int] = {}
+    for frame in seen:
+        for i, tid in frame.items():
+            assert first.setdefault(i, tid) == tid  # every object keeps its first id
+    assert len(set(first.values())) == len(first) == len(TABLE)  # all seen, one id each
+    assert most_live == len(TABLE)  # no object ever carries a second track
+
+
+def test_camera_frame_ids_jump_when_the_camera_moves():
+    """The same pan without the pose: what the fixed frame fixes (so the test above can fail)."""
+    seen, _ = _pan(ObjectTracker(max_distance_m=0.1, max_missed=10), fixed=False)
+    ids: dict[int, set] = {}
+    for frame in seen:
+        for i, tid in frame.items():
+            ids.setdefault(i, set()).add(tid)
+    assert sum(len(v) > 1 for v in ids.values()) >= len(TABLE) // 2  # ids follow the image, not the objects
+
+
+def test_fixed_frame_matching_ignores_the_box_and_falls_back_to_iou_across_frames():
+    t = ObjectTracker(max_distance_m=0.05, min_iou=0.3)
+    a = ObjectObservation(prop(0.0), {"mug": 0.9}, True, position=np.array([0.5, 0.0, 0.0]), frame="base")
+    first = t.update([a], 0.0)[0].id
+    # camera moved: the box is elsewhere in the image, the object is where it was
+    moved = ObjectObservation(prop(0.3), {"mug": 0.9}, True, position=np.array([0.51, 0.0, 0.0]), frame="base")
+    assert t.update([moved], 0.1)[0].id == first
+    # a frame without a pose (camera frame): positions are not comparable, the box overlap decides
+    same_box = ObjectObservation(prop(0.3), {"mug": 0.9}, True)
+    assert t.update([same_box], 0.2)[0].id == first
+    elsewhere = ObjectObservation(prop(-0.3), {"mug": 0.9}, True, position=np.array([0.9, 0.0, 0.0]), frame="base")
+    assert t.update([elsewhere], 0.3)[0].id != first
+
+
+def test_bad_position_raises_and_changes_nothing():
+    t = ObjectTracker()
+    t.update([obs(prop(0.0), "mug")], 0.0)
+    bad = ObjectObservation(prop(0.1), {"mug": 0.9}, True, position=np.array([1.0, 2.0]), frame="base")
+    with pytest.raises(ValueError, match="position"):
+        t.update([obs(prop(0.0), "mug"), bad], 0.1)
+    assert [tr.hits for tr in t.tracks] == [1]
