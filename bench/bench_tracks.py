@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,6 +26,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "test" / "support"))
+import ros_testing as H  # noqa: E402  (fresh_domain, ros_env: a ROS domain no other run on this machine uses)
 
 
 def make_teacher_class() -> type:
@@ -50,7 +53,9 @@ def make_teacher_class() -> type:
             node.create_subscription(PoseStamped, "camera_pose", self._on_pose, 200, callback_group=group)
 
         def _on_detections(self, msg: Any) -> None:
-            objs = [(int(o.id), (o.centroid.x, o.centroid.y, o.centroid.z)) for o in msg.objects]
+            objs = [(int(o.id), (o.centroid.x, o.centroid.y, o.centroid.z),
+                     {"box": [o.x0, o.y0, o.x1, o.y1], "size": [o.size.x, o.size.y, o.size.z], "label": o.label,
+                      "score": round(float(o.proposal_score), 3)}) for o in msg.objects]
             with self.lock:
                 self.frames.append((stamp_to_ns(msg.header.stamp), objs))
 
@@ -88,7 +93,7 @@ def score(teacher: Any, gate_m: float) -> dict:
             skipped["without_pose"] += 1
             continue
         rot, pos = Rotation.from_quat(pose[1]), np.asarray(pose[0])
-        ts.add(TrackFrame(seg, [(tid, rot.apply(np.asarray(c, float)) + pos) for tid, c in objs]))
+        ts.add(TrackFrame(seg, [(tid, rot.apply(np.asarray(c, float)) + pos) for tid, c, _ in objs]))
     return {**ts.summary(), "frames_skipped": skipped, "segments": len(truth),
             "objects_per_segment": [len(v) for v in truth.values()]}
 
@@ -102,6 +107,7 @@ def main() -> int:
     ap.add_argument("--no-pose-param", action="store_true",
                     help="set no learner parameter (code from before issue 20 has no camera_pose_topic)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/tracks.json"))
+    ap.add_argument("--dump", default="", help="also write every recorded frame, pose and layout here (JSON)")
     args = ap.parse_args()
     from cbcl_pr_ros.nodes.demo import parse_args, run_demo
 
@@ -116,6 +122,7 @@ def main() -> int:
             super().__init__(*a)
             holder["teacher"] = self
 
+    os.environ.update(H.ros_env(H.fresh_domain()))  # held until this process ends
     load0, t0 = os.getloadavg(), time.perf_counter()
     transcript = run_demo(opts, teacher_class=Teacher)
     result = {"track_frame": "camera (no pose parameter)" if args.no_pose_param else args.track_frame,
@@ -123,6 +130,10 @@ def main() -> int:
               "loadavg_end": [round(v, 2) for v in os.getloadavg()], "wall_s": round(time.perf_counter() - t0, 1),
               "main_job_accuracy": [ph["accuracy"] for ph in transcript["phases"]],
               **score(holder["teacher"], args.gate_m)}
+    if args.dump:
+        t = holder["teacher"]
+        Path(args.dump).write_text(json.dumps({"frames": t.frames, "poses": {str(k): v for k, v in t.poses.items()},
+                                               "segments": t.segments}))
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {}
     data.setdefault("runs", {})[args.label or args.track_frame] = result

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal
+from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal, nested_parts
 from cbcl_pr_ros.perception.camera_pose import CameraPose
 from cbcl_pr_ros.service.object_teaching import TrackHistory
 
@@ -71,6 +71,9 @@ class ObjectStream:
             obs = [ObjectObservation(p, {}, False) for p in frame.proposals]
         else:
             obs = [ObjectObservation(p, _scores(pr), bool(pr.known)) for p, pr in zip(frame.proposals, predictions)]
+        parts = nested_parts(frame.proposals)  # a piece of a larger proposal is that object: no track of its own
+        keep = [i for i in range(len(obs)) if i not in parts]
+        obs, features = [obs[i] for i in keep], frame.features[keep]
         if pose is not None and obs:
             fixed = pose.to_fixed(np.stack([o.proposal.centroid for o in obs]))
             for o, x in zip(obs, fixed):
@@ -79,7 +82,7 @@ class ObjectStream:
             tracks = self._tracker.update(obs, stamp_s)
         if obs:
             by_proposal = {id(t.proposal): t.id for t in tracks}
-            self._history.add([by_proposal[id(o.proposal)] for o in obs], frame.features)
+            self._history.add([by_proposal[id(o.proposal)] for o in obs], features)
         return tracks
 
     def track_views(self, track_id: int, n: int) -> np.ndarray:

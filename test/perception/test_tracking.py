@@ -257,3 +257,15 @@ def test_bad_position_raises_and_changes_nothing():
     with pytest.raises(ValueError, match="position"):
         t.update([obs(prop(0.0), "mug"), bad], 0.1)
     assert [tr.hits for tr in t.tracks] == [1]
+
+
+def test_a_nested_piece_of_an_object_is_a_part_and_neighbours_are_not():
+    from cbcl_pr_ros.perception import nested_parts
+
+    body = prop(0.0, box=(100, 100, 200, 220))
+    head = Proposal((110, 90, 160, 140), None, body.centroid + [0.0, -0.03, 0.0], np.full(3, 0.04), 0.9)  # inside, 3 cm
+    beside = prop(0.07, box=(195, 100, 290, 220))  # touching, 7 cm away
+    behind = Proposal((120, 120, 180, 200), None, body.centroid + [0.0, 0.0, 0.12], np.full(3, 0.05), 0.9)
+    flat = Proposal((120, 120, 180, 200), None, np.full(3, np.nan), np.full(3, np.nan), 0.9)  # no depth
+    assert nested_parts([head, body, beside, behind, flat]) == {0}
+
