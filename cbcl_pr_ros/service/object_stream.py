@@ -52,6 +52,7 @@ class ObjectStream:
             self._history = TrackHistory(capacity=history)
             self._last_time = -1e9
             self.last_shape: tuple[int, int] | None = None
+            self._view: tuple[int, CameraPose | None] = (0, None)  # the camera pose's view number, and its pose
 
     def arrived(self, frame: ObjectFrame, now_s: float) -> None:
         """Note that a frame of objects came in (before it is classified: it counts as streaming)."""
@@ -79,11 +80,20 @@ class ObjectStream:
             for o, x in zip(obs, fixed):
                 o.position, o.frame = x, pose.frame
         with self._lock:
-            tracks = self._tracker.update(obs, stamp_s)
+            tracks = self._tracker.update(obs, stamp_s, self._view_of(pose))
         if obs:
             by_proposal = {id(t.proposal): t.id for t in tracks}
             self._history.add([by_proposal[id(o.proposal)] for o in obs], features)
         return tracks
+
+    def _view_of(self, pose: CameraPose | None) -> int | None:
+        """A number per camera view: the same while the camera stays within 5 mm and 0.5 degrees."""
+        if pose is None:
+            return None
+        number, seen = self._view
+        if seen is None or seen.frame != pose.frame or any(m > lim for m, lim in zip(pose.moved_from(seen), (0.005, 0.009))):
+            self._view = number, seen = number + 1, pose
+        return number
 
     def track_views(self, track_id: int, n: int) -> np.ndarray:
         """Up to ``n`` recent vectors of a live track; ValueError naming the live tracks otherwise."""

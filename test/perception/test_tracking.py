@@ -269,3 +269,47 @@ def test_a_nested_piece_of_an_object_is_a_part_and_neighbours_are_not():
     flat = Proposal((120, 120, 180, 200), None, np.full(3, np.nan), np.full(3, np.nan), 0.9)  # no depth
     assert nested_parts([head, body, beside, behind, flat]) == {0}
 
+
+
+def test_a_frame_without_depth_after_a_move_takes_no_ids_and_positions_survive_it():
+    t = ObjectTracker(max_distance_m=0.05, min_iou=0.2)
+    base = [np.array([0.6, 0.0, 0.0]), np.array([0.7, 0.0, 0.0])]
+    boxes = [(100, 100, 160, 160), (200, 100, 260, 160)]
+    first = [tr.id for tr in t.update([ObjectObservation(prop(0.0, box=b), {}, False, position=x, frame="base")
+                                       for b, x in zip(boxes, base)], 0.0, view=1)]
+    # the camera moved (view 2) and this frame has no depth: the old boxes now show the other object
+    flat = [ObjectObservation(prop(0.0, box=b, depth=False), {}, False, position=np.full(3, np.nan), frame="base")
+            for b in reversed(boxes)]
+    assert not {tr.id for tr in t.update(flat, 0.1, view=2)} & set(first)  # no id given to the wrong object
+    # depth is back: each object finds its own track by its base position
+    again = [tr.id for tr in t.update([ObjectObservation(prop(0.0, box=b), {}, False, position=x, frame="base")
+                                       for b, x in zip(reversed(boxes), base)], 0.2, view=2)]
+    assert again == first
+    # from the same view, a frame without depth still matches by box, and keeps the base position
+    same = t.update([ObjectObservation(prop(0.0, box=boxes[1], depth=False), {}, False,
+                                       position=np.full(3, np.nan), frame="base")], 0.3, view=2)
+    assert [tr.id for tr in same] == [first[0]]
+    moved_back = t.update([ObjectObservation(prop(0.0, box=(0, 0, 40, 40)), {}, False, position=base[0], frame="base")],
+                          0.4, view=3)
+    assert [tr.id for tr in moved_back] == [first[0]]
+
+
+def test_fixed_frame_track_outlives_other_views_but_not_its_own():
+    from cbcl_pr_ros.perception.tracking import FIXED_LIFETIME
+
+    def at(x: float) -> ObjectObservation:
+        return ObjectObservation(prop(0.0), {}, False, position=np.array([x, 0.0, 0.0]), frame="base")
+
+    t = ObjectTracker(max_missed=2)
+    mug = t.update([at(0.5)], 0.0, view=1)[0].id
+    for f in range(1, 8):  # the camera looks elsewhere (views 2..8): the mug is not expected there
+        t.update([at(1.5)], float(f), view=1 + f)
+    assert t.get(mug) is not None
+    assert t.update([at(0.51)], 9.0, view=9)[0].id == mug  # looked back: the same id
+    for f in range(3):  # the same view shows nothing there: the mug was taken away
+        t.update([], 10.0 + f, view=9)
+    assert t.get(mug) is None
+    lone = t.update([at(2.5)], 20.0, view=20)[0].id
+    for f in range(2 * FIXED_LIFETIME + 1):
+        t.update([], 21.0 + f, view=21 + f)
+    assert t.get(lone) is None  # never seen again from anywhere: ends after FIXED_LIFETIME * max_missed
