@@ -72,7 +72,8 @@ class ObjectStream:
             obs = [ObjectObservation(p, {}, False) for p in frame.proposals]
         else:
             obs = [ObjectObservation(p, _scores(pr), bool(pr.known)) for p, pr in zip(frame.proposals, predictions)]
-        parts = nested_parts(frame.proposals)  # a piece of a larger proposal is that object: no track of its own
+        labels = None if predictions is None else [pr.label if pr.known else "" for pr in predictions]
+        parts = nested_parts(frame.proposals, labels)  # a piece of a larger proposal is that object: no own track
         keep = [i for i in range(len(obs)) if i not in parts]
         obs, features = [obs[i] for i in keep], frame.features[keep]
         if pose is not None and obs:

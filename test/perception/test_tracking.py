@@ -313,3 +313,14 @@ def test_fixed_frame_track_outlives_other_views_but_not_its_own():
     for f in range(2 * FIXED_LIFETIME + 1):
         t.update([], 21.0 + f, view=21 + f)
     assert t.get(lone) is None  # never seen again from anywhere: ends after FIXED_LIFETIME * max_missed
+
+
+def test_a_piece_beside_its_object_is_a_part_only_when_named_the_same():
+    from cbcl_pr_ros.perception import nested_parts
+
+    body = Proposal((92, 196, 202, 290), None, np.array([-0.168, 0.01, 0.424]), np.full(3, 0.09), 0.9)
+    handle = Proposal((70, 240, 108, 272), None, np.array([-0.219, 0.023, 0.421]), np.full(3, 0.04), 0.9)  # 5.3 cm
+    assert nested_parts([body, handle]) == set()  # 42 % inside, but too far for the plain rule
+    assert nested_parts([body, handle], ["mug", "mug"]) == {1}
+    assert nested_parts([body, handle], ["mug", "can"]) == set()  # touching objects of two classes
+    assert nested_parts([body, handle], ["", ""]) == set()  # unknown is no class
