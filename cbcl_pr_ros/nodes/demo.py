@@ -74,8 +74,9 @@ def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
     import yaml
 
     overrides = {
-        # fuse a track over the frames of one view: the tracker works in the camera frame, so after a
-        # move an old track can pick up another object; its old scores leave the window in that many frames
+        # fuse a track over the frames of one view: with camera_pose the tracks live in the base frame
+        # (issue 20), without it an old track can pick up another object after a move; either way a
+        # view's label comes from that view's frames
         "/**/learner": {"ros__parameters": {"memory_path": memory_path,
                                             "track_window": int(getattr(opts, "frames_per_view", 3)),
                                             **dict(getattr(opts, "learner_params", None) or {})}},
