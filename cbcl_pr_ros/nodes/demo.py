@@ -74,10 +74,12 @@ def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
     import yaml
 
     overrides = {
-        # fuse a track over the frames of one view: the tracker works in the camera frame, so after a
-        # move an old track can pick up another object; its old scores leave the window in that many frames
+        # fuse a track over the frames of one view: with camera_pose the tracks live in the base frame
+        # (issue 20), without it an old track can pick up another object after a move; either way a
+        # view's label comes from that view's frames
         "/**/learner": {"ros__parameters": {"memory_path": memory_path,
-                                            "track_window": int(getattr(opts, "frames_per_view", 3))}},
+                                            "track_window": int(getattr(opts, "frames_per_view", 3)),
+                                            **dict(getattr(opts, "learner_params", None) or {})}},
         "/**/feature_extractor": {"ros__parameters": {"no_frame_warning_s": 0.0}},  # the camera pauses while teaching
         # no shadows: half the rendering time on 2 cores (teaching and table views alike)
         "/**/sim_world": {"ros__parameters": {"rate_hz": float(opts.rate_hz), "seed": int(opts.seed),
@@ -118,8 +120,12 @@ def _camera_side() -> str:
     return "right"
 
 
-def run_demo(opts: argparse.Namespace) -> dict:
-    """Start the nodes in this process, run the scripted teacher against them, return the transcript."""
+def run_demo(opts: argparse.Namespace, teacher_class: type | None = None) -> dict:
+    """Start the nodes in this process, run the scripted teacher against them, return the transcript.
+
+    ``teacher_class``: a ScriptedTeacher subclass (a bench's teacher that also records what it sees);
+    ``opts.learner_params`` (optional dict): learner parameters this run sets besides the demo's own.
+    """
     import rclpy
     from rclpy.node import Node
     from rclpy.signals import SignalHandlerOptions
@@ -142,7 +148,7 @@ def run_demo(opts: argparse.Namespace) -> dict:
         teacher: Any = None
         try:
             nodes.append(Node("teacher"))
-            teacher = ScriptedTeacher(nodes[-1], opts, classes, _camera_side())
+            teacher = (teacher_class or ScriptedTeacher)(nodes[-1], opts, classes, _camera_side())
             # one executor per node: one executor over all of them starves the camera path (docs/nodes.md)
             with spinning(nodes, 3):
                 pictures = teacher.run(transcript)

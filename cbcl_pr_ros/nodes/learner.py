@@ -42,6 +42,7 @@ from cbcl_pr_ros.nodes.conversions import (
     make_status_msg,
     teach_request_from_msg,
 )
+from cbcl_pr_ros.nodes.camera_pose_input import CameraPoseInput
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
 from cbcl_pr_ros.nodes.fleet import make_fleet_link
 from cbcl_pr_ros.nodes.frame_collector import StreamWaiters
@@ -122,6 +123,7 @@ class LearnerNode(ManagedNode):
 
         self.waiters = StreamWaiters("features", "objects")  # TeachClass requests waiting for frames
         objects = ObjectStream(p["track_window"], p["track_max_missed"], p["track_max_distance_m"])
+        self.camera_poses = CameraPoseInput(self, p["camera_pose_topic"])  # tracks in its fixed frame (issue 20)
         self.streams = StreamAnswers(self, objects)
         self.port = LearnerPort(self)  # what Teacher and classify_vectors ask of the node
         self.teacher = Teacher(self.port, objects, self.backbone_name, self.limits)
@@ -182,6 +184,7 @@ class LearnerNode(ManagedNode):
             guard_callback(self, streams.on_objects, "object features"),
             feature_qos(p["reliability"], depth=10), callback_group=self._objects_group,
             qos_overriding_options=overridable())
+        self.camera_poses.subscribe()
         # timers run on the node clock (a bag's /clock under use_sim_time)
         self.status_timer = self.create_timer(p["status_period_s"],
                                               guard_callback(self, self.publish_status, "status"),
@@ -204,6 +207,7 @@ class LearnerNode(ManagedNode):
 
     def _deactivate(self) -> None:
         self.release("features_sub", "objects_sub", "status_timer", "debug_timer")
+        self.camera_poses.release()
         self.debug.release()
         if self.fleet is not None:
             self.fleet.stop()

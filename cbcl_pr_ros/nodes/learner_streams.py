@@ -117,7 +117,8 @@ class StreamAnswers:
             return
         self.objects.arrived(frame, node.now_s())
         node.waiters.offer("objects", frame)
-        version, tracks = self.objects.classify_and_track(frame, ctl, stamp_to_s(msg.header.stamp))
+        version, tracks = self.objects.classify_and_track(frame, ctl, stamp_to_s(msg.header.stamp),
+                                                           node.camera_poses.pose_for(msg.header.stamp))
         det = make_detections_msg(msg.header, tracks, version)
         self.last_detections = (det, frame.shape)
         det_pub.publish(det)

@@ -7,7 +7,7 @@ import numpy as np
 
 from .types import Proposal
 
-__all__ = ["box_iou", "clip_box", "crop_images", "pick_in_view", "select_teaching_proposal"]
+__all__ = ["box_iou", "clip_box", "crop_images", "nested_parts", "pick_in_view", "select_teaching_proposal"]
 
 Box = tuple[int, int, int, int]
 
@@ -23,6 +23,44 @@ def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
     inter = iw * ih
     union = max(ax1 - ax0, 0.0) * max(ay1 - ay0, 0.0) + max(bx1 - bx0, 0.0) * max(by1 - by0, 0.0) - inter
     return float(inter / union) if union > 0 else 0.0
+
+
+def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = None, min_overlap: float = 0.4,
+                 max_distance_m: float = 0.05, same_label_overlap: float = 0.2,
+                 same_label_distance_m: float = 0.06) -> set[int]:
+    """Indices of proposals that are a part of a larger one in the same frame: their box lies at least
+    ``min_overlap`` inside the larger one's box (intersection over its own area) and their 3D
+    centroids are within ``max_distance_m``; or, where both were named the same class (``labels``,
+    "" = unknown), at least ``same_label_overlap`` inside and within ``same_label_distance_m``.
+
+    Why: the depth proposals cut objects apart along height-map creases, which also splits one
+    non-convex object (a teddy's head from its body, a bottle's shoulder, a mug's handle) into pieces
+    whose boxes overlap; tracked as they come, one object would carry two tracks (issue 20). Two
+    objects side by side overlap less or lie further apart, one behind another lies further in depth,
+    and two touching objects of different classes are never merged by the looser rule. Without depth
+    nothing is a part.
+    """
+    order = sorted(range(len(proposals)), key=lambda i: -proposals[i].area)
+    parts: set[int] = set()
+    for rank, i in enumerate(order):
+        small = proposals[i]
+        if not small.has_depth or small.area <= 0:
+            continue
+        x0, y0, x1, y1 = small.box
+        for j in order[:rank]:
+            big = proposals[j]
+            if j in parts or not big.has_depth:
+                continue
+            iw = min(x1, big.box[2]) - max(x0, big.box[0])
+            ih = min(y1, big.box[3]) - max(y0, big.box[1])
+            inside = max(iw, 0) * max(ih, 0) / small.area
+            apart = float(np.linalg.norm(small.centroid - big.centroid))
+            alike = labels is not None and bool(labels[i]) and labels[i] == labels[j]
+            if (inside >= min_overlap and apart <= max_distance_m) or (
+                    alike and inside >= same_label_overlap and apart <= same_label_distance_m):
+                parts.add(i)
+                break
+    return parts
 
 
 def clip_box(box: Sequence[float], image_shape: Sequence[int]) -> Box | None:

@@ -1,11 +1,20 @@
 """Stable object ids across frames, and class scores fused over each track's recent frames.
 
 Each frame's observations (a proposal and its class scores) are matched to the live tracks by one
-optimal assignment (``scipy.optimize.linear_sum_assignment``) on a cost that adds the 3D distance
-of the centroids (in units of ``max_distance_m``) and one minus the box IoU. A pair may match when
-its centroids are within ``max_distance_m`` or, when either has no depth, when its boxes overlap
-by at least ``min_iou``. Unmatched observations start tracks; tracks unseen for more than
-``max_missed`` frames end.
+optimal assignment (``scipy.optimize.linear_sum_assignment``). Where an observation has a position in
+a fixed frame (``frame``, e.g. the robot's base: the centroid moved there with the camera pose, issue
+20) and the track's last position is in the same frame, the cost is their 3D distance in units of
+``max_distance_m``, and they may match within ``max_distance_m``: the camera may move, the object
+stays where it is. In the camera frame (no pose) the cost adds one minus the box IoU, as boxes only
+mean the same place while the camera stands still. A pair without comparable positions (no depth,
+or one in the camera frame and one in the fixed frame) may match when its boxes overlap by at least
+``min_iou``, and with a camera pose (``view`` given) only when the track's box was seen from the same
+view: a frame without depth after a move matches nothing rather than the wrong objects, and a track
+keeps its last fixed-frame position through it. Unmatched observations start tracks; tracks unseen
+for more than ``max_missed`` frames end. A track in a fixed frame is expected only in the view it was
+last seen from: frames of other views (the camera looks elsewhere, the object is likely out of the
+picture) do not count against it, up to ``FIXED_LIFETIME`` times ``max_missed`` frames in all, so an
+object keeps its id while the camera looks away and back.
 
 A track's label is the argmax of its class scores averaged over its last ``window`` observations
 (a class missing from one frame's scores counts 0 there), and it is known when most of those
@@ -24,18 +33,33 @@ from scipy.optimize import linear_sum_assignment
 from .boxes import box_iou
 from .types import Proposal
 
-__all__ = ["ObjectObservation", "Track", "ObjectTracker", "fuse_scores"]
+__all__ = ["ObjectObservation", "Track", "ObjectTracker", "fuse_scores", "FIXED_LIFETIME"]
+
+FIXED_LIFETIME = 10  # a fixed-frame track unseen from other views ends after this many times max_missed frames
 
 _BIG = 1e6
 
 
 @dataclass
 class ObjectObservation:
-    """One object in one frame: its proposal, the learner's class scores, and whether it was known."""
+    """One object in one frame: its proposal, the learner's class scores, and whether it was known.
+
+    ``position``/``frame``: where the object is for matching, when that is not the proposal's centroid
+    in the camera frame (``frame`` "", the default): its centroid in the fixed frame named ``frame``.
+    """
 
     proposal: Proposal
     scores: dict[str, float]
     known: bool
+    position: np.ndarray | None = None
+    frame: str = ""
+
+    @property
+    def where(self) -> tuple[np.ndarray, str]:
+        """(position used for matching, its frame; "" = the camera frame)."""
+        if self.position is None:
+            return np.asarray(self.proposal.centroid, float), ""
+        return np.asarray(self.position, float).reshape(3), self.frame
 
 
 @dataclass
@@ -79,6 +103,10 @@ class _State:
     proposal: Proposal
     scores: deque
     known: deque
+    position: np.ndarray
+    frame: str
+    view: int | None = None
+    missed_in_view: int = 0  # frames of the track's own view (or of no known view) that did not show it
     hits: int = 1
     age: int = 0
     missed: int = 0
@@ -138,22 +166,26 @@ class ObjectTracker:
         self._next_id = 1
 
     # ------------------------------------------------------------------ matching
-    def _cost(self, tracks: list[_State], obs: Sequence[ObjectObservation]) -> np.ndarray:
+    def _cost(self, tracks: list[_State], obs: Sequence[ObjectObservation], view: int | None) -> np.ndarray:
         cost = np.full((len(tracks), len(obs)), _BIG)
+        where = [o.where for o in obs]
         for i, t in enumerate(tracks):
             for j, o in enumerate(obs):
                 iou = box_iou(t.proposal.box, o.proposal.box)
-                a, b = t.proposal.centroid, o.proposal.centroid
-                if np.all(np.isfinite(a)) and np.all(np.isfinite(b)):
-                    d = float(np.linalg.norm(a - b))
+                b, frame = where[j]
+                if t.frame == frame and np.all(np.isfinite(t.position)) and np.all(np.isfinite(b)):
+                    d = float(np.linalg.norm(t.position - b))
                     if d <= self.max_distance_m:
-                        cost[i, j] = d / self.max_distance_m + (1.0 - iou)
-                elif iou >= self.min_iou:
+                        cost[i, j] = d / self.max_distance_m + (0.0 if frame else 1.0 - iou)
+                elif iou >= self.min_iou and (view is None or t.view == view):
                     cost[i, j] = 1.0 + (1.0 - iou)
         return cost
 
-    def update(self, observations: Sequence[ObjectObservation], stamp: float) -> list[Track]:
+    def update(self, observations: Sequence[ObjectObservation], stamp: float, view: int | None = None) -> list[Track]:
         """Add one frame's observations; returns the tracks seen in this frame, by id.
+
+        ``view``: which camera pose the frame was seen from (the same number while the camera stands
+        still; None = unknown, boxes of any frame compare).
 
         Every observation is checked before anything changes, so a bad one (scores not a mapping
         of finite numbers, not an ``ObjectObservation``) raises and leaves the tracker as it was.
@@ -164,32 +196,42 @@ class ObjectTracker:
             if not isinstance(o, ObjectObservation) or not isinstance(o.proposal, Proposal):
                 raise TypeError(f"observations must be ObjectObservation with a Proposal, got {type(o).__name__}")
             checked.append(_check_scores(o.scores))
+            try:
+                o.where
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"an observation's position must be 3 numbers: {exc}") from None
         stamp = float(stamp)
         if not math.isfinite(stamp):
             raise ValueError(f"stamp must be finite, got {stamp}")
         tracks = list(self._tracks.values())
         matched_t: dict[int, int] = {}
         if tracks and obs:
-            cost = self._cost(tracks, obs)
+            cost = self._cost(tracks, obs, view)
             rows, cols = linear_sum_assignment(cost)
             matched_t = {int(c): int(r) for r, c in zip(rows, cols) if cost[r, c] < _BIG}
         seen: list[int] = []
         for t in tracks:
             t.age += 1
             t.missed += 1
+            t.missed_in_view += int(view is None or t.view is None or t.view == view or not t.frame)
         for j, o in enumerate(obs):
+            position, frame = o.where
             if j in matched_t:
                 t = tracks[matched_t[j]]
-                t.proposal, t.hits, t.missed = o.proposal, t.hits + 1, 0
+                t.proposal, t.hits, t.missed, t.missed_in_view, t.view = o.proposal, t.hits + 1, 0, 0, view
+                if np.all(np.isfinite(position)) or frame != t.frame:  # no depth now: it is still where it was
+                    t.position, t.frame = position, frame
             else:
-                t = _State(self._next_id, o.proposal, deque(maxlen=self.window), deque(maxlen=self.window))
+                t = _State(self._next_id, o.proposal, deque(maxlen=self.window), deque(maxlen=self.window),
+                           position, frame, view)
                 self._tracks[t.id] = t
                 self._next_id += 1
             t.scores.append(checked[j])
             t.known.append(bool(o.known))
             t.last_stamp = stamp
             seen.append(t.id)
-        for tid in [tid for tid, t in self._tracks.items() if t.missed > self.max_missed]:
+        for tid in [tid for tid, t in self._tracks.items() if t.missed_in_view > self.max_missed
+                    or t.missed > self.max_missed * FIXED_LIFETIME]:
             del self._tracks[tid]
         return [self._snapshot(self._tracks[tid]) for tid in sorted(seen)]
 

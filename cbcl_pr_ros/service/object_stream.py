@@ -5,6 +5,10 @@ Detections, TeachClass by track and Classify's default answer all read the same 
 in one object that the learner node feeds with each frame's objects (already converted from the
 message); :meth:`ObjectStream.classify_and_track` classifies them with the learner's controller and
 tracks them. Thread-safe: the stream callback updates it while a service callback reads it.
+
+With the camera pose of a frame (issue 20) the tracker matches objects by their centroids in the
+fixed frame (the robot's base), so an id stays on its object while the camera moves; the tracks
+still report the proposals as seen, centroids in the camera frame (the Detections message's meaning).
 """
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal
+from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal, nested_parts
+from cbcl_pr_ros.perception.camera_pose import CameraPose
 from cbcl_pr_ros.service.object_teaching import TrackHistory
 
 __all__ = ["ObjectFrame", "ObjectStream", "STREAMING_WINDOW_S"]
@@ -47,6 +52,7 @@ class ObjectStream:
             self._history = TrackHistory(capacity=history)
             self._last_time = -1e9
             self.last_shape: tuple[int, int] | None = None
+            self._view: tuple[int, CameraPose | None] = (0, None)  # the camera pose's view number, and its pose
 
     def arrived(self, frame: ObjectFrame, now_s: float) -> None:
         """Note that a frame of objects came in (before it is classified: it counts as streaming)."""
@@ -57,30 +63,50 @@ class ObjectStream:
         """True while the extractor sends objects (a frame within the last ``STREAMING_WINDOW_S``)."""
         return now_s - self._last_time < STREAMING_WINDOW_S
 
-    def update(self, frame: ObjectFrame, predictions: Sequence[Any] | None, stamp_s: float) -> list[Any]:
+    def update(self, frame: ObjectFrame, predictions: Sequence[Any] | None, stamp_s: float,
+               pose: CameraPose | None = None) -> list[Any]:
         """Track one frame; ``predictions`` (one per object, core Predictions) or None when nothing is
-        taught yet (objects are still tracked, unlabelled, so that a track id can be taught)."""
+        taught yet (objects are still tracked, unlabelled, so that a track id can be taught);
+        ``pose``: the camera's pose at the frame's stamp (None: track in the camera frame)."""
         if predictions is None:
             obs = [ObjectObservation(p, {}, False) for p in frame.proposals]
         else:
             obs = [ObjectObservation(p, _scores(pr), bool(pr.known)) for p, pr in zip(frame.proposals, predictions)]
+        labels = None if predictions is None else [pr.label if pr.known else "" for pr in predictions]
+        parts = nested_parts(frame.proposals, labels)  # a piece of a larger proposal is that object: no own track
+        keep = [i for i in range(len(obs)) if i not in parts]
+        obs, features = [obs[i] for i in keep], frame.features[keep]
+        if pose is not None and obs:
+            fixed = pose.to_fixed(np.stack([o.proposal.centroid for o in obs]))
+            for o, x in zip(obs, fixed):
+                o.position, o.frame = x, pose.frame
         with self._lock:
-            tracks = self._tracker.update(obs, stamp_s)
+            tracks = self._tracker.update(obs, stamp_s, self._view_of(pose))
         if obs:
             by_proposal = {id(t.proposal): t.id for t in tracks}
-            self._history.add([by_proposal[id(o.proposal)] for o in obs], frame.features)
+            self._history.add([by_proposal[id(o.proposal)] for o in obs], features)
         return tracks
 
-    def classify_and_track(self, frame: ObjectFrame, controller: Any, stamp_s: float) -> tuple[int, list[Any]]:
+    def classify_and_track(self, frame: ObjectFrame, controller: Any, stamp_s: float,
+                           pose: CameraPose | None = None) -> tuple[int, list[Any]]:
         """Classify the frame's objects in one batch with ``controller`` (a LearnerController), then
-        track them; (model version of the answers, tracks). Nothing taught yet, or no object: the
-        objects are tracked unlabelled."""
+        track them (in ``pose``'s fixed frame when given); (model version of the answers, tracks).
+        Nothing taught yet, or no object: the objects are tracked unlabelled."""
         version, predictions = controller.model_version, None
         if frame.proposals and controller.classes:
             out = controller.classify(frame.features, top_k=len(controller.classes))
             if out.success:
                 version, predictions = out.model_version, out.predictions
-        return version, self.update(frame, predictions, stamp_s)
+        return version, self.update(frame, predictions, stamp_s, pose)
+
+    def _view_of(self, pose: CameraPose | None) -> int | None:
+        """A number per camera view: the same while the camera stays within 5 mm and 0.5 degrees."""
+        if pose is None:
+            return None
+        number, seen = self._view
+        if seen is None or seen.frame != pose.frame or any(m > lim for m, lim in zip(pose.moved_from(seen), (0.005, 0.009))):
+            self._view = number, seen = number + 1, pose
+        return number
 
     def track_views(self, track_id: int, n: int) -> np.ndarray:
         """Up to ``n`` recent vectors of a live track; ValueError naming the live tracks otherwise."""

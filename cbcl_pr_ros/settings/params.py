@@ -252,6 +252,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               (LEARNER,), min=0, max=1000),
     ParamSpec("track_max_distance_m", 0.1, "Largest 3-D jump of a tracked object between frames (metres)",
               (LEARNER,), min=1.0e-3, max=10.0),
+    ParamSpec("camera_pose_topic", "camera_pose",
+              "geometry_msgs/PoseStamped of the camera's optical frame in a fixed frame, stamped like the image: "
+              "tracks then live in that frame, so ids stay on their objects while the camera moves; "
+              "'' = tracks in the camera frame", (LEARNER,)),
     # --- fleet mode (issue 24; docs/nodes.md "Fleet mode", docs/security.md "Fleet peers") --------
     ParamSpec("fleet", "", "Fleet name: learners of one fleet publish their class changes on fleet_topic "
               "and merge each other's; '' = fleet mode off", (LEARNER,)),

@@ -216,7 +216,7 @@ TOPICS = {  # topic: (message type path, subscribers)
     "image": ("sensor_msgs.msg.Image", "extractor"),
     "depth": ("sensor_msgs.msg.Image", "extractor"),
     "camera_info": ("sensor_msgs.msg.CameraInfo", "extractor, arm"),
-    "camera_pose": ("geometry_msgs.msg.PoseStamped", "arm"),
+    "camera_pose": ("geometry_msgs.msg.PoseStamped", "arm, learner"),
     "prediction": ("cbcl_pr_ros.msg.Prediction", "none of ours (a user's node)"),
     "detections": ("cbcl_pr_ros.msg.Detections", "arm"),
     "joint_states": ("sensor_msgs.msg.JointState", "arm"),

@@ -5,6 +5,7 @@ import doctest
 
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
 
 import cbcl_pr_ros.perception.tracking as tracking_mod
 from cbcl_pr_ros.perception import (
@@ -178,3 +179,148 @@ def test_teaching_choice_central_large_or_by_box():
     assert select_teaching_proposal([corner, centre], shape, box=(600, 0, 640, 10)) is None  # overlaps nothing
     assert select_teaching_proposal([], shape) is None
     assert select_teaching_proposal([centre], shape, box=(float("nan"), 0, 1, 1)) is None
+
+
+# ---------------------------------------------------------------- tracks in a fixed frame (issue 20)
+def _looking_down(cam_x: float, yaw: float):
+    """Pose of a camera 0.5 m above the table at base x = cam_x, looking straight down, turned by yaw."""
+    from cbcl_pr_ros.perception.camera_pose import CameraPose
+
+    rot = Rotation.from_euler("z", yaw) * Rotation.from_euler("x", np.pi)  # optical z points down
+    return CameraPose.checked((cam_x, 0.0, 0.5), rot.as_quat(), "base")
+
+
+def _seen_from(pose, points: np.ndarray) -> dict[int, Proposal]:
+    """The proposals of base-frame points in view of ``pose`` (camera-frame centroids, projected boxes)."""
+    cam = pose.rotation.inv().apply(points - pose.position)
+    return {i: prop(*c) for i, c in enumerate(cam) if abs(c[0]) < 0.2}
+
+
+TABLE = np.array([[x, y, 0.0] for x in (-0.16, -0.08, 0.0, 0.08, 0.16) for y in (-0.05, 0.05)])
+
+
+def _pan(tracker: ObjectTracker, fixed: bool, steps: int = 8) -> tuple[list[dict[int, int]], int]:
+    """Pan and turn the camera over the static TABLE; per frame {object index: track id}, and most live tracks."""
+    seen, most_live = [], 0
+    for f in range(steps):
+        pose = _looking_down(-0.25 + 0.07 * f, 0.05 * f)  # jumps as between the main job's views
+        props = _seen_from(pose, TABLE)
+        obs_ = [ObjectObservation(p, {"mug": 0.9}, True) for p in props.values()]
+        if fixed:
+            for o, x in zip(obs_, pose.to_fixed(np.stack([p.centroid for p in props.values()]))):
+                o.position, o.frame = x, "base"
+        tracks = tracker.update(obs_, 0.25 * f)
+        by_prop = {id(tr.proposal): tr.id for tr in tracks}
+        seen.append({i: by_prop[id(p)] for i, p in props.items()})
+        most_live = max(most_live, len(tracker.tracks))
+    return seen, most_live
+
+
+def test_base_frame_ids_stay_on_their_objects_while_the_camera_moves():
+    seen, most_live = _pan(ObjectTracker(max_distance_m=0.1, max_missed=10), fixed=True)
+    first: dict[int, int] = {}
+    for frame in seen:
+        for i, tid in frame.items():
+            assert first.setdefault(i, tid) == tid  # every object keeps its first id
+    assert len(set(first.values())) == len(first) == len(TABLE)  # all seen, one id each
+    assert most_live == len(TABLE)  # no object ever carries a second track
+
+
+def test_camera_frame_ids_jump_when_the_camera_moves():
+    """The same pan without the pose: what the fixed frame fixes (so the test above can fail)."""
+    seen, _ = _pan(ObjectTracker(max_distance_m=0.1, max_missed=10), fixed=False)
+    ids: dict[int, set] = {}
+    for frame in seen:
+        for i, tid in frame.items():
+            ids.setdefault(i, set()).add(tid)
+    assert sum(len(v) > 1 for v in ids.values()) >= len(TABLE) // 2  # ids follow the image, not the objects
+
+
+def test_fixed_frame_matching_ignores_the_box_and_falls_back_to_iou_across_frames():
+    t = ObjectTracker(max_distance_m=0.05, min_iou=0.3)
+    a = ObjectObservation(prop(0.0), {"mug": 0.9}, True, position=np.array([0.5, 0.0, 0.0]), frame="base")
+    first = t.update([a], 0.0)[0].id
+    # camera moved: the box is elsewhere in the image, the object is where it was
+    moved = ObjectObservation(prop(0.3), {"mug": 0.9}, True, position=np.array([0.51, 0.0, 0.0]), frame="base")
+    assert t.update([moved], 0.1)[0].id == first
+    # a frame without a pose (camera frame): positions are not comparable, the box overlap decides
+    same_box = ObjectObservation(prop(0.3), {"mug": 0.9}, True)
+    assert t.update([same_box], 0.2)[0].id == first
+    elsewhere = ObjectObservation(prop(-0.3), {"mug": 0.9}, True, position=np.array([0.9, 0.0, 0.0]), frame="base")
+    assert t.update([elsewhere], 0.3)[0].id != first
+
+
+def test_bad_position_raises_and_changes_nothing():
+    t = ObjectTracker()
+    t.update([obs(prop(0.0), "mug")], 0.0)
+    bad = ObjectObservation(prop(0.1), {"mug": 0.9}, True, position=np.array([1.0, 2.0]), frame="base")
+    with pytest.raises(ValueError, match="position"):
+        t.update([obs(prop(0.0), "mug"), bad], 0.1)
+    assert [tr.hits for tr in t.tracks] == [1]
+
+
+def test_a_nested_piece_of_an_object_is_a_part_and_neighbours_are_not():
+    from cbcl_pr_ros.perception import nested_parts
+
+    body = prop(0.0, box=(100, 100, 200, 220))
+    head = Proposal((110, 90, 160, 140), None, body.centroid + [0.0, -0.03, 0.0], np.full(3, 0.04), 0.9)  # inside, 3 cm
+    beside = prop(0.07, box=(195, 100, 290, 220))  # touching, 7 cm away
+    behind = Proposal((120, 120, 180, 200), None, body.centroid + [0.0, 0.0, 0.12], np.full(3, 0.05), 0.9)
+    flat = Proposal((120, 120, 180, 200), None, np.full(3, np.nan), np.full(3, np.nan), 0.9)  # no depth
+    assert nested_parts([head, body, beside, behind, flat]) == {0}
+
+
+
+def test_a_frame_without_depth_after_a_move_takes_no_ids_and_positions_survive_it():
+    t = ObjectTracker(max_distance_m=0.05, min_iou=0.2)
+    base = [np.array([0.6, 0.0, 0.0]), np.array([0.7, 0.0, 0.0])]
+    boxes = [(100, 100, 160, 160), (200, 100, 260, 160)]
+    first = [tr.id for tr in t.update([ObjectObservation(prop(0.0, box=b), {}, False, position=x, frame="base")
+                                       for b, x in zip(boxes, base)], 0.0, view=1)]
+    # the camera moved (view 2) and this frame has no depth: the old boxes now show the other object
+    flat = [ObjectObservation(prop(0.0, box=b, depth=False), {}, False, position=np.full(3, np.nan), frame="base")
+            for b in reversed(boxes)]
+    assert not {tr.id for tr in t.update(flat, 0.1, view=2)} & set(first)  # no id given to the wrong object
+    # depth is back: each object finds its own track by its base position
+    again = [tr.id for tr in t.update([ObjectObservation(prop(0.0, box=b), {}, False, position=x, frame="base")
+                                       for b, x in zip(reversed(boxes), base)], 0.2, view=2)]
+    assert again == first
+    # from the same view, a frame without depth still matches by box, and keeps the base position
+    same = t.update([ObjectObservation(prop(0.0, box=boxes[1], depth=False), {}, False,
+                                       position=np.full(3, np.nan), frame="base")], 0.3, view=2)
+    assert [tr.id for tr in same] == [first[0]]
+    moved_back = t.update([ObjectObservation(prop(0.0, box=(0, 0, 40, 40)), {}, False, position=base[0], frame="base")],
+                          0.4, view=3)
+    assert [tr.id for tr in moved_back] == [first[0]]
+
+
+def test_fixed_frame_track_outlives_other_views_but_not_its_own():
+    from cbcl_pr_ros.perception.tracking import FIXED_LIFETIME
+
+    def at(x: float) -> ObjectObservation:
+        return ObjectObservation(prop(0.0), {}, False, position=np.array([x, 0.0, 0.0]), frame="base")
+
+    t = ObjectTracker(max_missed=2)
+    mug = t.update([at(0.5)], 0.0, view=1)[0].id
+    for f in range(1, 8):  # the camera looks elsewhere (views 2..8): the mug is not expected there
+        t.update([at(1.5)], float(f), view=1 + f)
+    assert t.get(mug) is not None
+    assert t.update([at(0.51)], 9.0, view=9)[0].id == mug  # looked back: the same id
+    for f in range(3):  # the same view shows nothing there: the mug was taken away
+        t.update([], 10.0 + f, view=9)
+    assert t.get(mug) is None
+    lone = t.update([at(2.5)], 20.0, view=20)[0].id
+    for f in range(2 * FIXED_LIFETIME + 1):
+        t.update([], 21.0 + f, view=21 + f)
+    assert t.get(lone) is None  # never seen again from anywhere: ends after FIXED_LIFETIME * max_missed
+
+
+def test_a_piece_beside_its_object_is_a_part_only_when_named_the_same():
+    from cbcl_pr_ros.perception import nested_parts
+
+    body = Proposal((92, 196, 202, 290), None, np.array([-0.168, 0.01, 0.424]), np.full(3, 0.09), 0.9)
+    handle = Proposal((70, 240, 108, 272), None, np.array([-0.219, 0.023, 0.421]), np.full(3, 0.04), 0.9)  # 5.3 cm
+    assert nested_parts([body, handle]) == set()  # 42 % inside, but too far for the plain rule
+    assert nested_parts([body, handle], ["mug", "mug"]) == {1}
+    assert nested_parts([body, handle], ["mug", "can"]) == set()  # touching objects of two classes
+    assert nested_parts([body, handle], ["", ""]) == set()  # unknown is no class

@@ -1,0 +1,66 @@
+"""The learner's camera pose input: a ``camera_pose`` subscription feeding a ROS-free pose history.
+
+Each geometry_msgs/PoseStamped becomes plain numbers in a
+:class:`~cbcl_pr_ros.perception.camera_pose.CameraPoses` (bounded, refuses non-finite poses and
+jumps); the object callback asks for the pose of its frame's stamp and hands it to the tracker, so
+tracks live in the pose's fixed frame (issue 20). Without a pose for a stamp the frame is tracked
+in the camera frame, as without this input, and a throttled warning says why.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from geometry_msgs.msg import PoseStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+
+from cbcl_pr_ros.nodes.guard import guard_callback
+from cbcl_pr_ros.perception.camera_pose import CameraPose, CameraPoses
+from cbcl_pr_ros.stamps import stamp_to_ns
+
+__all__ = ["CameraPoseInput"]
+
+
+class CameraPoseInput:
+    """Camera poses of ``topic`` ("" = off) for ``node``; subscribe on activate, release on deactivate."""
+
+    def __init__(self, node: Any, topic: str, history: CameraPoses | None = None) -> None:
+        self.node, self.topic = node, str(topic)
+        self.history = history or CameraPoses()
+        self.sub: Any = None
+        self._group = MutuallyExclusiveCallbackGroup()  # poses keep coming while a frame is classified
+
+    def subscribe(self) -> None:
+        if self.topic and self.sub is None:
+            self.sub = self.node.create_subscription(
+                PoseStamped, self.topic, guard_callback(self.node, self._on_pose, "camera pose"), 20,
+                callback_group=self._group)
+
+    def release(self) -> None:
+        """Let the topic go and forget the poses (a later activate starts afresh)."""
+        if self.sub is not None:
+            self.node.destroy_subscription(self.sub)
+            self.sub = None
+        self.history.clear()
+
+    def _on_pose(self, msg: PoseStamped) -> None:
+        p, q = msg.pose.position, msg.pose.orientation
+        refused = self.history.add(stamp_to_ns(msg.header.stamp), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
+                                   msg.header.frame_id[:40])
+        if refused:
+            self.node.get_logger().warning(f"{refused}; frames of that instant are tracked in the camera frame",
+                                           throttle_duration_sec=10.0)
+
+    def pose_for(self, stamp: Any) -> CameraPose | None:
+        """The camera pose at an image stamp, or None (off, or none for that stamp: warned, throttled)."""
+        if not self.topic:
+            return None
+        pose = self.history.pose_at(stamp_to_ns(stamp))
+        if pose is None and self.history.received:
+            self.node.get_logger().warning(
+                f"no camera pose on '{self.topic}' for a frame's stamp: tracking it in the camera frame",
+                throttle_duration_sec=10.0)
+        elif pose is None:
+            self.node.get_logger().info(
+                f"no camera pose received on '{self.topic}': tracks live in the camera frame "
+                "(set camera_pose_topic, or '' to silence this)", throttle_duration_sec=60.0)
+        return pose

@@ -1,0 +1,105 @@
+"""The learner tracks in the base frame with camera_pose (issue 20): ids stay while the camera moves,
+detections keep camera-frame centroids, a stamp without a pose and a jumping pose fall back to the
+camera frame. The node is built in-process and its callbacks are called directly (no timing)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+from geometry_msgs.msg import PoseStamped  # noqa: E402
+from rclpy.parameter import Parameter  # noqa: E402
+from ros_testing import fresh_domain, release_domain  # noqa: E402
+from scipy.spatial.transform import Rotation  # noqa: E402
+from std_msgs.msg import Header  # noqa: E402
+
+from cbcl_pr_ros.perception import Proposal  # noqa: E402
+
+DOWN = Rotation.from_euler("x", np.pi)  # optical z points down at the table
+OBJECTS = np.array([[0.6, -0.3, -0.18], [0.68, -0.3, -0.18]])  # 8 cm apart, base frame
+
+
+@pytest.fixture
+def make_learner():
+    from cbcl_pr_ros.nodes.learner import LearnerNode
+
+    made = []
+
+    def make(topic: str = "camera_pose"):
+        dom = fresh_domain()
+        ctx = rclpy.Context()
+        rclpy.init(context=ctx, domain_id=dom)
+        node = LearnerNode(feature_source=object(), context=ctx, parameter_overrides=[
+            Parameter("memory_path", value=""), Parameter("backbone", value="test"), Parameter("feature_dim", value=8),
+            Parameter("track_max_distance_m", value=0.05), Parameter("camera_pose_topic", value=topic)])
+        made.append((node, ctx, dom))
+        return node
+
+    yield make
+    for node, ctx, dom in made:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
+        release_domain(dom)
+
+
+def _stamp(ns: int):
+    h = Header(frame_id="camera")
+    h.stamp.sec, h.stamp.nanosec = divmod(ns, 1_000_000_000)
+    return h
+
+
+def _pose(ns: int, x: float, frame: str = "base") -> PoseStamped:
+    msg = PoseStamped(header=_stamp(ns))
+    msg.header.frame_id = frame
+    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, -0.3, 0.3
+    q = DOWN.as_quat()
+    msg.pose.orientation.x, msg.pose.orientation.y, msg.pose.orientation.z, msg.pose.orientation.w = (float(v) for v in q)
+    return msg
+
+
+def _frame(node, ns: int, camera_x: float):
+    """Send the objects as a camera at base x = camera_x sees them (boxes where they project);
+    returns the published detections' ids and centroids in object order, and the true centroids."""
+    from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
+
+    cam = DOWN.inv().apply(OBJECTS - [camera_x, -0.3, 0.3])
+    u = [int(320 + 500 * c[0] / c[2]) for c in cam]
+    props = [Proposal((x - 20, 220, x + 20, 260), None, c, np.full(3, 0.04), 0.9) for x, c in zip(u, cam)]
+    node._on_object_features(make_object_features_msg(_stamp(ns), "test", "", props, np.zeros((2, 8)), (480, 640)))  # noqa: SLF001
+    det = node._last_detections[0]  # noqa: SLF001
+    by_box = {o.x0: o for o in det.objects}
+    objs = [by_box[x - 20] for x in u]
+    return [o.id for o in objs], np.array([[o.centroid.x, o.centroid.y, o.centroid.z] for o in objs]), cam
+
+
+def test_ids_stay_while_the_camera_moves_and_centroids_stay_in_the_camera_frame(make_learner):
+    node = make_learner()
+    assert node.camera_poses.sub is not None  # subscribed on activate
+    first = None
+    for f in range(5):  # 8 cm per frame: in the camera frame each object lands where its neighbour was
+        ns = 1_000_000_000 + f * 250_000_000
+        node.camera_poses._on_pose(_pose(ns, 0.5 + 0.08 * f))  # noqa: SLF001
+        ids, centroids, cam = _frame(node, ns, 0.5 + 0.08 * f)
+        first = first or ids
+        assert ids == first
+        assert np.allclose(centroids, cam, atol=1e-5)  # the message keeps the optical frame
+
+
+def test_no_pose_for_a_stamp_or_a_jump_means_camera_frame(make_learner):
+    node = make_learner()
+    node.camera_poses._on_pose(_pose(1_000_000_000, 0.5))  # noqa: SLF001
+    ids0, _, _ = _frame(node, 1_000_000_000, 0.5)
+    ids1, _, _ = _frame(node, 3_000_000_000, 0.58)  # no pose near that stamp: camera frame, boxes decide
+    assert ids1[1] == ids0[0]  # the right object now sits where the left one was in the image
+    node.camera_poses._on_pose(_pose(3_100_000_000, 25.0))  # noqa: SLF001  (24 m in 0.1 s: refused)
+    assert node.camera_poses.history.refused == 1
+    assert node.camera_poses.history.pose_at(3_100_000_000) is None
+
+
+def test_an_empty_topic_turns_the_pose_off(make_learner):
+    node = make_learner(topic="")
+    assert node.camera_poses.sub is None and node.camera_poses.pose_for(_stamp(1).stamp) is None
+    node.camera_poses._on_pose(_pose(1_000_000_000, 0.5))  # noqa: SLF001  (even if one came: not used)
+    ids0, _, _ = _frame(node, 1_000_000_000, 0.5)
+    ids1, _, _ = _frame(node, 1_250_000_000, 0.58)
+    assert ids1[1] == ids0[0]  # camera frame: the id went with the image position

@@ -1,0 +1,93 @@
+"""Camera poses by stamp: checked numbers, jump refusal, exact / interpolated / refused lookups (issue 20)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from cbcl_pr_ros.perception.camera_pose import CameraPose, CameraPoses
+
+S = 1_000_000_000  # ns per second
+UP = (0.0, 0.0, 0.0, 1.0)
+
+
+def test_to_fixed_turns_then_moves():
+    pose = CameraPose.checked((1.0, 2.0, 3.0), Rotation.from_euler("z", 90, degrees=True).as_quat(), "base")
+    out = pose.to_fixed(np.array([[1.0, 0.0, 0.0], [np.nan, 0.0, 0.0]]))
+    assert np.allclose(out[0], [1.0, 3.0, 3.0])
+    assert np.all(np.isnan(out[1]))  # no depth stays no depth
+
+
+@pytest.mark.parametrize("position, quat, match", [
+    ((0.0, 0.0, math.nan), UP, "non-finite"),
+    ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, math.inf), "non-finite"),
+    ((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0), "unit quaternion"),
+    ((0.0, 0.0, 0.0), (0.0, 0.0, 0.5, 0.5), "unit quaternion"),
+    ((0.0, 0.0), UP, "3 position"),
+    ((1e9, 0.0, 0.0), UP, "10 km"),
+])
+def test_bad_pose_is_refused_and_kept_out(position, quat, match):
+    poses = CameraPoses()
+    assert poses.add(0, (0.0, 0.0, 0.0), UP, "base") == ""
+    why = poses.add(S // 10, position, quat, "base")
+    assert match in why
+    assert poses.refused == 1 and poses.received == 2
+    assert poses.pose_at(S // 10) is None  # nothing kept for that stamp (0.1 s from the kept one)
+
+
+def test_exact_stamp_then_interpolation_then_nothing():
+    poses = CameraPoses(max_gap_s=0.25, tolerance_s=0.02)
+    q0, q1 = Rotation.identity().as_quat(), Rotation.from_euler("z", 0.2).as_quat()
+    assert poses.add(1 * S, (0.0, 0.0, 0.0), q0, "base") == ""
+    assert poses.add(1 * S + S // 5, (0.2, 0.0, 0.0), q1, "base") == ""  # 1 m/s, 1 rad/s
+    assert np.allclose(poses.pose_at(1 * S).position, 0.0)
+    mid = poses.pose_at(1 * S + S // 10)
+    assert np.allclose(mid.position, [0.1, 0.0, 0.0])
+    assert math.isclose(mid.rotation.magnitude(), 0.1, abs_tol=1e-9)
+    assert poses.pose_at(1 * S + S // 5 + S // 100) is not None  # 10 ms past the newest: within tolerance
+    assert poses.pose_at(1 * S + S // 2) is None  # 0.3 s past the newest: no pose, not an old one
+    assert poses.pose_at(S // 2) is None  # before the history
+
+
+def test_no_interpolation_across_a_long_gap():
+    poses = CameraPoses(max_gap_s=0.25)
+    poses.add(0, (0.0, 0.0, 0.0), UP, "base")
+    poses.add(S, (0.5, 0.0, 0.0), UP, "base")  # paused camera: 1 s later, elsewhere
+    assert poses.pose_at(S // 2) is None
+
+
+def test_a_glitch_is_refused_with_the_pose_after_it_and_a_teleport_costs_one():
+    poses = CameraPoses(max_speed_mps=3.0)
+    dt = S // 10
+    assert poses.add(0, (0.5, 0.0, 0.3), UP, "base") == ""
+    assert "jumped" in poses.add(dt, (0.0, 0.0, 0.0), UP, "base")  # a zero pose: 0.58 m in 0.1 s
+    assert "jumped" in poses.add(2 * dt, (0.5, 0.0, 0.3), UP, "base")  # judged against the glitch
+    assert poses.add(3 * dt, (0.5, 0.0, 0.3), UP, "base") == ""
+    assert poses.pose_at(dt) is None and poses.pose_at(2 * dt) is None
+    assert poses.add(4 * dt, (5.0, 0.0, 0.3), UP, "base") != ""  # re-localised far away
+    assert poses.add(5 * dt, (5.0, 0.0, 0.3), UP, "base") == ""  # consistent from then on
+    turn = Rotation.from_euler("z", 3.0).as_quat()
+    assert "deg" in poses.add(5 * dt + S // 100, (5.0, 0.0, 0.3), turn, "base")  # 3 rad in 10 ms
+
+
+def test_a_change_of_frame_is_a_jump():
+    poses = CameraPoses()
+    poses.add(0, (0.0, 0.0, 0.0), UP, "base")
+    assert "frame changed" in poses.add(S, (0.0, 0.0, 0.0), UP, "odom")
+
+
+def test_history_is_bounded_and_cleared():
+    poses = CameraPoses(capacity=10)
+    for i in range(50):
+        assert poses.add(i * S // 10, (0.01 * i, 0.0, 0.0), UP, "base") == ""
+    assert poses.pose_at(0) is None and poses.pose_at(49 * S // 10) is not None
+    poses.clear()
+    assert poses.pose_at(49 * S // 10) is None
+
+
+@pytest.mark.parametrize("kw", [{"capacity": 1}, {"max_speed_mps": -1.0}, {"max_gap_s": math.nan}])
+def test_bad_settings_raise(kw):
+    with pytest.raises(ValueError):
+        CameraPoses(**kw)

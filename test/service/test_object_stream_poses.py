@@ -1,0 +1,58 @@
+"""The learner's object stream with a camera pose: tracks in the base frame, detections still in the camera frame."""
+from __future__ import annotations
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from cbcl_pr_ros.perception import Proposal
+from cbcl_pr_ros.perception.camera_pose import CameraPose
+from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectStream
+
+DOWN = Rotation.from_euler("x", np.pi)  # optical z points down at the table
+
+
+def _frame(pose: CameraPose, objects: np.ndarray) -> ObjectFrame:
+    """The proposals of base-frame object centres seen from ``pose``; every box at the image centre,
+    so only the positions tell the objects apart."""
+    cam = pose.rotation.inv().apply(objects - pose.position)
+    props = [Proposal((300, 220, 340, 260), None, c, np.full(3, 0.05), 0.9) for c in cam]
+    return ObjectFrame(props, np.zeros((len(props), 4), np.float32), (480, 640))
+
+
+def test_ids_follow_base_positions_and_tracks_keep_camera_frame_centroids():
+    stream = ObjectStream(window=3, max_missed=5, max_distance_m=0.05)
+    objects = np.array([[0.6, -0.3, -0.18], [0.7, -0.3, -0.18]])
+    ids = None
+    for f in range(6):  # the camera jumps 9 cm per frame, more than the gate: only the base frame keeps ids
+        pose = CameraPose.checked((0.5 + 0.09 * f, -0.3, 0.3), DOWN.as_quat(), "base")
+        frame = _frame(pose, objects)
+        tracks = stream.update(frame, None, float(f), pose)
+        by_obj = [next(t.id for t in tracks if t.proposal is p) for p in frame.proposals]
+        ids = ids or by_obj
+        assert by_obj == ids
+        for t, p in zip(sorted(tracks, key=lambda t: by_obj.index(t.id)), frame.proposals):
+            assert np.allclose(t.proposal.centroid, p.centroid)  # Detections keep the camera frame
+    assert len(set(ids)) == 2
+
+
+def test_without_a_pose_the_stream_tracks_in_the_camera_frame():
+    stream = ObjectStream(window=3, max_missed=5, max_distance_m=0.05)
+    objects = np.array([[0.6, -0.3, -0.18]])
+    first = None
+    for f in range(3):
+        pose = CameraPose.checked((0.5 + 0.09 * f, -0.3, 0.3), DOWN.as_quat(), "base")
+        (track,) = stream.update(_frame(pose, objects), None, float(f))  # pose not given
+        first = first or track.id
+    assert track.id != first  # the camera-frame centroid jumped 9 cm: a new track, as before issue 20
+
+
+def test_the_stream_gives_a_part_no_track_of_its_own():
+    body = Proposal((100, 100, 200, 220), None, np.array([0.0, 0.0, 0.6]), np.full(3, 0.05), 0.9)
+    head = Proposal((110, 90, 160, 140), None, body.centroid + [0.0, -0.03, 0.0], np.full(3, 0.04), 0.9)
+    other = Proposal((400, 100, 440, 140), None, np.array([0.2, 0.0, 0.6]), np.full(3, 0.05), 0.9)
+    stream = ObjectStream(window=3, max_missed=3, max_distance_m=0.1)
+    frame = ObjectFrame([head, body, other], np.arange(6, dtype=np.float32).reshape(3, 2), (480, 640))
+    tracks = stream.update(frame, None, 0.0)
+    assert sorted(t.proposal.box for t in tracks) == sorted([body.box, other.box])
+    body_track = next(t.id for t in tracks if t.proposal is body)
+    assert np.array_equal(stream.track_views(body_track, 5), [[2.0, 3.0]])  # the body's vector, not the head's
