@@ -65,8 +65,8 @@ def _frame(node, ns: int, camera_x: float):
     cam = DOWN.inv().apply(OBJECTS - [camera_x, -0.3, 0.3])
     u = [int(320 + 500 * c[0] / c[2]) for c in cam]
     props = [Proposal((x - 20, 220, x + 20, 260), None, c, np.full(3, 0.04), 0.9) for x, c in zip(u, cam)]
-    node._on_object_features(make_object_features_msg(_stamp(ns), "test", "", props, np.zeros((2, 8)), (480, 640)))  # noqa: SLF001
-    det = node._last_detections[0]  # noqa: SLF001
+    node.streams.on_objects(make_object_features_msg(_stamp(ns), "test", "", props, np.zeros((2, 8)), (480, 640)))  # noqa: SLF001
+    det = node.streams.last_detections[0]
     by_box = {o.x0: o for o in det.objects}
     objs = [by_box[x - 20] for x in u]
     return [o.id for o in objs], np.array([[o.centroid.x, o.centroid.y, o.centroid.z] for o in objs]), cam
