@@ -187,7 +187,11 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
         res = c.request(clear, ClearObjects.Request(), timeout=30)
         assert res.success and sorted(res.removed) == ["duck_1", "mug_1"]
         assert wait_until(lambda: len(dets) > 0 and len(dets[-1].objects) == 0, 60), logs()
-        assert wait_until(lambda: len(dets) > n1 + 12, 90)  # > track_max_missed frames: tracks end
+        # tracks end: after track_max_missed (5) empty frames of the view they were seen from, and
+        # at most FIXED_LIFETIME times that many when the camera moved since (perception/tracking.py)
+        from cbcl_pr_ros.perception.tracking import FIXED_LIFETIME
+
+        assert wait_until(lambda: len(dets) > n1 + 12 + FIXED_LIFETIME * 5, 180)
         res = c.request(teach, TeachClass.Request(label="again", track_id=int(ids["duckish"])), timeout=60)
         assert not res.success and "does not exist" in res.message, res.message
         assert all(p.popen.poll() is None for p in procs), logs()
