@@ -127,19 +127,14 @@ class Teacher:
             s = self.port.teach_settings()
             plan = plan_teach(int(req.mode), int(req.track_id), req.rois, len(req.images), len(req.features),
                               s.teach_from, self.objects.streaming(self.port.now_s()))
-            others = None
             if plan.target == "frame":
-                feats, views, source = self._whole_frames(c, req, s)
-            elif plan.source != "images" and plan.target != "track":
-                feats, views, source, others = self._object_frames(req, plan, int(req.num_frames), s)
+                (feats, views, source), others = self._whole_frames(c, req, s), None
             else:
-                feats, views, source = self._objects(c, req, plan, s)
+                feats, views, source, others = self._objects(req, plan, s)
         except NothingLearned as exc:
             return c.refused(str(exc))
         except (TypeError, ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
             return c.refused(f"nothing learned: {exc}")
-        if others is None:
-            return self.port.commit(c, label, feats, source, views)
         return self.port.commit(c, label, feats, source, views, negatives=others)
 
     # ------------------------------------------------------------------ whole frames
@@ -176,19 +171,20 @@ class Teacher:
         return shots, views, f" + {s.views} views each"
 
     # ------------------------------------------------------------------ objects
-    def _objects(self, c: LearnerController, req: TeachRequest, plan: TeachPlan, s: TeachSettings) -> Examples:
-        """The object in view, the given boxes or one track: from request images or the object stream."""
+    def _objects(self, req: TeachRequest, plan: TeachPlan,
+                 s: TeachSettings) -> tuple[np.ndarray, Any, str, np.ndarray | None]:
+        """The object in view, the given boxes or one track: from request images or the object stream;
+        with the vectors of the other objects of the teaching frames (None where there are none)."""
         check_count(len(plan.rois), self.limits.max_images_per_request, "rois")  # limits as for whole frames
         n = check_num_frames(req.num_frames, s.num_frames, s.max_frames)
         if plan.source == "images":
             crops, note = teaching_crops(decode_request_images(req.images, self.limits), plan, s.crop_margin)
             feats, views, view_note = self._image_vectors(crops, s)
-            return feats, views, f"images{note}{view_note}"
+            return feats, views, f"images{note}{view_note}", None
         if plan.target == "track":
             feats = self.objects.track_views(plan.track_id, n)
-            return feats, None, f"views of track {plan.track_id} (its last {len(feats)} frames)"
-        feats, views, source, _ = self._object_frames(req, plan, n, s)
-        return feats, views, source
+            return feats, None, f"views of track {plan.track_id} (its last {len(feats)} frames)", None
+        return self._object_frames(req, plan, n, s)
 
     def _object_frames(self, req: TeachRequest, plan: TeachPlan, n: int,
                        s: TeachSettings) -> tuple[np.ndarray, Any, str, np.ndarray | None]:
@@ -197,8 +193,6 @@ class Teacher:
         :data:`MAX_FRAME_NEGATIVES`, None when there are none)."""
         from cbcl_pr_ros.perception import select_teaching_proposal
 
-        check_count(len(plan.rois), self.limits.max_images_per_request, "rois")
-        n = check_num_frames(n, s.num_frames, s.max_frames)
         shape = self.objects.last_shape
         if plan.target == "roi" and shape is not None:
             roi_box(plan.rois[0], shape, "camera image")  # fail now, not after waiting
