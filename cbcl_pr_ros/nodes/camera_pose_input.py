@@ -27,13 +27,13 @@ class CameraPoseInput:
         self.node, self.topic = node, str(topic)
         self.history = history or CameraPoses()
         self.sub: Any = None
-        self._group = MutuallyExclusiveCallbackGroup()  # poses keep coming while a frame is classified
+        self.callback_group = MutuallyExclusiveCallbackGroup()  # poses keep coming while a frame is classified
 
     def subscribe(self) -> None:
         if self.topic and self.sub is None:
             self.sub = self.node.create_subscription(
                 PoseStamped, self.topic, guard_callback(self.node, self._on_pose, "camera pose"), 20,
-                callback_group=self._group)
+                callback_group=self.callback_group)
 
     def release(self) -> None:
         """Let the topic go and forget the poses (a later activate starts afresh)."""

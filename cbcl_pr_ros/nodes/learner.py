@@ -76,15 +76,14 @@ __all__ = ["LearnerNode", "main"]
 
 
 class LearnerNode(ManagedNode):
-    """The CBCL-PR learner on the ROS graph, as a lifecycle node; ``feature_source`` may be injected
-    (one process).
+    """The CBCL-PR learner on the ROS graph, as a lifecycle node (``feature_source``: one process).
 
     configure: builds the learner and loads the memory file (a file that exists but cannot be
     served fails the configure and is left untouched); activate: subscribes to the feature stream
     and publishes (predictions, status, detections, debug image); deactivate: lets the stream go,
     keeps every class; cleanup: saves if the last autosave failed (refused while it cannot), frees.
-    Services: classify, list_classes and save_memory answer while inactive (they change no class);
-    teach_class, forget_class, rename_class and load_memory need the node active.
+    classify, list_classes and save_memory answer while inactive; the services that change classes
+    need the node active. The streams spin on their own thread (``stream_callback_groups``, spin.py).
     """
 
     def __init__(self, feature_source: Any = None, *, node_name: str = "learner",
@@ -124,6 +123,7 @@ class LearnerNode(ManagedNode):
         self.waiters = StreamWaiters("features", "objects")  # TeachClass requests waiting for frames
         objects = ObjectStream(p["track_window"], p["track_max_missed"], p["track_max_distance_m"])
         self.camera_poses = CameraPoseInput(self, p["camera_pose_topic"])  # tracks in its fixed frame (issue 20)
+        self.stream_callback_groups = (self._stream_group, self._objects_group, self.camera_poses.callback_group)
         self.streams = StreamAnswers(self, objects)
         self.port = LearnerPort(self)  # what Teacher and classify_vectors ask of the node
         self.teacher = Teacher(self.port, objects, self.backbone_name, self.limits)

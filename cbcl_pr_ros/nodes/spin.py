@@ -21,13 +21,21 @@ again, rebuilding the wait set while holding the GIL, and the pool thread waits 
 it: on a quiet 2-core machine the extractor's camera callback then started 3-5 ms (p50) and 48 ms
 (p95) after the frame's stamp and 20-30 % of 30 Hz frames were overwritten before it was taken;
 single-threaded, 1.4 / 1.8 ms and none lost (bench/results/pipeline.json, docs/nodes.md).
+
+A node that needs a pool for its services (a TeachClass waits in its callback for camera frames) but
+also takes a camera-rate stream names the callback groups of its stream subscriptions in
+``stream_callback_groups``: those get a single-threaded executor of their own, and the pool's
+executor leaves them out. Each wake of the stream's executor then builds a wait set of a few
+subscriptions instead of every service, client and timer of the node, and the pool no longer wakes
+over and over for a message not yet taken (issue 25: the learner's spin thread was ~30 % of a core
+at 30 Hz with objects).
 """
 from __future__ import annotations
 
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -37,7 +45,7 @@ from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedEx
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
-__all__ = ["run_node", "run_nodes", "executor_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
+__all__ = ["run_node", "run_nodes", "executor_for", "executors_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
            "domain_id_problem"]
 
 N = TypeVar("N", bound=Node)
@@ -50,6 +58,48 @@ def executor_for(node: Node, threads_per_node: int) -> Executor:
     if threads <= 1:
         return SingleThreadedExecutor(context=node.context)
     return MultiThreadedExecutor(num_threads=threads, context=node.context)
+
+
+def _in_groups(entity: object, groups: Sequence[object]) -> bool:
+    group = getattr(entity, "callback_group", None)
+    return any(group is g for g in groups)
+
+
+class StreamGroupsExecutor(SingleThreadedExecutor):
+    """Runs only the callbacks of ``groups`` of ``node``, which stays added to its main executor
+    (rclpy lets a node be added to one executor: this one asks for the node instead)."""
+
+    def __init__(self, node: Node, groups: Iterable[object]) -> None:
+        super().__init__(context=node.context)
+        self._node, self._groups = node, tuple(groups)
+
+    def get_nodes(self) -> list[Node]:
+        return [self._node]
+
+    def can_execute(self, entity: object) -> bool:
+        return _in_groups(entity, self._groups) and super().can_execute(entity)
+
+
+class WithoutGroupsExecutor(MultiThreadedExecutor):
+    """A pool executor that leaves the callbacks of ``groups`` to a :class:`StreamGroupsExecutor`."""
+
+    def __init__(self, groups: Iterable[object], num_threads: int, context: object) -> None:
+        super().__init__(num_threads=num_threads, context=context)
+        self._groups = tuple(groups)
+
+    def can_execute(self, entity: object) -> bool:
+        return not _in_groups(entity, self._groups) and super().can_execute(entity)
+
+
+def executors_for(node: Node, threads_per_node: int) -> list[Executor]:
+    """The executors that spin ``node``, the one it is added to first: :func:`executor_for`, or,
+    when the node names ``stream_callback_groups`` and needs a pool, that pool without them and a
+    single-threaded executor for them."""
+    groups = tuple(getattr(node, "stream_callback_groups", ()) or ())
+    threads = int(getattr(node, "spin_threads", threads_per_node))
+    if not groups or threads <= 1:
+        return [executor_for(node, threads_per_node)]
+    return [WithoutGroupsExecutor(groups, threads, node.context), StreamGroupsExecutor(node, groups)]
 
 
 def spin_until(executor: Executor, stop: threading.Event) -> None:
@@ -90,11 +140,14 @@ def spinning(nodes: Sequence[Node], threads_per_node: int,
     the nodes' services from the main thread); on leaving, stop the executors (running callbacks
     finish). The nodes are not destroyed here. Yields the spin threads."""
     stop = stop or threading.Event()
-    executors = [executor_for(n, threads_per_node) for n in nodes]
-    for executor, node in zip(executors, nodes):
-        executor.add_node(node)
-    threads = [threading.Thread(target=spin_until, args=(executor, stop), name=f"spin-{node.get_name()}", daemon=True)
-               for executor, node in zip(executors, nodes)]
+    spun: list[tuple[Executor, str]] = []
+    for node in nodes:
+        mine = executors_for(node, threads_per_node)
+        mine[0].add_node(node)
+        spun += [(e, f"spin-{node.get_name()}" + ("-stream" if i else "")) for i, e in enumerate(mine)]
+    executors = [e for e, _ in spun]
+    threads = [threading.Thread(target=spin_until, args=(executor, stop), name=name, daemon=True)
+               for executor, name in spun]
     for t in threads:
         t.start()
     try:
