@@ -402,16 +402,20 @@ class FeatureExtractorNode(ManagedNode):
                 if still is not None:
                     still.keep(grid, key, props)
             crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value)) if props else []
-        reuse = self._crop_reuse if parameter(self, "reuse_still_crops") else None
-        known = reuse.plan([p.box for p in props], crops) if reuse is not None else [None] * len(crops)
+        # the frame is one more picture whose vector a still camera keeps, but only while every cell
+        # of it stays the same (ProposalReuse): one new object changes the frame's vector
+        images, boxes = [rgb, *crops], [(0, 0, rgb.shape[1], rgb.shape[0]), *(p.box for p in props)]
+        reuse = self._crop_reuse if still is not None else None
+        changed = [] if still is not None and still.same_picture else [0]
+        known = reuse.plan(boxes, images, recompute=changed) if reuse is not None else [None] * len(images)
         todo = [i for i, f in enumerate(known) if f is None]
         with self.backbone_lock, times.stage("backbone_objects"):
-            computed = backbone.extract([rgb, *(crops[i] for i in todo)])
+            computed = backbone.extract([images[i] for i in todo]) if todo else []
         for j, i in enumerate(todo):
-            known[i] = computed[1 + j]
+            known[i] = computed[j]
         if reuse is not None:
             reuse.store(known)
-        feats = np.stack([computed[0], *known])  # (1 + objects, d): the frame, then each crop
+        feats = np.stack(known)  # (1 + objects, d): the frame, then each crop
         name, prep = backbone.name, backbone.preprocessing_id
         pub, objects_pub = self.features_pub, self.objects_pub
         if pub is None or objects_pub is None:

@@ -1,4 +1,4 @@
-"""Reuse an object's features while its crop has not changed (a still scene costs one backbone pass).
+"""Reuse an object's features while its crop has not changed, and a still picture's proposals.
 
 Six objects on a table cost the extractor the frame plus six crops through the backbone on every
 frame (45 ms of a 2-core machine's 61 ms per frame, issue 25), although a robot that looks at a table
@@ -9,7 +9,9 @@ keeps that crop's features. Changes are measured against the crop when its featu
 not the previous frame, so a slow drift adds up and is caught. Every crop is computed again at least
 every ``refresh_frames`` frames, at most ``max_refresh`` stale crops per frame (oldest first) so that
 refreshing never costs one frame all the crops at once. A moving camera shifts every box: then each
-crop is computed, as without reuse.
+crop is computed, as without reuse. The extractor treats the whole frame as one more crop whose
+vector is kept only while :class:`ProposalReuse` finds every cell of the picture unchanged
+(``same_picture``), so one new object in view makes the frame's vector computed again.
 """
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ def _thumbnail(crop: np.ndarray) -> np.ndarray:
     """A small grey picture of a crop: cheap to compare, insensitive to pixel noise."""
     import cv2
 
-    grey = crop.mean(axis=2) if crop.ndim == 3 else crop
-    return cv2.resize(grey.astype(np.float32), (_THUMB, _THUMB), interpolation=cv2.INTER_AREA)
+    small = cv2.resize(np.ascontiguousarray(crop), (_THUMB, _THUMB), interpolation=cv2.INTER_AREA)  # uint8: cheap
+    return small.mean(axis=2, dtype=np.float32) if small.ndim == 3 else small.astype(np.float32)
 
 
 @dataclass
@@ -62,8 +64,10 @@ class CropFeatureReuse:
         """Forget everything (a new stream, another backbone)."""
         self._entries = []
 
-    def plan(self, boxes: Sequence[Sequence[int]], crops: Sequence[np.ndarray]) -> list[np.ndarray | None]:
-        """For each crop, the features to reuse, or None where the backbone must compute them."""
+    def plan(self, boxes: Sequence[Sequence[int]], crops: Sequence[np.ndarray],
+             recompute: Sequence[int] = ()) -> list[np.ndarray | None]:
+        """For each crop, the features to reuse, or None where the backbone must compute them (always
+        for the indices in ``recompute``: the caller knows they changed)."""
         thumbs = [_thumbnail(c) for c in crops]
         matches: list[_Entry | None] = []
         used: set[int] = set()
@@ -78,6 +82,8 @@ class CropFeatureReuse:
             if best is not None:
                 used.add(best)
             matches.append(self._entries[best] if best is not None else None)
+        for i in recompute:
+            matches[i] = None
         # stale matches: refresh the oldest few now, keep the others until their turn
         stale = sorted((i for i, m in enumerate(matches) if m is not None and m.age + 1 >= self.refresh_frames),
                        key=lambda i: -matches[i].age)
@@ -129,20 +135,23 @@ class ProposalReuse:
     def reset(self) -> None:
         """Forget the kept proposals (a new stream)."""
         self._kept: tuple[np.ndarray, tuple, list, int] | None = None  # grid, key, proposals, age
+        self.same_picture = False
 
     def _grid(self, rgb: np.ndarray) -> np.ndarray:
         import cv2
 
         grey = cv2.cvtColor(np.ascontiguousarray(rgb), cv2.COLOR_RGB2GRAY) if rgb.ndim == 3 else rgb
-        return cv2.resize(grey.astype(np.float32), self.GRID, interpolation=cv2.INTER_AREA)
+        return cv2.resize(np.ascontiguousarray(grey), self.GRID, interpolation=cv2.INTER_AREA).astype(np.float32)
 
     def lookup(self, rgb: np.ndarray, key: tuple) -> tuple[list | None, np.ndarray]:
         """(the kept proposals if this frame shows the same picture with the same ``key`` — depth
-        present, intrinsics, image size — else None; this frame's grid for :meth:`keep`)."""
+        present, intrinsics, image size — else None; this frame's grid for :meth:`keep`).
+        ``same_picture`` then says whether the picture was the same, whatever the proposals' age."""
         grid = self._grid(rgb)
         kept = self._kept
-        if kept is not None and kept[1] == key and kept[3] + 1 < self.refresh_frames \
-                and kept[0].shape == grid.shape and float(np.abs(grid - kept[0]).max()) <= self.max_cell_change:
+        self.same_picture = kept is not None and kept[1] == key and kept[0].shape == grid.shape \
+            and float(np.abs(grid - kept[0]).max()) <= self.max_cell_change
+        if self.same_picture and kept[3] + 1 < self.refresh_frames:
             self._kept = (kept[0], key, kept[2], kept[3] + 1)
             self.reused += 1
             return kept[2], grid

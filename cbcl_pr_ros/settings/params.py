@@ -234,9 +234,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_objects", 16, "Most objects per frame sent through the backbone (highest proposal scores)",
               (EXTRACTOR,), min=1, max=256, read_only=False),
     ParamSpec("reuse_still_crops", True,
-              "Keep a still picture's proposals and an object's crop features while its box and pixels stay "
-              "put (a still table costs one backbone pass per frame); false: proposals and every crop on "
-              "every frame",
+              "Keep a still picture's proposals and frame vector, and an object's crop features while its box "
+              "and pixels stay put (a still table costs a crop refresh per frame); false: proposals, the "
+              "frame and every crop on every frame",
               (EXTRACTOR,), read_only=False),
     ParamSpec("crop_refresh_frames", 10, "With reuse_still_crops: compute the proposals and each still "
               "object's features again at least every this many frames", (EXTRACTOR,), min=1, max=1000),

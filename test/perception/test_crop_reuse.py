@@ -126,3 +126,30 @@ def test_kept_proposals_are_refreshed_and_slow_drift_is_caught():
     still.keep(still.lookup(base, key)[1], key, ["p"])
     drift = [still.lookup(np.clip(base.astype(int) + k, 0, 255).astype(np.uint8), key)[0] for k in range(1, 15)]
     assert drift[0] == ["p"] and None in drift  # one level per frame adds up against the kept frame
+
+
+def test_same_picture_holds_through_a_refresh_and_ends_with_a_change():
+    """The extractor keeps the whole frame's vector while ``same_picture``: a refresh of the kept
+    proposals is no change of the picture, a new object is."""
+    from cbcl_pr_ros.perception.crop_reuse import ProposalReuse
+
+    rng = np.random.default_rng(2)
+    still = ProposalReuse(refresh_frames=3)
+    base, key = _table(3), ("k",)
+    assert still.lookup(base, key)[0] is None and not still.same_picture  # nothing kept yet
+    still.keep(still.lookup(base, key)[1], key, ["p"])
+    seen = [(still.lookup(_noisy(base, rng), key)[0], still.same_picture) for _ in range(3)]
+    assert seen == [(["p"], True), (["p"], True), (None, True)]  # the third: refreshed, same picture
+    changed = base.copy()
+    changed[100:130, 200:230] = 255 - changed[100:130, 200:230]
+    assert still.lookup(changed, key)[0] is None and not still.same_picture
+
+
+def test_recompute_forces_a_crop_however_still_it_is():
+    r = CropFeatureReuse(refresh_frames=100)
+    run_frame(r, noisy())
+    known = r.plan(BOXES, crops_of(noisy()), recompute=[1])
+    assert [f is None for f in known] == [False, True, False]
+    r.store([f if f is not None else np.full(4, 9.0) for f in known])
+    assert run_frame(r, noisy()) == []  # what was computed is kept for the next frame
+    assert r.plan(BOXES, crops_of(noisy()))[1][0] == 9.0
