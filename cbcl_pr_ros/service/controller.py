@@ -272,7 +272,15 @@ class LearnerController:
         A corrupt or foreign file is moved aside (renamed, never deleted) and the learner starts empty;
         with ``move_aside=False`` (the lifecycle node's configure) it is left untouched and
         :class:`MemoryLoadError` says why, so that the start fails instead of serving an empty memory.
+        A refused start closes the store: a node that fails configure again and again keeps no handle.
         """
+        try:
+            return self._load_at_startup(move_aside)
+        except MemoryLoadError:
+            self.close()
+            raise
+
+    def _load_at_startup(self, move_aside: bool) -> str:
         if self.store is None or not self.store.default_name:
             return "no memory file configured, the memory lives in RAM only"
         removed = self.store.remove_stale_temp()

@@ -313,6 +313,7 @@ def test_strict_startup_fails_on_a_bad_default_and_leaves_the_file(tmp_path):
         c.load_at_startup(move_aside=False)
     assert (tmp_path / "memory.safetensors").read_bytes() == bad
     assert not list(tmp_path.glob("*.unreadable-*")) and c.classes == []
+    assert c.store._dir_fd == -1  # the refused start let the memory directory go
     good = tmp_path / "good"
     good.mkdir()
     _taught(good)
