@@ -31,6 +31,7 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
+from .regions import BoundaryRule, split_merge
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["ProposalConfig", "propose", "fit_support_plane", "support_planes", "choose_support", "depth_problem"]
@@ -121,6 +122,14 @@ class ProposalConfig:
     max_tilt_deg: float = 15.0
     min_support_gap_m: float = 0.25
     on_support_only: bool = True
+    regions: str = "components"
+    region_step_m: float = 0.01
+    region_step_rel: float = 0.01
+    region_crease_share: float = 0.5
+    region_offset_px: int = 3
+    region_core_dilate_px: int = 1
+    region_colour_de: float = 0.0
+    max_border_share: float = 1 / 3
 
     def __post_init__(self) -> None:
         if self.method not in ("auto", "depth", "rgb"):
@@ -143,10 +152,14 @@ class ProposalConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.depth_jump_rel < 0 or self.merge_px < 0 or self.min_height_rel < 0 or self.crease < 0 or self.noise_k < 0:
             raise ValueError("depth_jump_rel, merge_px, min_height_rel, crease and noise_k must be >= 0")
+        if self.regions not in ("components", "boundaries"):
+            raise ValueError(f"regions must be 'components' or 'boundaries', got {self.regions!r}")
         if self.support not in ("nearest", "largest"):
             raise ValueError(f"support must be 'nearest' or 'largest', got {self.support!r}")
         if not 1 <= int(self.max_planes) <= 8:
             raise ValueError(f"max_planes must be in [1, 8], got {self.max_planes}")
+        if not 0 < self.max_border_share <= 1:
+            raise ValueError(f"max_border_share must be in (0, 1], got {self.max_border_share}")
         if not 0 < self.min_support_fraction < 1 or not 0 < self.max_tilt_deg < 90 or self.min_support_gap_m < 0:
             raise ValueError("min_support_fraction must be in (0, 1), max_tilt_deg in (0, 90), min_support_gap_m >= 0")
         if self.up_axis is not None:
@@ -460,9 +473,11 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         floor_h = np.maximum(config.min_height_m + config.min_height_rel * zf, config.noise_k * noise)
         fg = valid & (height > floor_h) & (height < config.max_size_m)
     cut = _edges(small, z, config, config.depth_edges)
-    if config.crease > 0:
-        cut |= _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease)
-    labels = _components(fg, cut, config, fillable=~valid)
+    creases = _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease) if config.crease > 0 else None
+    if config.regions == "boundaries":
+        labels = _boundary_regions(fg, cut, creases, small, z, ~valid, config)
+    else:
+        labels = _components(fg, cut if creases is None else cut | creases, config, fillable=~valid)
     surface = _support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m)) if config.on_support_only else None
     kept = np.zeros_like(labels)
     geo = []
@@ -470,6 +485,8 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         if sl is None:
             continue
         m = labels[sl] == lab
+        if _border_share(m, sl, labels.shape) >= config.max_border_share:
+            continue  # mostly out of view: a sliver of something beyond the image (a shelf, a far table edge)
         sel = m & fg[sl]
         pts, hs = P[sl][sel], height[sl][sel]
         if len(pts) < 10:
@@ -492,6 +509,48 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         kept[sl][m] = len(geo) + 1
         geo.append((centroid, size, conf))
     return kept, geo
+
+
+def _boundary_regions(fg: np.ndarray, cut: np.ndarray, creases: np.ndarray | None, small: np.ndarray, z: np.ndarray,
+                      fillable: np.ndarray, config: ProposalConfig) -> np.ndarray:
+    """Object regions by :func:`regions.split_merge` (``regions="boundaries"``), then the size limits of
+    :func:`_components`: a piece joins its neighbour only when their whole shared boundary shows no step."""
+    crease = np.zeros_like(fg) if creases is None else creases
+    rule = BoundaryRule(config.region_step_m, config.region_step_rel, config.region_crease_share,
+                        config.region_offset_px, core_dilate_px=config.region_core_dilate_px,
+                        colour_de=config.region_colour_de)
+    seg = split_merge(fg, cut | crease, crease, small, z, fillable, rule)
+    if seg.max() == 0:
+        return seg
+    area = np.bincount(seg.ravel())
+    keep = (area >= config.min_pixels) & (area <= config.max_area_fraction * fg.size)
+    keep[0] = False
+    remap = np.zeros(len(area), np.int32)
+    remap[keep] = np.arange(1, int(keep.sum()) + 1)
+    return remap[seg]
+
+
+def _border_share(m: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int]) -> float:
+    """Share of a region's outline that lies on the image border (``m``: its mask within the box ``sl``
+    of an image of ``shape``). An object in view shows most of its outline; a region with a third of
+    it on the border is mostly outside the image, a sliver no one could recognise and whose 3D is wrong."""
+    ys, xs = sl
+    h, w = shape
+    if ys.start > 0 and xs.start > 0 and ys.stop < h and xs.stop < w:
+        return 0.0
+    pad = np.pad(m, 1)
+    inner = pad[:-2, 1:-1] & pad[2:, 1:-1] & pad[1:-1, :-2] & pad[1:-1, 2:]
+    outline = m & ~inner
+    on = np.zeros_like(m)
+    if ys.start == 0:
+        on[0] = True
+    if ys.stop == h:
+        on[-1] = True
+    if xs.start == 0:
+        on[:, 0] = True
+    if xs.stop == w:
+        on[:, -1] = True
+    return float((outline & on).sum()) / max(int(outline.sum()), 1)
 
 
 def _creases(height: np.ndarray, fg: np.ndarray, threshold: float) -> np.ndarray:
