@@ -31,7 +31,7 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
-from .regions import BoundaryRule, split_merge
+from .regions import BoundaryRule, split_nonconvex
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["ProposalConfig", "propose", "fit_support_plane", "support_planes", "choose_support", "depth_problem"]
@@ -87,6 +87,17 @@ class ProposalConfig:
     on_support_only : keep only objects whose feet (points dropped onto the plane) lie on the support
         surface's image region (its largest connected patch, convex hull): things beyond the table's
         edge (chairs, the floor, a far room) are background.
+    max_border_share : a region with this share of its outline on the image border is mostly out of view
+        (a sliver of a shelf or a far table edge) and is dropped.
+    split_solidity / split_gain / split_min_part : a component less convex than ``split_solidity`` (area
+        over convex hull area; 0 = off) that is no ring is split into its pieces (the parts the cut lines,
+        thickened by ``region_core_dilate_px``, leave, grown back by a colour watershed) joined again unless
+        their shared boundary says two objects; kept when it gives two or more parts of at least
+        ``split_min_part * min_pixels`` pixels, ``split_gain`` more convex on average (perception/regions.py).
+    region_step_m / region_step_rel / region_crease_share / region_colour_de / region_offset_px : two pieces
+        are two objects when the median depth step across their boundary (pixels ``region_offset_px``
+        apart, over the mixed pixels) exceeds ``region_step_m + region_step_rel * z``, or when at least
+        ``region_crease_share`` of it crosses a crease and their mean Lab colours differ by ``region_colour_de``.
     """
 
     method: str = "auto"
@@ -122,14 +133,16 @@ class ProposalConfig:
     max_tilt_deg: float = 15.0
     min_support_gap_m: float = 0.25
     on_support_only: bool = True
-    regions: str = "components"
+    max_border_share: float = 1 / 3
+    split_solidity: float = 0.85
+    split_gain: float = 0.1
+    split_min_part: float = 3.0
     region_step_m: float = 0.01
     region_step_rel: float = 0.01
-    region_crease_share: float = 0.5
+    region_crease_share: float = 0.7
+    region_colour_de: float = 20.0
     region_offset_px: int = 3
     region_core_dilate_px: int = 1
-    region_colour_de: float = 0.0
-    max_border_share: float = 1 / 3
 
     def __post_init__(self) -> None:
         if self.method not in ("auto", "depth", "rgb"):
@@ -152,8 +165,8 @@ class ProposalConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.depth_jump_rel < 0 or self.merge_px < 0 or self.min_height_rel < 0 or self.crease < 0 or self.noise_k < 0:
             raise ValueError("depth_jump_rel, merge_px, min_height_rel, crease and noise_k must be >= 0")
-        if self.regions not in ("components", "boundaries"):
-            raise ValueError(f"regions must be 'components' or 'boundaries', got {self.regions!r}")
+        if not 0 <= self.split_solidity <= 1 or self.split_gain < 0 or self.split_min_part < 1 or self.region_offset_px < 1:
+            raise ValueError("need split_solidity in [0, 1], split_gain >= 0, split_min_part >= 1, region_offset_px >= 1")
         if self.support not in ("nearest", "largest"):
             raise ValueError(f"support must be 'nearest' or 'largest', got {self.support!r}")
         if not 1 <= int(self.max_planes) <= 8:
@@ -474,10 +487,9 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         fg = valid & (height > floor_h) & (height < config.max_size_m)
     cut = _edges(small, z, config, config.depth_edges)
     creases = _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease) if config.crease > 0 else None
-    if config.regions == "boundaries":
-        labels = _boundary_regions(fg, cut, creases, small, z, ~valid, config)
-    else:
-        labels = _components(fg, cut if creases is None else cut | creases, config, fillable=~valid)
+    labels = _components(fg, cut if creases is None else cut | creases, config, fillable=~valid)
+    if config.split_solidity > 0:
+        labels = _split_blobs(labels, cut, creases, small, z, config)
     surface = _support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m)) if config.on_support_only else None
     kept = np.zeros_like(labels)
     geo = []
@@ -511,23 +523,15 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     return kept, geo
 
 
-def _boundary_regions(fg: np.ndarray, cut: np.ndarray, creases: np.ndarray | None, small: np.ndarray, z: np.ndarray,
-                      fillable: np.ndarray, config: ProposalConfig) -> np.ndarray:
-    """Object regions by :func:`regions.split_merge` (``regions="boundaries"``), then the size limits of
-    :func:`_components`: a piece joins its neighbour only when their whole shared boundary shows no step."""
-    crease = np.zeros_like(fg) if creases is None else creases
+def _split_blobs(labels: np.ndarray, cut: np.ndarray, creases: np.ndarray | None, small: np.ndarray, z: np.ndarray,
+                 config: ProposalConfig) -> np.ndarray:
+    """Non-convex components split where their pieces' boundaries say two objects (:func:`regions.split_nonconvex`)."""
+    crease = np.zeros_like(cut) if creases is None else creases
     rule = BoundaryRule(config.region_step_m, config.region_step_rel, config.region_crease_share,
                         config.region_offset_px, core_dilate_px=config.region_core_dilate_px,
                         colour_de=config.region_colour_de)
-    seg = split_merge(fg, cut | crease, crease, small, z, fillable, rule)
-    if seg.max() == 0:
-        return seg
-    area = np.bincount(seg.ravel())
-    keep = (area >= config.min_pixels) & (area <= config.max_area_fraction * fg.size)
-    keep[0] = False
-    remap = np.zeros(len(area), np.int32)
-    remap[keep] = np.arange(1, int(keep.sum()) + 1)
-    return remap[seg]
+    return split_nonconvex(labels, cut | crease, crease, small, z, rule, config.split_solidity, config.split_gain,
+                           int(config.split_min_part * config.min_pixels))
 
 
 def _border_share(m: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int]) -> float:

@@ -1,13 +1,13 @@
-"""Split and merge of object regions by the evidence along their whole shared boundary (issue 20).
+"""Splitting a blob of touching objects by the evidence along whole boundaries (issue 20).
 
 A real depth camera's edge between two touching objects is ragged: mixed pixels, holes and noise
-leave gaps in the cut lines, and one gap is enough for a connected-component grouping to merge the
-two objects. Here the object pixels are first over-segmented (the pieces the cut lines leave, grown
-back over the cut pixels and holes by OpenCV's colour watershed, so a boundary follows colour where
-depth is ambiguous), and neighbouring pieces are then joined unless their *whole* shared boundary
-says they are two objects: the median depth step across it (measured a few pixels apart, over the
-mixed pixels) or the share of it lying in a crease of the height map. A gap in a cut line is a few
-pixels of a boundary, so it no longer decides.
+leave gaps in the cut lines, and one gap is enough for connected components to merge the two
+objects. A component that looks like several objects (not convex, not a ring) is over-segmented
+(the pieces its thickened cut lines leave, grown back by OpenCV's colour watershed, so a boundary
+follows colour where depth is ambiguous), and neighbouring pieces are joined again unless their
+*whole* shared boundary says two objects: the median depth step across it (pixels a few apart,
+over the mixed pixels), or a crease along most of it between pieces of different colour. A gap in
+a cut line is a few pixels of a boundary, so it no longer decides.
 """
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 from scipy import sparse
+from scipy.ndimage import binary_fill_holes
+from scipy.ndimage import find_objects as ndimage_find_objects
 from scipy.sparse.csgraph import connected_components
 
-__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "split_merge"]
+__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "solidity", "split_nonconvex"]
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,8 @@ def _pairs(seg: np.ndarray, s: int):
 
 
 def boundary_stats(seg: np.ndarray, z: np.ndarray, crease: np.ndarray, rule: BoundaryRule):
-    """Per neighbouring pair of pieces (a < b): pixel pairs across the boundary, the median absolute
-    ... signed depth step from a to b, the median depth there, and the share of pairs touching a crease.
+    """Per neighbouring pair of pieces (a < b): pixel pairs across the boundary, the median signed
+    depth step from a to b, the median depth there, and the share of pairs touching a crease.
 
     Returns (a, b, count, step, depth, crease_share) arrays (empty when no pieces touch)."""
     s = max(1, int(rule.offset_px))
@@ -151,8 +153,71 @@ def merge_pieces(seg: np.ndarray, z: np.ndarray, crease: np.ndarray, rule: Bound
     return lut[seg]
 
 
-def split_merge(fg: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb_small: np.ndarray, z: np.ndarray,
-                fillable: np.ndarray, rule: BoundaryRule) -> np.ndarray:
-    """Object regions (int32 labels, 0 = none) by over-segmentation and boundary-evidence merging."""
-    seg = oversegment(fg, cut, rgb_small, fillable, rule)
-    return merge_pieces(seg, np.where(np.isfinite(z), z, np.nan).astype(np.float32), crease, rule, rgb_small)
+def solidity(mask: np.ndarray) -> float:
+    """Area of a region over the area of its convex hull (1 for a convex blob)."""
+    pts = cv2.findNonZero(mask.astype(np.uint8))
+    if pts is None or len(pts) < 3:
+        return 1.0
+    hull = cv2.contourArea(cv2.convexHull(pts))
+    return float(mask.sum()) / max(hull, 1.0)
+
+
+OPEN_RING = 0.5
+
+
+def _ring(mask: np.ndarray, share: float = 0.15) -> bool:
+    """Whether a region encloses a hole of at least ``share`` of its area: a bowl, a tray or a cup seen
+    from above is a ring of rim and walls around a low floor; touching objects enclose nothing."""
+    area = float(mask.sum())
+    if float(binary_fill_holes(mask).sum()) >= (1.0 + share) * area:
+        return True
+    # an open ring (a tray whose near wall hides below the threshold): one hull gap as large as the region
+    pts = cv2.findNonZero(mask.astype(np.uint8))
+    hull = np.zeros(mask.shape, np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(pts), 1)
+    n, _, stats, _ = cv2.connectedComponentsWithStats((hull.astype(bool) & ~mask).astype(np.uint8), connectivity=4)
+    return n > 1 and float(stats[1:, cv2.CC_STAT_AREA].max()) >= OPEN_RING * area
+
+
+def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb_small: np.ndarray, z: np.ndarray,
+                    rule: BoundaryRule, max_solidity: float, gain: float, min_pixels: int) -> np.ndarray:
+    """Split components that look like several objects: a component less convex than ``max_solidity`` is
+    over-segmented and merged back by its boundaries (:func:`oversegment`, :func:`merge_pieces`); the split
+    is kept when it gives two or more parts of ``min_pixels`` whose area-weighted solidity is at least
+    ``gain`` above the component's (touching objects make a non-convex blob; one object's pieces do not
+    become more convex by splitting it)."""
+    out = labels.copy()
+    nxt = int(labels.max()) + 1
+    zz = np.where(np.isfinite(z), z, np.nan).astype(np.float32)
+    for lab, sl in enumerate(ndimage_find_objects(labels), start=1):
+        if sl is None:
+            continue
+        m = labels[sl] == lab
+        if m.sum() < 2 * min_pixels:
+            continue
+        s0 = solidity(m)
+        if s0 >= max_solidity or _ring(m):
+            continue
+        seg = oversegment(m, cut[sl] & m, rgb_small[sl], np.zeros_like(m), rule)
+        if seg.max() < 2:
+            continue
+        seg = merge_pieces(seg, zz[sl], crease[sl], rule, rgb_small[sl])
+        parts = [seg == k for k in range(1, int(seg.max()) + 1)]
+        parts = [p for p in parts if p.sum() >= min_pixels]
+        if len(parts) < 2:
+            continue
+        area = np.array([p.sum() for p in parts], float)
+        s1 = float(np.sum(area * np.array([solidity(p) for p in parts])) / area.sum())
+        if s1 < s0 + gain:
+            continue
+        block = out[sl]
+        block[m] = 0
+        for p in parts:
+            block[p] = nxt
+            nxt += 1
+        # pixels of the component in no kept part go to the nearest part
+        rest = m & (block == 0)
+        if rest.any():
+            near = cv2.dilate(block.astype(np.float32), np.ones((5, 5), np.uint8))
+            block[rest & (near > 0)] = near[rest & (near > 0)].astype(block.dtype)
+    return out
