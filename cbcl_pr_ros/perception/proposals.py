@@ -134,9 +134,9 @@ class ProposalConfig:
     min_support_gap_m: float = 0.25
     on_support_only: bool = True
     max_border_share: float = 1 / 3
-    split_solidity: float = 0.85
-    split_gain: float = 0.1
-    split_min_part: float = 3.0
+    split_solidity: float = 0.95
+    split_gain: float = 0.03
+    split_min_part: float = 4.0
     region_step_m: float = 0.01
     region_step_rel: float = 0.01
     region_crease_share: float = 0.7
