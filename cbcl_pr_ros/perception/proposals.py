@@ -86,7 +86,8 @@ class ProposalConfig:
         inliers (the behaviour before issue 20).
     on_support_only : keep only objects whose feet (points dropped onto the plane) lie on the support
         surface's image region (its largest connected patch, convex hull): things beyond the table's
-        edge (chairs, the floor, a far room) are background.
+        edge (chairs, the floor, a far room) are background. The region is the convex hull of the largest
+        patch of the plane's readings and of every patch at least ``support_patch_share`` of its size.
     max_border_share : a region with this share of its outline on the image border is mostly out of view
         (a sliver of a shelf or a far table edge) and is dropped.
     split_solidity / split_gain / split_min_part : a component less convex than ``split_solidity`` (area
@@ -133,6 +134,7 @@ class ProposalConfig:
     max_tilt_deg: float = 15.0
     min_support_gap_m: float = 0.25
     on_support_only: bool = True
+    support_patch_share: float = 0.2
     max_border_share: float = 1 / 3
     split_solidity: float = 0.95
     split_gain: float = 0.03
@@ -171,6 +173,8 @@ class ProposalConfig:
             raise ValueError(f"support must be 'nearest' or 'largest', got {self.support!r}")
         if not 1 <= int(self.max_planes) <= 8:
             raise ValueError(f"max_planes must be in [1, 8], got {self.max_planes}")
+        if not 0 < self.support_patch_share <= 1:
+            raise ValueError(f"support_patch_share must be in (0, 1], got {self.support_patch_share}")
         if not 0 < self.max_border_share <= 1:
             raise ValueError(f"max_border_share must be in (0, 1], got {self.max_border_share}")
         if not 0 < self.min_support_fraction < 1 or not 0 < self.max_tilt_deg < 90 or self.min_support_gap_m < 0:
@@ -490,7 +494,8 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     labels = _components(fg, cut if creases is None else cut | creases, config, fillable=~valid)
     if config.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
-    surface = _support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m)) if config.on_support_only else None
+    surface = (_support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m), config.support_patch_share)
+               if config.on_support_only else None)
     kept = np.zeros_like(labels)
     geo = []
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
@@ -564,15 +569,18 @@ def _creases(height: np.ndarray, fg: np.ndarray, threshold: float) -> np.ndarray
     return fg & (lap > threshold)
 
 
-def _support_region(inliers: np.ndarray) -> np.ndarray:
-    """The image region of the support surface: convex hull of its largest connected patch of inliers."""
+def _support_region(inliers: np.ndarray, patch_share: float = 1.0) -> np.ndarray:
+    """The image region of the support surface: convex hull of its largest connected patch of inliers and
+    of the patches at least ``patch_share`` of its size (objects crowding a table cut its visible top
+    into several patches, and objects standing on a smaller one are still on the table)."""
     m = cv2.morphologyEx(inliers.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
     n, lab, stats, _ = cv2.connectedComponentsWithStats(m, connectivity=8)
     region = np.zeros(inliers.shape, np.uint8)
     if n <= 1:
         return region.astype(bool)
-    best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
-    contours, _ = cv2.findContours((lab == best).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    areas = stats[1:, cv2.CC_STAT_AREA]
+    chosen = 1 + np.flatnonzero(areas >= min(patch_share, 1.0) * areas.max())
+    contours, _ = cv2.findContours(np.isin(lab, chosen).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     hull = cv2.convexHull(np.vstack(contours))  # the outline's hull: the patch's hull, without its inner pixels
     cv2.fillConvexPoly(region, hull, 1)
     return cv2.dilate(region, np.ones((7, 7), np.uint8)).astype(bool)
