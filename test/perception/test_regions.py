@@ -90,3 +90,18 @@ def test_split_settings_are_validated():
         except ValueError:
             continue
         raise AssertionError(f"{bad} was accepted")
+
+
+def test_support_region_covers_every_sizeable_table_patch():
+    """A crowded table top is cut into patches: the region spans the patches of at least a fifth of the
+    largest one, not a speck of the same plane far away."""
+    from cbcl_pr_ros.perception.proposals import _support_region
+
+    inliers = np.zeros((100, 160), bool)
+    inliers[40:90, 10:70] = True  # the largest visible patch of the table
+    inliers[40:90, 90:130] = True  # another patch, right of a large object standing between them
+    inliers[2:6, 150:154] = True  # a speck of the same plane far away
+    largest = _support_region(inliers, 1.0)
+    both = _support_region(inliers, 0.2)
+    assert not largest[60, 110] and both[60, 110] and both[60, 80]  # the object between the patches is on it
+    assert not both[4, 152]
