@@ -139,8 +139,8 @@ class ProposalConfig:
     split_solidity: float = 0.95
     split_gain: float = 0.03
     split_min_part: float = 4.0
-    region_step_m: float = 0.01
-    region_step_rel: float = 0.01
+    region_step_m: float = 0.02
+    region_step_rel: float = 0.02
     region_crease_share: float = 0.7
     region_colour_de: float = 20.0
     region_offset_px: int = 3

@@ -27,19 +27,22 @@ __all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "sol
 class BoundaryRule:
     """When two neighbouring pieces are two objects.
 
-    step_m / step_rel : the median depth step across the boundary must exceed ``step_m + step_rel * z``.
-    crease_share : or at least this share of the boundary's pixel pairs crosses a crease (0 = off).
+    step_m / step_rel : the median depth step across the boundary exceeds ``step_m + step_rel * z``;
+    crease_share / colour_de : or at least ``crease_share`` of the boundary's pixel pairs cross a crease
+        (0 = off) and the two pieces' mean Lab colours differ by at least ``colour_de`` (0 = any colours).
     offset_px : pixel pairs compared across the boundary are this far apart (jumps over mixed pixels).
     min_core_px : pieces left by the cut lines smaller than this are no seed (they join a neighbour).
+    core_dilate_px : the cut lines are thickened by this many pixels before the pieces are taken, so a
+        gap of a pixel or two in them no longer joins two objects.
     """
 
-    step_m: float = 0.01
-    step_rel: float = 0.01
-    crease_share: float = 0.5
+    step_m: float = 0.02
+    step_rel: float = 0.02
+    crease_share: float = 0.7
     offset_px: int = 3
     min_core_px: int = 8
     core_dilate_px: int = 1
-    colour_de: float = 0.0
+    colour_de: float = 20.0
 
 
 def oversegment(fg: np.ndarray, cut: np.ndarray, rgb_small: np.ndarray, fillable: np.ndarray,
