@@ -169,6 +169,10 @@ class ProposalConfig:
             raise ValueError("depth_jump_rel, merge_px, min_height_rel, crease and noise_k must be >= 0")
         if not 0 <= self.split_solidity <= 1 or self.split_gain < 0 or self.split_min_part < 1 or self.region_offset_px < 1:
             raise ValueError("need split_solidity in [0, 1], split_gain >= 0, split_min_part >= 1, region_offset_px >= 1")
+        if min(self.region_step_m, self.region_step_rel, self.region_colour_de, self.region_core_dilate_px) < 0 \
+                or not 0 <= self.region_crease_share <= 1:
+            raise ValueError("region_step_m, region_step_rel, region_colour_de and region_core_dilate_px must be >= 0, "
+                             "region_crease_share in [0, 1]")
         if self.support not in ("nearest", "largest"):
             raise ValueError(f"support must be 'nearest' or 'largest', got {self.support!r}")
         if not 1 <= int(self.max_planes) <= 8:

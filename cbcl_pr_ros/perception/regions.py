@@ -82,9 +82,11 @@ def _pairs(seg: np.ndarray, s: int):
     return np.concatenate(out_p), np.concatenate(out_q)
 
 
-def boundary_stats(seg: np.ndarray, z: np.ndarray, crease: np.ndarray, rule: BoundaryRule):
-    """Per neighbouring pair of pieces (a < b): pixel pairs across the boundary, the median signed
-    depth step from a to b, the median depth there, and the share of pairs touching a crease.
+def boundary_stats(seg: np.ndarray, z: np.ndarray, crease: np.ndarray,
+                   rule: BoundaryRule) -> tuple[np.ndarray, ...]:
+    """Per neighbouring pair of pieces (a < b): pixel pairs across the boundary (``offset_px`` apart),
+    the median signed depth step from a to b, the largest depth along it (the step threshold grows
+    with depth), and the share of pairs with a crease between their two pixels.
 
     Returns (a, b, count, step, depth, crease_share) arrays (empty when no pieces touch)."""
     s = max(1, int(rule.offset_px))
@@ -111,7 +113,7 @@ def boundary_stats(seg: np.ndarray, z: np.ndarray, crease: np.ndarray, rule: Bou
     count = np.diff(np.r_[start, len(key)])
     finite = np.isfinite(dz)
     n_fin = np.add.reduceat(finite.astype(np.int64), start)
-    # finite steps sort first within a group (NaN as +inf): the median is at start + n_fin // 2
+    # finite steps sort first within a group (NaN as +inf): the (lower) median is at start + (n_fin - 1) // 2
     mid = start + np.maximum(n_fin - 1, 0) // 2
     step = np.where(n_fin > 0, dz[mid], np.nan)
     depth = np.where(n_fin > 0, np.fmax.reduceat(np.where(finite, zm, np.nan), start), np.nan)
@@ -147,9 +149,8 @@ def merge_pieces(seg: np.ndarray, z: np.ndarray, crease: np.ndarray, rule: Bound
     join = ~apart
     g = sparse.coo_matrix((np.ones(int(join.sum())), (a[join], b[join])), shape=(n + 1, n + 1))
     _, comp = connected_components(g, directed=False)
-    # relabel 1..m in order of first appearance, 0 stays 0
-    comp = comp.astype(np.int32)
-    uniq, new = np.unique(comp[1:], return_inverse=True)
+    # relabel the joined groups 1..m; 0 (no piece) has no edge, so it stays a group of its own
+    _, new = np.unique(comp[1:], return_inverse=True)
     lut = np.zeros(n + 1, np.int32)
     lut[1:] = new + 1
     lut[0] = 0

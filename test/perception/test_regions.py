@@ -84,7 +84,8 @@ def test_a_sliver_along_the_image_border_is_dropped():
 
 def test_split_settings_are_validated():
     for bad in ({"split_solidity": 1.5}, {"split_gain": -0.1}, {"split_min_part": 0.5}, {"region_offset_px": 0},
-                {"max_border_share": 0.0}):
+                {"max_border_share": 0.0}, {"region_step_m": -0.01}, {"region_crease_share": 1.5},
+                {"region_core_dilate_px": -1}, {"support_patch_share": 0.0}):
         try:
             ProposalConfig(**bad)
         except ValueError:
