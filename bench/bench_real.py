@@ -42,7 +42,7 @@ import cv2
 import numpy as np
 
 from cbcl_pr_ros.evaluation.experiments import machine_info
-from cbcl_pr_ros.evaluation.real_rgbd import ProposalScore, load_frames, score_proposals
+from cbcl_pr_ros.evaluation.real_rgbd import ProposalScore, failure_kinds, load_frames, score_proposals
 
 ROOT = Path(__file__).resolve().parents[1]
 log = logging.getLogger("bench_real")
@@ -70,6 +70,7 @@ def bench_proposals(frames, config, pictures: Path | None, repeats: int = 3) -> 
     for method in ("depth", "rgb"):
         cfg = config(method)
         total, per_source, per_frame, times = ProposalScore(), defaultdict(ProposalScore), {}, []
+        kinds: dict = defaultdict(lambda: (defaultdict(int), defaultdict(int)))  # source -> (objects, proposals)
         for fr in frames:
             props = propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
             t = []
@@ -82,6 +83,10 @@ def bench_proposals(frames, config, pictures: Path | None, repeats: int = 3) -> 
             s = score_proposals([p.box for p in props], [b for _, b in fr.objects], fr.ignore)
             total.add(s)
             per_source[fr.source].add(s)
+            for counts, add in zip(kinds[fr.source], failure_kinds([p.box for p in props], [b for _, b in fr.objects],
+                                                                   fr.ignore, s)):
+                for k, v in add.items():
+                    counts[k] += v
             per_frame[fr.id] = {"objects": s.objects, "found": s.hits, "proposals": s.proposals, "merges": s.merges,
                                 "with_depth": sum(p.has_depth for p in props)}
             if pictures is not None:
@@ -96,6 +101,8 @@ def bench_proposals(frames, config, pictures: Path | None, repeats: int = 3) -> 
             "per_source": {k: {"recall": round(v.recall, 3), "precision": round(v.precision, 3), "merges": v.merges,
                                "objects": v.objects} for k, v in sorted(per_source.items())},
             "per_frame": per_frame,
+            "failure_kinds": {src: {"objects": dict(o), "unmatched_proposals": dict(u)}
+                              for src, (o, u) in sorted(kinds.items())},
         }
         log.info("%s: recall %.3f precision %.3f merges %d, %.1f ms", method, total.recall, total.precision,
                  total.merges, 1000 * float(np.median(times)))

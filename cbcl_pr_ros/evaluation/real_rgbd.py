@@ -24,7 +24,7 @@ import numpy as np
 from cbcl_pr_ros.perception.boxes import box_iou
 from cbcl_pr_ros.perception.types import CameraIntrinsics
 
-__all__ = ["RealFrame", "ProposalScore", "load_labels", "assemble", "load_frames", "score_proposals"]
+__all__ = ["RealFrame", "ProposalScore", "load_labels", "assemble", "load_frames", "score_proposals", "failure_kinds"]
 
 Box = tuple[int, int, int, int]
 
@@ -183,3 +183,46 @@ def score_proposals(boxes: Sequence[Box], objects: Sequence[Box], ignore: Sequen
         if i not in used_p and sum(_inside_fraction(o, p) >= 0.5 for o in objects) >= 2:
             merges += 1
     return ProposalScore(len(objects), len(matched), counted, len(matched), merges, matched)
+
+
+OBJECT_KINDS = ("found", "merged", "split", "piece", "loose", "missed")
+PROPOSAL_KINDS = ("merge", "piece", "loose", "background")
+
+
+def failure_kinds(boxes: Sequence[Box], objects: Sequence[Box], ignore: Sequence[Box] = (),
+                  score: ProposalScore | None = None) -> tuple[dict[str, int], dict[str, int]]:
+    """What went wrong in one frame, to know what to attack: (per object, per unmatched proposal) counts.
+
+    An object not matched at IoU 0.5 is *merged* when a proposal holds half of its box and half of another
+    object's, *split* when two or more proposals lie (70 %) inside it, a *piece* when one does, *loose*
+    when the best proposal reaches IoU 0.2, else *missed*. An unmatched counted proposal is a *merge*
+    (holds two objects), a *piece* (70 % inside one object), *loose* (IoU > 0.1 with one) or *background*.
+    """
+    score = score or score_proposals(boxes, objects, ignore)
+    used = set(score.matched.values())
+    per_object = dict.fromkeys(OBJECT_KINDS, 0)
+    for j, o in enumerate(objects):
+        if j in score.matched:
+            kind = "found"
+        elif any(_inside_fraction(o, b) >= 0.5 and sum(_inside_fraction(o2, b) >= 0.5 for o2 in objects) >= 2
+                 for b in boxes):
+            kind = "merged"
+        else:
+            inside = sum(_inside_fraction(b, o) >= 0.7 for b in boxes)
+            best = max((box_iou(b, o) for b in boxes), default=0.0)
+            kind = "split" if inside >= 2 else "loose" if best >= 0.2 else "piece" if inside == 1 else "missed"
+        per_object[kind] += 1
+    per_proposal = dict.fromkeys(PROPOSAL_KINDS, 0)
+    for i, b in enumerate(boxes):
+        if i in used or any(_inside_fraction(b, g) >= 0.5 for g in ignore):
+            continue
+        if sum(_inside_fraction(o, b) >= 0.5 for o in objects) >= 2:
+            kind = "merge"
+        elif any(_inside_fraction(b, o) >= 0.7 for o in objects):
+            kind = "piece"
+        elif max((box_iou(b, o) for o in objects), default=0.0) > 0.1:
+            kind = "loose"
+        else:
+            kind = "background"
+        per_proposal[kind] += 1
+    return per_object, per_proposal

@@ -31,6 +31,7 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
+from .regions import BoundaryRule, split_nonconvex
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["ProposalConfig", "propose", "fit_support_plane", "support_planes", "choose_support", "depth_problem"]
@@ -85,7 +86,19 @@ class ProposalConfig:
         inliers (the behaviour before issue 20).
     on_support_only : keep only objects whose feet (points dropped onto the plane) lie on the support
         surface's image region (its largest connected patch, convex hull): things beyond the table's
-        edge (chairs, the floor, a far room) are background.
+        edge (chairs, the floor, a far room) are background. The region is the convex hull of the largest
+        patch of the plane's readings and of every patch at least ``support_patch_share`` of its size.
+    max_border_share : a region with this share of its outline on the image border is mostly out of view
+        (a sliver of a shelf or a far table edge) and is dropped.
+    split_solidity / split_gain / split_min_part : a component less convex than ``split_solidity`` (area
+        over convex hull area; 0 = off) that is no ring is split into its pieces (the parts the cut lines,
+        thickened by ``region_core_dilate_px``, leave, grown back by a colour watershed) joined again unless
+        their shared boundary says two objects; kept when it gives two or more parts of at least
+        ``split_min_part * min_pixels`` pixels, ``split_gain`` more convex on average (perception/regions.py).
+    region_step_m / region_step_rel / region_crease_share / region_colour_de / region_offset_px : two pieces
+        are two objects when the median depth step across their boundary (pixels ``region_offset_px``
+        apart, over the mixed pixels) exceeds ``region_step_m + region_step_rel * z``, or when at least
+        ``region_crease_share`` of it crosses a crease and their mean Lab colours differ by ``region_colour_de``.
     """
 
     method: str = "auto"
@@ -121,6 +134,17 @@ class ProposalConfig:
     max_tilt_deg: float = 15.0
     min_support_gap_m: float = 0.25
     on_support_only: bool = True
+    support_patch_share: float = 0.2
+    max_border_share: float = 1 / 3
+    split_solidity: float = 0.95
+    split_gain: float = 0.03
+    split_min_part: float = 4.0
+    region_step_m: float = 0.02
+    region_step_rel: float = 0.02
+    region_crease_share: float = 0.7
+    region_colour_de: float = 20.0
+    region_offset_px: int = 3
+    region_core_dilate_px: int = 1
 
     def __post_init__(self) -> None:
         if self.method not in ("auto", "depth", "rgb"):
@@ -143,10 +167,20 @@ class ProposalConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.depth_jump_rel < 0 or self.merge_px < 0 or self.min_height_rel < 0 or self.crease < 0 or self.noise_k < 0:
             raise ValueError("depth_jump_rel, merge_px, min_height_rel, crease and noise_k must be >= 0")
+        if not 0 <= self.split_solidity <= 1 or self.split_gain < 0 or self.split_min_part < 1 or self.region_offset_px < 1:
+            raise ValueError("need split_solidity in [0, 1], split_gain >= 0, split_min_part >= 1, region_offset_px >= 1")
+        if min(self.region_step_m, self.region_step_rel, self.region_colour_de, self.region_core_dilate_px) < 0 \
+                or not 0 <= self.region_crease_share <= 1:
+            raise ValueError("region_step_m, region_step_rel, region_colour_de and region_core_dilate_px must be >= 0, "
+                             "region_crease_share in [0, 1]")
         if self.support not in ("nearest", "largest"):
             raise ValueError(f"support must be 'nearest' or 'largest', got {self.support!r}")
         if not 1 <= int(self.max_planes) <= 8:
             raise ValueError(f"max_planes must be in [1, 8], got {self.max_planes}")
+        if not 0 < self.support_patch_share <= 1:
+            raise ValueError(f"support_patch_share must be in (0, 1], got {self.support_patch_share}")
+        if not 0 < self.max_border_share <= 1:
+            raise ValueError(f"max_border_share must be in (0, 1], got {self.max_border_share}")
         if not 0 < self.min_support_fraction < 1 or not 0 < self.max_tilt_deg < 90 or self.min_support_gap_m < 0:
             raise ValueError("min_support_fraction must be in (0, 1), max_tilt_deg in (0, 90), min_support_gap_m >= 0")
         if self.up_axis is not None:
@@ -463,16 +497,20 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         floor_h = np.maximum(config.min_height_m + config.min_height_rel * zf, config.noise_k * noise)
         fg = valid & (height > floor_h) & (height < config.max_size_m)
     cut = _edges(small, z, config, config.depth_edges)
-    if config.crease > 0:
-        cut |= _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease)
-    labels = _components(fg, cut, config, fillable=~valid)
-    surface = _support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m)) if config.on_support_only else None
+    creases = _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease) if config.crease > 0 else None
+    labels = _components(fg, cut if creases is None else cut | creases, config, fillable=~valid)
+    if config.split_solidity > 0:
+        labels = _split_blobs(labels, cut, creases, small, z, config)
+    surface = (_support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m), config.support_patch_share)
+               if config.on_support_only else None)
     kept = np.zeros_like(labels)
     geo = []
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
         m = labels[sl] == lab
+        if _border_share(m, sl, labels.shape) >= config.max_border_share:
+            continue  # mostly out of view: a sliver of something beyond the image (a shelf, a far table edge)
         sel = m & fg[sl]
         pts, hs = P[sl][sel], height[sl][sel]
         if len(pts) < 10:
@@ -497,6 +535,40 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     return kept, geo
 
 
+def _split_blobs(labels: np.ndarray, cut: np.ndarray, creases: np.ndarray | None, small: np.ndarray, z: np.ndarray,
+                 config: ProposalConfig) -> np.ndarray:
+    """Non-convex components split where their pieces' boundaries say two objects (:func:`regions.split_nonconvex`)."""
+    crease = np.zeros_like(cut) if creases is None else creases
+    rule = BoundaryRule(config.region_step_m, config.region_step_rel, config.region_crease_share,
+                        config.region_offset_px, core_dilate_px=config.region_core_dilate_px,
+                        colour_de=config.region_colour_de)
+    return split_nonconvex(labels, cut | crease, crease, small, z, rule, config.split_solidity, config.split_gain,
+                           int(config.split_min_part * config.min_pixels))
+
+
+def _border_share(m: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int]) -> float:
+    """Share of a region's outline that lies on the image border (``m``: its mask within the box ``sl``
+    of an image of ``shape``). An object in view shows most of its outline; a region with a third of
+    it on the border is mostly outside the image, a sliver no one could recognise and whose 3D is wrong."""
+    ys, xs = sl
+    h, w = shape
+    if ys.start > 0 and xs.start > 0 and ys.stop < h and xs.stop < w:
+        return 0.0
+    pad = np.pad(m, 1)
+    inner = pad[:-2, 1:-1] & pad[2:, 1:-1] & pad[1:-1, :-2] & pad[1:-1, 2:]
+    outline = m & ~inner
+    on = np.zeros_like(m)
+    if ys.start == 0:
+        on[0] = True
+    if ys.stop == h:
+        on[-1] = True
+    if xs.start == 0:
+        on[:, 0] = True
+    if xs.stop == w:
+        on[:, -1] = True
+    return float((outline & on).sum()) / max(int(outline.sum()), 1)
+
+
 def _creases(height: np.ndarray, fg: np.ndarray, threshold: float) -> np.ndarray:
     """Object pixels in a valley of the height map (concave: smoothed Laplacian above ``threshold``)."""
     h = cv2.GaussianBlur(np.where(fg, height, 0.0).astype(np.float32), (5, 5), 0)
@@ -504,15 +576,18 @@ def _creases(height: np.ndarray, fg: np.ndarray, threshold: float) -> np.ndarray
     return fg & (lap > threshold)
 
 
-def _support_region(inliers: np.ndarray) -> np.ndarray:
-    """The image region of the support surface: convex hull of its largest connected patch of inliers."""
+def _support_region(inliers: np.ndarray, patch_share: float = 1.0) -> np.ndarray:
+    """The image region of the support surface: convex hull of its largest connected patch of inliers and
+    of the patches at least ``patch_share`` of its size (objects crowding a table cut its visible top
+    into several patches, and objects standing on a smaller one are still on the table)."""
     m = cv2.morphologyEx(inliers.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
     n, lab, stats, _ = cv2.connectedComponentsWithStats(m, connectivity=8)
     region = np.zeros(inliers.shape, np.uint8)
     if n <= 1:
         return region.astype(bool)
-    best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
-    contours, _ = cv2.findContours((lab == best).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    areas = stats[1:, cv2.CC_STAT_AREA]
+    chosen = 1 + np.flatnonzero(areas >= min(patch_share, 1.0) * areas.max())
+    contours, _ = cv2.findContours(np.isin(lab, chosen).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     hull = cv2.convexHull(np.vstack(contours))  # the outline's hull: the patch's hull, without its inner pixels
     cv2.fillConvexPoly(region, hull, 1)
     return cv2.dilate(region, np.ones((7, 7), np.uint8)).astype(bool)

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import pytest
 
-from cbcl_pr_ros.evaluation.real_rgbd import assemble, load_frames, load_labels, score_proposals
+from cbcl_pr_ros.evaluation.real_rgbd import assemble, failure_kinds, load_frames, load_labels, score_proposals
 from cbcl_pr_ros.perception import ProposalConfig, propose
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +62,20 @@ def test_scoring_counts_hits_false_positives_ignored_boxes_and_merges() -> None:
     assert (s.objects, s.hits, s.proposals, s.true_positives, s.merges) == (3, 1, 3, 1, 1)
     assert s.recall == pytest.approx(1 / 3) and s.precision == pytest.approx(1 / 3)
     assert score_proposals([], objects).recall == 0.0
+
+
+def test_failure_kinds_name_what_went_wrong() -> None:
+    objects = [(10, 10, 50, 50), (52, 10, 92, 50),  # merged into one proposal
+               (200, 200, 240, 260),                 # found
+               (300, 100, 400, 200),                 # split in two halves
+               (10, 300, 110, 400),                  # only a corner piece found
+               (500, 300, 560, 360),                 # a loose box (IoU 0.2-0.5)
+               (600, 10, 630, 40)]                   # nothing there
+    props = [(8, 8, 94, 52), (201, 200, 240, 261), (300, 100, 345, 200), (355, 100, 400, 200), (10, 300, 40, 330),
+             (490, 290, 600, 400), (400, 400, 450, 450), (0, 440, 30, 470)]
+    per_object, per_proposal = failure_kinds(props, objects, ignore=[(0, 430, 60, 480)])
+    assert per_object == {"found": 1, "merged": 2, "split": 1, "piece": 1, "loose": 1, "missed": 1}
+    assert per_proposal == {"merge": 1, "piece": 3, "loose": 1, "background": 1}
 
 
 def test_assemble_reads_frames_from_a_git_snapshot(tmp_path) -> None:

@@ -1,0 +1,227 @@
+"""Splitting a blob of touching objects by the evidence along whole boundaries (issue 20).
+
+A real depth camera's edge between two touching objects is ragged: mixed pixels, holes and noise
+leave gaps in the cut lines, and one gap is enough for connected components to merge the two
+objects. A component that looks like several objects (not convex, not a ring) is over-segmented
+(the pieces its thickened cut lines leave, grown back by OpenCV's colour watershed, so a boundary
+follows colour where depth is ambiguous), and neighbouring pieces are joined again unless their
+*whole* shared boundary says two objects: the median depth step across it (pixels a few apart,
+over the mixed pixels), or a crease along most of it between pieces of different colour. A gap in
+a cut line is a few pixels of a boundary, so it no longer decides.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from scipy import sparse
+from scipy.ndimage import binary_fill_holes
+from scipy.ndimage import find_objects as ndimage_find_objects
+from scipy.sparse.csgraph import connected_components
+
+__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "solidity", "split_nonconvex"]
+
+
+@dataclass(frozen=True)
+class BoundaryRule:
+    """When two neighbouring pieces are two objects.
+
+    step_m / step_rel : the median depth step across the boundary exceeds ``step_m + step_rel * z``;
+    crease_share / colour_de : or at least ``crease_share`` of the boundary's pixel pairs cross a crease
+        (0 = off) and the two pieces' mean Lab colours differ by at least ``colour_de`` (0 = any colours).
+    offset_px : pixel pairs compared across the boundary are this far apart (jumps over mixed pixels).
+    min_core_px : pieces left by the cut lines smaller than this are no seed (they join a neighbour).
+    core_dilate_px : the cut lines are thickened by this many pixels before the pieces are taken, so a
+        gap of a pixel or two in them no longer joins two objects.
+    """
+
+    step_m: float = 0.02
+    step_rel: float = 0.02
+    crease_share: float = 0.7
+    offset_px: int = 3
+    min_core_px: int = 8
+    core_dilate_px: int = 1
+    colour_de: float = 20.0
+
+
+def oversegment(fg: np.ndarray, cut: np.ndarray, rgb_small: np.ndarray, fillable: np.ndarray,
+                rule: BoundaryRule) -> np.ndarray:
+    """Pieces (int32 labels, 0 = none): the components of ``fg`` minus ``cut`` of at least
+    ``min_core_px`` pixels, grown over the cut pixels and ``fillable`` holes by a colour watershed."""
+    if rule.core_dilate_px > 0:  # close the gaps of ragged cut lines
+        k = 2 * int(rule.core_dilate_px) + 1
+        cut = cv2.dilate(cut.astype(np.uint8), np.ones((k, k), np.uint8)).astype(bool)
+    n, lab, stats, _ = cv2.connectedComponentsWithStats((fg & ~cut).astype(np.uint8), connectivity=4)
+    keep = np.zeros(n, bool)
+    keep[1:] = stats[1:, cv2.CC_STAT_AREA] >= rule.min_core_px
+    remap = np.zeros(n, np.int32)
+    remap[keep] = np.arange(1, int(keep.sum()) + 1)
+    markers = remap[lab]
+    k = int(keep.sum())
+    if k == 0:
+        return markers
+    region = fg | fillable
+    markers[~region] = k + 1  # everything else floods as one background seed
+    ws = cv2.watershed(np.ascontiguousarray(rgb_small[..., ::-1]), markers)
+    ws[(ws < 1) | (ws > k)] = 0
+    ws[~region] = 0
+    return ws
+
+
+def _pairs(seg: np.ndarray, s: int):
+    """Pixel pairs ``s`` apart (along x and y) whose pieces differ, both nonzero: flat indices (p, q)."""
+    h, w = seg.shape
+    idx = np.arange(h * w).reshape(h, w)
+    out_p, out_q = [], []
+    for a, b, ia, ib in ((seg[:, :-s], seg[:, s:], idx[:, :-s], idx[:, s:]),
+                         (seg[:-s, :], seg[s:, :], idx[:-s, :], idx[s:, :])):
+        m = (a != b) & (a > 0) & (b > 0)
+        out_p.append(ia[m])
+        out_q.append(ib[m])
+    return np.concatenate(out_p), np.concatenate(out_q)
+
+
+def boundary_stats(seg: np.ndarray, z: np.ndarray, crease: np.ndarray,
+                   rule: BoundaryRule) -> tuple[np.ndarray, ...]:
+    """Per neighbouring pair of pieces (a < b): pixel pairs across the boundary (``offset_px`` apart),
+    the median signed depth step from a to b, the largest depth along it (the step threshold grows
+    with depth), and the share of pairs with a crease between their two pixels.
+
+    Returns (a, b, count, step, depth, crease_share) arrays (empty when no pieces touch)."""
+    s = max(1, int(rule.offset_px))
+    p, q = _pairs(seg, s)
+    flat, zf, cf = seg.ravel(), z.ravel(), crease.ravel()
+    la, lb = flat[p], flat[q]
+    swap = la > lb
+    a, b = np.where(swap, lb, la), np.where(swap, la, lb)
+    dz = np.where(swap, zf[p] - zf[q], zf[q] - zf[p])
+    zm = np.fmin(zf[p], zf[q])
+    # a crease between the two pixels of a pair: any crease pixel on the segment (p, q)
+    h, w = seg.shape
+    py, px, qy, qx = p // w, p % w, q // w, q % w
+    cr = np.zeros(len(p), bool)
+    for t in range(s + 1):
+        cr |= cf[((py * (s - t) + qy * t) // s) * w + (px * (s - t) + qx * t) // s]
+    key = a.astype(np.int64) * (int(seg.max()) + 1) + b
+    order = np.lexsort((np.nan_to_num(dz, nan=np.inf), key))
+    key, dz, zm, cr, a, b = key[order], dz[order], zm[order], cr[order], a[order], b[order]
+    if len(key) == 0:
+        e = np.zeros(0)
+        return e.astype(np.int32), e.astype(np.int32), e, e, e, e
+    start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    count = np.diff(np.r_[start, len(key)])
+    finite = np.isfinite(dz)
+    n_fin = np.add.reduceat(finite.astype(np.int64), start)
+    # finite steps sort first within a group (NaN as +inf): the (lower) median is at start + (n_fin - 1) // 2
+    mid = start + np.maximum(n_fin - 1, 0) // 2
+    step = np.where(n_fin > 0, dz[mid], np.nan)
+    depth = np.where(n_fin > 0, np.fmax.reduceat(np.where(finite, zm, np.nan), start), np.nan)
+    share = np.add.reduceat(cr.astype(np.int64), start) / count
+    return a[start], b[start], count, step, depth, share
+
+
+def _mean_lab(seg: np.ndarray, rgb_small: np.ndarray) -> np.ndarray:
+    """(n + 1, 3) mean Lab colour of each piece (OpenCV's 8-bit Lab scale)."""
+    lab = cv2.cvtColor(rgb_small, cv2.COLOR_RGB2LAB).reshape(-1, 3).astype(np.float64)
+    flat = seg.ravel()
+    n = int(seg.max()) + 1
+    cnt = np.maximum(np.bincount(flat, minlength=n), 1)
+    return np.stack([np.bincount(flat, lab[:, c], minlength=n) / cnt for c in range(3)], axis=1)
+
+
+def merge_pieces(seg: np.ndarray, z: np.ndarray, crease: np.ndarray, rule: BoundaryRule,
+                 rgb_small: np.ndarray | None = None) -> np.ndarray:
+    """Join neighbouring pieces whose shared boundary shows neither a depth step nor a crease (with
+    ``colour_de`` > 0: a crease parts two pieces only when their mean colours also differ by that much)."""
+    n = int(seg.max())
+    if n <= 1:
+        return seg
+    a, b, count, step, depth, share = boundary_stats(seg, z, crease, rule)
+    thr = rule.step_m + rule.step_rel * np.nan_to_num(depth, nan=0.0)
+    apart = (np.abs(np.nan_to_num(step, nan=0.0)) > thr)
+    if rule.crease_share > 0:
+        creased = share >= rule.crease_share
+        if rule.colour_de > 0 and rgb_small is not None:
+            mean = _mean_lab(seg, rgb_small)
+            creased &= np.linalg.norm(mean[a] - mean[b], axis=1) >= rule.colour_de
+        apart |= creased
+    join = ~apart
+    g = sparse.coo_matrix((np.ones(int(join.sum())), (a[join], b[join])), shape=(n + 1, n + 1))
+    _, comp = connected_components(g, directed=False)
+    # relabel the joined groups 1..m; 0 (no piece) has no edge, so it stays a group of its own
+    _, new = np.unique(comp[1:], return_inverse=True)
+    lut = np.zeros(n + 1, np.int32)
+    lut[1:] = new + 1
+    lut[0] = 0
+    return lut[seg]
+
+
+def solidity(mask: np.ndarray) -> float:
+    """Area of a region over the area of its convex hull (1 for a convex blob)."""
+    pts = cv2.findNonZero(mask.astype(np.uint8))
+    if pts is None or len(pts) < 3:
+        return 1.0
+    hull = cv2.contourArea(cv2.convexHull(pts))
+    return float(mask.sum()) / max(hull, 1.0)
+
+
+OPEN_RING = 0.5
+
+
+def _ring(mask: np.ndarray, share: float = 0.15) -> bool:
+    """Whether a region encloses a hole of at least ``share`` of its area: a bowl, a tray or a cup seen
+    from above is a ring of rim and walls around a low floor; touching objects enclose nothing."""
+    area = float(mask.sum())
+    if float(binary_fill_holes(mask).sum()) >= (1.0 + share) * area:
+        return True
+    # an open ring (a tray whose near wall hides below the threshold): one hull gap as large as the region
+    pts = cv2.findNonZero(mask.astype(np.uint8))
+    hull = np.zeros(mask.shape, np.uint8)
+    cv2.fillConvexPoly(hull, cv2.convexHull(pts), 1)
+    n, _, stats, _ = cv2.connectedComponentsWithStats((hull.astype(bool) & ~mask).astype(np.uint8), connectivity=4)
+    return n > 1 and float(stats[1:, cv2.CC_STAT_AREA].max()) >= OPEN_RING * area
+
+
+def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb_small: np.ndarray, z: np.ndarray,
+                    rule: BoundaryRule, max_solidity: float, gain: float, min_pixels: int) -> np.ndarray:
+    """Split components that look like several objects: a component less convex than ``max_solidity`` is
+    over-segmented and merged back by its boundaries (:func:`oversegment`, :func:`merge_pieces`); the split
+    is kept when it gives two or more parts of ``min_pixels`` whose area-weighted solidity is at least
+    ``gain`` above the component's (touching objects make a non-convex blob; one object's pieces do not
+    become more convex by splitting it)."""
+    out = labels.copy()
+    nxt = int(labels.max()) + 1
+    zz = np.where(np.isfinite(z), z, np.nan).astype(np.float32)
+    for lab, sl in enumerate(ndimage_find_objects(labels), start=1):
+        if sl is None:
+            continue
+        m = labels[sl] == lab
+        if m.sum() < 2 * min_pixels:
+            continue
+        s0 = solidity(m)
+        if s0 >= max_solidity or _ring(m):
+            continue
+        seg = oversegment(m, cut[sl] & m, rgb_small[sl], np.zeros_like(m), rule)
+        if seg.max() < 2:
+            continue
+        seg = merge_pieces(seg, zz[sl], crease[sl], rule, rgb_small[sl])
+        parts = [seg == k for k in range(1, int(seg.max()) + 1)]
+        parts = [p for p in parts if p.sum() >= min_pixels]
+        if len(parts) < 2:
+            continue
+        area = np.array([p.sum() for p in parts], float)
+        s1 = float(np.sum(area * np.array([solidity(p) for p in parts])) / area.sum())
+        if s1 < s0 + gain:
+            continue
+        block = out[sl]
+        block[m] = 0
+        for p in parts:
+            block[p] = nxt
+            nxt += 1
+        # pixels of the component in no kept part go to the nearest part
+        rest = m & (block == 0)
+        if rest.any():
+            near = cv2.dilate(block.astype(np.float32), np.ones((5, 5), np.uint8))
+            block[rest & (near > 0)] = near[rest & (near > 0)].astype(block.dtype)
+    return out

@@ -1,0 +1,108 @@
+"""The split of non-convex blobs by boundary evidence (perception/regions.py) and the border-sliver rule."""
+from __future__ import annotations
+
+import numpy as np
+
+from cbcl_pr_ros.perception import ProposalConfig, propose
+from cbcl_pr_ros.perception.regions import BoundaryRule, merge_pieces, solidity, split_nonconvex
+
+from .synthetic import SynthObject, scene
+
+RULE = BoundaryRule(crease_share=0.7, colour_de=20.0)
+
+
+def _l_shape() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two touching objects making an L (a tall bar and a low foot), as one component whose depth cut
+    line between them has a gap: (labels, cut, depth)."""
+    labels = np.zeros((80, 80), np.int32)
+    labels[10:70, 10:30] = 1  # the bar, nearer
+    labels[50:70, 30:70] = 1  # the foot, 6 cm farther
+    z = np.full(labels.shape, 1.0, np.float32)
+    z[50:70, 30:70] = 1.06
+    cut = np.zeros(labels.shape, bool)
+    cut[50:69, 29:31] = True  # the step, with a one-pixel gap at its bottom
+    return labels, cut, z
+
+
+def test_touching_objects_with_a_gap_in_their_cut_are_split():
+    labels, cut, z = _l_shape()
+    rgb = np.full(labels.shape + (3,), 128, np.uint8)
+    assert solidity(labels == 1) < 0.85
+    out = split_nonconvex(labels, cut, np.zeros_like(cut), rgb, z, RULE, 0.85, 0.1, 60)
+    parts = [k for k in np.unique(out) if k]
+    assert len(parts) == 2
+    bar = np.bincount(out[15:45, 12:28].ravel()).argmax()
+    foot = np.bincount(out[55:65, 40:68].ravel()).argmax()
+    assert bar != foot and bar > 0 and foot > 0
+    assert (out > 0).sum() == (labels > 0).sum()  # no pixel is lost
+
+
+def test_one_object_without_a_step_is_not_split():
+    labels, cut, z = _l_shape()
+    z[:] = 1.0  # one L-shaped object: noise cut it, but its pieces' boundary shows no step
+    rgb = np.full(labels.shape + (3,), 128, np.uint8)
+    out = split_nonconvex(labels, cut, np.zeros_like(cut), rgb, z, RULE, 0.85, 0.1, 60)
+    assert np.array_equal(out > 0, labels > 0) and len(np.unique(out[out > 0])) == 1
+
+
+def test_an_open_ring_is_not_split():
+    """A tray seen from above whose near wall is too low to count: a U of walls, creased at the corners."""
+    labels = np.zeros((90, 90), np.int32)
+    labels[10:20, 10:80] = labels[10:80, 10:20] = labels[10:80, 70:80] = 1
+    z = np.full(labels.shape, 1.0, np.float32)
+    z[10:80, 70:80] = 1.05  # the far wall one step away
+    cut = np.zeros(labels.shape, bool)
+    cut[10:80, 69:71] = True
+    rgb = np.full(labels.shape + (3,), 128, np.uint8)
+    out = split_nonconvex(labels, cut, np.zeros_like(cut), rgb, z, RULE, 0.85, 0.1, 60)
+    assert np.array_equal(out, labels)
+
+
+def test_pieces_join_unless_their_boundary_steps_or_creases_between_colours():
+    seg = np.zeros((40, 60), np.int32)
+    seg[5:35, 5:30], seg[5:35, 30:55] = 1, 2
+    z = np.full(seg.shape, 0.8, np.float32)
+    crease = np.zeros(seg.shape, bool)
+    grey = np.full(seg.shape + (3,), 120, np.uint8)
+    assert len(np.unique(merge_pieces(seg, z, crease, RULE, grey))) == 2  # one piece and 0
+    z[:, 30:] = 0.85
+    assert len(np.unique(merge_pieces(seg, z, crease, RULE, grey))) == 3  # a 5 cm step: apart
+    z[:] = 0.8
+    crease[:, 29:31] = True
+    assert len(np.unique(merge_pieces(seg, z, crease, RULE, grey))) == 2  # a crease, one colour: one object
+    coloured = grey.copy()
+    coloured[:, 30:] = (200, 40, 40)
+    assert len(np.unique(merge_pieces(seg, z, crease, RULE, coloured))) == 3  # crease between colours: two
+
+
+def test_a_sliver_along_the_image_border_is_dropped():
+    sliver = [SynthObject((100, -40, 220, 8), 0.05, (30, 40, 200))]
+    rgb, depth, k, _ = scene(sliver)
+    assert propose(rgb, depth, k) == []
+    assert len(propose(rgb, depth, k, ProposalConfig(max_border_share=1.0))) == 1
+
+
+def test_split_settings_are_validated():
+    for bad in ({"split_solidity": 1.5}, {"split_gain": -0.1}, {"split_min_part": 0.5}, {"region_offset_px": 0},
+                {"max_border_share": 0.0}, {"region_step_m": -0.01}, {"region_crease_share": 1.5},
+                {"region_core_dilate_px": -1}, {"support_patch_share": 0.0}):
+        try:
+            ProposalConfig(**bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad} was accepted")
+
+
+def test_support_region_covers_every_sizeable_table_patch():
+    """A crowded table top is cut into patches: the region spans the patches of at least a fifth of the
+    largest one, not a speck of the same plane far away."""
+    from cbcl_pr_ros.perception.proposals import _support_region
+
+    inliers = np.zeros((100, 160), bool)
+    inliers[40:90, 10:70] = True  # the largest visible patch of the table
+    inliers[40:90, 90:130] = True  # another patch, right of a large object standing between them
+    inliers[2:6, 150:154] = True  # a speck of the same plane far away
+    largest = _support_region(inliers, 1.0)
+    both = _support_region(inliers, 0.2)
+    assert not largest[60, 110] and both[60, 110] and both[60, 80]  # the object between the patches is on it
+    assert not both[4, 152]
