@@ -68,6 +68,13 @@ class ProposalConfig:
         Two touching objects meet in a valley of the height map; print and texture on one surface
         make none, so creases split what colour edges would split without cutting printed boxes apart.
     min_pixels : smaller components are fragments, merged into a neighbour within ``merge_px`` or dropped.
+    overhang_share : a part that hangs joins the piece it hangs on (0 = off). A piece (component) that
+        touches a piece at least 1 / ``attach_max_ratio`` times its size (neighbouring pixels whose depths
+        differ by at most ``attach_gap_m``; the one it touches along most pixels) joins it when at least
+        this share of its points (those ``overhang_min_height_m`` or more above the plane, where the
+        camera sees what is under them) stand over space the camera sees empty: a mug's handle, cut off
+        by the depth jump to the rim. Separate objects stand on the table or on each other, so a small
+        object standing against a larger one stays apart.
     max_area_fraction : a component larger than this share of the image is background, not an object.
     background_border : width of the image border (share of the smaller side) the RGB method's
         background colour model is built from; ``background_quantile`` the share of border pixels
@@ -86,13 +93,6 @@ class ProposalConfig:
     on_support_only : keep only objects whose feet (points dropped onto the plane) lie on the support
         surface's image region (its largest connected patch, convex hull): things beyond the table's
         edge (chairs, the floor, a far room) are background.
-    overhang_share : a part that hangs joins the piece it hangs on (0 = off). A piece (component) that
-        touches a piece at least 1 / ``attach_max_ratio`` times its size (neighbouring pixels whose depths
-        differ by at most ``attach_gap_m``; the one it touches along most pixels) joins it when at least
-        this share of its points (those ``overhang_min_height_m`` or more above the plane, where the
-        camera sees what is under them) stand over space the camera sees empty: a mug's handle, cut off
-        by the depth jump to the rim. Separate objects stand on the table or on each other, so a small
-        object standing against a larger one stays apart.
     """
 
     method: str = "auto"
@@ -116,6 +116,10 @@ class ProposalConfig:
     canny_high: int = 160
     min_pixels: int = 60
     merge_px: int = 4
+    overhang_share: float = 0.35
+    overhang_min_height_m: float = 0.02
+    attach_gap_m: float = 0.02
+    attach_max_ratio: float = 0.25
     max_area_fraction: float = 0.5
     background_border: float = 0.06
     background_quantile: float = 0.01
@@ -128,10 +132,6 @@ class ProposalConfig:
     max_tilt_deg: float = 15.0
     min_support_gap_m: float = 0.25
     on_support_only: bool = True
-    overhang_share: float = 0.35
-    overhang_min_height_m: float = 0.02
-    attach_gap_m: float = 0.02
-    attach_max_ratio: float = 0.25
 
     def __post_init__(self) -> None:
         if self.method not in ("auto", "depth", "rgb"):
@@ -154,10 +154,6 @@ class ProposalConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.depth_jump_rel < 0 or self.merge_px < 0 or self.min_height_rel < 0 or self.crease < 0 or self.noise_k < 0:
             raise ValueError("depth_jump_rel, merge_px, min_height_rel, crease and noise_k must be >= 0")
-        if not 0 <= self.overhang_share <= 1 or not 0 < self.attach_max_ratio < 1:
-            raise ValueError("overhang_share must be in [0, 1] and attach_max_ratio in (0, 1)")
-        if self.overhang_min_height_m <= 0 or self.attach_gap_m <= 0:
-            raise ValueError("overhang_min_height_m and attach_gap_m must be > 0")
         if self.support not in ("nearest", "largest"):
             raise ValueError(f"support must be 'nearest' or 'largest', got {self.support!r}")
         if not 1 <= int(self.max_planes) <= 8:
@@ -168,6 +164,10 @@ class ProposalConfig:
             up = np.asarray(self.up_axis, dtype=float)
             if up.shape != (3,) or not np.all(np.isfinite(up)) or np.linalg.norm(up) < 1e-6:
                 raise ValueError(f"up_axis must be a finite non-zero 3-vector, got {self.up_axis!r}")
+        if not 0 <= self.overhang_share <= 1 or not 0 < self.attach_max_ratio < 1:
+            raise ValueError("overhang_share must be in [0, 1] and attach_max_ratio in (0, 1)")
+        if self.overhang_min_height_m <= 0 or self.attach_gap_m <= 0:
+            raise ValueError("overhang_min_height_m and attach_gap_m must be > 0")
 
 
 @dataclass(frozen=True)
@@ -478,11 +478,11 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     if config.crease > 0:
         cut |= _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease)
     labels = _components(fg, cut, config, fillable=~valid)
-    if config.overhang_share > 0:
-        labels = _attach_overhangs(labels, fg, P, z, height, plane, K, config)
     surface = _support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m)) if config.on_support_only else None
     kept = np.zeros_like(labels)
     geo = []
+    if config.overhang_share > 0:
+        labels = _attach_overhangs(labels, fg, P, z, height, plane, K, config)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
@@ -509,6 +509,68 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         kept[sl][m] = len(geo) + 1
         geo.append((centroid, size, conf))
     return kept, geo
+
+
+def _creases(height: np.ndarray, fg: np.ndarray, threshold: float) -> np.ndarray:
+    """Object pixels in a valley of the height map (concave: smoothed Laplacian above ``threshold``)."""
+    h = cv2.GaussianBlur(np.where(fg, height, 0.0).astype(np.float32), (5, 5), 0)
+    lap = cv2.Laplacian(h, cv2.CV_32F, ksize=3)
+    return fg & (lap > threshold)
+
+
+def _support_region(inliers: np.ndarray) -> np.ndarray:
+    """The image region of the support surface: convex hull of its largest connected patch of inliers."""
+    m = cv2.morphologyEx(inliers.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
+    n, lab, stats, _ = cv2.connectedComponentsWithStats(m, connectivity=8)
+    region = np.zeros(inliers.shape, np.uint8)
+    if n <= 1:
+        return region.astype(bool)
+    best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
+    contours, _ = cv2.findContours((lab == best).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    hull = cv2.convexHull(np.vstack(contours))  # the outline's hull: the patch's hull, without its inner pixels
+    cv2.fillConvexPoly(region, hull, 1)
+    return cv2.dilate(region, np.ones((7, 7), np.uint8)).astype(bool)
+
+
+def _share_on(region: np.ndarray, feet: np.ndarray, K: CameraIntrinsics) -> float:
+    """Share of the 3D points ``feet`` whose image projection falls inside ``region``."""
+    z = feet[:, 2]
+    ok = z > 1e-3
+    if not ok.any():
+        return 0.0
+    u = np.round(K.fx * feet[ok, 0] / z[ok] + K.cx).astype(np.int64)
+    v = np.round(K.fy * feet[ok, 1] / z[ok] + K.cy).astype(np.int64)
+    h, w = region.shape
+    inside = (u >= 0) & (u < w) & (v >= 0) & (v < h)
+    on = np.zeros(len(u), bool)
+    on[inside] = region[v[inside], u[inside]]
+    return float(on.sum()) / float(len(z))
+
+
+def _assemble(labels: np.ndarray, geo: list, shape: tuple[int, int], config: ProposalConfig) -> list[Proposal]:
+    h, w = shape
+    n = len(geo)
+    if n == 0:
+        return []
+    full = labels if labels.shape == (h, w) else cv2.resize(labels.astype(np.int32), (w, h), interpolation=cv2.INTER_NEAREST)
+    out = []
+    slices = ndimage.find_objects(full, max_label=n)
+    for i, sl in enumerate(slices):
+        if sl is None:
+            continue
+        ys, xs = sl
+        box = (int(xs.start), int(ys.start), int(xs.stop), int(ys.stop))
+        mask = np.zeros((h, w), bool)
+        mask[sl] = full[sl] == (i + 1)
+        centroid, size, conf = geo[i]
+        if not math.isfinite(conf):
+            conf = 0.0
+        if np.isnan(centroid).all():  # RGB method: objectness from how filled its box is
+            conf = float(min(1.0, mask[ys, xs].mean() / 0.6))
+        out.append(Proposal(box, mask, np.asarray(centroid, float).copy(), np.asarray(size, float).copy(),
+                            float(np.clip(conf, 0.0, 1.0))))
+    out.sort(key=lambda p: (-p.score, p.box))
+    return out[: config.max_proposals]
 
 
 _BELOW = (0.25, 0.5, 0.75)  # where under an object point the camera looks (share of the way down to the plane)
@@ -594,65 +656,3 @@ def _attach_overhangs(labels: np.ndarray, fg: np.ndarray, P: np.ndarray, z: np.n
     keep = np.unique(parent[1:])
     remap[keep] = np.arange(1, len(keep) + 1)
     return remap[parent][labels]
-
-
-def _creases(height: np.ndarray, fg: np.ndarray, threshold: float) -> np.ndarray:
-    """Object pixels in a valley of the height map (concave: smoothed Laplacian above ``threshold``)."""
-    h = cv2.GaussianBlur(np.where(fg, height, 0.0).astype(np.float32), (5, 5), 0)
-    lap = cv2.Laplacian(h, cv2.CV_32F, ksize=3)
-    return fg & (lap > threshold)
-
-
-def _support_region(inliers: np.ndarray) -> np.ndarray:
-    """The image region of the support surface: convex hull of its largest connected patch of inliers."""
-    m = cv2.morphologyEx(inliers.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
-    n, lab, stats, _ = cv2.connectedComponentsWithStats(m, connectivity=8)
-    region = np.zeros(inliers.shape, np.uint8)
-    if n <= 1:
-        return region.astype(bool)
-    best = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
-    contours, _ = cv2.findContours((lab == best).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
-    hull = cv2.convexHull(np.vstack(contours))  # the outline's hull: the patch's hull, without its inner pixels
-    cv2.fillConvexPoly(region, hull, 1)
-    return cv2.dilate(region, np.ones((7, 7), np.uint8)).astype(bool)
-
-
-def _share_on(region: np.ndarray, feet: np.ndarray, K: CameraIntrinsics) -> float:
-    """Share of the 3D points ``feet`` whose image projection falls inside ``region``."""
-    z = feet[:, 2]
-    ok = z > 1e-3
-    if not ok.any():
-        return 0.0
-    u = np.round(K.fx * feet[ok, 0] / z[ok] + K.cx).astype(np.int64)
-    v = np.round(K.fy * feet[ok, 1] / z[ok] + K.cy).astype(np.int64)
-    h, w = region.shape
-    inside = (u >= 0) & (u < w) & (v >= 0) & (v < h)
-    on = np.zeros(len(u), bool)
-    on[inside] = region[v[inside], u[inside]]
-    return float(on.sum()) / float(len(z))
-
-
-def _assemble(labels: np.ndarray, geo: list, shape: tuple[int, int], config: ProposalConfig) -> list[Proposal]:
-    h, w = shape
-    n = len(geo)
-    if n == 0:
-        return []
-    full = labels if labels.shape == (h, w) else cv2.resize(labels.astype(np.int32), (w, h), interpolation=cv2.INTER_NEAREST)
-    out = []
-    slices = ndimage.find_objects(full, max_label=n)
-    for i, sl in enumerate(slices):
-        if sl is None:
-            continue
-        ys, xs = sl
-        box = (int(xs.start), int(ys.start), int(xs.stop), int(ys.stop))
-        mask = np.zeros((h, w), bool)
-        mask[sl] = full[sl] == (i + 1)
-        centroid, size, conf = geo[i]
-        if not math.isfinite(conf):
-            conf = 0.0
-        if np.isnan(centroid).all():  # RGB method: objectness from how filled its box is
-            conf = float(min(1.0, mask[ys, xs].mean() / 0.6))
-        out.append(Proposal(box, mask, np.asarray(centroid, float).copy(), np.asarray(size, float).copy(),
-                            float(np.clip(conf, 0.0, 1.0))))
-    out.sort(key=lambda p: (-p.score, p.box))
-    return out[: config.max_proposals]
