@@ -69,6 +69,13 @@ class ProposalConfig:
         Two touching objects meet in a valley of the height map; print and texture on one surface
         make none, so creases split what colour edges would split without cutting printed boxes apart.
     min_pixels : smaller components are fragments, merged into a neighbour within ``merge_px`` or dropped.
+    overhang_share : a part that hangs joins the piece it hangs on (0 = off). A piece (component) that
+        touches a piece at least 1 / ``attach_max_ratio`` times its size (neighbouring pixels whose depths
+        differ by at most ``attach_gap_m``; the one it touches along most pixels) joins it when at least
+        this share of its points (those ``overhang_min_height_m`` or more above the plane, where the
+        camera sees what is under them) stand over space the camera sees empty: a mug's handle, cut off
+        by the depth jump to the rim. Separate objects stand on the table or on each other, so a small
+        object standing against a larger one stays apart.
     max_area_fraction : a component larger than this share of the image is background, not an object.
     background_border : width of the image border (share of the smaller side) the RGB method's
         background colour model is built from; ``background_quantile`` the share of border pixels
@@ -122,6 +129,10 @@ class ProposalConfig:
     canny_high: int = 160
     min_pixels: int = 60
     merge_px: int = 4
+    overhang_share: float = 0.35
+    overhang_min_height_m: float = 0.02
+    attach_gap_m: float = 0.02
+    attach_max_ratio: float = 0.25
     max_area_fraction: float = 0.5
     background_border: float = 0.06
     background_quantile: float = 0.01
@@ -187,6 +198,10 @@ class ProposalConfig:
             up = np.asarray(self.up_axis, dtype=float)
             if up.shape != (3,) or not np.all(np.isfinite(up)) or np.linalg.norm(up) < 1e-6:
                 raise ValueError(f"up_axis must be a finite non-zero 3-vector, got {self.up_axis!r}")
+        if not 0 <= self.overhang_share <= 1 or not 0 < self.attach_max_ratio < 1:
+            raise ValueError("overhang_share must be in [0, 1] and attach_max_ratio in (0, 1)")
+        if self.overhang_min_height_m <= 0 or self.attach_gap_m <= 0:
+            raise ValueError("overhang_min_height_m and attach_gap_m must be > 0")
 
 
 @dataclass(frozen=True)
@@ -505,6 +520,8 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
                if config.on_support_only else None)
     kept = np.zeros_like(labels)
     geo = []
+    if config.overhang_share > 0:
+        labels = _attach_overhangs(labels, fg, P, z, height, plane, K, config)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
@@ -632,3 +649,88 @@ def _assemble(labels: np.ndarray, geo: list, shape: tuple[int, int], config: Pro
                             float(np.clip(conf, 0.0, 1.0))))
     out.sort(key=lambda p: (-p.score, p.box))
     return out[: config.max_proposals]
+
+
+_BELOW = (0.25, 0.5, 0.75)  # where under an object point the camera looks (share of the way down to the plane)
+
+
+def _support_evidence(labels: np.ndarray, ys: np.ndarray, xs: np.ndarray, P: np.ndarray, z: np.ndarray,
+                      height: np.ndarray, plane: _Plane, K: CameraIntrinsics,
+                      config: ProposalConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Per label, how many of the pixels (``ys``, ``xs``) the camera sees standing over free space, and
+    how many over their own piece.
+
+    Below each point (at ``_BELOW`` of the way down to the plane, and ``attach_gap_m`` above it) the
+    camera's reading on that line of sight either lies beyond (the space under the point is seen
+    empty: it overhangs), or in front on the same piece (the piece itself is there: it stands).
+    Readings on another piece say nothing (it may just hide what is below)."""
+    h, w = z.shape
+    mine, pts, hs = labels[ys, xs], P[ys, xs], height[ys, xs]
+    free = np.zeros(len(ys), bool)
+    own = np.zeros(len(ys), bool)
+    low = np.minimum(config.attach_gap_m, 0.5 * hs)  # just above the plane: the view passes furthest from the point
+    for drop in [f * hs for f in _BELOW] + [hs - low]:
+        q = pts - drop[:, None] * plane.normal
+        qz = q[:, 2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = np.round(K.fx * q[:, 0] / qz + K.cx)
+            v = np.round(K.fy * q[:, 1] / qz + K.cy)
+        ok = (qz > _NEAREST_M) & (u >= 0) & (u < w) & (v >= 0) & (v < h)
+        ui, vi = u[ok].astype(np.int64), v[ok].astype(np.int64)
+        seen = z[vi, ui]
+        with np.errstate(invalid="ignore"):
+            beyond = seen > qz[ok] + config.attach_gap_m / 2 + config.depth_jump_rel * qz[ok]
+        free[ok] |= beyond
+        own[ok] |= ~beyond & np.isfinite(seen) & (labels[vi, ui] == mine[ok])
+    n = int(labels.max())
+    return (np.bincount(mine, weights=free, minlength=n + 1),
+            np.bincount(mine, weights=own & ~free, minlength=n + 1))
+
+
+def _attach_overhangs(labels: np.ndarray, fg: np.ndarray, P: np.ndarray, z: np.ndarray, height: np.ndarray,
+                      plane: _Plane, K: CameraIntrinsics, config: ProposalConfig) -> np.ndarray:
+    """``labels`` with each small hanging piece joined to the piece it touches most in 3D (see
+    ``ProposalConfig.overhang_share``). The depth jump where a mug's handle meets the rim cuts it off
+    like a separate object; but a separate object stands on something, a handle hangs in the air."""
+    n = int(labels.max())
+    if n < 2:
+        return labels
+    # 3D contacts: 4-neighbour pixel pairs of two pieces whose depths differ by at most attach_gap_m
+    # (neighbouring pixels lie a few millimetres apart sideways, so depth is what parts them)
+    keys = [np.zeros(0, np.int64)]
+    pos = labels > 0
+    for a, b, pa, pb, za, zb in ((labels[:, :-1], labels[:, 1:], pos[:, :-1], pos[:, 1:], z[:, :-1], z[:, 1:]),
+                                 (labels[:-1, :], labels[1:, :], pos[:-1, :], pos[1:, :], z[:-1, :], z[1:, :])):
+        pair = (a != b) & pa & pb
+        with np.errstate(invalid="ignore"):
+            near = np.abs(za[pair] - zb[pair]) <= config.attach_gap_m
+        keys.append(a[pair][near].astype(np.int64) * (n + 1) + b[pair][near])
+    keys = np.concatenate(keys)
+    if len(keys) == 0:
+        return labels
+    contact = np.bincount(keys, minlength=(n + 1) ** 2).reshape(n + 1, n + 1)
+    contact += contact.T
+    holder = np.argmax(contact, axis=1)
+    touching = np.flatnonzero(contact[np.arange(n + 1), holder] >= 2)
+    area = np.zeros(n + 1, np.int64)  # counted for the pieces in question only: a whole-image count costs more
+    for i in np.union1d(touching, holder[touching]):
+        area[i] = np.count_nonzero(labels == i)
+    small = [int(i) for i in touching if area[i] <= config.attach_max_ratio * area[holder[i]]]
+    if not small:
+        return labels
+    tall = fg & (height >= config.overhang_min_height_m)
+    pixels = [np.nonzero((labels == i) & tall) for i in small]
+    ys, xs = np.concatenate([p[0] for p in pixels]), np.concatenate([p[1] for p in pixels])
+    free, own = _support_evidence(labels, ys, xs, P, z, height, plane, K, config)
+    hanging = np.zeros(n + 1, bool)
+    hanging[small] = True
+    hanging &= (free + own >= 10) & (free >= config.overhang_share * (free + own))
+    if not hanging.any():
+        return labels
+    parent = np.where(hanging, holder, np.arange(n + 1))
+    while not np.array_equal(parent[parent], parent):  # hanging on a hanging piece: areas grow, so this ends
+        parent = parent[parent]
+    remap = np.zeros(n + 1, np.int32)
+    keep = np.unique(parent[1:])
+    remap[keep] = np.arange(1, len(keep) + 1)
+    return remap[parent][labels]
