@@ -21,8 +21,10 @@ model is matched to the labelled boxes one to one at IoU >= 0.5 and counted:
 * unmatched detections (background, fragments, merges) carrying the taught name.
 
 Variants: the shipped learner parameters, and with ``negatives_capacity`` 0 (no negatives) for comparison;
-``--variant NAME:KEY=VALUE,...`` adds others. Writes bench/results/real_ros.json.
-Run: ``source scripts/env.sh && nice -n 5 python -P bench/bench_real_ros.py --frames /path/to/real_rgbd``.
+``--variant NAME:KEY=VALUE,...`` replaces them. Writes the run under ``--label`` into
+bench/results/real_ros.json (other runs there are kept; figures in docs/perception.md "Over ROS").
+Run: ``source scripts/env.sh && nice -n 5 python -P bench/bench_real_ros.py --frames /path/to/real_rgbd``
+(3 seeds x 12 teaches: 2-3 minutes per variant on 2 cores).
 """
 from __future__ import annotations
 
@@ -297,12 +299,13 @@ def main() -> None:
     ap.add_argument("--frames", default=os.environ.get("CBCL_REAL_RGBD", str(ROOT / "data/real_rgbd")),
                     help="the assembled frames (bench/real_rgbd/assemble.py; not in the repository: licences)")
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--per-seed", type=int, default=4, help="instances taught per seed (each alone)")
+    ap.add_argument("--per-seed", type=int, default=12, help="instances taught per seed (each alone)")
     ap.add_argument("--repeats", type=int, default=2, help="times each other frame is shown")
     ap.add_argument("--num-frames", type=int, default=0, help="TeachClass num_frames (0 = the node's default)")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
                     help="a learner variant (default: 'shipped' and 'no_negatives' = negatives_capacity 0)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/real_ros.json"))
+    ap.add_argument("--label", default="now", help="the run's key in --out (other runs there are kept)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     variants: dict[str, dict[str, Any]] = {"shipped": {}, "no_negatives": {"negatives_capacity": 0}}
@@ -313,13 +316,8 @@ def main() -> None:
             variants[name] = {k: json.loads(x) for k, x in (kv.split("=", 1) for kv in kvs.split(",") if kv)}
     frames = load_frames(args.labels, args.frames)
     jobs = plan(frames, args.seeds, args.per_seed)
-    res = {"benchmark": "bench_real_ros", "machine": machine_info(),
-           "loadavg_before": [round(v, 2) for v in os.getloadavg()], "seeds": args.seeds, "per_seed": args.per_seed,
-           "repeats": args.repeats, "num_frames": args.num_frames, "eligible_instances": len(eligible(frames)),
-           "protocol": "teaching_session --camera realsense (extractor + learner, one process); per teach: "
-                       "LoadMemory of an empty memory, TeachClass with the labelled box as roi while the "
-                       "teaching frame is published, then every other frame of the same source published "
-                       "--repeats times; detections of the new model matched to labels at IoU >= 0.5",
+    res = {"machine": machine_info(), "loadavg_before": [round(v, 2) for v in os.getloadavg()],
+           "seeds": args.seeds, "per_seed": args.per_seed, "repeats": args.repeats, "num_frames": args.num_frames,
            "jobs": [{"seed": s, "instance": f"{src}/{n}", "teach_frame": f} for s, src, n, f in jobs], "variants": {}}
     with tempfile.TemporaryDirectory(prefix="bench_real_ros_") as tmp:
         for name, params in variants.items():
@@ -328,10 +326,17 @@ def main() -> None:
                                                 args.num_frames)
             log.info("%s: %s", name, res["variants"][name]["total"])
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    out = Path(args.out)
+    doc = json.loads(out.read_text()) if out.is_file() else {}
+    doc.update({"benchmark": "bench_real_ros", "eligible_instances": len(eligible(frames)),
+                "protocol": "teaching_session --camera realsense (extractor + learner, one process); per teach: "
+                            "LoadMemory of an empty memory, TeachClass with the labelled box as roi while the "
+                            "teaching frame is published, then every other frame of the same source published "
+                            "--repeats times; detections of the new model matched to labels at IoU >= 0.5"})
+    doc.setdefault("runs", {})[args.label] = res
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
     print(json.dumps({k: v["total"] for k, v in res["variants"].items()}, indent=1))
-
 
 if __name__ == "__main__":
     main()
