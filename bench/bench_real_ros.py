@@ -18,7 +18,8 @@ model is matched to the labelled boxes one to one at IoU >= 0.5 and counted:
 * taught instance: its matched detections, and those named correctly (known, its name);
 * other labelled objects: their matched detections, and those carrying the taught name; split into
   objects that were in the teaching frame (the node gave them as negatives) and the rest;
-* unmatched detections (background, fragments, merges) carrying the taught name.
+* unmatched detections (background, fragments, merges, things in the labels' ignore boxes) carrying
+  the taught name.
 
 Variants: the shipped learner parameters, and with ``negatives_capacity`` 0 (no negatives) for comparison;
 ``--variant NAME:KEY=VALUE,...`` replaces them. Writes the run under ``--label`` into
@@ -178,7 +179,8 @@ class Session:
             raise RuntimeError(f"LoadMemory of the empty memory: {res.message}")
 
     def teach(self, fr: RealFrame, label: str, box: tuple[int, int, int, int], num_frames: int = 0) -> Any:
-        """TeachClass with ``box`` as the roi while ``fr`` is shown again and again; the response."""
+        """TeachClass with ``box`` as the roi while ``fr`` is shown again and again; the response, or
+        None when none came (the teach is then skipped and counted as unanswered)."""
         from sensor_msgs.msg import RegionOfInterest
 
         from cbcl_pr_ros.srv import TeachClass
@@ -187,15 +189,19 @@ class Session:
         req = TeachClass.Request(label=label, mode=TeachClass.Request.MODE_OBJECT, num_frames=num_frames,
                                  rois=[RegionOfInterest(x_offset=x0, y_offset=y0, width=x1 - x0, height=y1 - y0)])
         out: list[Any] = []
-        th = threading.Thread(target=lambda: out.append(self.call("teach", req, 300.0)), daemon=True)
+
+        def ask() -> None:
+            try:
+                out.append(self.call("teach", req, 120.0))
+            except TimeoutError as exc:  # ServiceUnavailable: a loaded machine's DDS can lose an answer
+                log.warning("TeachClass %s: %s", label, exc)
+        th = threading.Thread(target=ask, daemon=True)
         self.camera.show(fr)  # one frame first: the teach checks the box against the last frame's size
         th.start()
         while th.is_alive():
             self.camera.show(fr, timeout_s=5.0)
         th.join()
-        if not out:
-            raise RuntimeError("TeachClass gave no answer")
-        return out[0]
+        return out[0] if out else None
 
     def close(self) -> None:
         self.client.close()
@@ -265,10 +271,10 @@ def run_variant(params: dict[str, Any], jobs: list[tuple[int, str, str, str]], f
                 fr = by_id[fid]
                 box = next(b for n, b in fr.objects if n == name)
                 res = s.teach(fr, name, box, num_frames)
-                if not res.success:  # no proposal inside the box: a user would draw again; counted, skipped
-                    log.info("%s/%s from %s refused: %s", source, name, fid, res.message)
-                    teaches.append({"seed": seed, "instance": f"{source}/{name}", "teach_frame": fid,
-                                    "refused": res.message[:160]})
+                if res is None or not res.success:  # e.g. no proposal inside the box: counted, skipped
+                    why = "no answer" if res is None else res.message[:160]
+                    log.info("%s/%s from %s refused: %s", source, name, fid, why)
+                    teaches.append({"seed": seed, "instance": f"{source}/{name}", "teach_frame": fid, "refused": why})
                     continue
                 c = Counts()
                 for other in (f for f in frames if f.source == source and f.id != fid):
