@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["TEACH_FROM", "MODE_DEFAULT", "MODE_OBJECT", "MODE_FRAME", "TeachPlan", "plan_teach", "roi_box",
-           "teaching_crops", "TrackHistory"]
+           "teaching_crops", "TrackHistory", "SAME_VIEW_IOU", "one_shot_per_view"]
 
 # values of the learner's ``teach_from`` parameter
 TEACH_FROM = ("auto", "object", "frame")
@@ -26,6 +26,9 @@ TEACH_FROM = ("auto", "object", "frame")
 MODE_DEFAULT, MODE_OBJECT, MODE_FRAME = 0, 1, 2
 
 Box = tuple[int, int, int, int]
+# the object's boxes in two teaching frames overlap at least this much: the camera and the object stood
+# still between them, so the two frames show one view (see one_shot_per_view)
+SAME_VIEW_IOU = 0.8
 Roi = tuple[int, int, int, int]  # x_offset, y_offset, width, height (sensor_msgs/RegionOfInterest)
 
 
@@ -138,6 +141,32 @@ def teaching_crops(rgbs: Sequence[np.ndarray], plan: TeachPlan, margin: float = 
                          "mode MODE_FRAME")
     note = " (crops of the object in view" + (f"; no object in images {missed}, skipped)" if missed else ")")
     return out, note
+
+
+def one_shot_per_view(rows: np.ndarray, boxes: Sequence[Box], same_iou: float = SAME_VIEW_IOU) -> np.ndarray:
+    """One shot (the mean vector) per view among a teach's frames: the frames whose object box
+    overlaps the first box of an earlier group by ``same_iou`` or more join that group.
+
+    Why: a still camera sends near-copies of one view, and the learner counts every shot as a view
+    of its own: ten copies of one view would tell it the class hardly varies, and its open-set gate
+    shrinks until the object seen from anywhere else is refused (issue 20, bench/bench_real_ros.py).
+    The mean of the copies keeps their information and smooths the sensor's noise.
+    """
+    from cbcl_pr_ros.perception.boxes import box_iou
+
+    x = np.asarray(rows, np.float32)
+    if len(x) != len(boxes):
+        raise ValueError(f"{len(boxes)} boxes for {len(x)} rows")
+    firsts: list[Box] = []
+    members: list[list[int]] = []
+    for i, b in enumerate(boxes):
+        j = next((g for g, f in enumerate(firsts) if box_iou(f, b) >= same_iou), None)
+        if j is None:
+            firsts.append(tuple(b))
+            members.append([i])
+        else:
+            members[j].append(i)
+    return np.stack([x[m].mean(axis=0) for m in members]).astype(np.float32)
 
 
 class TrackHistory:

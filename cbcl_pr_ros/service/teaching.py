@@ -17,7 +17,7 @@ import numpy as np
 
 from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
 from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectStream
-from cbcl_pr_ros.service.object_teaching import Roi, TeachPlan, plan_teach, roi_box, teaching_crops
+from cbcl_pr_ros.service.object_teaching import Roi, TeachPlan, one_shot_per_view, plan_teach, roi_box, teaching_crops
 from cbcl_pr_ros.service.validation import (
     RequestLimits,
     check_count,
@@ -201,7 +201,7 @@ class Teacher:
         if not frames:
             raise ValueError(f"no object frames arrived within {timeout:.1f} s on '{self.port.topic('objects')}': "
                              f"is the feature_extractor detecting objects (detect_objects)?")
-        rows, others, missed = [], [], 0
+        rows, boxes, others, missed = [], [], [], 0
         for f in frames:
             box = roi_box(plan.rois[0], f.shape, "camera image") if plan.target == "roi" else None
             k = select_teaching_proposal(f.proposals, f.shape, box)
@@ -209,12 +209,15 @@ class Teacher:
                 missed += 1
             else:
                 rows.append(f.features[k])
+                boxes.append(f.proposals[k].box)
                 others += [f.features[j] for j in range(len(f.features)) if j != k]
         where = " inside the box" if plan.target == "roi" else ""
         if not rows:
             raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames")
         negatives = np.stack(others[-MAX_FRAME_NEGATIVES:]) if others else None
-        return np.stack(rows), None, (f"object crops of camera frames{where}"
+        shots = one_shot_per_view(np.stack(rows), boxes)
+        views = "" if len(shots) == len(rows) else f", {len(rows)} frames as {len(shots)} view{'s' * (len(shots) > 1)}"
+        return shots, None, (f"object crops of camera frames{where}{views}"
                                       + (f" ({missed} of {len(frames)} frames had none)" if missed else "")
                                       + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)")
                                       ), negatives

@@ -188,10 +188,11 @@ def test_object_frames_teach_the_object_in_view_or_inside_the_box():
     objects.arrived(frame, port.clock)
     c = _controller()
     out = teacher.teach(c, TeachRequest(label="central"))
-    assert out.success and port.commits[-1][1:3] == ("object crops of camera frames", (2, D))
+    # two frames of a still camera: one view, one shot (one_shot_per_view)
+    assert out.success and port.commits[-1][1:3] == ("object crops of camera frames, 2 frames as 1 view", (1, D))
     assert np.allclose(port.last_feats, 0.9)  # the central object's vectors
     out = teacher.teach(c, TeachRequest(label="corner", rois=((0, 0, 60, 60),)))
-    assert out.success and port.commits[-1][1] == "object crops of camera frames inside the box"
+    assert out.success and port.commits[-1][1] == "object crops of camera frames inside the box, 2 frames as 1 view"
     assert np.allclose(port.last_feats, 0.2)  # the box chose the corner object's vectors
     out = teacher.teach(c, TeachRequest(label="x", rois=((600, 0, 100, 10),)))
     assert not out.success and "outside the 640x480 camera image" in out.message
@@ -259,3 +260,21 @@ def test_decoding_checks_every_image_before_decoding_any():
 
 def replace_fields(img: SimpleNamespace, **kw: Any) -> SimpleNamespace:
     return SimpleNamespace(**{**vars(img), **kw})
+
+
+def test_frames_of_one_still_view_are_one_shot_and_moved_views_stay_apart():
+    """Issue 20: ten near-copies of one view taught as ten shots tell the learner the class hardly
+    varies, and its gate then refuses the object from any other view (bench/bench_real_ros.py)."""
+    from cbcl_pr_ros.service.object_teaching import one_shot_per_view
+
+    rng = np.random.default_rng(1)
+    still = (100, 100, 200, 180)
+    jitter = [(100 + int(d), 100, 200 + int(d), 181) for d in rng.integers(-3, 4, 6)]  # a few pixels of noise
+    moved = [(300, 120, 400, 200)] * 3  # the object (or the camera) moved: another view
+    rows = np.concatenate([np.full((6, D), 1.0) + rng.normal(0, 0.01, (6, D)), np.full((3, D), 5.0)])
+    shots = one_shot_per_view(rows, [still] + jitter[1:] + moved)
+    assert shots.shape == (2, D)
+    assert np.allclose(shots[0], rows[:6].mean(0), atol=1e-6) and np.allclose(shots[1], 5.0)
+    assert one_shot_per_view(rows[:3], [still, moved[0], (0, 0, 50, 50)]).shape == (3, D)  # all apart
+    with pytest.raises(ValueError, match="2 boxes for 3 rows"):
+        one_shot_per_view(rows[:3], [still, still])
