@@ -535,7 +535,7 @@ class LearnerController:
                     return self.refused(f"could not learn '{label}': {exc}")
                 if negatives is not None and len(negatives):
                     try:
-                        lrn.add_negatives(negatives)
+                        lrn.add_negatives(negatives, away_from=feats)
                     except (TypeError, ValueError) as exc:  # checked above: not expected
                         log.warning("the teaching frames' other objects were not kept as negatives: %s", str(exc)[:120])
                 elapsed = time.perf_counter() - t0

@@ -71,6 +71,7 @@ class TeachSettings:
     views: int = 0
     view_spread: float = 0.5
     seed: int = 0
+    stream_negatives: bool = False
 
     @classmethod
     def from_params(cls, p: Mapping[str, Any]) -> "TeachSettings":
@@ -78,7 +79,8 @@ class TeachSettings:
         return cls(teach_from=str(p["teach_from"]), crop_margin=float(p["crop_margin"]),
                    num_frames=int(p["teach_num_frames"]), max_frames=int(p["max_teach_frames"]),
                    timeout_s=float(p["teach_timeout_s"]), max_timeout_s=float(p["max_teach_timeout_s"]),
-                   views=int(p["teach_views"]), view_spread=float(p["teach_view_spread"]), seed=int(p["seed"]))
+                   views=int(p["teach_views"]), view_spread=float(p["teach_view_spread"]), seed=int(p["seed"]),
+                   stream_negatives=bool(p.get("teach_stream_negatives", False)))
 
 
 class TeachingPort(Protocol):
@@ -183,8 +185,18 @@ class Teacher:
             return feats, views, f"images{note}{view_note}", None
         if plan.target == "track":
             feats = self.objects.track_views(plan.track_id, n)
-            return feats, None, f"views of track {plan.track_id} (its last {len(feats)} frames)", None
+            negatives = self._with_stream(None, s, plan.track_id)
+            return feats, None, f"views of track {plan.track_id} (its last {len(feats)} frames)", negatives
         return self._object_frames(req, plan, n, s)
+
+    def _with_stream(self, frame_negatives: np.ndarray | None, s: TeachSettings,
+                     taught_track: int | None) -> np.ndarray | None:
+        """The teaching frames' other objects, and with ``s.stream_negatives`` the recent objects of the
+        stream (:class:`~cbcl_pr_ros.service.stream_negatives.StreamNegatives`) but the taught track's."""
+        stream = self.objects.negatives.vectors(() if taught_track is None else (taught_track,)) \
+            if s.stream_negatives else None
+        parts = [x for x in (frame_negatives, stream) if x is not None and len(x)]
+        return np.vstack(parts).astype(np.float32) if parts else None
 
     def _object_frames(self, req: TeachRequest, plan: TeachPlan, n: int,
                        s: TeachSettings) -> tuple[np.ndarray, Any, str, np.ndarray | None]:
@@ -215,6 +227,7 @@ class Teacher:
         if not rows:
             raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames")
         negatives = np.stack(others[-MAX_FRAME_NEGATIVES:]) if others else None
+        negatives = self._with_stream(negatives, s, self.objects.track_at(boxes[-1]))
         shots = one_shot_per_view(np.stack(rows), boxes)
         views = "" if len(shots) == len(rows) else f", {len(rows)} frames as {len(shots)} view{'s' * (len(shots) > 1)}"
         return shots, None, (f"object crops of camera frames{where}{views}"
