@@ -311,6 +311,9 @@ def test_stream_negatives_join_the_teach_without_the_taught_track():
     store = c.learner_.negatives_.vectors.astype(np.float32)
     assert len(store) == 12  # the near copy was dropped by the learner: it lies on the new shot
     assert not np.isclose(store, c.learner_.transform(near_copy[None]), atol=1e-2).all(axis=1).any()
+    objects.negatives.add(list(range(100, 180)), rng.normal(0.0, 1.0, (80, D)), stamp_s=2.6)
+    assert teacher.teach(c, TeachRequest(label="more", rois=((250, 180, 140, 120),))).success
+    assert len(port.last_negatives) > 64  # more than a request may send: the node's own, not refused
     port.settings = TeachSettings(num_frames=1)  # off (the default): the teaching frame's others only
     assert teacher.teach(c, TeachRequest(label="again", rois=((250, 180, 140, 120),))).success
     assert port.last_negatives.shape == (3, D)
