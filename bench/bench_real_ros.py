@@ -27,7 +27,7 @@ each, of the same source (``--prelude-from same``: the same table, so the taught
 them, seen from other views; those frames are also scored afterwards) or of the other sources
 (``other``: another table).
 Each teach starts 120 s of stamps after the last one, so the learner's recent-objects store
-(``teach_stream_negatives``, 60 s window) holds only this teach's prelude and teaching frames.
+(``teach_negatives``, 60 s window) holds only this teach's prelude and teaching frames.
 
 Variants: the shipped learner parameters, and with ``negatives_capacity`` 0 (no negatives) for comparison;
 ``--variant NAME:KEY=VALUE,...`` replaces them. Writes the run under ``--label`` into

@@ -71,7 +71,7 @@ class TeachSettings:
     views: int = 0
     view_spread: float = 0.5
     seed: int = 0
-    stream_negatives: bool = False
+    negatives: str = "frames"  # frames | frames+stream | stream (the ``teach_negatives`` parameter)
 
     @classmethod
     def from_params(cls, p: Mapping[str, Any]) -> "TeachSettings":
@@ -80,7 +80,7 @@ class TeachSettings:
                    num_frames=int(p["teach_num_frames"]), max_frames=int(p["max_teach_frames"]),
                    timeout_s=float(p["teach_timeout_s"]), max_timeout_s=float(p["max_teach_timeout_s"]),
                    views=int(p["teach_views"]), view_spread=float(p["teach_view_spread"]), seed=int(p["seed"]),
-                   stream_negatives=bool(p.get("teach_stream_negatives", False)))
+                   negatives=str(p.get("teach_negatives", "frames")))
 
 
 class TeachingPort(Protocol):
@@ -191,10 +191,16 @@ class Teacher:
 
     def _with_stream(self, frame_negatives: np.ndarray | None, s: TeachSettings,
                      taught_track: int | None) -> np.ndarray | None:
-        """The teaching frames' other objects, and with ``s.stream_negatives`` the recent objects of the
-        stream (:class:`~cbcl_pr_ros.service.stream_negatives.StreamNegatives`) but the taught track's."""
-        stream = self.objects.negatives.vectors(() if taught_track is None else (taught_track,)) \
-            if s.stream_negatives else None
+        """The negatives ``s.negatives`` asks for: the teaching frames' other objects, the recent objects
+        of the stream (:class:`~cbcl_pr_ros.service.stream_negatives.StreamNegatives`) but the taught
+        track's, or both; ``stream`` falls back on the frames' while the stream store is empty."""
+        if s.negatives not in ("frames", "frames+stream", "stream"):
+            raise ValueError(f"teach_negatives must be frames, frames+stream or stream, got {s.negatives[:40]!r}")
+        stream = None
+        if s.negatives != "frames":
+            stream = self.objects.negatives.vectors(() if taught_track is None else (taught_track,))
+        if s.negatives == "stream" and stream is not None:
+            frame_negatives = None
         parts = [x for x in (frame_negatives, stream) if x is not None and len(x)]
         return np.vstack(parts).astype(np.float32) if parts else None
 

@@ -281,13 +281,13 @@ def test_frames_of_one_still_view_are_one_shot_and_moved_views_stay_apart():
 
 
 def test_stream_negatives_join_the_teach_without_the_taught_track():
-    """Issue 20, outcome 3: with ``stream_negatives`` on, the recent objects of the stream become
+    """Issue 20, outcome 3: with ``negatives`` frames+stream, the recent objects of the stream become
     negatives too, but never the taught track's vectors, nor one near the new shots; a refused teach
     keeps nothing (neither in the learner nor taken from the stream)."""
     rng = np.random.default_rng(1)
     taught, others = rng.normal(0.0, 1.0, D), rng.normal(0.0, 1.0, (3, D))
     near_copy = taught + 0.601  # the taught object as taught, seen under another track: no negative of itself
-    port = FakePort(settings=TeachSettings(num_frames=1, stream_negatives=True))
+    port = FakePort(settings=TeachSettings(num_frames=1, negatives="frames+stream"))
     teacher, objects = _teacher(port)
     boxes = [(250, 180, 390, 300), (0, 0, 60, 60), (500, 0, 600, 60), (0, 400, 60, 470)]
     for i in range(3):  # the robot looks at the table for 3 s before the teach
@@ -314,6 +314,12 @@ def test_stream_negatives_join_the_teach_without_the_taught_track():
     objects.negatives.add(list(range(100, 180)), rng.normal(0.0, 1.0, (80, D)), stamp_s=2.6)
     assert teacher.teach(c, TeachRequest(label="more", rois=((250, 180, 140, 120),))).success
     assert len(port.last_negatives) > 64  # more than a request may send: the node's own, not refused
-    port.settings = TeachSettings(num_frames=1)  # off (the default): the teaching frame's others only
+    port.settings = TeachSettings(num_frames=1)  # "frames" (the default): the teaching frame's others only
     assert teacher.teach(c, TeachRequest(label="again", rois=((250, 180, 140, 120),))).success
     assert port.last_negatives.shape == (3, D)
+    port.settings = TeachSettings(num_frames=1, negatives="stream")  # the stream's only: 9 + the near copy + 80
+    assert teacher.teach(c, TeachRequest(label="stream", rois=((250, 180, 140, 120),))).success
+    assert port.last_negatives.shape == (90, D)
+    port.settings = TeachSettings(num_frames=1, negatives="all")
+    out = teacher.teach(c, TeachRequest(label="bad", rois=((250, 180, 140, 120),)))
+    assert not out.success and "teach_negatives must be" in out.message and "bad" not in c.classes
