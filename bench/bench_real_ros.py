@@ -21,6 +21,14 @@ model is matched to the labelled boxes one to one at IoU >= 0.5 and counted:
 * unmatched detections (background, fragments, merges, things in the labels' ignore boxes) carrying
   the taught name.
 
+With ``--prelude N`` the robot first looks around: before each TeachClass, the N frames that follow
+the teaching frame in the labels' order (wrapping round; never the teaching frame) are published once
+each, of the same source (``--prelude-from same``: the same table, so the taught object is mostly in
+them, seen from other views; those frames are also scored afterwards) or of the other sources
+(``other``: another table).
+Each teach starts 120 s of stamps after the last one, so the learner's recent-objects store
+(``teach_negatives``, 60 s window) holds only this teach's prelude and teaching frames.
+
 Variants: the shipped learner parameters, and with ``negatives_capacity`` 0 (no negatives) for comparison;
 ``--variant NAME:KEY=VALUE,...`` replaces them. Writes the run under ``--label`` into
 bench/results/real_ros.json (other runs there are kept; figures in docs/perception.md "Over ROS").
@@ -124,6 +132,10 @@ class Camera:
                 m.header.frame_id = FRAME_ID
             self.cache[fr.id] = (rgb, depth, info)
         return self.cache[fr.id]
+
+    def pause(self, seconds: float) -> None:
+        """Let ``seconds`` of stamps pass (nothing is published meanwhile)."""
+        self.next_ns += int(seconds * 1e9)
 
     def show(self, fr: RealFrame, timeout_s: float = 30.0) -> Any | None:
         """Publish ``fr`` (CameraInfo, depth, then colour, one stamp) and wait for its detections;
@@ -256,8 +268,20 @@ def plan(frames: list[RealFrame], seeds: int, per_seed: int) -> list[tuple[int, 
     return out
 
 
+def prelude_frames(frames: list[RealFrame], teach_id: str, n: int, source: str = "same") -> list[RealFrame]:
+    """The ``n`` frames that follow the teaching frame in the labels' order (wrapping round), never the
+    teaching frame itself: what the robot saw while looking around before the teach. ``source``:
+    ``same`` takes only its source's frames (the same table: the taught object is in most of them, from
+    other views), ``other`` only other sources' frames (another table: none shows the taught object)."""
+    fr = next(f for f in frames if f.id == teach_id)
+    k = frames.index(fr)
+    after = [frames[(k + i) % len(frames)] for i in range(1, len(frames))]
+    return [f for f in after if (f.source == fr.source) == (source == "same")][:max(0, n)]
+
+
 def run_variant(params: dict[str, Any], jobs: list[tuple[int, str, str, str]], frames: list[RealFrame],
-                repeats: int, workdir: Path, num_frames: int = 0) -> dict[str, Any]:
+                repeats: int, workdir: Path, num_frames: int = 0, prelude: int = 0,
+                prelude_from: str = "same") -> dict[str, Any]:
     by_id = {f.id: f for f in frames}
     per_seed: dict[int, Counts] = defaultdict(Counts)
     teaches = []
@@ -268,6 +292,9 @@ def run_variant(params: dict[str, Any], jobs: list[tuple[int, str, str, str]], f
             log.info("nodes up after %.0f s", time.perf_counter() - t0)
             for seed, source, name, fid in jobs:
                 s.reset()
+                s.camera.pause(120.0)
+                for seen in prelude_frames(frames, fid, prelude, prelude_from):
+                    s.camera.show(seen)
                 fr = by_id[fid]
                 box = next(b for n, b in fr.objects if n == name)
                 res = s.teach(fr, name, box, num_frames)
@@ -308,6 +335,10 @@ def main() -> None:
     ap.add_argument("--per-seed", type=int, default=12, help="instances taught per seed (each alone)")
     ap.add_argument("--repeats", type=int, default=2, help="times each other frame is shown")
     ap.add_argument("--num-frames", type=int, default=0, help="TeachClass num_frames (0 = the node's default)")
+    ap.add_argument("--prelude", type=int, default=0,
+                    help="frames of the source shown once each before every teach (see the docstring)")
+    ap.add_argument("--prelude-from", choices=("same", "other"), default="same",
+                    help="the prelude's frames: of the teaching frame's source, or of the other sources")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
                     help="a learner variant (default: 'shipped' and 'no_negatives' = negatives_capacity 0)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/real_ros.json"))
@@ -324,12 +355,13 @@ def main() -> None:
     jobs = plan(frames, args.seeds, args.per_seed)
     res = {"machine": machine_info(), "loadavg_before": [round(v, 2) for v in os.getloadavg()],
            "seeds": args.seeds, "per_seed": args.per_seed, "repeats": args.repeats, "num_frames": args.num_frames,
+           "prelude": args.prelude, "prelude_from": args.prelude_from,
            "jobs": [{"seed": s, "instance": f"{src}/{n}", "teach_frame": f} for s, src, n, f in jobs], "variants": {}}
     with tempfile.TemporaryDirectory(prefix="bench_real_ros_") as tmp:
         for name, params in variants.items():
             log.info("variant %s %s", name, params)
             res["variants"][name] = run_variant(params, jobs, frames, args.repeats, Path(tmp) / name,
-                                                args.num_frames)
+                                                args.num_frames, args.prelude, args.prelude_from)
             log.info("%s: %s", name, res["variants"][name]["total"])
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     out = Path(args.out)

@@ -474,13 +474,20 @@ class CBCLPRLearner:
                   list(data), list(new_labels), memory.n_clusters, served.model_version, res.seconds)
         return res
 
-    def add_negatives(self, features: np.ndarray) -> int:
+    def add_negatives(self, features: np.ndarray, away_from: np.ndarray | None = None) -> int:
         """Offer feature vectors of things that are *not* any taught class (other objects of a teaching
         frame, background crops) to the bounded negatives store (:mod:`.negatives`); the gate's
         per-class radii are refreshed (a new model version).  Returns how many vectors the store holds.
-        No images are kept: vectors only, at most ``config.negatives_capacity``."""
+        No images are kept: vectors only, at most ``config.negatives_capacity``.  ``away_from``: a
+        teach's shots; offered vectors within ``NEAR_NEGATIVE`` D of one are dropped, as :meth:`teach`
+        drops stored ones near new shots: they are the taught object itself from a like view."""
         x = self.transform(check_features(features, self.feature_dim, name="negative features"))
         with self._write_lock:
+            if away_from is not None and len(away_from):
+                shots = self.transform(check_features(away_from, self.feature_dim, name="shots"))
+                dist = self._served_gate_distance(self.distance_prior_, self.distance_threshold_ or 0.0)
+                radius = NEAR_NEGATIVE * dist
+                x = NegativeStore(np.asarray(x, np.float16), len(x)).without_near(shots, radius).vectors
             store = self.negatives_.with_added(x, self.config.seed)
             served = self._served
             if served.gate is not None:

@@ -22,7 +22,7 @@ __all__ = ["LearnerPort"]
 
 # the teaching parameters that may be set at run time (read at each request)
 _SETTABLE_TEACH_PARAMS = ("teach_from", "crop_margin", "teach_num_frames", "teach_timeout_s", "teach_views",
-                          "teach_view_spread")
+                          "teach_view_spread", "teach_negatives")
 
 
 class LearnerPort:

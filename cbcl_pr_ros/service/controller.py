@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from cbcl_pr_ros.core.negatives import MAX_NEGATIVES
 from cbcl_pr_ros.service.heap import release_freed_memory
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
 from cbcl_pr_ros.service.validation import (
@@ -490,12 +491,14 @@ class LearnerController:
             raise ValueError("a test classification with the loaded memory did not give a finite score")
 
     # ------------------------------------------------------------------ teaching
-    def check_features(self, feats: Any) -> np.ndarray:
-        """(n, d) float32 of this learner's width, within the count and value limits; RequestError."""
+    def check_features(self, feats: Any, max_count: int | None = None) -> np.ndarray:
+        """(n, d) float32 of this learner's width, within the count (``max_count``, else the request
+        limit) and value limits; RequestError."""
         arr = np.asarray(feats, dtype=np.float32)
         if arr.ndim != 2 or arr.shape[0] == 0:
             raise RequestError(f"need an (n, d) array of feature vectors with n >= 1, got shape {arr.shape}")
-        check_count(arr.shape[0], self.limits.max_images_per_request, "feature vectors")
+        check_count(arr.shape[0], self.limits.max_images_per_request if max_count is None else max_count,
+                    "feature vectors")
         if arr.shape[1] != self.feature_dim:
             raise RequestError(f"feature dimension {arr.shape[1]} does not match the backbone's "
                                f"{self.feature_dim} ({self.backbone})")
@@ -518,7 +521,7 @@ class LearnerController:
                     raise RequestError(f"views must be ({feats.shape[0]}, k, {self.feature_dim}), got {views.shape}")
                 check_feature_values(views.reshape(-1, self.feature_dim), self.limits.max_feature_abs)
             if negatives is not None:
-                negatives = self.check_features(negatives)
+                negatives = self.check_features(negatives, MAX_NEGATIVES)  # the node's own, not a request's
         except RequestError as exc:
             return self.refused(str(exc))
         t0 = time.perf_counter()
@@ -535,7 +538,7 @@ class LearnerController:
                     return self.refused(f"could not learn '{label}': {exc}")
                 if negatives is not None and len(negatives):
                     try:
-                        lrn.add_negatives(negatives)
+                        lrn.add_negatives(negatives, away_from=feats)
                     except (TypeError, ValueError) as exc:  # checked above: not expected
                         log.warning("the teaching frames' other objects were not kept as negatives: %s", str(exc)[:120])
                 elapsed = time.perf_counter() - t0

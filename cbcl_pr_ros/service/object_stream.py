@@ -21,6 +21,7 @@ import numpy as np
 from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal, nested_parts
 from cbcl_pr_ros.perception.camera_pose import CameraPose
 from cbcl_pr_ros.service.object_teaching import TrackHistory
+from cbcl_pr_ros.service.stream_negatives import StreamNegatives
 
 __all__ = ["ObjectFrame", "ObjectStream", "STREAMING_WINDOW_S"]
 
@@ -42,6 +43,7 @@ class ObjectStream:
     def __init__(self, window: int, max_missed: int, max_distance_m: float, history: int = 30) -> None:
         self._settings = (window, max_missed, max_distance_m, history)
         self._lock = threading.Lock()
+        self.negatives = StreamNegatives()  # recent vectors of the objects seen, negatives for a teach
         self.reset()
 
     def reset(self) -> None:
@@ -53,6 +55,7 @@ class ObjectStream:
             self._last_time = -1e9
             self.last_shape: tuple[int, int] | None = None
             self._view: tuple[int, CameraPose | None] = (0, None)  # the camera pose's view number, and its pose
+        self.negatives.clear()
 
     def arrived(self, frame: ObjectFrame, now_s: float) -> None:
         """Note that a frame of objects came in (before it is classified: it counts as streaming)."""
@@ -84,7 +87,9 @@ class ObjectStream:
             tracks = self._tracker.update(obs, stamp_s, self._view_of(pose))
         if obs:
             by_proposal = {id(t.proposal): t.id for t in tracks}
-            self._history.add([by_proposal[id(o.proposal)] for o in obs], features)
+            ids = [by_proposal[id(o.proposal)] for o in obs]
+            self._history.add(ids, features)
+            self.negatives.add(ids, features, stamp_s)
         return tracks
 
     def classify_and_track(self, frame: ObjectFrame, controller: Any, stamp_s: float,
@@ -107,6 +112,16 @@ class ObjectStream:
         if seen is None or seen.frame != pose.frame or any(m > lim for m, lim in zip(pose.moved_from(seen), (0.005, 0.009))):
             self._view = number, seen = number + 1, pose
         return number
+
+    def track_at(self, box: Sequence[int], min_iou: float = 0.5) -> int | None:
+        """The id of the live track whose last box overlaps ``box`` most (at least ``min_iou``), or None:
+        the track of an object taught by box or as the object in view."""
+        from cbcl_pr_ros.perception.boxes import box_iou
+
+        with self._lock:
+            scored = [(box_iou(tuple(t.proposal.box), tuple(box)), t.id) for t in self._tracker.tracks]
+        best = max(scored, default=(0.0, None))
+        return best[1] if best[0] >= min_iou else None
 
     def track_views(self, track_id: int, n: int) -> np.ndarray:
         """Up to ``n`` recent vectors of a live track; ValueError naming the live tracks otherwise."""

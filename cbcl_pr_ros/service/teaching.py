@@ -71,6 +71,7 @@ class TeachSettings:
     views: int = 0
     view_spread: float = 0.5
     seed: int = 0
+    negatives: str = "frames"  # frames | frames+stream | stream (the ``teach_negatives`` parameter)
 
     @classmethod
     def from_params(cls, p: Mapping[str, Any]) -> "TeachSettings":
@@ -78,7 +79,8 @@ class TeachSettings:
         return cls(teach_from=str(p["teach_from"]), crop_margin=float(p["crop_margin"]),
                    num_frames=int(p["teach_num_frames"]), max_frames=int(p["max_teach_frames"]),
                    timeout_s=float(p["teach_timeout_s"]), max_timeout_s=float(p["max_teach_timeout_s"]),
-                   views=int(p["teach_views"]), view_spread=float(p["teach_view_spread"]), seed=int(p["seed"]))
+                   views=int(p["teach_views"]), view_spread=float(p["teach_view_spread"]), seed=int(p["seed"]),
+                   negatives=str(p.get("teach_negatives", "frames")))
 
 
 class TeachingPort(Protocol):
@@ -183,8 +185,24 @@ class Teacher:
             return feats, views, f"images{note}{view_note}", None
         if plan.target == "track":
             feats = self.objects.track_views(plan.track_id, n)
-            return feats, None, f"views of track {plan.track_id} (its last {len(feats)} frames)", None
+            negatives = self._with_stream(None, s, plan.track_id)
+            return feats, None, f"views of track {plan.track_id} (its last {len(feats)} frames)", negatives
         return self._object_frames(req, plan, n, s)
+
+    def _with_stream(self, frame_negatives: np.ndarray | None, s: TeachSettings,
+                     taught_track: int | None) -> np.ndarray | None:
+        """The negatives ``s.negatives`` asks for: the teaching frames' other objects, the recent objects
+        of the stream (:class:`~cbcl_pr_ros.service.stream_negatives.StreamNegatives`) but the taught
+        track's, or both; ``stream`` falls back on the frames' while the stream store is empty."""
+        if s.negatives not in ("frames", "frames+stream", "stream"):
+            raise ValueError(f"teach_negatives must be frames, frames+stream or stream, got {s.negatives[:40]!r}")
+        stream = None
+        if s.negatives != "frames":
+            stream = self.objects.negatives.vectors(() if taught_track is None else (taught_track,))
+        if s.negatives == "stream" and stream is not None:
+            frame_negatives = None
+        parts = [x for x in (frame_negatives, stream) if x is not None and len(x)]
+        return np.vstack(parts).astype(np.float32) if parts else None
 
     def _object_frames(self, req: TeachRequest, plan: TeachPlan, n: int,
                        s: TeachSettings) -> tuple[np.ndarray, Any, str, np.ndarray | None]:
@@ -215,6 +233,7 @@ class Teacher:
         if not rows:
             raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames")
         negatives = np.stack(others[-MAX_FRAME_NEGATIVES:]) if others else None
+        negatives = self._with_stream(negatives, s, self.objects.track_at(boxes[-1]))
         shots = one_shot_per_view(np.stack(rows), boxes)
         views = "" if len(shots) == len(rows) else f", {len(rows)} frames as {len(shots)} view{'s' * (len(shots) > 1)}"
         return shots, None, (f"object crops of camera frames{where}{views}"

@@ -204,6 +204,13 @@ PARAMS: tuple[ParamSpec, ...] = (
               "The views' vectors are moved onto their own image's (x + spread (v - mean of its views)): "
               "the class mean stays the taught images', the views only add spread (docs/core.md, Levers)",
               (LEARNER,), min=0.0, max=1.0, read_only=False),
+    ParamSpec("teach_negatives", "frames",
+              "Negatives for the open-set gate given with a TeachClass of an object (by box, in view or by "
+              "track): frames (the other objects of the teaching frames), frames+stream (and the recent "
+              "objects of the stream: at most 256 vectors of the last 60 s, one per track per second), or "
+              "stream (the recent objects only; they include the teaching frames' others once). Never the "
+              "taught track's vectors, nor any near the new shots",
+              (LEARNER,), choices=("frames", "frames+stream", "stream"), read_only=False),
     ParamSpec("teach_timeout_s", 10.0, "Seconds a TeachClass waits for those frames (at most "
               "max_teach_timeout_s: a larger value is refused, not clamped)", (LEARNER,),
               min=0.1, max=3600.0, read_only=False),
