@@ -20,7 +20,7 @@ import numpy as np
 
 from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal, nested_parts
 from cbcl_pr_ros.perception.camera_pose import CameraPose
-from cbcl_pr_ros.service.object_teaching import TrackHistory
+from cbcl_pr_ros.service.object_teaching import TrackHistory, TrackViews
 from cbcl_pr_ros.service.stream_negatives import StreamNegatives
 
 __all__ = ["ObjectFrame", "ObjectStream", "STREAMING_WINDOW_S"]
@@ -88,7 +88,7 @@ class ObjectStream:
         if obs:
             by_proposal = {id(t.proposal): t.id for t in tracks}
             ids = [by_proposal[id(o.proposal)] for o in obs]
-            self._history.add(ids, features)
+            self._history.add(ids, features, [o.proposal.box for o in obs])
             self.negatives.add(ids, features, stamp_s)
         return tracks
 
@@ -123,18 +123,19 @@ class ObjectStream:
         best = max(scored, default=(0.0, None))
         return best[1] if best[0] >= min_iou else None
 
-    def track_views(self, track_id: int, n: int) -> np.ndarray:
-        """Up to ``n`` recent vectors of a live track; ValueError naming the live tracks otherwise."""
+    def track_views(self, track_id: int, n: int) -> TrackViews:
+        """A live track's last ``n`` frames (vectors, boxes, the other tracks' vectors); ValueError
+        naming the live tracks otherwise."""
         with self._lock:
             track = self._tracker.get(track_id)
             live = [t.id for t in self._tracker.tracks]
         if track is None:
             raise ValueError(f"track {track_id} does not exist (any more); current tracks: "
                              f"{', '.join(map(str, live)) or 'none'}")
-        feats = self._history.features_of(track_id, n)
-        if len(feats) == 0:
+        views = self._history.views_of(track_id, n)
+        if len(views.rows) == 0:
             raise ValueError(f"track {track_id} has no recent views to learn from")
-        return feats
+        return views
 
 
 def _scores(pred: Any) -> dict[str, float]:

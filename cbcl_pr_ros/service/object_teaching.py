@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 __all__ = ["TEACH_FROM", "MODE_DEFAULT", "MODE_OBJECT", "MODE_FRAME", "TeachPlan", "plan_teach", "roi_box",
-           "teaching_crops", "TrackHistory", "SAME_VIEW_IOU", "one_shot_per_view"]
+           "teaching_crops", "TrackHistory", "TrackViews", "SAME_VIEW_IOU", "one_shot_per_view"]
 
 # values of the learner's ``teach_from`` parameter
 TEACH_FROM = ("auto", "object", "frame")
@@ -169,30 +169,47 @@ def one_shot_per_view(rows: np.ndarray, boxes: Sequence[Box], same_iou: float = 
     return np.stack([x[m].mean(axis=0) for m in members]).astype(np.float32)
 
 
+@dataclass(frozen=True)
+class TrackViews:
+    """A track's recent frames for a teach: its vectors and boxes (oldest first), and the vectors of the
+    other tracks seen in those frames (natural negatives, like a teaching frame's other objects)."""
+
+    rows: np.ndarray
+    boxes: list[Box]
+    others: np.ndarray
+
+
 class TrackHistory:
-    """The last ``capacity`` frames' vectors per track id (thread-safe), for teaching from a track."""
+    """The last ``capacity`` frames' vectors and boxes per track id (thread-safe), for teaching from a
+    track: the boxes tell which frames show one view (see :func:`one_shot_per_view`)."""
 
     def __init__(self, capacity: int = 30) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity must be a positive int, got {capacity!r}")
         self.capacity = capacity
-        self._frames: deque[dict[int, np.ndarray]] = deque(maxlen=capacity)
+        self._frames: deque[dict[int, tuple[np.ndarray, Box]]] = deque(maxlen=capacity)
         self._lock = threading.Lock()
 
-    def add(self, track_ids: Sequence[int], feats: np.ndarray) -> None:
-        """One frame: row i of ``feats`` belongs to track ``track_ids[i]``."""
+    def add(self, track_ids: Sequence[int], feats: np.ndarray, boxes: Sequence[Sequence[int]]) -> None:
+        """One frame: row i of ``feats`` and ``boxes[i]`` belong to track ``track_ids[i]``."""
         f = np.asarray(feats, np.float32)
-        if len(track_ids) != (f.shape[0] if f.ndim == 2 else -1):
-            raise ValueError(f"{len(track_ids)} track ids for features of shape {f.shape}")
+        if len(track_ids) != (f.shape[0] if f.ndim == 2 else -1) or len(boxes) != len(track_ids):
+            raise ValueError(f"{len(track_ids)} track ids and {len(boxes)} boxes for features of shape {f.shape}")
+        frame = {int(t): (f[i].copy(), tuple(int(v) for v in boxes[i])) for i, t in enumerate(track_ids)}
         with self._lock:
-            self._frames.append({int(t): f[i].copy() for i, t in enumerate(track_ids)})
+            self._frames.append(frame)
 
-    def features_of(self, track_id: int, n: int) -> np.ndarray:
-        """Up to ``n`` most recent vectors of a track, oldest first; (0, d) or (0, 0) when none."""
+    def views_of(self, track_id: int, n: int) -> TrackViews:
+        """The ``n`` most recent frames that show the track (all kept when ``n`` <= 0)."""
         with self._lock:
-            rows = [fr[track_id] for fr in self._frames if track_id in fr]
-        rows = rows[-int(n):] if n > 0 else rows
-        return np.stack(rows) if rows else np.zeros((0, 0), np.float32)
+            frames = [fr for fr in self._frames if track_id in fr]
+        frames = frames[-int(n):] if n > 0 else frames
+        rows = [fr[track_id][0] for fr in frames]
+        others = [v for fr in frames for t, (v, _) in fr.items() if t != track_id]
+        d = len(rows[0]) if rows else 0
+        return TrackViews(np.stack(rows) if rows else np.zeros((0, d), np.float32),
+                          [fr[track_id][1] for fr in frames],
+                          np.stack(others) if others else np.zeros((0, d), np.float32))
 
     def clear(self) -> None:
         with self._lock:

@@ -184,9 +184,12 @@ class Teacher:
             feats, views, view_note = self._image_vectors(crops, s)
             return feats, views, f"images{note}{view_note}", None
         if plan.target == "track":
-            feats = self.objects.track_views(plan.track_id, n)
-            negatives = self._with_stream(None, s, plan.track_id)
-            return feats, None, f"views of track {plan.track_id} (its last {len(feats)} frames)", negatives
+            track = self.objects.track_views(plan.track_id, n)
+            others = track.others[-MAX_FRAME_NEGATIVES:] if len(track.others) else None
+            negatives = self._with_stream(others, s, plan.track_id)
+            shots = one_shot_per_view(track.rows, track.boxes)
+            as_views = "" if len(shots) == len(track.rows) else f" as {_views(len(shots))}"
+            return shots, None, f"views of track {plan.track_id} (its last {len(track.rows)} frames{as_views})", negatives
         return self._object_frames(req, plan, n, s)
 
     def _with_stream(self, frame_negatives: np.ndarray | None, s: TeachSettings,
@@ -235,8 +238,13 @@ class Teacher:
         negatives = np.stack(others[-MAX_FRAME_NEGATIVES:]) if others else None
         negatives = self._with_stream(negatives, s, self.objects.track_at(boxes[-1]))
         shots = one_shot_per_view(np.stack(rows), boxes)
-        views = "" if len(shots) == len(rows) else f", {len(rows)} frames as {len(shots)} view{'s' * (len(shots) > 1)}"
+        views = "" if len(shots) == len(rows) else f", {len(rows)} frames as {_views(len(shots))}"
         return shots, None, (f"object crops of camera frames{where}{views}"
                                       + (f" ({missed} of {len(frames)} frames had none)" if missed else "")
                                       + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)")
                                       ), negatives
+
+
+def _views(n: int) -> str:
+    """"1 view", "3 views": frames of one still view are learned as one shot (one_shot_per_view)."""
+    return f"{n} view{'s' * (n != 1)}"

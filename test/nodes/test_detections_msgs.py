@@ -207,10 +207,15 @@ def test_teaching_crops_from_boxes_and_from_the_object_in_view() -> None:
 def test_track_history_gives_a_tracks_recent_rows() -> None:
     h = TrackHistory(capacity=3)
     for i in range(5):
-        h.add([1, 2], np.array([[i, 0.0], [i, 1.0]], np.float32))
-    h.add([2], np.array([[9.0, 9.0]], np.float32))
-    np.testing.assert_array_equal(h.features_of(1, 10)[:, 0], [3, 4])  # capacity 3 frames
-    np.testing.assert_array_equal(h.features_of(2, 2)[:, 0], [4, 9])
-    assert h.features_of(99, 5).shape[0] == 0
+        h.add([1, 2], np.array([[i, 0.0], [i, 1.0]], np.float32), [(i, 0, 10, 10), (50, 0, 60, 10)])
+    h.add([2], np.array([[9.0, 9.0]], np.float32), [(50, 0, 60, 10)])
+    views = h.views_of(1, 10)
+    np.testing.assert_array_equal(views.rows[:, 0], [3, 4])  # capacity 3 frames
+    assert views.boxes == [(3, 0, 10, 10), (4, 0, 10, 10)]
+    np.testing.assert_array_equal(views.others, [[3, 1.0], [4, 1.0]])  # track 2 in those frames
+    np.testing.assert_array_equal(h.views_of(2, 2).rows[:, 0], [4, 9])
+    assert h.views_of(99, 5).rows.shape[0] == 0
     with pytest.raises(ValueError):
-        h.add([1, 2, 3], np.zeros((2, 2)))
+        h.add([1, 2, 3], np.zeros((2, 2)), [(0, 0, 1, 1)] * 3)
+    with pytest.raises(ValueError):
+        h.add([1, 2], np.zeros((2, 2)), [(0, 0, 1, 1)])

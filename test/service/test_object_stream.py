@@ -46,7 +46,7 @@ def test_taught_objects_are_labelled_with_the_version_that_answered():
     assert version == c.model_version > 0
     assert [t.nearest_label for t in sorted(tracks, key=lambda t: t.proposal.box[0])] == ["mug", "box"]
     first = tracks[0].id
-    assert len(stream.track_views(first, 5)) == 1  # the track keeps its vector for TeachClass by track
+    assert len(stream.track_views(first, 5).rows) == 1  # the track keeps its vector for TeachClass by track
 
 
 def test_a_frame_without_objects_tracks_nothing():

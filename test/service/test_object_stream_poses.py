@@ -55,4 +55,4 @@ def test_the_stream_gives_a_part_no_track_of_its_own():
     tracks = stream.update(frame, None, 0.0)
     assert sorted(t.proposal.box for t in tracks) == sorted([body.box, other.box])
     body_track = next(t.id for t in tracks if t.proposal is body)
-    assert np.array_equal(stream.track_views(body_track, 5), [[2.0, 3.0]])  # the body's vector, not the head's
+    assert np.array_equal(stream.track_views(body_track, 5).rows, [[2.0, 3.0]])  # the body's vector, not the head's

@@ -225,19 +225,40 @@ def test_the_other_objects_of_teaching_frames_become_negatives_unless_taught():
 
 
 def test_a_track_is_taught_from_its_recent_views():
+    """Each view of the track is one shot (the object moved between frames here); the other tracks of
+    those frames are the teach's negatives, as a teaching frame's other objects are."""
     port = FakePort(settings=TeachSettings(num_frames=3))
     teacher, objects = _teacher(port)
     for i in range(5):
-        frame = _object_frame([(100, 100, 200, 200)], np.full((1, D), 0.1 * i))
+        frame = _object_frame([(100 + 30 * i, 100, 200 + 30 * i, 200), (500, 300, 560, 360)],
+                              np.stack([np.full(D, 0.1 * i), np.full(D, -1.0)]))
         objects.arrived(frame, port.clock)
         tracks = objects.update(frame, None, stamp_s=float(i))
-    tid = tracks[0].id
+    tid = next(t.id for t in tracks if t.proposal.box[1] == 100)
     c = _controller()
     out = teacher.teach(c, TeachRequest(label="box", track_id=tid))
     assert out.success, out.message
     assert port.commits[-1][1:3] == (f"views of track {tid} (its last 3 frames)", (3, D))
+    np.testing.assert_allclose(port.last_feats[:, 0], [0.2, 0.3, 0.4], rtol=1e-6)
+    np.testing.assert_array_equal(port.last_negatives, np.full((3, D), -1.0))  # the other track, 3 frames
     out = teacher.teach(c, TeachRequest(label="box", track_id=tid + 1, images=(_image(_scene((1, 2, 3))),)))
     assert not out.success and "send no images" in out.message
+
+
+def test_a_still_track_is_taught_as_one_view():
+    """A still camera's frames of a still object are copies of one view: one shot, their mean, as for the
+    object in view (ten copies would shrink the class's gate until any other view is refused)."""
+    port = FakePort(settings=TeachSettings(num_frames=4))
+    teacher, objects = _teacher(port)
+    for i in range(4):
+        frame = _object_frame([(100, 100, 200, 200)], np.full((1, D), 0.1 * i))
+        objects.arrived(frame, port.clock)
+        (track,) = objects.update(frame, None, stamp_s=float(i))
+    out = teacher.teach(_controller(), TeachRequest(label="box", track_id=track.id))
+    assert out.success, out.message
+    assert port.commits[-1][1:3] == (f"views of track {track.id} (its last 4 frames as 1 view)", (1, D))
+    np.testing.assert_allclose(port.last_feats[0], np.full(D, 0.15), rtol=1e-5)
+    assert port.last_negatives is None  # no other object was in view
 
 
 def test_a_feature_source_failure_is_a_refusal():
