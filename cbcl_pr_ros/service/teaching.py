@@ -80,7 +80,7 @@ class TeachSettings:
                    num_frames=int(p["teach_num_frames"]), max_frames=int(p["max_teach_frames"]),
                    timeout_s=float(p["teach_timeout_s"]), max_timeout_s=float(p["max_teach_timeout_s"]),
                    views=int(p["teach_views"]), view_spread=float(p["teach_view_spread"]), seed=int(p["seed"]),
-                   negatives=str(p.get("teach_negatives", "frames")))
+                   negatives=str(p["teach_negatives"]))
 
 
 class TeachingPort(Protocol):
