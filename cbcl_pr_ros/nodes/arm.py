@@ -16,7 +16,8 @@ An unknown label or an unreachable target answers success=false and nothing is p
 Every callback is guarded (:mod:`.guard`); a malformed camera_info is dropped.
 
 ``detections`` (centroids in the camera's optical frame) are moved to the base frame with the
-``camera_pose`` of the same stamp and kept per place (:class:`~cbcl_pr_ros.robot.detected_objects.
+``camera_pose`` of the same stamp (the learner's checked history, perception/camera_pose.py: a
+non-finite or jumping pose is refused and the detections of its instant are ignored) and kept per place (:class:`~cbcl_pr_ros.robot.detected_objects.
 DetectedObjects`); ``point_at(label)`` aims at the place that was detected as that label most,
 else at a configured ``object_poses`` entry. The learner's proposals are the one segmentation.
 """
@@ -45,7 +46,8 @@ from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_ob
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
 from cbcl_pr_ros.robot.look_poses import LookRefused, look_target, solve_look
 from cbcl_pr_ros.srv import LookAt, PointAt
-from cbcl_pr_ros.stamps import stamp_to_ns as _stamp_ns
+from cbcl_pr_ros.perception.camera_pose import CameraPoses
+from cbcl_pr_ros.stamps import stamp_to_ns
 from cbcl_pr_ros.stamps import stamp_to_s
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
 
@@ -74,7 +76,8 @@ class ArmNode(Node):
         self._lock = threading.Lock()
         self._logic_lock = threading.Lock()  # the controller is not thread-safe
         self._joints: dict[str, float] = {}
-        self._poses: dict[int, PoseStamped] = {}
+        # detections may lag the camera by seconds: many poses; a lone pose within 0.3 s still counts
+        self._poses = CameraPoses(capacity=600, tolerance_s=0.3)
         self._K: np.ndarray | None = None
         self._info: CameraInfo | None = None
         self.commands_sent = 0
@@ -128,37 +131,27 @@ class ArmNode(Node):
             self._info = msg
 
     def _remember_pose(self, msg: PoseStamped) -> None:
-        # poses are small and detections may lag seconds behind the camera: keep many of them
-        with self._lock:
-            self._poses[_stamp_ns(msg.header.stamp)] = msg
-            while len(self._poses) > 600:
-                self._poses.pop(min(self._poses))
-
-    def _pose_for(self, stamp: Any, max_age_s: float = 0.3) -> PoseStamped | None:
-        """The camera pose of a stamp, else the newest one at most ``max_age_s`` older."""
-        key = _stamp_ns(stamp)
-        with self._lock:
-            pose = self._poses.get(key)
-            if pose is None and self._poses:
-                newest = max(k for k in self._poses if k <= key) if any(k <= key for k in self._poses) else None
-                if newest is not None and key - newest <= max_age_s * 1e9:
-                    pose = self._poses[newest]
-        return pose
+        """Keep the camera pose by stamp; a non-finite, non-unit or jumping pose is refused (warned)."""
+        p, q = msg.pose.position, msg.pose.orientation
+        refused = self._poses.add(stamp_to_ns(msg.header.stamp), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
+                                  msg.header.frame_id[:40])
+        if refused:
+            self.get_logger().warning(f"{refused}; detections of that instant are ignored",
+                                      throttle_duration_sec=10.0)
 
     def _on_detections(self, msg: Detections) -> None:
         """Remember the detected objects in the base frame (camera pose of the image's stamp)."""
-        pose = self._pose_for(msg.header.stamp)
+        pose = self._poses.pose_at(stamp_to_ns(msg.header.stamp))
         if pose is None:
             self.get_logger().warning("detections ignored: no camera_pose for their stamp",
                                       throttle_duration_sec=10.0)
             return
-        p, q = pose.pose.position, pose.pose.orientation
         objs = [(o.id, o.label, o.known, o.confidence, (o.centroid.x, o.centroid.y, o.centroid.z),
                  (o.x0, o.y0, o.x1, o.y1)) for o in msg.objects]
         info = self._info
         size = (int(info.width), int(info.height)) if info is not None and info.width and info.height else None
         with self._logic_lock:
-            self.logic.detected.update(objs, (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
+            self.logic.detected.update(objs, pose.position, pose.rotation.as_quat(),
                                        stamp_to_s(msg.header.stamp),
                                        self._K if size else None, size, int(msg.model_version))
         self.detections_used += 1
