@@ -125,7 +125,6 @@ class ProposalConfig:
     crease: float = 0.001
     jump_vs_slope: float = 2.0
     rgb_edges: str = "grey+chroma"
-    table_colour: float = 0.0
     canny_low: int = 80
     canny_high: int = 160
     min_pixels: int = 60
@@ -252,18 +251,6 @@ def fit_support_plane(points: np.ndarray, config: ProposalConfig, min_fraction: 
     return _Plane(normal, offset, frac)
 
 
-def _refit(plane: _Plane, points: np.ndarray, band: float) -> _Plane:
-    d = np.abs(points @ plane.normal + plane.offset)
-    sel = points[d < band]
-    if len(sel) < 50:
-        return plane
-    centre = sel.mean(axis=0)
-    normal = np.linalg.svd(sel - centre, full_matrices=False)[2][-1]
-    if normal @ plane.normal < 0:
-        normal = -normal
-    return _Plane(normal, -float(normal @ centre), plane.inlier_fraction)
-
-
 def support_planes(points: np.ndarray, config: ProposalConfig) -> list[_Plane]:
     """Up to ``max_planes`` planes found one after another (each RANSAC on the points the earlier ones
     left), largest first; each holds >= ``min_support_fraction`` of the points (the first >= ``min_plane_fraction``)."""
@@ -371,38 +358,26 @@ def _components(fg: np.ndarray, cut: np.ndarray, config: ProposalConfig, fillabl
     return labels
 
 
-def _rare_colour(rgb_small: np.ndarray, model: np.ndarray, quantile: float, blur: int = 5, mass: bool = False) -> np.ndarray:
-    """Pixels whose colour the ``model`` pixels hardly hold (below their ``quantile`` of likelihood).
+def _background_mask(rgb_small: np.ndarray, config: ProposalConfig) -> np.ndarray:
+    """Object pixels by the RGB method: colours rare in the image border.
 
-    The model is a Lab histogram, fine in chroma and coarse in lightness (so shading and shadows stay
-    background), smoothed over neighbouring chroma bins and looked up for every pixel (a numpy table
-    lookup: cv2.calcBackProject returned zeros for 3 channels here)."""
-    lab = cv2.cvtColor(cv2.GaussianBlur(rgb_small, (blur, blur), 0) if blur > 1 else rgb_small, cv2.COLOR_RGB2LAB)
-    m8 = model.astype(np.uint8) * 255
-    hist = cv2.calcHist([lab], [0, 1, 2], m8, [4, 32, 32], [0, 256, 0, 256, 0, 256])
+    The border's colour histogram (Lab, fine in chroma and coarse in lightness, so shading and
+    shadows stay background) is smoothed and back-projected onto the image; pixels whose colour the border hardly holds are object pixels. A
+    Gaussian mixture fitted the same way found the same objects but took ~180 ms a frame.
+    """
+    h, w = rgb_small.shape[:2]
+    lab = cv2.cvtColor(cv2.GaussianBlur(rgb_small, (5, 5), 0), cv2.COLOR_RGB2LAB)
+    b = max(2, int(round(config.background_border * min(h, w))))
+    border = np.full((h, w), 255, np.uint8)
+    border[b:-b, b:-b] = 0
+    hist = cv2.calcHist([lab], [0, 1, 2], border, [4, 32, 32], [0, 256, 0, 256, 0, 256])
     hist = ndimage.uniform_filter(hist, size=(1, 3, 3), mode="constant")  # nearby chroma is background too
     hist /= max(float(hist.sum()), 1e-9)
+    # back-projection as a table lookup (cv2.calcBackProject returned zeros for 3 channels here)
     bin_index = (lab[..., 0] >> 6).astype(np.int32) * 1024 + (lab[..., 1] >> 3).astype(np.int32) * 32 + (lab[..., 2] >> 3)
     prob = hist.ravel()[bin_index]
-    import os
-    if mass:
-        v = np.sort(hist.ravel())[::-1]
-        c = np.cumsum(v)
-        thr = float(v[min(int(np.searchsorted(c, 1.0 - quantile)), len(v) - 1)])
-        return prob < thr
-    thr = float(np.quantile(prob[model], quantile))
-    return prob < thr
-
-
-def _background_mask(rgb_small: np.ndarray, config: ProposalConfig) -> np.ndarray:
-    """Object pixels by the RGB method: colours rare in the image border (a table view's border is
-    mostly table and floor). A Gaussian mixture fitted the same way found the same objects but took
-    ~180 ms a frame."""
-    h, w = rgb_small.shape[:2]
-    b = max(2, int(round(config.background_border * min(h, w))))
-    border = np.ones((h, w), bool)
-    border[b:-b, b:-b] = False
-    fg = _rare_colour(rgb_small, border, config.background_quantile).astype(np.uint8)
+    thr = float(np.quantile(prob[border > 0], config.background_quantile))
+    fg = (prob < thr).astype(np.uint8)
     fg = cv2.morphologyEx(fg, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
     fg = cv2.morphologyEx(fg, cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
     return fg.astype(bool)
@@ -517,7 +492,6 @@ def propose(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: Camera
 
 
 def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config: ProposalConfig):
-    import os
     sh, sw = z.shape
     valid = np.isfinite(z) & (z > _NEAREST_M) & (z < _FARTHEST_M)
     if valid.sum() < max(100, 0.05 * z.size):
@@ -529,67 +503,25 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     plane = choose_support(support_planes(P[valid], config), config)
     if plane is None:
         return None
-    bag = int(os.environ.get("BAG", "1"))
-    if bag > 1:
-        from dataclasses import replace as _rep
-        cands = [plane] + [choose_support(support_planes(P[valid], _rep(config, seed=config.seed + 1000 * i)), config) for i in range(1, bag)]
-        cands = [c for c in cands if c is not None]
-        def _nz(c):
-            hh = np.abs(P[valid] @ c.normal + c.offset)
-            return float(np.median(hh[hh < 0.03]))
-        nzs = [_nz(c) for c in cands]
-        plane = cands[int(np.argsort(nzs)[len(nzs) // 2])]
-    import os
-    for _ in range(int(os.environ.get("REFIT_ALL", "0"))):
-        plane = _refit(plane, P[valid], float(os.environ.get("REFIT_BAND", "1")) * config.plane_tolerance_m)
     nx, ny, nz = (float(v) for v in plane.normal)
     height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
-    if os.environ.get("NOISE_MODE") == "zbins":
-        height, noise_px = _depth_bins(height, zf, valid, int(os.environ.get("ZBINS", "8")), bool(os.environ.get("ZLEVEL", "1") == "1"))
-    else:
-        noise_px = _table_noise(height, zf, valid, config)
-    kfar = float(os.environ.get("KFAR", "0"))
-    kk = config.noise_k
-    if kfar > 0:
-        r = int(os.environ.get("NEAR_R", "4"))
-        jumps = _edges(small, z, config, "none")
-        near_jump = cv2.dilate(jumps.astype(np.uint8), np.ones((2 * r + 1, 2 * r + 1), np.uint8)) > 0
-        kk = np.where(near_jump, config.noise_k, kfar).astype(np.float32)
     with np.errstate(invalid="ignore"):
-        floor_h = np.maximum(config.min_height_m + config.min_height_rel * zf,
-                             kk * noise_px)
+        near = np.abs(height[valid])
+        near = near[near < 0.03]
+        noise = 1.4826 * float(np.median(near)) if config.noise_k > 0 and near.size else 0.0
+        floor_h = np.maximum(config.min_height_m + config.min_height_rel * zf, config.noise_k * noise)
         fg = valid & (height > floor_h) & (height < config.max_size_m)
     cut = _edges(small, z, config, config.depth_edges)
     creases = _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease) if config.crease > 0 else None
-    hmax = float(os.environ.get("HMAX", "0"))
-    if hmax > 0:
-        valleys = _valleys(height, fg, hmax)
-        creases = valleys if creases is None else creases | valleys
     labels = _components(fg, cut if creases is None else cut | creases, config, fillable=~valid)
     if config.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
-    low_k = float(os.environ.get("LOW_K", "0"))
-    if low_k > 0:
-        with np.errstate(invalid="ignore"):
-            low_h = np.maximum(float(os.environ.get("LOW_MIN", "0.005")), low_k * floor_h / config.noise_k)
-            fg_low = valid & (height > low_h) & (height < config.max_size_m)
-        crease_low = _creases(np.where(valid, height, 0.0).astype(np.float32), fg_low, config.crease) if os.environ.get("LOW_CREASE") else creases
-        labels, grown = _lower_level(labels, fg_low, cut if crease_low is None else cut | crease_low, config)
-        fg = fg | grown
-    table = valid & (np.abs(height) < 2 * config.plane_tolerance_m)
-    region = _support_region(table, config.support_patch_share)
-    surface = region if config.on_support_only else None
+    surface = (_support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m), config.support_patch_share)
+               if config.on_support_only else None)
     kept = np.zeros_like(labels)
     geo = []
     if config.overhang_share > 0:
         labels = _attach_overhangs(labels, fg, P, z, height, plane, K, config)
-    if config.table_colour > 0:
-        near_obj = cv2.dilate((labels > 0).astype(np.uint8), np.ones((11, 11), np.uint8)) > 0
-        with np.errstate(invalid="ignore"):
-            model = table & region & ~near_obj & (np.abs(height) < 0.5 * floor_h)
-            below = valid & (height < -floor_h)
-        labels, coloured = _colour_parts(labels, small, model, region & ~below, config)
-        fg = fg | (coloured & valid)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
@@ -620,133 +552,6 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     return kept, geo
 
 
-def _valleys(height, fg, h):
-    from skimage.morphology import h_maxima
-    from skimage.segmentation import watershed
-    hs = cv2.GaussianBlur(np.where(fg, height, 0.0).astype(np.float32), (5, 5), 0).astype(np.float64)
-    mk = h_maxima(hs, h).astype(bool) & fg
-    markers, n = ndimage.label(mk)
-    if n < 2:
-        return np.zeros(fg.shape, bool)
-    ws = watershed(-hs, markers, mask=fg)
-    out = np.zeros(fg.shape, bool)
-    d = (ws[:, 1:] != ws[:, :-1]) & (ws[:, 1:] > 0) & (ws[:, :-1] > 0)
-    out[:, 1:] |= d
-    d = (ws[1:, :] != ws[:-1, :]) & (ws[1:, :] > 0) & (ws[:-1, :] > 0)
-    out[1:, :] |= d
-    return out
-
-
-def _depth_bins(height, zf, valid, bins, level):
-    a = height[valid]
-    near = np.abs(a) < 0.03
-    zz, hh = zf[valid][near], a[near]
-    if len(zz) < 100 * bins:
-        s = 1.4826 * float(np.median(np.abs(hh))) if len(hh) else 0.0
-        return height, s
-    edges = np.quantile(zz, np.linspace(0, 1, bins + 1))
-    idx = np.clip(np.searchsorted(edges, zz, side="right") - 1, 0, bins - 1)
-    centres, lev, sig = [], [], []
-    for b in range(bins):
-        hb = hh[idx == b]
-        m = float(np.median(hb))
-        s = 1.4826 * float(np.median(np.abs(hb - m)))
-        centres.append(float(np.median(zz[idx == b]))); lev.append(m if level else 0.0); sig.append(s)
-    lvl = np.interp(zf, centres, lev).astype(np.float32)
-    sg = np.interp(zf, centres, sig).astype(np.float32)
-    return np.where(valid, height - lvl, np.nan).astype(np.float32), sg
-
-
-def _table_noise(height: np.ndarray, zf: np.ndarray, valid: np.ndarray, config: ProposalConfig) -> np.ndarray | float:
-    """The support surface's noise: one robust spread, or per pixel ``c * z**2``."""
-    if config.noise_k <= 0:
-        return 0.0
-    import os
-    mode = os.environ.get("NOISE_MODE", "plane")
-    a = np.abs(height[valid])
-    near = a < 0.03
-    if not near.any():
-        return 0.0
-    if mode == "plane":
-        return 1.4826 * float(np.median(a[near]))
-    zz = zf[valid][near]
-    a = a[near]
-    if mode == "trim":
-        s = 1.4826 * float(np.median(a))
-        for _ in range(int(os.environ.get("NOISE_IT", "3"))):
-            s = 1.4826 * float(np.median(a[a < float(os.environ.get("NOISE_BAND", "4")) * s + 1e-4]))
-        return s
-    # depth2: sigma = c z^2
-    r = a / zz ** 2
-    c = 1.4826 * float(np.median(r))
-    for _ in range(int(os.environ.get("NOISE_IT", "3"))):
-        c = 1.4826 * float(np.median(r[r < float(os.environ.get("NOISE_BAND", "4")) * c + 1e-6]))
-    return c * zf ** 2
-
-
-def _lower_level(labels: np.ndarray, fg_low: np.ndarray, cut: np.ndarray,
-                 config: ProposalConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Objects taken at a lower height threshold where that joins nothing.
-
-    Each component of the pixels above the lower threshold that holds exactly one object of ``labels``
-    becomes that object; one that holds none becomes an object of its own; one that holds two or more
-    keeps the objects as they are (the lower threshold would join them)."""
-    low = _components(fg_low, cut, config)
-    n_low = int(low.max())
-    if n_low == 0:
-        return labels, np.zeros(labels.shape, bool)
-    m = int(labels.max()) + 1
-    both = (low > 0) & (labels > 0)
-    pair = np.bincount(low[both].astype(np.int64) * m + labels[both], minlength=(n_low + 1) * m).reshape(n_low + 1, m)
-    holds = (pair >= min(config.min_pixels, 20)).sum(axis=1)
-    target = np.zeros(n_low + 1, np.int64)
-    one = np.flatnonzero(holds == 1)
-    target[one] = np.argmax(pair[one] * (pair[one] >= min(config.min_pixels, 20)), axis=1)
-    none = np.flatnonzero(holds == 0)
-    none = none[none > 0]
-    target[none] = m + np.arange(len(none))
-    target[0] = 0
-    t = target[low]
-    out = np.where((t > 0) & ((labels == 0) | (holds[low] == 1)), t, labels).astype(labels.dtype)
-    return out, (t > 0) & (labels == 0)
-
-
-def _colour_parts(labels: np.ndarray, small: np.ndarray, table: np.ndarray, allowed: np.ndarray,
-                  config: ProposalConfig) -> tuple[np.ndarray, np.ndarray]:
-    """``labels`` grown by the pixels of the table top whose colour the table hardly holds, and those pixels.
-
-    Flat objects (a marker, pliers, the flat end of a clip) barely rise above a real table's noise,
-    but their colour is not the table's. Each component of such pixels (``allowed``: on the support
-    region, not below the table) joins the one object it touches, becomes an object of its own when it
-    touches none, and stays out when it touches two or more (it may be the shadow between them)."""
-    import os
-    rare = _rare_colour(small, table, config.table_colour, int(os.environ.get("CBLUR", "3")), mass=True) & allowed & (labels == 0)
-    rare = cv2.morphologyEx(rare.astype(np.uint8), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
-    n, cc, stats, _ = cv2.connectedComponentsWithStats(rare, connectivity=4)
-    if n <= 1:
-        return labels, np.zeros(labels.shape, bool)
-    # (colour component, object) pairs of 4-neighbours
-    keys = []
-    m = int(labels.max()) + 1
-    for a, b in ((cc[:, :-1], labels[:, 1:]), (cc[:, 1:], labels[:, :-1]), (cc[:-1, :], labels[1:, :]), (cc[1:, :], labels[:-1, :])):
-        t = (a > 0) & (b > 0)
-        keys.append(a[t].astype(np.int64) * m + b[t])
-    pairs = np.unique(np.concatenate(keys))
-    comp, obj = pairs // m, pairs % m
-    touches = np.bincount(comp, minlength=n)
-    target = np.zeros(n, np.int32)
-    one = touches[comp] == 1
-    target[comp[one]] = obj[one]
-    alone = np.flatnonzero((touches == 0) & (stats[:, cv2.CC_STAT_AREA] >= config.min_pixels)
-                           & (stats[:, cv2.CC_STAT_AREA] <= config.max_area_fraction * labels.size))
-    alone = alone[alone > 0]
-    target[alone] = m + np.arange(len(alone))
-    target[0] = 0
-    add = target[cc]
-    out = np.where(add > 0, add, labels).astype(labels.dtype)
-    return out, add > 0
-
-
 def _split_blobs(labels: np.ndarray, cut: np.ndarray, creases: np.ndarray | None, small: np.ndarray, z: np.ndarray,
                  config: ProposalConfig) -> np.ndarray:
     """Non-convex components split where their pieces' boundaries say two objects (:func:`regions.split_nonconvex`)."""
@@ -754,11 +559,7 @@ def _split_blobs(labels: np.ndarray, cut: np.ndarray, creases: np.ndarray | None
     rule = BoundaryRule(config.region_step_m, config.region_step_rel, config.region_crease_share,
                         config.region_offset_px, core_dilate_px=config.region_core_dilate_px,
                         colour_de=config.region_colour_de)
-    import os
-    pieces_cut = cut | crease
-    if os.environ.get("SPLIT_COLOUR"):
-        pieces_cut = pieces_cut | _edges(small, None, config, os.environ["SPLIT_COLOUR"])
-    return split_nonconvex(labels, pieces_cut, crease, small, z, rule, config.split_solidity, config.split_gain,
+    return split_nonconvex(labels, cut | crease, crease, small, z, rule, config.split_solidity, config.split_gain,
                            int(config.split_min_part * config.min_pixels))
 
 
