@@ -101,7 +101,9 @@ class ProposalConfig:
         over convex hull area; 0 = off) that is no ring is split into its pieces (the parts the cut lines,
         thickened by ``region_core_dilate_px``, leave, grown back by a colour watershed) joined again unless
         their shared boundary says two objects; kept when it gives two or more parts of at least
-        ``split_min_part * min_pixels`` pixels, ``split_gain`` more convex on average (perception/regions.py).
+        ``split_min_part * min_pixels`` pixels, at least ``split_gain`` more convex on average (0: not less
+        convex; the boundary evidence decides, since two touching objects may together be about as convex
+        as each; perception/regions.py).
     region_step_m / region_step_rel / region_crease_share / region_colour_de / region_offset_px : two pieces
         are two objects when the median depth step across their boundary (pixels ``region_offset_px``
         apart, over the mixed pixels) exceeds ``region_step_m + region_step_rel * z``, or when at least
@@ -148,7 +150,7 @@ class ProposalConfig:
     support_patch_share: float = 0.2
     max_border_share: float = 1 / 3
     split_solidity: float = 0.95
-    split_gain: float = 0.03
+    split_gain: float = 0.0
     split_min_part: float = 4.0
     region_step_m: float = 0.02
     region_step_rel: float = 0.02
