@@ -6,7 +6,9 @@ assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
 1. Proposals (``perception.propose``) with depth and RGB-only: recall and precision at IoU 0.5,
    merges (an unmatched proposal holding two or more labelled objects), CPU milliseconds per frame
    (one OpenCV thread, best of 3, scaled to 640x480 by pixel count; process CPU time, so a loaded
-   shared machine inflates it little; the 1-minute load average is recorded beside it). Per-frame pictures with the
+   shared machine inflates it little; the 1-minute load average is recorded beside it). With
+   ``--ransac-seeds 0,1,2,3`` the depth proposals are also scored under each RANSAC seed (``ransac_seeds``:
+   per seed, and min / mean / max), since the support plane and its noise threshold follow the sample. Per-frame pictures with the
    labelled boxes (green), matched proposals (blue) and the others (red) go to --pictures.
 2. Recognition from the hand-drawn boxes: per source, instances seen in two or more frames are split
    in half (seeded); one half is taught from its first frame (1 shot = the labelled box; 5 shots = the
@@ -107,6 +109,28 @@ def bench_proposals(frames, config, pictures: Path | None, repeats: int = 3) -> 
         log.info("%s: recall %.3f precision %.3f merges %d, %.1f ms", method, total.recall, total.precision,
                  total.merges, 1000 * float(np.median(times)))
     return out
+
+
+_SEED_KEYS = ("recall_iou50", "precision_iou50", "merges_per_10_frames")
+
+
+def seed_spread(frames, seeds: list[int], overrides: dict, first: dict) -> dict:
+    """Depth proposals under each RANSAC seed (the support plane, hence the noise threshold, follows the
+    sampled plane): per-seed figures, and their min / mean / max, so a result that holds for one seed only shows."""
+    from cbcl_pr_ros.perception import ProposalConfig, propose
+
+    per_seed = {str(seeds[0]): {k: first[k] for k in _SEED_KEYS} | {"merges": first["merges"]}}
+    for seed in seeds[1:]:
+        cfg = ProposalConfig(method="depth", **(overrides | {"seed": seed}))
+        total = ProposalScore()
+        for fr in frames:
+            props = propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
+            total.add(score_proposals([p.box for p in props], [b for _, b in fr.objects], fr.ignore))
+        per_seed[str(seed)] = {"recall_iou50": round(total.recall, 3), "precision_iou50": round(total.precision, 3),
+                               "merges_per_10_frames": round(10 * total.merges / len(frames), 2), "merges": total.merges}
+    spread = {k: {"min": min(v[k] for v in per_seed.values()), "mean": round(float(np.mean([v[k] for v in per_seed.values()])), 3),
+                  "max": max(v[k] for v in per_seed.values())} for k in _SEED_KEYS}
+    return {"seeds": seeds, "per_seed": per_seed, "spread": spread}
 
 
 def rendered_recall(config, seeds: int, scenes: int = 2, views: int = 3) -> dict:
@@ -309,6 +333,9 @@ def main() -> None:
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="ProposalConfig overrides for both methods, e.g. depth_edges=grey min_height_rel=0.01")
     ap.add_argument("--out", default=str(ROOT / "bench/results/real.json"))
+    ap.add_argument("--ransac-seeds", default="0",
+                    help="comma-separated RANSAC seeds of the depth proposals; the first gives the full report, "
+                         "all of them the per-seed figures and their spread, e.g. 0,1,2,3")
     ap.add_argument("--only-recognition", action="store_true",
                     help="recognition and the open-set gate only, written to --gate-out")
     ap.add_argument("--gate-out", default=str(ROOT / "bench/results/real_gate.json"))
@@ -340,12 +367,19 @@ def main() -> None:
                "seconds": round(time.perf_counter() - t0, 1), "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
         Path(args.gate_out).write_text(json.dumps(res, indent=1) + "\n")
         return
+    seeds = [int(v) for v in args.ransac_seeds.split(",")]
+    if len(seeds) > 1 and "seed" in overrides:
+        ap.error("give the seeds either with --ransac-seeds or with --set seed=N, not both")
+    overrides.setdefault("seed", seeds[0])
     res = {"benchmark": "bench_real", "machine": machine_info(), "loadavg_before": [round(v, 2) for v in load0],
            "frames": len(frames), "objects": sum(len(f.objects) for f in frames),
            "sources": sorted({f.source for f in frames}),
            "config_overrides": overrides,
            "proposals": bench_proposals(frames, lambda m: ProposalConfig(method=m, **overrides),
                                         Path(args.pictures) if args.pictures else None)}
+    if len(seeds) > 1:
+        res["ransac_seeds"] = seed_spread(frames, seeds, overrides, res["proposals"]["depth"])
+        log.info("RANSAC seeds: %s", res["ransac_seeds"]["spread"])
     if args.rendered_seeds > 0:
         res["rendered"] = rendered_recall(ProposalConfig(method="depth", **overrides), args.rendered_seeds)
         log.info("rendered: %s", res["rendered"])
