@@ -22,7 +22,13 @@ assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
    seed, "seen" ones may be given to the learner as negatives (``CBCLPRLearner.add_negatives``) and
    "unseen" ones never are; rejection is reported for both, for no negatives, the other objects and
    background crops of the teaching frames, and the whole stream (background of every frame and
-   every view of the seen instances).
+   every view of the seen instances). ``untaught_*_rejected_at_90_accepted``: what the best single
+   threshold on the gate's distance would reject while accepting 90 % of the taught views (the
+   representation's limit, whatever the gate's rule).
+
+   Crops (``--crops``): ``masked`` (default) as the extractor crops a proposal, the pixels outside the
+   object's mask set to a neutral grey, the mask from the depth proposal matching the labelled box
+   (or the proposals' foreground inside it; ``mask_sources`` counts them); ``plain``: the box as it is.
 
 Writes bench/results/real.json (``--only-recognition``: recognition alone, to
 bench/results/real_gate.json). Run:
@@ -211,18 +217,54 @@ def _auroc(pos, neg) -> float:
 NEGATIVE_STREAMS = ("none", "teaching_frames", "stream")
 
 
-def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_STREAMS,
-                      config_overrides: dict | None = None, backbone: str = "efficientnet_lite0") -> dict:
-    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
-    from cbcl_pr_ros.features import make_backbone
+def _plain_crops(fr, boxes) -> list[np.ndarray]:
+    """The labelled boxes cropped as they are (table, floor and neighbours included)."""
     from cbcl_pr_ros.perception import crop_images
     from cbcl_pr_ros.perception.types import Proposal
+
+    props = [Proposal(tuple(int(v) for v in b), None, np.full(3, np.nan), np.full(3, np.nan), 1.0) for b in boxes]
+    return crop_images(fr.rgb, props)
+
+
+class MaskedCrops:
+    """The labelled boxes cropped as the extractor crops a proposal: pixels outside the object's mask set
+    to the neutral colour (``perception.crop_images``). The mask is the one the node would have: the
+    depth proposal matching the box (IoU >= 0.5), else the proposals' foreground inside the box, else
+    none (``perception.mask_for_box``); ``sources`` counts which."""
+
+    def __init__(self) -> None:
+        self._props: dict = {}
+        self.sources: dict = defaultdict(int)
+
+    def __call__(self, fr, boxes) -> list[np.ndarray]:
+        from cbcl_pr_ros.perception import crop_images, mask_for_box, propose
+        from cbcl_pr_ros.perception.types import Proposal
+
+        if fr.id not in self._props:
+            self._props[fr.id] = propose(fr.rgb, fr.depth_m, fr.intrinsics)
+        out = []
+        for b in boxes:
+            mask, source = mask_for_box(self._props[fr.id], b, fr.rgb.shape)
+            self.sources[source] += 1
+            box = tuple(int(v) for v in b)
+            out += crop_images(fr.rgb, [Proposal(box, mask, np.full(3, np.nan), np.full(3, np.nan), 1.0)])
+        return out
+
+
+def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_STREAMS,
+                      config_overrides: dict | None = None, backbone: str = "efficientnet_lite0",
+                      crops=_plain_crops, flip: bool = False) -> dict:
+    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+    from cbcl_pr_ros.features import make_backbone
 
     bb = make_backbone(backbone, runtime="onnx", threads=2)
 
     def feats(fr, boxes):
-        props = [Proposal(tuple(int(v) for v in b), None, np.full(3, np.nan), np.full(3, np.nan), 1.0) for b in boxes]
-        return np.asarray(bb.extract(crop_images(fr.rgb, props)), np.float32)
+        images = crops(fr, boxes)
+        f = np.asarray(bb.extract(images), np.float32)
+        if flip:
+            f = (f + np.asarray(bb.extract([np.ascontiguousarray(x[:, ::-1]) for x in images]), np.float32)) / 2
+        return f
 
     # features of every labelled object once, and of a dozen background crops per frame
     obj_feats = {fr.id: feats(fr, [b for _, b in fr.objects]) for fr in frames}
@@ -235,7 +277,7 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
     results = {}
     conf_pairs: dict = defaultdict(list)
     for shots, stream in [(s, v) for s in shots_list for v in streams]:
-        agg = defaultdict(list)
+        agg, pooled = defaultdict(list), defaultdict(list)
         for seed in range(seeds):
             rng = np.random.default_rng(seed)
             for source, frs in by_source.items():
@@ -289,10 +331,16 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
                             dist[part].append(pr.distance)
                 for part in ("seen", "unseen"):
                     agg[f"auroc_distance_taught_vs_{part}"].append(_auroc(dist["taught"], dist[part]))
+                    pooled[part] += dist[part]
+                pooled["taught"] += dist["taught"]
         key = f"{shots}_shot" + ("" if stream == "none" else f"_negatives_{stream}")
         results[key] = {k: round(float(np.nanmean(v)), 3) for k, v in agg.items()} | \
             {f"n_{k}": len(v) for k, v in agg.items() if not k.startswith(("auroc", "negatives"))}
         results[key]["confidence"] = _confidence_quality(conf_pairs[shots, stream])
+        # the best any threshold on this distance could do: never-taught rejected at 90 % of taught accepted
+        thr = float(np.quantile(pooled["taught"], 0.9)) if pooled["taught"] else float("nan")
+        for part in ("seen", "unseen"):
+            results[key][f"untaught_{part}_rejected_at_90_accepted"] = round(float(np.mean(np.asarray(pooled[part]) > thr)), 3)
         log.info("%s: %s", key, results[key])
     return results
 
@@ -313,6 +361,8 @@ def main() -> None:
                     help="recognition and the open-set gate only, written to --gate-out")
     ap.add_argument("--gate-out", default=str(ROOT / "bench/results/real_gate.json"))
     ap.add_argument("--shots", default="1,5", help="shot counts of the recognition test")
+    ap.add_argument("--crops", choices=("masked", "plain"), default="masked",
+                    help="recognition crops: masked as the extractor crops proposals (default), or plain boxes")
     ap.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE",
                     help="LearnerConfig overrides for recognition, e.g. negative_margin=0.9")
     args = ap.parse_args()
@@ -327,6 +377,7 @@ def main() -> None:
     learner_over = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.learner)}
     frames = load_frames(args.labels, args.frames)
     load0 = os.getloadavg()
+    crops = MaskedCrops() if args.crops == "masked" else _plain_crops
     if args.only_recognition:
         t0 = time.perf_counter()
         res = {"benchmark": "bench_real --only-recognition", "machine": machine_info(),
@@ -335,9 +386,12 @@ def main() -> None:
                "protocol": "per source: half of the instances seen in 2+ frames taught from their first frame; "
                            "the never-taught ones split in half (seeded): 'seen' may be given as negatives, "
                            "'unseen' never is; negatives streams: " + ", ".join(NEGATIVE_STREAMS),
+               "crops": args.crops,
                "recognition": bench_recognition(frames, args.seeds, tuple(int(v) for v in args.shots.split(",")),
-                                                 config_overrides=learner_over),
+                                                 config_overrides=learner_over, crops=crops),
                "seconds": round(time.perf_counter() - t0, 1), "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
+        if isinstance(crops, MaskedCrops):
+            res["mask_sources"] = dict(crops.sources)
         Path(args.gate_out).write_text(json.dumps(res, indent=1) + "\n")
         return
     res = {"benchmark": "bench_real", "machine": machine_info(), "loadavg_before": [round(v, 2) for v in load0],
@@ -350,7 +404,8 @@ def main() -> None:
         res["rendered"] = rendered_recall(ProposalConfig(method="depth", **overrides), args.rendered_seeds)
         log.info("rendered: %s", res["rendered"])
     if not args.skip_recognition:
-        res["recognition"] = bench_recognition(frames, args.seeds)
+        res["crops"] = args.crops
+        res["recognition"] = bench_recognition(frames, args.seeds, crops=crops)
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
