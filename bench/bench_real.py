@@ -247,7 +247,9 @@ class MaskedCrops:
             mask, source = mask_for_box(self._props[fr.id], b, fr.rgb.shape)
             self.sources[source] += 1
             box = tuple(int(v) for v in b)
-            out += crop_images(fr.rgb, [Proposal(box, mask, np.full(3, np.nan), np.full(3, np.nan), 1.0)])
+            # a mask comes only from proposals found with depth: the crop carries a (placeholder) 3D centroid
+            centre = np.zeros(3) if mask is not None else np.full(3, np.nan)
+            out += crop_images(fr.rgb, [Proposal(box, mask, centre, np.full(3, np.nan), 1.0)])
         return out
 
 
@@ -362,7 +364,7 @@ def main() -> None:
     ap.add_argument("--gate-out", default=str(ROOT / "bench/results/real_gate.json"))
     ap.add_argument("--shots", default="1,5", help="shot counts of the recognition test")
     ap.add_argument("--crops", choices=("masked", "plain"), default="masked",
-                    help="recognition crops: masked as the extractor crops proposals (default), or plain boxes")
+                    help="recognition crops: masked as the extractor crops depth proposals (default), or plain boxes")
     ap.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE",
                     help="LearnerConfig overrides for recognition, e.g. negative_margin=0.9")
     args = ap.parse_args()

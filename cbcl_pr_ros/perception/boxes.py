@@ -95,11 +95,12 @@ def crop_images(rgb: np.ndarray, proposals: Sequence[Proposal], margin: float = 
     wants square input and a squashed object is another object), then clipped to the image; so
     a crop holds a little context but mostly the object, whatever its aspect ratio.
 
-    With ``mask_background`` and a proposal that has a mask, the crop's pixels outside the mask
-    (grown by ``MASK_GROW`` of the box side) are filled with ``NEUTRAL_RGB``: a box on a real table
-    holds table, floor and neighbours, and their pixels made another view of the same object look
-    like another object (issue 20, docs/perception.md "Masked crops"). A proposal without a mask
-    (a teacher's box) is cropped as it is.
+    With ``mask_background`` and a proposal found with depth (a mask and a 3D centroid), the crop's
+    pixels outside the mask (grown by ``MASK_GROW`` of the box side) are filled with ``NEUTRAL_RGB``:
+    a box on a real table holds table, floor and neighbours, and their pixels made another view of
+    the same object look like another object (issue 20, docs/perception.md "Masked crops"). A
+    proposal without a mask (a teacher's box) or without depth (the RGB method's colour masks, which
+    cut objects wrongly often enough to lose accuracy) is cropped as it is.
     """
     if not isinstance(rgb, np.ndarray) or rgb.ndim != 3:
         raise ValueError(f"rgb must be an (H, W, C) array, got {getattr(rgb, 'shape', type(rgb).__name__)}")
@@ -116,7 +117,7 @@ def crop_images(rgb: np.ndarray, proposals: Sequence[Proposal], margin: float = 
             box = clip_box((x0, y0, max(x1, x0 + 1), max(y1, y0 + 1)), (h, w)) or (0, 0, 1, 1)
         bx0, by0, bx1, by1 = box
         crop = np.ascontiguousarray(rgb[by0:by1, bx0:bx1])
-        if mask_background and p.mask is not None:
+        if mask_background and p.mask is not None and p.has_depth:
             crop = _fill_outside(crop, p.mask, box, max(x1 - x0, y1 - y0))
         out.append(crop)
     return out
@@ -143,16 +144,17 @@ def mask_for_box(proposals: Sequence[Proposal], box: Sequence[float], image_shap
                  min_iou: float = 0.5, min_fill: float = 0.1) -> tuple[np.ndarray | None, str]:
     """The object mask for a box drawn by hand, and where it came from.
 
-    "proposal": the mask of the proposal of best IoU with ``box`` (at least ``min_iou``), as the node
-    would crop it; "foreground": else the union of all proposals' masks inside the box, when it fills at
-    least ``min_fill`` of it (the part of the box that stands above the support surface); "none": no
-    mask (the box is cropped as it is).
+    Only proposals found with depth count (``crop_images`` masks no others). "proposal": the mask of
+    the proposal of best IoU with ``box`` (at least ``min_iou``), as the node would crop it;
+    "foreground": else the union of all proposals' masks inside the box, when it fills at least
+    ``min_fill`` of it (the part of the box that stands above the support surface); "none": no mask
+    (the box is cropped as it is).
     """
     h, w = int(image_shape[0]), int(image_shape[1])
     b = clip_box(box, (h, w))
     if b is None:
         return None, "none"
-    with_mask = [p for p in proposals if p.mask is not None and p.mask.shape == (h, w)]
+    with_mask = [p for p in proposals if p.mask is not None and p.has_depth and p.mask.shape == (h, w)]
     best = max(with_mask, key=lambda p: box_iou(p.box, b), default=None)
     if best is not None and box_iou(best.box, b) >= min_iou:
         return best.mask, "proposal"
