@@ -1,0 +1,78 @@
+"""The extractor sends each depth object's crop with its background filled grey (issue 20, outcome 3),
+and crops as plain boxes when ``mask_crops`` is set false at run time. The node's callbacks are called
+directly (no spin); the crop rules are unit-tested in test/perception/test_masked_crops.py."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ros
+rclpy = pytest.importorskip("rclpy")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "perception"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+D = 6
+
+
+class _RecordingBackbone:
+    """A backbone that keeps the pictures it was given (its vector: the picture's mean colour)."""
+    name, feature_dim, runtime, preprocessing_id = "tiny", D, "numpy", "mean-rgb"
+
+    def __init__(self) -> None:
+        self.pictures: list[list[np.ndarray]] = []
+
+    def extract(self, rgbs: list) -> np.ndarray:
+        self.pictures.append([np.asarray(r).copy() for r in rgbs])
+        return np.stack([np.resize(np.asarray(r, np.float32).mean(axis=(0, 1)), D) for r in rgbs])
+
+
+def _neutral_share(crop: np.ndarray) -> float:
+    from cbcl_pr_ros.perception.boxes import NEUTRAL_RGB
+
+    return float((crop == np.asarray(NEUTRAL_RGB, np.uint8)).all(axis=2).mean())
+
+
+def test_object_crops_are_masked_and_the_switch_turns_it_off():
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import CameraInfo
+    from synthetic import TABLE_RGB, SynthObject, scene
+    from test_extractor_still_frame import _messages
+
+    from cbcl_pr_ros.nodes.feature_extractor import FeatureExtractorNode
+
+    rgb, depth, k, _ = scene([SynthObject((100, 250, 220, 370), 0.06, (200, 40, 40)),
+                              SynthObject((380, 260, 500, 380), 0.05, (40, 60, 200))], width=640, height=480)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=0)  # nothing is published to a peer: the domain is not used
+    try:
+        backbone = _RecordingBackbone()
+        node = FeatureExtractorNode(backbone, context=ctx, parameter_overrides=[
+            Parameter("detect_objects", value="on"), Parameter("no_frame_warning_s", value=0.0),
+            Parameter("reuse_still_crops", value=False)])
+        node.features_pub.publish = lambda msg: None
+        node.objects_pub.publish = lambda msg: None
+        node._on_camera_info(CameraInfo(height=480, width=640, k=[k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0]))
+        m, d = _messages(rgb, depth, 0)
+        node._on_depth(d)
+        node._process(m)
+        frame, *crops = backbone.pictures[-1]
+        assert frame.shape == rgb.shape and len(crops) >= 2, [c.shape for c in crops]
+        for c in crops:  # the square crop's corners hold table, now grey; the object's centre is kept
+            assert _neutral_share(c) > 0.1, _neutral_share(c)
+            h, w = c.shape[:2]
+            assert _neutral_share(c[h // 2 - 2:h // 2 + 2, w // 2 - 2:w // 2 + 2]) == 0.0
+        assert node.set_parameters([Parameter("mask_crops", value=False)])[0].successful
+        m, d = _messages(rgb, depth, 1)
+        node._on_depth(d)
+        node._process(m)
+        _, *plain = backbone.pictures[-1]
+        assert len(plain) == len(crops)
+        for c in plain:
+            assert _neutral_share(c) == 0.0
+            corner = c[:4, :4].reshape(-1, 3).astype(int)
+            assert np.abs(corner - np.asarray(TABLE_RGB)).max() <= 8  # table, as the picture has it
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)
