@@ -3,16 +3,11 @@ and crops as plain boxes when ``mask_crops`` is set false at run time. The node'
 directly (no spin); the crop rules are unit-tested in test/perception/test_masked_crops.py."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.ros
 rclpy = pytest.importorskip("rclpy")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "perception"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 D = 6
 
 
@@ -35,28 +30,13 @@ def _neutral_share(crop: np.ndarray) -> float:
 
 
 def test_object_crops_are_masked_and_the_switch_turns_it_off():
+    from extractor_table import TABLE_RGB, extractor, show, two_objects
     from rclpy.parameter import Parameter
-    from sensor_msgs.msg import CameraInfo
-    from synthetic import TABLE_RGB, SynthObject, scene
-    from test_extractor_still_frame import _messages
 
-    from cbcl_pr_ros.nodes.feature_extractor import FeatureExtractorNode
-
-    rgb, depth, k, _ = scene([SynthObject((100, 250, 220, 370), 0.06, (200, 40, 40)),
-                              SynthObject((380, 260, 500, 380), 0.05, (40, 60, 200))], width=640, height=480)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=0)  # nothing is published to a peer: the domain is not used
-    try:
-        backbone = _RecordingBackbone()
-        node = FeatureExtractorNode(backbone, context=ctx, parameter_overrides=[
-            Parameter("detect_objects", value="on"), Parameter("no_frame_warning_s", value=0.0),
-            Parameter("reuse_still_crops", value=False)])
-        node.features_pub.publish = lambda msg: None
-        node.objects_pub.publish = lambda msg: None
-        node._on_camera_info(CameraInfo(height=480, width=640, k=[k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0]))
-        m, d = _messages(rgb, depth, 0)
-        node._on_depth(d)
-        node._process(m)
+    rgb, depth, k = two_objects()
+    backbone = _RecordingBackbone()
+    with extractor(backbone, k, reuse_still_crops=False) as node:
+        show(node, rgb, depth, 0)
         frame, *crops = backbone.pictures[-1]
         assert frame.shape == rgb.shape and len(crops) >= 2, [c.shape for c in crops]
         for c in crops:  # the square crop's corners hold table, now grey; the object's centre is kept
@@ -64,15 +44,10 @@ def test_object_crops_are_masked_and_the_switch_turns_it_off():
             h, w = c.shape[:2]
             assert _neutral_share(c[h // 2 - 2:h // 2 + 2, w // 2 - 2:w // 2 + 2]) == 0.0
         assert node.set_parameters([Parameter("mask_crops", value=False)])[0].successful
-        m, d = _messages(rgb, depth, 1)
-        node._on_depth(d)
-        node._process(m)
+        show(node, rgb, depth, 1)
         _, *plain = backbone.pictures[-1]
         assert len(plain) == len(crops)
         for c in plain:
             assert _neutral_share(c) == 0.0
             corner = c[:4, :4].reshape(-1, 3).astype(int)
             assert np.abs(corner - np.asarray(TABLE_RGB)).max() <= 8  # table, as the picture has it
-        node.destroy_node()
-    finally:
-        rclpy.shutdown(context=ctx)
