@@ -21,8 +21,9 @@ assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
    The open-set gate with negatives (issue 20): the never-taught instances are split in half per
    seed, "seen" ones may be given to the learner as negatives (``CBCLPRLearner.add_negatives``) and
    "unseen" ones never are; rejection is reported for both, for no negatives, the other objects and
-   background crops of the teaching frames, and the whole stream (background of every frame and
-   every view of the seen instances). ``untaught_*_rejected_at_90_accepted``: what the best single
+   background crops of the teaching frames, the same from the teaching frame and the next frame each
+   taught instance is seen in (``second_frames``: the robot looks once more), and the whole stream
+   (background of every frame and every view of the seen instances). ``untaught_*_rejected_at_90_accepted``: what the best single
    threshold on the gate's distance would reject while accepting 90 % of the taught views (the
    representation's limit, whatever the gate's rule).
 
@@ -213,8 +214,10 @@ def _auroc(pos, neg) -> float:
 #   none            : no negatives (the gate of factor * D_gate alone)
 #   teaching_frames : the other objects of the teaching frames and background crops of them
 #   stream          : background crops of every frame and every view of the "seen" untaught instances
+#   second_frames   : as teaching_frames, from the teaching frame and the next frame each taught instance
+#                     is seen in (the robot looks around once more; the taught instance is no negative)
 # never the instances the rejection is tested on as "unseen"
-NEGATIVE_STREAMS = ("none", "teaching_frames", "stream")
+NEGATIVE_STREAMS = ("none", "teaching_frames", "second_frames", "stream")
 
 
 def _plain_crops(fr, boxes) -> list[np.ndarray]:
@@ -305,7 +308,10 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
                 learner = CBCLPRLearner(LearnerConfig(seed=seed, **over), backbone=backbone,
                                         feature_dim=next(iter(shots_of.values())).shape[1])
                 learner.teach_increment(shots_of)
-                from_frames = [f for f in frs if stream == "stream" or f.id in set(teach_frame.values())]
+                neg_ids = set(teach_frame.values())
+                if stream == "second_frames":
+                    neg_ids |= {seen[name][1] for name in taught}
+                from_frames = [f for f in frs if stream == "stream" or f.id in neg_ids]
                 negatives = [bg_feats[f.id] for f in from_frames if stream != "none"] + \
                     [obj_feats[f.id][[i for i, (n, _) in enumerate(f.objects) if n in seen_neg]]
                      for f in from_frames if stream != "none"]
