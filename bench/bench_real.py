@@ -23,9 +23,9 @@ assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
    "unseen" ones never are; rejection is reported for both, for no negatives, the other objects and
    background crops of the teaching frames, the same from the teaching frame and the next frame each
    taught instance is seen in (``second_frames``: the robot looks once more), and the whole stream
-   (background of every frame and every view of the seen instances). ``untaught_*_rejected_at_90_accepted``: what the best single
-   threshold on the gate's distance would reject while accepting 90 % of the taught views (the
-   representation's limit, whatever the gate's rule).
+   (background of every frame and every view of the seen instances).
+   ``untaught_*_rejected_at_90_accepted``: what the best single threshold on the gate's distance
+   would reject while accepting 90 % of the taught views (the limit of one radius for all classes).
 
    Crops (``--crops``): ``masked`` (default) as the extractor crops a proposal, the pixels outside the
    object's mask set to a neutral grey, the mask from the depth proposal matching the labelled box
@@ -348,7 +348,8 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
         # the best any threshold on this distance could do: never-taught rejected at 90 % of taught accepted
         thr = float(np.quantile(pooled["taught"], 0.9)) if pooled["taught"] else float("nan")
         for part in ("seen", "unseen"):
-            results[key][f"untaught_{part}_rejected_at_90_accepted"] = round(float(np.mean(np.asarray(pooled[part]) > thr)), 3)
+            rejected = float(np.mean(np.asarray(pooled[part]) > thr))
+            results[key][f"untaught_{part}_rejected_at_90_accepted"] = round(rejected, 3)
         log.info("%s: %s", key, results[key])
     return results
 
@@ -371,6 +372,8 @@ def main() -> None:
     ap.add_argument("--shots", default="1,5", help="shot counts of the recognition test")
     ap.add_argument("--crops", choices=("masked", "plain"), default="masked",
                     help="recognition crops: masked as the extractor crops depth proposals (default), or plain boxes")
+    ap.add_argument("--flip", action="store_true",
+                    help="average each crop's vector with its mirror image's (two backbone passes; not shipped)")
     ap.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE",
                     help="LearnerConfig overrides for recognition, e.g. negative_margin=0.9")
     args = ap.parse_args()
@@ -394,9 +397,9 @@ def main() -> None:
                "protocol": "per source: half of the instances seen in 2+ frames taught from their first frame; "
                            "the never-taught ones split in half (seeded): 'seen' may be given as negatives, "
                            "'unseen' never is; negatives streams: " + ", ".join(NEGATIVE_STREAMS),
-               "crops": args.crops,
+               "crops": args.crops + (" + mirror averaging" if args.flip else ""),
                "recognition": bench_recognition(frames, args.seeds, tuple(int(v) for v in args.shots.split(",")),
-                                                 config_overrides=learner_over, crops=crops),
+                                                 config_overrides=learner_over, crops=crops, flip=args.flip),
                "seconds": round(time.perf_counter() - t0, 1), "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
         if isinstance(crops, MaskedCrops):
             res["mask_sources"] = dict(crops.sources)
@@ -413,7 +416,7 @@ def main() -> None:
         log.info("rendered: %s", res["rendered"])
     if not args.skip_recognition:
         res["crops"] = args.crops
-        res["recognition"] = bench_recognition(frames, args.seeds, crops=crops)
+        res["recognition"] = bench_recognition(frames, args.seeds, crops=crops, flip=args.flip)
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")

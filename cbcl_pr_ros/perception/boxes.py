@@ -8,8 +8,8 @@ import numpy as np
 
 from .types import Proposal
 
-__all__ = ["NEUTRAL_RGB", "MASK_GROW", "box_iou", "clip_box", "crop_images", "mask_for_box", "nested_parts", "pick_in_view",
-           "select_teaching_proposal"]
+__all__ = ["NEUTRAL_RGB", "MASK_GROW", "box_iou", "clip_box", "crop_images", "mask_for_box", "nested_parts",
+           "pick_in_view", "select_teaching_proposal"]
 
 Box = tuple[int, int, int, int]
 

@@ -10,7 +10,8 @@ from typing import Any, Iterator
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "perception"))
-from synthetic import TABLE_RGB, SynthObject, scene  # noqa: E402,F401  (test/perception's scene maker; TABLE_RGB for the tests)
+# test/perception's scene maker; TABLE_RGB is for the tests that use this module
+from synthetic import TABLE_RGB, SynthObject, scene  # noqa: E402,F401
 
 
 def two_objects() -> tuple[np.ndarray, np.ndarray, Any]:
