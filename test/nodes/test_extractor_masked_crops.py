@@ -8,19 +8,6 @@ import pytest
 
 pytestmark = pytest.mark.ros
 rclpy = pytest.importorskip("rclpy")
-D = 6
-
-
-class _RecordingBackbone:
-    """A backbone that keeps the pictures it was given (its vector: the picture's mean colour)."""
-    name, feature_dim, runtime, preprocessing_id = "tiny", D, "numpy", "mean-rgb"
-
-    def __init__(self) -> None:
-        self.pictures: list[list[np.ndarray]] = []
-
-    def extract(self, rgbs: list) -> np.ndarray:
-        self.pictures.append([np.asarray(r).copy() for r in rgbs])
-        return np.stack([np.resize(np.asarray(r, np.float32).mean(axis=(0, 1)), D) for r in rgbs])
 
 
 def _neutral_share(crop: np.ndarray) -> float:
@@ -30,11 +17,11 @@ def _neutral_share(crop: np.ndarray) -> float:
 
 
 def test_object_crops_are_masked_and_the_switch_turns_it_off():
-    from extractor_table import TABLE_RGB, extractor, show, two_objects
+    from extractor_table import TABLE_RGB, MeanColourBackbone, extractor, show, two_objects
     from rclpy.parameter import Parameter
 
     rgb, depth, k = two_objects()
-    backbone = _RecordingBackbone()
+    backbone = MeanColourBackbone()
     with extractor(backbone, k, reuse_still_crops=False) as node:
         show(node, rgb, depth, 0)
         frame, *crops = backbone.pictures[-1]

@@ -12,26 +12,13 @@ import pytest
 
 pytestmark = pytest.mark.ros
 rclpy = pytest.importorskip("rclpy")
-D = 6
-
-
-class _CountingBackbone:
-    """A backbone that says how many pictures each call got (its vector: the picture's mean colour)."""
-    name, feature_dim, runtime, preprocessing_id = "tiny", D, "numpy", "mean-rgb"
-
-    def __init__(self) -> None:
-        self.batches: list[int] = []
-
-    def extract(self, rgbs: list) -> np.ndarray:
-        self.batches.append(len(rgbs))
-        return np.stack([np.resize(np.asarray(r, np.float32).mean(axis=(0, 1)), D) for r in rgbs])
 
 
 def test_a_still_picture_keeps_its_frame_vector_and_a_change_recomputes_it():
-    from extractor_table import extractor, show, two_objects
+    from extractor_table import MeanColourBackbone, extractor, show, two_objects
 
     rgb, depth, k = two_objects()
-    backbone = _CountingBackbone()
+    backbone = MeanColourBackbone()
     with extractor(backbone, k, crop_refresh_frames=100) as node:
         sent = []
         node.features_pub.publish = sent.append  # what the learner would get, without a peer

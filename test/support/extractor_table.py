@@ -14,6 +14,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "perception"))
 from synthetic import TABLE_RGB, SynthObject, scene  # noqa: E402,F401
 
 
+class MeanColourBackbone:
+    """A backbone that keeps what it was given: ``batches`` (pictures per call) and ``pictures``; its
+    vector is the picture's mean colour, repeated to ``feature_dim``."""
+    name, feature_dim, runtime, preprocessing_id = "tiny", 6, "numpy", "mean-rgb"
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+        self.pictures: list[list[np.ndarray]] = []
+
+    def extract(self, rgbs: list) -> np.ndarray:
+        self.batches.append(len(rgbs))
+        self.pictures.append([np.asarray(r).copy() for r in rgbs])
+        return np.stack([np.resize(np.asarray(r, np.float32).mean(axis=(0, 1)), self.feature_dim) for r in rgbs])
+
+
 def two_objects() -> tuple[np.ndarray, np.ndarray, Any]:
     """(rgb, depth in metres, intrinsics) of a 640x480 table with a red and a blue box on it."""
     rgb, depth, k, _ = scene([SynthObject((100, 250, 220, 370), 0.06, (200, 40, 40)),
