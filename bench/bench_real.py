@@ -23,8 +23,15 @@ assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
    The open-set gate with negatives (issue 20): the never-taught instances are split in half per
    seed, "seen" ones may be given to the learner as negatives (``CBCLPRLearner.add_negatives``) and
    "unseen" ones never are; rejection is reported for both, for no negatives, the other objects and
-   background crops of the teaching frames, and the whole stream (background of every frame and
-   every view of the seen instances).
+   background crops of the teaching frames, the same from the teaching frame and the next frame each
+   taught instance is seen in (``second_frames``: the robot looks once more), and the whole stream
+   (background of every frame and every view of the seen instances).
+   ``untaught_*_rejected_at_90_accepted``: what the best single threshold on the gate's distance
+   would reject while accepting 90 % of the taught views (the limit of one radius for all classes).
+
+   Crops (``--crops``): ``masked`` (default) as the extractor crops a proposal, the pixels outside the
+   object's mask set to a neutral grey, the mask from the depth proposal matching the labelled box
+   (or the proposals' foreground inside it; ``mask_sources`` counts them); ``plain``: the box as it is.
 
 Writes bench/results/real.json (``--only-recognition``: recognition alone, to
 bench/results/real_gate.json). Run:
@@ -231,22 +238,62 @@ def _auroc(pos, neg) -> float:
 #   none            : no negatives (the gate of factor * D_gate alone)
 #   teaching_frames : the other objects of the teaching frames and background crops of them
 #   stream          : background crops of every frame and every view of the "seen" untaught instances
+#   second_frames   : as teaching_frames, from the teaching frame and the next frame each taught instance
+#                     is seen in (the robot looks around once more; the taught instance is no negative)
 # never the instances the rejection is tested on as "unseen"
-NEGATIVE_STREAMS = ("none", "teaching_frames", "stream")
+NEGATIVE_STREAMS = ("none", "teaching_frames", "second_frames", "stream")
+
+
+def _plain_crops(fr, boxes) -> list[np.ndarray]:
+    """The labelled boxes cropped as they are (table, floor and neighbours included)."""
+    from cbcl_pr_ros.perception import crop_images
+    from cbcl_pr_ros.perception.types import Proposal
+
+    props = [Proposal(tuple(int(v) for v in b), None, np.full(3, np.nan), np.full(3, np.nan), 1.0) for b in boxes]
+    return crop_images(fr.rgb, props)
+
+
+class MaskedCrops:
+    """The labelled boxes cropped as the extractor crops a proposal: pixels outside the object's mask set
+    to the neutral colour (``perception.crop_images``). The mask is the one the node would have: the
+    depth proposal matching the box (IoU >= 0.5), else the proposals' foreground inside the box, else
+    none (``perception.mask_for_box``); ``sources`` counts which."""
+
+    def __init__(self) -> None:
+        self._props: dict = {}
+        self.sources: dict = defaultdict(int)
+
+    def __call__(self, fr, boxes) -> list[np.ndarray]:
+        from cbcl_pr_ros.perception import crop_images, mask_for_box, propose
+        from cbcl_pr_ros.perception.types import Proposal
+
+        if fr.id not in self._props:
+            self._props[fr.id] = propose(fr.rgb, fr.depth_m, fr.intrinsics)
+        out = []
+        for b in boxes:
+            mask, source = mask_for_box(self._props[fr.id], b, fr.rgb.shape)
+            self.sources[source] += 1
+            box = tuple(int(v) for v in b)
+            # a mask comes only from proposals found with depth: the crop carries a (placeholder) 3D centroid
+            centre = np.zeros(3) if mask is not None else np.full(3, np.nan)
+            out += crop_images(fr.rgb, [Proposal(box, mask, centre, np.full(3, np.nan), 1.0)])
+        return out
 
 
 def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_STREAMS,
-                      config_overrides: dict | None = None, backbone: str = "efficientnet_lite0") -> dict:
+                      config_overrides: dict | None = None, backbone: str = "efficientnet_lite0",
+                      crops=_plain_crops, flip: bool = False) -> dict:
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
     from cbcl_pr_ros.features import make_backbone
-    from cbcl_pr_ros.perception import crop_images
-    from cbcl_pr_ros.perception.types import Proposal
 
     bb = make_backbone(backbone, runtime="onnx", threads=2)
 
     def feats(fr, boxes):
-        props = [Proposal(tuple(int(v) for v in b), None, np.full(3, np.nan), np.full(3, np.nan), 1.0) for b in boxes]
-        return np.asarray(bb.extract(crop_images(fr.rgb, props)), np.float32)
+        images = crops(fr, boxes)
+        f = np.asarray(bb.extract(images), np.float32)
+        if flip:
+            f = (f + np.asarray(bb.extract([np.ascontiguousarray(x[:, ::-1]) for x in images]), np.float32)) / 2
+        return f
 
     # features of every labelled object once, and of a dozen background crops per frame
     obj_feats = {fr.id: feats(fr, [b for _, b in fr.objects]) for fr in frames}
@@ -259,7 +306,7 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
     results = {}
     conf_pairs: dict = defaultdict(list)
     for shots, stream in [(s, v) for s in shots_list for v in streams]:
-        agg = defaultdict(list)
+        agg, pooled = defaultdict(list), defaultdict(list)
         for seed in range(seeds):
             rng = np.random.default_rng(seed)
             for source, frs in by_source.items():
@@ -285,7 +332,10 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
                 learner = CBCLPRLearner(LearnerConfig(seed=seed, **over), backbone=backbone,
                                         feature_dim=next(iter(shots_of.values())).shape[1])
                 learner.teach_increment(shots_of)
-                from_frames = [f for f in frs if stream == "stream" or f.id in set(teach_frame.values())]
+                neg_ids = set(teach_frame.values())
+                if stream == "second_frames":
+                    neg_ids |= {seen[name][1] for name in taught}
+                from_frames = [f for f in frs if stream == "stream" or f.id in neg_ids]
                 negatives = [bg_feats[f.id] for f in from_frames if stream != "none"] + \
                     [obj_feats[f.id][[i for i, (n, _) in enumerate(f.objects) if n in seen_neg]]
                      for f in from_frames if stream != "none"]
@@ -313,10 +363,17 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
                             dist[part].append(pr.distance)
                 for part in ("seen", "unseen"):
                     agg[f"auroc_distance_taught_vs_{part}"].append(_auroc(dist["taught"], dist[part]))
+                    pooled[part] += dist[part]
+                pooled["taught"] += dist["taught"]
         key = f"{shots}_shot" + ("" if stream == "none" else f"_negatives_{stream}")
         results[key] = {k: round(float(np.nanmean(v)), 3) for k, v in agg.items()} | \
             {f"n_{k}": len(v) for k, v in agg.items() if not k.startswith(("auroc", "negatives"))}
         results[key]["confidence"] = _confidence_quality(conf_pairs[shots, stream])
+        # the best any threshold on this distance could do: never-taught rejected at 90 % of taught accepted
+        thr = float(np.quantile(pooled["taught"], 0.9)) if pooled["taught"] else float("nan")
+        for part in ("seen", "unseen"):
+            rejected = float(np.mean(np.asarray(pooled[part]) > thr))
+            results[key][f"untaught_{part}_rejected_at_90_accepted"] = round(rejected, 3)
         log.info("%s: %s", key, results[key])
     return results
 
@@ -340,6 +397,10 @@ def main() -> None:
                     help="recognition and the open-set gate only, written to --gate-out")
     ap.add_argument("--gate-out", default=str(ROOT / "bench/results/real_gate.json"))
     ap.add_argument("--shots", default="1,5", help="shot counts of the recognition test")
+    ap.add_argument("--crops", choices=("masked", "plain"), default="masked",
+                    help="recognition crops: masked as the extractor crops depth proposals (default), or plain boxes")
+    ap.add_argument("--flip", action="store_true",
+                    help="average each crop's vector with its mirror image's (two backbone passes; not shipped)")
     ap.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE",
                     help="LearnerConfig overrides for recognition, e.g. negative_margin=0.9")
     args = ap.parse_args()
@@ -354,6 +415,7 @@ def main() -> None:
     learner_over = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.learner)}
     frames = load_frames(args.labels, args.frames)
     load0 = os.getloadavg()
+    crops = MaskedCrops() if args.crops == "masked" else _plain_crops
     if args.only_recognition:
         t0 = time.perf_counter()
         res = {"benchmark": "bench_real --only-recognition", "machine": machine_info(),
@@ -362,9 +424,12 @@ def main() -> None:
                "protocol": "per source: half of the instances seen in 2+ frames taught from their first frame; "
                            "the never-taught ones split in half (seeded): 'seen' may be given as negatives, "
                            "'unseen' never is; negatives streams: " + ", ".join(NEGATIVE_STREAMS),
+               "crops": args.crops + (" + mirror averaging" if args.flip else ""),
                "recognition": bench_recognition(frames, args.seeds, tuple(int(v) for v in args.shots.split(",")),
-                                                 config_overrides=learner_over),
+                                                 config_overrides=learner_over, crops=crops, flip=args.flip),
                "seconds": round(time.perf_counter() - t0, 1), "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
+        if isinstance(crops, MaskedCrops):
+            res["mask_sources"] = dict(crops.sources)
         Path(args.gate_out).write_text(json.dumps(res, indent=1) + "\n")
         return
     seeds = [int(v) for v in args.ransac_seeds.split(",")]
@@ -384,7 +449,8 @@ def main() -> None:
         res["rendered"] = rendered_recall(ProposalConfig(method="depth", **overrides), args.rendered_seeds)
         log.info("rendered: %s", res["rendered"])
     if not args.skip_recognition:
-        res["recognition"] = bench_recognition(frames, args.seeds)
+        res["crops"] = args.crops
+        res["recognition"] = bench_recognition(frames, args.seeds, crops=crops, flip=args.flip)
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")

@@ -401,7 +401,8 @@ class FeatureExtractorNode(ManagedNode):
                 props = propose(rgb, depth, K)[:n_max]
                 if still is not None:
                     still.keep(grid, key, props)
-            crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value)) if props else []
+            crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value),
+                                mask_background=bool(parameter(self, "mask_crops"))) if props else []
         # the frame is one more picture whose vector a still camera keeps, but only while every cell
         # of it stays the same (ProposalReuse): one new object changes the frame's vector
         images, boxes = [rgb, *crops], [(0, 0, rgb.shape[1], rgb.shape[0]), *(p.box for p in props)]

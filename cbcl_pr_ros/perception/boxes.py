@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import cv2
 import numpy as np
 
 from .types import Proposal
 
-__all__ = ["box_iou", "clip_box", "crop_images", "nested_parts", "pick_in_view", "select_teaching_proposal"]
+__all__ = ["NEUTRAL_RGB", "MASK_GROW", "box_iou", "clip_box", "crop_images", "mask_for_box", "nested_parts",
+           "pick_in_view", "select_teaching_proposal"]
 
 Box = tuple[int, int, int, int]
 
@@ -77,12 +79,28 @@ def clip_box(box: Sequence[float], image_shape: Sequence[int]) -> Box | None:
     return x0, y0, x1, y1
 
 
-def crop_images(rgb: np.ndarray, proposals: Sequence[Proposal], margin: float = 0.1) -> list[np.ndarray]:
+# The fill outside an object's mask: the ImageNet mean colour, which the backbone's normalisation
+# maps to ~0 (the least informative input), so the table and the neighbours leave the crop's vector.
+NEUTRAL_RGB = (124, 116, 104)
+# The mask is grown by this share of the box's longer side before filling: proposal masks are found at
+# the proposer's work resolution and miss the object's rim; a little table is better than a cut object.
+MASK_GROW = 0.05
+
+
+def crop_images(rgb: np.ndarray, proposals: Sequence[Proposal], margin: float = 0.1,
+                mask_background: bool = True) -> list[np.ndarray]:
     """Square crops around each proposal's box, for the backbone.
 
     The box is grown by ``margin`` of its longer side on each side and made square (the backbone
     wants square input and a squashed object is another object), then clipped to the image; so
     a crop holds a little context but mostly the object, whatever its aspect ratio.
+
+    With ``mask_background`` and a proposal found with depth (a mask and a 3D centroid), the crop's
+    pixels outside the mask (grown by ``MASK_GROW`` of the box side) are filled with ``NEUTRAL_RGB``:
+    a box on a real table holds table, floor and neighbours, and their pixels made another view of
+    the same object look like another object (issue 20, docs/perception.md "Masked crops"). A
+    proposal without a mask (a teacher's box) or without depth (the RGB method's colour masks, which
+    cut objects wrongly often enough to lose accuracy) is cropped as it is.
     """
     if not isinstance(rgb, np.ndarray) or rgb.ndim != 3:
         raise ValueError(f"rgb must be an (H, W, C) array, got {getattr(rgb, 'shape', type(rgb).__name__)}")
@@ -98,8 +116,55 @@ def crop_images(rgb: np.ndarray, proposals: Sequence[Proposal], margin: float = 
         if box is None:  # a degenerate box: fall back to its own pixels (at least one)
             box = clip_box((x0, y0, max(x1, x0 + 1), max(y1, y0 + 1)), (h, w)) or (0, 0, 1, 1)
         bx0, by0, bx1, by1 = box
-        out.append(np.ascontiguousarray(rgb[by0:by1, bx0:bx1]))
+        crop = np.ascontiguousarray(rgb[by0:by1, bx0:bx1])
+        if mask_background and p.mask is not None and p.has_depth:
+            crop = _fill_outside(crop, p.mask, box, max(x1 - x0, y1 - y0))
+        out.append(crop)
     return out
+
+
+def _fill_outside(crop: np.ndarray, mask: np.ndarray, box: Box, side: int) -> np.ndarray:
+    """``crop`` (the pixels of ``box``) with what lies outside ``mask`` (grown) set to the neutral colour.
+    A mask of another size than the image, or one empty within the crop, leaves the crop as it is."""
+    bx0, by0, bx1, by1 = box
+    m = np.asarray(mask)
+    if m.ndim != 2 or m.shape[0] < by1 or m.shape[1] < bx1:
+        return crop
+    m = m[by0:by1, bx0:bx1]
+    if not m.any():
+        return crop
+    k = max(1, int(round(MASK_GROW * side)))
+    grown = cv2.dilate(m.astype(np.uint8), cv2.getStructuringElement(cv2.MORPH_RECT, (2 * k + 1, 2 * k + 1))) > 0
+    out = crop.copy()
+    out[~grown] = NEUTRAL_RGB if crop.shape[2] == 3 else 0
+    return out
+
+
+def mask_for_box(proposals: Sequence[Proposal], box: Sequence[float], image_shape: Sequence[int],
+                 min_iou: float = 0.5, min_fill: float = 0.1) -> tuple[np.ndarray | None, str]:
+    """The object mask for a box drawn by hand, and where it came from.
+
+    Only proposals found with depth count (``crop_images`` masks no others). "proposal": the mask of
+    the proposal of best IoU with ``box`` (at least ``min_iou``), as the node would crop it;
+    "foreground": else the union of all proposals' masks inside the box, when it fills at least
+    ``min_fill`` of it (the part of the box that stands above the support surface); "none": no mask
+    (the box is cropped as it is).
+    """
+    h, w = int(image_shape[0]), int(image_shape[1])
+    b = clip_box(box, (h, w))
+    if b is None:
+        return None, "none"
+    with_mask = [p for p in proposals if p.mask is not None and p.has_depth and p.mask.shape == (h, w)]
+    best = max(with_mask, key=lambda p: box_iou(p.box, b), default=None)
+    if best is not None and box_iou(best.box, b) >= min_iou:
+        return best.mask, "proposal"
+    x0, y0, x1, y1 = b
+    inside = np.zeros((h, w), bool)
+    for p in with_mask:
+        inside[y0:y1, x0:x1] |= p.mask[y0:y1, x0:x1]
+    if inside[y0:y1, x0:x1].mean() >= min_fill:
+        return inside, "foreground"
+    return None, "none"
 
 
 def select_teaching_proposal(proposals: Sequence[Proposal], image_shape: Sequence[int],

@@ -247,6 +247,11 @@ PARAMS: tuple[ParamSpec, ...] = (
               (EXTRACTOR,), read_only=False),
     ParamSpec("crop_refresh_frames", 10, "With reuse_still_crops: compute the proposals and each still "
               "object's features again at least every this many frames", (EXTRACTOR,), min=1, max=1000),
+    ParamSpec("mask_crops", True,
+              "Fill each object crop's pixels outside its depth proposal's mask with neutral grey, so table and "
+              "neighbours stay out of its vector (issue 20: 1-shot accuracy on real crops 0.81 -> 0.93); false: "
+              "crops as boxes (classes taught before this change were taught so)",
+              (EXTRACTOR,), read_only=False),
     ParamSpec("crop_margin", 0.1, "Context around each object's box in its crop (fraction of the longer side)",
               (EXTRACTOR, LEARNER), min=0.0, max=2.0, read_only=False),
     ParamSpec("teach_from", "auto",
