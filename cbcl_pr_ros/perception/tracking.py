@@ -10,7 +10,8 @@ mean the same place while the camera stands still. A pair without comparable pos
 or one in the camera frame and one in the fixed frame) may match when its boxes overlap by at least
 ``min_iou``, and with a camera pose (``view`` given) only when the track's box was seen from the same
 view: a frame without depth after a move matches nothing rather than the wrong objects, and a track
-keeps its last fixed-frame position through it. Unmatched observations start tracks; tracks unseen
+keeps its last fixed-frame position through it, as through a frame without a camera pose (matched by
+its box in the camera frame): one late pose must not cost every object its id. Unmatched observations start tracks; tracks unseen
 for more than ``max_missed`` frames end. A track in a fixed frame is expected only in the view it was
 last seen from: frames of other views (the camera looks elsewhere, the object is likely out of the
 picture) do not count against it, up to ``FIXED_LIFETIME`` times ``max_missed`` frames in all, so an
@@ -219,8 +220,8 @@ class ObjectTracker:
             if j in matched_t:
                 t = tracks[matched_t[j]]
                 t.proposal, t.hits, t.missed, t.missed_in_view, t.view = o.proposal, t.hits + 1, 0, 0, view
-                if np.all(np.isfinite(position)) or frame != t.frame:  # no depth now: it is still where it was
-                    t.position, t.frame = position, frame
+                if (frame == t.frame and np.all(np.isfinite(position))) or (frame and frame != t.frame):
+                    t.position, t.frame = position, frame  # else no depth or no pose now: it is still where it was
             else:
                 t = _State(self._next_id, o.proposal, deque(maxlen=self.window), deque(maxlen=self.window),
                            position, frame, view)

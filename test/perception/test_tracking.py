@@ -324,3 +324,20 @@ def test_a_piece_beside_its_object_is_a_part_only_when_named_the_same():
     assert nested_parts([body, handle], ["mug", "mug"]) == {1}
     assert nested_parts([body, handle], ["mug", "can"]) == set()  # touching objects of two classes
     assert nested_parts([body, handle], ["", ""]) == set()  # unknown is no class
+
+
+def test_a_frame_without_a_pose_keeps_the_fixed_frame_positions():
+    """One frame whose camera pose came late is matched by box in the camera frame; the tracks keep
+    their base-frame positions, so once the camera has moved the next posed frame finds them again
+    (before, that frame turned every track into a camera-frame one and all ids were lost)."""
+    t = ObjectTracker(max_distance_m=0.05, min_iou=0.2)
+    base = [np.array([0.6, 0.0, 0.0]), np.array([0.7, 0.0, 0.0])]
+    boxes = [(100, 100, 160, 160), (200, 100, 260, 160)]
+    first = [tr.id for tr in t.update([ObjectObservation(prop(0.0, box=b), {}, False, position=x, frame="base")
+                                       for b, x in zip(boxes, base)], 0.0, view=1)]
+    still = [tr.id for tr in t.update([ObjectObservation(prop(0.0, box=b), {}, False) for b in boxes], 0.1)]
+    assert still == first  # no pose: the same boxes decide
+    moved = [ObjectObservation(prop(0.0, box=(b[0] + 150, b[1], b[2] + 150, b[3])), {}, False, position=x,
+                               frame="base") for b, x in zip(boxes, base)]  # the camera moved: boxes elsewhere
+    assert [tr.id for tr in t.update(moved, 0.2, view=2)] == first
+    assert len(t.tracks) == 2
