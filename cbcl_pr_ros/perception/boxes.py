@@ -7,7 +7,8 @@ import numpy as np
 
 from .types import Proposal
 
-__all__ = ["box_iou", "clip_box", "crop_images", "nested_parts", "pick_in_view", "select_teaching_proposal"]
+__all__ = ["box_iou", "clip_box", "crop_images", "nested_parts", "pick_in_view", "select_teaching_proposal",
+           "share_extent"]
 
 Box = tuple[int, int, int, int]
 
@@ -31,14 +32,16 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
     """Indices of proposals that are a part of a larger one in the same frame: their box lies at least
     ``min_overlap`` inside the larger one's box (intersection over its own area) and their 3D
     centroids are within ``max_distance_m``; or, where both were named the same class (``labels``,
-    "" = unknown), at least ``same_label_overlap`` inside and within ``same_label_distance_m``.
+    "" = unknown), at least ``same_label_overlap`` inside and within ``same_label_distance_m``, or
+    each one's 3D centroid inside the other's extent (:func:`share_extent`).
 
     Why: the depth proposals cut objects apart along height-map creases, which also splits one
     non-convex object (a teddy's head from its body, a bottle's shoulder, a mug's handle) into pieces
     whose boxes overlap; tracked as they come, one object would carry two tracks (issue 20). Two
     objects side by side overlap less or lie further apart, one behind another lies further in depth,
-    and two touching objects of different classes are never merged by the looser rule. Without depth
-    nothing is a part.
+    and two touching objects of different classes are never merged by the looser rules. In hand-camera
+    close-ups (the main job's ``point_at``) one object cut by the colour split came out as two pieces
+    named alike, side by side in the image but sharing one 3D extent. Without depth nothing is a part.
     """
     order = sorted(range(len(proposals)), key=lambda i: -proposals[i].area)
     parts: set[int] = set()
@@ -56,11 +59,22 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
             inside = max(iw, 0) * max(ih, 0) / small.area
             apart = float(np.linalg.norm(small.centroid - big.centroid))
             alike = labels is not None and bool(labels[i]) and labels[i] == labels[j]
-            if (inside >= min_overlap and apart <= max_distance_m) or (
-                    alike and inside >= same_label_overlap and apart <= same_label_distance_m):
+            if (inside >= min_overlap and apart <= max_distance_m) or (alike and (
+                    (inside >= same_label_overlap and apart <= same_label_distance_m) or share_extent(small, big))):
                 parts.add(i)
                 break
     return parts
+
+
+def share_extent(a: Proposal, b: Proposal) -> bool:
+    """Whether each proposal's 3D centroid lies inside the other's extent (centroid +- size / 2, camera
+    frame): two views of one object's points. Two solid objects side by side each hold their own centre
+    at most; for both to hold the other's, their boxes must overlap by half of each one's size on every
+    axis. False without depth."""
+    if not (a.has_depth and b.has_depth and np.all(np.isfinite(a.size)) and np.all(np.isfinite(b.size))):
+        return False
+    gap = np.abs(np.asarray(a.centroid, float) - np.asarray(b.centroid, float))
+    return bool(np.all(gap <= np.asarray(a.size, float) / 2) and np.all(gap <= np.asarray(b.size, float) / 2))
 
 
 def clip_box(box: Sequence[float], image_shape: Sequence[int]) -> Box | None:
