@@ -32,8 +32,8 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
     """Indices of proposals that are a part of a larger one in the same frame: their box lies at least
     ``min_overlap`` inside the larger one's box (intersection over its own area) and their 3D
     centroids are within ``max_distance_m``; or, where both were named the same class (``labels``,
-    "" = unknown), at least ``same_label_overlap`` inside and within ``same_label_distance_m``, or
-    each one's 3D centroid inside the other's extent (:func:`share_extent`).
+    "" = unknown), within ``same_label_distance_m`` and either at least ``same_label_overlap`` inside
+    or each one's 3D centroid inside the other's extent (:func:`share_extent`).
 
     Why: the depth proposals cut objects apart along height-map creases, which also splits one
     non-convex object (a teddy's head from its body, a bottle's shoulder, a mug's handle) into pieces
@@ -59,8 +59,8 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
             inside = max(iw, 0) * max(ih, 0) / small.area
             apart = float(np.linalg.norm(small.centroid - big.centroid))
             alike = labels is not None and bool(labels[i]) and labels[i] == labels[j]
-            if (inside >= min_overlap and apart <= max_distance_m) or (alike and (
-                    (inside >= same_label_overlap and apart <= same_label_distance_m) or share_extent(small, big))):
+            if (inside >= min_overlap and apart <= max_distance_m) or (alike and apart <= same_label_distance_m and (
+                    inside >= same_label_overlap or share_extent(small, big))):
                 parts.add(i)
                 break
     return parts
@@ -68,13 +68,11 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
 
 def share_extent(a: Proposal, b: Proposal) -> bool:
     """Whether each proposal's 3D centroid lies inside the other's extent (centroid +- size / 2, camera
-    frame): two views of one object's points. Two solid objects side by side each hold their own centre
-    at most; for both to hold the other's, their boxes must overlap by half of each one's size on every
-    axis. False without depth."""
-    if not (a.has_depth and b.has_depth and np.all(np.isfinite(a.size)) and np.all(np.isfinite(b.size))):
-        return False
-    gap = np.abs(np.asarray(a.centroid, float) - np.asarray(b.centroid, float))
-    return bool(np.all(gap <= np.asarray(a.size, float) / 2) and np.all(gap <= np.asarray(b.size, float) / 2))
+    frame): two pieces of one object's points. Two objects side by side hold their own centres only;
+    for each to hold the other's, their extents must overlap by half of each one's size on every
+    axis. False without depth (NaN compares false)."""
+    gap = np.abs(a.centroid - b.centroid)
+    return bool(np.all(gap <= a.size / 2) and np.all(gap <= b.size / 2))
 
 
 def clip_box(box: Sequence[float], image_shape: Sequence[int]) -> Box | None:
