@@ -337,12 +337,30 @@ def test_two_pieces_named_alike_that_share_one_extent_are_one_object():
                      1.0)
     assert share_extent(big, piece) and share_extent(piece, big)
     assert nested_parts([big, piece], ["duck", "duck"]) == {1}
-    assert nested_parts([big, piece]) == set() and nested_parts([big, piece], ["duck", "mug"]) == set()
+    far = [Proposal(p.box, None, p.centroid + [0.0, 0.0, 0.35], p.size, 1.0) for p in (big, piece)]
+    assert nested_parts(far, ["duck", "duck"]) == {1}  # at a table view's distance the name decides
+    assert nested_parts(far) == set() and nested_parts(far, ["duck", "mug"]) == set()
     # two ducks touching side by side: each centre is outside the other's extent
     twin = Proposal((462, 72, 568, 176), None, big.centroid + [0.07, 0.0, 0.0], big.size, 1.0)
     assert not share_extent(big, twin) and nested_parts([big, twin], ["duck", "duck"]) == set()
     flat = Proposal((462, 72, 568, 176), None, np.full(3, np.nan), np.full(3, np.nan), 1.0)
     assert not share_extent(big, flat)
+
+def test_close_up_pieces_that_share_one_extent_need_no_name():
+    """seed 1, camera 4 cm above the table on its way down: the duck in two pieces 25 cm from the
+    camera, the larger named 'bottle'. That close, the shared extent is enough; a table view's pair
+    (0.6 m away) still needs the same name, and a neighbour 14 cm away is never a part."""
+    from cbcl_pr_ros.perception import nested_parts
+
+    big = Proposal((392, 98, 522, 242), None, np.array([0.079, -0.04, 0.253]), np.array([0.074, 0.074, 0.071]), 1.0)
+    piece = Proposal((492, 74, 614, 196), None, np.array([0.111, -0.057, 0.248]), np.array([0.079, 0.062, 0.102]),
+                     1.0)
+    mug = Proposal((416, 314, 618, 480), None, np.array([0.121, 0.085, 0.258]), np.array([0.102, 0.066, 0.119]), 1.0)
+    assert nested_parts([big, piece, mug], ["bottle", "duck", "mug"]) == {1}
+    assert nested_parts([big, piece, mug]) == {1}
+    far = [Proposal(p.box, None, p.centroid + [0.0, 0.0, 0.35], p.size, 1.0) for p in (big, piece)]
+    assert nested_parts(far, ["bottle", "duck"]) == set() and nested_parts(far, ["duck", "duck"]) == {1}
+    assert nested_parts([Proposal(p.box, None, p.centroid, p.size, 1.0) for p in (big, piece)], close_up_m=0.2) == set()
 
 def test_a_frame_without_a_pose_keeps_the_fixed_frame_positions():
     """One frame whose camera pose came late is matched by box in the camera frame; the tracks keep
