@@ -11,15 +11,16 @@ or one in the camera frame and one in the fixed frame) may match when its boxes 
 ``min_iou``, and with a camera pose (``view`` given) only when the track's box was seen from the same
 view: a frame without depth after a move matches nothing rather than the wrong objects, and a track
 keeps its last fixed-frame position through it, as through a frame without a camera pose (matched by
-its box in the camera frame): one late pose must not cost every object its id. Unmatched observations start tracks; tracks unseen
-for more than ``max_missed`` frames end. A track in a fixed frame is expected only in the view it was
-last seen from: frames of other views (the camera looks elsewhere, the object is likely out of the
-picture) do not count against it, up to ``FIXED_LIFETIME`` times ``max_missed`` frames in all, so an
-object keeps its id while the camera looks away and back. An observation cut by the image border
-(``cut``) whose fixed-frame centroid lies ``CUT_SHIFT`` times ``max_distance_m`` or more from its
-track's position keeps the track alive but neither moves it nor is reported: the centroid of the part
-in view lies off the object (in the main job's close-ups, a can's sliver at the border had its centre
-on the domino beside it, 8 cm from the can).
+its box in the camera frame): one late pose must not cost every object its id. Unmatched
+observations start tracks; tracks unseen for more than ``max_missed`` frames end. A track in a
+fixed frame is expected only in the view it was last seen from: frames of other views (the camera
+looks elsewhere, the object is likely out of the picture) do not count against it, up to
+``FIXED_LIFETIME`` times ``max_missed`` frames in all, so an object keeps its id while the camera
+looks away and back. An observation cut by the image border (``cut``) whose fixed-frame centroid
+lies ``CUT_SHIFT`` times ``max_distance_m`` or more from its track's position keeps the track alive
+but neither moves it nor is reported: the centroid of the part in view lies off the object (in the
+main job's close-ups, a can's sliver at the border had its centre on the domino beside it, 8 cm
+from the can).
 
 A track's label is the argmax of its class scores averaged over its last ``window`` observations
 (a class missing from one frame's scores counts 0 there), and it is known when most of those
