@@ -9,7 +9,7 @@ import numpy as np
 from .types import Proposal
 
 __all__ = ["NEUTRAL_RGB", "MASK_GROW", "box_iou", "clip_box", "crop_images", "mask_for_box", "nested_parts",
-           "pick_in_view", "select_teaching_proposal"]
+           "pick_in_view", "select_teaching_proposal", "share_extent"]
 
 Box = tuple[int, int, int, int]
 
@@ -29,20 +29,26 @@ def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
 
 def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = None, min_overlap: float = 0.4,
                  max_distance_m: float = 0.05, same_label_overlap: float = 0.2,
-                 same_label_distance_m: float = 0.06) -> set[int]:
+                 same_label_distance_m: float = 0.06, close_up_m: float = 0.35) -> set[int]:
     """Indices of proposals that are a part of a larger one in the same frame: their box lies at least
     ``min_overlap`` inside the larger one's box (intersection over its own area) and their 3D
     centroids are within ``max_distance_m``; or, where both were named the same class (``labels``,
-    "" = unknown), at least ``same_label_overlap`` inside and within ``same_label_distance_m``.
+    "" = unknown), within ``same_label_distance_m`` and either at least ``same_label_overlap`` inside
+    or each one's 3D centroid inside the other's extent (:func:`share_extent`); pieces both nearer
+    than ``close_up_m`` to the camera need no name for the latter.
 
     Why: the depth proposals cut objects apart along height-map creases, which also splits one
     non-convex object (a teddy's head from its body, a bottle's shoulder, a mug's handle) into pieces
     whose boxes overlap; tracked as they come, one object would carry two tracks (issue 20). Two
     objects side by side overlap less or lie further apart, one behind another lies further in depth,
-    and two touching objects of different classes are never merged by the looser rule. Without depth
+    and two touching objects of different classes are never merged by the looser rules. In hand-camera
+    close-ups (the main job's ``point_at``, objects 0.2-0.3 m away) one object cut by the colour split
+    came out as two pieces side by side in the image but sharing one 3D extent, often named apart (the
+    backbone names half a duck poorly); that close, a hand camera looks at one object. Without depth
     nothing is a part.
     """
     order = sorted(range(len(proposals)), key=lambda i: -proposals[i].area)
+    away = [float(np.linalg.norm(p.centroid)) for p in proposals]  # from the camera (NaN without depth)
     parts: set[int] = set()
     for rank, i in enumerate(order):
         small = proposals[i]
@@ -58,11 +64,21 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
             inside = max(iw, 0) * max(ih, 0) / small.area
             apart = float(np.linalg.norm(small.centroid - big.centroid))
             alike = labels is not None and bool(labels[i]) and labels[i] == labels[j]
-            if (inside >= min_overlap and apart <= max_distance_m) or (
-                    alike and inside >= same_label_overlap and apart <= same_label_distance_m):
+            close = max(away[i], away[j]) < close_up_m
+            if (inside >= min_overlap and apart <= max_distance_m) or (apart <= same_label_distance_m and (
+                    (alike and inside >= same_label_overlap) or ((alike or close) and share_extent(small, big)))):
                 parts.add(i)
                 break
     return parts
+
+
+def share_extent(a: Proposal, b: Proposal) -> bool:
+    """Whether each proposal's 3D centroid lies inside the other's extent (centroid +- size / 2, camera
+    frame): two pieces of one object's points. Two objects side by side hold their own centres only;
+    for each to hold the other's, their extents must overlap by half of each one's size on every
+    axis. False without depth (NaN compares false)."""
+    gap = np.abs(a.centroid - b.centroid)
+    return bool(np.all(gap <= a.size / 2) and np.all(gap <= b.size / 2))
 
 
 def clip_box(box: Sequence[float], image_shape: Sequence[int]) -> Box | None:

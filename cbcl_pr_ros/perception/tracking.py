@@ -10,11 +10,17 @@ mean the same place while the camera stands still. A pair without comparable pos
 or one in the camera frame and one in the fixed frame) may match when its boxes overlap by at least
 ``min_iou``, and with a camera pose (``view`` given) only when the track's box was seen from the same
 view: a frame without depth after a move matches nothing rather than the wrong objects, and a track
-keeps its last fixed-frame position through it. Unmatched observations start tracks; tracks unseen
-for more than ``max_missed`` frames end. A track in a fixed frame is expected only in the view it was
-last seen from: frames of other views (the camera looks elsewhere, the object is likely out of the
-picture) do not count against it, up to ``FIXED_LIFETIME`` times ``max_missed`` frames in all, so an
-object keeps its id while the camera looks away and back.
+keeps its last fixed-frame position through it, as through a frame without a camera pose (matched by
+its box in the camera frame): one late pose must not cost every object its id. Unmatched
+observations start tracks; tracks unseen for more than ``max_missed`` frames end. A track in a
+fixed frame is expected only in the view it was last seen from: frames of other views (the camera
+looks elsewhere, the object is likely out of the picture) do not count against it, up to
+``FIXED_LIFETIME`` times ``max_missed`` frames in all, so an object keeps its id while the camera
+looks away and back. An observation cut by the image border (``cut``) whose fixed-frame centroid
+lies ``CUT_SHIFT`` times ``max_distance_m`` or more from its track's position keeps the track alive
+but neither moves it nor is reported: the centroid of the part in view lies off the object (in the
+main job's close-ups, a can's sliver at the border had its centre on the domino beside it, 8 cm
+from the can).
 
 A track's label is the argmax of its class scores averaged over its last ``window`` observations
 (a class missing from one frame's scores counts 0 there), and it is known when most of those
@@ -33,9 +39,10 @@ from scipy.optimize import linear_sum_assignment
 from .boxes import box_iou
 from .types import Proposal
 
-__all__ = ["ObjectObservation", "Track", "ObjectTracker", "fuse_scores", "FIXED_LIFETIME"]
+__all__ = ["ObjectObservation", "Track", "ObjectTracker", "fuse_scores", "CUT_SHIFT", "FIXED_LIFETIME"]
 
 FIXED_LIFETIME = 10  # a fixed-frame track unseen from other views ends after this many times max_missed frames
+CUT_SHIFT = 0.5  # a cut observation this share of max_distance_m or more from its fixed-frame track is not reported
 
 _BIG = 1e6
 
@@ -46,6 +53,7 @@ class ObjectObservation:
 
     ``position``/``frame``: where the object is for matching, when that is not the proposal's centroid
     in the camera frame (``frame`` "", the default): its centroid in the fixed frame named ``frame``.
+    ``cut``: the box touches the image border, so the centroid is of the part in view only.
     """
 
     proposal: Proposal
@@ -53,6 +61,7 @@ class ObjectObservation:
     known: bool
     position: np.ndarray | None = None
     frame: str = ""
+    cut: bool = False
 
     @property
     def where(self) -> tuple[np.ndarray, str]:
@@ -182,7 +191,8 @@ class ObjectTracker:
         return cost
 
     def update(self, observations: Sequence[ObjectObservation], stamp: float, view: int | None = None) -> list[Track]:
-        """Add one frame's observations; returns the tracks seen in this frame, by id.
+        """Add one frame's observations; returns the tracks seen in this frame, by id (not those seen
+        only cut by the image border far from where they were: see ``CUT_SHIFT``).
 
         ``view``: which camera pose the frame was seen from (the same number while the camera stands
         still; None = unknown, boxes of any frame compare).
@@ -216,11 +226,15 @@ class ObjectTracker:
             t.missed_in_view += int(view is None or t.view is None or t.view == view or not t.frame)
         for j, o in enumerate(obs):
             position, frame = o.where
+            if j in matched_t and self._off_centre(tracks[matched_t[j]], o, position, frame):
+                t = tracks[matched_t[j]]  # its object, but the centroid of its part in view lies far off:
+                t.missed, t.missed_in_view, t.view = 0, 0, view  # kept alive, not moved, not reported
+                continue
             if j in matched_t:
                 t = tracks[matched_t[j]]
                 t.proposal, t.hits, t.missed, t.missed_in_view, t.view = o.proposal, t.hits + 1, 0, 0, view
-                if np.all(np.isfinite(position)) or frame != t.frame:  # no depth now: it is still where it was
-                    t.position, t.frame = position, frame
+                if (frame == t.frame and np.all(np.isfinite(position))) or (frame and frame != t.frame):
+                    t.position, t.frame = position, frame  # else no depth or no pose now: it is still where it was
             else:
                 t = _State(self._next_id, o.proposal, deque(maxlen=self.window), deque(maxlen=self.window),
                            position, frame, view)
@@ -234,6 +248,14 @@ class ObjectTracker:
                     or t.missed > self.max_missed * FIXED_LIFETIME]:
             del self._tracks[tid]
         return [self._snapshot(self._tracks[tid]) for tid in sorted(seen)]
+
+    def _off_centre(self, t: _State, o: ObjectObservation, position: np.ndarray, frame: str) -> bool:
+        """A cut observation whose fixed-frame centroid lies ``CUT_SHIFT`` x ``max_distance_m`` or more
+        from where its track was seen: the part in view says little about where the object is."""
+        if not (o.cut and frame and frame == t.frame):
+            return False
+        d = float(np.linalg.norm(t.position - position))
+        return math.isfinite(d) and d >= CUT_SHIFT * self.max_distance_m
 
     # ------------------------------------------------------------------ queries
     def _snapshot(self, t: _State) -> Track:

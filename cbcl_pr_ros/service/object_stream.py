@@ -81,15 +81,18 @@ class ObjectStream:
         obs, features = [obs[i] for i in keep], frame.features[keep]
         if pose is not None and obs:
             fixed = pose.to_fixed(np.stack([o.proposal.centroid for o in obs]))
+            h, w = frame.shape
             for o, x in zip(obs, fixed):
                 o.position, o.frame = x, pose.frame
+                o.cut = _touches_border(o.proposal.box, w, h)
         with self._lock:
             tracks = self._tracker.update(obs, stamp_s, self._view_of(pose))
-        if obs:
-            by_proposal = {id(t.proposal): t.id for t in tracks}
-            ids = [by_proposal[id(o.proposal)] for o in obs]
-            self._history.add(ids, features, [o.proposal.box for o in obs])
-            self.negatives.add(ids, features, stamp_s)
+        by_proposal = {id(t.proposal): t.id for t in tracks}
+        shown = [i for i, o in enumerate(obs) if id(o.proposal) in by_proposal]  # not a far-off part at the border
+        if shown:
+            ids = [by_proposal[id(obs[i].proposal)] for i in shown]
+            self._history.add(ids, features[shown], [obs[i].proposal.box for i in shown])
+            self.negatives.add(ids, features[shown], stamp_s)
         return tracks
 
     def classify_and_track(self, frame: ObjectFrame, controller: Any, stamp_s: float,
@@ -136,6 +139,13 @@ class ObjectStream:
         if len(views.rows) == 0:
             raise ValueError(f"track {track_id} has no recent views to learn from")
         return views
+
+
+def _touches_border(box: Sequence[int], w: int, h: int) -> bool:
+    """Whether a half-open box reaches the edge of a (w, h) image (the object may go on beyond it);
+    False when the image size is unknown (0)."""
+    x0, y0, x1, y1 = box
+    return w > 0 and h > 0 and (x0 <= 0 or y0 <= 0 or x1 >= w or y1 >= h)
 
 
 def _scores(pred: Any) -> dict[str, float]:

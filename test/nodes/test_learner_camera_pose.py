@@ -103,3 +103,23 @@ def test_an_empty_topic_turns_the_pose_off(make_learner):
     ids0, _, _ = _frame(node, 1_000_000_000, 0.5)
     ids1, _, _ = _frame(node, 1_250_000_000, 0.58)
     assert ids1[1] == ids0[0]  # camera frame: the id went with the image position
+
+
+def test_a_pose_delivered_but_not_yet_taken_is_found(make_learner):
+    """The executor may run a frame's objects callback before its pose callback (one message per
+    subscription per round, objects first): pose_for takes the waiting poses itself. Nothing spins
+    here, so only that can bring the published pose into the history."""
+    import time
+
+    node = make_learner()
+    pub = node.create_publisher(PoseStamped, "camera_pose", 10)
+    deadline = time.monotonic() + 10.0
+    while pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pub.publish(_pose(2_000_000_000, 0.5))
+    pose = None
+    while pose is None and time.monotonic() < deadline:  # delivery takes a moment; no spin in between
+        pose = node.camera_poses.pose_for(_stamp(2_000_000_000).stamp)
+        time.sleep(0.05)
+    assert pose is not None and np.allclose(pose.position, [0.5, -0.3, 0.3])
+    assert node.camera_poses.take_waiting() == 0  # taken once

@@ -56,3 +56,29 @@ def test_the_stream_gives_a_part_no_track_of_its_own():
     assert sorted(t.proposal.box for t in tracks) == sorted([body.box, other.box])
     body_track = next(t.id for t in tracks if t.proposal is body)
     assert np.array_equal(stream.track_views(body_track, 5).rows, [[2.0, 3.0]])  # the body's vector, not the head's
+
+
+def test_a_sliver_at_the_border_far_from_its_track_is_not_reported():
+    """The main job's close-up (seed 0): the can cut by the image border, a 28 px sliver whose centroid
+    lay on the domino beside it, 8 cm from where the can was seen whole. Its track stays (the same id
+    once the can is back in view) but is neither moved nor reported; a cut object near its track is."""
+    stream = ObjectStream(window=3, max_missed=2, max_distance_m=0.1)
+    pose = CameraPose.checked((0.6, -0.4, 0.3), DOWN.as_quat(), "base")
+    can = np.array([[0.8, -0.42, -0.12]])
+    whole = _frame(pose, can)
+    (track,) = stream.update(whole, None, 0.0, pose)
+    cam_off = pose.rotation.inv().apply(can + [-0.06, 0.05, 0.0] - pose.position)[0]  # 7.8 cm off
+    sliver = Proposal((612, 404, 640, 450), None, cam_off, np.array([0.15, 0.05, 0.16]), 0.9)
+    for f in range(4):  # longer than max_missed: the cut views keep it alive
+        assert stream.update(ObjectFrame([sliver], np.ones((1, 4), np.float32), (480, 640)), None, 1.0 + f,
+                             pose) == []
+    assert np.array_equal(stream.track_views(track.id, 5).rows, np.zeros((1, 4)))  # the sliver's vector not kept
+    (back,) = stream.update(whole, None, 5.0, pose)
+    assert back.id == track.id
+    near = Proposal((600, 200, 640, 260), None, pose.rotation.inv().apply(can + [-0.03, 0.0, 0.0] - pose.position)[0],
+                    np.full(3, 0.05), 0.9)  # cut, 3 cm from the track: reported
+    assert [t.id for t in stream.update(ObjectFrame([near], np.ones((1, 4), np.float32), (480, 640)), None, 6.0,
+                                        pose)] == [track.id]
+    inside = Proposal((300, 220, 340, 260), None, cam_off, np.full(3, 0.05), 0.9)  # not cut, 7.8 cm: an ordinary match
+    assert [t.id for t in stream.update(ObjectFrame([inside], np.ones((1, 4), np.float32), (480, 640)), None, 7.0,
+                                        pose)] == [track.id]
