@@ -3,8 +3,6 @@ a detection counts for the labelled object it matches one to one at IoU >= 0.5, 
 taught name" only when it is known and named so."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,16 +10,13 @@ import numpy as np
 
 from cbcl_pr_ros.evaluation.real_rgbd import RealFrame
 from cbcl_pr_ros.perception.types import CameraIntrinsics
+from module_files import load_module  # noqa: E402  (test/support)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_real_ros", REPO / "bench" / "bench_real_ros.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module("bench_real_ros", "bench/bench_real_ros.py")
 
 
 def _frame(fid: str, objects: list[tuple[str, tuple[int, int, int, int]]], source: str = "s") -> RealFrame:

@@ -2,8 +2,6 @@
 seed, so a result that holds for one seed only shows in min / mean / max. No real frames needed."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,16 +10,13 @@ import pytest
 import cbcl_pr_ros.perception as perception
 from cbcl_pr_ros.evaluation.real_rgbd import RealFrame
 from cbcl_pr_ros.perception.types import CameraIntrinsics, Proposal
+from module_files import load_module  # noqa: E402  (test/support)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_real", REPO / "bench" / "bench_real.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module("bench_real", "bench/bench_real.py")
 
 
 def _frame(fid: str) -> RealFrame:

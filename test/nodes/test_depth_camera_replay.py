@@ -11,10 +11,8 @@ from the RGB method, and no 3D position at all rather than a wrong one.
 """
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,15 +29,13 @@ from ros_testing import REPO, Client, Proc, domain, start_node, wait_until  # no
 from cbcl_pr_ros.bags import TeachingBagWriter  # noqa: E402
 from cbcl_pr_ros.nodes.session import CAMERA_PRESETS  # noqa: E402
 from cbcl_pr_ros.perception import box_iou  # noqa: E402
+from module_files import load_module  # noqa: E402  (test/support)
 
 COLOUR, DEPTH, INFO = CAMERA_PRESETS["realsense"]
 FRAME_ID = "camera_color_optical_frame"
 PERIOD_NS = 250_000_000  # 4 Hz: the loaded 2-core test machine keeps up, few frames are dropped
 
-_spec = importlib.util.spec_from_file_location("perception_synthetic", REPO / "test/perception/synthetic.py")
-synthetic = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = synthetic
-_spec.loader.exec_module(synthetic)
+synthetic = load_module("perception_synthetic", "test/perception/synthetic.py")
 
 
 @dataclass

@@ -3,11 +3,10 @@ hypothesis run of random and adversarial requests at every service (bench/bench_
 thousands, plus the kill -9 loop)."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from module_files import load_module  # noqa: E402  (test/support)
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -16,11 +15,7 @@ FUZZ_EXAMPLES = 300  # a minute or two on a 2-core CI machine; the bench runs 10
 
 
 def _support():
-    spec = importlib.util.spec_from_file_location("_fuzz_support", Path(__file__).with_name("_fuzz_support.py"))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module("_fuzz_support", Path(__file__).with_name("_fuzz_support.py"))
 
 
 def test_failed_then_successful_save_and_load_keep_the_learner_alive(helpers, domain_id, tmp_path):

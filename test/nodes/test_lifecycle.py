@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from module_files import load_module  # noqa: E402  (test/support)
 
 pytestmark = [pytest.mark.ros]
 
@@ -226,16 +227,11 @@ def test_lifecycle_transitions_under_a_teach_loop_lose_no_class_and_answer_no_fa
     """Issue 22: deactivate/cleanup/configure/activate at random while teaches (feature requests and
     stream teaches) run without pause: every teach answered success is held afterwards and after a
     restart; every refusal says why; the node lives."""
-    import importlib.util
-    import sys
     from pathlib import Path
 
     from lifecycle_msgs.srv import GetState
 
-    spec = importlib.util.spec_from_file_location("_fuzz_support", Path(__file__).with_name("_fuzz_support.py"))
-    fz = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = fz
-    spec.loader.exec_module(fz)
+    fz = load_module("_fuzz_support", Path(__file__).with_name("_fuzz_support.py"))
     h = helpers
     proc = _start_learner(h, domain_id, tmp_path, {"autostart": True})
     cli = h.Client(domain_id)

@@ -10,24 +10,17 @@ cleanly and reported their stage times.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
-from ros_testing import REPO
 from threadpoolctl import threadpool_limits
+from module_files import load_module  # noqa: E402  (test/support)
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_pipeline", REPO / "bench" / "bench_pipeline.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_pipeline"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module("bench_pipeline", "bench/bench_pipeline.py")
 
 
 def test_short_pipeline_benchmark_runs_and_reports_every_stage(tmp_path, capsys):

@@ -1,19 +1,15 @@
 """Object proposals on synthetic RGB-D scenes: plane + boxes, holes, other sizes, borders, RGB only."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cbcl_pr_ros.perception import CameraIntrinsics, Proposal, ProposalConfig, box_iou, fit_support_plane, propose
+from module_files import load_module  # noqa: E402  (test/support)
 
-_spec = importlib.util.spec_from_file_location("perception_synthetic", Path(__file__).with_name("synthetic.py"))
-synthetic = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = synthetic
-_spec.loader.exec_module(synthetic)
+synthetic = load_module("perception_synthetic", Path(__file__).with_name("synthetic.py"))
 SynthObject, scene = synthetic.SynthObject, synthetic.scene
 
 THREE = [
