@@ -31,7 +31,7 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
-from .regions import BoundaryRule, split_nonconvex
+from .regions import BoundaryRule, flat_pixels, split_layers, split_nonconvex
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["ProposalConfig", "propose", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
@@ -163,6 +163,9 @@ class ProposalConfig:
     region_colour_de: float = 20.0
     region_offset_px: int = 3
     region_core_dilate_px: int = 1
+    layer_gap_m: float = 0.03
+    layer_tilt: float = 0.35
+    layer_min_part: float = 1.0
 
     def __post_init__(self) -> None:
         if self.method not in ("auto", "depth", "rgb"):
@@ -550,6 +553,9 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     labels = _components(fg, cut if creases is None else cut | creases, config, fillable=~valid)
     if config.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
+    if config.layer_gap_m > 0:
+        labels = split_layers(labels, flat_pixels(P, height, config.layer_tilt), height, small, config.layer_gap_m,
+                              int(config.layer_min_part * config.min_pixels))
     surface = (_support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m), config.support_patch_share)
                if config.on_support_only else None)
     kept = np.zeros_like(labels)
