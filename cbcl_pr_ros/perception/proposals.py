@@ -553,9 +553,8 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     labels = _components(fg, cut if creases is None else cut | creases, config, fillable=~valid)
     if config.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
-    if config.layer_gap_m > 0:
-        labels = split_layers(labels, flat_pixels(P, height, config.layer_tilt), height, small, config.layer_gap_m,
-                              int(config.layer_min_part * config.min_pixels))
+    if config.layer_gap_m > 0 and labels.any():
+        labels = _split_layers(labels, P, height, small, config)
     surface = (_support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m), config.support_patch_share)
                if config.on_support_only else None)
     kept = np.zeros_like(labels)
@@ -601,6 +600,19 @@ def _split_blobs(labels: np.ndarray, cut: np.ndarray, creases: np.ndarray | None
                         colour_de=config.region_colour_de)
     return split_nonconvex(labels, cut | crease, crease, small, z, rule, config.split_solidity, config.split_gain,
                            int(config.split_min_part * config.min_pixels))
+
+
+def _split_layers(labels: np.ndarray, P: np.ndarray, height: np.ndarray, small: np.ndarray,
+                  config: ProposalConfig) -> np.ndarray:
+    """Components split by their level tops at different heights (:func:`regions.split_layers`); the level
+    test runs only on the box around the components (a few pixels more), the rest of the frame is table."""
+    rows, cols = np.flatnonzero(labels.any(axis=1)), np.flatnonzero(labels.any(axis=0))
+    pad = 4
+    y0, y1 = max(int(rows[0]) - pad, 0), min(int(rows[-1]) + pad + 1, labels.shape[0])
+    x0, x1 = max(int(cols[0]) - pad, 0), min(int(cols[-1]) + pad + 1, labels.shape[1])
+    flat = np.zeros(labels.shape, bool)
+    flat[y0:y1, x0:x1] = flat_pixels(P[y0:y1, x0:x1], height[y0:y1, x0:x1], config.layer_tilt)
+    return split_layers(labels, flat, height, small, config.layer_gap_m, int(config.layer_min_part * config.min_pixels))
 
 
 def _border_share(m: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int]) -> float:

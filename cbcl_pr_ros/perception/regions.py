@@ -237,18 +237,25 @@ def flat_pixels(P: np.ndarray, height: np.ndarray, max_tilt_sine: float, span: i
     k = (span, span)
     hs = cv2.blur(np.nan_to_num(height, nan=0.0).astype(np.float32), k)
     Ps = cv2.blur(np.ascontiguousarray(P, dtype=np.float32), k)
-    tilt = np.zeros(height.shape, np.float32)
     s = max(1, span // 2)
-    for axis in (0, 1):
+    t2 = np.float32(max_tilt_sine) ** 2
+    level = np.isfinite(height)
+    for axis in (0, 1):  # compared squared: dh^2 < t^2 * |dP|^2, no roots or divisions
         a = [slice(None)] * 2
         b = [slice(None)] * 2
         a[axis], b[axis] = slice(2 * s, None), slice(None, -2 * s)
-        dh = np.abs(hs[tuple(a)] - hs[tuple(b)])
-        dp = np.linalg.norm(Ps[tuple(a)] - Ps[tuple(b)], axis=-1)
-        pad = [(0, 0), (0, 0)]
-        pad[axis] = (s, s)
-        tilt = np.maximum(tilt, np.pad(dh / np.maximum(dp, 1e-6), pad, mode="edge"))
-    return np.isfinite(height) & (tilt < max_tilt_sine)
+        dP = Ps[tuple(a)] - Ps[tuple(b)]
+        dh = hs[tuple(a)] - hs[tuple(b)]
+        ok = dh * dh < t2 * np.einsum("...k,...k->...", dP, dP)
+        c = [slice(None)] * 2
+        c[axis] = slice(s, -s)
+        level[tuple(c)] &= ok
+        e = [slice(None)] * 2  # the first and last s rows (columns) take their neighbour's answer
+        e[axis] = slice(0, s)
+        level[tuple(e)] &= np.take(ok, [0], axis=axis)
+        e[axis] = slice(-s, None)
+        level[tuple(e)] &= np.take(ok, [-1], axis=axis)
+    return level
 
 
 def _nearest_fill(m: np.ndarray, ws: np.ndarray) -> np.ndarray:
