@@ -112,6 +112,10 @@ class ProposalConfig:
         are two objects when the median depth step across their boundary (pixels ``region_offset_px``
         apart, over the mixed pixels) exceeds ``region_step_m + region_step_rel * z``, or when at least
         ``region_crease_share`` of it crosses a crease and their mean Lab colours differ by ``region_colour_de``.
+    layer_gap_m / layer_tilt / layer_min_part : a component whose level patches (tilted less than ``layer_tilt``,
+        the sine, from the plane; at least ``layer_min_part * min_pixels`` pixels) lie at heights ``layer_gap_m``
+        or more apart is split into one part per height layer, walls going to the layers by a colour watershed:
+        an object stacked on another shows its own top (0 = off; perception/regions.py ``split_layers``).
     """
 
     method: str = "auto"
@@ -214,6 +218,8 @@ class ProposalConfig:
             raise ValueError("overhang_share must be in [0, 1] and attach_max_ratio in (0, 1)")
         if self.overhang_min_height_m <= 0 or self.attach_gap_m <= 0:
             raise ValueError("overhang_min_height_m and attach_gap_m must be > 0")
+        if self.layer_gap_m < 0 or not 0 < self.layer_tilt < 1 or self.layer_min_part <= 0:
+            raise ValueError("need layer_gap_m >= 0, layer_tilt in (0, 1) and layer_min_part > 0")
 
 
 @dataclass(frozen=True)

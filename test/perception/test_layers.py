@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+import pytest
 
 from cbcl_pr_ros.perception import ProposalConfig, propose
 from cbcl_pr_ros.perception.regions import flat_pixels, split_layers
@@ -70,3 +71,9 @@ def test_flat_pixels_tell_a_level_top_from_a_steep_wall():
     steep = (0.05 + 1.0 * xs).astype(np.float32)  # 45 degrees
     assert flat_pixels(P, level, 0.35)[5:-5, 5:-5].all()
     assert not flat_pixels(P, steep, 0.35)[5:-5, 5:-5].any()
+
+
+def test_bad_layer_settings_are_refused():
+    for bad in ({"layer_gap_m": -0.01}, {"layer_tilt": 0.0}, {"layer_tilt": 1.5}, {"layer_min_part": 0.0}):
+        with pytest.raises(ValueError, match="layer_"):
+            ProposalConfig(**bad)
