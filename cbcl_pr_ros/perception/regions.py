@@ -185,6 +185,27 @@ def _ring(mask: np.ndarray, share: float = 0.15) -> bool:
     return n > 1 and float(stats[1:, cv2.CC_STAT_AREA].max()) >= OPEN_RING * area
 
 
+def _blobs(labels: np.ndarray, min_pixels: int):
+    """Each component of ``labels`` with at least ``2 * min_pixels`` pixels (room for two parts): (box, mask)."""
+    for lab, sl in enumerate(ndimage_find_objects(labels), start=1):
+        if sl is None:
+            continue
+        m = labels[sl] == lab
+        if m.sum() >= 2 * min_pixels:
+            yield sl, m
+
+
+def _replace(out: np.ndarray, sl: tuple[slice, slice], m: np.ndarray, parts: list[np.ndarray], nxt: int) -> int:
+    """Give the component ``m`` (in the box ``sl`` of ``out``) new labels from ``nxt``, one per part; returns
+    the next free label."""
+    block = out[sl]
+    block[m] = 0
+    for p in parts:
+        block[p] = nxt
+        nxt += 1
+    return nxt
+
+
 def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb_small: np.ndarray, z: np.ndarray,
                     rule: BoundaryRule, max_solidity: float, gain: float, min_pixels: int) -> np.ndarray:
     """Split components that look like several objects: a component less convex than ``max_solidity`` is
@@ -195,12 +216,7 @@ def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb
     out = labels.copy()
     nxt = int(labels.max()) + 1
     zz = np.where(np.isfinite(z), z, np.nan).astype(np.float32)
-    for lab, sl in enumerate(ndimage_find_objects(labels), start=1):
-        if sl is None:
-            continue
-        m = labels[sl] == lab
-        if m.sum() < 2 * min_pixels:
-            continue
+    for sl, m in _blobs(labels, min_pixels):
         s0 = solidity(m)
         if s0 >= max_solidity or _ring(m):
             continue
@@ -216,12 +232,9 @@ def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb
         s1 = float(np.sum(area * np.array([solidity(p) for p in parts])) / area.sum())
         if s1 < s0 + gain:
             continue
-        block = out[sl]
-        block[m] = 0
-        for p in parts:
-            block[p] = nxt
-            nxt += 1
+        nxt = _replace(out, sl, m, parts, nxt)
         # pixels of the component in no kept part go to the nearest part
+        block = out[sl]
         rest = m & (block == 0)
         if rest.any():
             near = cv2.dilate(block.astype(np.float32), np.ones((5, 5), np.uint8))
@@ -288,12 +301,7 @@ def split_layers(labels: np.ndarray, flat: np.ndarray, height: np.ndarray, rgb_s
     out = labels.copy()
     nxt = int(labels.max()) + 1
     k3 = np.ones((3, 3), np.uint8)
-    for lab, sl in enumerate(ndimage_find_objects(labels), start=1):
-        if sl is None:
-            continue
-        m = labels[sl] == lab
-        if m.sum() < 2 * min_pixels:
-            continue
+    for sl, m in _blobs(labels, min_pixels):
         tops = cv2.erode((m & flat[sl]).astype(np.uint8), k3).astype(bool)
         n, lab_t, stats, _ = cv2.connectedComponentsWithStats(tops.astype(np.uint8), connectivity=4)
         big = [i for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] >= min_pixels]
@@ -315,11 +323,6 @@ def split_layers(labels: np.ndarray, flat: np.ndarray, height: np.ndarray, rgb_s
                 markers[lab2 == i] = int(np.argmin(np.abs(means - float(np.nanmedian(hb[lab2 == i]))))) + 1
         ws = _walls_by_colour(m, markers, rgb_small[sl])
         parts = [ws == g + 1 for g in range(int(group.max()) + 1)]
-        if min(int(p.sum()) for p in parts) < min_pixels:
-            continue
-        block = out[sl]
-        block[m] = 0
-        for p in parts:
-            block[p] = nxt
-            nxt += 1
+        if min(int(p.sum()) for p in parts) >= min_pixels:
+            nxt = _replace(out, sl, m, parts, nxt)
     return out
