@@ -31,7 +31,7 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
-from .regions import BoundaryRule, split_nonconvex
+from .regions import BoundaryRule, flat_pixels, split_layers, split_nonconvex
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["ProposalConfig", "propose", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
@@ -112,6 +112,10 @@ class ProposalConfig:
         are two objects when the median depth step across their boundary (pixels ``region_offset_px``
         apart, over the mixed pixels) exceeds ``region_step_m + region_step_rel * z``, or when at least
         ``region_crease_share`` of it crosses a crease and their mean Lab colours differ by ``region_colour_de``.
+    layer_gap_m / layer_tilt / layer_min_part : a component whose level patches (tilted less than ``layer_tilt``,
+        the sine, from the plane; at least ``layer_min_part * min_pixels`` pixels) lie at heights ``layer_gap_m``
+        or more apart is split into one part per height layer, walls going to the layers by a colour watershed:
+        an object stacked on another shows its own top (0 = off; perception/regions.py ``split_layers``).
     """
 
     method: str = "auto"
@@ -163,6 +167,9 @@ class ProposalConfig:
     region_colour_de: float = 20.0
     region_offset_px: int = 3
     region_core_dilate_px: int = 1
+    layer_gap_m: float = 0.03
+    layer_tilt: float = 0.35
+    layer_min_part: float = 1.0
 
     def __post_init__(self) -> None:
         if self.method not in ("auto", "depth", "rgb"):
@@ -211,6 +218,8 @@ class ProposalConfig:
             raise ValueError("overhang_share must be in [0, 1] and attach_max_ratio in (0, 1)")
         if self.overhang_min_height_m <= 0 or self.attach_gap_m <= 0:
             raise ValueError("overhang_min_height_m and attach_gap_m must be > 0")
+        if self.layer_gap_m < 0 or not 0 < self.layer_tilt < 1 or self.layer_min_part <= 0:
+            raise ValueError("need layer_gap_m >= 0, layer_tilt in (0, 1) and layer_min_part > 0")
 
 
 @dataclass(frozen=True)
@@ -550,6 +559,8 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     labels = _components(fg, cut if creases is None else cut | creases, config, fillable=~valid)
     if config.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
+    if config.layer_gap_m > 0 and labels.any():
+        labels = _split_layers(labels, P, height, small, config)
     surface = (_support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m), config.support_patch_share)
                if config.on_support_only else None)
     kept = np.zeros_like(labels)
@@ -595,6 +606,19 @@ def _split_blobs(labels: np.ndarray, cut: np.ndarray, creases: np.ndarray | None
                         colour_de=config.region_colour_de)
     return split_nonconvex(labels, cut | crease, crease, small, z, rule, config.split_solidity, config.split_gain,
                            int(config.split_min_part * config.min_pixels))
+
+
+def _split_layers(labels: np.ndarray, P: np.ndarray, height: np.ndarray, small: np.ndarray,
+                  config: ProposalConfig) -> np.ndarray:
+    """Components split by their level tops at different heights (:func:`regions.split_layers`); the level
+    test runs only on the box around the components (a few pixels more), the rest of the frame is table."""
+    rows, cols = np.flatnonzero(labels.any(axis=1)), np.flatnonzero(labels.any(axis=0))
+    pad = 4
+    y0, y1 = max(int(rows[0]) - pad, 0), min(int(rows[-1]) + pad + 1, labels.shape[0])
+    x0, x1 = max(int(cols[0]) - pad, 0), min(int(cols[-1]) + pad + 1, labels.shape[1])
+    flat = np.zeros(labels.shape, bool)
+    flat[y0:y1, x0:x1] = flat_pixels(P[y0:y1, x0:x1], height[y0:y1, x0:x1], config.layer_tilt)
+    return split_layers(labels, flat, height, small, config.layer_gap_m, int(config.layer_min_part * config.min_pixels))
 
 
 def _border_share(m: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int]) -> float:

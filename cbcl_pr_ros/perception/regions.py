@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 from scipy import sparse
-from scipy.ndimage import binary_fill_holes
+from scipy.ndimage import binary_fill_holes, distance_transform_edt
 from scipy.ndimage import find_objects as ndimage_find_objects
 from scipy.sparse.csgraph import connected_components
 
-__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "solidity", "split_nonconvex"]
+__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "solidity", "split_nonconvex",
+           "flat_pixels", "split_layers"]
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,7 @@ def solidity(mask: np.ndarray) -> float:
 
 
 OPEN_RING = 0.5
+SEED_PX = 12  # smallest level patch that seeds a layer in split_layers
 
 
 def _ring(mask: np.ndarray, share: float = 0.15) -> bool:
@@ -183,6 +185,27 @@ def _ring(mask: np.ndarray, share: float = 0.15) -> bool:
     return n > 1 and float(stats[1:, cv2.CC_STAT_AREA].max()) >= OPEN_RING * area
 
 
+def _blobs(labels: np.ndarray, min_pixels: int):
+    """Each component of ``labels`` with at least ``2 * min_pixels`` pixels (room for two parts): (box, mask)."""
+    for lab, sl in enumerate(ndimage_find_objects(labels), start=1):
+        if sl is None:
+            continue
+        m = labels[sl] == lab
+        if m.sum() >= 2 * min_pixels:
+            yield sl, m
+
+
+def _replace(out: np.ndarray, sl: tuple[slice, slice], m: np.ndarray, parts: list[np.ndarray], nxt: int) -> int:
+    """Give the component ``m`` (in the box ``sl`` of ``out``) new labels from ``nxt``, one per part; returns
+    the next free label."""
+    block = out[sl]
+    block[m] = 0
+    for p in parts:
+        block[p] = nxt
+        nxt += 1
+    return nxt
+
+
 def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb_small: np.ndarray, z: np.ndarray,
                     rule: BoundaryRule, max_solidity: float, gain: float, min_pixels: int) -> np.ndarray:
     """Split components that look like several objects: a component less convex than ``max_solidity`` is
@@ -193,12 +216,7 @@ def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb
     out = labels.copy()
     nxt = int(labels.max()) + 1
     zz = np.where(np.isfinite(z), z, np.nan).astype(np.float32)
-    for lab, sl in enumerate(ndimage_find_objects(labels), start=1):
-        if sl is None:
-            continue
-        m = labels[sl] == lab
-        if m.sum() < 2 * min_pixels:
-            continue
+    for sl, m in _blobs(labels, min_pixels):
         s0 = solidity(m)
         if s0 >= max_solidity or _ring(m):
             continue
@@ -214,14 +232,97 @@ def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb
         s1 = float(np.sum(area * np.array([solidity(p) for p in parts])) / area.sum())
         if s1 < s0 + gain:
             continue
-        block = out[sl]
-        block[m] = 0
-        for p in parts:
-            block[p] = nxt
-            nxt += 1
+        nxt = _replace(out, sl, m, parts, nxt)
         # pixels of the component in no kept part go to the nearest part
+        block = out[sl]
         rest = m & (block == 0)
         if rest.any():
             near = cv2.dilate(block.astype(np.float32), np.ones((5, 5), np.uint8))
             block[rest & (near > 0)] = near[rest & (near > 0)].astype(block.dtype)
+    return out
+
+
+def flat_pixels(P: np.ndarray, height: np.ndarray, max_tilt_sine: float, span: int = 5) -> np.ndarray:
+    """Pixels on a level surface: over ``span`` pixels either way (box-smoothed), the height changes by less
+    than ``max_tilt_sine`` of the distance moved in 3D (the sine of the surface's tilt from level). A top (of a
+    box, a lid, a book) is level, the walls below it are not. A real sensor's millimetre steps make the
+    slope between neighbouring pixels noise; ``span`` pixels apart they average out."""
+    k = (span, span)
+    hs = cv2.blur(np.nan_to_num(height, nan=0.0).astype(np.float32), k)
+    Ps = cv2.blur(np.ascontiguousarray(P, dtype=np.float32), k)
+    s = max(1, span // 2)
+    t2 = np.float32(max_tilt_sine) ** 2
+    level = np.isfinite(height)
+    for axis in (0, 1):  # compared squared: dh^2 < t^2 * |dP|^2, no roots or divisions
+        a = [slice(None)] * 2
+        b = [slice(None)] * 2
+        a[axis], b[axis] = slice(2 * s, None), slice(None, -2 * s)
+        dP = Ps[tuple(a)] - Ps[tuple(b)]
+        dh = hs[tuple(a)] - hs[tuple(b)]
+        ok = dh * dh < t2 * np.einsum("...k,...k->...", dP, dP)
+        c = [slice(None)] * 2
+        c[axis] = slice(s, -s)
+        level[tuple(c)] &= ok
+        e = [slice(None)] * 2  # the first and last s rows (columns) take their neighbour's answer
+        e[axis] = slice(0, s)
+        level[tuple(e)] &= np.take(ok, [0], axis=axis)
+        e[axis] = slice(-s, None)
+        level[tuple(e)] &= np.take(ok, [-1], axis=axis)
+    return level
+
+
+def _nearest_fill(m: np.ndarray, ws: np.ndarray) -> np.ndarray:
+    """Pixels of ``m`` without a part (0) take the part of the nearest pixel that has one."""
+    if (m & (ws == 0)).any() and (ws > 0).any():
+        _, (iy, ix) = distance_transform_edt(ws == 0, return_indices=True)
+        ws = np.where(m, ws[iy, ix], 0)
+    return ws
+
+
+def _walls_by_colour(m: np.ndarray, markers: np.ndarray, rgb: np.ndarray) -> np.ndarray:
+    """The rest of ``m`` goes to the seeds by OpenCV's colour watershed."""
+    bg = int(markers.max()) + 1
+    mk = np.where(m, markers, bg).astype(np.int32)
+    ws = cv2.watershed(np.ascontiguousarray(rgb[..., ::-1]), mk)
+    return _nearest_fill(m, np.where(m & (ws >= 1) & (ws < bg), ws, 0))
+
+
+def split_layers(labels: np.ndarray, flat: np.ndarray, height: np.ndarray, rgb_small: np.ndarray,
+                 gap_m: float, min_pixels: int) -> np.ndarray:
+    """Split components whose level tops lie at clearly different heights: an object stacked on, leaning on
+    or standing in another shows its own top, ``gap_m`` or more above or below the other's.
+
+    The level patches of a component (``flat``, eroded by a pixel so a thin bridge does not join them) of at
+    least ``min_pixels`` are grouped by height (a new layer where their sorted levels jump by ``gap_m``). With
+    two or more layers, every level patch of ``SEED_PX`` or more (not eroded: the top of an object that another
+    stands on may show only as thin strips around it) seeds the layer nearest its height, and the rest of the
+    component (the walls) goes to the seeds by OpenCV's colour watershed. Parts under ``min_pixels`` leave the
+    component whole. One object with two level tops far apart is split too: the bench decides the gap."""
+    out = labels.copy()
+    nxt = int(labels.max()) + 1
+    k3 = np.ones((3, 3), np.uint8)
+    for sl, m in _blobs(labels, min_pixels):
+        tops = cv2.erode((m & flat[sl]).astype(np.uint8), k3).astype(bool)
+        n, lab_t, stats, _ = cv2.connectedComponentsWithStats(tops.astype(np.uint8), connectivity=4)
+        big = [i for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] >= min_pixels]
+        if len(big) < 2:
+            continue
+        hb = height[sl]
+        level = np.array([float(np.nanmedian(hb[lab_t == i])) for i in big])
+        order = np.argsort(level)
+        group = np.zeros(len(big), int)
+        for j in range(1, len(order)):  # a new layer where the sorted levels jump by gap_m
+            group[order[j]] = group[order[j - 1]] + (level[order[j]] - level[order[j - 1]] >= gap_m)
+        if group.max() < 1:
+            continue
+        means = np.array([level[group == g].mean() for g in range(int(group.max()) + 1)])
+        markers = np.zeros(m.shape, np.int32)
+        n2, lab2, st2, _ = cv2.connectedComponentsWithStats((m & flat[sl]).astype(np.uint8), connectivity=4)
+        for i in range(1, n2):
+            if st2[i, cv2.CC_STAT_AREA] >= SEED_PX:
+                markers[lab2 == i] = int(np.argmin(np.abs(means - float(np.nanmedian(hb[lab2 == i]))))) + 1
+        ws = _walls_by_colour(m, markers, rgb_small[sl])
+        parts = [ws == g + 1 for g in range(int(group.max()) + 1)]
+        if min(int(p.sum()) for p in parts) >= min_pixels:
+            nxt = _replace(out, sl, m, parts, nxt)
     return out
