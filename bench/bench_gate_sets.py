@@ -44,9 +44,9 @@ def load(data_root: str, cache: str) -> dict:
     return out
 
 
-def run(fs, other, shots: int, seed: int, negatives: int) -> dict:
+def run(fs, other, shots: int, seed: int, negatives: int, overrides: dict | None = None) -> dict:
     rng = np.random.default_rng([seed, 99])
-    learner = CBCLPRLearner(LearnerConfig(seed=seed), "efficientnet_lite0", fs.dim)
+    learner = CBCLPRLearner(LearnerConfig(seed=seed, **(overrides or {})), "efficientnet_lite0", fs.dim)
     if negatives:
         learner.add_negatives(other.train_x[rng.choice(len(other.train_x), negatives, replace=False)])
     rows, seen = [], []
@@ -79,16 +79,19 @@ def main() -> None:
     ap.add_argument("--data-root", default="data")
     ap.add_argument("--cache-dir", default="cache/eval")
     ap.add_argument("--out", default="bench/results/gate_sets.json")
+    ap.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="LearnerConfig overrides, e.g. negative_rank=6")
     args = ap.parse_args()
+    over = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.learner)}
     t0, load0 = time.perf_counter(), os.getloadavg()
     sets = load(args.data_root, args.cache_dir)
     res: dict = {"benchmark": "bench_gate_sets", "machine": machine_info(), "loadavg_before": [round(v, 2) for v in load0],
-                 "seeds": args.seeds, "negatives": args.negatives, "results": {}}
+                 "seeds": args.seeds, "negatives": args.negatives, "learner_overrides": over, "results": {}}
     for name in SETS:
         other = sets[[n for n in SETS if n != name][0]]
         for shots in (int(s) for s in args.shots.split(",")):
             for neg in (0, args.negatives):
-                runs = [run(sets[name], other, shots, seed, neg) for seed in range(args.seeds)]
+                runs = [run(sets[name], other, shots, seed, neg, over) for seed in range(args.seeds)]
                 key = f"{name}/{shots}_shot/" + ("negatives" if neg else "none")
                 res["results"][key] = {part: {k: round(float(np.mean([r[part][k] for r in runs])), 3) for k in runs[0][part]}
                                        for part in ("first", "mean", "last")}

@@ -282,7 +282,12 @@ class MaskedCrops:
 
 def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_STREAMS,
                       config_overrides: dict | None = None, backbone: str = "efficientnet_lite0",
-                      crops=_plain_crops, flip: bool = False) -> dict:
+                      crops=_plain_crops, flip: bool = False, grow: bool = False) -> dict:
+    """Taught instances from other views and never-taught ones rejected, per negatives stream.
+
+    ``grow``: the negatives store carries over from table to table (sources in a fixed order, per
+    seed), as a robot's lifelong store does; the classes are still taught afresh at each table.
+    Without it each table starts with an empty store."""
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
     from cbcl_pr_ros.features import make_backbone
 
@@ -309,6 +314,7 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
         agg, pooled = defaultdict(list), defaultdict(list)
         for seed in range(seeds):
             rng = np.random.default_rng(seed)
+            carried: list[np.ndarray] = []  # negatives offered at the earlier tables (grow only)
             for source, frs in by_source.items():
                 seen = defaultdict(list)
                 for fr in frs:
@@ -340,6 +346,8 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
                     [obj_feats[f.id][[i for i, (n, _) in enumerate(f.objects) if n in seen_neg]]
                      for f in from_frames if stream != "none"]
                 negatives = [x for x in negatives if len(x)]
+                if grow:
+                    negatives, carried = carried + negatives, carried + negatives
                 if negatives:
                     learner.add_negatives(np.concatenate(negatives))
                     agg["negatives_kept"].append(len(learner.negatives_))
@@ -365,7 +373,8 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
                     agg[f"auroc_distance_taught_vs_{part}"].append(_auroc(dist["taught"], dist[part]))
                     pooled[part] += dist[part]
                 pooled["taught"] += dist["taught"]
-        key = f"{shots}_shot" + ("" if stream == "none" else f"_negatives_{stream}")
+        key = f"{shots}_shot" + ("" if stream == "none" else f"_negatives_{stream}") + \
+            ("_grown" if grow and stream != "none" else "")
         results[key] = {k: round(float(np.nanmean(v)), 3) for k, v in agg.items()} | \
             {f"n_{k}": len(v) for k, v in agg.items() if not k.startswith(("auroc", "negatives"))}
         results[key]["confidence"] = _confidence_quality(conf_pairs[shots, stream])
@@ -401,6 +410,9 @@ def main() -> None:
                     help="recognition crops: masked as the extractor crops depth proposals (default), or plain boxes")
     ap.add_argument("--flip", action="store_true",
                     help="average each crop's vector with its mirror image's (two backbone passes; not shipped)")
+    ap.add_argument("--grow", choices=("no", "yes", "both"), default="both",
+                    help="negatives store: fresh at each table (no), carried over from table to table as a "
+                         "robot's lifelong store (yes), or both reported")
     ap.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE",
                     help="LearnerConfig overrides for recognition, e.g. negative_margin=0.9")
     args = ap.parse_args()
@@ -423,11 +435,19 @@ def main() -> None:
                "learner_overrides": learner_over,
                "protocol": "per source: half of the instances seen in 2+ frames taught from their first frame; "
                            "the never-taught ones split in half (seeded): 'seen' may be given as negatives, "
-                           "'unseen' never is; negatives streams: " + ", ".join(NEGATIVE_STREAMS),
+                           "'unseen' never is; negatives streams: " + ", ".join(NEGATIVE_STREAMS) +
+                           "; '_grown': the store carried over from table to table (sources in order), a robot's "
+                           "lifelong store; otherwise a fresh store at each table",
                "crops": args.crops + (" + mirror averaging" if args.flip else ""),
-               "recognition": bench_recognition(frames, args.seeds, tuple(int(v) for v in args.shots.split(",")),
-                                                 config_overrides=learner_over, crops=crops, flip=args.flip),
-               "seconds": round(time.perf_counter() - t0, 1), "loadavg_after": [round(v, 2) for v in os.getloadavg()]}
+               "recognition": {},
+               "seconds": None, "loadavg_after": None}
+        for grow in {"no": (False,), "yes": (True,), "both": (False, True)}[args.grow]:
+            streams = NEGATIVE_STREAMS if not grow else NEGATIVE_STREAMS[1:]
+            res["recognition"] |= bench_recognition(frames, args.seeds, tuple(int(v) for v in args.shots.split(",")),
+                                                    streams, config_overrides=learner_over, crops=crops,
+                                                    flip=args.flip, grow=grow)
+        res["seconds"] = round(time.perf_counter() - t0, 1)
+        res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
         if isinstance(crops, MaskedCrops):
             res["mask_sources"] = dict(crops.sources)
         Path(args.gate_out).write_text(json.dumps(res, indent=1) + "\n")

@@ -78,7 +78,7 @@ RETIRED_CONFIG_KEYS = frozenset({"torch_threads"})
 # group of LearnerConfig; the others are the evaluation's or one head's)
 ROBOT_SETTINGS = ("distance_threshold", "max_clusters", "covariance", "reduction", "classifier", "open_set",
                   "unknown_distance_factor", "min_confidence", "seed", "fit_threads", "negatives_capacity",
-                  "negative_quantile", "negative_margin")
+                  "negative_quantile", "negative_margin", "negative_rank")
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,9 @@ class LearnerConfig:
         (:mod:`.negatives`): at most ``negatives_capacity`` feature vectors of things that are not
         taught (0 = none kept), fed by :meth:`CBCLPRLearner.add_negatives`; with enough of them a
         class's radius becomes ``min(factor * D_gate, margin * quantile(negatives' distances to it))``.
+    negative_rank : when >= 1, the quantile is replaced by the distance of the class's
+        ``negative_rank``-th nearest negative: far negatives joining a growing store then do not
+        loosen a radius (docs/core.md "Open set"); 0 = the quantile rule.
     seed : seed of every random draw (pseudo-exemplars, SGD).
     fit_threads : BLAS and torch threads used *during* a retrain, restored afterwards (None: leave
         the process settings).  1 by default: a retrain's matrices are small and extra threads
@@ -146,6 +149,7 @@ class LearnerConfig:
     negatives_capacity: int = 128
     negative_quantile: float = 0.1
     negative_margin: float = 0.95
+    negative_rank: int = 0
     seed: int = 0
     fit_threads: int | None = 1
     # representation (evaluation's)
@@ -212,6 +216,9 @@ class LearnerConfig:
         positive("negatives_capacity", integer=True, zero=True)
         positive("negative_quantile", zero=True)
         positive("negative_margin")
+        positive("negative_rank", integer=True, zero=True)
+        if self.negative_rank > MAX_NEGATIVES:
+            raise ValueError(f"negative_rank must be <= {MAX_NEGATIVES}, got {self.negative_rank!r}")
         if self.negatives_capacity > MAX_NEGATIVES or self.negative_quantile > 1.0 or self.negative_margin > 1.0:
             raise ValueError(f"negatives_capacity must be <= {MAX_NEGATIVES}, negative_quantile and negative_margin "
                              f"<= 1, got {self.negatives_capacity!r}, {self.negative_quantile!r}, "
@@ -634,6 +641,8 @@ class CBCLPRLearner:
         # a file from before the feature transform existed holds raw vectors
         config = LearnerConfig.from_dict(state.config if "transform" in state.config
                                          else {**state.config, "transform": "none"})
+        if "negative_rank" not in state.config:  # a file from before the rank rule: its quantile radius
+            config = dataclasses.replace(config, negative_rank=0)
         mem = state.memory
         if mem.feature_dim != state.feature_dim:
             raise ValueError(f"memory width {mem.feature_dim} differs from feature_dim {state.feature_dim}")
@@ -795,7 +804,8 @@ class CBCLPRLearner:
         gate = DistanceGate(cents, gate_distance, cfg.unknown_distance_factor)
         if len(negatives) < MIN_NEGATIVES:
             return gate
-        radii = class_radii(cents, negatives, gate.radius, cfg.negative_quantile, cfg.negative_margin)
+        radii = class_radii(cents, negatives, gate.radius, cfg.negative_quantile, cfg.negative_margin,
+                            rank=cfg.negative_rank)
         return dataclasses.replace(gate, class_radii=radii)
 
     def _served_gate_distance(self, prior: float | None, dist: float) -> float:

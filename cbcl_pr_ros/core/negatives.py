@@ -91,9 +91,12 @@ def _sq_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def class_radii(centroids: tuple[np.ndarray, ...], store: NegativeStore, base: float, quantile: float,
-                margin: float, min_count: int = MIN_NEGATIVES) -> np.ndarray:
-    """Per class, ``min(base, margin * quantile_q(distance of each negative to the class's nearest
-    centroid))``; ``base`` for every class when the store holds fewer than ``min_count`` vectors."""
+                margin: float, min_count: int = MIN_NEGATIVES, rank: int = 0) -> np.ndarray:
+    """Per class, ``min(base, margin * r)`` with ``r`` the ``quantile`` of the negatives' distances to
+    the class's nearest centroid, or, when ``rank`` >= 1, the distance of its ``rank``-th nearest
+    negative (the farthest when fewer are stored): far negatives added later then leave the radius
+    as it is, where they raise a quantile; ``base`` for every class when the store holds fewer than
+    ``min_count`` vectors."""
     radii = np.full(len(centroids), float(base))
     if len(store) < max(1, min_count) or not len(centroids):
         return radii
@@ -102,5 +105,9 @@ def class_radii(centroids: tuple[np.ndarray, ...], store: NegativeStore, base: f
     d2 = _sq_distances(store.vectors, allc)  # negatives x all centroids
     for k in range(len(centroids)):
         nearest = np.sqrt(d2[:, owner == k].min(axis=1))
-        radii[k] = min(float(base), margin * float(np.quantile(nearest, quantile)))
+        if rank >= 1:
+            r = float(np.partition(nearest, min(rank, len(nearest)) - 1)[min(rank, len(nearest)) - 1])
+        else:
+            r = float(np.quantile(nearest, quantile))
+        radii[k] = min(float(base), margin * r)
     return radii

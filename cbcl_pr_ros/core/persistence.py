@@ -294,6 +294,7 @@ CONFIG_RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "negatives_capacity": (0, MAX_NEGATIVES, True, False),
     "negative_quantile": (0.0, 1.0, False, False),
     "negative_margin": (1e-3, 1.0, False, False),
+    "negative_rank": (0, MAX_NEGATIVES, True, False),
     "seed": (0, 2**63 - 1, True, False),
     "fit_threads": (1, 256, True, True),
 }

@@ -143,6 +143,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               "With enough negatives a class's radius is negative_margin times this quantile of their "
               "distances to it (never above unknown_distance_factor D)", (LEARNER,), min=0.0, max=1.0),
     ParamSpec("negative_margin", 0.95, "See negative_quantile", (LEARNER,), min=1.0e-3, max=1.0),
+    ParamSpec("negative_rank", 0,
+              "When >= 1, the radius uses the distance of the class's negative_rank-th nearest negative instead "
+              "of negative_quantile: far negatives then never loosen it (0 = the quantile)", (LEARNER,),
+              min=0, max=4096),
     ParamSpec("min_confidence", 0.0,
               "A best score below this is answered as unknown (0 = no score threshold)",
               (LEARNER,), min=0.0, max=1.0, aliases=("unknown_threshold",)),

@@ -133,3 +133,52 @@ def test_one_shot_confidence_is_not_uniform():
     conf = np.array([p.confidence for c in centres for p in learner.predict(draw(c, 10))])
     assert conf.mean() > 0.5  # near-uniform would be 1/8
     assert prior_temperature(np.eye(3) * 2.0, 1.0, 0.5) == pytest.approx(0.5 / (2 * 4.0))
+
+
+def test_class_radii_by_rank_are_the_kth_nearest_negative():
+    store = NegativeStore(np.arange(1, 101, dtype=np.float16)[:, None], 100, 100)
+    cents = (np.zeros((1, 1)), np.array([[1000.0]]))
+    r = class_radii(cents, store, base=50.0, quantile=0.1, margin=0.5, min_count=20, rank=4)
+    assert r[0] == pytest.approx(0.5 * 4.0)  # the 4th nearest of 1..100
+    assert r[1] == 50.0
+    few = NegativeStore(np.arange(1, 31, dtype=np.float16)[:, None], 30, 30)
+    assert class_radii(cents[:1], few, 50.0, 0.1, 1.0, min_count=20, rank=40)[0] == pytest.approx(30.0)
+
+
+def test_far_negatives_loosen_a_quantile_radius_but_not_a_rank_radius():
+    """A robot's store grows: negatives of other tables, far from a class, join the near ones.  The
+    quantile rule then takes a farther negative as its radius; the rank rule keeps the nearest ones'."""
+    rng, taught, alike, far, draw = _scene(5)
+    near, distant = draw(alike, 30), draw(far, 330)
+    radii = {}
+    for rank in (0, 3):
+        learner = _learner(negative_rank=rank, negatives_capacity=512)
+        learner.teach_increment({"taught": draw(taught, 2)})
+        learner.add_negatives(near)
+        before = float(learner._served.gate.class_radii[0])
+        learner.add_negatives(distant)
+        radii[rank] = (before, float(learner._served.gate.class_radii[0]))
+    base = learner._served.gate.radius
+    assert radii[0][0] < base and radii[0][1] == pytest.approx(base)  # the quantile loosened to the cap
+    assert radii[3][1] == pytest.approx(radii[3][0])  # the rank rule did not move
+    assert radii[3][0] < 0.9 * base
+
+
+def test_negative_rank_is_saved_range_checked_and_absent_in_older_files(tmp_path):
+    rng, taught, alike, far, draw = _scene(6)
+    learner = _learner(negative_rank=5)
+    learner.teach_increment({"taught": draw(taught, 2)})
+    learner.add_negatives(draw(alike, 40))
+    back = CBCLPRLearner.load(learner.save(tmp_path / "m.cbcl"))
+    assert back.config.negative_rank == 5
+    np.testing.assert_allclose(back._served.gate.class_radii, learner._served.gate.class_radii)
+    state = learner.to_state()
+    for value in (-1, 5000, 1.5):
+        bad = LearnerState(**{**state.__dict__, "config": {**state.config, "negative_rank": value}})
+        with pytest.raises(CorruptMemoryFileError, match="negative_rank"):
+            state_from_bytes(state_to_bytes(bad))
+    with pytest.raises(ValueError):
+        LearnerConfig(negative_rank=-1)
+    # a file written before negative_rank existed loads with the quantile rule it was saved with
+    old = LearnerState(**{**state.__dict__, "config": {k: v for k, v in state.config.items() if k != "negative_rank"}})
+    assert CBCLPRLearner.from_state(state_from_bytes(state_to_bytes(old))).config.negative_rank == 0

@@ -27,7 +27,7 @@ def test_every_robot_setting_reaches_the_learner_under_its_core_name():
                "classifier": "ncm", "open_set": "confidence", "unknown_distance_factor": 2.0,
                "min_confidence": 0.4, "seed": 9, "fit_threads": 2, "linear_sgd.rehearsal": "full",
                "linear_sgd.exemplars_per_class": 7, "negatives_capacity": 16, "negative_quantile": 0.2,
-               "negative_margin": 0.9}
+               "negative_margin": 0.9, "negative_rank": 6}
     assert set(changed) == {s.name for s in specs_for(LEARNER) if core_name(s) in fields}
     for name, value in changed.items():
         cfg = params.learner_config({**_DEFAULTS, name: value})
