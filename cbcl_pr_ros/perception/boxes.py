@@ -92,7 +92,7 @@ def side_piece(small: Proposal, big: Proposal, max_volume: float = 0.25, depth_s
     ``max_volume`` of its 3D extent's volume, its depth range (camera z; extents are centroid +- size / 2)
     at least ``depth_share`` inside ``big``'s, and sticking out of ``big`` sideways (at most
     ``side_share`` of its width or of its height inside ``big``'s). A small object in front of or
-    behind a larger one reaches out of its depth range (the main job's dominoes before bottles: 39-55 %
+    behind a larger one reaches out of its depth range (the main job's dominoes before bottles: 39-41 %
     inside) or, seen from above, lies within its width and height (a real box before a clamp). False
     without depth."""
     lo = np.maximum(small.centroid - small.size / 2, big.centroid - big.size / 2)
