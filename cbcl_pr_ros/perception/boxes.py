@@ -70,8 +70,8 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
             close = max(away[i], away[j]) < close_up_m
             if (inside >= min_overlap and apart <= max_distance_m) or (apart <= same_label_distance_m and (
                     (alike and inside >= same_label_overlap) or ((alike or close) and share_extent(small, big)))) or (
-                    apart <= side_piece_m and inside >= side_piece_overlap
-                    and side_piece(small, big, side_piece_volume, nested_m=max_distance_m)):
+                    apart <= side_piece_m and side_piece(small, big, inside >= side_piece_overlap, side_piece_volume,
+                                                         nested_m=max_distance_m)):
                 parts.add(i)
                 break
     return parts
@@ -86,12 +86,14 @@ def share_extent(a: Proposal, b: Proposal) -> bool:
     return bool(np.all(gap <= a.size / 2) and np.all(gap <= b.size / 2))
 
 
-def side_piece(small: Proposal, big: Proposal, max_volume: float = 0.25, depth_share: float = 0.9,
-               side_share: float = 0.5, nested_share: float = 0.5, nested_m: float = 0.05) -> bool:
+def side_piece(small: Proposal, big: Proposal, boxes_overlap: bool = True, max_volume: float = 0.25,
+               depth_share: float = 0.9, side_share: float = 0.5, nested_share: float = 0.5,
+               nested_m: float = 0.05) -> bool:
     """Whether ``small`` looks like a piece cut off ``big`` (a handle, an arm, a strip): at most
     ``max_volume`` of its 3D extent's volume (extents: centroid +- size / 2, camera frame), and either
-    beside it, its depth range (z) at least ``depth_share`` inside ``big``'s while it sticks out
-    sideways (at most ``side_share`` of its width or of its height inside), or within ``nested_m``
+    beside it (``boxes_overlap``: their image boxes overlap enough), its depth range (z) at least
+    ``depth_share`` inside ``big``'s while it sticks out sideways (at most ``side_share`` of its width
+    or of its height inside), or within ``nested_m``
     with at least ``nested_share`` of its extent's volume inside ``big``'s. A small object in front
     of or behind a larger one reaches out of its depth range (the main job's dominoes before bottles:
     39-41 % inside) or, seen from above, lies within its width and height (a real box before a clamp)
@@ -102,7 +104,7 @@ def side_piece(small: Proposal, big: Proposal, max_volume: float = 0.25, depth_s
         share = np.clip(hi - lo, 0.0, None) / small.size  # of each axis of its extent, inside big's (x, y, z)
     if not np.prod(small.size) <= max_volume * np.prod(big.size):
         return False
-    beside = share[2] >= depth_share and min(share[0], share[1]) <= side_share
+    beside = boxes_overlap and share[2] >= depth_share and min(share[0], share[1]) <= side_share
     nested = float(np.linalg.norm(small.centroid - big.centroid)) <= nested_m and np.prod(share) >= nested_share
     return bool(beside or nested)
 

@@ -437,3 +437,16 @@ def test_a_small_strip_inside_its_object_s_extent_is_a_part():
     assert nested_parts([duck, strip], ["duck", "bottle"], side_piece_m=0.0) == set()  # the older rules: no
     away = Proposal(strip.box, None, strip.centroid + [0.0, 0.0, 0.04], strip.size, 1.0)  # 4.7 cm, half out in z
     assert nested_parts([duck, away], ["duck", "bottle"]) == set()
+
+
+def test_a_tiny_piece_inside_its_object_s_extent_is_a_part_even_beside_its_box():
+    """seed 0, close-up of the teddy: a 2.3 cm piece 4.7 cm from a larger piece of it, 78 % of its
+    extent inside, its box beside the other's (no overlap), both named 'lego'."""
+    from cbcl_pr_ros.perception import nested_parts
+    from cbcl_pr_ros.perception.boxes import side_piece
+
+    body = Proposal((534, 396, 620, 450), None, np.array([0.141, 0.121, 0.277]), np.array([0.064, 0.046, 0.1]), 1.0)
+    piece = Proposal((462, 382, 492, 414), None, np.array([0.117, 0.119, 0.318]), np.array([0.023, 0.02, 0.023]), 0.7)
+    assert nested_parts([body, piece], ["lego", "lego"]) == {1}
+    assert nested_parts([body, piece], ["lego", "lego"], side_piece_m=0.0) == set()
+    assert side_piece(piece, body, boxes_overlap=False)
