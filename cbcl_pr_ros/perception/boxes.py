@@ -29,13 +29,15 @@ def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
 
 def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = None, min_overlap: float = 0.4,
                  max_distance_m: float = 0.05, same_label_overlap: float = 0.2,
-                 same_label_distance_m: float = 0.06, close_up_m: float = 0.35) -> set[int]:
+                 same_label_distance_m: float = 0.06, close_up_m: float = 0.35, side_piece_m: float = 0.065,
+                 side_piece_volume: float = 0.25, side_piece_overlap: float = 0.3) -> set[int]:
     """Indices of proposals that are a part of a larger one in the same frame: their box lies at least
     ``min_overlap`` inside the larger one's box (intersection over its own area) and their 3D
     centroids are within ``max_distance_m``; or, where both were named the same class (``labels``,
     "" = unknown), within ``same_label_distance_m`` and either at least ``same_label_overlap`` inside
     or each one's 3D centroid inside the other's extent (:func:`share_extent`); pieces both nearer
-    than ``close_up_m`` to the camera need no name for the latter.
+    than ``close_up_m`` to the camera need no name for the latter; or, whatever the names, a piece within
+    ``side_piece_m`` that is small beside the larger one (:func:`side_piece`).
 
     Why: the depth proposals cut objects apart along height-map creases, which also splits one
     non-convex object (a teddy's head from its body, a bottle's shoulder, a mug's handle) into pieces
@@ -44,8 +46,9 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
     and two touching objects of different classes are never merged by the looser rules. In hand-camera
     close-ups (the main job's ``point_at``, objects 0.2-0.3 m away) one object cut by the colour split
     came out as two pieces side by side in the image but sharing one 3D extent, often named apart (the
-    backbone names half a duck poorly); that close, a hand camera looks at one object. Without depth
-    nothing is a part.
+    backbone names half a duck poorly); that close, a hand camera looks at one object. A mug's handle or
+    a teddy's arm cut off beside the body is named after anything (a domino, a lego): the names cannot
+    decide there, the piece's size and depth range can. Without depth nothing is a part.
     """
     order = sorted(range(len(proposals)), key=lambda i: -proposals[i].area)
     away = [float(np.linalg.norm(p.centroid)) for p in proposals]  # from the camera (NaN without depth)
@@ -66,7 +69,9 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
             alike = labels is not None and bool(labels[i]) and labels[i] == labels[j]
             close = max(away[i], away[j]) < close_up_m
             if (inside >= min_overlap and apart <= max_distance_m) or (apart <= same_label_distance_m and (
-                    (alike and inside >= same_label_overlap) or ((alike or close) and share_extent(small, big)))):
+                    (alike and inside >= same_label_overlap) or ((alike or close) and share_extent(small, big)))) or (
+                    apart <= side_piece_m and side_piece(small, big, inside >= side_piece_overlap, side_piece_volume,
+                                                         nested_m=max_distance_m)):
                 parts.add(i)
                 break
     return parts
@@ -79,6 +84,29 @@ def share_extent(a: Proposal, b: Proposal) -> bool:
     axis. False without depth (NaN compares false)."""
     gap = np.abs(a.centroid - b.centroid)
     return bool(np.all(gap <= a.size / 2) and np.all(gap <= b.size / 2))
+
+
+def side_piece(small: Proposal, big: Proposal, boxes_overlap: bool = True, max_volume: float = 0.25,
+               depth_share: float = 0.9, side_share: float = 0.5, nested_share: float = 0.5,
+               nested_m: float = 0.05) -> bool:
+    """Whether ``small`` looks like a piece cut off ``big`` (a handle, an arm, a strip): at most
+    ``max_volume`` of its 3D extent's volume (extents: centroid +- size / 2, camera frame), and either
+    beside it (``boxes_overlap``: their image boxes overlap enough), its depth range (z) at least
+    ``depth_share`` inside ``big``'s while it sticks out sideways (at most ``side_share`` of its width
+    or of its height inside), or within ``nested_m``
+    with at least ``nested_share`` of its extent's volume inside ``big``'s. A small object in front
+    of or behind a larger one reaches out of its depth range (the main job's dominoes before bottles:
+    39-41 % inside) or, seen from above, lies within its width and height (a real box before a clamp)
+    and further than ``nested_m`` (6.9 cm or more in the main job). False without depth."""
+    lo = np.maximum(small.centroid - small.size / 2, big.centroid - big.size / 2)
+    hi = np.minimum(small.centroid + small.size / 2, big.centroid + big.size / 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.clip(hi - lo, 0.0, None) / small.size  # of each axis of its extent, inside big's (x, y, z)
+    if not np.prod(small.size) <= max_volume * np.prod(big.size):
+        return False
+    beside = boxes_overlap and share[2] >= depth_share and min(share[0], share[1]) <= side_share
+    nested = float(np.linalg.norm(small.centroid - big.centroid)) <= nested_m and np.prod(share) >= nested_share
+    return bool(beside or nested)
 
 
 def clip_box(box: Sequence[float], image_shape: Sequence[int]) -> Box | None:

@@ -20,7 +20,8 @@ looks away and back. An observation cut by the image border (``cut``) whose fixe
 lies ``CUT_SHIFT`` times ``max_distance_m`` or more from its track's position keeps the track alive
 but neither moves it nor is reported: the centroid of the part in view lies off the object (in the
 main job's close-ups, a can's sliver at the border had its centre on the domino beside it, 8 cm
-from the can).
+from the can). A cut observation that finds no track but lies within that distance of one that
+found its track in the same frame starts none (one object's second sliver at the border).
 
 A track's label is the argmax of its class scores averaged over its last ``window`` observations
 (a class missing from one frame's scores counts 0 there), and it is known when most of those
@@ -235,6 +236,8 @@ class ObjectTracker:
                 t.proposal, t.hits, t.missed, t.missed_in_view, t.view = o.proposal, t.hits + 1, 0, 0, view
                 if (frame == t.frame and np.all(np.isfinite(position))) or (frame and frame != t.frame):
                     t.position, t.frame = position, frame  # else no depth or no pose now: it is still where it was
+            elif self._piece_of_seen(o, position, frame, [obs[i] for i in matched_t]):
+                continue  # a cut piece beside an object seen in this frame: no track of its own, not reported
             else:
                 t = _State(self._next_id, o.proposal, deque(maxlen=self.window), deque(maxlen=self.window),
                            position, frame, view)
@@ -256,6 +259,16 @@ class ObjectTracker:
             return False
         d = float(np.linalg.norm(t.position - position))
         return math.isfinite(d) and d >= CUT_SHIFT * self.max_distance_m
+
+    def _piece_of_seen(self, o: ObjectObservation, position: np.ndarray, frame: str,
+                       seen: Sequence[ObjectObservation]) -> bool:
+        """An unmatched cut observation whose fixed-frame centroid lies within ``CUT_SHIFT`` x
+        ``max_distance_m`` of an observation that found its track in this frame: at the image border
+        one object often comes out as two slivers, and the second would start a second track."""
+        if not (o.cut and frame and np.all(np.isfinite(position))):
+            return False
+        near = CUT_SHIFT * self.max_distance_m
+        return any(s.where[1] == frame and float(np.linalg.norm(s.where[0] - position)) < near for s in seen)
 
     # ------------------------------------------------------------------ queries
     def _snapshot(self, t: _State) -> Track:
