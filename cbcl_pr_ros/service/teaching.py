@@ -187,9 +187,13 @@ class Teacher:
             track = self.objects.track_views(plan.track_id, n)
             others = track.others[-MAX_FRAME_NEGATIVES:] if len(track.others) else None
             negatives = self._with_stream(others, s, plan.track_id)
-            shots = one_shot_per_view(track.rows, track.boxes)
-            as_views = "" if len(shots) == len(track.rows) else f" as {_views(len(shots))}"
-            return shots, None, f"views of track {plan.track_id} (its last {len(track.rows)} frames{as_views})", negatives
+            # Every frame stays a shot here (unlike the box and object-in-view paths): a track taught
+            # alone has no negatives, and one mean shot leaves the prior gate, wide enough that the
+            # next object put beside it took its name (test/robot/test_session_by_names.py); the
+            # answer says how many views the frames are, so a user can move the object and teach again.
+            views = len(one_shot_per_view(track.rows, track.boxes))
+            return track.rows, None, (f"views of track {plan.track_id} (its last {len(track.rows)} frames, "
+                                      f"{_views(views)})"), negatives
         return self._object_frames(req, plan, n, s)
 
     def _with_stream(self, frame_negatives: np.ndarray | None, s: TeachSettings,
