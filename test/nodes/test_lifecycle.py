@@ -201,18 +201,22 @@ def test_learner_refuses_a_teach_it_cannot_save_and_cleanup_keeps_every_class(he
     cli = h.Client(domain_id)
     memory = tmp_path / "memory.safetensors"
     try:
-        assert cli.wait_for_service(GetState, "/learner/get_state", START, proc), proc.output()[-3000:]
-        assert _state(cli, "learner") == "active"
-        assert _teach(cli, "mug", 0.0).success and memory.is_file()
+        logs = lambda: proc.output()[-3000:]  # noqa: E731  (what the learner said, on a failure)
+        assert cli.wait_for_service(GetState, "/learner/get_state", START, proc), logs()
+        assert _state(cli, "learner") == "active", logs()
+        taught = _teach(cli, "mug", 0.0)
+        assert taught.success and memory.is_file(), (taught.message, logs())
         memory.unlink()
         memory.mkdir()  # the autosave target is no file any more: every save fails, nothing is touched
         taught = _teach(cli, "box", 8.0)
-        assert not taught.success and "could not be saved" in taught.message, taught.message
-        assert _classes(cli) == ["mug"]
+        assert not taught.success and "could not be saved" in taught.message, (taught.message, logs())
+        assert _classes(cli) == ["mug"], logs()
         memory.rmdir()  # the operator fixes the directory: the same teach succeeds
-        assert _teach(cli, "box", 8.0).success
-        assert _transition(cli, "learner", "deactivate") and _transition(cli, "learner", "cleanup")
-        assert _transition(cli, "learner", "configure") and _classes(cli) == ["box", "mug"]
+        taught = _teach(cli, "box", 8.0)
+        assert taught.success, (taught.message, logs())
+        for step in ("deactivate", "cleanup", "configure"):
+            assert _transition(cli, "learner", step), (step, logs())
+        assert _classes(cli) == ["box", "mug"], logs()
     finally:
         cli.close()
         code = proc.stop()
