@@ -21,6 +21,10 @@ model is matched to the labelled boxes one to one at IoU >= 0.5 and counted:
 * unmatched detections (background, fragments, merges, things in the labels' ignore boxes) carrying
   the taught name.
 
+With ``--teach-by track`` the teach is the teaching page's tap instead: the teaching frame is shown
+``--num-frames`` times (10 when 0) and the track of the detection matching the labelled box is taught
+by ``track_id``.
+
 With ``--prelude N`` the robot first looks around: before each TeachClass, the N frames that follow
 the teaching frame in the labels' order (wrapping round; never the teaching frame) are published once
 each, of the same source (``--prelude-from same``: the same table, so the taught object is mostly in
@@ -215,6 +219,26 @@ class Session:
         th.join()
         return out[0] if out else None
 
+    def teach_track(self, fr: RealFrame, label: str, box: tuple[int, int, int, int], shows: int) -> Any:
+        """TeachClass by ``track_id`` (the teaching page's tap): ``fr`` is shown ``shows`` times, then the
+        track of the detection that best matches ``box`` (IoU >= 0.5) is taught; the response, None when
+        none came, or a refusal naming why when no detection matches the box."""
+        from cbcl_pr_ros.perception.boxes import box_iou
+        from cbcl_pr_ros.srv import TeachClass
+
+        det = None
+        for _ in range(max(1, shows)):
+            det = self.camera.show(fr) or det
+        scored = [(box_iou((o.x0, o.y0, o.x1, o.y1), box), o.id) for o in (det.objects if det else ())]
+        iou, track = max(scored, default=(0.0, -1))
+        if iou < 0.5:
+            return TeachClass.Response(success=False, message=f"no detection matches the box (best IoU {iou:.2f})")
+        try:
+            return self.call("teach", TeachClass.Request(label=label, track_id=int(track)), 120.0)
+        except TimeoutError as exc:
+            log.warning("TeachClass %s: %s", label, exc)
+            return None
+
     def close(self) -> None:
         self.client.close()
         self.proc.stop()
@@ -281,7 +305,7 @@ def prelude_frames(frames: list[RealFrame], teach_id: str, n: int, source: str =
 
 def run_variant(params: dict[str, Any], jobs: list[tuple[int, str, str, str]], frames: list[RealFrame],
                 repeats: int, workdir: Path, num_frames: int = 0, prelude: int = 0,
-                prelude_from: str = "same") -> dict[str, Any]:
+                prelude_from: str = "same", teach_by: str = "box") -> dict[str, Any]:
     by_id = {f.id: f for f in frames}
     per_seed: dict[int, Counts] = defaultdict(Counts)
     teaches = []
@@ -297,7 +321,8 @@ def run_variant(params: dict[str, Any], jobs: list[tuple[int, str, str, str]], f
                     s.camera.show(seen)
                 fr = by_id[fid]
                 box = next(b for n, b in fr.objects if n == name)
-                res = s.teach(fr, name, box, num_frames)
+                res = (s.teach_track(fr, name, box, num_frames or 10) if teach_by == "track"
+                       else s.teach(fr, name, box, num_frames))
                 if res is None or not res.success:  # e.g. no proposal inside the box: counted, skipped
                     why = "no answer" if res is None else res.message[:160]
                     log.info("%s/%s from %s refused: %s", source, name, fid, why)
@@ -339,6 +364,9 @@ def main() -> None:
                     help="frames of the source shown once each before every teach (see the docstring)")
     ap.add_argument("--prelude-from", choices=("same", "other"), default="same",
                     help="the prelude's frames: of the teaching frame's source, or of the other sources")
+    ap.add_argument("--teach-by", choices=("box", "track"), default="box",
+                    help="box: TeachClass with the labelled box as roi; track: the teaching frame is shown "
+                         "--num-frames times (10 when 0), then the matching detection's track_id is taught")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
                     help="a learner variant (default: 'shipped' and 'no_negatives' = negatives_capacity 0)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/real_ros.json"))
@@ -355,13 +383,13 @@ def main() -> None:
     jobs = plan(frames, args.seeds, args.per_seed)
     res = {"machine": machine_info(), "loadavg_before": [round(v, 2) for v in os.getloadavg()],
            "seeds": args.seeds, "per_seed": args.per_seed, "repeats": args.repeats, "num_frames": args.num_frames,
-           "prelude": args.prelude, "prelude_from": args.prelude_from,
+           "prelude": args.prelude, "prelude_from": args.prelude_from, "teach_by": args.teach_by,
            "jobs": [{"seed": s, "instance": f"{src}/{n}", "teach_frame": f} for s, src, n, f in jobs], "variants": {}}
     with tempfile.TemporaryDirectory(prefix="bench_real_ros_") as tmp:
         for name, params in variants.items():
             log.info("variant %s %s", name, params)
             res["variants"][name] = run_variant(params, jobs, frames, args.repeats, Path(tmp) / name,
-                                                args.num_frames, args.prelude, args.prelude_from)
+                                                args.num_frames, args.prelude, args.prelude_from, args.teach_by)
             log.info("%s: %s", name, res["variants"][name]["total"])
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     out = Path(args.out)
