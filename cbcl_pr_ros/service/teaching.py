@@ -187,13 +187,12 @@ class Teacher:
             track = self.objects.track_views(plan.track_id, n)
             others = track.others[-MAX_FRAME_NEGATIVES:] if len(track.others) else None
             negatives = self._with_stream(others, s, plan.track_id)
-            # Every frame stays a shot here (unlike the box and object-in-view paths): a track taught
-            # alone has no negatives, and one mean shot leaves the prior gate, wide enough that the
-            # next object put beside it took its name (test/robot/test_session_by_names.py); the
-            # answer says how many views the frames are, so a user can move the object and teach again.
-            views = len(one_shot_per_view(track.rows, track.boxes))
-            return track.rows, None, (f"views of track {plan.track_id} (its last {len(track.rows)} frames, "
-                                      f"{_views(views)})"), negatives
+            # One shot per view, as on the box and object-in-view paths: the copies of a still view
+            # would each count as a view and shrink the gate (docs/perception.md "Over ROS"), and the
+            # result would depend on how many frames the track had when the teach came.
+            shots = one_shot_per_view(track.rows, track.boxes)
+            return shots, None, (f"views of track {plan.track_id} (its last {len(track.rows)} frames as "
+                                 f"{_views(len(shots))})"), negatives
         return self._object_frames(req, plan, n, s)
 
     def _with_stream(self, frame_negatives: np.ndarray | None, s: TeachSettings,

@@ -238,16 +238,16 @@ def test_a_track_is_taught_from_its_recent_views():
     c = _controller()
     out = teacher.teach(c, TeachRequest(label="box", track_id=tid))
     assert out.success, out.message
-    assert port.commits[-1][1:3] == (f"views of track {tid} (its last 3 frames, 3 views)", (3, D))
+    assert port.commits[-1][1:3] == (f"views of track {tid} (its last 3 frames as 3 views)", (3, D))
     np.testing.assert_allclose(port.last_feats[:, 0], [0.2, 0.3, 0.4], rtol=1e-6)
     np.testing.assert_array_equal(port.last_negatives, np.full((3, D), -1.0))  # the other track, 3 frames
     out = teacher.teach(c, TeachRequest(label="box", track_id=tid + 1, images=(_image(_scene((1, 2, 3))),)))
     assert not out.success and "send no images" in out.message
 
 
-def test_a_still_track_says_its_frames_are_one_view():
-    """A still camera's frames of a still object are copies of one view; a track teach keeps them as
-    shots (alone, without negatives, one mean shot leaves the wide prior gate) but says so."""
+def test_a_still_track_is_taught_as_one_view():
+    """A still camera's frames of a still object are copies of one view: one shot, their mean, as on
+    the box path, however many frames the track had when the teach came."""
     port = FakePort(settings=TeachSettings(num_frames=4))
     teacher, objects = _teacher(port)
     for i in range(4):
@@ -256,7 +256,8 @@ def test_a_still_track_says_its_frames_are_one_view():
         (track,) = objects.update(frame, None, stamp_s=float(i))
     out = teacher.teach(_controller(), TeachRequest(label="box", track_id=track.id))
     assert out.success, out.message
-    assert port.commits[-1][1:3] == (f"views of track {track.id} (its last 4 frames, 1 view)", (4, D))
+    assert port.commits[-1][1:3] == (f"views of track {track.id} (its last 4 frames as 1 view)", (1, D))
+    np.testing.assert_allclose(port.last_feats[0], np.full(D, 0.15), rtol=1e-5)  # mean of 0, .1, .2, .3
     assert port.last_negatives is None  # no other object was in view
 
 
