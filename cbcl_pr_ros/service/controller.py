@@ -550,7 +550,7 @@ class LearnerController:
         warn = self.ram_only_note()
         n_clusters = int(res.clusters.get(label, 0))
         verb = "extended known class" if extended else "learned new class"
-        msg = (f"{verb} '{label}' from {_counted(int(feats.shape[0]), source)} ({n_clusters} clusters, "
+        msg = (f"{verb} '{label}' from {feats.shape[0]} {source} ({n_clusters} clusters, "
                f"{len(lrn.classes_)} classes known, {elapsed:.2f} s){warn}")
         log.info(msg)
         return TeachOutcome(True, msg, int(res.model_version), len(lrn.classes_),
@@ -621,18 +621,3 @@ class LearnerController:
         p = preds[0]
         what = f"'{p.label}'" if p.known and p.label else "unknown object"
         return ClassifyOutcome(True, f"{what} ({p.confidence:.2f})", list(preds), int(version))
-
-
-_PLURALS = ("images", "views", "crops", "frames", "vectors")
-
-
-def _counted(n: int, source: str) -> str:
-    """"3 images", "1 image": the first plural noun of ``source`` agrees with ``n`` (the teaching page
-    shows these answers to people, "learned new class 'mug' from 1 view of track 3 (...)")."""
-    if n == 1:
-        words = source.split(" ")
-        i = next((k for k, w in enumerate(words) if w in _PLURALS), None)
-        if i is not None:
-            words[i] = words[i][:-1]
-            source = " ".join(words)
-    return f"{n} {source}"

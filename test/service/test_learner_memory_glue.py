@@ -86,16 +86,3 @@ def test_release_at_shutdown_says_the_memory_is_lost(tmp_path):
     ok, line = c.release(final=True)
     assert not ok and line.endswith("; the memory is lost with this process"), line
     assert c.store._dir_fd == -1  # noqa: SLF001
-
-
-def test_a_teach_answer_counts_its_examples_in_words_a_person_reads():
-    """The teaching page shows the answer: "from 1 view of track 3", not "from 1 views"."""
-    c = _controller(None)
-    rng = np.random.default_rng(1)
-    one = c.teach("mug", rng.normal(3, 0.3, (1, D)).astype(np.float32),
-                  source="views of track 3 (its last 10 frames as 1 view)")
-    assert one.success and "from 1 view of track 3 (its last 10 frames as 1 view)" in one.message, one.message
-    two = c.teach("box", rng.normal(-3, 0.3, (2, D)).astype(np.float32), source="object crops of camera frames")
-    assert two.success and "from 2 object crops of camera frames" in two.message, two.message
-    three = c.teach("cup", rng.normal(0, 0.3, (1, D)).astype(np.float32))
-    assert three.success and "from 1 feature vector (" in three.message, three.message
