@@ -641,8 +641,6 @@ class CBCLPRLearner:
         # a file from before the feature transform existed holds raw vectors
         config = LearnerConfig.from_dict(state.config if "transform" in state.config
                                          else {**state.config, "transform": "none"})
-        if "negative_rank" not in state.config:  # a file from before the rank rule: its quantile radius
-            config = dataclasses.replace(config, negative_rank=0)
         mem = state.memory
         if mem.feature_dim != state.feature_dim:
             raise ValueError(f"memory width {mem.feature_dim} differs from feature_dim {state.feature_dim}")

@@ -106,7 +106,8 @@ def class_radii(centroids: tuple[np.ndarray, ...], store: NegativeStore, base: f
     for k in range(len(centroids)):
         nearest = np.sqrt(d2[:, owner == k].min(axis=1))
         if rank >= 1:
-            r = float(np.partition(nearest, min(rank, len(nearest)) - 1)[min(rank, len(nearest)) - 1])
+            nth = min(rank, len(nearest)) - 1  # the farthest when fewer are stored
+            r = float(np.partition(nearest, nth)[nth])
         else:
             r = float(np.quantile(nearest, quantile))
         radii[k] = min(float(base), margin * r)
