@@ -34,9 +34,11 @@ def wait_ready(client: Any, timeout_s: float, settle_s: float = FIRST_CALL_SETTL
 
 
 def call_service(client: Any, request: Any, timeout_s: float, what: str = "its server",
-                 ready_timeout_s: float | None = None) -> Any:
+                 ready_timeout_s: float | None = None, attempts: int = 1) -> Any:
     """Wait for the service (``ready_timeout_s``; default the smaller of ``timeout_s`` and 5 s), send
-    ``request``, wait ``timeout_s`` for the answer.
+    ``request``, wait ``timeout_s`` for the answer; send it again up to ``attempts`` times in all when
+    no answer came (only for requests that do the same when done twice: an answer can be lost on the
+    way back, and the server may have acted on the first one).
 
     Never blocks forever: a missing server or a silent one raises :class:`ServiceUnavailable` with
     the resolved service name. The future is completed by whichever executor spins the client's node.
@@ -44,9 +46,12 @@ def call_service(client: Any, request: Any, timeout_s: float, what: str = "its s
     ready = min(timeout_s, 5.0) if ready_timeout_s is None else ready_timeout_s
     if not wait_ready(client, ready):
         raise ServiceUnavailable(f"no {what} answers '{client.srv_name}' (is it running, in this namespace?)")
-    fut = client.call_async(request)
-    done = threading.Event()
-    fut.add_done_callback(lambda _f: done.set())
-    if not done.wait(timeout_s):
-        raise ServiceUnavailable(f"'{client.srv_name}' did not answer within {timeout_s:g} s")
-    return fut.result()
+    for _ in range(max(1, int(attempts))):
+        fut = client.call_async(request)
+        done = threading.Event()
+        fut.add_done_callback(lambda _f: done.set())
+        if done.wait(timeout_s):
+            return fut.result()
+        getattr(client, "remove_pending_request", lambda _f: None)(fut)  # a late answer is dropped
+    tries = "" if attempts <= 1 else f" ({int(attempts)} tries)"
+    raise ServiceUnavailable(f"'{client.srv_name}' did not answer within {timeout_s:g} s{tries}")

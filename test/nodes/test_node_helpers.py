@@ -617,3 +617,44 @@ def test_malformed_depth_images_are_refused_not_fatal():
         bad.data = bytes(n)
         with pytest.raises(ValueError):
             depth_array(bad)
+
+
+# ------------------------------------------------------------------ service calls
+class _FakeClient:
+    """A client whose server is there; the first ``lost`` answers never come back."""
+
+    srv_name = "/fake"
+
+    def __init__(self, lost: int) -> None:
+        from rclpy.task import Future
+
+        self._future_type, self.lost, self.sent, self.dropped = Future, lost, 0, 0
+
+    def wait_for_service(self, timeout_sec: float) -> bool:
+        return True
+
+    def call_async(self, request):
+        self.sent += 1
+        fut = self._future_type()
+        if self.sent > self.lost:
+            fut.set_result(("answer", request))
+        return fut
+
+    def remove_pending_request(self, fut) -> None:
+        self.dropped += 1
+
+
+def test_call_service_sends_again_only_when_allowed():
+    from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
+
+    once = _FakeClient(lost=1)
+    with pytest.raises(ServiceUnavailable, match="'/fake' did not answer within 0.05 s"):
+        call_service(once, "req", 0.05)
+    assert (once.sent, once.dropped) == (1, 1)
+    twice = _FakeClient(lost=1)
+    assert call_service(twice, "req", 0.05, attempts=2) == ("answer", "req")
+    assert (twice.sent, twice.dropped) == (2, 1)
+    never = _FakeClient(lost=5)
+    with pytest.raises(ServiceUnavailable, match=r"\(3 tries\)"):
+        call_service(never, "req", 0.05, attempts=3)
+    assert never.sent == 3
