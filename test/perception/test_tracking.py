@@ -450,3 +450,25 @@ def test_a_tiny_piece_inside_its_object_s_extent_is_a_part_even_beside_its_box()
     assert nested_parts([body, piece], ["lego", "lego"]) == {1}
     assert nested_parts([body, piece], ["lego", "lego"], side_piece_m=0.0) == set()
     assert side_piece(piece, body, boxes_overlap=False)
+
+
+def test_a_close_up_piece_half_inside_the_larger_extent_is_a_part_farther_than_on_a_table():
+    """The main job's close-ups (camera 15-25 cm away): seed 2, a 3 cm piece at the teddy's foot, 6 cm
+    from the body's centroid, took the teddy's track while the whole teddy started a new one; seed 1,
+    a corner of the lego 7.5 cm from a proposal that took the bottle too. At a table view's distance
+    the same pair stays two objects (the 5 cm rule), and a piece 9 cm off is never a part."""
+    from cbcl_pr_ros.perception import nested_parts
+
+    teddy = Proposal((248, 124, 598, 376), None, np.array([0.011, -0.003, 0.146]), np.array([0.106, 0.08, 0.114]), 1.0)
+    foot = Proposal((196, 172, 264, 250), None, np.array([-0.04, -0.013, 0.175]), np.array([0.03, 0.03, 0.029]), 1.0)
+    assert nested_parts([teddy, foot], ["teddy", "bottle"]) == {1}
+    assert nested_parts([teddy, foot], close_up_piece_m=0.05) == set()  # the table-view rule alone
+    merged = Proposal((474, 102, 576, 268), None, np.array([0.118, -0.038, 0.238]), np.array([0.128, 0.094, 0.132]),
+                      1.0)
+    corner = Proposal((460, 226, 516, 270), None, np.array([0.062, 0.002, 0.208]), np.array([0.045, 0.025, 0.059]),
+                      1.0)
+    assert nested_parts([merged, corner], ["bottle", "lego"]) == {1}
+    far = [Proposal(p.box, None, p.centroid + [0.0, 0.0, 0.4], p.size, 1.0) for p in (teddy, foot)]
+    assert nested_parts(far, ["teddy", "bottle"]) == set()
+    off = Proposal(foot.box, None, teddy.centroid + [-0.09, 0.0, 0.0], foot.size, 1.0)  # 9 cm: beyond the reach
+    assert nested_parts([teddy, off]) == set()
