@@ -112,6 +112,11 @@ class ProposalConfig:
         are two objects when the median depth step across their boundary (pixels ``region_offset_px``
         apart, over the mixed pixels) exceeds ``region_step_m + region_step_rel * z``, or when at least
         ``region_crease_share`` of it crosses a crease and their mean Lab colours differ by ``region_colour_de``.
+    fold_turn / fold_span : with depth, also cut the grid along *folds*: pixels where the surface normals
+        (of the points box-smoothed over ``fold_span`` pixels) either side turn towards each other by more
+        than ``fold_turn`` (2 sin of half the angle between them; 0 = off). Objects leaning on or standing in
+        another (a can in a bowl) have no level top and often one colour, but meet in a concave valley; a
+        convex object's own surface has none (``_folds``; docs/perception.md "Folds of the surface normals").
     layer_gap_m / layer_tilt / layer_min_part : a component whose level patches (tilted less than ``layer_tilt``,
         the sine, from the plane; at least ``layer_min_part * min_pixels`` pixels) lie at heights ``layer_gap_m``
         or more apart is split into one part per height layer, walls going to the layers by a colour watershed:
@@ -170,6 +175,8 @@ class ProposalConfig:
     layer_gap_m: float = 0.03
     layer_tilt: float = 0.35
     layer_min_part: float = 1.0
+    fold_turn: float = 0.9
+    fold_span: int = 3
 
     def __post_init__(self) -> None:
         if self.method not in ("auto", "depth", "rgb"):
@@ -220,6 +227,8 @@ class ProposalConfig:
             raise ValueError("overhang_min_height_m and attach_gap_m must be > 0")
         if self.layer_gap_m < 0 or not 0 < self.layer_tilt < 1 or self.layer_min_part <= 0:
             raise ValueError("need layer_gap_m >= 0, layer_tilt in (0, 1) and layer_min_part > 0")
+        if self.fold_turn < 0 or int(self.fold_span) < 3:
+            raise ValueError(f"need fold_turn >= 0 and fold_span >= 3, got {self.fold_turn}, {self.fold_span}")
 
 
 @dataclass(frozen=True)
@@ -556,7 +565,11 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         fg = valid & (height > floor_h) & (height < config.max_size_m)
     cut = _edges(small, z, config, config.depth_edges)
     creases = _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease) if config.crease > 0 else None
-    labels = _components(fg, cut if creases is None else cut | creases, config, fillable=~valid)
+    folds = _folds(P, valid, fg, config.fold_turn, int(config.fold_span)) if config.fold_turn > 0 else None
+    grid_cut = cut if creases is None else cut | creases
+    if folds is not None:
+        grid_cut = grid_cut | folds
+    labels = _components(fg, grid_cut, config, fillable=~valid)
     if config.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
     if config.layer_gap_m > 0 and labels.any():
@@ -649,6 +662,64 @@ def _creases(height: np.ndarray, fg: np.ndarray, threshold: float) -> np.ndarray
     h = cv2.GaussianBlur(np.where(fg, height, 0.0).astype(np.float32), (5, 5), 0)
     lap = cv2.Laplacian(h, cv2.CV_32F, ksize=3)
     return fg & (lap > threshold)
+
+
+def _folds(P: np.ndarray, valid: np.ndarray, fg: np.ndarray, turn: float, span: int) -> np.ndarray:
+    """Object pixels in a concave fold of the surface: where the unit normals (of the points box-smoothed over
+    ``span`` pixels, so the sensor's millimetre steps average out) of the pixels ``span // 2`` either side,
+    along x, y or a diagonal, turn towards each other by more than ``turn``: minus their difference along the
+    unit step between the two points (2 sin(a / 2) for a valley of a between the normals; 0.9: about 53 deg).
+    Two convex objects touching (a can in a bowl, two balls side by side) meet in such a valley
+    whether or not their colours differ, and in 3D, whichever way the surfaces face (the height map's
+    Laplacian sees a valley only in height). Measured in docs/perception.md ("Folds of the surface normals")."""
+    rows, cols = np.flatnonzero(fg.any(axis=1)), np.flatnonzero(fg.any(axis=0))
+    out = np.zeros(fg.shape, bool)
+    if len(rows) == 0:
+        return out
+    s = max(1, span // 2)
+    pad = 2 * s + 2  # the box around the object pixels, with room for the smoothing and the differences
+    y0, y1 = max(int(rows[0]) - pad, 0), min(int(rows[-1]) + pad + 1, fg.shape[0])
+    x0, x1 = max(int(cols[0]) - pad, 0), min(int(cols[-1]) + pad + 1, fg.shape[1])
+    v = valid[y0:y1, x0:x1].astype(np.float32)
+    k = (span, span)
+    cnt = cv2.blur(v, k)
+    sums = cv2.blur(np.ascontiguousarray(P[y0:y1, x0:x1] * v[..., None], dtype=np.float32), k)
+    inv = np.where(cnt > 0.5, 1.0 / np.maximum(cnt, 1e-6), 0.0).astype(np.float32)  # half the window read
+    X, Y, Z = (sums[..., i] * inv for i in range(3))  # channel arrays: numpy is faster on them than on (..., 3)
+    hh, ww = cnt.shape
+    if hh <= 4 * s or ww <= 4 * s:
+        return out
+    good = inv > 0
+    g = good[2 * s:, s:-s] & good[:-2 * s, s:-s] & good[s:-s, 2 * s:] & good[s:-s, :-2 * s] & good[s:-s, s:-s]
+    # tangents over 2 s pixels at the inner pixels (x right, y down, z forward); the unit normal towards the
+    # camera is -(u x w) over its length
+    ux, uy, uz = (C[s:-s, 2 * s:] - C[s:-s, :-2 * s] for C in (X, Y, Z))
+    wx, wy, wz = (C[2 * s:, s:-s] - C[:-2 * s, s:-s] for C in (X, Y, Z))
+    nx, ny, nz = uz * wy - uy * wz, ux * wz - uz * wx, uy * wx - ux * wy
+    ln = np.sqrt(nx * nx + ny * ny + nz * nz)
+    ok = g & (ln > 0)
+    ln = np.where(ok, 1.0 / np.where(ok, ln, 1.0), 0.0).astype(np.float32)
+    nx, ny, nz = nx * ln, ny * ln, nz * ln
+    Xi, Yi, Zi = X[s:-s, s:-s], Y[s:-s, s:-s], Z[s:-s, s:-s]
+    conc = np.zeros(nx.shape, bool)
+    ih, iw = nx.shape
+    t2 = np.float32(turn * turn)
+    for dy, dx in ((0, s), (s, 0), (s, s), (s, -s)):
+        # the inner pixel c - (dy, dx) against c + (dy, dx); the result at c. A valley: the normals turn
+        # towards each other, against the step between the two points: -(dn . d) > turn * |d|
+        ya, yb, yc = slice(0, ih - 2 * dy), slice(2 * dy, ih), slice(dy, ih - dy)
+        if dx >= 0:
+            xa, xb, xc = slice(0, iw - 2 * dx), slice(2 * dx, iw), slice(dx, iw - dx)
+        else:
+            xa, xb, xc = slice(-2 * dx, iw), slice(0, iw + 2 * dx), slice(-dx, iw + dx)
+        dX, dY, dZ = Xi[yb, xb] - Xi[ya, xa], Yi[yb, xb] - Yi[ya, xa], Zi[yb, xb] - Zi[ya, xa]
+        turn_d = -((nx[yb, xb] - nx[ya, xa]) * dX + (ny[yb, xb] - ny[ya, xa]) * dY + (nz[yb, xb] - nz[ya, xa]) * dZ)
+        d2 = dX * dX + dY * dY + dZ * dZ
+        conc[yc, xc] |= ok[ya, xa] & ok[yb, xb] & (turn_d > 0) & (turn_d * turn_d > t2 * d2)
+    inner = np.zeros((hh, ww), bool)
+    inner[s:-s, s:-s] = conc
+    out[y0:y1, x0:x1] = inner
+    return out & fg
 
 
 def _support_region(inliers: np.ndarray, patch_share: float = 1.0) -> np.ndarray:
