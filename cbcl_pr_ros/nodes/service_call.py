@@ -50,8 +50,20 @@ def call_service(client: Any, request: Any, timeout_s: float, what: str = "its s
         fut = client.call_async(request)
         done = threading.Event()
         fut.add_done_callback(lambda _f: done.set())
-        if done.wait(timeout_s):
+        if _answered(fut, done, timeout_s):
             return fut.result()
         getattr(client, "remove_pending_request", lambda _f: None)(fut)  # a late answer is dropped
     tries = "" if attempts <= 1 else f" ({int(attempts)} tries)"
     raise ServiceUnavailable(f"'{client.srv_name}' did not answer within {timeout_s:g} s{tries}")
+
+
+def _answered(fut: Any, done: threading.Event, timeout_s: float) -> bool:
+    """Whether ``fut`` completes within ``timeout_s``. The done callback alone is not enough: when the
+    answer comes before the callback is added, rclpy runs it as a task of the client's executor, so
+    an executor busy elsewhere could delay it; the future's own state is checked too (every 50 ms)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if done.wait(min(0.05, max(0.0, deadline - time.monotonic()))) or fut.done():
+            return True
+        if time.monotonic() >= deadline:
+            return False

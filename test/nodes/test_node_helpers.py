@@ -658,3 +658,26 @@ def test_call_service_sends_again_only_when_allowed():
     with pytest.raises(ServiceUnavailable, match=r"\(3 tries\)"):
         call_service(never, "req", 0.05, attempts=3)
     assert never.sent == 3
+
+
+def test_call_service_sees_an_answer_whose_done_callback_never_runs():
+    """An answer that came before the done callback was added runs it as an executor task; a busy
+    executor must not turn a delivered answer into a timeout."""
+    from cbcl_pr_ros.nodes.service_call import call_service
+
+    class QuietFuture:
+        def __init__(self, value):
+            self.value = value
+
+        def add_done_callback(self, callback) -> None:  # queued on an executor that never gets to it
+            pass
+
+        def done(self) -> bool:
+            return True
+
+        def result(self):
+            return self.value
+
+    client = _FakeClient(lost=0)
+    client.call_async = lambda request: QuietFuture(("answer", request))
+    assert call_service(client, "req", 5.0) == ("answer", "req")
