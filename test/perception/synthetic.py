@@ -45,3 +45,18 @@ def scene(objects: list[SynthObject], seed: int = 0, tilt: float = 0.25, distanc
         zc = float(np.mean(depth[sl]))
         centres.append(np.array([float(np.mean(xb[sl])) * zc, float(np.mean(yb[sl])) * zc, zc]))
     return rgb, depth.astype(np.float32), k, centres
+
+
+def camera_rays(eye=(0.0, -0.28, 0.42), target=(0.0, 0.04, 0.0), w: int = W, h: int = H,
+                f: float = 280.0) -> tuple[np.ndarray, np.ndarray, CameraIntrinsics]:
+    """(eye, ray per pixel in the table frame scaled to camera depth 1, intrinsics) of a pinhole
+    camera at ``eye`` looking at ``target`` (z up), for ray-cast scenes."""
+    eye = np.asarray(eye, float)
+    fwd = np.asarray(target, float) - eye
+    fwd /= np.linalg.norm(fwd)
+    right = np.cross(fwd, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    R = np.stack([right, np.cross(fwd, right), fwd], axis=1)  # optical axes (x right, y down, z forward)
+    K = CameraIntrinsics(f, f, (w - 1) / 2, (h - 1) / 2)
+    u, v = np.meshgrid(np.arange(w), np.arange(h))
+    return eye, np.stack([(u - K.cx) / K.fx, (v - K.cy) / K.fy, np.ones((h, w))], axis=-1) @ R.T, K

@@ -10,6 +10,8 @@ import pytest
 
 from cbcl_pr_ros.perception import CameraIntrinsics, ProposalConfig, propose
 
+from .synthetic import camera_rays
+
 Box3 = tuple[tuple[float, float, float], tuple[float, float, float]]
 
 BODY: Box3 = ((-0.04, 0.0, 0.0), (0.04, 0.08, 0.10))  # a mug's body: 8 cm wide, 10 cm high
@@ -22,15 +24,7 @@ FLOATING: Box3 = ((0.12, 0.03, 0.04), (0.16, 0.06, 0.08))  # hangs in the air, t
 def raycast(boxes: list[Box3], eye=(0.0, -0.28, 0.42), target=(0.0, 0.04, 0.0), w: int = 320, h: int = 240,
             f: float = 280.0) -> tuple[np.ndarray, np.ndarray, CameraIntrinsics, np.ndarray]:
     """(rgb, depth in metres, intrinsics, index map: 0 table, i the i-th box) of the boxes on the table."""
-    eye = np.asarray(eye, float)
-    fwd = np.asarray(target, float) - eye
-    fwd /= np.linalg.norm(fwd)
-    right = np.cross(fwd, [0.0, 0.0, 1.0])
-    right /= np.linalg.norm(right)
-    R = np.stack([right, np.cross(fwd, right), fwd], axis=1)  # optical axes (x right, y down, z forward)
-    K = CameraIntrinsics(f, f, (w - 1) / 2, (h - 1) / 2)
-    u, v = np.meshgrid(np.arange(w), np.arange(h))
-    d = np.stack([(u - K.cx) / K.fx, (v - K.cy) / K.fy, np.ones((h, w))], axis=-1) @ R.T  # depth 1 along each ray
+    eye, d, K = camera_rays(eye, target, w, h, f)  # d: depth 1 along each ray
     t_best = np.where(d[..., 2] < 0, -eye[2] / d[..., 2], np.inf)  # the table
     index = np.zeros((h, w), int)
     for i, (lo, hi) in enumerate(boxes, start=1):

@@ -14,25 +14,14 @@ import pytest
 
 from cbcl_pr_ros.perception import CameraIntrinsics, ProposalConfig, propose
 
+from .synthetic import camera_rays
+
 Shape = tuple[str, tuple[float, float, float], float, float]  # kind, centre (a cylinder's: its foot), radius, height
-
-
-def _rays(eye=(0.0, -0.28, 0.42), target=(0.0, 0.04, 0.0), w: int = 320, h: int = 240, f: float = 280.0):
-    """(eye, ray per pixel in the table frame scaled to camera depth 1, intrinsics)."""
-    eye = np.asarray(eye, float)
-    fwd = np.asarray(target, float) - eye
-    fwd /= np.linalg.norm(fwd)
-    right = np.cross(fwd, [0.0, 0.0, 1.0])
-    right /= np.linalg.norm(right)
-    R = np.stack([right, np.cross(fwd, right), fwd], axis=1)  # optical axes (x right, y down, z forward)
-    K = CameraIntrinsics(f, f, (w - 1) / 2, (h - 1) / 2)
-    u, v = np.meshgrid(np.arange(w), np.arange(h))
-    return eye, np.stack([(u - K.cx) / K.fx, (v - K.cy) / K.fy, np.ones((h, w))], axis=-1) @ R.T, K
 
 
 def _render(shapes: list[Shape]) -> tuple[np.ndarray, np.ndarray, CameraIntrinsics, np.ndarray]:
     """(grey rgb, depth in metres, intrinsics, index map: 0 table, i the i-th shape)."""
-    eye, d, K = _rays()
+    eye, d, K = camera_rays()
     t_best = np.where(d[..., 2] < 0, -eye[2] / d[..., 2], np.inf)  # the table
     index = np.zeros(t_best.shape, int)
     for i, (kind, centre, r, height) in enumerate(shapes, start=1):
