@@ -117,6 +117,12 @@ class ProposalConfig:
         than ``fold_turn`` (2 sin of half the angle between them; 0 = off). Objects leaning on or standing in
         another (a can in a bowl) have no level top and often one colour, but meet in a concave valley; a
         convex object's own surface has none (``_folds``; docs/perception.md "Folds of the surface normals").
+    join_m / join_share / join_colour_de : with depth, two proposals whose masks touch are joined into one when
+        their centroids lie within ``join_m``, their 3D extents overlap by at least ``join_share`` of the smaller
+        one's volume and their mean Lab colours differ by at most ``join_colour_de`` (0 = off). A depth jump cuts
+        one non-convex object where a part of it hides another (a seated teddy's legs before its belly, a duck's
+        head before its back): the pieces share one body and one colour; two objects side by side share
+        neither (docs/perception.md "Pieces of one object joined").
     layer_gap_m / layer_tilt / layer_min_part : a component whose level patches (tilted less than ``layer_tilt``,
         the sine, from the plane; at least ``layer_min_part * min_pixels`` pixels) lie at heights ``layer_gap_m``
         or more apart is split into one part per height layer, walls going to the layers by a colour watershed:
@@ -177,6 +183,9 @@ class ProposalConfig:
     layer_min_part: float = 1.0
     fold_turn: float = 0.9
     fold_span: int = 3
+    join_m: float = 0.06
+    join_share: float = 0.3
+    join_colour_de: float = 20.0
 
     def __post_init__(self) -> None:
         if self.method not in ("auto", "depth", "rgb"):
@@ -229,6 +238,9 @@ class ProposalConfig:
             raise ValueError("need layer_gap_m >= 0, layer_tilt in (0, 1) and layer_min_part > 0")
         if self.fold_turn < 0 or int(self.fold_span) < 3:
             raise ValueError(f"need fold_turn >= 0 and fold_span >= 3, got {self.fold_turn}, {self.fold_span}")
+        if self.join_m < 0 or not 0 <= self.join_share <= 1 or self.join_colour_de < 0:
+            raise ValueError(f"need join_m >= 0, join_share in [0, 1] and join_colour_de >= 0, got {self.join_m}, "
+                             f"{self.join_share}, {self.join_colour_de}")
 
 
 @dataclass(frozen=True)
@@ -572,6 +584,7 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     labels = _components(fg, grid_cut, config, fillable=~valid)
     if config.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
+    before_layers = labels
     if config.layer_gap_m > 0 and labels.any():
         labels = _split_layers(labels, P, height, small, config)
     surface = (_support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m), config.support_patch_share)
@@ -586,27 +599,12 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         m = labels[sl] == lab
         if _border_share(m, sl, labels.shape) >= config.max_border_share:
             continue  # mostly out of view: a sliver of something beyond the image (a shelf, a far table edge)
-        sel = m & fg[sl]
-        pts, hs = P[sl][sel], height[sl][sel]
-        if len(pts) < 10:
-            continue
-        feet = pts - hs[:, None] * plane.normal
-        if surface is not None and _share_on(surface, feet, K) < 0.5:
-            continue  # standing beyond the support surface: background
-        top = float(np.quantile(hs, 0.98))
-        lo, hi = np.quantile(np.concatenate([pts, feet]), [0.02, 0.98], axis=0)
-        size = hi - lo
-        if not config.min_size_m <= float(size.max()) <= config.max_size_m:
-            continue
-        # centre of the object's box: middle of the feet's extent on the plane, half its top height up
-        flo, fhi = np.quantile(feet, [0.02, 0.98], axis=0)
-        foot_mid = (flo + fhi) / 2
-        foot_mid = foot_mid - (foot_mid @ plane.normal + plane.offset) * plane.normal  # back onto the plane
-        centroid = foot_mid + plane.normal * (top / 2)
-        fill = float(m.mean())  # share of its box the component fills
-        conf = float(np.sqrt(min(1.0, fill / 0.6) * min(1.0, top / (4 * config.min_height_m))))
-        kept[sl][m] = len(geo) + 1
-        geo.append((centroid, size, conf))
+        g = _geometry(m, sl, fg, P, height, plane, surface, K, config)
+        if g is not None:
+            kept[sl][m] = len(geo) + 1
+            geo.append(g)
+    if config.join_m > 0 and len(geo) > 1:
+        kept, geo = _join_pieces(kept, geo, before_layers, small, fg, P, height, plane, K, config)
     return kept, geo
 
 
@@ -752,6 +750,113 @@ def _share_on(region: np.ndarray, feet: np.ndarray, K: CameraIntrinsics) -> floa
     on = np.zeros(len(u), bool)
     on[inside] = region[v[inside], u[inside]]
     return float(on.sum()) / float(len(z))
+
+
+def _geometry(m: np.ndarray, sl: tuple[slice, slice], fg: np.ndarray, P: np.ndarray, height: np.ndarray,
+              plane: _Plane, surface: np.ndarray | None, K: CameraIntrinsics,
+              config: ProposalConfig) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(centroid, size, objectness) of the piece ``m`` (within the slice ``sl``), or None when it is
+    no object: too few points, standing beyond the support surface, too small or too large."""
+    sel = m & fg[sl]
+    pts, hs = P[sl][sel], height[sl][sel]
+    if len(pts) < 10:
+        return None
+    feet = pts - hs[:, None] * plane.normal
+    if surface is not None and _share_on(surface, feet, K) < 0.5:
+        return None  # standing beyond the support surface: background
+    top = float(np.quantile(hs, 0.98))
+    lo, hi = np.quantile(np.concatenate([pts, feet]), [0.02, 0.98], axis=0)
+    size = hi - lo
+    if not config.min_size_m <= float(size.max()) <= config.max_size_m:
+        return None
+    # centre of the object's box: middle of the feet's extent on the plane, half its top height up
+    flo, fhi = np.quantile(feet, [0.02, 0.98], axis=0)
+    foot_mid = (flo + fhi) / 2
+    foot_mid = foot_mid - (foot_mid @ plane.normal + plane.offset) * plane.normal  # back onto the plane
+    centroid = foot_mid + plane.normal * (top / 2)
+    fill = float(m.mean())  # share of its box the component fills
+    conf = float(np.sqrt(min(1.0, fill / 0.6) * min(1.0, top / (4 * config.min_height_m))))
+    return centroid, size, conf
+
+
+def _extent_share(a: tuple, b: tuple) -> float:
+    """Volume of the overlap of two pieces' 3D extents (centroid +- size / 2) over the smaller one's."""
+    lo = np.maximum(a[0] - a[1] / 2, b[0] - b[1] / 2)
+    hi = np.minimum(a[0] + a[1] / 2, b[0] + b[1] / 2)
+    small = min(float(np.prod(a[1])), float(np.prod(b[1])))
+    return float(np.prod(np.clip(hi - lo, 0.0, None)) / small) if small > 0 else 0.0
+
+
+
+_INSIDE = 0.9  # a piece this much inside another's extent stands in or on it (a can in a bowl): not joined
+
+
+def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: np.ndarray, fg: np.ndarray,
+                 P: np.ndarray, height: np.ndarray, plane: _Plane, K: CameraIntrinsics,
+                 config: ProposalConfig) -> tuple[np.ndarray, list]:
+    """``kept`` and ``geo`` with the touching pieces of one object joined (``ProposalConfig.join_m``).
+
+    Pieces touch when one's mask, grown by 2 work pixels, meets the other's. Two pieces of one component
+    of ``before_layers`` were parted by their level tops (``layer_gap_m``): an object standing on another
+    shows a top of its own, so they stay apart. Joined pieces get their geometry again from the union (a
+    group of three is joined pair by pair, nearest first)."""
+    lab = cv2.cvtColor(cv2.GaussianBlur(small, (3, 3), 0), cv2.COLOR_RGB2LAB).astype(np.float32)
+    n = len(geo)
+    idx = kept.ravel()
+    counts = np.bincount(idx, minlength=n + 1)[1:].astype(np.float64)
+    colour = np.stack([np.bincount(idx, weights=lab[..., c].ravel(), minlength=n + 1)[1:] for c in range(3)], 1)
+    colour /= np.maximum(counts, 1.0)[:, None]
+    grown = cv2.dilate(kept.astype(np.float32), np.ones((5, 5), np.uint8)).astype(np.int64)  # max label nearby
+    shrunk = -cv2.dilate(-np.where(kept > 0, kept, n + 1).astype(np.float32), np.ones((5, 5), np.uint8))
+    shrunk = shrunk.astype(np.int64)  # min label nearby
+    # the component each piece came from before the layer split (its most common one)
+    source = np.zeros(n + 1, np.int64)
+    on = kept > 0
+    if on.any():
+        votes = np.stack([kept[on], before_layers[on]], 1)
+        uniq, count = np.unique(votes, axis=0, return_counts=True)
+        for (piece, comp), c in sorted(zip(map(tuple, uniq), count), key=lambda t: t[1]):
+            source[piece] = comp  # the most common last
+    pairs = set()
+    for a_map, b_map in ((kept, grown), (shrunk, kept)):
+        sel = (a_map > 0) & (a_map <= n) & (b_map > 0) & (b_map <= n) & (a_map != b_map)
+        pairs |= {(int(min(a, b)), int(max(a, b))) for a, b in zip(a_map[sel], b_map[sel])}
+    joins = []
+    for a, b in pairs:
+        if source[a] and source[a] == source[b]:
+            continue  # parted by their level tops
+        ga, gb = geo[a - 1], geo[b - 1]
+        d = float(np.linalg.norm(ga[0] - gb[0]))
+        if d <= config.join_m and config.join_share <= _extent_share(ga, gb) < _INSIDE \
+                and float(np.linalg.norm(colour[a - 1] - colour[b - 1])) <= config.join_colour_de:
+            joins.append((d, a, b))
+    if not joins:
+        return kept, geo
+    root = list(range(n + 1))
+
+    def find(x: int) -> int:
+        while root[x] != x:
+            root[x] = root[root[x]]
+            x = root[x]
+        return x
+
+    for _, a, b in sorted(joins):
+        root[find(b)] = find(a)
+    lut = np.array([find(i) for i in range(n + 1)], np.int64)
+    joined = lut[kept]
+    out = np.zeros_like(kept)
+    new_geo = []
+    for r, sl in enumerate(ndimage.find_objects(joined), start=1):
+        if sl is None:
+            continue
+        m = joined[sl] == r
+        if lut[r] == r and np.sum(lut == r) == 1:
+            g = geo[r - 1]  # untouched: its geometry as it was
+        else:
+            g = _geometry(m, sl, fg, P, height, plane, None, K, config) or geo[r - 1]
+        out[sl][m] = len(new_geo) + 1
+        new_geo.append(g)
+    return out, new_geo
 
 
 def _assemble(labels: np.ndarray, geo: list, shape: tuple[int, int], config: ProposalConfig) -> list[Proposal]:
