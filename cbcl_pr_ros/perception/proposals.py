@@ -184,8 +184,8 @@ class ProposalConfig:
     fold_turn: float = 0.9
     fold_span: int = 3
     join_m: float = 0.06
-    join_share: float = 0.3
-    join_colour_de: float = 20.0
+    join_share: float = 0.2
+    join_colour_de: float = 30.0
 
     def __post_init__(self) -> None:
         if self.method not in ("auto", "depth", "rgb"):
@@ -800,36 +800,39 @@ def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: 
     of ``before_layers`` were parted by their level tops (``layer_gap_m``): an object standing on another
     shows a top of its own, so they stay apart. Joined pieces get their geometry again from the union (a
     group of three is joined pair by pair, nearest first)."""
-    lab = cv2.cvtColor(cv2.GaussianBlur(small, (3, 3), 0), cv2.COLOR_RGB2LAB).astype(np.float32)
     n = len(geo)
-    idx = kept.ravel()
-    counts = np.bincount(idx, minlength=n + 1)[1:].astype(np.float64)
-    colour = np.stack([np.bincount(idx, weights=lab[..., c].ravel(), minlength=n + 1)[1:] for c in range(3)], 1)
-    colour /= np.maximum(counts, 1.0)[:, None]
+    centroids = np.stack([g[0] for g in geo])
+    near = np.linalg.norm(centroids[:, None] - centroids[None], axis=-1) <= config.join_m
+    if not np.triu(near, 1).any():
+        return kept, geo  # no two pieces near enough: the usual case, at the cost of one distance matrix
     grown = cv2.dilate(kept.astype(np.float32), np.ones((5, 5), np.uint8)).astype(np.int64)  # max label nearby
     shrunk = -cv2.dilate(-np.where(kept > 0, kept, n + 1).astype(np.float32), np.ones((5, 5), np.uint8))
     shrunk = shrunk.astype(np.int64)  # min label nearby
-    # the component each piece came from before the layer split (its most common one)
-    source = np.zeros(n + 1, np.int64)
-    on = kept > 0
-    if on.any():
-        votes = np.stack([kept[on], before_layers[on]], 1)
-        uniq, count = np.unique(votes, axis=0, return_counts=True)
-        for (piece, comp), c in sorted(zip(map(tuple, uniq), count), key=lambda t: t[1]):
-            source[piece] = comp  # the most common last
-    pairs = set()
+    keys = []
     for a_map, b_map in ((kept, grown), (shrunk, kept)):
         sel = (a_map > 0) & (a_map <= n) & (b_map > 0) & (b_map <= n) & (a_map != b_map)
-        pairs |= {(int(min(a, b)), int(max(a, b))) for a, b in zip(a_map[sel], b_map[sel])}
+        a, b = a_map[sel].astype(np.int64), b_map[sel].astype(np.int64)
+        keys.append(np.minimum(a, b) * (n + 1) + np.maximum(a, b))
+    pairs = [(int(k) // (n + 1), int(k) % (n + 1)) for k in np.unique(np.concatenate(keys))]
+    pairs = [(a, b) for a, b in pairs if near[a - 1, b - 1]
+             and config.join_share <= _extent_share(geo[a - 1], geo[b - 1]) < _INSIDE]
+    if not pairs:
+        return kept, geo
+    # for the pieces of those pairs only: mean Lab colour, and the component each came from before the
+    # layer split (its most common one)
+    slices = ndimage.find_objects(kept, max_label=n)
+    colour, source = {}, {}
+    for piece in {x for pair in pairs for x in pair}:
+        sl = slices[piece - 1]
+        m = kept[sl] == piece
+        colour[piece] = cv2.cvtColor(small[sl][m].reshape(-1, 1, 3), cv2.COLOR_RGB2LAB).reshape(-1, 3).mean(axis=0)
+        source[piece] = int(np.bincount(before_layers[sl][m].ravel()).argmax())
     joins = []
     for a, b in pairs:
         if source[a] and source[a] == source[b]:
             continue  # parted by their level tops
-        ga, gb = geo[a - 1], geo[b - 1]
-        d = float(np.linalg.norm(ga[0] - gb[0]))
-        if d <= config.join_m and config.join_share <= _extent_share(ga, gb) < _INSIDE \
-                and float(np.linalg.norm(colour[a - 1] - colour[b - 1])) <= config.join_colour_de:
-            joins.append((d, a, b))
+        if float(np.linalg.norm(colour[a] - colour[b])) <= config.join_colour_de:
+            joins.append((float(np.linalg.norm(centroids[a - 1] - centroids[b - 1])), a, b))
     if not joins:
         return kept, geo
     root = list(range(n + 1))
