@@ -142,13 +142,15 @@ def seed_spread(frames, seeds: list[int], overrides: dict, first: dict) -> dict:
 
 def rendered_recall(config, seeds: int, scenes: int = 2, views: int = 3) -> dict:
     """Depth-proposal recall at IoU 0.5 on rendered tables (as bench_detections draws them), so a change
-    made for real frames is checked on the simulated ones too."""
-    from cbcl_pr_ros.perception import CameraIntrinsics, box_iou, propose
+    made for real frames is checked on the simulated ones too; and how many objects come out in two or
+    more pieces that each would get a track (not a part by ``nested_parts``; a piece: 60 % or more of
+    its mask on the object, at least 5 % of the object's pixels): the source of duplicate tracks."""
+    from cbcl_pr_ros.perception import CameraIntrinsics, box_iou, nested_parts, propose
     from cbcl_pr_ros.robot.assets import CATALOGUE
     from cbcl_pr_ros.robot.scenes import SceneSpec, make_scene, render_scene_views, table_world
     from cbcl_pr_ros.robot.world import CameraConfig
 
-    hits = total = n_props = frames = 0
+    hits = total = n_props = frames = in_pieces = 0
     cam = CameraConfig(640, 480, 60.0)
     for seed in range(seeds):
         rng = np.random.default_rng(np.random.SeedSequence([seed, 1212]))
@@ -161,13 +163,31 @@ def rendered_recall(config, seeds: int, scenes: int = 2, views: int = 3) -> dict
                 for sf in render_scene_views(world, rng, views, spec):
                     props = propose(sf.frame.rgb, sf.frame.depth, CameraIntrinsics.from_k(sf.frame.K), config)
                     hits += sum(max((box_iou(p.box, o.box) for p in props), default=0.0) >= 0.5 for o in sf.objects)
+                    in_pieces += _objects_in_pieces(sf, props, nested_parts(props))
                     total += len(sf.objects)
                     n_props += len(props)
                     frames += 1
         finally:
             world.close()
     return {"seeds": seeds, "frames": frames, "objects": total, "recall_iou50": round(hits / max(total, 1), 3),
-            "proposals_per_frame": round(n_props / max(frames, 1), 2)}
+            "proposals_per_frame": round(n_props / max(frames, 1), 2), "objects_in_pieces": in_pieces}
+
+
+def _objects_in_pieces(sf, props, parts: set[int]) -> int:
+    """Objects of a rendered frame covered by two or more proposals that are not parts (see rendered_recall)."""
+    seg, names = sf.frame.segmentation, sf.frame.object_names
+    count = 0
+    for o in sf.objects:
+        obj = seg == names.index(o.name)
+        n_obj = int(obj.sum())
+        pieces = 0
+        for k, p in enumerate(props):
+            if k in parts or p.mask is None:
+                continue
+            inter = int((p.mask & obj).sum())
+            pieces += inter >= 0.6 * max(1, int(p.mask.sum())) and inter >= 0.05 * n_obj
+        count += pieces >= 2
+    return count
 
 
 def _jitter_boxes(box, shape, n: int, rng) -> list[tuple[int, int, int, int]]:
