@@ -30,7 +30,7 @@ def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
 def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = None, min_overlap: float = 0.4,
                  max_distance_m: float = 0.05, same_label_overlap: float = 0.2,
                  same_label_distance_m: float = 0.06, close_up_m: float = 0.35, side_piece_m: float = 0.065,
-                 side_piece_volume: float = 0.25, side_piece_overlap: float = 0.3,
+                 side_piece_volume: float = 0.25, side_piece_overlap: float = 0.2,
                  close_up_piece_m: float = 0.08) -> set[int]:
     """Indices of proposals that are a part of a larger one in the same frame: their box lies at least
     ``min_overlap`` inside the larger one's box (intersection over its own area) and their 3D

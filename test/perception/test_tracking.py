@@ -404,6 +404,20 @@ def test_a_small_piece_beside_its_object_at_its_depth_is_a_part_whatever_its_nam
     assert not side_piece(flat, body) and nested_parts([body, flat]) == set()
 
 
+def test_a_handle_standing_up_behind_its_mug_is_a_part():
+    """The main job, seed 4 (a layout first run on 2026-11-25): the mug's handle seen above and behind
+    the body from the overview, 6.0 cm from it, 23 % of its box inside the body's (the rule asked 30 %),
+    named 'cereal', kept a track of its own for the whole phase."""
+    from cbcl_pr_ros.perception import nested_parts
+
+    handle = Proposal((316, 250, 340, 284), None, np.array([0.0072, 0.0337, 0.423]), np.array([0.0203, 0.0445, 0.0873]),
+                      0.8)
+    body = Proposal((312, 276, 406, 376), None, np.array([0.033, 0.085, 0.4012]), np.array([0.0747, 0.0943, 0.1149]),
+                    0.9)
+    assert nested_parts([handle, body], ["cereal", "mug"]) == {0}
+    assert nested_parts([handle, body], ["cereal", "mug"], side_piece_overlap=0.3) == set()  # before
+
+
 def test_a_second_sliver_at_the_border_beside_a_seen_object_starts_no_track():
     """The main job, seed 0, lego close-up: two slivers of the teddy at the bottom border, 3.5 cm
     apart; the first found the teddy's track, the second started a second one on the teddy."""
