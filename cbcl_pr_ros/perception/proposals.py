@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 from scipy import ndimage
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from .regions import BoundaryRule, flat_pixels, split_layers, split_nonconvex
 from .types import CameraIntrinsics, Proposal
@@ -787,7 +789,6 @@ def _extent_share(a: tuple, b: tuple) -> float:
     return float(np.prod(np.clip(hi - lo, 0.0, None)) / small) if small > 0 else 0.0
 
 
-
 _INSIDE = 0.9  # a piece this much inside another's extent stands in or on it (a can in a bowl): not joined
 _CONTACT_M = 0.01  # pieces of one object meet in 3D where they are cut apart; a piece hiding another does not
 
@@ -814,8 +815,8 @@ def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: 
 
     Pieces touch when one's mask, grown by 2 work pixels, meets the other's. Two pieces of one component
     of ``before_layers`` were parted by their level tops (``layer_gap_m``): an object standing on another
-    shows a top of its own, so they stay apart. Joined pieces get their geometry again from the union (a
-    group of three is joined pair by pair, nearest first)."""
+    shows a top of its own, so they stay apart. Joined pieces (a chain of pairs makes one group) get their
+    geometry again from the union."""
     n = len(geo)
     centroids = np.stack([g[0] for g in geo])
     near = np.linalg.norm(centroids[:, None] - centroids[None], axis=-1) <= config.join_m
@@ -849,31 +850,24 @@ def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: 
             continue  # parted by their level tops
         if float(np.linalg.norm(colour[a] - colour[b])) <= config.join_colour_de \
                 and _contact_m(a, b, kept, grown, shrunk, P) <= _CONTACT_M:
-            joins.append((float(np.linalg.norm(centroids[a - 1] - centroids[b - 1])), a, b))
+            joins.append((a - 1, b - 1))
     if not joins:
         return kept, geo
-    root = list(range(n + 1))
-
-    def find(x: int) -> int:
-        while root[x] != x:
-            root[x] = root[root[x]]
-            x = root[x]
-        return x
-
-    for _, a, b in sorted(joins):
-        root[find(b)] = find(a)
-    lut = np.array([find(i) for i in range(n + 1)], np.int64)
+    ia, ib = np.array(joins).T
+    _, group = connected_components(coo_matrix((np.ones(len(joins)), (ia, ib)), shape=(n, n)), directed=False)
+    lut = np.concatenate([[0], group + 1])  # piece label -> group label (0 stays background)
     joined = lut[kept]
+    members = np.bincount(group)
     out = np.zeros_like(kept)
     new_geo = []
     for r, sl in enumerate(ndimage.find_objects(joined), start=1):
         if sl is None:
             continue
         m = joined[sl] == r
-        if lut[r] == r and np.sum(lut == r) == 1:
-            g = geo[r - 1]  # untouched: its geometry as it was
-        else:
-            g = _geometry(m, sl, fg, P, height, plane, None, K, config) or geo[r - 1]
+        alone = int(np.flatnonzero(group == r - 1)[0]) if members[r - 1] == 1 else None
+        g = geo[alone] if alone is not None else _geometry(m, sl, fg, P, height, plane, None, K, config)
+        if g is None:  # a union too large or too small to stand: keep its first piece's geometry
+            g = geo[int(np.flatnonzero(group == r - 1)[0])]
         out[sl][m] = len(new_geo) + 1
         new_geo.append(g)
     return out, new_geo
