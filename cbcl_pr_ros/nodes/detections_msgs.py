@@ -18,7 +18,8 @@ from std_msgs.msg import Header
 from cbcl_pr_ros.msg import DetectedObject, Detections, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import copy_header
 from cbcl_pr_ros.perception import Proposal
-from cbcl_pr_ros.service.object_stream import ObjectFrame
+from cbcl_pr_ros.perception.piece_pairs import MAX_CANDIDATES
+from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectJoins
 from cbcl_pr_ros.service.validation import check_feature_values, check_vectors_fit, values_array
 from cbcl_pr_ros.stamps import seconds_to_ns, split_ns
 
@@ -26,6 +27,7 @@ __all__ = [
     "depth_msg_to_array",
     "make_object_features_msg",
     "object_features_from_msg",
+    "object_joins_from_msg",
     "object_frame_from_msg",
     "make_detections_msg",
     "make_marker_array",
@@ -73,8 +75,9 @@ def _object_geometry(obj: DetectedObject, box: Sequence[int], centroid: np.ndarr
 
 def make_object_features_msg(header: Header, backbone: str, preprocessing: str,
                              proposals: Sequence[Proposal], feats: np.ndarray,
-                             image_shape: Sequence[int]) -> ObjectFeatures:
-    """One frame's objects and their (n, d) vectors (row i belongs to proposals[i])."""
+                             image_shape: Sequence[int], joins: ObjectJoins | None = None) -> ObjectFeatures:
+    """One frame's objects and their (n, d) vectors (row i belongs to proposals[i]), and the
+    candidate joins (pairs, union proposals, their vectors) when given."""
     f = np.asarray(feats, np.float32)
     if f.ndim != 2 or f.shape[0] != len(proposals):
         raise ValueError(f"need one feature row per proposal: {len(proposals)} proposals, features {f.shape}")
@@ -85,7 +88,22 @@ def make_object_features_msg(header: Header, backbone: str, preprocessing: str,
     msg.values = array.array("f", np.ascontiguousarray(f).tobytes())
     msg.image_height, msg.image_width = int(image_shape[0]), int(image_shape[1])
     msg.objects = [_object_geometry(DetectedObject(), p.box, p.centroid, p.size, p.score) for p in proposals]
+    if joins is not None and joins.pairs:
+        u = np.asarray(joins.features, np.float32)
+        if u.shape != (len(joins.pairs), f.shape[1]) or len(joins.unions) != len(joins.pairs):
+            raise ValueError(f"need one union and one feature row per pair: {len(joins.pairs)} pairs, "
+                             f"{len(joins.unions)} unions, features {u.shape}")
+        msg.join_first = [int(i) for i, _ in joins.pairs]
+        msg.join_second = [int(j) for _, j in joins.pairs]
+        msg.joins = [_object_geometry(DetectedObject(), p.box, p.centroid, p.size, p.score) for p in joins.unions]
+        msg.join_values = array.array("f", np.ascontiguousarray(u).tobytes())
     return msg
+
+
+def _proposal_of(o: DetectedObject) -> Proposal:
+    c = np.array([o.centroid.x, o.centroid.y, o.centroid.z], float)
+    s = np.array([o.size.x, o.size.y, o.size.z], float)
+    return Proposal((int(o.x0), int(o.y0), int(o.x1), int(o.y1)), None, c, s, float(o.proposal_score))
 
 
 def object_features_from_msg(msg: ObjectFeatures, expected_backbone: str | None = None,
@@ -105,20 +123,40 @@ def object_features_from_msg(msg: ObjectFeatures, expected_backbone: str | None 
     if d <= 0 or v.size != n * d:
         raise ValueError(f"object features hold {v.size} values for {n} objects of dimension {d}")
     feats = check_feature_values(v.reshape(n, d), math.inf if max_abs is None else max_abs)
-    props = []
-    for o in msg.objects:
-        c = np.array([o.centroid.x, o.centroid.y, o.centroid.z], float)
-        s = np.array([o.size.x, o.size.y, o.size.z], float)
-        props.append(Proposal((int(o.x0), int(o.y0), int(o.x1), int(o.y1)), None, c, s,
-                              float(o.proposal_score)))
-    return props, feats
+    return [_proposal_of(o) for o in msg.objects], feats
+
+
+def object_joins_from_msg(msg: ObjectFeatures, n: int, max_abs: float | None = None) -> ObjectJoins:
+    """The candidate joins of an ObjectFeatures message of ``n`` objects, checked: as many first and
+    second indices as unions, at most ``MAX_CANDIDATES``, each pair two different objects of the
+    frame, one vector of the message's dimension per union (ValueError otherwise)."""
+    k = len(msg.joins)
+    if not (len(msg.join_first) == len(msg.join_second) == k):
+        raise ValueError(f"joins: {len(msg.join_first)} first and {len(msg.join_second)} second indices "
+                         f"for {k} unions")
+    if k == 0:
+        return ObjectJoins()
+    if k > MAX_CANDIDATES:
+        raise ValueError(f"joins: {k} pairs, at most {MAX_CANDIDATES}")
+    pairs = [(int(i), int(j)) for i, j in zip(msg.join_first, msg.join_second)]
+    bad = [(i, j) for i, j in pairs if i == j or not (0 <= i < n and 0 <= j < n)]
+    if bad:
+        raise ValueError(f"joins: pair {bad[0]} does not name two of the frame's {n} objects")
+    d = int(msg.dimension)
+    v = values_array(msg.join_values)
+    if d <= 0 or v.size != k * d:
+        raise ValueError(f"joins hold {v.size} values for {k} unions of dimension {d}")
+    feats = check_feature_values(v.reshape(k, d), math.inf if max_abs is None else max_abs)
+    return ObjectJoins(tuple(pairs), tuple(_proposal_of(o) for o in msg.joins), feats)
 
 
 def object_frame_from_msg(msg: ObjectFeatures, expected_backbone: str | None = None,
                           expected_dim: int | None = None, max_abs: float | None = None) -> ObjectFrame:
-    """The frame an ObjectFeatures message carries, checked as :func:`object_features_from_msg` does."""
+    """The frame an ObjectFeatures message carries with its candidate joins, checked as
+    :func:`object_features_from_msg` and :func:`object_joins_from_msg` do."""
     props, feats = object_features_from_msg(msg, expected_backbone, expected_dim, max_abs)
-    return ObjectFrame(props, feats, (int(msg.image_height), int(msg.image_width)))
+    joins = object_joins_from_msg(msg, len(props), max_abs)
+    return ObjectFrame(props, feats, (int(msg.image_height), int(msg.image_width)), joins)
 
 
 def make_detections_msg(header: Header, tracks: Sequence[Any], model_version: int = 0) -> Detections:

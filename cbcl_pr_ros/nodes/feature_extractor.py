@@ -378,6 +378,7 @@ class FeatureExtractorNode(ManagedNode):
         from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
         from cbcl_pr_ros.perception import crop_images, depth_problem, propose
         from cbcl_pr_ros.perception.types import intrinsics_for_image
+        from cbcl_pr_ros.service.object_stream import ObjectJoins
 
         times = self.times
         with times.stage("depth"):
@@ -401,11 +402,12 @@ class FeatureExtractorNode(ManagedNode):
                 props = propose(rgb, depth, K)[:n_max]
                 if still is not None:
                     still.keep(grid, key, props)
-            crops = crop_images(rgb, props, float(self.get_parameter("crop_margin").value),
+            pairs, unions = _touching_pairs(props, depth, K, int(parameter(self, "join_candidates")))
+            crops = crop_images(rgb, [*props, *unions], float(self.get_parameter("crop_margin").value),
                                 mask_background=bool(parameter(self, "mask_crops"))) if props else []
         # the frame is one more picture whose vector a still camera keeps, but only while every cell
         # of it stays the same (ProposalReuse): one new object changes the frame's vector
-        images, boxes = [rgb, *crops], [(0, 0, rgb.shape[1], rgb.shape[0]), *(p.box for p in props)]
+        images, boxes = [rgb, *crops], [(0, 0, rgb.shape[1], rgb.shape[0]), *(p.box for p in [*props, *unions])]
         reuse = self._crop_reuse if still is not None else None
         changed = [] if still is not None and still.same_picture else [0]
         known = reuse.plan(boxes, images, recompute=changed) if reuse is not None else [None] * len(images)
@@ -416,7 +418,8 @@ class FeatureExtractorNode(ManagedNode):
             known[i] = computed[j]
         if reuse is not None:
             reuse.store(known)
-        feats = np.stack(known)  # (1 + objects, d): the frame, then each crop
+        feats, n = np.stack(known), len(props)  # (1 + objects + unions, d): the frame, each crop, each union's
+        joins = ObjectJoins(tuple(pairs), tuple(unions), feats[1 + n:]) if pairs else None
         name, prep = backbone.name, backbone.preprocessing_id
         pub, objects_pub = self.features_pub, self.objects_pub
         if pub is None or objects_pub is None:
@@ -426,8 +429,8 @@ class FeatureExtractorNode(ManagedNode):
             if not self.compressed:
                 self._cache.put(frame_fingerprint(msg), out)
             pub.publish(out)
-            objects_pub.publish(make_object_features_msg(msg.header, name, prep, props, feats[1:],
-                                                         rgb.shape))
+            objects_pub.publish(make_object_features_msg(msg.header, name, prep, props, feats[1:1 + n],
+                                                         rgb.shape, joins))
         self.processed += 1
         self.objects_published += len(props)
 
@@ -508,3 +511,11 @@ def main(args: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _touching_pairs(props: list, depth: Any, K: Any, limit: int) -> tuple[list, list]:
+    """The candidate joins of a frame's proposals (``perception.piece_pairs``): index pairs and unions."""
+    from cbcl_pr_ros.perception.piece_pairs import JoinCheck, candidate_pairs, union_proposal
+
+    pairs = candidate_pairs(props, depth, K, JoinCheck(limit=limit))
+    return pairs, [union_proposal(props[i], props[j]) for i, j in pairs]

@@ -20,21 +20,34 @@ import numpy as np
 
 from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal, nested_parts
 from cbcl_pr_ros.perception.camera_pose import CameraPose
+from cbcl_pr_ros.perception.piece_pairs import join_groups, recognised_joins, union_proposal
 from cbcl_pr_ros.service.object_teaching import TrackHistory, TrackViews
 from cbcl_pr_ros.service.stream_negatives import StreamNegatives
 
-__all__ = ["ObjectFrame", "ObjectStream", "STREAMING_WINDOW_S"]
+__all__ = ["ObjectFrame", "ObjectJoins", "ObjectStream", "STREAMING_WINDOW_S"]
 
 STREAMING_WINDOW_S = 2.0  # objects count as streaming while one frame of them came this recently
 
 
 @dataclass(frozen=True)
+class ObjectJoins:
+    """A frame's candidate joins (``perception.piece_pairs``): index pairs into its proposals, the
+    proposal each pair makes together, and that union's vector (one row per pair)."""
+
+    pairs: tuple[tuple[int, int], ...] = ()
+    unions: tuple[Proposal, ...] = ()
+    features: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
 class ObjectFrame:
-    """One frame of the object stream: its proposals, their (n, d) vectors and the image's (h, w)."""
+    """One frame of the object stream: its proposals, their (n, d) vectors, the image's (h, w) and the
+    candidate joins of touching pieces (none by default)."""
 
     proposals: list[Proposal]
     features: np.ndarray
     shape: tuple[int, int]
+    joins: ObjectJoins = ObjectJoins()
 
 
 class ObjectStream:
@@ -67,10 +80,14 @@ class ObjectStream:
         return now_s - self._last_time < STREAMING_WINDOW_S
 
     def update(self, frame: ObjectFrame, predictions: Sequence[Any] | None, stamp_s: float,
-               pose: CameraPose | None = None) -> list[Any]:
+               pose: CameraPose | None = None, union_predictions: Sequence[Any] | None = None) -> list[Any]:
         """Track one frame; ``predictions`` (one per object, core Predictions) or None when nothing is
         taught yet (objects are still tracked, unlabelled, so that a track id can be taught);
-        ``pose``: the camera's pose at the frame's stamp (None: track in the camera frame)."""
+        ``pose``: the camera's pose at the frame's stamp (None: track in the camera frame);
+        ``union_predictions``: one per candidate join of the frame, which decide the joins
+        (``piece_pairs.recognised_joins``); None joins nothing."""
+        if predictions is not None and union_predictions is not None and frame.joins.pairs:
+            frame, predictions = _join_recognised(frame, predictions, union_predictions)
         if predictions is None:
             obs = [ObjectObservation(p, {}, False) for p in frame.proposals]
         else:
@@ -100,12 +117,15 @@ class ObjectStream:
         """Classify the frame's objects in one batch with ``controller`` (a LearnerController), then
         track them (in ``pose``'s fixed frame when given); (model version of the answers, tracks).
         Nothing taught yet, or no object: the objects are tracked unlabelled."""
-        version, predictions = controller.model_version, None
+        version, predictions, unions = controller.model_version, None, None
         if frame.proposals and controller.classes:
-            out = controller.classify(frame.features, top_k=len(controller.classes))
+            n, joins = len(frame.proposals), frame.joins
+            rows = frame.features if not joins.pairs else np.concatenate([frame.features, joins.features])
+            out = controller.classify(rows, top_k=len(controller.classes))  # pieces and unions in one batch
             if out.success:
-                version, predictions = out.model_version, out.predictions
-        return version, self.update(frame, predictions, stamp_s, pose)
+                version, predictions = out.model_version, out.predictions[:n]
+                unions = out.predictions[n:] if joins.pairs else None
+        return version, self.update(frame, predictions, stamp_s, pose, unions)
 
     def _view_of(self, pose: CameraPose | None) -> int | None:
         """A number per camera view: the same while the camera stays within 5 mm and 0.5 degrees."""
@@ -139,6 +159,34 @@ class ObjectStream:
         if len(views.rows) == 0:
             raise ValueError(f"track {track_id} has no recent views to learn from")
         return views
+
+
+def _join_recognised(frame: ObjectFrame, predictions: Sequence[Any],
+                     union_predictions: Sequence[Any]) -> tuple[ObjectFrame, list[Any]]:
+    """The frame and its predictions with the pieces that recognition joins made one object each:
+    the union of the group's proposals, with the vector and prediction of its chosen pair of
+    clearest gain (the union nearest its class), in its first piece's place."""
+    joins = frame.joins
+    chosen = recognised_joins(joins.pairs, frame.proposals, predictions, union_predictions)
+    if not chosen:
+        return frame, list(predictions)
+    props, preds, rows = [], [], []
+    for members in join_groups(len(frame.proposals), joins.pairs, chosen):
+        if len(members) == 1:
+            i = members[0]
+            props.append(frame.proposals[i])
+            preds.append(predictions[i])
+            rows.append(frame.features[i])
+            continue
+        mine = [k for k in chosen if joins.pairs[k][0] in members]
+        best = min(mine, key=lambda k: float(union_predictions[k].distance))
+        union = frame.proposals[members[0]]
+        for i in members[1:]:
+            union = union_proposal(union, frame.proposals[i])
+        props.append(union)
+        preds.append(union_predictions[best])
+        rows.append(joins.features[best])
+    return ObjectFrame(props, np.stack(rows).astype(frame.features.dtype), frame.shape), preds
 
 
 def _touches_border(box: Sequence[int], w: int, h: int) -> bool:

@@ -256,6 +256,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               "neighbours stay out of its vector (issue 20: 1-shot accuracy on real crops 0.81 -> 0.93); false: "
               "crops as boxes (classes taught before this change were taught so)",
               (EXTRACTOR,), read_only=False),
+    ParamSpec("join_candidates", 3,
+              "Most pairs of touching pieces per frame whose union crop is sent with the objects, so the "
+              "learner can join the pieces of one taught object that its classifier recognises better "
+              "together (perception.piece_pairs); 0: none", (EXTRACTOR,), min=0, max=16, read_only=False),
     ParamSpec("crop_margin", 0.1, "Context around each object's box in its crop (fraction of the longer side)",
               (EXTRACTOR, LEARNER), min=0.0, max=2.0, read_only=False),
     ParamSpec("teach_from", "auto",

@@ -252,6 +252,11 @@ def topic_message(draw: Any, topic: str | None = None) -> tuple[str, Any]:
         if width and draw(st.booleans()):
             vals[0] = draw(st.sampled_from([3e38, float("nan"), 1e7]))
         msg.values = array.array("f", vals.tobytes())
+        k = draw(st.integers(0, 2))  # candidate joins: indices in and out of range, sizes that disagree
+        msg.join_first = [draw(st.sampled_from([0, 1, 2, 2**32 - 1])) for _ in range(k)]
+        msg.join_second = [draw(st.sampled_from([0, 1, 5])) for _ in range(draw(st.sampled_from([k, k, 1])))]
+        msg.joins = [DetectedObject(x0=draw(st.integers(-5, 5000)), x1=draw(st.integers(-5, 99999))) for _ in range(k)]
+        msg.join_values = array.array("f", np.full(draw(st.sampled_from([k * DIM, 3])), f, np.float32).tobytes())
     elif topic in ("image", "depth"):
         msg = draw(image())
     elif topic == "camera_info":

@@ -66,6 +66,59 @@ def test_object_features_bad_input_is_a_clear_value_error() -> None:
     assert props == [] and f.shape[0] == 0
 
 
+def _joins(props, rows):
+    from cbcl_pr_ros.perception.piece_pairs import union_proposal
+    from cbcl_pr_ros.service.object_stream import ObjectJoins
+
+    return ObjectJoins(((0, 1),), (union_proposal(props[0], props[1]),), np.asarray(rows, np.float32))
+
+
+def test_candidate_joins_travel_with_the_objects() -> None:
+    from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg, object_frame_from_msg
+
+    props = [_prop((10, 20, 60, 90), (0.1, -0.05, 0.6)), _prop((60, 40, 80, 80), (0.14, -0.05, 0.6))]
+    union_row = np.full((1, 5), 7.0)
+    msg = make_object_features_msg(_header(), "bb", "prep", props, np.ones((2, 5)), (480, 640, 3),
+                                   _joins(props, union_row))
+    frame = object_frame_from_msg(msg, "bb", 5)
+    assert frame.joins.pairs == ((0, 1),) and frame.joins.unions[0].box == (10, 20, 80, 90)
+    np.testing.assert_array_equal(frame.joins.features, union_row)
+    plain = make_object_features_msg(_header(), "bb", "prep", props, np.ones((2, 5)), (480, 640, 3))
+    assert object_frame_from_msg(plain, "bb", 5).joins.pairs == ()  # an extractor that sends none
+
+
+@pytest.mark.parametrize("spoil,why", [
+    (lambda m: m.join_second.pop(), "first and"),
+    (lambda m: setattr(m, "join_second", [0]), "does not name two"),
+    (lambda m: setattr(m, "join_first", [5]), "does not name two"),
+    (lambda m: setattr(m, "join_values", m.join_values[:2]), "2 values for 1 unions"),
+    (lambda m: setattr(m, "join_values", [float("nan")] * 5), "finite"),
+])
+def test_bad_candidate_joins_are_a_clear_value_error(spoil, why) -> None:
+    from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg, object_frame_from_msg
+
+    props = [_prop((10, 20, 60, 90)), _prop((60, 40, 80, 80))]
+    msg = make_object_features_msg(_header(), "bb", "prep", props, np.ones((2, 5)), (480, 640, 3),
+                                   _joins(props, np.ones((1, 5))))
+    spoil(msg)
+    with pytest.raises(ValueError, match=why):
+        object_frame_from_msg(msg, "bb", 5)
+
+
+def test_too_many_candidate_joins_are_refused() -> None:
+    from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg, object_frame_from_msg
+    from cbcl_pr_ros.perception.piece_pairs import MAX_CANDIDATES
+
+    props = [_prop((10, 20, 60, 90)), _prop((60, 40, 80, 80))]
+    msg = make_object_features_msg(_header(), "bb", "prep", props, np.ones((2, 5)), (480, 640, 3),
+                                   _joins(props, np.ones((1, 5))))
+    k = MAX_CANDIDATES + 1
+    msg.join_first, msg.join_second, msg.joins = [0] * k, [1] * k, [msg.joins[0]] * k
+    msg.join_values = [1.0] * (5 * k)
+    with pytest.raises(ValueError, match=f"at most {MAX_CANDIDATES}"):
+        object_frame_from_msg(msg, "bb", 5)
+
+
 # --------------------------------------------------------------------------- depth
 @pytest.mark.parametrize("enc,dtype,scale", [("32FC1", "<f4", 1.0), ("16UC1", "<u2", 1000.0)])
 def test_depth_decoding_handles_padding_and_units(enc, dtype, scale) -> None:

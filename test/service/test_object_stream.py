@@ -54,3 +54,37 @@ def test_a_frame_without_objects_tracks_nothing():
     c.teach("mug", np.random.default_rng(1).normal(3, 0.2, (8, D)))
     version, tracks = _stream().classify_and_track(_frame(np.zeros((0, D))), c, 1.0)
     assert version == c.model_version and tracks == []
+
+
+def _joined_frame(rows: np.ndarray, union_row: np.ndarray) -> ObjectFrame:
+    """Two touching pieces (a large one on the left, a small one right of it) and their union."""
+    from cbcl_pr_ros.perception.piece_pairs import union_proposal
+    from cbcl_pr_ros.service.object_stream import ObjectJoins
+
+    big = Proposal((100, 100, 200, 200), None, np.array([0.0, 0.0, 0.8]), np.array([0.08, 0.08, 0.08]), 0.9)
+    small = Proposal((200, 140, 230, 170), None, np.array([0.06, 0.0, 0.8]), np.array([0.03, 0.03, 0.03]), 0.9)
+    joins = ObjectJoins(((0, 1),), (union_proposal(big, small),), union_row.astype(np.float32).reshape(1, D))
+    return ObjectFrame([big, small], rows.astype(np.float32).reshape(2, D), (480, 640), joins)
+
+
+def test_pieces_are_joined_where_their_union_looks_more_like_the_taught_object():
+    rng = np.random.default_rng(2)
+    c = _controller()
+    c.teach("duck", rng.normal(3, 0.2, (8, D)))
+    c.teach("box", rng.normal(-3, 0.2, (8, D)))
+    head, beak, whole = np.full(D, 3.0), np.full(D, 3.0), np.full(D, 3.0)
+    head[: D // 2] += 0.6  # the head alone is a poorer duck than the whole
+    beak[D // 2:] -= 4.0  # the beak alone is no duck
+    version, tracks = _stream().classify_and_track(_joined_frame(np.stack([head, beak]), whole), c, 1.0)
+    assert len(tracks) == 1 and tracks[0].label == "duck" and tracks[0].proposal.box == (100, 100, 230, 200)
+    # two ducks side by side: together they are a poorer duck than the larger one alone: two tracks
+    apart = whole.copy()
+    apart[: D // 2] += 1.5
+    version, tracks = _stream().classify_and_track(_joined_frame(np.stack([head, head]), apart), c, 1.0)
+    assert len(tracks) == 2
+
+
+def test_nothing_is_joined_before_anything_is_taught():
+    rows = np.stack([np.full(D, 3.0), np.full(D, 3.0)])
+    version, tracks = _stream().classify_and_track(_joined_frame(rows, np.full(D, 3.0)), _controller(), 1.0)
+    assert len(tracks) == 2
