@@ -500,6 +500,15 @@ def _log_stats(node: FeatureExtractorNode) -> None:
     log.warning(node.stop_report())
 
 
+def _touching_pairs(props: list, depth: Any, K: Any, limit: int) -> tuple[list, list]:
+    """The candidate joins of a frame's proposals (``perception.piece_pairs``): index pairs and unions."""
+    from cbcl_pr_ros.perception.piece_pairs import JoinCheck, candidate_pairs, union_proposal
+
+    pairs = candidate_pairs(props, depth, K, JoinCheck(limit=limit))
+    return pairs, [union_proposal(props[i], props[j]) for i, j in pairs]
+
+
+
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros feature_extractor_node [--ros-args ...]``."""
     from cbcl_pr_ros.nodes.cli_help import exit_on_help
@@ -511,11 +520,3 @@ def main(args: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _touching_pairs(props: list, depth: Any, K: Any, limit: int) -> tuple[list, list]:
-    """The candidate joins of a frame's proposals (``perception.piece_pairs``): index pairs and unions."""
-    from cbcl_pr_ros.perception.piece_pairs import JoinCheck, candidate_pairs, union_proposal
-
-    pairs = candidate_pairs(props, depth, K, JoinCheck(limit=limit))
-    return pairs, [union_proposal(props[i], props[j]) for i, j in pairs]
