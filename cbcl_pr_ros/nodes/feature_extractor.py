@@ -376,7 +376,7 @@ class FeatureExtractorNode(ManagedNode):
     def _process_objects(self, msg: Any, rgb: Any, backbone: Any) -> None:
         """Proposals, then the frame and every crop in one backbone batch; publish both topics."""
         from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
-        from cbcl_pr_ros.perception import crop_images, depth_problem, propose
+        from cbcl_pr_ros.perception import crop_images, depth_problem
         from cbcl_pr_ros.perception.types import intrinsics_for_image
         from cbcl_pr_ros.service.object_stream import ObjectJoins
 
@@ -394,15 +394,8 @@ class FeatureExtractorNode(ManagedNode):
                 self._depth_warning(f"depth not used, RGB-only proposals and no 3D: {problem}")
                 depth = None
         with times.stage("proposals"):
-            n_max = int(self.get_parameter("max_objects").value)
             still = self._proposal_reuse if parameter(self, "reuse_still_crops") else None
-            key = (depth is not None, None if K is None else (K.fx, K.fy, K.cx, K.cy), rgb.shape, n_max)
-            props, grid = still.lookup(rgb, key) if still is not None else (None, None)
-            if props is None:
-                props = propose(rgb, depth, K)[:n_max]
-                if still is not None:
-                    still.keep(grid, key, props)
-            pairs, unions = _touching_pairs(props, depth, K, int(parameter(self, "join_candidates")))
+            props, pairs, unions = self._proposals(rgb, depth, K, still)
             crops = crop_images(rgb, [*props, *unions], float(self.get_parameter("crop_margin").value),
                                 mask_background=bool(parameter(self, "mask_crops"))) if props else []
         # the frame is one more picture whose vector a still camera keeps, but only while every cell
@@ -433,6 +426,24 @@ class FeatureExtractorNode(ManagedNode):
                                                          rgb.shape, joins))
         self.processed += 1
         self.objects_published += len(props)
+
+    def _proposals(self, rgb: Any, depth: Any, K: Any, still: Any) -> tuple[list, list, list]:
+        """A frame's proposals and candidate joins (pairs, unions: ``perception.piece_pairs``), or those
+        kept for a still picture (``still``, a ProposalReuse; None = computed every frame)."""
+        from cbcl_pr_ros.perception import propose
+        from cbcl_pr_ros.perception.piece_pairs import JoinCheck, candidate_pairs, union_proposal
+
+        n_max, limit = int(self.get_parameter("max_objects").value), int(parameter(self, "join_candidates"))
+        key = (depth is not None, None if K is None else (K.fx, K.fy, K.cx, K.cy), rgb.shape, n_max, limit)
+        props, grid = still.lookup(rgb, key) if still is not None else (None, None)
+        if props is not None:
+            return props, *still.kept_joins
+        props = propose(rgb, depth, K)[:n_max]
+        pairs = candidate_pairs(props, depth, K, JoinCheck(limit=limit))
+        unions = [union_proposal(props[i], props[j]) for i, j in pairs]
+        if still is not None:
+            still.keep(grid, key, props, (pairs, unions))
+        return props, pairs, unions
 
     # ------------------------------------------------------------------ service
     def _on_extract(self, req: Any, resp: Any) -> Any:
@@ -498,15 +509,6 @@ class FeatureExtractorNode(ManagedNode):
 def _log_stats(node: FeatureExtractorNode) -> None:
     # the ROS logger's context is gone by now (rosout), so plain logging
     log.warning(node.stop_report())
-
-
-def _touching_pairs(props: list, depth: Any, K: Any, limit: int) -> tuple[list, list]:
-    """The candidate joins of a frame's proposals (``perception.piece_pairs``): index pairs and unions."""
-    from cbcl_pr_ros.perception.piece_pairs import JoinCheck, candidate_pairs, union_proposal
-
-    pairs = candidate_pairs(props, depth, K, JoinCheck(limit=limit))
-    return pairs, [union_proposal(props[i], props[j]) for i, j in pairs]
-
 
 
 def main(args: list[str] | None = None) -> int:

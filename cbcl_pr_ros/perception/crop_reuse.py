@@ -135,6 +135,7 @@ class ProposalReuse:
     def reset(self) -> None:
         """Forget the kept proposals (a new stream)."""
         self._kept: tuple[np.ndarray, tuple, list, int] | None = None  # grid, key, proposals, age
+        self.kept_joins: tuple = ((), ())  # what was derived from the kept proposals (candidate joins)
         self.same_picture = False
 
     def _grid(self, rgb: np.ndarray) -> np.ndarray:
@@ -157,7 +158,10 @@ class ProposalReuse:
             return kept[2], grid
         return None, grid
 
-    def keep(self, grid: np.ndarray, key: tuple, proposals: list) -> None:
-        """After computing proposals for a frame: keep them with the frame's grid."""
+    def keep(self, grid: np.ndarray, key: tuple, proposals: list, joins: tuple = ((), ())) -> None:
+        """After computing proposals for a frame: keep them with the frame's grid, and ``joins`` (their
+        candidate joins: pairs and unions, ``perception.piece_pairs``), read back as ``kept_joins``
+        while :meth:`lookup` returns the kept proposals."""
         self._kept = (grid, key, list(proposals), 0)
+        self.kept_joins = joins
         self.computed += 1

@@ -114,6 +114,18 @@ def test_proposals_are_kept_while_the_picture_stays_and_recomputed_when_it_chang
     assert still.lookup(base, (False,) + key[1:])[0] is None  # depth went away: 3D would change
 
 
+def test_the_candidate_joins_are_kept_with_their_proposals_and_reset_forgets_them():
+    from cbcl_pr_ros.perception.crop_reuse import ProposalReuse
+
+    still = ProposalReuse(refresh_frames=10)
+    base, key = _table(), (True, (500.0, 500.0, 320.0, 240.0), (480, 640, 3), 16, 3)
+    _, grid = still.lookup(base, key)
+    still.keep(grid, key, ["p1", "p2"], ([(0, 1)], ["u01"]))
+    assert still.lookup(base, key)[0] == ["p1", "p2"] and still.kept_joins == ([(0, 1)], ["u01"])
+    still.reset()
+    assert still.kept_joins == ((), ()) and still.lookup(base, key)[0] is None
+
+
 def test_kept_proposals_are_refreshed_and_slow_drift_is_caught():
     from cbcl_pr_ros.perception.crop_reuse import ProposalReuse
 
