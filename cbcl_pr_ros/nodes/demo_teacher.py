@@ -199,6 +199,27 @@ class ScriptedTeacher:
         sol = self.kin.aim_camera(eye, target, seed=self.world.joints())
         self.world.move_joints(sol.as_dict())
 
+    def aim_at_held(self, pos: np.ndarray, rng: np.random.Generator) -> None:
+        """Aim the camera at an object held up at ``pos``, from about as far as the table views (an
+        object's crop has the same resolution there): a drawn direction, else straight above, else
+        from two more drawn directions a little nearer; raises the last Unreachable (a tall object
+        beside the arm's reach: seed 3's cereal box once ended the main job here)."""
+        from cbcl_pr_ros.robot.kinematics import Unreachable
+
+        def towards(d: float, el: float, az: float) -> np.ndarray:
+            return pos + d * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
+
+        d = float(rng.uniform(0.3, 0.45))
+        eye = towards(d, rng.uniform(math.radians(55), math.radians(85)), rng.uniform(-2.5, 2.5))
+        for attempt in range(4):  # more draws only when needed: a reachable view draws what it always did
+            try:
+                return self.aim(eye, pos)
+            except Unreachable:
+                if attempt == 3:
+                    raise
+            eye = pos + np.array([0.0, 0.0, d]) if attempt == 0 else towards(
+                0.3, rng.uniform(math.radians(45), math.radians(85)), rng.uniform(-math.pi, math.pi))
+
     def show_views(self, category: str, n: int, rng: np.random.Generator) -> list:
         """The teacher holds an object up to the camera and turns it: (image, box of the object) per view."""
         from cbcl_pr_ros.robot.kinematics import Unreachable
@@ -210,14 +231,11 @@ class ScriptedTeacher:
                 pos = self.world.move(name, np.add(SHOW_SPOT, rng.uniform(-0.015, 0.015, 2)),
                                       float(rng.uniform(-math.pi, math.pi)))
                 self.world.light(rng)
-                # about as far as the table views, so an object's crop has the same resolution there
-                d = float(rng.uniform(0.3, 0.45))
-                el, az = rng.uniform(math.radians(55), math.radians(85)), rng.uniform(-2.5, 2.5)
-                eye = pos + d * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
                 try:
-                    self.aim(eye, pos)
-                except Unreachable:
-                    self.aim(pos + np.array([0.0, 0.0, d]), pos)
+                    self.aim_at_held(pos, rng)
+                except Unreachable as exc:
+                    print(f"[teach] {category}: a view skipped, no camera pose reaches it ({exc})", flush=True)
+                    continue
                 res, truth = self.world.render(min_visible_px=1)
                 boxes = [g.box for g in truth.objects if g.name == name]
                 views.append((res.image, boxes[0] if boxes else None))

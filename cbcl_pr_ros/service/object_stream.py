@@ -27,6 +27,7 @@ from cbcl_pr_ros.service.stream_negatives import StreamNegatives
 __all__ = ["ObjectFrame", "ObjectJoins", "ObjectStream", "STREAMING_WINDOW_S"]
 
 STREAMING_WINDOW_S = 2.0  # objects count as streaming while one frame of them came this recently
+HOLD_M = 0.02  # a candidate join whose union lies this near one joined in the last frame is the same join
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class ObjectStream:
             self._last_time = -1e9
             self.last_shape: tuple[int, int] | None = None
             self._view: tuple[int, CameraPose | None] = (0, None)  # the camera pose's view number, and its pose
+            self._joined: tuple[str, np.ndarray] = ("", np.empty((0, 3)))  # last frame's joined unions, placed
         self.negatives.clear()
 
     def arrived(self, frame: ObjectFrame, now_s: float) -> None:
@@ -85,9 +87,13 @@ class ObjectStream:
         taught yet (objects are still tracked, unlabelled, so that a track id can be taught);
         ``pose``: the camera's pose at the frame's stamp (None: track in the camera frame);
         ``union_predictions``: one per candidate join of the frame, which decide the joins
-        (``piece_pairs.recognised_joins``); None joins nothing."""
+        (``piece_pairs.recognised_joins``, a join of the last frame held through a near tie); None
+        joins nothing."""
+        joined: list[Proposal] = []
         if predictions is not None and union_predictions is not None and frame.joins.pairs:
-            frame, predictions = _join_recognised(frame, predictions, union_predictions)
+            held = self._held(frame.joins.unions, pose)
+            frame, predictions, joined = _join_recognised(frame, predictions, union_predictions, held)
+        self._joined = _placed([u.centroid for u in joined], pose)
         if predictions is None:
             obs = [ObjectObservation(p, {}, False) for p in frame.proposals]
         else:
@@ -127,6 +133,17 @@ class ObjectStream:
                 unions = out.predictions[n:] if joins.pairs else None
         return version, self.update(frame, predictions, stamp_s, pose, unions)
 
+    def _held(self, unions: Sequence[Proposal], pose: CameraPose | None) -> set[int]:
+        """Indices of ``unions`` that lie within ``HOLD_M`` of a union joined in the last frame (in
+        the same frame of reference): that join, seen again."""
+        frame, last = self._joined
+        here, now = _placed([u.centroid for u in unions], pose)
+        if not len(last) or not len(now) or frame != here:
+            return set()
+        with np.errstate(invalid="ignore"):
+            near = np.linalg.norm(now[:, None, :] - last[None, :, :], axis=2) <= HOLD_M
+        return {int(k) for k in np.flatnonzero(near.any(axis=1))}
+
     def _view_of(self, pose: CameraPose | None) -> int | None:
         """A number per camera view: the same while the camera stays within 5 mm and 0.5 degrees."""
         if pose is None:
@@ -161,15 +178,16 @@ class ObjectStream:
         return views
 
 
-def _join_recognised(frame: ObjectFrame, predictions: Sequence[Any],
-                     union_predictions: Sequence[Any]) -> tuple[ObjectFrame, list[Any]]:
+def _join_recognised(frame: ObjectFrame, predictions: Sequence[Any], union_predictions: Sequence[Any],
+                     held: set[int]) -> tuple[ObjectFrame, list[Any], list[Proposal]]:
     """The frame and its predictions with the pieces that recognition joins made one object each:
     the union of the group's proposals, with the vector and prediction of its chosen pair of
-    clearest gain (the union nearest its class), in its first piece's place."""
+    clearest gain (the union nearest its class), in its first piece's place; and the chosen pairs'
+    unions. ``held``: the candidate joins that were joined in the last frame."""
     joins = frame.joins
-    chosen = recognised_joins(joins.pairs, frame.proposals, predictions, union_predictions)
+    chosen = recognised_joins(joins.pairs, frame.proposals, predictions, union_predictions, held)
     if not chosen:
-        return frame, list(predictions)
+        return frame, list(predictions), []
     props, preds, rows = [], [], []
     for members in join_groups(len(frame.proposals), joins.pairs, chosen):
         if len(members) == 1:
@@ -186,7 +204,16 @@ def _join_recognised(frame: ObjectFrame, predictions: Sequence[Any],
         props.append(union)
         preds.append(union_predictions[best])
         rows.append(joins.features[best])
-    return ObjectFrame(props, np.stack(rows).astype(frame.features.dtype), frame.shape), preds
+    joined = ObjectFrame(props, np.stack(rows).astype(frame.features.dtype), frame.shape)
+    return joined, preds, [joins.unions[k] for k in chosen]
+
+
+def _placed(centroids: Sequence[np.ndarray], pose: CameraPose | None) -> tuple[str, np.ndarray]:
+    """Camera-frame centroids in ``pose``'s fixed frame (camera frame "" without a pose), (n, 3)."""
+    if not len(centroids):
+        return ("" if pose is None else pose.frame), np.empty((0, 3))
+    points = np.stack([np.asarray(c, float).reshape(3) for c in centroids])
+    return ("", points) if pose is None else (pose.frame, pose.to_fixed(points))
 
 
 def _touches_border(box: Sequence[int], w: int, h: int) -> bool:

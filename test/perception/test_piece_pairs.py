@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from cbcl_pr_ros.perception import Proposal
-from cbcl_pr_ros.perception.piece_pairs import (JoinCheck, candidate_pairs, join_groups, recognised_joins,
-                                                union_proposal)
+from cbcl_pr_ros.perception.piece_pairs import (JOIN_SLACK, JoinCheck, candidate_pairs, join_groups,
+                                                recognised_joins, union_proposal)
 from cbcl_pr_ros.perception.types import CameraIntrinsics
 
 K = CameraIntrinsics(fx=200.0, fy=200.0, cx=80.0, cy=60.0)
@@ -78,6 +78,21 @@ def test_a_union_nearer_the_larger_pieces_class_is_joined_and_one_farther_is_not
     assert recognised_joins([(0, 1)], props, unknown_big, [_pred("duck", 0.2)]) == []
     # no distance (gate off): nothing to compare
     assert recognised_joins([(0, 1)], props, pieces, [_pred("duck", float("nan"))]) == []
+
+
+def test_a_near_tie_joins_only_pieces_named_alike_or_a_join_held_from_the_last_frame():
+    depth = np.zeros((H, W), np.float32)
+    props = [_piece(40, 60, 0.5, depth), _piece(60, 100, 0.5, depth)]  # a head beside its larger body
+    body = _pred("teddy", 0.72)
+    tie = [_pred("teddy", 0.72 * (1 + JOIN_SLACK / 2))]  # the union a little farther than the body alone
+    # named apart, not held: a union farther than the larger piece is not joined
+    assert recognised_joins([(0, 1)], props, [_pred("ball", 0.6), body], tie) == []
+    # both pieces named the teddy, or the pair joined in the last frame: a near tie still joins
+    assert recognised_joins([(0, 1)], props, [_pred("teddy", 0.75), body], tie) == [0]
+    assert recognised_joins([(0, 1)], props, [_pred("ball", 0.6), body], tie, held={0}) == [0]
+    # beyond the slack neither helps: two objects of one class side by side stay two
+    far = [_pred("teddy", 0.72 * (1 + 2 * JOIN_SLACK))]
+    assert recognised_joins([(0, 1)], props, [_pred("teddy", 0.75), body], far, held={0}) == []
 
 
 def test_a_piece_may_join_two_others_and_the_chain_makes_one_group():

@@ -5,6 +5,8 @@ the node only converts the message and publishes the tracks it returns.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
@@ -88,3 +90,20 @@ def test_nothing_is_joined_before_anything_is_taught():
     rows = np.stack([np.full(D, 3.0), np.full(D, 3.0)])
     version, tracks = _stream().classify_and_track(_joined_frame(rows, np.full(D, 3.0)), _controller(), 1.0)
     assert len(tracks) == 2
+
+
+def _said(label: str, distance: float) -> SimpleNamespace:
+    """A core Prediction as far as the stream reads it."""
+    return SimpleNamespace(label=label, known=True, distance=distance, top_labels=[label], top_scores=[0.9])
+
+
+def test_a_join_is_held_through_a_near_tie_and_let_go_when_the_union_looks_clearly_worse():
+    rows = np.zeros((2, D))
+    pieces = [_said("teddy", 0.72), _said("ball", 0.6)]  # the teddy's body and a small piece named otherwise
+    held = _stream()
+    assert len(held.update(_joined_frame(rows, rows[0]), pieces, 1.0, None, [_said("teddy", 0.70)])) == 1
+    tie = [_said("teddy", 0.73)]  # a hair farther than the body alone: the last frame's join holds
+    assert len(held.update(_joined_frame(rows, rows[0]), pieces, 1.1, None, tie)) == 1
+    assert len(_stream().update(_joined_frame(rows, rows[0]), pieces, 1.1, None, tie)) == 2  # nothing to hold
+    assert len(held.update(_joined_frame(rows, rows[0]), pieces, 1.2, None, [_said("teddy", 0.8)])) == 2
+    assert len(held.update(_joined_frame(rows, rows[0]), pieces, 1.3, None, tie)) == 2  # let go: not held again
