@@ -864,10 +864,10 @@ def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: 
         if sl is None:
             continue
         m = joined[sl] == r
-        alone = int(np.flatnonzero(group == r - 1)[0]) if members[r - 1] == 1 else None
-        g = geo[alone] if alone is not None else _geometry(m, sl, fg, P, height, plane, None, K, config)
-        if g is None:  # a union too large or too small to stand: keep its first piece's geometry
-            g = geo[int(np.flatnonzero(group == r - 1)[0])]
+        first = int(np.flatnonzero(group == r - 1)[0])
+        # a piece alone keeps its geometry; a union too large or too small to stand, its first piece's
+        g = geo[first] if members[r - 1] == 1 else (
+            _geometry(m, sl, fg, P, height, plane, None, K, config) or geo[first])
         out[sl][m] = len(new_geo) + 1
         new_geo.append(g)
     return out, new_geo
