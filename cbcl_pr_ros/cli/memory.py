@@ -4,12 +4,18 @@
     cbcl-memory merge robot1.safetensors robot2.safetensors -o fleet.safetensors
     cbcl-memory diff robot1.safetensors robot2.safetensors
     cbcl-memory export-class memory.safetensors mug -o mug.safetensors
+    cbcl-memory repair memory.safetensors.unreadable-1700000000 -o memory.safetensors
 
 Every file read is verified completely (checksum, shapes, ranges; :mod:`cbcl_pr_ros.core.persistence`)
 and refused with the reason when it is not sound.  ``merge`` follows :mod:`cbcl_pr_ros.core.merge`:
 same backbone, feature transform and width, classes held on both sides pooled, the budget K applied
 once, the head refitted once; it never overwrites a file unless ``--force``.  An exported class is a
 memory file holding that class alone (what a fleet update carries), so ``merge`` takes it in too.
+Whatever is written is first read back with the same checks (a file the learner would refuse is
+never written).  ``repair`` makes a file that load refuses by a range (a file the learner moved aside
+at start) loadable: it clamps those fields, prints each change, and never touches the classes'
+statistics.  Text taken from a file (names, backbone, messages) is printed with control characters
+escaped, so a crafted file cannot drive the terminal.
 Exit status: 0 done, 1 refused (the reason is printed), 2 usage error.
 """
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -28,6 +35,16 @@ from rich.text import Text
 __all__ = ["main", "build_parser"]
 
 _MAX_BYTES = 256 * 1024 * 1024  # the learner node's default max_memory_file_bytes
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe(text: object) -> str:
+    """``text`` with control characters (terminal escapes, bidirectional overrides) written as \\xNN."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+
+
+def _say(con: Console, text: str) -> None:
+    con.print(safe(text), highlight=False, markup=False, soft_wrap=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="the class to export")
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
+    p = sub.add_parser("repair", help="write a copy that load accepts of a file it refuses by a range")
+    p.add_argument("file")
+    p.add_argument("-o", "--output", required=True, help="the repaired memory file to write")
+    p.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
     return ap
 
 
@@ -58,9 +79,7 @@ class Refused(Exception):
     """A file or an operation is refused; the message is printed and the exit status is 1."""
 
 
-def _read(path: str, max_bytes: int):
-    from cbcl_pr_ros.core.persistence import MemoryFileError, state_from_bytes
-
+def _bytes(path: str, max_bytes: int) -> bytes:
     p = Path(path)
     try:
         size = p.stat().st_size
@@ -68,11 +87,28 @@ def _read(path: str, max_bytes: int):
             raise Refused(f"{path}: not a regular file")
         if size > max_bytes:
             raise Refused(f"{path}: {size} bytes, more than --max-bytes {max_bytes}")
-        return state_from_bytes(p.read_bytes(), path)
+        return p.read_bytes()
     except OSError as exc:
         raise Refused(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _read(path: str, max_bytes: int):
+    from cbcl_pr_ros.core.persistence import MemoryFileError, state_from_bytes
+
+    try:
+        return state_from_bytes(_bytes(path, max_bytes), path)
     except MemoryFileError as exc:
         raise Refused(str(exc)) from None
+
+
+def _checked(state, path: str) -> bytes:
+    """The bytes of ``state`` once read back as load reads them; Refused otherwise (nothing written)."""
+    from cbcl_pr_ros.core.persistence import MemoryFileError, checked_bytes
+
+    try:
+        return checked_bytes(state, path)
+    except MemoryFileError as exc:
+        raise Refused(f"not written, since loading it would be refused: {exc}") from None
 
 
 def _write(path: str, blob: bytes, force: bool) -> None:
@@ -95,13 +131,13 @@ def class_table(state, title: str) -> Table:
     from cbcl_pr_ros.core.persistence import filled_provenance
 
     prov = filled_provenance(state)
-    table = Table(title=title)
+    table = Table(title=safe(title))
     for col in ("class", "clusters", "shots", "storage", "bytes", "taught by", "last taught (UTC)"):
         table.add_column(col, justify="right" if col in ("clusters", "shots", "bytes") else "left")
     for name, cc in state.memory.items():
         robots = sorted({c.robot or "?" for c in prov[name]})
-        table.add_row(Text(name), str(cc.n_clusters), str(cc.n_samples), cc.storage, str(cc.nbytes()),
-                      Text(", ".join(robots)), _when(max(c.time for c in prov[name])))
+        table.add_row(Text(safe(name)), str(cc.n_clusters), str(cc.n_samples), cc.storage, str(cc.nbytes()),
+                      Text(safe(", ".join(robots))), _when(max(c.time for c in prov[name])))
     return table
 
 
@@ -116,12 +152,12 @@ def _header(state, path: str) -> str:
 
 def cmd_info(opts, con: Console) -> None:
     state = _read(opts.file, opts.max_bytes)
-    con.print(_header(state, opts.file), highlight=False, markup=False, soft_wrap=True)
+    _say(con, _header(state, opts.file))
     con.print(class_table(state, f"{len(state.memory)} classes"))
 
 
 def cmd_merge(opts, con: Console) -> None:
-    from cbcl_pr_ros.core import CBCLPRLearner, state_to_bytes
+    from cbcl_pr_ros.core import CBCLPRLearner
     from cbcl_pr_ros.core.merge import MergeError, merge_states
 
     if os.path.lexists(opts.output) and not opts.force:
@@ -138,13 +174,12 @@ def cmd_merge(opts, con: Console) -> None:
         except (MergeError, ValueError) as exc:
             raise Refused(f"merge refused: {exc}") from None
         progress.update(task, advance=1, description="writing")
-        blob = state_to_bytes(learner.to_state())
+        blob = _checked(learner.to_state(), opts.output)
         if len(blob) > opts.max_bytes:
             raise Refused(f"the merged memory would be {len(blob)} bytes, more than --max-bytes {opts.max_bytes}")
         _write(opts.output, blob, opts.force)
         progress.update(task, advance=1)
-    con.print(f"merged {opts.b} into {opts.a} -> {opts.output}: {report.summary()} ({len(blob)} bytes)",
-              highlight=False, markup=False, soft_wrap=True)
+    _say(con, f"merged {opts.b} into {opts.a} -> {opts.output}: {report.summary()} ({len(blob)} bytes)")
     con.print(class_table(learner.to_state(), f"{len(learner.classes_)} classes in {opts.output}"))
 
 
@@ -156,11 +191,11 @@ def cmd_diff(opts, con: Console) -> None:
     a, b = _read(opts.a, opts.max_bytes), _read(opts.b, opts.max_bytes)
     try:
         check_compatible(a, b)
-        con.print("compatible: a merge is possible", highlight=False, markup=False, soft_wrap=True)
+        _say(con, "compatible: a merge is possible")
     except MergeError as exc:
-        con.print(f"not mergeable: {exc}", highlight=False, markup=False, soft_wrap=True)
+        _say(con, f"not mergeable: {exc}")
     pa, pb = filled_provenance(a), filled_provenance(b)
-    table = Table(title=f"{opts.a} vs {opts.b}")
+    table = Table(title=safe(f"{opts.a} vs {opts.b}"))
     for col in ("class", "in", "shots a", "shots b", "teaching"):
         table.add_column(col)
     for name in list(a.memory.classes) + [c for c in b.memory.classes if c not in a.memory]:
@@ -171,33 +206,50 @@ def cmd_diff(opts, con: Console) -> None:
             ia, ib = ids(pa[name]), ids(pb[name])
             teaching = ("same" if ia == ib else "b holds all of a's" if ia < ib else "a holds all of b's" if ib < ia
                         else "separate (would pool)" if not ia & ib else "partly shared (merge refused)")
-        table.add_row(Text(name), where, str(a.memory[name].n_samples) if in_a else "",
+        table.add_row(Text(safe(name)), where, str(a.memory[name].n_samples) if in_a else "",
                       str(b.memory[name].n_samples) if in_b else "", teaching)
     con.print(table)
 
 
 def cmd_export(opts, con: Console) -> None:
-    from cbcl_pr_ros.core import state_to_bytes
     from cbcl_pr_ros.core.merge import one_class_state
 
     state = _read(opts.file, opts.max_bytes)
     if opts.name not in state.memory:
         shown = opts.name[:64]
         raise Refused(f"no class {shown!r} in {opts.file} (classes: {', '.join(state.memory.classes) or 'none'})")
-    blob = state_to_bytes(one_class_state(state, opts.name))
+    blob = _checked(one_class_state(state, opts.name), opts.output)
     _write(opts.output, blob, opts.force)
-    con.print(f"exported class {opts.name!r} of {opts.file} to {opts.output} ({len(blob)} bytes: its statistics, "
-              "no shot)", highlight=False, markup=False, soft_wrap=True)
+    _say(con, f"exported class {opts.name!r} of {opts.file} to {opts.output} ({len(blob)} bytes: its statistics, "
+              "no shot)")
+
+
+def cmd_repair(opts, con: Console) -> None:
+    from cbcl_pr_ros.core.persistence import MemoryFileError, repaired_bytes, state_from_bytes
+
+    if os.path.lexists(opts.output) and not opts.force:
+        raise Refused(f"{opts.output} exists; give --force to overwrite it")
+    try:
+        blob, notes = repaired_bytes(_bytes(opts.file, opts.max_bytes), opts.file)
+    except MemoryFileError as exc:
+        raise Refused(f"not repaired: {exc}") from None
+    for note in notes or ["nothing to repair: load accepts the file as it is"]:
+        _say(con, f"{opts.file}: {note}")
+    _write(opts.output, blob, opts.force)
+    state = state_from_bytes(blob, opts.output)
+    _say(con, f"wrote {opts.output} ({len(blob)} bytes, {len(notes)} fields changed): load accepts it")
+    con.print(class_table(state, f"{len(state.memory)} classes in {opts.output}"))
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     con = Console()
-    run = {"info": cmd_info, "merge": cmd_merge, "diff": cmd_diff, "export-class": cmd_export}[opts.command]
+    run = {"info": cmd_info, "merge": cmd_merge, "diff": cmd_diff, "export-class": cmd_export,
+           "repair": cmd_repair}[opts.command]
     try:
         run(opts, con)
     except Refused as exc:
-        Console(stderr=True).print(f"cbcl-memory: {exc}", highlight=False, markup=False, soft_wrap=True)
+        _say(Console(stderr=True), f"cbcl-memory: {exc}")
         return 1
     return 0
 

@@ -35,9 +35,12 @@ if TYPE_CHECKING:
     from .memory import ClusterMemory
 
 __all__ = ["fit_temperature", "pooled_temperature", "prior_temperature", "held_out_fold_logits", "POOL_ROWS",
-           "SHOT_EXPONENT", "PRIOR_TEMPERATURE_SCALE"]
+           "SHOT_EXPONENT", "PRIOR_TEMPERATURE_SCALE", "MAX_TEMPERATURE_WEIGHT"]
 
 POOL_ROWS = 200
+#: the most held-out rows a temperature may stand for (a memory file's limit): pooling saturates there,
+#: so that a memory at the limit can still be taught and saved
+MAX_TEMPERATURE_WEIGHT = 1e12
 # Before any held-out shot exists (every class taught with one shot), the softmax is taken over
 # -d_A^2 / (PRIOR_TEMPERATURE_SCALE * D_gate^2) (d_A: the head's distance).  0.125 is the median of
 # the best (NLL) values of the train-split-free 1-shot fits on Fashion-MNIST and the rendered objects
@@ -98,11 +101,13 @@ def prior_temperature(chol_a: np.ndarray, gate_distance: float, scale: float = P
 
 
 def pooled_temperature(old: float, old_weight: float, new: float, new_weight: float) -> tuple[float, float]:
-    """Weighted geometric mean of two temperature estimates, and the summed weight."""
+    """Weighted geometric mean of two temperature estimates, and the summed weight (at most
+    :data:`MAX_TEMPERATURE_WEIGHT`)."""
     w = old_weight + new_weight
     if w <= 0:
         return 1.0, 0.0
-    return float(np.exp((old_weight * np.log(old) + new_weight * np.log(new)) / w)), float(w)
+    t = float(np.exp((old_weight * np.log(old) + new_weight * np.log(new)) / w))
+    return t, float(min(w, MAX_TEMPERATURE_WEIGHT))
 
 
 def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shrinkage: float, blend: float,

@@ -51,7 +51,7 @@ from .distance_threshold import distance_prior, estimate_distance_threshold, mem
 from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
 from .negatives import MAX_NEGATIVES, MIN_NEGATIVES, NegativeStore, class_radii
 from .open_set import OPEN_SET_MODES, DistanceGate
-from .persistence import LearnerState, filled_provenance, load_state, save_state
+from .persistence import MAX_COUNTER, LearnerState, filled_provenance, load_state, save_state
 from .provenance import Contribution, check_robot_name, new_contribution, united
 from .rehearsal import REHEARSAL_MODES
 from .threads import fit_threads
@@ -472,7 +472,7 @@ class CBCLPRLearner:
             self.distance_threshold_ = dist
             self.distance_prior_ = prior
             self.temperature_, self.temperature_weight_, self._calib_pool = temperature
-            self.increments_ += 1
+            self.increments_ = min(self.increments_ + 1, MAX_COUNTER)  # a file's limit: saved again
             self._served = served
         res = TeachResult(tuple(data), new_labels, {c: len(x) for c, x in data.items()},
                           {c: memory[c].n_clusters for c in data}, memory.n_clusters, float(dist),
@@ -499,7 +499,7 @@ class CBCLPRLearner:
             served = self._served
             if served.gate is not None:
                 gate = self._gate(self._memory, served.gate.distance_threshold, store)
-                served = dataclasses.replace(served, gate=gate, model_version=served.model_version + 1)
+                served = dataclasses.replace(served, gate=gate, model_version=min(served.model_version + 1, MAX_COUNTER))
             self.negatives_ = store
             self._served = served
         return len(store)
@@ -702,7 +702,7 @@ class CBCLPRLearner:
             # this robot's negatives stay (another memory's classes may be among them: the quantile
             # radius tolerates a few)
             merged = dataclasses.replace(merged, negatives=self.negatives_)
-            new = type(self).from_state(merged, model_version=self._served.model_version + 1)
+            new = type(self).from_state(merged, model_version=min(self._served.model_version + 1, MAX_COUNTER))
             self._adopt(new)
         _log.info("merged: %s; model v%d", report.summary(), self._served.model_version)
         return report
@@ -817,7 +817,7 @@ class CBCLPRLearner:
                spread: ViewSpread | None = None, keep_solve: bool = False,
                negatives: NegativeStore | None = None) -> _Served:
         if len(memory) == 0:
-            return _Served((), None, None, self._served.model_version + 1 if version is None else version)
+            return _Served((), None, None, min(self._served.model_version + 1, MAX_COUNTER) if version is None else version)
         moments = self._served.moments  # still a valid cache: it is keyed by cluster objects
         solve = None
         if head is None:
@@ -827,7 +827,7 @@ class CBCLPRLearner:
         gate = self._gate(memory, self._gate_distance(memory, dist, prior),
                           self.negatives_ if negatives is None else negatives) if dist is not None else None
         return _Served(memory.classes, head, gate,
-                       self._served.model_version + 1 if version is None else version, moments,
+                       min(self._served.model_version + 1, MAX_COUNTER) if version is None else version, moments,
                        solve if keep_solve else None)
 
 

@@ -15,6 +15,24 @@ therefore be merged into one, without any shot:
   calibrated temperature pools by its weight, and the head is refitted once (by the caller, from the
   merged state).
 
+The negatives store (:mod:`.negatives`) is the receiving side's: it describes what this robot's
+camera saw that is not taught, and a merge never empties it.  Counters saturate at the file's limits
+(:data:`.persistence.MAX_COUNTER`), so a merged memory can always be saved and taught again.
+
+A *peer's* class (a fleet update: ``peer`` given, :class:`PeerRules`) changes only that class:
+
+* the memory-wide fields (temperature and its weight, the views' shared spread, increments, model
+  version) stay the receiver's; a D and gate prior are taken only by a memory that has none, within
+  a factor :data:`PEER_D_RANGE` of the backbone's tabulated prior when there is one;
+* the class after the merge counts at most ``max(2 own, own + min_shots)`` shots, ``own`` being the
+  shots this robot itself taught it: a heavier peer copy is scaled down (counts and scatters by the
+  same factor, so each cluster keeps its mean and covariance), so no count can outweigh the
+  robot's own classes in the pooled covariance;
+* each peer cluster's mean squared radius is at most ``(spread_factor D)^2`` (D: the receiver's),
+  the scale Agg-Var clusters at, so no spread can flatten every class's confidence;
+* a contribution in this robot's name that the robot does not hold is refused (a peer cannot speak
+  for it), and classes known only from peers are limited to ``max_peer_classes``.
+
 Provenance (:mod:`.provenance`) decides what "both sides hold" means: if one copy's contributions
 already include all of the other's (the same teaching came back, or a newer copy of it), the
 larger copy is kept instead of counting the same shots twice (a class whose contributions are all
@@ -46,14 +64,34 @@ import numpy as np
 
 from .calibration import pooled_temperature
 from .clustering import ClassClusters
+from .distance_threshold import distance_prior
 from .memory import ClusterMemory
-from .persistence import LearnerState, filled_provenance
+from .persistence import MAX_COUNTER, LearnerState, filled_provenance
 from .provenance import MAX_SHOTS, Contribution, ids, united
 from .transform import FeatureTransform
 from .view_spread import ViewSpread
 
-__all__ = ["MergeError", "MergeReport", "check_compatible", "merge_states", "pool_classes", "covers",
-           "one_class_state"]
+__all__ = ["MergeError", "MergeReport", "PeerRules", "check_compatible", "merge_states", "pool_classes", "covers",
+           "one_class_state", "bounded_class", "PEER_MIN_SHOTS", "PEER_SPREAD_FACTOR", "PEER_D_RANGE"]
+
+#: shots a class learned from peers alone may count (and a peer may add to a class this robot taught
+#: with fewer shots): a few teaches' worth
+PEER_MIN_SHOTS = 32
+#: a peer cluster's RMS radius may be this many times the receiver's D (Agg-Var keeps clusters within D)
+PEER_SPREAD_FACTOR = 2.0
+#: a D (or gate prior) taken from a peer by an empty memory stays within this factor of the backbone's prior
+PEER_D_RANGE = 4.0
+
+
+@dataclass(frozen=True)
+class PeerRules:
+    """How a fleet peer's class enters this memory (module docstring): ``robot`` is this robot's name;
+    ``max_peer_classes``: the most classes known from peers alone (None: no limit)."""
+
+    robot: str
+    max_peer_classes: int | None = None
+    min_shots: int = PEER_MIN_SHOTS
+    spread_factor: float = PEER_SPREAD_FACTOR
 
 
 class MergeError(ValueError):
@@ -120,6 +158,69 @@ def pool_classes(a: ClassClusters, b: ClassClusters) -> ClassClusters:
     return ClassClusters.from_stats(counts, means, a.mode, scatters)
 
 
+def bounded_class(cc: ClassClusters, max_shots: int, max_radius: float | None) -> ClassClusters:
+    """``cc`` with at most ``max_shots`` shots (each cluster keeps at least one) and each cluster's mean
+    squared radius at most ``max_radius**2``: counts and scatters scaled, means kept; ``cc`` itself
+    when it is within both."""
+    counts = cc.counts.astype(np.int64)
+    n = int(counts.sum())
+    new = counts if n <= max_shots else np.maximum(1, (counts * (max(1, int(max_shots)) / n)).astype(np.int64))
+    changed = n > max_shots
+    scatters = []
+    for i in range(cc.n_clusters):
+        s = cc.scatter(i)
+        f = float(new[i]) / float(counts[i])  # scatter per shot unchanged: the cluster's covariance is kept
+        power = float((s * s).sum()) if cc.mode == "full" else float(s.sum())  # trace of the scatter
+        if max_radius is not None and power * f > float(new[i]) * max_radius ** 2:
+            f, changed = float(new[i]) * max_radius ** 2 / power, True
+        scatters.append(s * np.sqrt(f) if cc.mode == "full" else s * f)
+    if not changed:
+        return cc
+    return ClassClusters.from_stats(new, cc.means.astype(np.float64), cc.mode, scatters)
+
+
+def _own_shots(prov: tuple[Contribution, ...], robot: str, held: int) -> int:
+    """Shots of this robot's own teaching in a class's provenance (at most those the class holds)."""
+    return min(held, sum(c.shots for c in prov if robot and c.robot == robot))
+
+
+def _peer_scale(a: LearnerState, b: LearnerState) -> tuple[float | None, float | None]:
+    """(D, gate prior) of a merge of a peer's class: the receiver's; an empty memory takes the peer's,
+    within PEER_D_RANGE of the backbone's tabulated prior when there is one."""
+    dist, prior = a.distance_threshold, (a.learner_state or {}).get("distance_prior")
+    t = _transform_of(a.config)
+    ref = distance_prior(a.backbone, t.power, t.l2)
+
+    def bounded(v: float | None) -> float | None:
+        if v is None or ref is None:
+            return v
+        return float(min(max(float(v), ref / PEER_D_RANGE), ref * PEER_D_RANGE))
+
+    if dist is None:
+        dist = bounded(b.distance_threshold)
+    if prior is None:
+        prior = bounded((b.learner_state or {}).get("distance_prior"))
+    return dist, prior
+
+
+def _peer_class(name: str, what: str, mine: ClassClusters | None, theirs: ClassClusters,
+                own: int, rules: PeerRules, dist: float | None) -> ClassClusters:
+    """The peer's copy of ``name`` bounded for a merge of kind ``what`` (module docstring)."""
+    budget = max(2 * own, own + rules.min_shots)
+    if what == "pooled" and mine is not None:
+        budget = max(1, budget - mine.n_samples)
+    radius = None if dist is None else rules.spread_factor * float(dist)
+    return bounded_class(theirs, budget, radius)
+
+
+def _check_peer(a: LearnerState, b: LearnerState, rules: PeerRules, held: frozenset[str]) -> None:
+    """MergeError when the peer's memory speaks for this robot (a contribution in its name it does not hold)."""
+    for name, prov in filled_provenance(b).items():
+        if any(rules.robot and c.robot == rules.robot and c.id not in held for c in prov):
+            raise MergeError(f"class {name!r} carries teaching in this robot's name ({rules.robot!r}) that this "
+                             "robot does not hold: a peer cannot speak for it")
+
+
 def _decide(name: str, pa: tuple[Contribution, ...], pb: tuple[Contribution, ...]) -> str:
     """"kept", "replaced" or "pooled" for a class both sides hold; MergeError when ambiguous."""
     if covers(pa, pb):
@@ -132,9 +233,11 @@ def _decide(name: str, pa: tuple[Contribution, ...], pb: tuple[Contribution, ...
     return "pooled"
 
 
-def merge_states(a: LearnerState, b: LearnerState) -> tuple[LearnerState, MergeReport]:
+def merge_states(a: LearnerState, b: LearnerState, peer: PeerRules | None = None) -> tuple[LearnerState, MergeReport]:
     """``a`` with ``b`` merged in (see the module docstring), and what was done; the state has no
-    head, so the learner built from it refits its head once.  MergeError when refused."""
+    head, so the learner built from it refits its head once; ``a``'s negatives are kept.  ``peer``:
+    ``b`` is a fleet peer's (its memory-wide fields are ignored, its classes bounded).  MergeError
+    when refused."""
     t0 = time.perf_counter()
     check_compatible(a, b)
     mem_a, mem_b = a.memory, b.memory
@@ -143,25 +246,36 @@ def merge_states(a: LearnerState, b: LearnerState) -> tuple[LearnerState, MergeR
     prov = dict(prov_a)
     done: dict[str, list[str]] = {"added": [], "pooled": [], "replaced": [], "kept": []}
     held = frozenset().union(*(ids(p) for p in prov_a.values()))
+    dist, prior = (a.distance_threshold, (a.learner_state or {}).get("distance_prior")) if peer is None \
+        else _peer_scale(a, b)
+    if peer is not None:
+        _check_peer(a, b, peer, held)
     for name, cc in mem_b.items():
         if name not in classes and ids(prov_b[name]) <= held:
             done["kept"].append(name)  # all its teaching is here under another name (renamed here)
             continue
-        if name not in classes:
-            classes[name], prov[name] = cc, prov_b[name]
-            done["added"].append(name)
-            continue
-        what = _decide(name, prov_a[name], prov_b[name])
+        what = "added" if name not in classes else _decide(name, prov_a[name], prov_b[name])
         done[what].append(name)
-        if what == "replaced":
+        if what == "kept":
+            continue
+        if peer is not None:
+            mine = classes.get(name)
+            own = _own_shots(prov_a.get(name, ()), peer.robot, mine.n_samples if mine is not None else 0)
+            cc = _peer_class(name, what, mine, cc, own, peer, dist)
+        if what in ("added", "replaced"):
             classes[name], prov[name] = cc, prov_b[name]
-        elif what == "pooled":
+        else:
             pooled = pool_classes(classes[name], cc)
             classes[name] = pooled.compacted() if mem_a.precision == "auto" else pooled
             prov[name] = united(prov_a[name], prov_b[name])
     k = mem_a.max_clusters
     if k is not None and len(classes) > k:
         raise MergeError(f"the merged memory would hold {len(classes)} classes, more than the budget K={k}")
+    if peer is not None and peer.max_peer_classes is not None and done["added"]:
+        foreign = sum(1 for c in classes if _own_shots(prov[c], peer.robot, 1) == 0)
+        if foreign > peer.max_peer_classes:
+            raise MergeError(f"the memory would hold {foreign} classes known from peers alone, more than the "
+                             f"{peer.max_peer_classes} allowed, so that this robot's own teaching keeps room")
     memory = ClusterMemory(mem_a.feature_dim, mem_a.covariance, k, mem_a.reduction, mem_a.seed, classes,
                            mem_a.precision)
     before = memory.n_clusters
@@ -169,17 +283,23 @@ def merge_states(a: LearnerState, b: LearnerState) -> tuple[LearnerState, MergeR
     if reduced:
         memory = memory.reduced_to(k, protect=())
     extra_a, extra_b = dict(a.learner_state or {}), dict(b.learner_state or {})
-    t, w = pooled_temperature(float(extra_a.get("temperature", 1.0)), float(extra_a.get("temperature_weight", 0.0)),
-                              float(extra_b.get("temperature", 1.0)), float(extra_b.get("temperature_weight", 0.0)))
-    prior = extra_a.get("distance_prior")
-    prior = extra_b.get("distance_prior") if prior is None else prior
-    spread_a = a.view_spread or ViewSpread.empty(a.feature_dim)
-    spread = spread_a.pooled(b.view_spread or ViewSpread.empty(b.feature_dim))
-    dist = a.distance_threshold if a.distance_threshold is not None else b.distance_threshold
-    state = LearnerState(a.backbone, a.feature_dim, dict(a.config), memory, dist,
-                         int(a.increments) + int(b.increments), max(int(a.model_version), int(b.model_version)),
+    if peer is None:
+        t, w = pooled_temperature(float(extra_a.get("temperature", 1.0)),
+                                  float(extra_a.get("temperature_weight", 0.0)),
+                                  float(extra_b.get("temperature", 1.0)), float(extra_b.get("temperature_weight", 0.0)))
+        prior = extra_b.get("distance_prior") if prior is None else prior
+        spread = (a.view_spread or ViewSpread.empty(a.feature_dim)).pooled(b.view_spread or
+                                                                           ViewSpread.empty(b.feature_dim))
+        dist = b.distance_threshold if dist is None else dist
+        increments = min(int(a.increments) + int(b.increments), MAX_COUNTER)
+        version = max(int(a.model_version), int(b.model_version))
+    else:  # the memory-wide fields are this robot's alone
+        t, w = float(extra_a.get("temperature", 1.0)), float(extra_a.get("temperature_weight", 0.0))
+        spread = a.view_spread or ViewSpread.empty(a.feature_dim)
+        increments, version = int(a.increments), int(a.model_version)
+    state = LearnerState(a.backbone, a.feature_dim, dict(a.config), memory, dist, increments, version,
                          None, {"distance_prior": prior, "temperature": t, "temperature_weight": w}, spread,
-                         {c: prov[c] for c in memory.classes})
+                         {c: prov[c] for c in memory.classes}, a.negatives)
     report = MergeReport(*(tuple(done[x]) for x in ("added", "pooled", "replaced", "kept")),
                          clusters_before=before, clusters_after=memory.n_clusters, reduced=reduced,
                          seconds=time.perf_counter() - t0, details={"K": k})

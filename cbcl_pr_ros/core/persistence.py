@@ -66,12 +66,14 @@ from .memory import ClusterMemory
 from .negatives import MAX_NEGATIVES, NegativeStore
 from .provenance import Contribution, legacy_contribution, provenance_from_json, provenance_to_json
 from .validation import check_label
-from .view_spread import MAX_RANK, ViewSpread
+from .calibration import MAX_TEMPERATURE_WEIGHT
+from .view_spread import MAX_IMAGES, MAX_RANK, ViewSpread
 
 __all__ = [
     "FORMAT_VERSION", "MAX_FEATURE_DIM", "MemoryFileError", "CorruptMemoryFileError",
     "IncompatibleMemoryFileError", "LearnerState", "state_to_bytes", "state_from_bytes",
-    "write_atomic", "save_state", "load_state", "read_metadata", "filled_provenance",
+    "write_atomic", "save_state", "load_state", "read_metadata", "filled_provenance", "checked_bytes",
+    "repaired_bytes", "MAX_COUNTER", "CONFIG_RANGES", "EXTRA_RANGES",
 ]
 
 FORMAT_VERSION = 6
@@ -80,6 +82,9 @@ _META_KEY = "cbcl_pr"
 _FLOAT_TENSORS = ("means", "factors", "diag", "means.f16", "factors.f16", "diag.f16", "head.weight", "head.bias",
                   "view_spread", "negatives")
 _HALF = {"float32": 0, "float16": 1}
+#: the largest counter a file may hold (model version, increments, negatives offered): far beyond any
+#: use, with room below int64 so that counting on from a loaded value never overflows
+MAX_COUNTER = 2**62
 
 
 class MemoryFileError(ValueError):
@@ -233,9 +238,20 @@ def write_atomic(path: str | os.PathLike, blob: bytes) -> Path:
     return path
 
 
+def checked_bytes(state: LearnerState, where: str = "the memory to write") -> bytes:
+    """The file's bytes for ``state`` once read back with every rule of :func:`state_from_bytes`:
+    a state that load would refuse is never written (MemoryFileError says why, nothing written)."""
+    try:
+        blob = state_to_bytes(state)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CorruptMemoryFileError(f"{where}: cannot be stored ({type(exc).__name__}: {str(exc)[:200]})") from None
+    state_from_bytes(blob, where)
+    return blob
+
+
 def save_state(state: LearnerState, path: str | os.PathLike) -> Path:
-    """Atomically write ``state`` to ``path``; returns the path."""
-    return write_atomic(path, state_to_bytes(state))
+    """Atomically write ``state`` to ``path`` (checked as load checks it); returns the path."""
+    return write_atomic(path, checked_bytes(state, str(path)))
 
 
 # ------------------------------------------------------------------ decoding
@@ -300,7 +316,7 @@ CONFIG_RANGES: dict[str, tuple[float, float, bool, bool]] = {
 }
 # learner_state fields (scales and counters; the metadata's D is checked in _check_meta, <= 1e15)
 EXTRA_RANGES: dict[str, tuple[float, float]] = {
-    "distance_prior": (1e-12, 1e6), "temperature": (1e-6, 1e6), "temperature_weight": (0.0, 1e12),
+    "distance_prior": (1e-12, 1e6), "temperature": (1e-6, 1e6), "temperature_weight": (0.0, MAX_TEMPERATURE_WEIGHT),
 }
 
 
@@ -332,8 +348,8 @@ def _check_meta(meta: dict, where: str) -> tuple[int, list[str], str, str | None
     if not isinstance(backbone, str) or not backbone:
         raise _bad(where, f"backbone must be a non-empty string, got {backbone!r}")
     d = _int(meta, "feature_dim", where, 1, MAX_FEATURE_DIM)
-    _int(meta, "model_version", where, 0, 2**63 - 1)
-    _int(meta, "increments", where, 0, 2**63 - 1)
+    _int(meta, "model_version", where, 0, MAX_COUNTER)
+    _int(meta, "increments", where, 0, MAX_COUNTER)
     classes = meta.get("classes")
     if not isinstance(classes, list):
         raise _bad(where, "classes must be a list of names")
@@ -500,7 +516,7 @@ def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone:
         raise _bad(where, f"{type(exc).__name__}: {exc}") from exc
     spread = None
     if version >= 4:
-        images = _int(meta, "view_spread_images", where, 0, 2**63 - 1)
+        images = _int(meta, "view_spread_images", where, 0, MAX_IMAGES)
         try:
             spread = ViewSpread(tensors["view_spread"].astype(np.float32), images)
         except ValueError as exc:
@@ -514,7 +530,7 @@ def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone:
             raise _bad(where, str(exc)[:200]) from None
     negatives = None
     if version >= 6:
-        offered = _int(meta, "negatives_offered", where, len(tensors["negatives"]), 2**63 - 1)
+        offered = _int(meta, "negatives_offered", where, len(tensors["negatives"]), MAX_COUNTER)
         negatives = NegativeStore(tensors["negatives"].copy(), cap if isinstance(cap, int) else MAX_NEGATIVES,
                                   offered)
     dist = meta.get("distance_threshold")
@@ -524,6 +540,100 @@ def state_from_bytes(blob: bytes, where: str = "memory file", expected_backbone:
     return LearnerState(meta["backbone"], d, dict(config), memory,
                         None if dist is None else float(dist), int(meta["increments"]),
                         int(meta["model_version"]), head, extra, spread, provenance, negatives)
+
+
+# ------------------------------------------------------------------ repair
+def _clamped(value: Any, lo: float, hi: float, integer: bool) -> float | int | None:
+    """``value`` moved into [lo, hi] (None when it is no finite number: the field is dropped)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    v = min(max(value, lo), hi)
+    return int(min(max(round(v), math.ceil(lo)), math.floor(hi))) if integer else float(v)
+
+
+def _clamp_fields(table: dict, ranges: dict, label: str, notes: list[str]) -> None:
+    """Clamp (or drop) each field of ``table`` that ``ranges`` refuses; one note per field."""
+    for key, spec in ranges.items():
+        lo, hi = spec[0], spec[1]
+        integer, none_ok = (spec[2], spec[3]) if len(spec) > 2 else (False, True)
+        v = table.get(key)
+        if key not in table or (v is None and none_ok) or _in_range(v, lo, hi, integer):
+            continue
+        fixed = _clamped(v, lo, hi, integer)
+        shown = str(v)[:40].encode("unicode_escape").decode("ascii")
+        if fixed is None:
+            del table[key]
+            notes.append(f"{label} {key}: {shown} is no finite number: dropped (the default applies)")
+        else:
+            table[key] = fixed
+            notes.append(f"{label} {key}: {shown} clamped to {fixed:g}")
+
+
+def _repair_meta(tensors: dict[str, np.ndarray], meta: dict, version: int, notes: list[str]) -> None:
+    """Every metadata field load refuses by range, clamped into it (see :func:`repaired_bytes`)."""
+    config = meta.get("config")
+    if isinstance(config, dict):
+        _clamp_fields(config, CONFIG_RANGES, "config", notes)
+    if isinstance(meta.get("learner_state"), dict):
+        _clamp_fields(meta["learner_state"], EXTRA_RANGES, "learner_state", notes)
+    neg = tensors.get("negatives")
+    spread = tensors.get("view_spread")
+    counters = {"model_version": (0, MAX_COUNTER, True, False), "increments": (0, MAX_COUNTER, True, False),
+                "distance_threshold": (1e-12, 1e15, False, True)}
+    if version >= 4:
+        counters["view_spread_images"] = (int(spread is not None and spread.ndim == 2 and spread.shape[1] > 0),
+                                          MAX_IMAGES, True, False)
+    if version >= 6:
+        counters["negatives_offered"] = (len(neg) if neg is not None else 0, MAX_COUNTER, True, False)
+    _clamp_fields(meta, counters, "metadata", notes)
+    classes = meta.get("classes") if isinstance(meta.get("classes"), list) else []
+    counts, owner = tensors.get("counts"), tensors.get("owner")
+    k = config.get("max_clusters") if isinstance(config, dict) else None
+    n = int(counts.shape[0]) if counts is not None and counts.ndim == 1 else 0
+    if isinstance(k, int) and not isinstance(k, bool) and k < max(1, len(classes), n):
+        config["max_clusters"] = min(max(1, len(classes), n), int(CONFIG_RANGES["max_clusters"][1]))
+        notes.append(f"config max_clusters: {k} raised to the {config['max_clusters']} clusters and classes held")
+    if version < 5 or counts is None or owner is None or counts.shape != owner.shape:
+        return
+    shots = {c: int(counts[owner == i].sum()) for i, c in enumerate(classes)}
+    try:
+        provenance_from_json(meta.get("provenance"), classes, shots)
+    except (TypeError, ValueError) as exc:
+        fresh = {c: (Contribution("", 0.0, min(max(shots[c], 1), 2**40),
+                                  hashlib.sha256(f"{c}|{shots[c]}".encode()).hexdigest()[:16]),)
+                 for c in classes if isinstance(c, str)}
+        meta["provenance"] = provenance_to_json(fresh)
+        notes.append(f"provenance refused ({str(exc)[:80]}): every class now has one entry of unknown origin")
+
+
+def repaired_bytes(blob: bytes, where: str = "memory file") -> tuple[bytes, list[str]]:
+    """A memory file made loadable, and what was changed (one line each; none: it loaded as it was).
+
+    Only what load refuses by range is repaired: numeric config and learner-state fields are clamped
+    into their ranges (dropped when they are no finite number: the default applies), counters and D
+    likewise, K raised to the clusters held, a refused provenance replaced by one entry of unknown
+    origin per class.  The classes' statistics (the tensors) are never changed, and a file whose
+    checksum fails (torn or edited) is not repaired: CorruptMemoryFileError says why.  The result is
+    written in the current format and checked as load checks it.
+    """
+    tensors, meta = _parse(blob, where)
+    version = meta.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+        raise IncompatibleMemoryFileError(f"{where}: format version {version!r} is not supported")
+    if meta.get("sha256") != _checksum(tensors, meta if version >= 2 else None):
+        raise CorruptMemoryFileError(f"{where}: checksum mismatch: the file is torn or was edited; not repaired")
+    notes: list[str] = []
+    _repair_meta(tensors, meta, version, notes)
+    meta["sha256"] = _checksum(tensors, meta if version >= 2 else None)
+    try:
+        fixed = st_save(tensors, metadata={_META_KEY: json.dumps(meta, sort_keys=True, allow_nan=False)})
+    except (TypeError, ValueError) as exc:
+        raise CorruptMemoryFileError(f"{where}: cannot be repaired ({str(exc)[:120]})") from None
+    try:
+        state = state_from_bytes(fixed, where)
+    except MemoryFileError as exc:
+        raise type(exc)(f"{exc} (not something repair changes)") from None
+    return checked_bytes(state, where), notes
 
 
 def load_state(path: str | os.PathLike, expected_backbone: str | None = None,

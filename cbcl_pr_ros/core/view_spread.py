@@ -30,10 +30,13 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["ViewSpread", "MAX_RANK"]
+__all__ = ["ViewSpread", "MAX_RANK", "MAX_IMAGES"]
 
 #: rank kept of the shared view covariance (its factor is d x MAX_RANK: 164 KB in float16 at d = 1280)
 MAX_RANK = 64
+#: the most images a spread may stand for (a memory file's limit): pooling saturates there, so that a
+#: spread at the limit can still take views and be saved
+MAX_IMAGES = 2**62
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,9 @@ class ViewSpread:
         f = np.asarray(self.factor)
         if f.ndim != 2 or f.shape[1] > MAX_RANK or not np.isfinite(f).all():
             raise ValueError(f"view spread factor must be a finite (d, r <= {MAX_RANK}) array, got {f.shape}")
-        if isinstance(self.images, bool) or not isinstance(self.images, (int, np.integer)) or self.images < 0:
-            raise ValueError(f"images must be an integer >= 0, got {self.images!r}")
+        if isinstance(self.images, bool) or not isinstance(self.images, (int, np.integer)) \
+                or not 0 <= self.images <= MAX_IMAGES:
+            raise ValueError(f"images must be an integer in [0, {MAX_IMAGES}], got {self.images!r}")
         if self.images == 0 and f.shape[1]:
             raise ValueError("a view spread of 0 images must be empty")
         f.setflags(write=False)
@@ -95,7 +99,7 @@ class ViewSpread:
             u, s, _ = np.linalg.svd(factor, full_matrices=False)
             factor = u[:, :rank] * s[:rank]
         # float16-exact values: what a memory file stores (format 4) is what the head used
-        return ViewSpread(np.ascontiguousarray(factor.astype(np.float16), np.float32), images)
+        return ViewSpread(np.ascontiguousarray(factor.astype(np.float16), np.float32), min(int(images), MAX_IMAGES))
 
     def covariance(self) -> np.ndarray:
         """(d, d) float64 ``N`` (zeros when nothing was pooled), read-only; computed once per spread,

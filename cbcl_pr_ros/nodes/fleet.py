@@ -6,7 +6,8 @@ history of ``fleet_history_depth``, so a robot that joins late receives the last
 member.  A received message is turned into a plain :class:`~cbcl_pr_ros.service.fleet.ClassUpdate`
 and handed to :class:`~cbcl_pr_ros.service.fleet.FleetMember`, which decides everything; its answer
 is logged in one line (refusals by the allow-list or the rate limit at most once a second, so a flood
-cannot flood the log).
+cannot flood the log).  While active, a timer of ``fleet_digest_period`` publishes the digest that
+lets a robot that missed an update ask for it again.
 """
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ class FleetLink:
         self.group = MutuallyExclusiveCallbackGroup()
         self.pub = node.create_publisher(ClassUpdateMsg, topic, fleet_qos(depth))
         self.sub: Any = None
+        self.timer: Any = None
         self.member = FleetMember(controller, settings, self._publish,
                                   clock=lambda: node.get_clock().now().nanoseconds * 1e-9)
         previous = controller.on_change
@@ -65,6 +67,9 @@ class FleetLink:
             self.sub = self.node.create_subscription(
                 ClassUpdateMsg, self.topic, guard_callback(self.node, self._on_update, "class update"),
                 fleet_qos(self.depth), callback_group=self.group)
+        if self.timer is None and self.settings.digest_s > 0:
+            self.timer = self.node.create_timer(self.settings.digest_s, guard_callback(
+                self.node, self.member.tick, "fleet digest"), callback_group=self.group)
         sent = self.member.publish_all()
         self.node.get_logger().info(f"fleet: published {sent} class updates")
 
@@ -73,6 +78,9 @@ class FleetLink:
         if self.sub is not None:
             self.node.destroy_subscription(self.sub)
             self.sub = None
+        if self.timer is not None:
+            self.node.destroy_timer(self.timer)
+            self.timer = None
 
     def close(self) -> None:
         self.stop()

@@ -32,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from cbcl_pr_ros.core.negatives import MAX_NEGATIVES
+from cbcl_pr_ros.core.persistence import MAX_COUNTER
 from cbcl_pr_ros.service.heap import release_freed_memory
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
 from cbcl_pr_ros.service.validation import (
@@ -209,14 +210,16 @@ class LearnerController:
     def _save_to(self, name: str, learner: Any = None) -> tuple[bool, str, str, int]:
         """Save ``learner`` (default: the served one) as ``name`` ("" = default file);
         (ok, message, shown name, bytes)."""
-        from cbcl_pr_ros.core import state_to_bytes
+        from cbcl_pr_ros.core.persistence import MemoryFileError, checked_bytes
 
         if self.store is None:
             return False, "no memory directory configured: the memory lives in RAM only", "", 0
         lrn = self.learner_ if learner is None else learner
         try:
-            blob = state_to_bytes(lrn.to_state())
+            blob = checked_bytes(lrn.to_state(), "the memory to save")  # never a file load would refuse
             size, shown = self.store.write(name, blob)
+        except MemoryFileError as exc:
+            return False, f"not written, since loading it would be refused: {exc}", "", 0
         except MemoryAccessError as exc:
             return False, f"could not write memory file: {exc}", "", 0
         except OSError as exc:  # ENOSPC and the like, after the checks
@@ -254,7 +257,7 @@ class LearnerController:
         """Serve the memory as last saved again (a newer model version), or keep RAM and say so."""
         from cbcl_pr_ros.core import state_from_bytes
 
-        version = int(self.learner_.model_version_) + 1
+        version = min(int(self.learner_.model_version_) + 1, MAX_COUNTER)
         try:
             if self._durable_blob is None:
                 state = self.make_learner(self.feature_dim).to_state()
@@ -302,8 +305,10 @@ class LearnerController:
             raise MemoryLoadError(f"{out.message.removesuffix(_KEPT)}; it could not be moved aside "
                                   f"({exc}): move it yourself or set memory_path, then configure again") from None
         self.moved_aside_ = aside
-        return (f"{out.message.removesuffix(_KEPT)}; the file was moved to '{aside}' (kept, never deleted) "
-                f"and the learner starts EMPTY{note}")
+        path = f"{self.store.memory_dir}/{aside}"
+        return (f"{out.message.removesuffix(_KEPT)}; the file was moved to '{path}' (kept, never deleted) "
+                f"and the learner starts EMPTY; 'cbcl-memory info {path}' says why, 'cbcl-memory repair "
+                f"{path} -o <file>' writes a copy load accepts{note}")
 
     def close(self) -> None:
         """Release the memory directory (cleanup; the controller answers nothing after this)."""
@@ -367,7 +372,8 @@ class LearnerController:
             try:
                 state, shown, blob = self._read_verified(name)
                 # the served version never goes backwards: a load is a change like any other
-                version = max(int(state.model_version), int(current.model_version_) + (0 if startup else 1))
+                version = min(max(int(state.model_version), int(current.model_version_) + (0 if startup else 1)),
+                              MAX_COUNTER)
                 new = type(current).from_state(state, model_version=version)
                 new.robot_name = current.robot_name
                 self._exercise(new)
@@ -412,29 +418,36 @@ class LearnerController:
             return self._outcome(False, f"refused memory file: {exc}{_KEPT}")
         return self.merge_state(state, f"'{shown}'")
 
-    def merge_state(self, state: Any, origin: str) -> Outcome:
+    def merge_state(self, state: Any, origin: str, peer: Any = None) -> Outcome:
         """Merge a verified :class:`~cbcl_pr_ros.core.LearnerState` (a file's, a fleet peer's) into the
-        memory (:mod:`cbcl_pr_ros.core.merge`): one new learner, exercised, swapped in as one reference,
-        autosaved.  Refused (nothing changes) when the memories cannot be merged or the result would
+        memory (:mod:`cbcl_pr_ros.core.merge`): one new learner, checked as load checks a file,
+        exercised, swapped in as one reference, autosaved.  ``peer``: the
+        :class:`~cbcl_pr_ros.core.merge.PeerRules` of a fleet update (memory-wide fields stay ours; at
+        most half of K and of max_memory_file_bytes go to classes known from peers alone).  Refused
+        (nothing changes) when the memories cannot be merged, the result would not load back or would
         exceed the memory file size limit."""
-        from cbcl_pr_ros.core import state_to_bytes
         from cbcl_pr_ros.core.merge import merge_states
+        from cbcl_pr_ros.core.persistence import MemoryFileError, checked_bytes
 
         with self._mutate:
             current = self.learner_
             try:
-                merged, report = merge_states(current.to_state(), state)
+                merged, report = merge_states(current.to_state(), state, peer)
                 if report.unchanged:
                     return self._outcome(True, f"nothing new from {origin}: {report.summary()}")
-                new = type(current).from_state(merged, model_version=int(current.model_version_) + 1)
+                new = type(current).from_state(merged, model_version=min(int(current.model_version_) + 1,
+                                                                          MAX_COUNTER))
                 new.robot_name = current.robot_name
+                size = len(checked_bytes(new.to_state(), f"the memory merged with {origin}"))
                 limit = self.store.max_bytes if self.store is not None else None
-                size = len(state_to_bytes(new.to_state())) if limit is not None else 0
+                if limit is not None and peer is not None:
+                    limit //= 2  # classes from peers never take the room this robot's own teaching needs
                 if limit is not None and size > limit:
+                    share = ", half of it for a peer's classes" if peer is not None else ""
                     return self._outcome(False, f"merge of {origin} refused: the memory would take {size} bytes, "
-                                         f"more than max_memory_file_bytes {limit}{_KEPT}")
+                                         f"more than {limit} (max_memory_file_bytes{share}){_KEPT}")
                 self._exercise(new)
-            except (TypeError, ValueError, ArithmeticError) as exc:
+            except (TypeError, ValueError, ArithmeticError, MemoryFileError) as exc:
                 return self._outcome(False, f"merge of {origin} refused: {str(exc)[:300]}{_KEPT}")
             failed = self._commit(new)  # into the default file before it is served
             if failed:

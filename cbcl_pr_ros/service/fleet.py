@@ -18,12 +18,23 @@ of the other robots of its fleet (docs/nodes.md "Fleet mode", docs/security.md "
   pools); ``FORGOTTEN`` and ``RENAMED`` apply only when the peer's contributions cover all of ours,
   so nothing taught here and unknown to the peer is lost.  Forgotten contributions are remembered
   (bounded), so a stale ``LEARNED`` relayed by a third robot does not bring a forgotten class back.
+  A peer's class changes only that class (:class:`~cbcl_pr_ros.core.merge.PeerRules`): the memory-wide
+  fields stay this robot's, the class's count and spread are bounded by this robot's own teaching
+  of it, and classes known from peers alone fill at most half of the cluster budget K.
+* **Rate.** Every sender has its own token bucket (``rate_hz``, ``burst``): a flood from one name
+  spends that name's bucket only, never another robot's.
+* **Convergence.** Every ``digest_s`` seconds (:meth:`FleetMember.tick`) a member publishes a
+  ``DIGEST``: each class it holds with its contribution ids.  A member that sees a class whose
+  teaching it does not hold (an update lost to a flood, a restart, a dropped packet) sends a
+  ``REQUEST`` naming the sender and the class, and the sender publishes that class's ``LEARNED``
+  again.  Requests are bounded per digest and repeated at most once a period per class.
 
 Anything refused changes nothing and yields one line for the log (refusals by the allow-list or the
 rate limit, which a flood produces, are marked so that the node logs them at most once a second).
 """
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -35,11 +46,14 @@ from typing import Any
 from cbcl_pr_ros.service.rate_limit import RateLimiter
 from cbcl_pr_ros.service.validation import RequestError, check_label, quote
 
-__all__ = ["LEARNED", "FORGOTTEN", "RENAMED", "OPS", "FleetSettings", "ClassUpdate", "Received", "FleetMember",
-           "MAX_IDS", "NAME_PATTERN"]
+__all__ = ["LEARNED", "FORGOTTEN", "RENAMED", "DIGEST", "REQUEST", "OPS", "FleetSettings", "ClassUpdate", "Received",
+           "FleetMember", "MAX_IDS", "NAME_PATTERN", "MAX_SENDERS", "REQUESTS_PER_DIGEST", "DIGEST_CHUNK_BYTES"]
 
-LEARNED, FORGOTTEN, RENAMED = 0, 1, 2
-OPS = {LEARNED: "learned", FORGOTTEN: "forgot", RENAMED: "renamed"}
+LEARNED, FORGOTTEN, RENAMED, DIGEST, REQUEST = 0, 1, 2, 3, 4
+OPS = {LEARNED: "learned", FORGOTTEN: "forgot", RENAMED: "renamed", DIGEST: "digest", REQUEST: "request"}
+MAX_SENDERS = 256  # rate buckets kept (least recently heard dropped first)
+REQUESTS_PER_DIGEST = 16  # classes asked for again per digest received
+DIGEST_CHUNK_BYTES = 64 * 1024  # one DIGEST message's class list
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # fleet and robot names
 MAX_IDS = 64  # contribution ids per update (a class keeps at most 64 contributions)
 _ID = re.compile(r"[0-9a-f]{16}")
@@ -56,14 +70,15 @@ class FleetSettings:
     max_update_bytes: int = 8 * 1024 * 1024
     rate_hz: float = 5.0
     burst: int = 100
+    digest_s: float = 10.0  # 0: no digest (nothing asked again)
 
     def __post_init__(self) -> None:
         for what, name in (("fleet", self.fleet), ("robot_name", self.robot), *(("fleet_allow entry", a)
                                                                                   for a in self.allow)):
             if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
                 raise ValueError(f"{what} must be 1-64 letters, digits, '_', '.' or '-', got {quote(str(name))}")
-        if self.max_update_bytes < 1024 or self.rate_hz <= 0 or self.burst < 1:
-            raise ValueError("fleet limits must be positive (max_update_bytes >= 1024)")
+        if self.max_update_bytes < 1024 or self.rate_hz <= 0 or self.burst < 1 or not self.digest_s >= 0:
+            raise ValueError("fleet limits must be positive (max_update_bytes >= 1024, digest_s >= 0)")
 
     @classmethod
     def from_params(cls, p: dict[str, Any]) -> "FleetSettings | None":
@@ -75,7 +90,8 @@ class FleetSettings:
         allow = frozenset(a.strip() for a in str(p.get("fleet_allow", "")).split(",") if a.strip())
         return cls(p["fleet"], p["robot_name"], allow, min(int(p["fleet_max_update_bytes"]),
                                                            int(p["max_memory_file_bytes"])),
-                   float(p["fleet_max_update_rate"]), int(p["fleet_history_depth"]))
+                   float(p["fleet_max_update_rate"]), int(p["fleet_history_depth"]),
+                   float(p.get("fleet_digest_period", 10.0)))
 
 
 @dataclass(frozen=True)
@@ -115,11 +131,14 @@ class FleetMember:
         self.settings = settings
         self._publish = publish
         self._clock = clock
-        self._limit = RateLimiter(burst=float(settings.burst))
+        self._limits: OrderedDict[str, RateLimiter] = OrderedDict()  # one bucket per sender
         self._published: dict[str, frozenset[str]] = {}
         self._sequence = 0
         self._lock = threading.Lock()
         self._forgotten: OrderedDict[str, None] = OrderedDict()
+        self._last_digest: float | None = None
+        self._asked: OrderedDict[tuple[str, str], float] = OrderedDict()  # (robot, class): when asked
+        self._resent: OrderedDict[str, float] = OrderedDict()  # class: when sent again on request
         controller.learner_.set_robot_name(settings.robot)
 
     # ------------------------------------------------------------------ outgoing
@@ -156,6 +175,40 @@ class FleetMember:
                 self._publish(u)
             return len(out)
 
+    def tick(self) -> int:
+        """Publish the digest when one is due (the node calls this on a timer); the messages sent."""
+        from cbcl_pr_ros.core.provenance import ids
+
+        s = self.settings
+        now = self._clock()
+        if s.digest_s <= 0 or (self._last_digest is not None and 0 <= now - self._last_digest < 0.5 * s.digest_s):
+            return 0
+        self._last_digest = now
+        with self._lock:
+            held = {c: sorted(ids(p)) for c, p in self.controller.learner_.provenance_.items()}
+            out = [self._update(DIGEST, "", "", frozenset(), blob) for blob in _digest_chunks(held)]
+        for u in out:
+            self._publish(u)
+        return len(out)
+
+    def _resend(self, name: str, who: str) -> Received:
+        """Publish ``name``'s LEARNED again for a peer that asked (once a digest period per class)."""
+        from cbcl_pr_ros.core.provenance import ids
+
+        now = self._clock()
+        with self._lock:
+            learner = self.controller.learner_
+            prov = learner.provenance_.get(name)
+            if prov is None:
+                return Received(False, f"{who} asked for '{name}', which this robot does not hold")
+            last = self._resent.get(name)
+            if last is not None and 0 <= now - last < 0.5 * max(self.settings.digest_s, 1.0):
+                return Received(False, "")  # sent again a moment ago: that answers this request too
+            _remember(self._resent, name, now)
+            u = self._update(LEARNED, name, "", ids(prov), _class_bytes(learner.to_state(), name))
+        self._publish(u)
+        return Received(True, f"sent '{name}' again: {who} asked for it")
+
     def _update(self, op: int, name: str, new: str, contribution_ids: frozenset[str], blob: bytes = b"") -> ClassUpdate:
         self._sequence += 1
         return ClassUpdate(self.settings.fleet, self.settings.robot, self._sequence, op, name, new,
@@ -167,32 +220,49 @@ class FleetMember:
         s = self.settings
         if u.fleet != s.fleet or u.robot == s.robot:
             return Received(False, "")  # another fleet's, or our own coming back
+        if not isinstance(u.robot, str) or not NAME_PATTERN.fullmatch(u.robot):
+            return Received(False, "fleet update refused: robot name must be 1-64 letters, digits, '_', '.' or '-'",
+                            flood=True)
         who = f"robot {quote(u.robot)}"
         if s.allow and u.robot not in s.allow:
             return Received(False, f"fleet update from {who} refused: not in fleet_allow", flood=True)
-        if not self._limit.allow(self._clock(), s.rate_hz):
+        if not self._bucket(u.robot).allow(self._clock(), s.rate_hz):
             return Received(False, f"fleet update from {who} refused: more than {s.rate_hz:g} updates/s "
-                                   f"(burst {s.burst})", flood=True)
+                                   f"(burst {s.burst}) from this robot", flood=True)
         try:
             return self._apply(u, who)
         except (RequestError, ValueError, TypeError) as exc:
             return Received(False, f"fleet update from {who} refused: {str(exc)[:200]}")
 
+    def _bucket(self, robot: str) -> RateLimiter:
+        """The sender's own token bucket (at most MAX_SENDERS kept, least recently heard dropped)."""
+        with self._lock:
+            lim = self._limits.get(robot)
+            if lim is None:
+                lim = self._limits[robot] = RateLimiter(burst=float(self.settings.burst))
+            self._limits.move_to_end(robot)
+            while len(self._limits) > MAX_SENDERS:
+                self._limits.popitem(last=False)
+            return lim
+
     def _apply(self, u: ClassUpdate, who: str) -> Received:
         from cbcl_pr_ros.core import MemoryFileError, state_from_bytes
+        from cbcl_pr_ros.core.merge import PeerRules
 
-        if not NAME_PATTERN.fullmatch(u.robot):
-            raise ValueError("robot name must be 1-64 letters, digits, '_', '.' or '-'")
         if u.op not in OPS:
             raise ValueError(f"unknown op {u.op!r}")
+        if len(u.class_memory) > self.settings.max_update_bytes:
+            raise ValueError(f"{len(u.class_memory)} bytes of class statistics, more than "
+                             f"fleet_max_update_bytes {self.settings.max_update_bytes}")
+        if u.op == DIGEST:
+            return self._digest_received(u, who)
         name = check_label(u.class_name, "class name")
+        if u.op == REQUEST:
+            return self._resend(name, who) if u.new_name == self.settings.robot else Received(False, "")
         new = check_label(u.new_name, "new class name") if u.op == RENAMED else ""
         if len(u.contribution_ids) > MAX_IDS or not all(isinstance(i, str) and _ID.fullmatch(i)
                                                         for i in u.contribution_ids):
             raise ValueError(f"contribution ids must be at most {MAX_IDS} ids of 16 hex digits")
-        if len(u.class_memory) > self.settings.max_update_bytes:
-            raise ValueError(f"{len(u.class_memory)} bytes of class statistics, more than "
-                             f"fleet_max_update_bytes {self.settings.max_update_bytes}")
         covering = frozenset(u.contribution_ids)
         c = self.controller
         if u.op == FORGOTTEN:
@@ -216,8 +286,35 @@ class FleetMember:
             raise ValueError("the contribution ids do not match the statistics' provenance")
         if got <= self._forgotten.keys():
             return Received(False, f"fleet update from {who}: '{name}' was forgotten in the fleet; not learned again")
-        out = c.merge_state(state, f"'{name}' from {who}")
+        k = c.learner_.config.max_clusters
+        rules = PeerRules(self.settings.robot, None if k is None else k // 2)  # half of K for peers' classes
+        out = c.merge_state(state, f"'{name}' from {who}", rules)
         return Received(out.success, out.message)
+
+    def _digest_received(self, u: ClassUpdate, who: str) -> Received:
+        """Ask the sender again for the classes of its digest whose teaching this robot does not hold."""
+        from cbcl_pr_ros.core.provenance import ids
+
+        listed = _parse_digest(u.class_memory)
+        now = self._clock()
+        with self._lock:
+            held = frozenset().union(*(ids(p) for p in self.controller.learner_.provenance_.values()))
+            gone = self._forgotten.keys()
+            asked: list[ClassUpdate] = []
+            for name, got in listed.items():
+                if len(asked) >= REQUESTS_PER_DIGEST:
+                    break
+                last = self._asked.get((u.robot, name))
+                if got <= held or got <= gone or (last is not None and 0 <= now - last < 0.5 * self.settings.digest_s):
+                    continue
+                _remember(self._asked, (u.robot, name), now)
+                asked.append(self._update(REQUEST, name, u.robot, frozenset()))
+        for r in asked:
+            self._publish(r)
+        if not asked:
+            return Received(False, "")  # in step with the sender: nothing to say
+        return Received(True, f"asked {who} again for {', '.join(quote(r.class_name) for r in asked)}: its "
+                              "digest lists teaching this robot does not hold")
 
     def _remember_forgotten(self, contribution_ids: frozenset[str]) -> None:
         with self._lock:
@@ -226,6 +323,46 @@ class FleetMember:
                 self._forgotten.move_to_end(i)
             while len(self._forgotten) > _TOMBSTONES:
                 self._forgotten.popitem(last=False)
+
+
+def _remember(table: OrderedDict, key: Any, value: float, limit: int = 4096) -> None:
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > limit:
+        table.popitem(last=False)
+
+
+def _digest_chunks(held: dict[str, list[str]]) -> list[bytes]:
+    """The digest's JSON messages ({"classes": {name: [ids]}}), each at most about DIGEST_CHUNK_BYTES."""
+    chunks, part, size = [], {}, 0
+    for name, got in held.items():
+        cost = len(name) + 20 * len(got) + 8
+        if part and size + cost > DIGEST_CHUNK_BYTES:
+            chunks.append(part)
+            part, size = {}, 0
+        part[name] = got
+        size += cost
+    chunks.append(part)
+    return [json.dumps({"classes": p}, separators=(",", ":")).encode() for p in chunks]
+
+
+def _parse_digest(blob: bytes) -> dict[str, frozenset[str]]:
+    """A received digest's classes and their contribution ids; ValueError when malformed."""
+    try:
+        data = json.loads(blob.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ValueError("a digest must be JSON") from None
+    listed = data.get("classes") if isinstance(data, dict) else None
+    if not isinstance(listed, dict):
+        raise ValueError("a digest must be a JSON object with 'classes'")
+    out = {}
+    for name, got in listed.items():
+        check_label(name, "class name")
+        if not isinstance(got, list) or not 0 < len(got) <= MAX_IDS or not all(
+                isinstance(i, str) and _ID.fullmatch(i) for i in got):
+            raise ValueError(f"a digest lists 1-{MAX_IDS} contribution ids of 16 hex digits per class")
+        out[name] = frozenset(got)
+    return out
 
 
 def _class_bytes(state: Any, name: str) -> bytes:

@@ -287,8 +287,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               "namespaced robots share it)", (LEARNER,)),
     ParamSpec("fleet_history_depth", 100, "Updates kept for late joiners (transient-local history) and the "
               "burst of updates accepted at once", (LEARNER,), min=1, max=10_000),
-    ParamSpec("fleet_max_update_rate", 5.0, "Updates per second taken from the fleet on average (more are "
-              "refused)", (LEARNER,), min=0.01, max=1000.0),
+    ParamSpec("fleet_max_update_rate", 5.0, "Updates per second taken from each robot of the fleet on average "
+              "(more are refused; every robot has its own allowance)", (LEARNER,), min=0.01, max=1000.0),
+    ParamSpec("fleet_digest_period", 10.0, "Seconds between the digests of the classes held, from which a "
+              "robot that missed an update asks for it again; 0 = no digest", (LEARNER,), min=0.0, max=3600.0),
     ParamSpec("fleet_max_update_bytes", 8 * 1024 * 1024, "Largest class statistics one update may carry "
               "(also capped by max_memory_file_bytes)", (LEARNER,), min=1024, max=2**31),
 )
