@@ -192,7 +192,7 @@ def cmd_diff(opts, con: Console) -> None:
     try:
         check_compatible(a, b)
         _say(con, "compatible: a merge is possible")
-    except MergeError as exc:
+    except (MergeError, ValueError) as exc:  # ValueError: a configuration no learner accepts
         _say(con, f"not mergeable: {exc}")
     pa, pb = filled_provenance(a), filled_provenance(b)
     table = Table(title=safe(f"{opts.a} vs {opts.b}"))

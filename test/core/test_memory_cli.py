@@ -84,3 +84,61 @@ def test_diff_and_export_class(files, tmp_path, capsys):
     same = tmp_path / "same.safetensors"
     assert main(["merge", str(pa), str(mug), "-o", str(same)]) == 0
     assert "1 already known" in capsys.readouterr().out
+
+
+def _crafted(tmp_path, name: str, lrn, **edit):
+    """``lrn``'s memory with fields edited past what load accepts (written without any check)."""
+    import dataclasses
+
+    path = tmp_path / name
+    path.write_bytes(persistence.state_to_bytes(dataclasses.replace(lrn.to_state(), **edit)))
+    return path
+
+
+def test_merge_then_info_a_crafted_file_at_the_limits_stays_loadable(files, tmp_path, capsys):
+    a, pa, b, _ = files
+    assert a.temperature_weight_ > 0
+    crafted = _crafted(tmp_path, "crafted.safetensors", b, increments=persistence.MAX_COUNTER,
+                       learner_state={"distance_prior": 1.0, "temperature": 2.0, "temperature_weight": 1e12})
+    assert main(["info", str(crafted)]) == 0  # within every range: load accepts it
+    out = tmp_path / "c.safetensors"
+    assert main(["merge", str(pa), str(crafted), "-o", str(out)]) == 0
+    assert main(["info", str(out)]) == 0, capsys.readouterr().err  # its own output loads
+    merged = persistence.load_state(out)
+    assert merged.learner_state["temperature_weight"] <= 1e12 and merged.increments <= persistence.MAX_COUNTER
+
+
+def test_repair_clamps_what_load_refuses_and_says_what(files, tmp_path, capsys):
+    a, _, _, _ = files
+    bad = _crafted(tmp_path, "memory.safetensors.unreadable-1", a, increments=2**63 - 1,
+                   learner_state={"distance_prior": 1.0, "temperature": 2.0, "temperature_weight": 1e12 + 20})
+    assert main(["info", str(bad)]) == 1 and "increments" in capsys.readouterr().err
+    fixed = tmp_path / "memory.safetensors"
+    assert main(["repair", str(bad), "-o", str(fixed)]) == 0
+    said = capsys.readouterr().out
+    assert "temperature_weight" in said and "increments" in said and "clamped" in said
+    state = persistence.load_state(fixed)
+    assert state.memory.classes == a.classes_ and state.learner_state["temperature_weight"] == 1e12
+    assert state.increments == persistence.MAX_COUNTER
+    for cls in a.classes_:  # the classes' statistics are not touched
+        assert np.array_equal(state.memory[cls].means, a.memory[cls].means)
+    assert main(["repair", str(bad), "-o", str(fixed)]) == 1 and "exists" in capsys.readouterr().err
+    torn = tmp_path / "torn.safetensors"
+    torn.write_bytes(bad.read_bytes()[:-10])
+    assert main(["repair", str(torn), "-o", str(tmp_path / "t.safetensors")]) == 1
+    assert not (tmp_path / "t.safetensors").exists()
+
+
+def test_control_characters_from_a_file_are_escaped_in_every_print(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    lrn, _ = _saved(tmp_path, "x.safetensors", "robot1", {"mug": 0}, rng, backbone="bb\x1b]0;owned\x07\x1b[2J")
+    path = tmp_path / "x.safetensors"
+    crafted = _crafted(tmp_path, "y.safetensors", lrn, config={**lrn.config.to_dict(), "transform": "\x1b[31mred"})
+    for argv in (["info", str(path)], ["diff", str(path), str(crafted)], ["info", str(crafted)],
+                 ["export-class", str(path), "mug", "-o", str(tmp_path / "m.safetensors")],
+                 ["merge", str(path), str(crafted), "-o", str(tmp_path / "z.safetensors")]):
+        main(argv)
+        got = capsys.readouterr()
+        assert "\x1b" not in got.out + got.err and "\x07" not in got.out + got.err, argv
+    main(["info", str(path)])
+    assert "\\x1b" in capsys.readouterr().out
