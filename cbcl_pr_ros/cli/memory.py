@@ -151,9 +151,25 @@ def _header(state, path: str) -> str:
 
 
 def cmd_info(opts, con: Console) -> None:
-    state = _read(opts.file, opts.max_bytes)
+    """What the file holds; a file load refuses by a range (one moved aside at start) is shown as
+    ``repair`` would write it, after the reason and the fields repair would change (exit status 1)."""
+    from cbcl_pr_ros.core.persistence import MemoryFileError, repaired_bytes, state_from_bytes
+
+    try:
+        state, refused = _read(opts.file, opts.max_bytes), None
+    except Refused as exc:
+        try:
+            blob, notes = repaired_bytes(_bytes(opts.file, opts.max_bytes), opts.file)
+        except (MemoryFileError, Refused):
+            raise exc from None
+        state, refused = state_from_bytes(blob, opts.file), exc
+        _say(con, f"load refuses this file; 'cbcl-memory repair {opts.file} -o <file>' would change:")
+        for note in notes:
+            _say(con, f"  {note}")
     _say(con, _header(state, opts.file))
     con.print(class_table(state, f"{len(state.memory)} classes"))
+    if refused is not None:
+        raise refused
 
 
 def cmd_merge(opts, con: Console) -> None:

@@ -112,7 +112,9 @@ def test_repair_clamps_what_load_refuses_and_says_what(files, tmp_path, capsys):
     a, _, _, _ = files
     bad = _crafted(tmp_path, "memory.safetensors.unreadable-1", a, increments=2**63 - 1,
                    learner_state={"distance_prior": 1.0, "temperature": 2.0, "temperature_weight": 1e12 + 20})
-    assert main(["info", str(bad)]) == 1 and "increments" in capsys.readouterr().err
+    assert main(["info", str(bad)]) == 1  # refused, but shown as repair would write it
+    said = capsys.readouterr()
+    assert "increments" in said.err and "would change" in said.out and "mug" in said.out
     fixed = tmp_path / "memory.safetensors"
     assert main(["repair", str(bad), "-o", str(fixed)]) == 0
     said = capsys.readouterr().out
