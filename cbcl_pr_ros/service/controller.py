@@ -207,16 +207,18 @@ class LearnerController:
         self._changed()
 
     # ------------------------------------------------------------------ persistence
-    def _save_to(self, name: str, learner: Any = None) -> tuple[bool, str, str, int]:
-        """Save ``learner`` (default: the served one) as ``name`` ("" = default file);
-        (ok, message, shown name, bytes)."""
+    def _save_to(self, name: str, learner: Any = None, blob: bytes | None = None) -> tuple[bool, str, str, int]:
+        """Save ``learner`` (default: the served one) as ``name`` ("" = default file); ``blob``: its bytes
+        when already checked (:func:`~cbcl_pr_ros.core.persistence.checked_bytes`); (ok, message, shown name,
+        bytes)."""
         from cbcl_pr_ros.core.persistence import MemoryFileError, checked_bytes
 
         if self.store is None:
             return False, "no memory directory configured: the memory lives in RAM only", "", 0
         lrn = self.learner_ if learner is None else learner
         try:
-            blob = checked_bytes(lrn.to_state(), "the memory to save")  # never a file load would refuse
+            if blob is None:
+                blob = checked_bytes(lrn.to_state(), "the memory to save")  # never a file load would refuse
             size, shown = self.store.write(name, blob)
         except MemoryFileError as exc:
             return False, f"not written, since loading it would be refused: {exc}", "", 0
@@ -237,14 +239,14 @@ class LearnerController:
         """What a success answer adds when nothing is saved (memory_path '')."""
         return "" if self.keeps_file else " (RAM only: memory_path is '', nothing is saved to disk)"
 
-    def _commit(self, learner: Any = None) -> str:
+    def _commit(self, learner: Any = None, blob: bytes | None = None) -> str:
         """Make the change just applied to the served learner durable: "" when it is in the default
         file (or RAM only by configuration), else the reason it is not, after the served memory went
         back to the last saved one (call with the mutation lock held)."""
         release_freed_memory()
         if not self.keeps_file:
             return ""
-        ok, msg, _, _ = self._save_to("", learner)
+        ok, msg, _, _ = self._save_to("", learner, blob)
         if ok:
             self.last_save_ok_, self.last_save_error_ = True, ""
             return ""
@@ -438,7 +440,8 @@ class LearnerController:
                 new = type(current).from_state(merged, model_version=min(int(current.model_version_) + 1,
                                                                           MAX_COUNTER))
                 new.robot_name = current.robot_name
-                size = len(checked_bytes(new.to_state(), f"the memory merged with {origin}"))
+                blob = checked_bytes(new.to_state(), f"the memory merged with {origin}")
+                size = len(blob)
                 limit = self.store.max_bytes if self.store is not None else None
                 if limit is not None and peer is not None:
                     limit //= 2  # classes from peers never take the room this robot's own teaching needs
@@ -449,7 +452,7 @@ class LearnerController:
                 self._exercise(new)
             except (TypeError, ValueError, ArithmeticError, MemoryFileError) as exc:
                 return self._outcome(False, f"merge of {origin} refused: {str(exc)[:300]}{_KEPT}")
-            failed = self._commit(new)  # into the default file before it is served
+            failed = self._commit(new, blob)  # into the default file before it is served
             if failed:
                 return self._outcome(False, f"nothing merged from {origin}: {failed}{_KEPT}")
             self.learner_ = new
