@@ -158,14 +158,30 @@ def pool_classes(a: ClassClusters, b: ClassClusters) -> ClassClusters:
     return ClassClusters.from_stats(counts, means, a.mode, scatters)
 
 
+def _shares(counts: np.ndarray, total: int) -> np.ndarray:
+    """``total`` (>= len(counts)) shots shared out in proportion to ``counts``, each at least one, summing
+    to ``total`` exactly (largest remainders)."""
+    raw = (total - len(counts)) * counts / counts.sum()
+    out = 1 + np.floor(raw).astype(np.int64)
+    short = int(total - out.sum())
+    if short > 0:
+        out[np.argsort(-(raw - np.floor(raw)), kind="stable")[:short]] += 1
+    return out
+
+
 def bounded_class(cc: ClassClusters, max_shots: int, max_radius: float | None) -> ClassClusters:
-    """``cc`` with at most ``max_shots`` shots (each cluster keeps at least one) and each cluster's mean
-    squared radius at most ``max_radius**2``: counts and scatters scaled, means kept; ``cc`` itself
-    when it is within both."""
+    """``cc`` with at most ``max_shots`` shots and each cluster's mean squared radius at most
+    ``max_radius**2``: counts and scatters scaled by the same factor (means and covariances kept; with
+    fewer shots allowed than clusters, the heaviest clusters only); ``cc`` itself when within both."""
     counts = cc.counts.astype(np.int64)
-    n = int(counts.sum())
-    new = counts if n <= max_shots else np.maximum(1, (counts * (max(1, int(max_shots)) / n)).astype(np.int64))
-    changed = n > max_shots
+    total, changed = max(1, int(max_shots)), False
+    if int(counts.sum()) > total:
+        if total < cc.n_clusters:
+            cc = cc.subset(np.sort(np.argsort(-counts, kind="stable")[:total]))
+            counts = cc.counts.astype(np.int64)
+        new, changed = _shares(counts, total), True
+    else:
+        new = counts
     scatters = []
     for i in range(cc.n_clusters):
         s = cc.scatter(i)
@@ -204,11 +220,14 @@ def _peer_scale(a: LearnerState, b: LearnerState) -> tuple[float | None, float |
 
 
 def _peer_class(name: str, what: str, mine: ClassClusters | None, theirs: ClassClusters,
-                own: int, rules: PeerRules, dist: float | None) -> ClassClusters:
-    """The peer's copy of ``name`` bounded for a merge of kind ``what`` (module docstring)."""
+                own: int, rules: PeerRules, dist: float | None, extra: int | None = None) -> ClassClusters:
+    """The peer's copy of ``name`` bounded for a merge of kind ``what`` (module docstring); ``extra``:
+    the most shots it may add (the teaching it holds that we lack)."""
     budget = max(2 * own, own + rules.min_shots)
     if what == "pooled" and mine is not None:
         budget = max(1, budget - mine.n_samples)
+    if extra is not None:
+        budget = max(1, min(budget, extra))
     radius = None if dist is None else rules.spread_factor * float(dist)
     return bounded_class(theirs, budget, radius)
 
@@ -255,13 +274,18 @@ def merge_states(a: LearnerState, b: LearnerState, peer: PeerRules | None = None
             done["kept"].append(name)  # all its teaching is here under another name (renamed here)
             continue
         what = "added" if name not in classes else _decide(name, prov_a[name], prov_b[name])
+        extra = None
+        if peer is not None and what == "replaced" and cc.n_samples < classes[name].n_samples:
+            # a copy scaled on the way (a relay of ours) must not shrink our own teaching: it adds the
+            # shots of the teaching we lack, at its statistics
+            what, extra = "pooled", sum(c.shots for c in prov_b[name] if c.id not in ids(prov_a[name]))
         done[what].append(name)
         if what == "kept":
             continue
         if peer is not None:
             mine = classes.get(name)
             own = _own_shots(prov_a.get(name, ()), peer.robot, mine.n_samples if mine is not None else 0)
-            cc = _peer_class(name, what, mine, cc, own, peer, dist)
+            cc = _peer_class(name, what, mine, cc, own, peer, dist, extra)
         if what in ("added", "replaced"):
             classes[name], prov[name] = cc, prov_b[name]
         else:

@@ -243,3 +243,28 @@ def test_a_class_renamed_here_is_not_added_back_under_its_old_name(rng):
     a.rename("c0", "cup")
     report = a.merge(old)
     assert report.unchanged and report.kept == ("c0", "c1") and a.classes_ == ("cup", "c1")
+
+
+@pytest.mark.parametrize("mode", ["full", "diagonal"])
+def test_bounded_class_hits_the_budget_and_keeps_each_clusters_mean_and_covariance(mode):
+    from cbcl_pr_ros.core.clustering import ClassClusters
+    from cbcl_pr_ros.core.merge import bounded_class
+
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.normal(c, 0.2, (n, D)) for c, n in ((0, 40), (3, 25), (6, 1), (9, 14))])
+    cc = ClassClusters.empty(D, mode).extend(x, 2.0)
+    assert cc.n_clusters == 4 and cc.n_samples == 80
+    assert bounded_class(cc, 80, None) is cc  # within: untouched
+    small = bounded_class(cc, 20, None)
+    assert small.n_samples == 20 and small.n_clusters == 4 and small.counts.min() >= 1
+    np.testing.assert_allclose(small.means, cc.means, atol=1e-6)
+    for i in range(4):
+        if cc.counts[i] > 1 and small.counts[i] > 1:  # covariance = scatter / (n - 1): per-shot scatter kept
+            np.testing.assert_allclose(small.scatter(i) if mode == "diagonal" else small.scatter(i) @ small.scatter(i).T,
+                                       (cc.scatter(i) if mode == "diagonal" else cc.scatter(i) @ cc.scatter(i).T)
+                                       * small.counts[i] / cc.counts[i], rtol=1e-4, atol=1e-6)
+    assert bounded_class(cc, 2, None).n_samples == 2  # fewer shots than clusters: the heaviest clusters
+    tight = bounded_class(cc, 80, 0.05)
+    for i in range(4):
+        s = tight.scatter(i)
+        assert float((s * s).sum() if mode == "full" else s.sum()) <= tight.counts[i] * 0.05 ** 2 * 1.001

@@ -221,3 +221,20 @@ def test_a_file_moved_aside_at_start_says_where_and_how_to_repair(tmp_path, robo
     said = fresh.load_at_startup(move_aside=True)
     assert fresh.moved_aside_ and "EMPTY" in said and "cbcl-memory repair" in said
     assert str(tmp_path / "r1" / fresh.moved_aside_) in said
+
+
+def test_a_relay_of_a_scaled_copy_never_shrinks_the_origins_own_teaching(tmp_path):
+    sent: list = []
+    origin, relay = _controller(tmp_path, "o"), _controller(tmp_path, "r")
+    mo, mr = _member(origin, "robot1", sent), _member(relay, "robot2", sent)
+    for i in range(3):  # 3 teaches of 40 shots: more than a peer may bring
+        assert origin.teach("mug", _shots(1.0, n=40, seed=i)).success
+    assert relay.teach("mug", _shots(1.0, n=5, seed=7)).success
+    n = len(sent)
+    assert mr.receive(sent[n - 2]).applied  # origin's mug reaches the relay, scaled to the relay's bound
+    assert relay.learner_.memory["mug"].n_samples <= 5 + max(5, PEER_MIN_SHOTS)
+    back = [u for u in sent[n:] if u.robot == "robot2"][-1]  # the relay publishes its copy, covering origin's
+    assert mo.receive(back).applied
+    # origin's own 120 shots all still count, plus the relay's 5 (at the relay copy's statistics)
+    assert origin.learner_.memory["mug"].n_samples == 125
+    assert sorted(_restarted(tmp_path, "o").classes) == ["mug"]
