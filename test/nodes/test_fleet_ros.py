@@ -175,3 +175,38 @@ def test_a_robot_that_joins_late_gets_the_current_classes(helpers, domain_id, tm
         for proc in (p1, p3):
             if proc is not None:
                 proc.stop()
+
+
+def test_a_missed_update_comes_back_from_the_digest_while_another_name_floods(helpers, domain_id, tmp_path):
+    """robot1 keeps a history of one update, so robot2, started after three teaches, receives only the
+    last; robot1's digest makes robot2 ask for the other two, while 'mallory' floods the topic (its
+    own rate bucket, not robot1's, runs dry)."""
+    from cbcl_pr_ros.msg import ClassUpdate
+    from cbcl_pr_ros.nodes.fleet import fleet_qos
+    from cbcl_pr_ros.srv import TeachClass
+
+    h = helpers
+    p1 = _start(h, domain_id, tmp_path, "robot1", fleet_history_depth=1, fleet_digest_period=1.0)
+    cli = h.Client(domain_id)
+    p2 = None
+    try:
+        assert cli.wait_for_service(TeachClass, "/robot1/teach_class", START, p1), p1.output()[-3000:]
+        for label, centre, seed in (("mug", 0.0, 1), ("box", 6.0, 2), ("cup", -6.0, 3)):
+            msgs, _ = _vectors(centre, 6, seed)
+            assert cli.call(TeachClass, "/robot1/teach_class", TeachClass.Request(label=label, features=msgs)).success
+        pub = cli.node.create_publisher(ClassUpdate, "/class_updates", fleet_qos(10))
+        p2 = _start(h, domain_id, tmp_path, "robot2", fleet_history_depth=5, fleet_max_update_rate=2.0,
+                    fleet_digest_period=1.0)
+        assert cli.wait_for_service(TeachClass, "/robot2/teach_class", START, p2), p2.output()[-3000:]
+        junk = ClassUpdate(fleet="home", robot="mallory", op=ClassUpdate.LEARNED, class_name="junk",
+                           contribution_ids=["0123456789abcdef"], class_memory=b"\x00" * 64)
+        for _ in range(300):
+            pub.publish(junk)
+        assert h.wait_until(lambda: _classes(cli, "robot2") == ["box", "cup", "mug"], 90.0), p2.output()[-3000:]
+        p2.wait_for("from this robot", 30.0)  # mallory's bucket ran dry
+        p2.wait_for("asked robot 'robot1' again", 30.0)
+    finally:
+        cli.close()
+        for proc in (p1, p2):
+            if proc is not None:
+                proc.stop()
