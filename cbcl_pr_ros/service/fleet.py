@@ -27,7 +27,8 @@ of the other robots of its fleet (docs/nodes.md "Fleet mode", docs/security.md "
   ``DIGEST``: each class it holds with its contribution ids.  A member that sees a class whose
   teaching it does not hold (an update lost to a flood, a restart, a dropped packet) sends a
   ``REQUEST`` naming the sender and the class, and the sender publishes that class's ``LEARNED``
-  again.  Requests are bounded per digest and repeated at most once a period per class.
+  again.  Requests are bounded per digest and repeated at most once a period per class; teaching
+  whose merge was refused here is not asked for again before :data:`REFUSED_BACKOFF` periods.
 
 Anything refused changes nothing and yields one line for the log (refusals by the allow-list or the
 rate limit, which a flood produces, are marked so that the node logs them at most once a second).
@@ -47,13 +48,15 @@ from cbcl_pr_ros.service.rate_limit import RateLimiter
 from cbcl_pr_ros.service.validation import RequestError, check_label, quote
 
 __all__ = ["LEARNED", "FORGOTTEN", "RENAMED", "DIGEST", "REQUEST", "OPS", "FleetSettings", "ClassUpdate", "Received",
-           "FleetMember", "MAX_IDS", "NAME_PATTERN", "MAX_SENDERS", "REQUESTS_PER_DIGEST", "DIGEST_CHUNK_BYTES"]
+           "FleetMember", "MAX_IDS", "NAME_PATTERN", "MAX_SENDERS", "REQUESTS_PER_DIGEST", "DIGEST_CHUNK_BYTES",
+           "REFUSED_BACKOFF"]
 
 LEARNED, FORGOTTEN, RENAMED, DIGEST, REQUEST = 0, 1, 2, 3, 4
 OPS = {LEARNED: "learned", FORGOTTEN: "forgot", RENAMED: "renamed", DIGEST: "digest", REQUEST: "request"}
 MAX_SENDERS = 256  # rate buckets kept (least recently heard dropped first)
 REQUESTS_PER_DIGEST = 16  # classes asked for again per digest received
 DIGEST_CHUNK_BYTES = 64 * 1024  # one DIGEST message's class list
+REFUSED_BACKOFF = 10  # digest periods before teaching refused here (quota, a partly shared class) is asked again
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # fleet and robot names
 MAX_IDS = 64  # contribution ids per update (a class keeps at most 64 contributions)
 _ID = re.compile(r"[0-9a-f]{16}")
@@ -139,6 +142,7 @@ class FleetMember:
         self._last_digest: float | None = None
         self._asked: OrderedDict[tuple[str, str], float] = OrderedDict()  # (robot, class): when asked
         self._resent: OrderedDict[str, float] = OrderedDict()  # class: when sent again on request
+        self._refused: OrderedDict[frozenset[str], float] = OrderedDict()  # teaching refused here: when
         controller.learner_.set_robot_name(settings.robot)
 
     # ------------------------------------------------------------------ outgoing
@@ -289,6 +293,9 @@ class FleetMember:
         k = c.learner_.config.max_clusters
         rules = PeerRules(self.settings.robot, None if k is None else k // 2)  # half of K for peers' classes
         out = c.merge_state(state, f"'{name}' from {who}", rules)
+        if not out.success:  # not asked for again for a while (REFUSED_BACKOFF digest periods)
+            with self._lock:
+                _remember(self._refused, got, self._clock())
         return Received(out.success, out.message)
 
     def _digest_received(self, u: ClassUpdate, who: str) -> Received:
@@ -305,7 +312,9 @@ class FleetMember:
                 if len(asked) >= REQUESTS_PER_DIGEST:
                     break
                 last = self._asked.get((u.robot, name))
-                if got <= held or got <= gone or (last is not None and 0 <= now - last < 0.5 * self.settings.digest_s):
+                refused = self._refused.get(got)
+                if got <= held or got <= gone or (last is not None and 0 <= now - last < 0.5 * self.settings.digest_s) \
+                        or (refused is not None and 0 <= now - refused < REFUSED_BACKOFF * self.settings.digest_s):
                     continue
                 _remember(self._asked, (u.robot, name), now)
                 asked.append(self._update(REQUEST, name, u.robot, frozenset()))

@@ -108,3 +108,23 @@ def test_a_digest_asks_a_bounded_number_of_times_and_a_request_is_answered_once_
         assert not bus.members["a"].receive(u).applied
     bus.step(0.1)
     assert set(b.classes) == {"c0", "c1", "c2"}
+
+
+def test_teaching_refused_here_is_not_asked_for_again_every_period():
+    bus = LossyBus(0.0, 0)
+    a = bus.join("a")
+    b = LearnerController(lambda d: CBCLPRLearner(LearnerConfig(seed=0, max_clusters=2), "synthetic", d),
+                          "synthetic", D)
+    mb = FleetMember(b, FleetSettings("home", "b", digest_s=PERIOD), bus.publish, clock=lambda: bus.now)
+    b.on_change = mb.on_change
+    bus.members["b"] = mb
+    for j in range(3):  # b may hold one class from peers alone (half of K = 2)
+        assert a.teach(f"c{j}", _shots(j)).success
+    for _ in range(int(4 * PERIOD)):
+        bus.step()
+    assert len(b.classes) == 1
+    asks = [u for u in bus.sent if u.op == REQUEST]
+    bus.sent.clear()
+    for _ in range(int(4 * PERIOD)):
+        bus.step()
+    assert len(b.classes) == 1 and not [u for u in bus.sent if u.op == REQUEST], asks
