@@ -56,6 +56,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -86,10 +87,13 @@ PEER_D_RANGE = 4.0
 @dataclass(frozen=True)
 class PeerRules:
     """How a fleet peer's class enters this memory (module docstring): ``robot`` is this robot's name;
-    ``max_peer_classes``: the most classes known from peers alone (None: no limit)."""
+    ``max_peer_classes``: the most classes known from peers alone (None: no limit); ``sender``: the
+    peer's name, recorded for its teaching of unknown origin (so that only this robot's own teaching,
+    in its name or from before it had one, counts as its own)."""
 
     robot: str
     max_peer_classes: int | None = None
+    sender: str = "peer"
     min_shots: int = PEER_MIN_SHOTS
     spread_factor: float = PEER_SPREAD_FACTOR
 
@@ -196,8 +200,9 @@ def bounded_class(cc: ClassClusters, max_shots: int, max_radius: float | None) -
 
 
 def _own_shots(prov: tuple[Contribution, ...], robot: str, held: int) -> int:
-    """Shots of this robot's own teaching in a class's provenance (at most those the class holds)."""
-    return min(held, sum(c.shots for c in prov if robot and c.robot == robot))
+    """Shots of this robot's own teaching in a class's provenance (in its name, or of unknown origin:
+    taught before it had a name; a peer's are recorded under the peer's), at most those the class holds."""
+    return min(held, sum(c.shots for c in prov if c.robot in (robot, "")))
 
 
 def _peer_scale(a: LearnerState, b: LearnerState) -> tuple[float | None, float | None]:
@@ -269,6 +274,8 @@ def merge_states(a: LearnerState, b: LearnerState, peer: PeerRules | None = None
         else _peer_scale(a, b)
     if peer is not None:
         _check_peer(a, b, peer, held)
+        prov_b = {c: tuple(x if x.robot else dataclasses.replace(x, robot=peer.sender) for x in p)
+                  for c, p in prov_b.items()}
     for name, cc in mem_b.items():
         if name not in classes and ids(prov_b[name]) <= held:
             done["kept"].append(name)  # all its teaching is here under another name (renamed here)

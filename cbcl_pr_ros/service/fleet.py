@@ -291,7 +291,7 @@ class FleetMember:
         if got <= self._forgotten.keys():
             return Received(False, f"fleet update from {who}: '{name}' was forgotten in the fleet; not learned again")
         k = c.learner_.config.max_clusters
-        rules = PeerRules(self.settings.robot, None if k is None else k // 2)  # half of K for peers' classes
+        rules = PeerRules(self.settings.robot, None if k is None else k // 2, u.robot)  # half of K for peers
         out = c.merge_state(state, f"'{name}' from {who}", rules)
         if not out.success:  # not asked for again for a while (REFUSED_BACKOFF digest periods)
             with self._lock:

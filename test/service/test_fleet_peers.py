@@ -238,3 +238,15 @@ def test_a_relay_of_a_scaled_copy_never_shrinks_the_origins_own_teaching(tmp_pat
     # origin's own 120 shots all still count, plus the relay's 5 (at the relay copy's statistics)
     assert origin.learner_.memory["mug"].n_samples == 125
     assert sorted(_restarted(tmp_path, "o").classes) == ["mug"]
+
+
+def test_teaching_from_before_fleet_mode_is_the_robots_own_and_a_peers_unnamed_teaching_is_the_peers(tmp_path):
+    c = _controller(tmp_path, k=6)
+    for i in range(3):  # taught before fleet mode: no robot name in the provenance
+        assert c.teach(f"own{i}", _shots(1.0 + 2 * i, seed=i)).success
+    m = _member(c)
+    unnamed = _peer_class("plate", 20.0, robot="")  # a peer's teaching of unknown origin
+    assert m.receive(_peer_update(unnamed, "plate")).applied
+    assert {x.robot for x in c.learner_.provenance_["plate"]} == {"robot3"}  # recorded as the sender's
+    took = [m.receive(_peer_update(_peer_class(f"p{i}", 30.0 + 2 * i, seed=i), f"p{i}")).applied for i in range(3)]
+    assert took == [True, True, False]  # 3 of K = 6 for classes known from peers alone: the own 3 do not count
