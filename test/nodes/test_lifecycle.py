@@ -179,7 +179,9 @@ def test_learner_moves_a_corrupt_memory_file_aside_and_starts_empty(helpers, dom
         assert list(r.classes) == [] and "unconfigured" in r.message and "configure" in r.message, r.message
         assert _transition(cli, "learner", "configure") and _transition(cli, "learner", "activate")
         proc.wait_for("MEMORY FILE REFUSED", 30.0)
+        proc.wait_for("cbcl-memory repair", 30.0)  # the warning says how to inspect and repair it, and where
         aside = list(tmp_path.glob("memory.safetensors.unreadable-*"))
+        assert str(aside[0]) in proc.output()
         assert len(aside) == 1 and aside[0].read_bytes() == b"not a memory file" * 10
         assert not memory.exists() and _classes(cli) == []
         r = cli.call(ListClasses, "list_classes", ListClasses.Request())

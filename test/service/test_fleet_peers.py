@@ -221,6 +221,13 @@ def test_a_file_moved_aside_at_start_says_where_and_how_to_repair(tmp_path, robo
     said = fresh.load_at_startup(move_aside=True)
     assert fresh.moved_aside_ and "EMPTY" in said and "cbcl-memory repair" in said
     assert str(tmp_path / "r1" / fresh.moved_aside_) in said
+    from cbcl_pr_ros.core.persistence import repaired_bytes
+
+    blob, notes = repaired_bytes((tmp_path / "r1" / fresh.moved_aside_).read_bytes())
+    assert any("temperature_weight" in n and "clamped" in n for n in notes)
+    (tmp_path / "r1" / "repaired.safetensors").write_bytes(blob)
+    out = fresh.load("repaired.safetensors")  # LoadMemory serves every class taught before
+    assert out.success and sorted(fresh.classes) == sorted(_wide()), out.message
 
 
 def test_a_relay_of_a_scaled_copy_never_shrinks_the_origins_own_teaching(tmp_path):
