@@ -21,6 +21,7 @@ from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.perception.piece_pairs import MAX_CANDIDATES
 from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectJoins
 from cbcl_pr_ros.service.validation import check_feature_values, check_vectors_fit, values_array
+from cbcl_pr_ros.settings.params import PARAMS
 from cbcl_pr_ros.stamps import seconds_to_ns, split_ns
 
 __all__ = [
@@ -32,7 +33,13 @@ __all__ = [
     "make_detections_msg",
     "make_marker_array",
     "draw_detections",
+    "MAX_FRAME_OBJECTS",
 ]
+
+# The most objects an extractor sends in one frame (the top of its max_objects range): a frame with
+# more did not come from one, and tracking it would cost seconds per frame (the work grows faster than
+# the count), so it is refused whole before anything is computed.
+MAX_FRAME_OBJECTS = int(next(p.max for p in PARAMS if p.name == "max_objects"))
 
 _NAN3 = np.full(3, np.nan)
 
@@ -111,11 +118,14 @@ def object_features_from_msg(msg: ObjectFeatures, expected_backbone: str | None 
                              max_abs: float | None = None) -> tuple[list[Proposal], np.ndarray]:
     """Proposals (no masks) and (n, d) vectors of an ObjectFeatures message.
 
-    Raises ValueError on another backbone (an empty name is no exemption, as on ``features``), a size
-    mismatch between values and objects, non-finite values or values above ``max_abs`` (the
+    Raises ValueError on more than :data:`MAX_FRAME_OBJECTS` objects, another backbone (an empty name
+    is no exemption, as on ``features``), a size mismatch between values and objects, non-finite values or values above ``max_abs`` (the
     learner's ``max_feature_abs``). No objects gives ([], an empty (0, d) array).
     """
     n, d = len(msg.objects), int(msg.dimension)
+    if n > MAX_FRAME_OBJECTS:
+        raise ValueError(f"a frame of {n} objects; an extractor sends at most {MAX_FRAME_OBJECTS} "
+                         "(max_objects)")
     check_vectors_fit(msg.backbone, d, expected_backbone, expected_dim if n else None, "object features")
     v = values_array(msg.values)
     if n == 0:
