@@ -140,7 +140,7 @@ def test_a_rogue_pose_after_each_real_one_changes_no_id(make_learner, rogue):
     for f in range(43):
         ns, x = 1_000_000_000 + f * 250_000_000, 0.5 + 0.08 * f
         node.camera_poses._on_pose(_pose(ns, x), _info(1))  # noqa: SLF001
-        bad = {"elsewhere": (_pose(ns + 10_000_000, 3.0), 1), "other_frame": (_pose(ns + 10_000_000, x, "odom"), 1),
+        bad = {"elsewhere": (_pose(ns + 10_000_000, -2.0), 1), "other_frame": (_pose(ns + 10_000_000, x, "odom"), 1),
                "second_publisher": (_pose(ns + 10_000_000, x + 0.3), 2)}[rogue]
         node.camera_poses._on_pose(bad[0], _info(bad[1]))  # noqa: SLF001
         ids, _, _ = _frame(node, ns, x)
@@ -171,3 +171,36 @@ def test_two_live_publishers_are_told_apart(make_learner):
         time.sleep(0.05)
     assert node.camera_poses.history.received == 2 and node.camera_poses.history.refused == 1
     assert node.camera_poses.history.pose_at(2_100_000_000) is None  # the rogue's stamp has no pose
+
+
+def test_a_huge_object_frame_is_refused_on_receipt_with_one_warning(make_learner):
+    """2,000 objects in one object_features message: refused whole before any work (no detections for
+    it, no track), one warning; the next normal frame is answered."""
+    from rclpy.serialization import serialize_message
+
+    from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
+
+    node = make_learner(topic="")
+    warnings = []
+    real_logger = node.get_logger()
+
+    class Logger:
+        def warning(self, text, **kw):
+            warnings.append((text, kw))
+
+        def __getattr__(self, name):
+            return getattr(real_logger, name)
+    node.get_logger = lambda: Logger()  # noqa: E731
+    props = [Proposal((i % 600, 20, i % 600 + 20, 60), None, np.array([0.0, 0.0, 0.5]), np.full(3, 0.04), 0.9)
+             for i in range(2000)]
+    for k in range(3):  # as the subscription delivers it (serialized), and as a built message
+        msg = make_object_features_msg(_stamp(1_000_000_000 + k), "test", "", props, np.zeros((2000, 8)), (480, 640))
+        node.streams.on_objects(serialize_message(msg) if k < 2 else msg)
+    assert node.streams.detections_published == 0 and node.streams.last_detections is None
+    assert len(warnings) == 3 and all("a frame of 2000 objects" in w for w, _ in warnings)
+    assert all(kw.get("throttle_duration_sec", 0) >= 1.0 for _, kw in warnings)  # rclpy logs one per period
+    ids, _, _ = _frame(node, 2_000_000_000, 0.5)
+    assert len(ids) == 2 and node.streams.detections_published == 1
+    small = make_object_features_msg(_stamp(2_100_000_000), "test", "", props[:2], np.zeros((2, 8)), (480, 640))
+    node.streams.on_objects(serialize_message(small))  # a normal frame, serialized: answered
+    assert node.streams.detections_published == 2
