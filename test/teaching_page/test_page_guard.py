@@ -90,11 +90,27 @@ def test_an_origin_must_match_scheme_name_and_port(served):
                     assert status == 403, (origin, path)
                 with pytest.raises(aiohttp.WSServerHandshakeError):
                     await s.ws_connect(server.url + "ws", headers={"Origin": origin})
+            for path in ("api/state", "api/frame.jpg"):  # a cross-site read is refused too, and no CORS is offered
+                async with s.get(server.url + path, headers={"Origin": "http://evil.example"}) as r:
+                    assert r.status == 403 and "Access-Control-Allow-Origin" not in r.headers
             status, _ = await _status(s, "POST", server.url + "api/forget", json={"label": "cup"},
                                       headers={"Origin": f"http://{me}"})
             assert status == 200
     _run(go())
     assert robot.calls == [("forget", "cup")]
+
+
+def test_with_a_token_the_state_and_the_picture_need_it_too():
+    server, _state, robot = _serve(token="a-long-secret")
+    try:
+        async def go():
+            async with aiohttp.ClientSession() as s:
+                for path in ("api/state", "api/frame.jpg"):
+                    assert (await _status(s, "GET", server.url + path))[0] == 401
+                    assert (await _status(s, "GET", server.url + path + "?token=a-long-secret"))[0] == 200
+        _run(go())
+    finally:
+        server.stop()
 
 
 def test_host_and_origin_rules_by_themselves():
