@@ -17,7 +17,8 @@ Every callback is guarded (:mod:`.guard`); a malformed camera_info is dropped.
 
 ``detections`` (centroids in the camera's optical frame) are moved to the base frame with the
 ``camera_pose`` of the same stamp (the learner's checked history, perception/camera_pose.py: a
-non-finite or jumping pose is refused and the detections of its instant are ignored) and kept per place (:class:`~cbcl_pr_ros.robot.detected_objects.
+non-finite or jumping pose, or a second publisher's, is refused and the detections of its instant are
+ignored) and kept per place (:class:`~cbcl_pr_ros.robot.detected_objects.
 DetectedObjects`); ``point_at(label)`` aims at the place that was detected as that label most,
 else at a configured ``object_poses`` entry. The learner's proposals are the one segmentation.
 """
@@ -45,7 +46,9 @@ from cbcl_pr_ros.msg import Detections
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
 from cbcl_pr_ros.robot.look_poses import LookRefused, look_target, solve_look
+from cbcl_pr_ros.service.validation import RequestError, check_label
 from cbcl_pr_ros.srv import LookAt, PointAt
+from cbcl_pr_ros.nodes.camera_pose_input import add_pose_msg
 from cbcl_pr_ros.perception.camera_pose import CameraPoses
 from cbcl_pr_ros.stamps import stamp_to_ns
 from cbcl_pr_ros.stamps import stamp_to_s
@@ -107,7 +110,7 @@ class ArmNode(Node):
         gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
         self.create_subscription(JointState, "joint_states", gc(self._on_joints, "joint_states"), 10,
                                  callback_group=sensors)
-        self.create_subscription(PoseStamped, "camera_pose", gc(self._remember_pose, "camera_pose"), 5,
+        self.create_subscription(PoseStamped, "camera_pose", gc(self._on_pose_with_info, "camera_pose"), 5,
                                  callback_group=sensors)
         self.create_subscription(CameraInfo, "camera_info", gc(self._on_info, "camera_info"), 5,
                                  callback_group=sensors)
@@ -130,11 +133,13 @@ class ArmNode(Node):
             self._K = K
             self._info = msg
 
-    def _remember_pose(self, msg: PoseStamped) -> None:
-        """Keep the camera pose by stamp; a non-finite, non-unit or jumping pose is refused (warned)."""
-        p, q = msg.pose.position, msg.pose.orientation
-        refused = self._poses.add(stamp_to_ns(msg.header.stamp), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
-                                  msg.header.frame_id[:40])
+    def _on_pose_with_info(self, msg: PoseStamped, info: Any) -> None:  # two arguments: rclpy passes the info
+        self._remember_pose(msg, info)
+
+    def _remember_pose(self, msg: PoseStamped, info: Any = None) -> None:
+        """Keep the camera pose by stamp, by the learner's rule (camera_pose_input.add_pose_msg): a
+        non-finite, non-unit or jumping pose, or a second publisher's, is refused (warned)."""
+        refused = add_pose_msg(self._poses, msg, info)
         if refused:
             self.get_logger().warning(f"{refused}; detections of that instant are ignored",
                                       throttle_duration_sec=10.0)
@@ -193,7 +198,12 @@ class ArmNode(Node):
             self.command_pub.publish(cmd.fill(self._msg_type()))
 
     def _on_point_at(self, req: PointAt.Request, resp: PointAt.Response) -> PointAt.Response:
-        ok, message, result = self.point(req.label)
+        try:  # the services' rule for a name: an answer or log line never carries a megabyte back
+            label = check_label(req.label, "label")
+        except RequestError as exc:
+            resp.success, resp.message = False, str(exc)
+            return resp
+        ok, message, result = self.point(label)
         resp.success, resp.message = ok, message
         if result is not None:
             target, sol = result

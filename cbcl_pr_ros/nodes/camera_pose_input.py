@@ -1,8 +1,9 @@
 """The learner's camera pose input: a ``camera_pose`` subscription feeding a ROS-free pose history.
 
 Each geometry_msgs/PoseStamped becomes plain numbers in a
-:class:`~cbcl_pr_ros.perception.camera_pose.CameraPoses` (bounded, refuses non-finite poses and
-jumps); the object callback asks for the pose of its frame's stamp and hands it to the tracker, so
+:class:`~cbcl_pr_ros.perception.camera_pose.CameraPoses` (bounded, refuses non-finite poses, jumps
+and a second publisher's poses, named by the publisher's id from the message info); the arm node
+feeds its own history through :func:`add_pose_msg` too, so both follow one rule. The object callback asks for the pose of its frame's stamp and hands it to the tracker, so
 tracks live in the pose's fixed frame (issue 20). Without a pose for a stamp the frame is tracked
 in the camera frame, as without this input, and a throttled warning says why.
 
@@ -23,7 +24,24 @@ from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.perception.camera_pose import CameraPose, CameraPoses
 from cbcl_pr_ros.stamps import stamp_to_ns
 
-__all__ = ["CameraPoseInput"]
+__all__ = ["CameraPoseInput", "add_pose_msg", "pose_source"]
+
+
+def pose_source(info: Any) -> str:
+    """The publisher's id from a message info (hex), or "" when the transport did not say."""
+    try:
+        gid = info["publisher_gid"]
+        data = gid["data"] if isinstance(gid, dict) else gid
+        return bytes(data).hex()[:64] if data is not None else ""
+    except (KeyError, TypeError, ValueError):
+        return ""
+
+
+def add_pose_msg(history: CameraPoses, msg: PoseStamped, info: Any = None) -> str:
+    """Offer one PoseStamped to ``history``; "" when kept, else why it was refused."""
+    p, q = msg.pose.position, msg.pose.orientation
+    return history.add(stamp_to_ns(msg.header.stamp), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
+                       msg.header.frame_id[:40], pose_source(info))
 
 
 class CameraPoseInput:
@@ -40,8 +58,8 @@ class CameraPoseInput:
     def subscribe(self) -> None:
         if self.topic and self.sub is None:
             self.sub = self.node.create_subscription(
-                PoseStamped, self.topic, guard_callback(self.node, self._on_pose, "camera pose"), self.depth,
-                callback_group=self.callback_group)
+                PoseStamped, self.topic, guard_callback(self.node, self._on_pose_with_info, "camera pose"),
+                self.depth, callback_group=self.callback_group)
 
     def release(self) -> None:
         """Let the topic go and forget the poses (a later activate starts afresh)."""
@@ -50,10 +68,11 @@ class CameraPoseInput:
             self.sub = None
         self.history.clear()
 
-    def _on_pose(self, msg: PoseStamped) -> None:
-        p, q = msg.pose.position, msg.pose.orientation
-        refused = self.history.add(stamp_to_ns(msg.header.stamp), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
-                                   msg.header.frame_id[:40])
+    def _on_pose_with_info(self, msg: PoseStamped, info: Any) -> None:  # two arguments: rclpy passes the info
+        self._on_pose(msg, info)
+
+    def _on_pose(self, msg: PoseStamped, info: Any = None) -> None:
+        refused = add_pose_msg(self.history, msg, info)
         if refused:
             self.node.get_logger().warning(f"{refused}; frames of that instant are tracked in the camera frame",
                                            throttle_duration_sec=10.0)
@@ -70,7 +89,7 @@ class CameraPoseInput:
                     if got is None:
                         break
                     taken += 1
-                    self._on_pose(got[0])
+                    self._on_pose(got[0], got[1] if len(got) > 1 else None)
         except InvalidHandle:  # released meanwhile
             pass
         return taken

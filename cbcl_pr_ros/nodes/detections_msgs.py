@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import array
 import math
+import struct
 from typing import Any, Sequence
 
 import cv2
@@ -21,6 +22,7 @@ from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.perception.piece_pairs import MAX_CANDIDATES
 from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectJoins
 from cbcl_pr_ros.service.validation import check_feature_values, check_vectors_fit, values_array
+from cbcl_pr_ros.settings.params import PARAMS
 from cbcl_pr_ros.stamps import seconds_to_ns, split_ns
 
 __all__ = [
@@ -32,7 +34,15 @@ __all__ = [
     "make_detections_msg",
     "make_marker_array",
     "draw_detections",
+    "MAX_FRAME_OBJECTS",
+    "object_count_of_serialized",
+    "object_features_from_serialized",
 ]
+
+# The most objects an extractor sends in one frame (the top of its max_objects range): a frame with
+# more did not come from one, and tracking it would cost seconds per frame (the work grows faster than
+# the count), so it is refused whole before anything is computed.
+MAX_FRAME_OBJECTS = int(next(p.max for p in PARAMS if p.name == "max_objects"))
 
 _NAN3 = np.full(3, np.nan)
 
@@ -100,6 +110,44 @@ def make_object_features_msg(header: Header, backbone: str, preprocessing: str,
     return msg
 
 
+def object_count_of_serialized(raw: bytes) -> int:
+    """The number of objects a serialized ObjectFeatures (CDR, as DDS delivers it) declares, read
+    from the bytes before them: header stamp and frame, the two names, the dimension, the values.
+    Every field up to there is 4-byte aligned. ValueError when the bytes end too early."""
+    little = raw[1:2] in (b"\x01", b"\x03")  # encapsulation: CDR/PL_CDR little-endian
+    fmt = "<I" if little else ">I"
+    pos = 4 + 8  # encapsulation header, builtin_interfaces/Time
+
+    def u32() -> int:
+        nonlocal pos
+        pos = (pos + 3) & ~3  # alignment counts from after the 4-byte encapsulation header, which is aligned
+        if pos + 4 > len(raw):
+            raise ValueError(f"object features: {len(raw)} bytes end inside the message")
+        (v,) = struct.unpack_from(fmt, raw, pos)
+        pos += 4
+        return int(v)
+
+    for _ in range(3):  # frame_id, backbone, preprocessing: length (with the NUL), then the bytes
+        size = u32()  # (read first: u32 moves pos)
+        pos += size
+    u32()  # dimension
+    size = 4 * u32()  # values
+    pos += size
+    return u32()
+
+
+def object_features_from_serialized(raw: bytes) -> ObjectFeatures:
+    """An ObjectFeatures from its serialized bytes, refused (ValueError) before it is built when it
+    declares more than :data:`MAX_FRAME_OBJECTS` objects: building 2,000 objects' Python messages alone
+    costs a quarter of a second."""
+    from rclpy.serialization import deserialize_message
+
+    n = object_count_of_serialized(raw)
+    if n > MAX_FRAME_OBJECTS:
+        raise ValueError(f"a frame of {n} objects; an extractor sends at most {MAX_FRAME_OBJECTS} (max_objects)")
+    return deserialize_message(raw, ObjectFeatures)
+
+
 def _proposal_of(o: DetectedObject) -> Proposal:
     c = np.array([o.centroid.x, o.centroid.y, o.centroid.z], float)
     s = np.array([o.size.x, o.size.y, o.size.z], float)
@@ -111,11 +159,14 @@ def object_features_from_msg(msg: ObjectFeatures, expected_backbone: str | None 
                              max_abs: float | None = None) -> tuple[list[Proposal], np.ndarray]:
     """Proposals (no masks) and (n, d) vectors of an ObjectFeatures message.
 
-    Raises ValueError on another backbone (an empty name is no exemption, as on ``features``), a size
-    mismatch between values and objects, non-finite values or values above ``max_abs`` (the
-    learner's ``max_feature_abs``). No objects gives ([], an empty (0, d) array).
+    Raises ValueError on more than :data:`MAX_FRAME_OBJECTS` objects, another backbone (an empty name
+    is no exemption, as on ``features``), a size mismatch between values and objects, non-finite
+    values or values above ``max_abs`` (the learner's ``max_feature_abs``). No objects gives ([], an empty (0, d) array).
     """
     n, d = len(msg.objects), int(msg.dimension)
+    if n > MAX_FRAME_OBJECTS:
+        raise ValueError(f"a frame of {n} objects; an extractor sends at most {MAX_FRAME_OBJECTS} "
+                         "(max_objects)")
     check_vectors_fit(msg.backbone, d, expected_backbone, expected_dim if n else None, "object features")
     v = values_array(msg.values)
     if n == 0:

@@ -181,8 +181,8 @@ class LearnerNode(ManagedNode):
             qos_overriding_options=overridable())
         self.objects_sub = self.create_subscription(
             ObjectFeatures, p["object_features_topic"],
-            guard_callback(self, streams.on_objects, "object features"),
-            feature_qos(p["reliability"], depth=10), callback_group=self._objects_group,
+            guard_callback(self, streams.on_objects, "object features"),  # raw: counted before it is built
+            feature_qos(p["reliability"], depth=10), callback_group=self._objects_group, raw=True,
             qos_overriding_options=overridable())
         self.camera_poses.subscribe()
         # timers run on the node clock (a bag's /clock under use_sim_time)

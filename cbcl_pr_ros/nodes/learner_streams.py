@@ -98,15 +98,23 @@ class StreamAnswers:
             with times.stage("debug_image"):
                 node.debug.publish_prediction(msg.header, pred)
 
-    def on_objects(self, msg: ObjectFeatures) -> None:
-        """Classify every object of the frame in one batch, track, publish detections/markers/image."""
+    def on_objects(self, msg: ObjectFeatures | bytes) -> None:
+        """Classify every object of the frame in one batch, track, publish detections/markers/image.
+        The subscription delivers the serialized bytes: a frame of more objects than an extractor
+        sends is refused before its messages are built."""
         from cbcl_pr_ros.nodes.detections_msgs import (make_detections_msg, make_marker_array,
-                                                       object_frame_from_msg)
+                                                       object_features_from_serialized, object_frame_from_msg)
 
         node = self.node
         ctl, det_pub, markers_pub = node.controller, node.detections_pub, node.markers_pub
         if ctl is None or det_pub is None or markers_pub is None or node.phase != ACTIVE:
             return  # a message already queued when the stream was paused
+        if isinstance(msg, (bytes, bytearray)):
+            try:
+                msg = object_features_from_serialized(bytes(msg))
+            except ValueError as exc:
+                node.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
+                return
         self._stamp_age("objects_stamp_to_callback", msg.header)
         t0, c0 = time.perf_counter(), time.thread_time()
         try:

@@ -83,7 +83,9 @@ class TeachingPageNode(Node):
         self.create_timer(2.0, gc(self._probe_robot, "robot probe"), callback_group=calls)
         self.server: PageServer | None = None
         if start_server:
-            self.server = PageServer(self.state, self, PageConfig(g("address"), int(g("port")), g("token")))
+            names = [n for n in str(g("host_names")).split(",") if n.strip()]
+            self.server = PageServer(self.state, self, PageConfig(g("address"), int(g("port")), g("token"),
+                                                                  host_names=names))
             self.server.start()
             self.get_logger().info(f"teaching page on {self.server.url} (camera '{self.resolve_topic_name('image')}', "
                                    f"learner '{self.resolve_service_name('teach_class')}')")

@@ -1,19 +1,25 @@
-"""The camera's pose in a fixed frame, kept by stamp: what lets tracks live in the base frame (issue 20).
+"""The camera's pose in a fixed frame, kept by stamp: what lets tracks live in the base frame.
 
 Poses arrive as plain numbers (position in metres, unit quaternion x, y, z, w of the optical frame,
-the fixed frame's name) with the image's stamp. :class:`CameraPoses` keeps a bounded history and
-refuses a pose that is not finite, not a rotation, or that jumps: one that moved faster than a camera
-on an arm moves (or changed frame) since the pose received just before it. A glitch therefore costs
-the glitch and the pose after it, a real teleport (a re-localised robot) one pose. ``pose_at`` gives
-the pose of an image stamp: the pose of that stamp, else one interpolated between the poses just
-before and after it (at most ``max_gap_s`` apart), else the nearest within ``tolerance_s``, else
-None: a position computed from a pose of another instant would be wrong while the camera moves.
+the fixed frame's name) with the image's stamp and, where the transport tells, who published them.
+:class:`CameraPoses` keeps a bounded history and refuses a pose that is not finite, not a rotation,
+that jumps (moved faster than a camera on an arm moves, or changed frame, since the last pose *kept*),
+or that comes from a second publisher while the one whose poses are kept still publishes. A refused
+pose is never the reference for the next check, so a glitch costs only itself, and a stranger
+interleaving poses cannot make the real ones look like jumps. A real teleport (a re-localised robot,
+a new frame, a restarted publisher) is taken once its poses have agreed with each other for
+``relocalise_s`` of arrival time with no pose kept meanwhile: a live publisher's kept poses reset
+that wait, so a stranger never takes over from it. ``pose_at`` gives the pose of an image stamp: the
+pose of that stamp, else one interpolated between the poses just before and after it (at most
+``max_gap_s`` apart), else the nearest within ``tolerance_s``, else None: a position computed from a
+pose of another instant would be wrong while the camera moves.
 """
 from __future__ import annotations
 
 import bisect
 import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -68,28 +74,37 @@ class CameraPoses:
     max_speed_mps, max_turn_rad_s : fastest the camera moves; a pose further from the one before is a jump.
     max_gap_s : largest gap between two poses to interpolate across.
     tolerance_s : a lone pose this close to a stamp still counts as that stamp's.
+    relocalise_s : how long (arrival time) refused poses must agree, with none kept, to be taken.
     """
 
     def __init__(self, capacity: int = 600, max_speed_mps: float = 3.0, max_turn_rad_s: float = 12.0,
-                 max_gap_s: float = 0.25, tolerance_s: float = 0.02) -> None:
+                 max_gap_s: float = 0.25, tolerance_s: float = 0.02, relocalise_s: float = 1.0) -> None:
         if capacity < 2:
             raise ValueError(f"capacity must be >= 2, got {capacity!r}")
         for name, v in (("max_speed_mps", max_speed_mps), ("max_turn_rad_s", max_turn_rad_s),
-                        ("max_gap_s", max_gap_s), ("tolerance_s", tolerance_s)):
+                        ("max_gap_s", max_gap_s), ("tolerance_s", tolerance_s), ("relocalise_s", relocalise_s)):
             if not (math.isfinite(v) and v >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
         self.capacity = int(capacity)
         self.max_speed_mps, self.max_turn_rad_s = float(max_speed_mps), float(max_turn_rad_s)
         self.max_gap_ns, self.tolerance_ns = int(max_gap_s * _NS), int(tolerance_s * _NS)
+        self.relocalise_s = float(relocalise_s)
         self._stamps: list[int] = []
         self._poses: list[CameraPose] = []
-        self._last: tuple[int, CameraPose] | None = None  # the pose received last, kept or not
+        self._kept: _Kept | None = None  # the pose kept last: the reference for the next check
+        self._waiting: _Waiting | None = None  # refused poses that agree with each other, since when
         self._lock = threading.Lock()
         self.received = 0
         self.refused = 0
 
-    def add(self, stamp_ns: int, position: Sequence[float], quaternion: Sequence[float], frame: str) -> str:
-        """Keep one pose; returns "" when kept, else why not (nothing kept then)."""
+    def add(self, stamp_ns: int, position: Sequence[float], quaternion: Sequence[float], frame: str,
+            source: str = "", now_s: float | None = None) -> str:
+        """Keep one pose; returns "" when kept, else why not (nothing kept then).
+
+        ``source`` names the publisher ("" when unknown); ``now_s`` is the arrival time (monotonic
+        seconds; the default is now).
+        """
+        now = time.monotonic() if now_s is None else float(now_s)
         with self._lock:
             self.received += 1
             try:
@@ -97,28 +112,46 @@ class CameraPoses:
             except ValueError as exc:
                 self.refused += 1
                 return f"camera pose refused: {exc}"
-            last, self._last = self._last, (int(stamp_ns), pose)
-            jump = self._jump(last, int(stamp_ns), pose)
-            if jump:
+            stamp, source = int(stamp_ns), str(source)
+            why = self._refusal(stamp, pose, source, now)
+            if why and not self._relocalised(stamp, pose, source, now):
                 self.refused += 1
-                return f"camera pose refused: {jump}"
-            i = bisect.bisect_left(self._stamps, int(stamp_ns))
-            if i < len(self._stamps) and self._stamps[i] == int(stamp_ns):
+                return f"camera pose refused: {why}"
+            self._kept, self._waiting = _Kept(stamp, pose, source, now), None
+            i = bisect.bisect_left(self._stamps, stamp)
+            if i < len(self._stamps) and self._stamps[i] == stamp:
                 self._poses[i] = pose
             else:
-                self._stamps.insert(i, int(stamp_ns))
+                self._stamps.insert(i, stamp)
                 self._poses.insert(i, pose)
             while len(self._stamps) > self.capacity:
                 del self._stamps[0], self._poses[0]
             return ""
 
-    def _jump(self, last: tuple[int, CameraPose] | None, stamp_ns: int, pose: CameraPose) -> str:
-        if last is None:
+    def _refusal(self, stamp_ns: int, pose: CameraPose, source: str, now: float) -> str:
+        """Why a valid pose is not kept against the last kept one ("" = kept)."""
+        kept = self._kept
+        if kept is None:
             return ""
-        if last[1].frame != pose.frame:
-            return f"frame changed from {last[1].frame[:40]!r} to {pose.frame[:40]!r}"
-        dt = abs(stamp_ns - last[0]) / _NS
-        dist, turn = pose.moved_from(last[1])
+        if source != kept.source and now - kept.at < self.relocalise_s:
+            return (f"a second publisher ({source[:40] or 'unnamed'}) while the one kept "
+                    f"({kept.source[:40] or 'unnamed'}) still publishes")
+        return self._jump(kept.stamp, kept.pose, stamp_ns, pose)
+
+    def _relocalised(self, stamp_ns: int, pose: CameraPose, source: str, now: float) -> bool:
+        """True when this refused pose ends a wait: it and the poses before it agreed for relocalise_s."""
+        w = self._waiting
+        if w is None or w.source != source or self._jump(w.stamp, w.pose, stamp_ns, pose):
+            self._waiting = _Waiting(stamp_ns, pose, source, now)  # a new candidate place starts waiting
+            return False
+        self._waiting = _Waiting(stamp_ns, pose, source, w.since)
+        return now - w.since >= self.relocalise_s
+
+    def _jump(self, last_stamp: int, last: CameraPose, stamp_ns: int, pose: CameraPose) -> str:
+        if last.frame != pose.frame:
+            return f"frame changed from {last.frame[:40]!r} to {pose.frame[:40]!r}"
+        dt = abs(stamp_ns - last_stamp) / _NS
+        dist, turn = pose.moved_from(last)
         if dist > self.max_speed_mps * dt + 0.01 or turn > self.max_turn_rad_s * dt + 0.02:
             return (f"jumped {dist:.3f} m / {math.degrees(turn):.1f} deg in {dt:.3f} s "
                     f"(limits {self.max_speed_mps:g} m/s, {self.max_turn_rad_s:g} rad/s)")
@@ -142,7 +175,25 @@ class CameraPoses:
         with self._lock:
             self._stamps.clear()
             self._poses.clear()
-            self._last = None
+            self._kept = self._waiting = None
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """The pose kept last, who sent it and when it arrived (monotonic s)."""
+    stamp: int
+    pose: CameraPose
+    source: str
+    at: float
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """The newest of a run of refused poses that agree with each other, and when the run began."""
+    stamp: int
+    pose: CameraPose
+    source: str
+    since: float
 
 
 def _interpolate(a: tuple[int, CameraPose], b: tuple[int, CameraPose], t: int) -> CameraPose:

@@ -37,7 +37,6 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from .boxes import box_iou
 from .types import Proposal
 
 __all__ = ["ObjectObservation", "Track", "ObjectTracker", "fuse_scores", "CUT_SHIFT", "FIXED_LIFETIME"]
@@ -177,19 +176,22 @@ class ObjectTracker:
 
     # ------------------------------------------------------------------ matching
     def _cost(self, tracks: list[_State], obs: Sequence[ObjectObservation], view: int | None) -> np.ndarray:
-        cost = np.full((len(tracks), len(obs)), _BIG)
+        """(tracks, observations) matching costs, _BIG where they cannot match; one array pass (a
+        pair loop in Python cost seconds on a frame of a few hundred objects)."""
         where = [o.where for o in obs]
-        for i, t in enumerate(tracks):
-            for j, o in enumerate(obs):
-                iou = box_iou(t.proposal.box, o.proposal.box)
-                b, frame = where[j]
-                if t.frame == frame and np.all(np.isfinite(t.position)) and np.all(np.isfinite(b)):
-                    d = float(np.linalg.norm(t.position - b))
-                    if d <= self.max_distance_m:
-                        cost[i, j] = d / self.max_distance_m + (0.0 if frame else 1.0 - iou)
-                elif iou >= self.min_iou and (view is None or t.view == view):
-                    cost[i, j] = 1.0 + (1.0 - iou)
-        return cost
+        iou = _iou_matrix(np.array([t.proposal.box for t in tracks], float).reshape(-1, 4),
+                          np.array([o.proposal.box for o in obs], float).reshape(-1, 4))
+        tp = np.stack([np.asarray(t.position, float).reshape(3) for t in tracks])
+        op = np.stack([b for b, _ in where])
+        same = np.array([t.frame for t in tracks], object)[:, None] == np.array([f for _, f in where], object)[None, :]
+        geometric = same & np.isfinite(tp).all(axis=1)[:, None] & np.isfinite(op).all(axis=1)[None, :]
+        with np.errstate(invalid="ignore"):
+            d = np.sqrt(((tp[:, None, :] - op[None, :, :]) ** 2).sum(axis=2))
+            near = geometric & (d <= self.max_distance_m)
+        in_camera = np.array([not f for _, f in where])[None, :]
+        cost = np.where(near, d / self.max_distance_m + np.where(in_camera, 1.0 - iou, 0.0), _BIG)
+        same_view = np.array([view is None or t.view == view for t in tracks])[:, None]
+        return np.where(~geometric & (iou >= self.min_iou) & same_view, 1.0 + (1.0 - iou), cost)
 
     def update(self, observations: Sequence[ObjectObservation], stamp: float, view: int | None = None) -> list[Track]:
         """Add one frame's observations; returns the tracks seen in this frame, by id (not those seen
@@ -302,3 +304,14 @@ class ObjectTracker:
         """Forget every track (ids keep counting up, so an old id never names a new object)."""
         self._tracks.clear()
 
+
+def _iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every (x0, y0, x1, y1) half-open box of ``a`` with every one of ``b``, as ``box_iou``."""
+    iw = np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0])
+    ih = np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1])
+    overlap = (iw > 0) & (ih > 0)
+    inter = np.where(overlap, iw * ih, 0.0)
+    area = lambda x: np.maximum(x[:, 2] - x[:, 0], 0.0) * np.maximum(x[:, 3] - x[:, 1], 0.0)  # noqa: E731
+    union = area(a)[:, None] + area(b)[None, :] - inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(overlap & (union > 0), inter / np.where(union > 0, union, 1.0), 0.0)

@@ -60,8 +60,10 @@ class ArmController:
         pos = best.centre if best is not None else self.configured.get(label)
         if pos is None:
             seen = sorted(set(self.configured) | set(self.detected.labels()))
-            raise PointingRefused(f"no object detected as {label!r} has been located yet"
-                                  f" (located: {', '.join(seen) if seen else 'none'})")
+            shown = ", ".join(n[:40] if n.isprintable() else repr(n[:40]) for n in seen[:10])
+            shown += f" and {len(seen) - 10} more" if len(seen) > 10 else ""
+            raise PointingRefused(f"no object detected as {label[:128]!r} has been located yet"
+                                  f" (located: {shown or 'none'})")
         return pos
 
     def point_at(self, label: str, current: Mapping[str, float]) -> tuple[np.ndarray, PointingSolution]:

@@ -68,6 +68,9 @@ PAGE_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("port", 8080, "TCP port of the page (0 = any free port, logged)", (PAGE,), min=0, max=65535),
     ParamSpec("token", "", "Access token (at least 8 characters), required when address is not a loopback "
               "address: open http://HOST:PORT/?token=...", (PAGE,)),
+    ParamSpec("host_names", "", "Names besides its address that the page answers to, comma-separated (e.g. "
+              "'robot1.local'); a request naming any other host is refused (DNS rebinding). localhost and "
+              "IP addresses need no entry", (PAGE,)),
     ParamSpec("jpeg_quality", 80, "JPEG quality of the pictures sent to the page", (PAGE,), min=10, max=100),
     ParamSpec("max_fps", 5.0, "Most pictures per second sent to the pages", (PAGE,), min=0.1, max=120.0),
     ParamSpec("plain_after_s", 2.0, "Show the plain camera picture when no detections came for this long",

@@ -5,9 +5,12 @@ ASGI server or second websocket package beside it; it runs in its own thread wit
 loop, so the ROS executor and the web server never block each other.
 
 Safety (docs/teaching_page.md): bound to 127.0.0.1 unless configured; any other address needs an
-access token, checked on every action and on the websocket; requests are at most 16 KiB; actions are
-rate-limited and one teach runs at a time; a websocket or a POST from another origin is refused, and
-POST bodies must be JSON (a cross-site form cannot send one without the browser asking first).
+access token, checked on every action and on the websocket; every request must call the page by a
+name no website controls (:mod:`.guard`: no DNS rebinding); requests are at most 16 KiB and must
+arrive within ``read_timeout_s``; idle or half-sent connections are closed after ``idle_timeout_s``;
+actions are rate-limited per client and one teach runs at a time; a websocket or a POST from another
+origin (scheme, name and port) is refused, and POST bodies must be JSON (a cross-site form cannot
+send one without the browser asking first). No request is answered with a traceback.
 """
 from __future__ import annotations
 
@@ -20,13 +23,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Awaitable, Callable
-from urllib.parse import urlsplit
+from typing import Any, Awaitable, Callable, Iterable
 
 from aiohttp import WSMsgType, web
 
-from cbcl_pr_ros.service.rate_limit import RateLimiter
 from cbcl_pr_ros.teaching_page.client import Outcome, TeachingClient
+from cbcl_pr_ros.teaching_page.guard import CLIENT_COOKIE, ClientBuckets, HostRule, origin_matches
 from cbcl_pr_ros.teaching_page.requests import RequestError, parse_label, parse_rename, parse_teach
 from cbcl_pr_ros.teaching_page.state import PageState
 
@@ -54,7 +56,8 @@ class PageConfig:
     """Server settings, checked at construction: a non-loopback address without a token is refused."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8080, token: str = "", action_rate_hz: float = 2.0,
-                 action_burst: float = 4.0, action_timeout_s: float = 90.0) -> None:
+                 action_burst: float = 4.0, action_timeout_s: float = 90.0, host_names: Iterable[str] = (),
+                 idle_timeout_s: float = 15.0, read_timeout_s: float = 10.0) -> None:
         if not 0 <= int(port) <= 65535:
             raise ValueError(f"port must be 0..65535, got {port}")
         if not host:
@@ -65,6 +68,11 @@ class PageConfig:
         self.host, self.port, self.token = host, int(port), token
         self.action_rate_hz, self.action_burst = float(action_rate_hz), float(action_burst)
         self.action_timeout_s = float(action_timeout_s)
+        self.hosts = HostRule(host, host_names)  # refuses a malformed name here, at start
+        for name, v in (("idle_timeout_s", idle_timeout_s), ("read_timeout_s", read_timeout_s)):
+            if not 0.0 < float(v) <= 3600.0:
+                raise ValueError(f"{name} must be in (0, 3600] s, got {v!r}")
+        self.idle_timeout_s, self.read_timeout_s = float(idle_timeout_s), float(read_timeout_s)
 
 
 class _Hub:
@@ -74,7 +82,7 @@ class _Hub:
         self.state, self.client, self.config = state, client, config
         self.loop: asyncio.AbstractEventLoop | None = None
         self.events: set[asyncio.Event] = set()
-        self.limiter = RateLimiter(burst=config.action_burst)
+        self.clients = ClientBuckets(burst=config.action_burst)
         self.teaching = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="page-action")
 
@@ -104,15 +112,18 @@ def _token_ok(request: web.Request, token: str) -> bool:
 
 def _same_origin(request: web.Request) -> bool:
     origin = request.headers.get("Origin")
-    if origin is None:  # not a browser request (curl, a script): the token guards it
+    if origin is None:  # not a browser request (curl, a script): the Host rule and the token guard it
         return True
-    return urlsplit(origin).netloc == request.host
+    return origin_matches(origin, request.headers.get("Host", ""))
 
 
 @web.middleware
 async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
     config: PageConfig = request.app[_CONFIG]  # type: ignore[assignment]
     path = request.path
+    refusal = config.hosts.refusal(request.headers.get("Host"))
+    if refusal:  # every route: a rebinding site must not even get the page's files
+        return _json(False, refusal, 403)
     if path.startswith("/api/") or path == "/ws":
         if not _token_ok(request, config.token):
             return _json(False, "access token missing or wrong: open the page with ?token=...", 401)
@@ -124,6 +135,13 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
         resp = await handler(request)
     except web.HTTPRequestEntityTooLarge:
         return _json(False, f"request too large: the most is {MAX_REQUEST_BYTES // 1024} KiB", 413)
+    except web.HTTPException:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line in the log, no traceback to the caller
+        if path == "/ws":
+            raise
+        log.warning("page request %s %s failed: %s", request.method, path[:60], type(exc).__name__)
+        return _json(False, f"internal error ({type(exc).__name__}); nothing was changed", 500)
     resp.headers["Content-Security-Policy"] = ("default-src 'self'; img-src 'self' blob: data:; "
                                                "connect-src 'self'; frame-ancestors 'none'")
     resp.headers["X-Content-Type-Options"] = "nosniff"
@@ -131,8 +149,14 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
     return resp
 
 
-async def _index(_request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC_DIR / "index.html")
+async def _index(request: web.Request) -> web.FileResponse:
+    resp = web.FileResponse(STATIC_DIR / "index.html")
+    hub: _Hub = request.app[_HUB]  # type: ignore[assignment]
+    if not hub.clients.known(request.cookies.get(CLIENT_COOKIE)):  # this page's own action bucket
+        cid = hub.clients.new_id(time.monotonic())
+        if cid is not None:
+            resp.set_cookie(CLIENT_COOKIE, cid, httponly=True, samesite="Strict", path="/")
+    return resp
 
 
 async def _no_content(_request: web.Request) -> web.Response:
@@ -150,12 +174,20 @@ async def _frame_jpeg(request: web.Request) -> web.Response:
     return web.Response(body=frame.jpeg, content_type="image/jpeg")
 
 
-async def _read_json(request: web.Request) -> Any:
+class _SlowRequest(RequestError):
+    """The body did not arrive in time: answered 408 and the connection closed."""
+
+
+async def _read_json(request: web.Request, timeout_s: float) -> Any:
     try:
-        return await request.json()
-    except web.HTTPRequestEntityTooLarge:
-        raise
-    except (ValueError, UnicodeDecodeError) as exc:
+        text = await asyncio.wait_for(request.text(), timeout_s)
+    except asyncio.TimeoutError:
+        raise _SlowRequest(f"the request did not arrive within {timeout_s:g} s") from None
+    except (UnicodeDecodeError, LookupError) as exc:  # LookupError: a charset Python does not know
+        raise RequestError(f"the request is not valid JSON ({type(exc).__name__})") from None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting deeper than the parser goes
         raise RequestError(f"the request is not valid JSON ({type(exc).__name__})") from None
 
 
@@ -165,10 +197,15 @@ async def _run(request: web.Request, action: str, parse: Callable[[Any], Any],
     """Parse, rate-limit, call the robot in a worker thread, record the outcome for every page."""
     hub: _Hub = request.app[_HUB]  # type: ignore[assignment]
     try:
-        parsed = parse(await _read_json(request))
+        parsed = parse(await _read_json(request, hub.config.read_timeout_s))
+    except _SlowRequest as exc:
+        resp = _json(False, str(exc), 408)
+        resp.force_close()
+        return resp
     except RequestError as exc:
         return _json(False, str(exc), 400)
-    if not hub.limiter.allow(time.monotonic(), hub.config.action_rate_hz):
+    if not hub.clients.allow(request.cookies.get(CLIENT_COOKIE), request.remote or "", time.monotonic(),
+                             hub.config.action_rate_hz):
         return _json(False, "too many requests: wait a moment and try again", 429)
     teach = action == "teach"
     if teach and not hub.teaching.acquire(blocking=False):
@@ -303,7 +340,9 @@ class PageServer:
     def start(self) -> None:
         """Bind and serve; OSError (address in use, ...) is raised here, in the caller's thread."""
         async def setup() -> None:
-            self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+            # keepalive_timeout also closes a connection that never completes its request (half-open)
+            self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
+                                         keepalive_timeout=self.config.idle_timeout_s)
             await self._runner.setup()
             site = web.TCPSite(self._runner, self.config.host, self.config.port)
             await site.start()

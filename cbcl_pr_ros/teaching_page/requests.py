@@ -6,6 +6,7 @@ must lie inside it. Each check raises :class:`RequestError` with one sentence fo
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -15,6 +16,7 @@ from cbcl_pr_ros.teaching_page.client import Box
 __all__ = ["RequestError", "TeachRequest", "parse_teach", "parse_label", "parse_rename"]
 
 _MAX_ID = 2**32 - 1  # DetectedObject.id is a uint32
+_MAX_ABS = 2**32  # no id or pixel coordinate is larger; a 4000-digit number is refused, not computed with
 
 
 @dataclass(frozen=True)
@@ -32,10 +34,13 @@ def _body(body: Any) -> Mapping[str, Any]:
 
 
 def _int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    """A whole number of at most 2^32 in size (JSON's 1e400 is inf, NaN is a float: both refused)."""
+    whole = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value) and value.is_integer())
+    if isinstance(value, bool) or not whole:
         raise RequestError(f"{what} must be a whole number, got {quote(value, 20)}")
-    if float(value) != int(value):
-        raise RequestError(f"{what} must be a whole number, got {value!r}")
+    if not -_MAX_ABS <= value <= _MAX_ABS:
+        raise RequestError(f"{what} must be a whole number between -{_MAX_ABS} and {_MAX_ABS}, "
+                           f"got {quote(value, 20)}")
     return int(value)
 
 

@@ -119,6 +119,24 @@ def test_too_many_candidate_joins_are_refused() -> None:
         object_frame_from_msg(msg, "bb", 5)
 
 
+def test_a_frame_above_the_extractors_cap_is_refused_whole() -> None:
+    """A frame of more objects than any extractor sends (the top of its max_objects range) is refused
+    before anything is computed; a frame of exactly that many is read."""
+    from cbcl_pr_ros.nodes.detections_msgs import MAX_FRAME_OBJECTS, make_object_features_msg, object_frame_from_msg
+    from cbcl_pr_ros.settings.params import PARAMS
+
+    assert MAX_FRAME_OBJECTS == next(p.max for p in PARAMS if p.name == "max_objects")
+    for n in (MAX_FRAME_OBJECTS, MAX_FRAME_OBJECTS + 1, 2000):
+        props = [_prop((i % 600, 20, i % 600 + 20, 60)) for i in range(n)]
+        msg = make_object_features_msg(_header(), "bb", "prep", props, np.ones((n, 5)), (480, 640, 3))
+        if n <= MAX_FRAME_OBJECTS:
+            assert len(object_frame_from_msg(msg, "bb", 5).proposals) == n
+        else:
+            with pytest.raises(ValueError, match=f"a frame of {n} objects; an extractor sends at most "
+                                                 f"{MAX_FRAME_OBJECTS}"):
+                object_frame_from_msg(msg, "bb", 5)
+
+
 # --------------------------------------------------------------------------- depth
 @pytest.mark.parametrize("enc,dtype,scale", [("32FC1", "<f4", 1.0), ("16UC1", "<u2", 1000.0)])
 def test_depth_decoding_handles_padding_and_units(enc, dtype, scale) -> None:
@@ -272,3 +290,27 @@ def test_track_history_gives_a_tracks_recent_rows() -> None:
         h.add([1, 2, 3], np.zeros((2, 2)), [(0, 0, 1, 1)] * 3)
     with pytest.raises(ValueError):
         h.add([1, 2], np.zeros((2, 2)), [(0, 0, 1, 1)])
+
+
+@pytest.mark.parametrize("n", [0, 3, 256, 257, 2000])
+def test_the_object_count_is_read_from_the_serialized_bytes(n) -> None:
+    """The learner counts a frame's objects in the bytes DDS delivers, before building the message:
+    the count read matches for any names and values, and a frame above the cap is refused unbuilt."""
+    from rclpy.serialization import serialize_message
+
+    from cbcl_pr_ros.nodes.detections_msgs import (MAX_FRAME_OBJECTS, make_object_features_msg,
+                                                   object_count_of_serialized, object_features_from_serialized)
+
+    props = [_prop((i % 600, 20, i % 600 + 20, 60)) for i in range(n)]
+    for frame_id, backbone, dim in (("cam", "bb", 5), ("", "", 3), ("camera_color_optical_frame", "résnet", 7)):
+        msg = make_object_features_msg(_header(frame=frame_id), backbone, "p" * (n % 5), props,
+                                       np.ones((n, dim)), (480, 640, 3))
+        raw = serialize_message(msg)
+        assert object_count_of_serialized(raw) == n
+        if n <= MAX_FRAME_OBJECTS:
+            assert len(object_features_from_serialized(raw).objects) == n
+        else:
+            with pytest.raises(ValueError, match=f"a frame of {n} objects"):
+                object_features_from_serialized(raw)
+    with pytest.raises(ValueError, match="end inside"):
+        object_count_of_serialized(raw[:20])

@@ -123,3 +123,84 @@ def test_a_pose_delivered_but_not_yet_taken_is_found(make_learner):
         time.sleep(0.05)
     assert pose is not None and np.allclose(pose.position, [0.5, -0.3, 0.3])
     assert node.camera_poses.take_waiting() == 0  # taken once
+
+
+def _info(publisher: int) -> dict:
+    """A message info as rclpy passes it, naming one of two publishers."""
+    return {"publisher_gid": {"implementation_identifier": "rmw_fastrtps_cpp", "data": bytes([publisher]) * 16}}
+
+
+@pytest.mark.parametrize("rogue", ["elsewhere", "other_frame", "second_publisher"])
+def test_a_rogue_pose_after_each_real_one_changes_no_id(make_learner, rogue):
+    """43 frames of a camera moving 8 cm per frame (each object lands where its neighbour was in the
+    image): after each real pose a rogue one arrives. Refused, it never becomes the reference, so
+    every real pose is kept and no id changes (it used to be refused as a jump: 28 id changes)."""
+    node = make_learner()
+    first, changes = None, 0
+    for f in range(43):
+        ns, x = 1_000_000_000 + f * 250_000_000, 0.5 + 0.08 * f
+        node.camera_poses._on_pose(_pose(ns, x), _info(1))  # noqa: SLF001
+        bad = {"elsewhere": (_pose(ns + 10_000_000, -2.0), 1), "other_frame": (_pose(ns + 10_000_000, x, "odom"), 1),
+               "second_publisher": (_pose(ns + 10_000_000, x + 0.3), 2)}[rogue]
+        node.camera_poses._on_pose(bad[0], _info(bad[1]))  # noqa: SLF001
+        ids, _, _ = _frame(node, ns, x)
+        first = first or ids
+        changes += sum(a != b for a, b in zip(ids, first))
+    assert changes == 0
+    assert node.camera_poses.history.refused == 43
+
+
+def test_two_live_publishers_are_told_apart(make_learner):
+    """The publisher's id reaches the history: a second publisher's pose is refused while the first
+    one's are kept (delivery is waited for; nothing is timed)."""
+    import time
+
+    node = make_learner()
+    node.camera_poses.history.relocalise_s = 3600.0  # however slow the delivery, the first one stays live
+    real, rogue = (node.create_publisher(PoseStamped, "camera_pose", 10) for _ in range(2))
+    deadline = time.monotonic() + 10.0
+    while min(real.get_subscription_count(), rogue.get_subscription_count()) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    real.publish(_pose(2_000_000_000, 0.5))
+    while node.camera_poses.history.received < 1 and time.monotonic() < deadline:
+        node.camera_poses.take_waiting()
+        time.sleep(0.05)
+    rogue.publish(_pose(2_100_000_000, 0.52))
+    while node.camera_poses.history.received < 2 and time.monotonic() < deadline:
+        node.camera_poses.take_waiting()
+        time.sleep(0.05)
+    assert node.camera_poses.history.received == 2 and node.camera_poses.history.refused == 1
+    assert node.camera_poses.history.pose_at(2_100_000_000) is None  # the rogue's stamp has no pose
+
+
+def test_a_huge_object_frame_is_refused_on_receipt_with_one_warning(make_learner):
+    """2,000 objects in one object_features message: refused whole before any work (no detections for
+    it, no track), one warning; the next normal frame is answered."""
+    from rclpy.serialization import serialize_message
+
+    from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
+
+    node = make_learner(topic="")
+    warnings = []
+    real_logger = node.get_logger()
+
+    class Logger:
+        def warning(self, text, **kw):
+            warnings.append((text, kw))
+
+        def __getattr__(self, name):
+            return getattr(real_logger, name)
+    node.get_logger = lambda: Logger()  # noqa: E731
+    props = [Proposal((i % 600, 20, i % 600 + 20, 60), None, np.array([0.0, 0.0, 0.5]), np.full(3, 0.04), 0.9)
+             for i in range(2000)]
+    for k in range(3):  # as the subscription delivers it (serialized), and as a built message
+        msg = make_object_features_msg(_stamp(1_000_000_000 + k), "test", "", props, np.zeros((2000, 8)), (480, 640))
+        node.streams.on_objects(serialize_message(msg) if k < 2 else msg)
+    assert node.streams.detections_published == 0 and node.streams.last_detections is None
+    assert len(warnings) == 3 and all("a frame of 2000 objects" in w for w, _ in warnings)
+    assert all(kw.get("throttle_duration_sec", 0) >= 1.0 for _, kw in warnings)  # rclpy logs one per period
+    ids, _, _ = _frame(node, 2_000_000_000, 0.5)
+    assert len(ids) == 2 and node.streams.detections_published == 1
+    small = make_object_features_msg(_stamp(2_100_000_000), "test", "", props[:2], np.zeros((2, 8)), (480, 640))
+    node.streams.on_objects(serialize_message(small))  # a normal frame, serialized: answered
+    assert node.streams.detections_published == 2

@@ -1,4 +1,5 @@
-"""Camera poses by stamp: checked numbers, jump refusal, exact / interpolated / refused lookups (issue 20)."""
+"""Camera poses by stamp: checked numbers, jump refusal (against kept poses only), a second publisher,
+exact / interpolated / refused lookups."""
 from __future__ import annotations
 
 import math
@@ -58,24 +59,54 @@ def test_no_interpolation_across_a_long_gap():
     assert poses.pose_at(S // 2) is None
 
 
-def test_a_glitch_is_refused_with_the_pose_after_it_and_a_teleport_costs_one():
-    poses = CameraPoses(max_speed_mps=3.0)
+def test_a_glitch_costs_only_itself_and_a_teleport_is_taken_once_it_holds():
+    poses = CameraPoses(max_speed_mps=3.0, relocalise_s=1.0)
     dt = S // 10
-    assert poses.add(0, (0.5, 0.0, 0.3), UP, "base") == ""
-    assert "jumped" in poses.add(dt, (0.0, 0.0, 0.0), UP, "base")  # a zero pose: 0.58 m in 0.1 s
-    assert "jumped" in poses.add(2 * dt, (0.5, 0.0, 0.3), UP, "base")  # judged against the glitch
-    assert poses.add(3 * dt, (0.5, 0.0, 0.3), UP, "base") == ""
-    assert poses.pose_at(dt) is None and poses.pose_at(2 * dt) is None
-    assert poses.add(4 * dt, (5.0, 0.0, 0.3), UP, "base") != ""  # re-localised far away
-    assert poses.add(5 * dt, (5.0, 0.0, 0.3), UP, "base") == ""  # consistent from then on
+    assert poses.add(0, (0.5, 0.0, 0.3), UP, "base", now_s=0.0) == ""
+    assert "jumped" in poses.add(dt, (0.0, 0.0, 0.0), UP, "base", now_s=0.1)  # a zero pose: 0.58 m in 0.1 s
+    assert poses.add(2 * dt, (0.5, 0.0, 0.3), UP, "base", now_s=0.2) == ""  # judged against the kept pose
+    assert poses.pose_at(dt) is not None  # interpolated between the two kept ones, not the glitch
+    assert np.allclose(poses.pose_at(dt).position, [0.5, 0.0, 0.3])
+    # re-localised far away: refused while it has not held for relocalise_s (arrival time) ...
+    for k, now in enumerate((0.3, 0.6, 0.9, 1.2)):
+        assert "jumped" in poses.add((3 + k) * dt, (5.0, 0.0, 0.3), UP, "base", now_s=now)
+    assert poses.add(7 * dt, (5.0, 0.0, 0.3), UP, "base", now_s=1.3) == ""  # ... then taken
+    assert poses.add(8 * dt, (5.0, 0.0, 0.3), UP, "base", now_s=1.4) == ""  # consistent from then on
     turn = Rotation.from_euler("z", 3.0).as_quat()
-    assert "deg" in poses.add(5 * dt + S // 100, (5.0, 0.0, 0.3), turn, "base")  # 3 rad in 10 ms
+    assert "deg" in poses.add(8 * dt + S // 100, (5.0, 0.0, 0.3), turn, "base", now_s=1.41)  # 3 rad in 10 ms
 
 
-def test_a_change_of_frame_is_a_jump():
-    poses = CameraPoses()
-    poses.add(0, (0.0, 0.0, 0.0), UP, "base")
-    assert "frame changed" in poses.add(S, (0.0, 0.0, 0.0), UP, "odom")
+def test_a_rogue_pose_after_each_real_one_never_displaces_the_real_ones():
+    """The real camera moves 8 cm per 0.25 s; after each real pose comes a rogue one (elsewhere, in
+    another frame, or from a second publisher close by). Every real pose is kept, no rogue one is."""
+    poses = CameraPoses(relocalise_s=1.0)
+    dt = S // 4
+    for f in range(43):
+        x, now = 0.5 + 0.08 * f, 0.25 * f
+        assert poses.add(f * dt, (x, -0.3, 0.3), UP, "base", source="real", now_s=now) == "", f
+        rogue = [((0.0, 0.0, 0.0), "base", "real"),  # a glitch of the real publisher's kind
+                 ((x, -0.3, 0.3), "odom", "real"),  # another frame
+                 ((x + 0.3, -0.3, 0.3), "base", "stranger")][f % 3]  # plausible, but a second publisher
+        assert poses.add(f * dt + S // 100, rogue[0], UP, rogue[1], source=rogue[2], now_s=now + 0.01) != "", f
+    assert poses.refused == 43 and poses.received == 86
+    assert np.allclose(poses.pose_at(42 * dt).position, [0.5 + 0.08 * 42, -0.3, 0.3])
+
+
+def test_a_second_publisher_takes_over_only_after_the_first_went_quiet():
+    poses = CameraPoses(relocalise_s=1.0)
+    assert poses.add(0, (0.5, 0.0, 0.3), UP, "base", source="a", now_s=0.0) == ""
+    assert "second publisher" in poses.add(S // 10, (0.5, 0.0, 0.3), UP, "base", source="b", now_s=0.5)
+    assert poses.add(2 * S, (0.6, 0.0, 0.3), UP, "base", source="b", now_s=2.0) == ""  # a quiet for 2 s
+    assert "second publisher" in poses.add(2 * S + S // 10, (0.6, 0.0, 0.3), UP, "base", source="a", now_s=2.1)
+
+
+def test_a_change_of_frame_is_a_jump_until_the_new_frame_holds():
+    poses = CameraPoses(relocalise_s=1.0)
+    poses.add(0, (0.0, 0.0, 0.0), UP, "base", now_s=0.0)
+    assert "frame changed" in poses.add(S, (0.0, 0.0, 0.0), UP, "odom", now_s=1.0)
+    assert "frame changed" in poses.add(S + S // 2, (0.0, 0.0, 0.0), UP, "odom", now_s=1.5)
+    assert poses.add(2 * S, (0.0, 0.0, 0.0), UP, "odom", now_s=2.0) == ""  # odom for 1 s, base quiet
+    assert poses.pose_at(2 * S).frame == "odom"
 
 
 def test_history_is_bounded_and_cleared():
@@ -87,7 +118,8 @@ def test_history_is_bounded_and_cleared():
     assert poses.pose_at(49 * S // 10) is None
 
 
-@pytest.mark.parametrize("kw", [{"capacity": 1}, {"max_speed_mps": -1.0}, {"max_gap_s": math.nan}])
+@pytest.mark.parametrize("kw", [{"capacity": 1}, {"max_speed_mps": -1.0}, {"max_gap_s": math.nan},
+                                {"relocalise_s": math.inf}])
 def test_bad_settings_raise(kw):
     with pytest.raises(ValueError):
         CameraPoses(**kw)

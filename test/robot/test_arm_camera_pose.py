@@ -53,3 +53,37 @@ def test_detections_use_only_checked_poses_of_their_stamp():
             assert node.detections_used == 1
         finally:
             node.destroy_node()
+
+
+def test_a_rogue_pose_after_each_real_one_does_not_blind_the_arm():
+    """The arm keeps its poses by the learner's rule: a far-off pose after each real one is refused and
+    never judged against, so every detection still finds the real pose of its stamp."""
+    from cbcl_pr_ros.nodes.arm import ArmNode
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = ArmNode(context=ctx)
+        try:
+            for f in range(20):
+                t = 10.0 + 0.25 * f
+                node._remember_pose(_pose(t, 0.5 + 0.05 * f))
+                node._remember_pose(_pose(t + 0.01, -3.0))  # rogue: 3.5 m away in 10 ms
+                node._on_detections(_detections(t))
+            assert node.detections_used == 20
+            assert node._poses.refused == 20
+        finally:
+            node.destroy_node()
+
+
+def test_point_at_refuses_an_oversized_label_without_echoing_it():
+    from cbcl_pr_ros.nodes.arm import ArmNode
+    from cbcl_pr_ros.srv import PointAt
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = ArmNode(context=ctx)
+        try:
+            for label, why in (("m" * 1_000_000, "the most is 128"), ("mug\x1b[2J", "unprintable"), ("  ", "empty")):
+                res = node._on_point_at(PointAt.Request(label=label), PointAt.Response())
+                assert not res.success and why in res.message and len(res.message) < 300, res.message[:300]
+            assert node.commands_sent == 0
+        finally:
+            node.destroy_node()
