@@ -13,7 +13,7 @@ import numpy as np
 __all__ = ["FORMAT_VERSION", "MODE_DEFAULT", "MODE_FRAME", "MODE_OBJECT", "BagImage", "EventKind",
            "TeachingEventRecord"]
 
-# Format 2 (issue 23) added mode, track_id, rois and view_seed to TeachingEvent; format 1 bags read
+# Format 2 added mode, track_id, rois and view_seed to TeachingEvent; format 1 bags read
 # as whole-frame teaches (mode MODE_FRAME), which is how they were taught.
 FORMAT_VERSION = 2
 # TeachClass.mode and Classify.scope share these numbers (srv/TeachClass.srv, srv/Classify.srv).

@@ -1,4 +1,4 @@
-"""The real RGB-D table set (issue 20): assemble it from the sources' git snapshots, load it, score proposals.
+"""The real RGB-D table set: assemble it from the sources' git snapshots, load it, score proposals.
 
 The labels (``bench/real_rgbd/labels.json``) are ours and committed; the frames are not (none of the
 sources' licences allows redistribution), so :func:`assemble` copies them out of git snapshots of the

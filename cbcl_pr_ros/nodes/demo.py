@@ -61,7 +61,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--teach-crop", choices=("object", "box", "frame"), default="object",
                     help="what TeachClass learns from each view: the learner's own choice of the object in "
                          "view (MODE_OBJECT: RGB proposals, largest and most central), the teacher's box "
-                         "around the object (rois), or the whole frame (MODE_FRAME, as before issue 12)")
+                         "around the object (rois), or the whole frame (MODE_FRAME)")
     return ap.parse_args(argv)
 
 
@@ -74,8 +74,8 @@ def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
     import yaml
 
     overrides = {
-        # fuse a track over the frames of one view: with camera_pose the tracks live in the base frame
-        # (issue 20), without it an old track can pick up another object after a move; either way a
+        # fuse a track over the frames of one view: with camera_pose the tracks live in the base frame,
+        # without it an old track can pick up another object after a move; either way a
         # view's label comes from that view's frames
         "/**/learner": {"ros__parameters": {"memory_path": memory_path,
                                             "track_window": int(getattr(opts, "frames_per_view", 3)),

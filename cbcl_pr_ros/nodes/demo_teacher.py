@@ -203,7 +203,7 @@ class ScriptedTeacher:
         """Aim the camera at an object held up at ``pos``, from about as far as the table views (an
         object's crop has the same resolution there): a drawn direction, else straight above, else
         from two more drawn directions a little nearer; raises the last Unreachable (a tall object
-        beside the arm's reach: seed 3's cereal box once ended the main job here)."""
+        beside the arm's reach, such as a cereal box, may have no reachable view)."""
         from cbcl_pr_ros.robot.kinematics import Unreachable
 
         def towards(d: float, el: float, az: float) -> np.ndarray:

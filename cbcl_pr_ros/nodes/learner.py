@@ -122,7 +122,7 @@ class LearnerNode(ManagedNode):
 
         self.waiters = StreamWaiters("features", "objects")  # TeachClass requests waiting for frames
         objects = ObjectStream(p["track_window"], p["track_max_missed"], p["track_max_distance_m"])
-        self.camera_poses = CameraPoseInput(self, p["camera_pose_topic"])  # tracks in its fixed frame (issue 20)
+        self.camera_poses = CameraPoseInput(self, p["camera_pose_topic"])  # tracks in its fixed frame
         self.stream_callback_groups = (self._stream_group, self._objects_group, self.camera_poses.callback_group)
         self.streams = StreamAnswers(self, objects)
         self.port = LearnerPort(self)  # what Teacher and classify_vectors ask of the node

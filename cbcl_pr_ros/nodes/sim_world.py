@@ -10,11 +10,11 @@ JointTrajectory, as a ros2_control controller takes them) and, when ``baxter_cor
 installed, Baxter's own ``/robot/limb/<side>/joint_command``. Joints move towards their targets at
 ``max_joint_velocity``; commands outside the joint limits are refused with a log line.
 
-Services (issue 12) put objects on the table and take them off, so a session of separate
+Services put objects on the table and take them off, so a session of separate
 processes (``ros2 launch cbcl_pr_ros sim_teaching_demo.launch.py``) can set a scene:
 ``place_object`` (cbcl_pr_ros/PlaceObject: category, instance, x/y/yaw or a random free spot) and
 ``clear_objects`` (cbcl_pr_ros/ClearObjects: names, or all). What a simulator also offers a script
-(issue 23: the scripted teacher of the main job uses these and the topics, nothing inside the node):
+(the scripted teacher of the main job uses these and the topics, nothing inside the node):
 ``arrange_objects`` (cbcl_pr_ros/ArrangeObjects: move objects to given poses, or shuffle them into a
 region), ``set_light`` (cbcl_pr_ros/SetLight), ``render_view`` (cbcl_pr_ros/RenderView: the hand
 camera's view now with its ground truth) and ``pause_camera`` (std_srvs/SetBool: no frames while true).

@@ -27,8 +27,8 @@ also takes a camera-rate stream names the callback groups of its stream subscrip
 ``stream_callback_groups``: those get a single-threaded executor of their own, and the pool's
 executor leaves them out. Each wake of the stream's executor then builds a wait set of a few
 subscriptions instead of every service, client and timer of the node, and the pool no longer wakes
-over and over for a message not yet taken (issue 25: the learner's spin thread was ~30 % of a core
-at 30 Hz with objects).
+over and over for a message not yet taken (which kept the learner's spin thread busy for ~30 % of a
+core at 30 Hz with objects; docs/nodes.md).
 """
 from __future__ import annotations
 
@@ -112,8 +112,8 @@ def spin_until(executor: Executor, stop: threading.Event) -> None:
             except InvalidHandle:
                 # a lifecycle transition destroyed a subscription (and its QoS event handler) while
                 # this thread built the wait set; rclpy raises from add_to_wait_set instead of
-                # skipping it. The next turn builds the wait set without it (issue 22: this ended
-                # the spin thread after ~100 transitions under load, and the node stopped answering).
+                # skipping it. The next turn builds the wait set without it (raising would end
+                # the spin thread, and the node would stop answering).
                 continue
     except ExternalShutdownException:
         pass

@@ -1,4 +1,4 @@
-"""The camera's pose in a fixed frame, kept by stamp: what lets tracks live in the base frame (issue 20).
+"""The camera's pose in a fixed frame, kept by stamp: what lets tracks live in the base frame.
 
 Poses arrive as plain numbers (position in metres, unit quaternion x, y, z, w of the optical frame,
 the fixed frame's name) with the image's stamp. :class:`CameraPoses` keeps a bounded history and

@@ -1,4 +1,4 @@
-"""How well the learner's track ids follow the simulator's objects (issue 20, no ROS).
+"""How well the learner's track ids follow the simulator's objects (no ROS).
 
 Each detection frame's objects (track id and centroid, already moved to the base frame with the
 camera pose of the frame's stamp) are matched to the true object centres: a detection belongs to

@@ -1,4 +1,4 @@
-"""What a Classify request answers for: the objects in view or the whole frame (issue 20).
+"""What a Classify request answers for: the objects in view or the whole frame.
 
 A robot asks "what is this?" about the object in front of it. Answering for the whole frame (table
 and all) gave a second, different answer beside the ``detections`` topic, e.g. "unknown" for a frame

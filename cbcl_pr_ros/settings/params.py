@@ -226,7 +226,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("debug_image", False,
               "Always publish the annotated debug_image (otherwise only while someone subscribes)",
               (LEARNER,), read_only=False),
-    # --- per-object perception (issue 12) ------------------------------------------------------
+    # --- per-object perception ----------------------------------------------------------------
     ParamSpec("object_features_topic", "object_features",
               "ObjectFeatures topic between extractor and learner (every object of a frame with its vector)",
               BOTH),
@@ -253,8 +253,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "object's features again at least every this many frames", (EXTRACTOR,), min=1, max=1000),
     ParamSpec("mask_crops", True,
               "Fill each object crop's pixels outside its depth proposal's mask with neutral grey, so table and "
-              "neighbours stay out of its vector (issue 20: 1-shot accuracy on real crops 0.81 -> 0.93); false: "
-              "crops as boxes (classes taught before this change were taught so)",
+              "neighbours stay out of its vector (more accurate on real tables: docs/perception.md, "
+              "'Masked crops'); false: crops as boxes (how a memory taught without masks saw its objects)",
               (EXTRACTOR,), read_only=False),
     ParamSpec("join_candidates", 3,
               "Most pairs of touching pieces per frame whose union crop is sent with the objects, so the "
@@ -276,7 +276,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               "geometry_msgs/PoseStamped of the camera's optical frame in a fixed frame, stamped like the image: "
               "tracks then live in that frame, so ids stay on their objects while the camera moves; "
               "'' = tracks in the camera frame", (LEARNER,)),
-    # --- fleet mode (issue 24; docs/nodes.md "Fleet mode", docs/security.md "Fleet peers") --------
+    # --- fleet mode (docs/nodes.md "Fleet mode", docs/security.md "Fleet peers") --------
     ParamSpec("fleet", "", "Fleet name: learners of one fleet publish their class changes on fleet_topic "
               "and merge each other's; '' = fleet mode off", (LEARNER,)),
     ParamSpec("robot_name", "", "This robot's name in the fleet (1-64 of [A-Za-z0-9_.-]; needed in fleet mode); "
