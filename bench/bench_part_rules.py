@@ -15,9 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OFF = {"side_piece_m": 0.0}
@@ -85,7 +89,7 @@ def main() -> int:
     ap.add_argument("--dumps", nargs="*", default=[], help="bench_tracks.py --dump files")
     ap.add_argument("--labels", default=str(ROOT / "bench/real_rgbd/labels.json"))
     ap.add_argument("--frames", default=str(ROOT / "data/real_rgbd"))
-    ap.add_argument("--out", default=str(ROOT / "bench/results/part_rules.json"))
+    ap.add_argument("--out", default=str(out_path("part_rules.json")))
     args = ap.parse_args()
     result = {"loadavg": [round(v, 2) for v in os.getloadavg()],
               "main_job": {Path(p).name: dump_pairs(p) for p in args.dumps},

@@ -242,8 +242,8 @@ def write_results_doc(written: list[tuple[Experiment, Path]], doc_path: str | Pa
         lines += [f"- {n}" for n in exp.notes] + ([""] if exp.notes else [])
         lines += _configs(exp)
         lines += [markdown_table(exp), ""]
-        for png in sorted(out_dir.glob("*.png")):
-            lines.append(f"![{exp.name} {exp.dataset}]({_rel(png, doc)})")
-        lines += [f"Raw runs: `{_rel(out_dir / (exp.name + '.json'), doc)}`", ""]
+        # named, not embedded: the runs are written outside git (``--out``), the tables above are the figures
+        plots = ", ".join(f"`{_rel(png, doc)}`" for png in sorted(out_dir.glob("*.png")))
+        lines += [f"Raw runs: `{_rel(out_dir / (exp.name + '.json'), doc)}`" + (f"; plots: {plots}" if plots else ""), ""]
     doc.write_text("\n".join(lines + history) + "\n")
     return doc

@@ -29,13 +29,12 @@ from ros_testing import REPO, Client, Proc, domain, start_node, wait_until  # no
 from cbcl_pr_ros.bags import TeachingBagWriter  # noqa: E402
 from cbcl_pr_ros.nodes.session import CAMERA_PRESETS  # noqa: E402
 from cbcl_pr_ros.perception import box_iou  # noqa: E402
-from module_files import load_module  # noqa: E402  (test/support)
 
 COLOUR, DEPTH, INFO = CAMERA_PRESETS["realsense"]
 FRAME_ID = "camera_color_optical_frame"
 PERIOD_NS = 250_000_000  # 4 Hz: the loaded 2-core test machine keeps up, few frames are dropped
 
-synthetic = load_module("perception_synthetic", "test/perception/synthetic.py")
+import synthetic  # noqa: E402  (test/support: the RGB-D table scene)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Random and adversarial requests for every service of the learner and the extractor (hypothesis).
 
 Shared by test/nodes/test_hardening_live.py (a bounded run in CI) and bench/bench_hardening.py
-(thousands of requests, the kill -9 loop). Loaded by file path (tests run in importlib mode).
+(thousands of requests, the kill -9 loop). In test/support, the helpers tests and bench share.
 
 :class:`Fuzzer` sends one request per example to live nodes in child processes, keeps a shadow of
 the classes the learner must hold (successful teach/forget/rename/load answers), and counts
