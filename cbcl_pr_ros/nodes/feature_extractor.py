@@ -192,17 +192,17 @@ class FeatureExtractorNode(ManagedNode):
         self._hint_backoff = 1.0
         self.image_sub = self.create_subscription(self._msg_type, p["image_topic"],
                                                   guard_callback(self, self._on_image, "camera frame"),
-                                                  image_qos(p["reliability"], p["qos_depth"]),
+                                                  image_qos(),
                                                   callback_group=self._sub_group,
                                                   qos_overriding_options=overridable())
         self.depth_sub = self.create_subscription(Image, p["depth_topic"],
                                                   guard_callback(self, self._on_depth, "depth frame"),
-                                                  image_qos(p["reliability"], p["qos_depth"]),
+                                                  image_qos(),
                                                   callback_group=self._objects_group,
                                                   qos_overriding_options=overridable())
         self.info_sub = self.create_subscription(CameraInfo, p["camera_info_topic"],
                                                  guard_callback(self, self._on_camera_info, "camera_info"),
-                                                 image_qos(p["reliability"], p["qos_depth"]),
+                                                 image_qos(),
                                                  callback_group=self._objects_group,
                                                  qos_overriding_options=overridable())
         # a timer runs on the node clock: under use_sim_time the hint follows a bag's /clock

@@ -31,7 +31,6 @@ import threading
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from sensor_msgs.msg import Image
 
 from cbcl_pr_ros.msg import Detections, FeatureVector, LearnerStatus, ObjectFeatures
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
@@ -117,7 +116,6 @@ class LearnerNode(ManagedNode):
         self.features_sub: Any = None
         self.objects_sub: Any = None
         self.status_timer: Any = None
-        self.debug_timer: Any = None
         self._status_lock = threading.Lock()
 
         self.waiters = StreamWaiters("features", "objects")  # TeachClass requests waiting for frames
@@ -165,10 +163,10 @@ class LearnerNode(ManagedNode):
         self.create_publishers([
             ("prediction_pub", PredictionMsg, "prediction", result_qos()),
             ("status_pub", LearnerStatus, "status", status_qos()),
-            ("debug_pub", Image, "debug_image", result_qos(depth=2)),
             ("detections_pub", Detections, "detections", result_qos()),
             ("markers_pub", MarkerArray, "detection_markers", result_qos(depth=2)),
         ])
+        self.debug_pub = self.debug.make_publisher()
         self.controller = controller
         self.fleet = make_fleet_link(self, controller, p)
         self.get_logger().info(f"configured: {len(controller.classes)} classes loaded")
@@ -177,20 +175,18 @@ class LearnerNode(ManagedNode):
         p, streams = self.params, self.streams
         self.features_sub = self.create_subscription(
             FeatureVector, p["features_topic"], guard_callback(self, streams.on_features, "feature vector"),
-            feature_qos(p["reliability"], depth=10), callback_group=self._stream_group,
+            feature_qos(depth=10), callback_group=self._stream_group,
             qos_overriding_options=overridable())
         self.objects_sub = self.create_subscription(
             ObjectFeatures, p["object_features_topic"],
             guard_callback(self, streams.on_objects, "object features"),
-            feature_qos(p["reliability"], depth=10), callback_group=self._objects_group,
+            feature_qos(depth=10), callback_group=self._objects_group,
             qos_overriding_options=overridable())
         self.camera_poses.subscribe()
         # timers run on the node clock (a bag's /clock under use_sim_time)
         self.status_timer = self.create_timer(p["status_period_s"],
                                               guard_callback(self, self.publish_status, "status"),
                                               callback_group=self._debug_group)
-        self.debug_timer = self.create_timer(0.5, guard_callback(self, self.debug.update, "debug subscription"),
-                                             callback_group=self._debug_group)
         self.phase = ACTIVE  # (set again by ManagedNode) so that the first status goes out now
         self.debug.update()
         self.publish_status()
@@ -206,7 +202,7 @@ class LearnerNode(ManagedNode):
         self.waiters.cancel_all()
 
     def _deactivate(self) -> None:
-        self.release("features_sub", "objects_sub", "status_timer", "debug_timer")
+        self.release("features_sub", "objects_sub", "status_timer")
         self.camera_poses.release()
         self.debug.release()
         if self.fleet is not None:

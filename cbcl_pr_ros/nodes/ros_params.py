@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from cbcl_pr_ros.settings.params import (
+    REMOVED,
     ParamSpec,
     aliases_for,
     cross_check,
-    deprecation_warnings,
     normalise,
+    removed_parameters,
     resolve_aliases,
     specs_for,
     validate_parameter,
@@ -44,6 +45,7 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
     ``overrides`` replace the table's defaults (values from a YAML file still win over both). A value
     given at start under an earlier name (an alias) becomes the current name's default, with a warning.
     """
+    _refuse_removed(node)
     renamed = _declare_aliases(node, kind)
     overrides = {**(overrides or {}), **renamed}
     specs = specs_for(kind)
@@ -59,9 +61,23 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
     reason = cross_check(values)
     if reason:
         raise ValueError(f"parameter {reason}")
-    for note in deprecation_warnings(values, kind):
-        node.get_logger().warning(note)
     install_validation(node, specs, lambda name, value, current: validate_parameter(name, value, current))
+
+
+def _refuse_removed(node: Any) -> None:
+    """ValueError naming the replacement when a removed parameter was given at start (YAML or -p);
+    each is declared only to read it, and undeclared again."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    given = []
+    for name in REMOVED:
+        node.declare_parameter(name, None, ParameterDescriptor(dynamic_typing=True))
+        if node.get_parameter(name).value is not None:
+            given.append(name)
+        node.undeclare_parameter(name)
+    reason = removed_parameters(given)
+    if reason:
+        raise ValueError(reason)
 
 
 def _declare_aliases(node: Any, kind: str) -> dict[str, Any]:

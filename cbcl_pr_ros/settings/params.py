@@ -10,7 +10,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from cbcl_pr_ros.share import find_share_file
 
@@ -23,7 +23,8 @@ __all__ = [
     "aliases_for",
     "flatten",
     "resolve_aliases",
-    "deprecation_warnings",
+    "REMOVED",
+    "removed_parameters",
     "validate_parameter",
     "check_value",
     "cross_check",
@@ -63,8 +64,6 @@ class ParamSpec:
     yaml_bools: tuple[str, str] | None = None
     # earlier names, still read at start for one release with a warning (docs/nodes.md "Renamed parameters")
     aliases: tuple[str, ...] = ()
-    # '' = current; else what to use instead (a warning at start when the value is not the default)
-    deprecated: str = ""
 
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -72,14 +71,6 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("backbone", "efficientnet_lite0",
               "Frozen backbone computing the feature vectors; the learner refuses vectors and memory "
               "files of any other", BOTH),
-    ParamSpec("reliability", "best_effort",
-              "Default reliability of the camera/feature subscriptions", BOTH,
-              choices=("best_effort", "reliable"),
-              deprecated="qos_overrides.<topic>.subscription.reliability, which wins over it (docs/nodes.md "
-                         "\"QoS choices and transport\")"),
-    ParamSpec("qos_depth", 2, "Default history depth of the camera subscription", BOTH, min=1, max=100,
-              deprecated="qos_overrides.<topic>.subscription.depth, which wins over it (docs/nodes.md "
-                         "\"QoS choices and transport\")"),
     ParamSpec("image_topic", "image",
               "Camera topic (sensor_msgs/Image or CompressedImage); remapping 'image' works too",
               BOTH),
@@ -294,6 +285,12 @@ PARAMS: tuple[ParamSpec, ...] = (
 )
 
 _BY_NAME = {p.name: p for p in PARAMS}
+# parameters that are gone, and what replaced them: given at start, they stop the node
+# (:func:`removed_parameters`)
+REMOVED: dict[str, str] = {
+    "reliability": "qos_overrides.<topic>.subscription.reliability",
+    "qos_depth": "qos_overrides.<topic>.subscription.depth",
+}
 _FLEET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -343,10 +340,13 @@ def resolve_aliases(given: dict[str, Any], node: str) -> tuple[dict[str, Any], l
     return out, warnings
 
 
-def deprecation_warnings(values: dict[str, Any], node: str) -> list[str]:
-    """One warning per deprecated parameter of ``node`` whose value is not its default."""
-    return [f"parameter {spec.name} is deprecated: use {spec.deprecated}" for spec in specs_for(node)
-            if spec.deprecated and spec.name in values and values[spec.name] != spec.default]
+def removed_parameters(given: Iterable[str]) -> str | None:
+    """Why a node given these parameter names at start refuses to start: each removed one with what
+    replaced it; None when none was removed. A node that ran on without it would quietly ignore a
+    setting its user meant."""
+    names = set(given)
+    found = [f"parameter {name} was removed: set {REMOVED[name]} instead" for name in REMOVED if name in names]
+    return "; ".join(found) + ' (docs/nodes.md "QoS choices and transport")' if found else None
 
 
 def validate_parameter(name: str, value: Any, current: dict[str, Any] | None = None) -> str | None:
