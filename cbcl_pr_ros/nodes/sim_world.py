@@ -196,10 +196,6 @@ class SimWorldNode(Node):
         msg.position = list(pos.values())
         self.joint_pub.publish(msg)
 
-    def joints_settled(self) -> bool:
-        with self.world_lock:
-            return not self._targets
-
     # ------------------------------------------------------------------ objects (services)
     def _on_place(self, req: Any, resp: Any) -> Any:
         xy = None if req.random_spot else (float(req.x), float(req.y))

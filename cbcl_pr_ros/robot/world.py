@@ -405,12 +405,6 @@ class SimWorld:
                                                 self._p.getQuaternionFromEuler([0, 0, yaw]), physicsClientId=self._cid)
         return obj
 
-    def set_object_pose(self, name: str, position: Sequence[float], quaternion: Sequence[float]) -> None:
-        """Put an object anywhere (e.g. held up in front of the camera by the teacher)."""
-        obj = self._get(name)
-        obj.position = np.asarray(position, float)
-        self._p.resetBasePositionAndOrientation(obj.body_id, list(position), list(quaternion), physicsClientId=self._cid)
-
     def remove_object(self, name: str) -> None:
         obj = self._objects.pop(self._get(name).name)
         self._p.removeBody(obj.body_id, physicsClientId=self._cid)
