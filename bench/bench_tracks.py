@@ -5,7 +5,7 @@ scripted teacher moving the hand camera between views and while pointing) with a
 records every ``detections`` message, every ``camera_pose`` and, each time it sets the table, where
 the simulator put every object. Afterwards each frame's centroids go to the base frame with the
 pose of the frame's stamp and are scored against the true centres
-(:mod:`cbcl_pr_ros.robot.track_scoring`).
+(``bench/track_scoring.py``).
 
 ``--track-frame base`` (the default) lets the learner track in the base frame (its
 ``camera_pose_topic`` on); ``camera`` turns the pose off, so tracks live in the camera frame as
@@ -79,7 +79,7 @@ def score(teacher: Any, gate_m: float) -> dict:
     """The recorded frames against the true layout of their segment."""
     from scipy.spatial.transform import Rotation
 
-    from cbcl_pr_ros.robot.track_scoring import TrackFrame, TrackScore
+    from track_scoring import TrackFrame, TrackScore  # beside this script
 
     truth = {i: dict(layout) for i, (_, layout) in enumerate(teacher.segments)}
     ts = TrackScore(truth, gate_m=gate_m)
