@@ -91,7 +91,7 @@ class BagImage:
 
     def rgb(self) -> np.ndarray:
         """The image as an (h, w, 3) uint8 RGB array (any camera encoding the features layer knows)."""
-        from cbcl_pr_ros.features import image_to_rgb
+        from cbcl_pr_ros.features import image_to_rgb  # local: OpenCV loads only when a bag image is decoded
 
         return image_to_rgb(
             self.encoding, self.height, self.width, self.step, self.data, self.is_bigendian

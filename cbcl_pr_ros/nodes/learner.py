@@ -34,6 +34,8 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 
 from cbcl_pr_ros.msg import Detections, FeatureVector, LearnerStatus, ObjectFeatures
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
+from cbcl_pr_ros.nodes.camera_pose_input import CameraPoseInput
+from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.conversions import (
     fill_classify_from_detections,
     fill_classify_response,
@@ -41,7 +43,6 @@ from cbcl_pr_ros.nodes.conversions import (
     make_status_msg,
     teach_request_from_msg,
 )
-from cbcl_pr_ros.nodes.camera_pose_input import CameraPoseInput
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
 from cbcl_pr_ros.nodes.fleet import make_fleet_link
 from cbcl_pr_ros.nodes.frame_collector import StreamWaiters
@@ -54,12 +55,14 @@ from cbcl_pr_ros.nodes.memory_services import MemoryServices
 from cbcl_pr_ros.nodes.qos import feature_qos, result_qos, status_qos
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.nodes.spin import run_node
+from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, TeachOutcome
+from cbcl_pr_ros.service.heap import keep_heap_flat
 from cbcl_pr_ros.service.memory_files import store_from_params
 from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.teaching import Teacher
 from cbcl_pr_ros.service.validation import RequestLimits
-from cbcl_pr_ros.settings.params import LEARNER, feature_dim_for, learner_factory
+from cbcl_pr_ros.settings.params import LEARNER, feature_dim_for, learner_factory, specs_for
 from cbcl_pr_ros.srv import (
     Classify,
     ForgetClass,
@@ -252,8 +255,6 @@ class LearnerNode(ManagedNode):
 
     # ------------------------------------------------------------------ Classify
     def _on_classify(self, req: Any, resp: Any) -> Any:
-        from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
-
         c, refused = self.memory_services.controller_for("classify", INACTIVE)  # read-only: also inactive
         if refused or not c.classes:
             return fill_classify_response(resp, success=False, message=refused or NOTHING_LEARNED)
@@ -283,10 +284,6 @@ def _log_stats(node: LearnerNode) -> None:
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros learner_node [--ros-args ...]``."""
-    from cbcl_pr_ros.nodes.cli_help import exit_on_help
-    from cbcl_pr_ros.service.heap import keep_heap_flat
-    from cbcl_pr_ros.settings.params import LEARNER, specs_for
-
     exit_on_help(sys.argv if args is None else args, "learner_node", __doc__, specs_for(LEARNER))
     keep_heap_flat()  # before the executor's threads exist (service/heap.py)
     return run_node(LearnerNode, threads=6, args=args, on_stop=_log_stats)

@@ -17,6 +17,7 @@ from std_msgs.msg import Header
 
 from cbcl_pr_ros.nodes.conversions import compressed_msg_to_rgb, image_msg_to_rgb, rgb_to_image_msg, stamp_key
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer, annotate
+from cbcl_pr_ros.nodes.detections_msgs import draw_detections
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, overridable
 from cbcl_pr_ros.nodes.qos import image_qos, result_qos
@@ -101,8 +102,6 @@ class DebugImage:
 
     def publish_detections(self, det: Any) -> None:
         """The frame of a Detections message with every box and label drawn."""
-        from cbcl_pr_ros.nodes.detections_msgs import draw_detections
-
         self._publish(det.header, lambda rgb: draw_detections(rgb, det))
 
     def _publish(self, header: Header, draw: Any) -> None:

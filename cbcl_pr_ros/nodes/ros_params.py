@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from cbcl_pr_ros.settings.params import (
+    PARAMS,
     REMOVED,
     ParamSpec,
     aliases_for,
@@ -17,6 +18,7 @@ from cbcl_pr_ros.settings.params import (
     specs_for,
     validate_parameter,
 )
+from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
 
 __all__ = ["declare_parameters", "declare_read_only", "read_parameters", "install_validation", "parameter"]
 
@@ -105,8 +107,6 @@ def declare_read_only(node: Any, specs: Iterable[ParamSpec]) -> Callable[[str], 
     Returns ``value(name)``."""
     from rcl_interfaces.msg import ParameterDescriptor
 
-    from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
-
     specs = tuple(specs)
     for spec in specs:
         node.declare_parameter(spec.name, spec.default,
@@ -151,7 +151,5 @@ def read_parameters(node: Any, kind: str) -> dict[str, Any]:
 
 def parameter(node: Any, spec_name: str) -> Any:
     """One parameter's current value as the node uses it (on/off enums normalised)."""
-    from cbcl_pr_ros.settings.params import PARAMS
-
     spec = next(s for s in PARAMS if s.name == spec_name)
     return normalise(spec, node.get_parameter(spec_name).value)

@@ -44,6 +44,7 @@ from rclpy.exceptions import InvalidHandle
 from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
+from cbcl_pr_ros.core.threads import set_blas_threads
 
 __all__ = ["run_node", "run_nodes", "executor_for", "executors_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
            "domain_id_problem"]
@@ -193,7 +194,6 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
     """
     import os
 
-    from cbcl_pr_ros.core.threads import set_blas_threads
 
     problem = domain_id_problem(os.environ.get("ROS_DOMAIN_ID"))
     if problem:

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+from cbcl_pr_ros.perception import Proposal, crop_images
+from cbcl_pr_ros.perception.boxes import box_iou
+from cbcl_pr_ros.service.classify_scope import image_object_crop
 
 __all__ = ["TEACH_FROM", "MODE_DEFAULT", "MODE_OBJECT", "MODE_FRAME", "TeachPlan", "plan_teach", "roi_box",
            "teaching_crops", "TrackHistory", "TrackViews", "SAME_VIEW_IOU", "one_shot_per_view"]
@@ -115,9 +118,6 @@ def teaching_crops(rgbs: Sequence[np.ndarray], plan: TeachPlan, margin: float = 
     images with no object are skipped and counted. ValueError when a box is outside its image or
     no image holds an object.
     """
-    from cbcl_pr_ros.perception import Proposal, crop_images
-    from cbcl_pr_ros.service.classify_scope import image_object_crop
-
     if plan.target == "frame":
         return list(rgbs), ""
     nan3 = np.full(3, np.nan)
@@ -152,8 +152,6 @@ def one_shot_per_view(rows: np.ndarray, boxes: Sequence[Box], same_iou: float = 
     shrinks until the object seen from anywhere else is refused (docs/perception.md "Over ROS").
     The mean of the copies keeps their information and smooths the sensor's noise.
     """
-    from cbcl_pr_ros.perception.boxes import box_iou
-
     x = np.asarray(rows, np.float32)
     if len(x) != len(boxes):
         raise ValueError(f"{len(boxes)} boxes for {len(x)} rows")

@@ -440,7 +440,7 @@ def feature_dim_for(p: dict[str, Any]) -> int:
     The width is fixed by configuration, never by the first request (a peer's three 3-d vectors
     must not decide it); an unknown backbone needs ``feature_dim``.
     """
-    from cbcl_pr_ros.features.backbones import BACKBONES
+    from cbcl_pr_ros.features.backbones import BACKBONES  # local: settings stay light (no OpenCV)
 
     dim = int(p.get("feature_dim", 0) or 0)
     info = BACKBONES.get(p["backbone"])
@@ -469,7 +469,7 @@ def learner_config(p: dict[str, Any]) -> Any:
     """
     import dataclasses
 
-    from cbcl_pr_ros.core import LearnerConfig
+    from cbcl_pr_ros.core import LearnerConfig  # local: settings stay light (no scipy, scikit-learn)
 
     fields = {f.name for f in dataclasses.fields(LearnerConfig)}
     values = {core_name(spec): p[spec.name] for spec in specs_for(LEARNER) if core_name(spec) in fields}
@@ -483,7 +483,7 @@ def learner_factory(p: dict[str, Any]) -> Any:
 
     The config is built (and checked) now, so a bad combination fails at start-up, not at the first teach.
     """
-    from cbcl_pr_ros.core import CBCLPRLearner
+    from cbcl_pr_ros.core import CBCLPRLearner  # local: settings stay light (no scipy, scikit-learn)
 
     config = learner_config(p)
     backbone = p["backbone"]
