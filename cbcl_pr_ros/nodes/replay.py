@@ -213,7 +213,7 @@ def teaching_event_msg(record: TeachingEventRecord) -> TeachingEvent:
     msg.header.stamp = ns_to_stamp(record.stamp_ns)
     msg.header.frame_id = record.frame_id
     msg.kind, msg.label, msg.new_label = int(record.kind), record.label, record.new_label
-    msg.frame_stamps = [t(s) for s in record.frame_stamps_ns]
+    msg.frame_stamps = [ns_to_stamp(s) for s in record.frame_stamps_ns]
     msg.predicted_label, msg.confidence = record.predicted_label, float(record.confidence)
     msg.known, msg.success = bool(record.known), bool(record.success)
     msg.mode, msg.track_id, msg.view_seed = int(record.mode), int(record.track_id), int(record.view_seed)
