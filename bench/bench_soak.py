@@ -135,8 +135,8 @@ def main() -> int:
     from cbcl_pr_ros.nodes.qos import status_qos
     from cbcl_pr_ros.srv import PlaceObject, TeachClass
 
-    out_path = Path(args.out)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_file = Path(args.out)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
     domain = H.fresh_domain()
     work = Path(tempfile.mkdtemp(prefix="bench_soak_"))
     world = start("sim_world", domain, work, {"rate_hz": args.rate, "width": args.width, "height": args.height,
@@ -202,7 +202,7 @@ def main() -> int:
                 row["learner_clusters"] = int(status.last.num_clusters)
             result["minutes"].append(row)
             progress(json.dumps(row))
-            write(result, out_path)
+            write(result, out_file)
             if not all(alive.values()):
                 result["stopped_early"] = f"a node ended: {alive}"
                 break
@@ -211,8 +211,8 @@ def main() -> int:
         codes = {n: p.stop() for n, p in procs.items()}
         result["exit_codes"] = codes
         result["machine_end"] = machine_info()
-        write(result, out_path)
-    progress(f"wrote {out_path}")
+        write(result, out_file)
+    progress(f"wrote {out_file}")
     return 0
 
 
