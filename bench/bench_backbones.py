@@ -154,7 +154,7 @@ def cmd_accuracy(args) -> None:
 def cmd_real(args) -> None:
     import bench_real
 
-    from cbcl_pr_ros.evaluation.real_rgbd import load_frames
+    from real_rgbd_set import load_frames
 
     frames = load_frames(args.labels, args.frames)
     res = {"frames": len(frames), "objects": sum(len(f.objects) for f in frames), "seeds": args.seeds,

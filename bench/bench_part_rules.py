@@ -65,7 +65,7 @@ def dump_pairs(path: str, gate_m: float = 0.08) -> dict:
 
 def real_parts(labels: str, frames_dir: str) -> dict:
     """Real-set proposals that become parts (no names), and labelled objects lost with them."""
-    from cbcl_pr_ros.evaluation.real_rgbd import load_frames
+    from real_rgbd_set import load_frames
     from cbcl_pr_ros.perception import box_iou, nested_parts, propose
 
     out = {"frames": 0, "objects": 0, "proposals": 0, "parts": 0, "parts_before": 0, "objects_lost": 0,

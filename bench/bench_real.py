@@ -52,10 +52,10 @@ import cv2
 import numpy as np
 
 from cbcl_pr_ros.evaluation.experiments import machine_info
-from cbcl_pr_ros.evaluation.real_rgbd import ProposalScore, failure_kinds, load_frames, score_proposals
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
 from bench_common import out_path  # noqa: E402
+from real_rgbd_set import ProposalScore, failure_kinds, load_frames, score_proposals  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 log = logging.getLogger("bench_real")

@@ -62,7 +62,7 @@ from bench_common import out_path  # noqa: E402
 import ros_testing as H  # noqa: E402  (ROS domains held by flock, node processes, a spinning client)
 
 from cbcl_pr_ros.evaluation.experiments import machine_info  # noqa: E402
-from cbcl_pr_ros.evaluation.real_rgbd import RealFrame, load_frames, score_proposals  # noqa: E402
+from real_rgbd_set import RealFrame, load_frames, score_proposals  # noqa: E402
 
 log = logging.getLogger("bench_real_ros")
 FRAME_ID = "camera_color_optical_frame"

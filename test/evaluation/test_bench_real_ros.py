@@ -7,8 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+from real_rgbd_set import RealFrame  # bench/ (pytest.ini)
 
-from cbcl_pr_ros.evaluation.real_rgbd import RealFrame
 from cbcl_pr_ros.perception.types import CameraIntrinsics
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from real_rgbd_set import RealFrame  # bench/ (pytest.ini)
 
 import cbcl_pr_ros.perception as perception
-from cbcl_pr_ros.evaluation.real_rgbd import RealFrame
 from cbcl_pr_ros.perception.types import CameraIntrinsics, Proposal
 
 REPO = Path(__file__).resolve().parents[2]

@@ -227,7 +227,7 @@ def test_real_frame_from_a_bag_gives_the_labelled_objects(session, tmp_path, fra
     if frames_dir is None:
         pytest.skip("real RGB-D frames not assembled here (bench/real_rgbd/assemble.py needs the sources' git "
                     "snapshots; the frames cannot be committed: licences)")
-    from cbcl_pr_ros.evaluation.real_rgbd import load_frames
+    from real_rgbd_set import load_frames  # bench/ (pytest.ini)
 
     (fr,) = load_frames(REPO / "bench/real_rgbd/labels.json", frames_dir, [frame_id])
     K = (fr.intrinsics.fx, fr.intrinsics.fy, fr.intrinsics.cx, fr.intrinsics.cy)
