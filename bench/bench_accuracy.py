@@ -11,7 +11,7 @@ backbone.  No hyperparameter was chosen on these test images (docs/core.md says 
     python -P bench/bench_accuracy.py --dataset fashion-mnist --seeds 10      # one data set -> JSON
     python -P bench/bench_accuracy.py --report                                 # JSON(s) -> markdown
 
-Writes ``bench/results/accuracy/<dataset>.json``, ``accuracy.md`` and ``reliability_<dataset>.png``.
+Writes ``runs/bench/accuracy/<dataset>.json``, ``accuracy.md`` and ``reliability_<dataset>.png``.
 """
 from __future__ import annotations
 
@@ -34,8 +34,11 @@ from cbcl_pr_ros.evaluation.methods import PEERS, MethodContext, make_method
 from cbcl_pr_ros.evaluation.protocols import few_shot_incremental
 from cbcl_pr_ros.settings.params import PARAMS
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
+
 _LOG = logging.getLogger("bench_accuracy")
-OUT = Path("bench/results/accuracy")
+OUT = out_path("accuracy")
 BACKBONE = "efficientnet_lite0"
 # the learner configurations measured beside each other (name -> config overrides)
 # "default" is the product default end to end: the learner's default config taught each shot and

@@ -7,7 +7,7 @@
     python -P bench/bench_backbones.py timing   --rounds 5
     python -P bench/bench_backbones.py report                         # JSON -> markdown table
 
-Every part writes its section into ``bench/results/backbones_lite.json`` (the others are kept).
+Every part writes its section into ``runs/bench/backbones_lite.json`` (the others are kept).
 
 * **Accuracy** (benchmark sets): the evaluation layer's seeded subsample (300 train / 200 test images
   per class), features through each backbone (ONNX, cached); no base session, 2 new classes per
@@ -39,10 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "bench/results/backbones_lite.json"
+OUT = out_path("backbones_lite.json")
 BACKBONES = ("efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2")
 DATASETS = ("fashion-mnist", "rendered-objects")
 SHOTS = (1, 5)
@@ -153,7 +154,7 @@ def cmd_accuracy(args) -> None:
 def cmd_real(args) -> None:
     import bench_real
 
-    from cbcl_pr_ros.evaluation.real_rgbd import load_frames
+    from real_rgbd_set import load_frames
 
     frames = load_frames(args.labels, args.frames)
     res = {"frames": len(frames), "objects": sum(len(f.objects) for f in frames), "seeds": args.seeds,

@@ -1,4 +1,4 @@
-"""Benchmark of the bag tools -> bench/results/bags.json.
+"""Benchmark of the bag tools -> runs/bench/bags.json.
 
 1. Replay timing at 1x: a 640x480 rgb8 camera bag at 30 Hz (3 s) replayed by ``replay_session``;
    arrival times at a RELIABLE subscriber in this process (the middleware's reception timestamps)
@@ -25,6 +25,9 @@ from pathlib import Path
 
 import numpy as np
 from cbcl_pr_ros.evaluation.experiments import machine_info
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,7 +134,7 @@ def main() -> int:
             "deterministic": r1.to_dict(timings=False) == r2.to_dict(timings=False)}
     results["machine"] = {"cpu": machine_info()["cpu"], "nproc": os.cpu_count(), "loadavg_start": load0,
                           "loadavg_end": os.getloadavg(), "python": platform.python_version()}
-    out = ROOT / "bench" / "results" / "bags.json"
+    out = out_path("bags.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 from bench_accuracy import load_features  # noqa: E402
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig  # noqa: E402
@@ -26,7 +27,7 @@ from cbcl_pr_ros.core.open_set import expected_calibration_error  # noqa: E402
 from cbcl_pr_ros.evaluation.experiments import machine_info  # noqa: E402
 from cbcl_pr_ros.evaluation.protocols import few_shot_incremental  # noqa: E402
 
-OUT = Path("bench/results/calibration_holdout")
+OUT = out_path("calibration_holdout")
 
 
 def run(fs, shots: int, seed: int, exponent: float) -> float:

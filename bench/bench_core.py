@@ -1,4 +1,4 @@
-"""Benchmark of the core library -> bench/results/core.json.
+"""Benchmark of the core library -> runs/bench/core.json.
 
 1. Teach one new 10-shot class when 100 classes are known (1280-d synthetic features): clustering +
    rehearsal + retrain until the learner is ready, for the fast default and the paper's schedule
@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -28,6 +29,9 @@ from cbcl_pr_ros.core.classifiers import fit_gaussian_head, fit_weighted_vote
 from cbcl_pr_ros.core.clustering import ClassClusters
 from cbcl_pr_ros.core.memory import ClusterMemory
 from cbcl_pr_ros.evaluation.experiments import machine_info
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 DIM = 1280
 
@@ -112,7 +116,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "core.json"))
+    ap.add_argument("--out", default=str(out_path("core.json")))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     load_start = os.getloadavg()

@@ -9,7 +9,7 @@
 3. The main job (``python -m cbcl_pr_ros.nodes.demo``) run once: wall time, its accuracies, its
    pointing and localisation errors.
 
-Writes bench/results/demo.json. Run: ``source scripts/env.sh && python -P bench/bench_demo.py``
+Writes runs/bench/demo.json. Run: ``source scripts/env.sh && python -P bench/bench_demo.py``
 (``--demo-transcript runs/demo/transcript.json`` reuses a finished run instead of running the job).
 """
 from __future__ import annotations
@@ -25,6 +25,9 @@ from pathlib import Path
 
 import numpy as np
 from cbcl_pr_ros.evaluation.experiments import machine_info as _shared_machine_info
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,7 +166,7 @@ def main() -> int:
     ap.add_argument("--pointing-targets", type=int, default=40)
     ap.add_argument("--demo-transcript", default=None, help="reuse this transcript.json instead of running the job")
     ap.add_argument("--skip-demo", action="store_true")
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "demo.json"))
+    ap.add_argument("--out", default=str(out_path("demo.json")))
     args = ap.parse_args()
     import torch
 

@@ -23,7 +23,7 @@ Per seed (a fresh PyBullet table world, ``cbcl_pr_ros.robot.scenes``):
    classify + track, sequentially; latency from the start of processing (the image stamp) to the
    tracks, p50/p95.
 
-Writes bench/results/detections.json. Run: ``source scripts/env.sh && python -P bench/bench_detections.py``
+Writes runs/bench/detections.json. Run: ``source scripts/env.sh && python -P bench/bench_detections.py``
 (``--seeds 1 --scenes 1`` for a quick look). The machine is shared: the load average is recorded
 beside every timing.
 """
@@ -33,12 +33,16 @@ import argparse
 import json
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from cbcl_pr_ros.evaluation.experiments import machine_info
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 log = logging.getLogger("bench_detections")
@@ -288,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--view-step", type=float, default=4.0, help="degrees of azimuth between a scene's views")
     ap.add_argument("--threads", type=int, default=2, help="backbone threads")
     ap.add_argument("--rate-frames", type=int, default=60)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "detections.json"))
+    ap.add_argument("--out", default=str(out_path("detections.json")))
     ap.add_argument("--rate-only", action="store_true",
                     help="only measure the pipeline rate again and add it to an existing --out file as 'pipeline_rerun'")
     args = ap.parse_args(argv)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the feature layer: throughput at batch 32 and one-frame latency, ONNX vs PyTorch.
 
-Writes bench/results/features.json (CPU) or, with ``--device cuda``, bench/results/features_cuda.json.
+Writes runs/bench/features.json (CPU) or, with ``--device cuda``, runs/bench/features_cuda.json.
 The machine is shared, so every figure is measured over several rounds and reported as best and
 median, with the load average at start and end.
 
@@ -33,6 +33,9 @@ from pathlib import Path
 
 import numpy as np
 from cbcl_pr_ros.evaluation.experiments import machine_info as _shared_machine_info
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 _LOG = logging.getLogger("bench_features")
 
@@ -262,7 +265,7 @@ def cuda_main(args) -> int:
                 entry[f"{runtime}_{precision}"] = rec
     result["loadavg_end"] = os.getloadavg()
     result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    out = Path(args.out or Path(__file__).resolve().parent / "results" / "features_cuda.json")
+    out = Path(args.out or out_path("features_cuda.json"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     _LOG.info("wrote %s", out)
@@ -289,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runtimes", default="onnx,torch")
     ap.add_argument("--quick", action="store_true", help="1 round, few iterations (smoke run)")
     ap.add_argument("--out", default=None,
-                    help="default bench/results/features.json (cpu) or features_cuda.json (cuda)")
+                    help="default runs/bench/features.json (cpu) or features_cuda.json (cuda)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.quick:
@@ -299,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.latency_iters == 40 and not args.quick:
             args.latency_iters = 200
         return cuda_main(args)
-    args.out = args.out or str(Path(__file__).resolve().parent / "results" / "features.json")
+    args.out = args.out or str(out_path("features.json"))
 
     from cbcl_pr_ros.features import make_backbone
 

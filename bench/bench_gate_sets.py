@@ -9,13 +9,14 @@ it saw ("none": no negatives, the gate of ``1.3 D_gate`` alone).  Also the confi
 class's confidence on the taught classes' test images, and with T = 1 where no held-out shot exists
 yet (what a one-shot learner answered before issue 20).
 
-    python -P bench/bench_gate_sets.py [--seeds 5]   # -> bench/results/gate_sets.json
+    python -P bench/bench_gate_sets.py [--seeds 5]   # -> runs/bench/gate_sets.json
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 from cbcl_pr_ros.core.open_set import expected_calibration_error
 from cbcl_pr_ros.evaluation.experiments import machine_info
 from cbcl_pr_ros.evaluation.protocols import few_shot_incremental
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 SETS = ("fashion-mnist", "rendered-objects")
 
@@ -78,7 +82,7 @@ def main() -> None:
     ap.add_argument("--negatives", type=int, default=128, help="other-set train images given as negatives")
     ap.add_argument("--data-root", default="data")
     ap.add_argument("--cache-dir", default="cache/eval")
-    ap.add_argument("--out", default="bench/results/gate_sets.json")
+    ap.add_argument("--out", default=str(out_path("gate_sets.json")))
     ap.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE",
                     help="LearnerConfig overrides, e.g. negative_rank=6")
     args = ap.parse_args()

@@ -25,12 +25,11 @@ transitions under a teach loop, and the time the new memory-file checks add to a
 
     python -P bench/bench_hardening.py [--requests 10000] [--kills 100] [--transitions 240] [--before-ref f65c4c8]
 
-Writes bench/results/hardening.json (machine and load average included).
+Writes runs/bench/hardening.json (machine and load average included).
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import random
@@ -46,20 +45,12 @@ import numpy as np
 
 from cbcl_pr_ros.evaluation.experiments import machine_info
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import REPO, out_path  # noqa: E402
+import fuzz_support as FZ  # noqa: E402  (test/support, shared with the tests)
+import ros_testing as H  # noqa: E402  (test/support: Proc, Client, start_node, domains)
+
 log_every = 250
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-H = _load("ros_testing", REPO / "test" / "support" / "ros_testing.py")  # Proc, Client, start_node, domains
-FZ = _load("_fuzz_support", REPO / "test" / "nodes" / "_fuzz_support.py")
 
 
 def progress(msg: str) -> None:
@@ -384,7 +375,7 @@ def main() -> int:
     ap.add_argument("--transitions", type=int, default=240)
     ap.add_argument("--before-ref", default="f65c4c8")
     ap.add_argument("--parts", default="fuzz,kill,time,race")
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "hardening.json"))
+    ap.add_argument("--out", default=str(out_path("hardening.json")))
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     parts = set(args.parts.split(","))

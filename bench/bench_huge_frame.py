@@ -8,7 +8,8 @@ another, and the wall time of each call is recorded. A frame above the extractor
 (``MAX_FRAME_OBJECTS``) is refused before it is built; ``--no-cap`` lifts the cap (monkeypatched)
 to show what the same frame cost without it. Also timed: building the message from its bytes.
 
-Writes bench/results/huge_frame.json. Run:
+Writes runs/bench/huge_frame.json (``bench_common.out_path``; the curated copy is
+bench/results/huge_frame.json). Run:
 ``source scripts/env.sh && python -P bench/bench_huge_frame.py [--sizes 16 256 2000] [--no-cap]``.
 """
 from __future__ import annotations
@@ -21,9 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import sys
+
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
+from bench_common import REPO as ROOT, out_path  # noqa: E402
+
 DIM = 64
 
 
@@ -96,7 +101,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[16, 64, 256, 500, 2000])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-cap", action="store_true", help="lift the cap: what the frames cost without it")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "huge_frame.json")
+    ap.add_argument("--out", type=Path, default=out_path("huge_frame.json"))
     args = ap.parse_args()
     result = run(args.sizes, args.repeats, not args.no_cap)
     result["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(),

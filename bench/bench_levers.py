@@ -9,7 +9,7 @@ train image that any schedule here uses as a shot through the same backbone, and
 the test images (mirror, centre zoom, both) for the fusion lever; they are cached under
 ``--views-dir`` (``cache/eval-views``).  ``tune`` never looks at test images: shots from
 the first half of each class's train subsample, evaluation on the second half.  ``explore`` measures
-each lever on the test images with the settings ``tune`` chose.  Results: ``bench/results/levers/``.
+each lever on the test images with the settings ``tune`` chose.  Results: ``runs/bench/levers/``.
 """
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 import bench_accuracy as ba  # noqa: E402
 
 from cbcl_pr_ros.evaluation.experiments import machine_info  # noqa: E402
@@ -31,7 +32,7 @@ from cbcl_pr_ros.evaluation.featureset import FeatureSet, subsample_per_class  #
 from cbcl_pr_ros.evaluation.protocols import few_shot_incremental  # noqa: E402
 
 _LOG = logging.getLogger("bench_levers")
-OUT = Path("bench/results/levers")
+OUT = out_path("levers")
 VIEWS = 8
 TRAIN_PER_CLASS, TEST_PER_CLASS = 300, 200  # bench_accuracy's subsample
 SHOTS = (1, 5, 10)

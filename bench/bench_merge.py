@@ -19,7 +19,7 @@ Shots 6 and 10 (not 5): the split of 5 shots gives learner 2 a first teach of 2 
 which the core learner's calibration folds refuse on some seeds (a LinAlgError in the pooled
 covariance's Cholesky factor; a core issue, reported, not this merge's), so both halves get >= 3.
 
-    python -P bench/bench_merge.py                  # -> bench/results/merge.json
+    python -P bench/bench_merge.py                  # -> runs/bench/merge.json
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 import bench_accuracy as ba  # noqa: E402
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig, state_to_bytes  # noqa: E402
@@ -40,7 +41,7 @@ from cbcl_pr_ros.core.merge import merge_states, one_class_state  # noqa: E402
 from cbcl_pr_ros.evaluation.experiments import machine_info  # noqa: E402
 from cbcl_pr_ros.evaluation.protocols import few_shot_incremental  # noqa: E402
 
-OUT = Path("bench/results/merge.json")
+OUT = out_path("merge.json")
 DATASETS = ("fashion-mnist", "rendered-objects")
 # the product default stores each class in float16 when faithful (class means then agree to float16
 # precision, ~1e-4, since the two sides' D and thus their clusters differ); float32 memory shows the

@@ -12,7 +12,7 @@ with the temperature the learner fits from its memory.
 Features come from the evaluation layer's cache (EfficientNet-Lite0 via ``cbcl-eval``; nothing is
 recomputed when the cache is warm).  ``--synthetic`` runs the same on a Gaussian-mixture set.
 
-    python bench/bench_open_set.py [--seeds 5] [--synthetic]   # -> bench/results/open_set.json
+    python bench/bench_open_set.py [--seeds 5] [--synthetic]   # -> runs/bench/open_set.json
 """
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ import numpy as np
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 from cbcl_pr_ros.core.open_set import class_spreads, expected_calibration_error
 from cbcl_pr_ros.evaluation.experiments import machine_info
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 FACTORS = (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.3, 1.5, 2.0)
 
@@ -176,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--synthetic", action="store_true")
     ap.add_argument("--cache-dir", default="cache/eval")
     ap.add_argument("--data-root", default="data")
-    ap.add_argument("--out", default="bench/results/open_set.json")
+    ap.add_argument("--out", default=str(out_path("open_set.json")))
     args = ap.parse_args(argv)
     import torch
 

@@ -15,9 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OFF = {"side_piece_m": 0.0}
@@ -61,7 +65,7 @@ def dump_pairs(path: str, gate_m: float = 0.08) -> dict:
 
 def real_parts(labels: str, frames_dir: str) -> dict:
     """Real-set proposals that become parts (no names), and labelled objects lost with them."""
-    from cbcl_pr_ros.evaluation.real_rgbd import load_frames
+    from real_rgbd_set import load_frames
     from cbcl_pr_ros.perception import box_iou, nested_parts, propose
 
     out = {"frames": 0, "objects": 0, "proposals": 0, "parts": 0, "parts_before": 0, "objects_lost": 0,
@@ -85,7 +89,7 @@ def main() -> int:
     ap.add_argument("--dumps", nargs="*", default=[], help="bench_tracks.py --dump files")
     ap.add_argument("--labels", default=str(ROOT / "bench/real_rgbd/labels.json"))
     ap.add_argument("--frames", default=str(ROOT / "data/real_rgbd"))
-    ap.add_argument("--out", default=str(ROOT / "bench/results/part_rules.json"))
+    ap.add_argument("--out", default=str(out_path("part_rules.json")))
     args = ap.parse_args()
     result = {"loadavg": [round(v, 2) for v in os.getloadavg()],
               "main_job": {Path(p).name: dump_pairs(p) for p in args.dumps},

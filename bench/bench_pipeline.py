@@ -18,7 +18,7 @@ adds a 16UC1 depth image and CameraInfo of a table with 6 boxes, so the per-obje
 Before the streams, the same stages are timed in this process on one thread (``stage_costs``) and
 TeachClass with 100 known is timed through the service (5 feature vectors; 5 images).
 
-Results: ``--out`` (bench/results/pipeline.json): every run, the spread over the repeats (median,
+Results: ``--out`` (runs/bench/pipeline.json): every run, the spread over the repeats (median,
 min, max) and the load average beside each run. The machine is shared: read the load figures
 beside the timings. ``--baseline FILE`` compares the stage costs and the stream with a recorded
 run and prints one warning line per stage more than 5 % slower (``--short`` is the CI form,
@@ -51,11 +51,12 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import CURATED, out_path  # noqa: E402  (and test/support: ros_testing, synthetic)
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "config" / "cbcl_pr.yaml"
-BASELINE = REPO / "bench" / "results" / "pipeline_baseline.json"
-sys.path.insert(0, str(REPO / "test" / "support"))  # ros_testing: ROS domains held by flock
-sys.path.insert(0, str(REPO / "test" / "perception"))  # synthetic: the RGB-D table scene
+BASELINE = CURATED / "pipeline_baseline.json"
 
 #: a stage or figure this much worse than the baseline prints a warning line
 REGRESSION = 0.05
@@ -134,7 +135,7 @@ def views(n: int, seed: int) -> list[tuple[str, np.ndarray]]:
 
 
 def table_scene(seed: int = 0) -> tuple[np.ndarray, np.ndarray, Any]:
-    """(rgb, depth metres, intrinsics) of a 640x480 table with 6 boxes (test/perception/synthetic.py)."""
+    """(rgb, depth metres, intrinsics) of a 640x480 table with 6 boxes (test/support/synthetic.py)."""
     from synthetic import SynthObject, scene
 
     photos = [im for _, im in views(6, seed=seed + 3)]
@@ -651,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--teach-every", type=float, default=10.0, help="one TeachClass from the stream every N s (0: none)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--config", default=str(CONFIG), help="the nodes' YAML (default: the shipped one)")
-    ap.add_argument("--out", default="", help="result JSON (default bench/results/pipeline.json; "
+    ap.add_argument("--out", default="", help="result JSON (default runs/bench/pipeline.json; "
                                                  "pipeline_short.json with --short)")
     ap.add_argument("--baseline", default=str(BASELINE), help="compare with this result ('' = no comparison)")
     ap.add_argument("--write-baseline", action="store_true", help="also write the result to --baseline")
@@ -662,7 +663,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.short:
         args.seconds, args.modes, args.known, args.objects, args.repeats, args.teach_every = 4.0, "separate", "100", "off", 1, 3.0
     config = Path(args.config)
-    args.out = args.out or str(REPO / "bench" / "results" / ("pipeline_short.json" if args.short else "pipeline.json"))
+    args.out = args.out or str(out_path("pipeline_short.json" if args.short else "pipeline.json"))
     result = run(args, config)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -15,7 +15,7 @@ quarters a class of 16 jittered views, 120 classes):
 
 ``centre:self`` subtracts the *data set's own* train mean instead: unlabelled in-domain images,
 which the issue's protocol (no base session) does not give; it is the upper bound of a centring
-prior, not a candidate.  Results: ``bench/results/levers/priors_<dataset>.{json,md}``.
+prior, not a candidate.  Results: ``runs/bench/levers/priors_<dataset>.{json,md}``.
 """
 from __future__ import annotations
 
@@ -27,14 +27,15 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 import bench_accuracy as ba  # noqa: E402
 
 from cbcl_pr_ros.core import transform as transform_mod  # noqa: E402
 from cbcl_pr_ros.core.classifiers import gaussian  # noqa: E402
 from cbcl_pr_ros.evaluation.experiments import machine_info  # noqa: E402
 
-OUT = Path("bench/results/levers")
+OUT = out_path("levers")
 PHOTOS = ("astronaut", "brick", "camera", "cat", "cell", "chelsea", "clock", "coffee", "coins", "colorwheel",
           "grass", "gravel", "horse", "hubble_deep_field", "immunohistochemistry", "logo", "moon", "page",
           "retina", "rocket", "text", "binary_blobs", "checkerboard", "shepp_logan_phantom")

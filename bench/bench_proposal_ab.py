@@ -10,14 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import cv2
 import numpy as np
 
-from cbcl_pr_ros.evaluation.real_rgbd import load_frames
 from cbcl_pr_ros.perception import ProposalConfig, propose
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # real_rgbd_set beside this script
+from real_rgbd_set import load_frames  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -33,8 +33,8 @@ assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
    object's mask set to a neutral grey, the mask from the depth proposal matching the labelled box
    (or the proposals' foreground inside it; ``mask_sources`` counts them); ``plain``: the box as it is.
 
-Writes bench/results/real.json (``--only-recognition``: recognition alone, to
-bench/results/real_gate.json). Run:
+Writes runs/bench/real.json (``--only-recognition``: recognition alone, to
+runs/bench/real_gate.json). Run:
 ``source scripts/env.sh && python -P bench/bench_real.py [--skip-recognition] [--pictures DIR]``.
 """
 from __future__ import annotations
@@ -43,6 +43,7 @@ import argparse
 import json
 import logging
 import os
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -51,7 +52,10 @@ import cv2
 import numpy as np
 
 from cbcl_pr_ros.evaluation.experiments import machine_info
-from cbcl_pr_ros.evaluation.real_rgbd import ProposalScore, failure_kinds, load_frames, score_proposals
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
+from real_rgbd_set import ProposalScore, failure_kinds, load_frames, score_proposals  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 log = logging.getLogger("bench_real")
@@ -411,20 +415,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labels", default=str(ROOT / "bench/real_rgbd/labels.json"))
     ap.add_argument("--frames", default=str(ROOT / "data/real_rgbd"))
-    ap.add_argument("--pictures", default=str(ROOT / "bench/results/tmp_real_pictures"),
+    ap.add_argument("--pictures", default=str(out_path("real_pictures")),
                     help="write per-frame pictures with boxes here (git-ignored: the frames may not be redistributed); \"\" = none")
     ap.add_argument("--skip-recognition", action="store_true")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--rendered-seeds", type=int, default=3, help="rendered tables checked (0 = none)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                     help="ProposalConfig overrides for both methods, e.g. depth_edges=grey min_height_rel=0.01")
-    ap.add_argument("--out", default=str(ROOT / "bench/results/real.json"))
+    ap.add_argument("--out", default=str(out_path("real.json")))
     ap.add_argument("--ransac-seeds", default="0",
                     help="comma-separated RANSAC seeds of the depth proposals; the first gives the full report, "
                          "all of them the per-seed figures and their spread, e.g. 0,1,2,3")
     ap.add_argument("--only-recognition", action="store_true",
                     help="recognition and the open-set gate only, written to --gate-out")
-    ap.add_argument("--gate-out", default=str(ROOT / "bench/results/real_gate.json"))
+    ap.add_argument("--gate-out", default=str(out_path("real_gate.json")))
     ap.add_argument("--shots", default="1,5", help="shot counts of the recognition test")
     ap.add_argument("--crops", choices=("masked", "plain"), default="masked",
                     help="recognition crops: masked as the extractor crops depth proposals (default), or plain boxes")

@@ -35,7 +35,7 @@ Each teach starts 120 s of stamps after the last one, so the learner's recent-ob
 
 Variants: the shipped learner parameters, and with ``negatives_capacity`` 0 (no negatives) for comparison;
 ``--variant NAME:KEY=VALUE,...`` replaces them. Writes the run under ``--label`` into
-bench/results/real_ros.json (other runs there are kept; figures in docs/perception.md "Over ROS").
+runs/bench/real_ros.json (other runs there are kept; figures in docs/perception.md "Over ROS").
 Run: ``source scripts/env.sh && nice -n 5 python -P bench/bench_real_ros.py --frames /path/to/real_rgbd``
 (3 seeds x 12 teaches: 2-3 minutes per variant on 2 cores).
 """
@@ -57,11 +57,12 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "test" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 import ros_testing as H  # noqa: E402  (ROS domains held by flock, node processes, a spinning client)
 
 from cbcl_pr_ros.evaluation.experiments import machine_info  # noqa: E402
-from cbcl_pr_ros.evaluation.real_rgbd import RealFrame, load_frames, score_proposals  # noqa: E402
+from real_rgbd_set import RealFrame, load_frames, score_proposals  # noqa: E402
 
 log = logging.getLogger("bench_real_ros")
 FRAME_ID = "camera_color_optical_frame"
@@ -369,7 +370,7 @@ def main() -> None:
                          "--num-frames times (10 when 0), then the matching detection's track_id is taught")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
                     help="a learner variant (default: 'shipped' and 'no_negatives' = negatives_capacity 0)")
-    ap.add_argument("--out", default=str(ROOT / "bench/results/real_ros.json"))
+    ap.add_argument("--out", default=str(out_path("real_ros.json")))
     ap.add_argument("--label", default="now", help="the run's key in --out (other runs there are kept)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

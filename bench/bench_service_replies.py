@@ -15,15 +15,15 @@ with a 5 s timeout while its spin thread stalls for ``--stall-s`` about every ``
 
     python -P bench/bench_service_replies.py [--calls 300] [--stall-s 0.3] [--every-s 1.0]
 
-Merges its figures under ``lost_replies`` (one entry per stall setting) in bench/results/hardening.json.
+Merges its figures under ``lost_replies`` (one entry per stall setting) in runs/bench/hardening.json.
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import random
+import sys
 import tempfile
 import threading
 import time
@@ -31,10 +31,10 @@ from pathlib import Path
 
 from cbcl_pr_ros.evaluation.experiments import machine_info
 
-_spec = importlib.util.spec_from_file_location(
-    "bench_hardening", Path(__file__).resolve().parent / "bench_hardening.py")
-_bh = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_bh)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
+import bench_hardening as _bh  # noqa: E402  (the fuzzer, the ROS helpers and its progress line)
+
 FZ, H, REPO, progress = _bh.FZ, _bh.H, _bh.REPO, _bh.progress
 
 
@@ -162,7 +162,7 @@ def main() -> None:
     ap.add_argument("--flooders", type=int, default=2)
     ap.add_argument("--stall-s", type=float, default=0.3)
     ap.add_argument("--every-s", type=float, default=1.0, help="mean seconds between stalls")
-    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "hardening.json")
+    ap.add_argument("--out", type=Path, default=out_path("hardening.json"))
     args = ap.parse_args()
     load0, m0 = os.getloadavg(), machine_info()
     with tempfile.TemporaryDirectory() as tmp:

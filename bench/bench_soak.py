@@ -18,9 +18,9 @@ what it is taught (new clusters, each with its covariance): its size (``status.m
 recorded each minute, and the learner's growth is also given net of it: a leak is what remains.
 
     nice -n 5 python -P bench/bench_soak.py [--minutes 60] [--rate 30] [--teach-every 120]
-    python -P bench/bench_soak.py --summarise bench/results/soak_objects.json   # recompute the verdict
+    python -P bench/bench_soak.py --summarise runs/bench/soak_objects.json   # recompute the verdict
 
-Writes bench/results/soak_objects.json.
+Writes runs/bench/soak_objects.json.
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ SPOTS = ((0.62, -0.08), (0.72, -0.08), (0.82, -0.08), (0.62, -0.24), (0.72, -0.2
 NODES = ("sim_world", "feature_extractor", "learner")
 
 
-sys.path.insert(0, str(REPO / "test" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 import ros_testing as H  # noqa: E402  (Proc, Client, ros_env, fresh_domain: the tests' own helpers)
 
 
@@ -118,7 +119,7 @@ def main() -> int:
     ap.add_argument("--teach-every", type=float, default=120.0)
     ap.add_argument("--width", type=int, default=320)
     ap.add_argument("--height", type=int, default=240)
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "soak_objects.json"))
+    ap.add_argument("--out", default=str(out_path("soak_objects.json")))
     ap.add_argument("--summarise", metavar="JSON", help="recompute the verdict of a finished run's JSON and exit")
     args = ap.parse_args()
     if args.summarise:
@@ -134,8 +135,8 @@ def main() -> int:
     from cbcl_pr_ros.nodes.qos import status_qos
     from cbcl_pr_ros.srv import PlaceObject, TeachClass
 
-    out_path = Path(args.out)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_file = Path(args.out)
+    out_file.parent.mkdir(parents=True, exist_ok=True)
     domain = H.fresh_domain()
     work = Path(tempfile.mkdtemp(prefix="bench_soak_"))
     world = start("sim_world", domain, work, {"rate_hz": args.rate, "width": args.width, "height": args.height,
@@ -201,7 +202,7 @@ def main() -> int:
                 row["learner_clusters"] = int(status.last.num_clusters)
             result["minutes"].append(row)
             progress(json.dumps(row))
-            write(result, out_path)
+            write(result, out_file)
             if not all(alive.values()):
                 result["stopped_early"] = f"a node ended: {alive}"
                 break
@@ -210,8 +211,8 @@ def main() -> int:
         codes = {n: p.stop() for n, p in procs.items()}
         result["exit_codes"] = codes
         result["machine_end"] = machine_info()
-        write(result, out_path)
-    progress(f"wrote {out_path}")
+        write(result, out_file)
+    progress(f"wrote {out_file}")
     return 0
 
 

@@ -5,11 +5,11 @@ scripted teacher moving the hand camera between views and while pointing) with a
 records every ``detections`` message, every ``camera_pose`` and, each time it sets the table, where
 the simulator put every object. Afterwards each frame's centroids go to the base frame with the
 pose of the frame's stamp and are scored against the true centres
-(:mod:`cbcl_pr_ros.robot.track_scoring`).
+(``bench/track_scoring.py``).
 
 ``--track-frame base`` (the default) lets the learner track in the base frame (its
 ``camera_pose_topic`` on); ``camera`` turns the pose off, so tracks live in the camera frame as
-before issue 20. Results are merged into bench/results/tracks.json under ``--label`` (default: the
+before issue 20. Results are merged into runs/bench/tracks.json under ``--label`` (default: the
 track frame). Run: ``source scripts/env.sh && nice -n 5 python -P bench/bench_tracks.py``.
 """
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "test" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 import ros_testing as H  # noqa: E402  (fresh_domain, ros_env: a ROS domain no other run on this machine uses)
 
 
@@ -78,7 +79,7 @@ def score(teacher: Any, gate_m: float) -> dict:
     """The recorded frames against the true layout of their segment."""
     from scipy.spatial.transform import Rotation
 
-    from cbcl_pr_ros.robot.track_scoring import TrackFrame, TrackScore
+    from track_scoring import TrackFrame, TrackScore  # beside this script
 
     truth = {i: dict(layout) for i, (_, layout) in enumerate(teacher.segments)}
     ts = TrackScore(truth, gate_m=gate_m)
@@ -106,7 +107,7 @@ def main() -> int:
     ap.add_argument("--gate-m", type=float, default=0.08, help="largest horizontal distance detection -> object")
     ap.add_argument("--no-pose-param", action="store_true",
                     help="set no learner parameter (code from before issue 20 has no camera_pose_topic)")
-    ap.add_argument("--out", default=str(ROOT / "bench/results/tracks.json"))
+    ap.add_argument("--out", default=str(out_path("tracks.json")))
     ap.add_argument("--dump", default="", help="also write every recorded frame, pose and layout here (JSON)")
     args = ap.parse_args()
     from cbcl_pr_ros.nodes.demo import parse_args, run_demo

@@ -25,7 +25,7 @@ only a little less "mug" than one. This bench measures how often that happens, w
    pair is judged by the *strict* rule (union known as the larger piece's class and nearer it than
    that piece) and the *shipped* rule (``recognised_joins``, nothing held).
 
-Writes bench/results/twin_joins.json. Run:
+Writes runs/bench/twin_joins.json. Run:
 ``source scripts/env.sh && python -P bench/bench_twin_joins.py [--seeds 0 1 2 3] [--out PATH]``.
 """
 from __future__ import annotations
@@ -34,11 +34,15 @@ import argparse
 import json
 import logging
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 log = logging.getLogger("bench_twin_joins")
@@ -367,7 +371,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="world and instance seeds")
     ap.add_argument("--threads", type=int, default=1, help="backbone CPU threads")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "twin_joins.json")
+    ap.add_argument("--out", type=Path, default=out_path("twin_joins.json"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     log.setLevel(logging.INFO)  # this bench's progress; the learner's per-teach lines stay quiet

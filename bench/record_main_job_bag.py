@@ -6,7 +6,7 @@ This script renders such a session in the simulated world (``bags.simulate``, mo
 event), replays it into a live ``teaching_session`` (extractor + learner) with ``record_session``
 beside it, and keeps the recorded bag: camera frames, and teaching events with the live answers
 and the teach sources (bag format 2). Then it evaluates that bag offline and writes
-bench/results/main_job_bag.json: the offline answers must equal the live ones it recorded.
+runs/bench/main_job_bag.json: the offline answers must equal the live ones it recorded.
 
 Run: ``python bench/record_main_job_bag.py [--classes 4 --shots 5 --test-views 2 --image-size 160]``
 (about 1-2 minutes; needs the built package and rclpy). Evaluate the kept bag any time with
@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "test" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
+from bench_common import out_path  # noqa: E402
 
 
 def record_live(sim: Path, out: Path, cfg: Path, tmp: Path) -> dict:
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         "offline_wall_s": wall, "teach_failures": offline.teach_failures,
         "machine": {"cpu": machine_info()["cpu"], "nproc": os.cpu_count(), "loadavg_start": load0,
                     "loadavg_end": os.getloadavg()}}
-    res = ROOT / "bench" / "results" / "main_job_bag.json"
+    res = out_path("main_job_bag.json")
     res.write_text(json.dumps(result, indent=2, default=list))
     print(json.dumps(result, indent=2, default=list))
     return 0 if offline.agreement_with_recording == 1.0 else 1

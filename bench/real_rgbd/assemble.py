@@ -12,11 +12,12 @@ bench/real_rgbd/README.md.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from cbcl_pr_ros.evaluation.real_rgbd import assemble
-
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))  # bench/real_rgbd_set.py
+from real_rgbd_set import assemble  # noqa: E402
 
 
 def main() -> None:

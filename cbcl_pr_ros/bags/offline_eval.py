@@ -30,6 +30,23 @@ from typing import Any
 
 import numpy as np
 
+from cbcl_pr_ros.features import make_backbone
+from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
+from cbcl_pr_ros.service.controller import ClassifyOutcome, LearnerController
+from cbcl_pr_ros.service.object_stream import ObjectStream
+from cbcl_pr_ros.service.teaching import Teacher, TeachRequest, TeachSettings
+from cbcl_pr_ros.service.validation import RequestLimits, decode_request_images
+from cbcl_pr_ros.settings.params import (
+    EXTRACTOR,
+    LEARNER,
+    default_config_path,
+    flatten,
+    learner_factory,
+    resolve_aliases,
+    specs_for,
+    validate_parameter,
+)
+
 from .errors import BagFormatError
 from .reader import TeachingSession, read_session
 from .records import EventKind, TeachingEventRecord
@@ -139,9 +156,6 @@ def learner_params(config: str | Path | None = None, overrides: Mapping[str, Any
     """The learner node's parameter values: the table's defaults, then ``config`` (default: the
     package's ``config/cbcl_pr.yaml``), then ``overrides``. The extractor's ``runtime`` and
     ``device`` are included, since the features depend on them."""
-    from cbcl_pr_ros.settings.params import (EXTRACTOR, LEARNER, default_config_path, flatten, resolve_aliases,
-                                             specs_for, validate_parameter)
-
     p = {s.name: s.default for s in specs_for(LEARNER)}
     p.update({s.name: s.default for s in specs_for(EXTRACTOR) if s.name not in p})
     given = [dict(overrides or {})]
@@ -167,9 +181,6 @@ class _BagPort:
     what the extractor would, the time stands still, and a commit teaches the controller at once."""
 
     def __init__(self, session: TeachingSession, backbone: Any, params: Mapping[str, Any]) -> None:
-        from cbcl_pr_ros.service.teaching import TeachSettings
-        from cbcl_pr_ros.service.validation import RequestLimits
-
         self.session = session
         self.backbone = backbone
         self.settings = TeachSettings.from_params(params)
@@ -191,8 +202,6 @@ class _BagPort:
         return out
 
     def extract_images(self, images: list[Any]) -> np.ndarray:
-        from cbcl_pr_ros.service.validation import decode_request_images
-
         return self.extract(decode_request_images(images, self.limits))
 
     def latest_features(self) -> Any:
@@ -227,8 +236,6 @@ class _BagPort:
 
 def _teach_request(session: TeachingSession, ev: TeachingEventRecord) -> Any:
     """The TeachClass the replay sends for a TEACH event, as the learner node converts it."""
-    from cbcl_pr_ros.service.teaching import TeachRequest
-
     if ev.track_id >= 0:  # the stream's track: no images, its last frames
         return TeachRequest(ev.label, ev.mode, ev.track_id, ev.rois, num_frames=len(ev.frame_stamps_ns))
     return TeachRequest(ev.label, ev.mode, ev.track_id, ev.rois, images=tuple(session.frames_of(ev)))
@@ -262,10 +269,6 @@ class _Run:
 
     def classify(self, ev: TeachingEventRecord) -> None:
         """Classify the event's frame as the learner node classifies a sent image of that scope."""
-        from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
-
-        from cbcl_pr_ros.service.controller import ClassifyOutcome
-
         key, why = (ev.frame_stamps_ns[0], ev.mode), ""
         try:
             if key not in self.classified:  # a frame asked about twice is computed once
@@ -314,11 +317,6 @@ def evaluate_session(
 ) -> OfflineReport:
     """Replay ``session``'s events through a fresh learner (see the module docstring); ``params``
     missing a learner parameter take its default."""
-    from cbcl_pr_ros.service.controller import LearnerController
-    from cbcl_pr_ros.service.object_stream import ObjectStream
-    from cbcl_pr_ros.settings.params import LEARNER, specs_for
-    from cbcl_pr_ros.service.teaching import Teacher
-
     p = {s.name: s.default for s in specs_for(LEARNER)} | dict(params or {})
     port = _BagPort(session, backbone, p)
     limits, name = port.limits, getattr(backbone, "name", "?")
@@ -359,15 +357,11 @@ def evaluate_bag(
     e.g. to share one loaded model between bags; by default it is built like the extractor node
     builds it. Raises :class:`BagFormatError` for an unusable bag, before any learning happens.
     """
-    from cbcl_pr_ros.settings.params import learner_factory
-
     session = read_session(path, camera_topic=camera_topic, events_topic=events_topic)
     if not any(ev.kind == EventKind.TEACH for ev in session.events):
         raise BagFormatError(path, "no TEACH event: nothing to evaluate", session.events_topic)
     params = learner_params(config, overrides)
     if backbone is None:
-        from cbcl_pr_ros.features import make_backbone
-
         backbone = make_backbone(params["backbone"], runtime=params["runtime"],
                                  threads=int(params["threads"]), device=params["device"],
                                  precision=params.get("precision", "fp32"))

@@ -246,7 +246,7 @@ def _check_type(path: Path, store, conn: Connection, expected: str) -> None:
 
 def _event_format(path: Path, conns: list[Connection]):
     """(format version, typestore that decodes it) of the events' connections: format 2 (this
-    package's TeachingEvent) or format 1 (recorded before issue 23); any other definition is refused."""
+    package's TeachingEvent) or format 1 (recorded before the object fields existed); any other definition is refused."""
     store = make_typestore()
     old = make_typestore(event_format=1)
     if conns and all(c.msgtype == EVENT_TYPE and c.digest == old.hash_rihs01(EVENT_TYPE) for c in conns):

@@ -13,7 +13,7 @@ import numpy as np
 __all__ = ["FORMAT_VERSION", "MODE_DEFAULT", "MODE_FRAME", "MODE_OBJECT", "BagImage", "EventKind",
            "TeachingEventRecord"]
 
-# Format 2 (issue 23) added mode, track_id, rois and view_seed to TeachingEvent; format 1 bags read
+# Format 2 added mode, track_id, rois and view_seed to TeachingEvent; format 1 bags read
 # as whole-frame teaches (mode MODE_FRAME), which is how they were taught.
 FORMAT_VERSION = 2
 # TeachClass.mode and Classify.scope share these numbers (srv/TeachClass.srv, srv/Classify.srv).
@@ -91,7 +91,7 @@ class BagImage:
 
     def rgb(self) -> np.ndarray:
         """The image as an (h, w, 3) uint8 RGB array (any camera encoding the features layer knows)."""
-        from cbcl_pr_ros.features import image_to_rgb
+        from cbcl_pr_ros.features import image_to_rgb  # local: OpenCV loads only when a bag image is decoded
 
         return image_to_rgb(
             self.encoding, self.height, self.width, self.step, self.data, self.is_bigendian

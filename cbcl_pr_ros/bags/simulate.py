@@ -16,6 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from cbcl_pr_ros.robot.assets import CATALOGUE
+from cbcl_pr_ros.robot.world import CameraConfig, SimWorld, WorldConfig, sample_instances
+
 from .records import EventKind, TeachingEventRecord
 from .writer import TeachingBagWriter
 
@@ -97,8 +100,6 @@ def simulate_session(
 
     Returns a summary (classes, frames, events). Nothing is left at ``path`` on failure.
     """
-    from cbcl_pr_ros.robot.world import CameraConfig, SimWorld, WorldConfig, sample_instances
-
     rng = np.random.default_rng(plan.seed)
     period_ns = int(round(1e9 / plan.rate_hz))
     config = WorldConfig(camera=CameraConfig(plan.image_size, plan.image_size), with_robot=False)
@@ -153,8 +154,6 @@ def simulate_session(
 
 def default_categories(n: int) -> Sequence[str]:
     """The first ``n`` categories of the robot world's catalogue (sorted, so reproducible)."""
-    from cbcl_pr_ros.robot.assets import CATALOGUE
-
     names = sorted(CATALOGUE)
     if not 1 <= n <= len(names):
         raise ValueError(f"n must be in 1..{len(names)}, got {n}")

@@ -31,7 +31,7 @@ IMAGE_TYPE = "sensor_msgs/msg/Image"
 COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
 EVENT_TYPE = f"{PACKAGE}/msg/TeachingEvent"
 DEFAULT_EVENTS_TOPIC = "/teaching_events"
-# TeachingEvent as bag format 1 wrote it (before issue 23 added mode, track_id, rois, view_seed):
+# TeachingEvent as bag format 1 wrote it (before format 2 added mode, track_id, rois, view_seed):
 # bags recorded then carry this definition's type hash and are decoded with it.
 EVENT_TYPE_V1 = """std_msgs/Header header
 uint8 kind

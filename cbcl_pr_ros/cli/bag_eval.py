@@ -17,6 +17,9 @@ from pathlib import Path
 
 import yaml
 
+from cbcl_pr_ros.bags.errors import BagFormatError
+from cbcl_pr_ros.bags.reader import bag_info
+
 __all__ = ["main"]
 
 
@@ -31,8 +34,6 @@ def _overrides(items: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cbcl_pr_ros.bags.errors import BagFormatError
-
     ap = argparse.ArgumentParser(prog="cbcl-bag-eval", description=__doc__.split("\n\n")[0])
     ap.add_argument("bag")
     ap.add_argument("--config", default=None, help="parameters YAML (default: config/cbcl_pr.yaml)")
@@ -48,15 +49,13 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         if opts.info:
-            from cbcl_pr_ros.bags.reader import bag_info
-
             info = bag_info(opts.bag)
             print(f"bag {info.path}: {info.storage}, rosbag2 v{info.version}, {info.message_count} "
                   f"messages, {info.duration_ns * 1e-9:.2f} s")
             for topic, t in sorted(info.topics.items()):
                 print(f"  {topic:32s} {t.msgtype:34s} {t.count:6d}  {t.type_hash}")
             return 0
-        from cbcl_pr_ros.bags.offline_eval import evaluate_bag
+        from cbcl_pr_ros.bags.offline_eval import evaluate_bag  # local: the learner loads only for an evaluation
 
         report = evaluate_bag(opts.bag, config=opts.config, overrides=_overrides(opts.set),
                               camera_topic=opts.camera_topic, events_topic=opts.events_topic)

@@ -77,7 +77,7 @@ def _add_globals(p: argparse.ArgumentParser, suppress: bool = False) -> None:
     add("--test-per-class", type=int, default=200, help="fixed seeded test subset per class (0 = all)")
     add("--seeds", type=int, default=10, help="number of seeds (class orders), default 10")
     add("--seed-start", type=int, default=0)
-    add("--out", default="bench/results", help="output root (default bench/results)")
+    add("--out", default="runs/bench", help="output root (default runs/bench, outside git)")
     add("--cache-dir", default="cache/eval", help="feature cache (default cache/eval)")
     add("--docs", default="docs/results.md", help="results document written by 'all'")
     add("--fast", action="store_true", help="3 SGD epochs instead of 25 (smoke runs only)")

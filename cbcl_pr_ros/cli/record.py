@@ -16,13 +16,15 @@ import json
 import logging
 import sys
 
+from cbcl_pr_ros.bags.config import load_bag_defaults
+from cbcl_pr_ros.bags.writer import STORAGES
+
 __all__ = ["main"]
 
 
 def _simulate(argv: list[str]) -> int:
+    # local: the simulator (pybullet's world) loads only for --simulate
     from cbcl_pr_ros.bags.simulate import SessionPlan, default_categories, simulate_session
-    from cbcl_pr_ros.bags.config import load_bag_defaults
-    from cbcl_pr_ros.bags.writer import STORAGES
 
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--bag-config", default=None)

@@ -15,7 +15,7 @@ and its *scatter* ``S = sum (x - mean)(x - mean)^T`` (covariance ``S / (n - 1)``
   factor is re-compressed by SVD when it has more columns than ``d``.
 * ``"diagonal"`` mode stores only ``diag(S)`` (the paper's CBCL-PR_D), updated with the same formula.
 
-Storage precision (issue 15): the arrays are float32, or float16 when :meth:`ClassClusters.compacted`
+Storage precision: the arrays are float32, or float16 when :meth:`ClassClusters.compacted`
 finds that a class survives the round trip (every value finite, means and each scatter within
 :data:`HALF_TOLERANCE` relative Frobenius error).  A full-mode cluster of ``n`` shots holds a mean and
 ``n - 1`` factor columns, i.e. exactly its ``n`` raw vectors; float16 halves that.  Every computation

@@ -718,7 +718,7 @@ class CBCLPRLearner:
         self._served = new._served
 
     def _restore_extra(self, extra: Mapping[str, Any]) -> None:
-        """Gate prior and temperature of a saved learner (issue 15); ValueError on nonsense."""
+        """Gate prior and temperature of a saved learner; ValueError on nonsense."""
         prior = extra.get("distance_prior")
         t, w = extra.get("temperature", 1.0), extra.get("temperature_weight", 0.0)
         for name, v in (("distance_prior", prior), ("temperature", t), ("temperature_weight", w)):

@@ -14,7 +14,7 @@ k-means over its centroids.  Departures from the released code, all deliberate:
 
 ``reduction="remove"`` is the paper's comparison: drop the clusters with the fewest members.
 
-Storage (issue 15): with ``precision="auto"`` (the learner's default, ``LearnerConfig.memory_precision``)
+Storage: with ``precision="auto"`` (the learner's default, ``LearnerConfig.memory_precision``)
 every class the memory creates or changes (teach, reduction) is offered to
 :meth:`~.clustering.ClassClusters.compacted`, which keeps it in float16 when that is faithful, so a
 class costs about half its raw shots; ``"float32"`` (this class's default, exact to float32) keeps

@@ -6,7 +6,7 @@ version, D, increments, classifier kind and a SHA-256.  Tensors: ``counts`` (N,)
 ``owner`` (N,) class index of each cluster; full mode ``ranks`` (N,) and ``factors`` (d, sum of
 ranks); diagonal mode ``diag`` (N, d); a linear head adds ``head.weight`` (C, d) and ``head.bias`` (C,).
 
-Format 3 (issue 15) stores each class in the dtype its memory chose (:mod:`.clustering`, "Storage
+Format 3 stores each class in the dtype its memory chose (:mod:`.clustering`, "Storage
 precision"): ``storage`` (C,) uint8 says which (0 float32, 1 float16); ``means``/``factors``/``diag``
 hold the float32 classes' clusters as before and ``means.f16``/``factors.f16``/``diag.f16`` the
 float16 classes' (in cluster order within each group; ``ranks`` still covers every cluster).  Every
@@ -17,13 +17,13 @@ Format 4 adds the teach-time views' spread shared by all classes (:mod:`.view_sp
 ``view_spread`` (d, r <= 64) float16, always present (r = 0 when no views were taught), and metadata
 ``view_spread_images``.  Files of formats 1-3 are read with no view spread.
 
-Format 5 (issue 24) adds metadata ``provenance``: per class, the list of its contributions (robot,
+Format 5 adds metadata ``provenance``: per class, the list of its contributions (robot,
 Unix time, shots, id; :mod:`.provenance`), checked like every other field (exactly the stored
 classes, 1-64 entries each, bounded names, times and shots, at least the shots the class holds).
 Files of formats 1-4 are read with no provenance (the learner gives each class one entry of an
 unknown robot, :func:`.provenance.legacy_contribution`).
 
-Format 6 (issue 20) adds the open-set gate's negatives (:mod:`.negatives`): tensor ``negatives``
+Format 6 adds the open-set gate's negatives (:mod:`.negatives`): tensor ``negatives``
 (m, d) float16, always present (m = 0 when none), m at most the config's ``negatives_capacity``,
 feature vectors only (never images), and metadata ``negatives_offered`` (>= m).  Files of formats
 1-5 are read with an empty store.
@@ -115,7 +115,7 @@ class LearnerState:
     increments: int
     model_version: int
     head: LinearSnapshot | None = None
-    # issue 15: the open-set gate's distance prior and the calibrated temperature (JSON numbers);
+    # the open-set gate's distance prior and the calibrated temperature (JSON numbers);
     # saved as metadata "learner_state", None in files written before it existed
     learner_state: dict | None = None
     # the teach-time views' shared spread (format 4): tensor "view_spread", metadata "view_spread_images"

@@ -16,6 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from cbcl_pr_ros.features.cache import FeatureCache
+from cbcl_pr_ros.features.prefetch import extract_prefetched
+
 from .datasets import ImageDataset
 
 __all__ = ["FeatureSet", "subsample_per_class", "extract_feature_set", "feature_set_key", "synthetic_feature_set"]
@@ -81,7 +84,6 @@ def _extract(backbone, images, idx: np.ndarray, desc: str, batch: int = 64) -> n
     backbone runs (the features layer's ``extract_prefetched``)."""
     from tqdm import tqdm
 
-    from cbcl_pr_ros.features.prefetch import extract_prefetched
 
     with tqdm(total=len(idx), desc=desc, unit="img", leave=False) as bar:
         return extract_prefetched(backbone, len(idx), lambda k: images[int(idx[k])], batch_size=batch,
@@ -103,8 +105,6 @@ def extract_feature_set(ds: ImageDataset, backbone, cache_dir: str | Path | None
                         subsample_seed: int = 0) -> FeatureSet:
     """Features of ``ds`` (subsampled per class) with ``backbone``, through the features layer's
     ``FeatureCache`` (one entry for the train and one for the test images), so a rerun costs nothing."""
-    from cbcl_pr_ros.features.cache import FeatureCache
-
     cache = FeatureCache(cache_dir)
     data_hash = feature_set_key(ds, backbone, train_per_class, test_per_class, subsample_seed)
     tr = subsample_per_class(ds.train_labels, train_per_class, subsample_seed)

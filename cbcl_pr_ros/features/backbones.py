@@ -42,6 +42,9 @@ from .weights import (
     load_into,
     load_state_dict_file,
 )
+from .device_preprocessing import DevicePreprocessor, device_resizes, fp32_math
+from .onnx_export import ensure_onnx
+from .torchvision_compat import import_torchvision
 
 __all__ = [
     "Backbone",
@@ -187,8 +190,6 @@ def build_torch_model(name: str, weights_file: Path) -> tuple[Any, Any | None]:
         feats: nn.Module = EffNetFeatures(net)
         head = net._fc if has_head else None
     else:
-        from .torchvision_compat import import_torchvision
-
         tv = import_torchvision()
         net = getattr(tv.models, name)(weights=None)
         state = load_state_dict_file(weights_file, name)
@@ -394,15 +395,12 @@ class TorchBackbone(Backbone):
         self._pinned: dict[tuple[int, ...], Any] = {}
         self._pre = None
         if self.device_preprocessing:
-            from .device_preprocessing import DevicePreprocessor
-
             self._pre = DevicePreprocessor(self.spec, dev)
 
     def _math(self) -> ContextManager[Any]:
         """The precision policy for one call: IEEE float32 unless 'tf32' was chosen (CUDA only)."""
         if self.device != "cuda":
             return nullcontext()
-        from .device_preprocessing import fp32_math
 
         return fp32_math(self.precision == "tf32")
 
@@ -427,7 +425,6 @@ class TorchBackbone(Backbone):
         """The frame itself when the device shrinks it, else (small frames, or ``host_crop``) the host crop."""
         if not self.device_preprocessing or host_crop:
             return super().stage(rgb)
-        from .device_preprocessing import device_resizes
 
         rgb = check_rgb(rgb)
         if device_resizes(rgb.shape[0], rgb.shape[1], self.spec):
@@ -468,8 +465,6 @@ class TorchBackbone(Backbone):
         if frames.shape[1] == c and frames.shape[2] == c:  # a host crop (a frame to shrink is larger)
             x = self._pre.normalise_crops(frames)
         else:
-            from .device_preprocessing import fp32_math
-
             with fp32_math(False) if self.device == "cuda" else nullcontext():
                 x = self._pre(frames)
         return self._net(x)
@@ -567,7 +562,6 @@ class OnnxBackbone(Backbone):
                  precision: str = "fp32") -> None:
         import onnxruntime as ort
 
-        from .onnx_export import ensure_onnx
 
         avail = ort.get_available_providers()
         if device == "auto":

@@ -3,14 +3,15 @@
 Each geometry_msgs/PoseStamped becomes plain numbers in a
 :class:`~cbcl_pr_ros.perception.camera_pose.CameraPoses` (bounded, refuses non-finite poses, jumps
 and a second publisher's poses, named by the publisher's id from the message info); the arm node
-feeds its own history through :func:`add_pose_msg` too, so both follow one rule. The object callback asks for the pose of its frame's stamp and hands it to the tracker, so
-tracks live in the pose's fixed frame (issue 20). Without a pose for a stamp the frame is tracked
+feeds its own history through :func:`add_pose_msg` too, so both follow one rule. The object
+callback asks for the pose of its frame's stamp and hands it to the tracker, so tracks live in the
+pose's fixed frame. Without a pose for a stamp the frame is tracked
 in the camera frame, as without this input, and a throttled warning says why.
 
-The poses and the objects share one single-threaded executor (issue 25), which takes one message per
+The poses and the objects share one single-threaded executor, which takes one message per
 subscription per round, objects first: under load the pose of a frame's stamp was often still
-waiting in the subscription when its objects were tracked (the main job lost every id on such a
-frame). So before saying "no pose", :meth:`pose_for` takes the poses already delivered.
+waiting in the subscription when its objects were tracked (and every id of such a frame was
+lost). So before saying "no pose", :meth:`pose_for` takes the poses already delivered.
 """
 from __future__ import annotations
 

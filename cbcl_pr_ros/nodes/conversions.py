@@ -13,8 +13,15 @@ from builtin_interfaces.msg import Time
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
-from cbcl_pr_ros.msg import ClassInfo, FeatureVector, LearnerStatus
-from cbcl_pr_ros.msg import Prediction as PredictionMsg
+from cbcl_pr_ros.features import compressed_to_rgb, image_to_rgb, rgb_to_image_fields
+from cbcl_pr_ros.msg import (
+    ClassInfo,
+    DetectedObject,
+    FeatureVector,
+    LearnerStatus,
+    Prediction as PredictionMsg,
+)
+from cbcl_pr_ros.service.classify_scope import object_in_view
 from cbcl_pr_ros.service.teaching import TeachRequest
 from cbcl_pr_ros.service.validation import features_from_msgs  # ROS-free: the service layer checks vectors too
 from cbcl_pr_ros.stamps import split_ns, stamp_to_ns  # noqa: F401 (stamp_to_ns: re-exported)
@@ -63,23 +70,17 @@ def image_msg_to_rgb(msg: Image) -> np.ndarray:
 
     Raises ValueError naming the encoding or size when the message cannot be decoded.
     """
-    from cbcl_pr_ros.features import image_to_rgb
-
     return image_to_rgb(msg.encoding, int(msg.height), int(msg.width), int(msg.step),
                         msg.data, bool(msg.is_bigendian))
 
 
 def compressed_msg_to_rgb(msg: CompressedImage) -> np.ndarray:
     """Decode a sensor_msgs/CompressedImage (jpeg/png) to RGB uint8."""
-    from cbcl_pr_ros.features import compressed_to_rgb
-
     return compressed_to_rgb(msg.format, msg.data)
 
 
 def rgb_to_image_msg(rgb: np.ndarray, header: Header | None = None, encoding: str = "rgb8") -> Image:
     """A sensor_msgs/Image holding ``rgb`` (h, w, 3) uint8, encoded as ``encoding``."""
-    from cbcl_pr_ros.features import rgb_to_image_fields
-
     fields = rgb_to_image_fields(rgb, encoding)
     msg = Image()
     if header is not None:
@@ -136,8 +137,6 @@ def fill_classify_response(resp: Any, *, success: bool, message: str, pred: Any 
         resp.top_labels = [str(x) for x in pred.top_labels]
         resp.top_scores = [float(x) for x in pred.top_scores]
         if box is not None:
-            from cbcl_pr_ros.msg import DetectedObject
-
             o = DetectedObject(label=resp.label, known=resp.known, confidence=resp.confidence,
                                top_labels=list(resp.top_labels), top_scores=list(resp.top_scores))
             o.x0, o.y0, o.x1, o.y1 = (int(v) for v in box)
@@ -150,8 +149,6 @@ def fill_classify_response(resp: Any, *, success: bool, message: str, pred: Any 
 def fill_classify_from_detections(resp: Any, det: Any, image_shape: Sequence[int] | None, top_k: int = 0) -> Any:
     """Answer a Classify with the latest Detections: every object in ``objects``, and on top the
     object in view (largest, most central), so Classify and ``detections`` give one answer."""
-    from cbcl_pr_ros.service.classify_scope import object_in_view
-
     k = max(1, int(top_k) or 5)
     resp.success = True
     resp.model_version = int(det.model_version)

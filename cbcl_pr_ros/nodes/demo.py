@@ -39,6 +39,10 @@ from typing import Any
 
 import numpy as np
 
+from cbcl_pr_ros.nodes.demo_teacher import ScriptedTeacher
+from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
+from cbcl_pr_ros.nodes.spin import spinning
+from cbcl_pr_ros.robot.assets import CATALOGUE
 from cbcl_pr_ros.settings.node_configs import params_files
 
 __all__ = ["main", "run_demo", "parse_args", "demo_ros_args"]
@@ -61,7 +65,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--teach-crop", choices=("object", "box", "frame"), default="object",
                     help="what TeachClass learns from each view: the learner's own choice of the object in "
                          "view (MODE_OBJECT: RGB proposals, largest and most central), the teacher's box "
-                         "around the object (rois), or the whole frame (MODE_FRAME, as before issue 12)")
+                         "around the object (rois), or the whole frame (MODE_FRAME)")
     return ap.parse_args(argv)
 
 
@@ -74,8 +78,8 @@ def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
     import yaml
 
     overrides = {
-        # fuse a track over the frames of one view: with camera_pose the tracks live in the base frame
-        # (issue 20), without it an old track can pick up another object after a move; either way a
+        # fuse a track over the frames of one view: with camera_pose the tracks live in the base frame,
+        # without it an old track can pick up another object after a move; either way a
         # view's label comes from that view's frames
         "/**/learner": {"ros__parameters": {"memory_path": memory_path,
                                             "track_window": int(getattr(opts, "frames_per_view", 3)),
@@ -94,8 +98,6 @@ def demo_ros_args(opts: argparse.Namespace, memory_path: str) -> list[str]:
 
 
 def _choose_classes(opts: argparse.Namespace) -> list[str]:
-    from cbcl_pr_ros.robot.assets import CATALOGUE
-
     if not 2 <= opts.classes <= len(CATALOGUE):
         raise ValueError(f"--classes must be in [2, {len(CATALOGUE)}], got {opts.classes}")
     if not 1 <= opts.views <= 6:
@@ -130,9 +132,6 @@ def run_demo(opts: argparse.Namespace, teacher_class: type | None = None) -> dic
     from rclpy.node import Node
     from rclpy.signals import SignalHandlerOptions
 
-    from cbcl_pr_ros.nodes.demo_teacher import ScriptedTeacher
-    from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
-    from cbcl_pr_ros.nodes.spin import spinning
 
     classes = _choose_classes(opts)
     out = Path(opts.out)

@@ -24,10 +24,12 @@ from std_msgs.msg import Header
 from std_srvs.srv import SetBool
 
 from cbcl_pr_ros.nodes.conversions import image_msg_to_rgb
+from cbcl_pr_ros.nodes.detections_msgs import draw_detections
+from cbcl_pr_ros.nodes.learner_client import LearnerClient
 from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.nodes.service_call import call_service, wait_ready
-from cbcl_pr_ros.nodes.learner_client import LearnerClient
 from cbcl_pr_ros.robot.demo_scoring import TableScore, TruthObject, ViewTruth
+from cbcl_pr_ros.robot.kinematics import BaxterKinematics, Unreachable
 from cbcl_pr_ros.robot.world import random_light
 from cbcl_pr_ros.srv import ArrangeObjects, ClearObjects, PlaceObject, PointAt, RenderView, SetLight, TeachClass
 
@@ -182,8 +184,6 @@ class ScriptedTeacher:
     """
 
     def __init__(self, node: Any, opts: argparse.Namespace, classes: list[str], camera_side: str) -> None:
-        from cbcl_pr_ros.robot.kinematics import BaxterKinematics
-
         self.opts, self.classes = opts, classes
         self.kin = BaxterKinematics(camera_side)
         self.world = WorldClient(node, self.kin.joint_names, opts.timeout_s)
@@ -203,9 +203,7 @@ class ScriptedTeacher:
         """Aim the camera at an object held up at ``pos``, from about as far as the table views (an
         object's crop has the same resolution there): a drawn direction, else straight above, else
         from two more drawn directions a little nearer; raises the last Unreachable (a tall object
-        beside the arm's reach: seed 3's cereal box once ended the main job here)."""
-        from cbcl_pr_ros.robot.kinematics import Unreachable
-
+        beside the arm's reach, such as a cereal box, may have no reachable view)."""
         def towards(d: float, el: float, az: float) -> np.ndarray:
             return pos + d * np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
 
@@ -222,8 +220,6 @@ class ScriptedTeacher:
 
     def show_views(self, category: str, n: int, rng: np.random.Generator) -> list:
         """The teacher holds an object up to the camera and turns it: (image, box of the object) per view."""
-        from cbcl_pr_ros.robot.kinematics import Unreachable
-
         name, views = f"{category}_00", []
         self.world.place(name, category, 0, SHOW_SPOT, self.instance_seed(category))
         try:
@@ -273,9 +269,6 @@ class ScriptedTeacher:
 
     def look(self, v: int, eye: np.ndarray, target: np.ndarray, score: Any, ph: dict) -> np.ndarray | None:
         """One view of the table: wait for fresh detections, score them; returns the labelled picture."""
-        from cbcl_pr_ros.nodes.detections_msgs import draw_detections
-        from cbcl_pr_ros.robot.kinematics import Unreachable
-
         t0 = time.perf_counter()
         self.world.pause_camera(True)  # no frames of the way there: the camera shows the table from this pose only
         try:

@@ -1,4 +1,4 @@
-"""Per-object messages (issue 12): ObjectFeatures, Detections, markers and the boxes-and-labels image.
+"""Per-object messages: ObjectFeatures, Detections, markers and the boxes-and-labels image.
 
 Pure conversions between the perception layer's objects (``Proposal``, ``Track``) and this package's
 messages, with no ROS graph: the extractor and learner callbacks only call these and publish, and

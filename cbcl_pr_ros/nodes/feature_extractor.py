@@ -10,7 +10,7 @@
 * Logs a hint naming the topic, its QoS and the publishers seen when nothing arrives for a while.
 * Every callback is guarded (:mod:`.guard`) and request images are size-checked before decoding
   (``max_images_per_request``, ``max_image_pixels``, ``max_image_bytes``; docs/security.md).
-* Per-object perception (issue 12, ``detect_objects``): with ``depth`` and ``camera_info`` (or, when
+* Per-object perception (``detect_objects``): with ``depth`` and ``camera_info`` (or, when
   ``on``, from RGB alone) the frame's objects are proposed, and the frame and all object crops go
   through the backbone as ONE batch; ``object_features`` (ObjectFeatures) carries every object's box,
   3-D centroid, size and vector. ``features`` is published as before.
@@ -192,17 +192,17 @@ class FeatureExtractorNode(ManagedNode):
         self._hint_backoff = 1.0
         self.image_sub = self.create_subscription(self._msg_type, p["image_topic"],
                                                   guard_callback(self, self._on_image, "camera frame"),
-                                                  image_qos(p["reliability"], p["qos_depth"]),
+                                                  image_qos(),
                                                   callback_group=self._sub_group,
                                                   qos_overriding_options=overridable())
         self.depth_sub = self.create_subscription(Image, p["depth_topic"],
                                                   guard_callback(self, self._on_depth, "depth frame"),
-                                                  image_qos(p["reliability"], p["qos_depth"]),
+                                                  image_qos(),
                                                   callback_group=self._objects_group,
                                                   qos_overriding_options=overridable())
         self.info_sub = self.create_subscription(CameraInfo, p["camera_info_topic"],
                                                  guard_callback(self, self._on_camera_info, "camera_info"),
-                                                 image_qos(p["reliability"], p["qos_depth"]),
+                                                 image_qos(),
                                                  callback_group=self._objects_group,
                                                  qos_overriding_options=overridable())
         # a timer runs on the node clock: under use_sim_time the hint follows a bag's /clock
@@ -321,7 +321,7 @@ class FeatureExtractorNode(ManagedNode):
         self.get_logger().warning(no_frame_hint(sub.topic_name, now - self._last_frame_time,
                                                 describe_qos(sub.qos_profile), msg_type, pubs))
 
-    # ------------------------------------------------------------------ objects (issue 12)
+    # ------------------------------------------------------------------ objects
     def _on_depth(self, msg: Image) -> None:
         self._depths.put(stamp_key(msg.header), msg)
         self._latest_depth = msg

@@ -19,9 +19,11 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from cbcl_pr_ros.nodes.conversions import features_from_msgs
+from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.nodes.service_call import wait_ready
 from cbcl_pr_ros.service.teaching import FeatureSourceError  # ROS-free: the teaching plan catches it
 from cbcl_pr_ros.service.validation import decode_image
+from cbcl_pr_ros.srv import ExtractFeatures
 
 __all__ = ["ExtractedFeatures", "FeatureSourceError", "FeatureSource", "LocalFeatureSource", "ExtractorFeatureSource",
            "ServiceFeatureSource"]
@@ -97,9 +99,6 @@ class ServiceFeatureSource:
 
     def __init__(self, node: Any, service_name: str, timeout_s: float = 10.0,
                  callback_group: Any = None) -> None:
-        from cbcl_pr_ros.nodes.qos import service_qos
-        from cbcl_pr_ros.srv import ExtractFeatures
-
         self.node = node
         self.service_name = service_name
         self.timeout_s = float(timeout_s)

@@ -31,10 +31,11 @@ import threading
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from sensor_msgs.msg import Image
 
 from cbcl_pr_ros.msg import Detections, FeatureVector, LearnerStatus, ObjectFeatures
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
+from cbcl_pr_ros.nodes.camera_pose_input import CameraPoseInput
+from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.conversions import (
     fill_classify_from_detections,
     fill_classify_response,
@@ -42,7 +43,6 @@ from cbcl_pr_ros.nodes.conversions import (
     make_status_msg,
     teach_request_from_msg,
 )
-from cbcl_pr_ros.nodes.camera_pose_input import CameraPoseInput
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
 from cbcl_pr_ros.nodes.fleet import make_fleet_link
 from cbcl_pr_ros.nodes.frame_collector import StreamWaiters
@@ -55,12 +55,14 @@ from cbcl_pr_ros.nodes.memory_services import MemoryServices
 from cbcl_pr_ros.nodes.qos import feature_qos, result_qos, status_qos
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.nodes.spin import run_node
+from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, TeachOutcome
+from cbcl_pr_ros.service.heap import keep_heap_flat
 from cbcl_pr_ros.service.memory_files import store_from_params
 from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.teaching import Teacher
 from cbcl_pr_ros.service.validation import RequestLimits
-from cbcl_pr_ros.settings.params import LEARNER, feature_dim_for, learner_factory
+from cbcl_pr_ros.settings.params import LEARNER, feature_dim_for, learner_factory, specs_for
 from cbcl_pr_ros.srv import (
     Classify,
     ForgetClass,
@@ -117,12 +119,11 @@ class LearnerNode(ManagedNode):
         self.features_sub: Any = None
         self.objects_sub: Any = None
         self.status_timer: Any = None
-        self.debug_timer: Any = None
         self._status_lock = threading.Lock()
 
         self.waiters = StreamWaiters("features", "objects")  # TeachClass requests waiting for frames
         objects = ObjectStream(p["track_window"], p["track_max_missed"], p["track_max_distance_m"])
-        self.camera_poses = CameraPoseInput(self, p["camera_pose_topic"])  # tracks in its fixed frame (issue 20)
+        self.camera_poses = CameraPoseInput(self, p["camera_pose_topic"])  # tracks in its fixed frame
         self.stream_callback_groups = (self._stream_group, self._objects_group, self.camera_poses.callback_group)
         self.streams = StreamAnswers(self, objects)
         self.port = LearnerPort(self)  # what Teacher and classify_vectors ask of the node
@@ -165,10 +166,10 @@ class LearnerNode(ManagedNode):
         self.create_publishers([
             ("prediction_pub", PredictionMsg, "prediction", result_qos()),
             ("status_pub", LearnerStatus, "status", status_qos()),
-            ("debug_pub", Image, "debug_image", result_qos(depth=2)),
             ("detections_pub", Detections, "detections", result_qos()),
             ("markers_pub", MarkerArray, "detection_markers", result_qos(depth=2)),
         ])
+        self.debug_pub = self.debug.make_publisher()
         self.controller = controller
         self.fleet = make_fleet_link(self, controller, p)
         self.get_logger().info(f"configured: {len(controller.classes)} classes loaded")
@@ -177,20 +178,18 @@ class LearnerNode(ManagedNode):
         p, streams = self.params, self.streams
         self.features_sub = self.create_subscription(
             FeatureVector, p["features_topic"], guard_callback(self, streams.on_features, "feature vector"),
-            feature_qos(p["reliability"], depth=10), callback_group=self._stream_group,
+            feature_qos(depth=10), callback_group=self._stream_group,
             qos_overriding_options=overridable())
         self.objects_sub = self.create_subscription(
             ObjectFeatures, p["object_features_topic"],
             guard_callback(self, streams.on_objects, "object features"),  # raw: counted before it is built
-            feature_qos(p["reliability"], depth=10), callback_group=self._objects_group, raw=True,
+            feature_qos(depth=10), callback_group=self._objects_group, raw=True,
             qos_overriding_options=overridable())
         self.camera_poses.subscribe()
         # timers run on the node clock (a bag's /clock under use_sim_time)
         self.status_timer = self.create_timer(p["status_period_s"],
                                               guard_callback(self, self.publish_status, "status"),
                                               callback_group=self._debug_group)
-        self.debug_timer = self.create_timer(0.5, guard_callback(self, self.debug.update, "debug subscription"),
-                                             callback_group=self._debug_group)
         self.phase = ACTIVE  # (set again by ManagedNode) so that the first status goes out now
         self.debug.update()
         self.publish_status()
@@ -206,7 +205,7 @@ class LearnerNode(ManagedNode):
         self.waiters.cancel_all()
 
     def _deactivate(self) -> None:
-        self.release("features_sub", "objects_sub", "status_timer", "debug_timer")
+        self.release("features_sub", "objects_sub", "status_timer")
         self.camera_poses.release()
         self.debug.release()
         if self.fleet is not None:
@@ -256,8 +255,6 @@ class LearnerNode(ManagedNode):
 
     # ------------------------------------------------------------------ Classify
     def _on_classify(self, req: Any, resp: Any) -> Any:
-        from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
-
         c, refused = self.memory_services.controller_for("classify", INACTIVE)  # read-only: also inactive
         if refused or not c.classes:
             return fill_classify_response(resp, success=False, message=refused or NOTHING_LEARNED)
@@ -287,10 +284,6 @@ def _log_stats(node: LearnerNode) -> None:
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros learner_node [--ros-args ...]``."""
-    from cbcl_pr_ros.nodes.cli_help import exit_on_help
-    from cbcl_pr_ros.service.heap import keep_heap_flat
-    from cbcl_pr_ros.settings.params import LEARNER, specs_for
-
     exit_on_help(sys.argv if args is None else args, "learner_node", __doc__, specs_for(LEARNER))
     keep_heap_flat()  # before the executor's threads exist (service/heap.py)
     return run_node(LearnerNode, threads=6, args=args, on_stop=_log_stats)

@@ -22,6 +22,7 @@ from typing import Any
 from cbcl_pr_ros.msg import Detections
 from cbcl_pr_ros.nodes.qos import result_qos, service_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service, wait_ready
+from cbcl_pr_ros.nodes.spin import spin_until
 from cbcl_pr_ros.srv import Classify, ForgetClass, ListClasses, RenameClass, TeachClass
 from cbcl_pr_ros.stamps import stamp_to_ns
 
@@ -60,7 +61,6 @@ class LearnerClient:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
 
-        from cbcl_pr_ros.nodes.spin import spin_until
 
         context = rclpy.Context()
         rclpy.init(context=context, domain_id=domain_id)

@@ -1,22 +1,26 @@
 """The learner's ``debug_image``: the camera frame with its answer drawn on it, for rqt and RViz.
 
 Camera frames are large, so the learner subscribes to them only while someone looks (a subscriber
-on ``debug_image`` or the ``debug_image`` parameter), checked every half second. A frame is kept
+on ``debug_image`` or the ``debug_image`` parameter): the publisher's matched event (a subscriber
+came or went) and a change of the parameter decide, and the node's activation. A frame is kept
 by stamp until the answer for it comes (a prediction or the frame's detections) and is drawn then;
 an answer whose frame has not arrived is skipped rather than drawn on another frame.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+from rclpy.event_handler import PublisherEventCallbacks
 from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
 from cbcl_pr_ros.nodes.conversions import compressed_msg_to_rgb, image_msg_to_rgb, rgb_to_image_msg, stamp_key
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer, annotate
+from cbcl_pr_ros.nodes.detections_msgs import draw_detections
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, overridable
-from cbcl_pr_ros.nodes.qos import image_qos
+from cbcl_pr_ros.nodes.qos import image_qos, result_qos
 
 __all__ = ["DebugImage"]
 
@@ -31,6 +35,16 @@ class DebugImage:
         self.image_type = CompressedImage if params["compressed"] else Image
         self.subscription: Any = None
         self.frames: FrameBuffer[Any] = FrameBuffer(capacity=16)
+        # the event, the parameter callback and the transitions run on different threads
+        self._lock = threading.Lock()
+        node.add_post_set_parameters_callback(self._on_parameters)
+
+    def make_publisher(self) -> Any:
+        """The ``debug_image`` lifecycle publisher, whose matched event turns the camera on and off."""
+        return self.node.create_lifecycle_publisher(
+            Image, "debug_image", result_qos(depth=2), qos_overriding_options=overridable(),
+            event_callbacks=PublisherEventCallbacks(matched=lambda _info: self.update()),
+            callback_group=self.group)
 
     @property
     def publisher(self) -> Any:
@@ -49,19 +63,31 @@ class DebugImage:
 
     def update(self) -> None:
         """Subscribe to the camera only while someone looks at the debug image (frames are large)."""
+        with self._lock:
+            self._update()
+
+    def _on_parameters(self, params: list[Any]) -> None:
+        if any(p.name == "debug_image" for p in params):
+            self.update()
+
+    def _update(self) -> None:
         node, wanted = self.node, self.wanted()
         if wanted and self.subscription is None:
             self.subscription = node.create_subscription(
                 self.image_type, self.params["image_topic"], guard_callback(node, self._on_image, "debug frame"),
-                image_qos(self.params["reliability"], self.params["qos_depth"]),
+                image_qos(),
                 callback_group=self.group, qos_overriding_options=overridable())
             node.get_logger().info(f"debug image on: subscribed to '{self.subscription.topic_name}'")
         elif not wanted and self.subscription is not None:
-            self.release()
+            self._release()
             node.get_logger().info("debug image off: camera subscription released")
 
     def release(self) -> None:
         """Drop the camera subscription and the frames held (the node is leaving the active state)."""
+        with self._lock:
+            self._release()
+
+    def _release(self) -> None:
         if self.subscription is not None:
             self.node.destroy_subscription(self.subscription)
             self.subscription = None
@@ -76,8 +102,6 @@ class DebugImage:
 
     def publish_detections(self, det: Any) -> None:
         """The frame of a Detections message with every box and label drawn."""
-        from cbcl_pr_ros.nodes.detections_msgs import draw_detections
-
         self._publish(det.header, lambda rgb: draw_detections(rgb, det))
 
     def _publish(self, header: Header, draw: Any) -> None:

@@ -20,6 +20,8 @@ from std_msgs.msg import Header
 
 from cbcl_pr_ros.msg import Detections, FeatureVector, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import features_from_msgs, prediction_to_msg
+from cbcl_pr_ros.nodes.detections_msgs import (make_detections_msg, make_marker_array,
+                                               object_features_from_serialized, object_frame_from_msg)
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE
 from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.rate_limit import RateLimiter
@@ -102,9 +104,6 @@ class StreamAnswers:
         """Classify every object of the frame in one batch, track, publish detections/markers/image.
         The subscription delivers the serialized bytes: a frame of more objects than an extractor
         sends is refused before its messages are built."""
-        from cbcl_pr_ros.nodes.detections_msgs import (make_detections_msg, make_marker_array,
-                                                       object_features_from_serialized, object_frame_from_msg)
-
         node = self.node
         ctl, det_pub, markers_pub = node.controller, node.detections_pub, node.markers_pub
         if ctl is None or det_pub is None or markers_pub is None or node.phase != ACTIVE:

@@ -2,8 +2,8 @@
 
 Cameras publish with sensor-data QoS (best effort, keep last). A subscriber asking for RELIABLE
 never matches a best-effort publisher, which is the "I get no output" problem most reported for
-perception nodes; the ``reliability`` parameter lets a user match a reliable camera (a bag replay,
-a simulator) and :func:`describe_qos` gives the words for the hint logged when nothing arrives.
+perception nodes; ``qos_overrides.<topic>.subscription.reliability`` lets a user match a reliable
+camera (a bag replay, a simulator) and :func:`describe_qos` gives the words for the hint logged when nothing arrives.
 
 These are the DEFAULTS of each topic. The extractor and the learner create every publisher and
 subscription with rclpy's QoS overriding options (:func:`cbcl_pr_ros.nodes.lifecycle.overridable`),

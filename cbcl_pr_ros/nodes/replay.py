@@ -40,8 +40,10 @@ from cbcl_pr_ros.bags.errors import BagFormatError
 from cbcl_pr_ros.bags.records import EventKind, TeachingEventRecord
 from cbcl_pr_ros.bags.replay_plan import PlannedEvent, ReplayPlan, build_plan, kind_service, timing_summary
 from cbcl_pr_ros.msg import TeachingEvent
+from cbcl_pr_ros.nodes.conversions import ns_to_stamp
 from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.nodes.service_call import wait_ready
+from cbcl_pr_ros.nodes.spin import spinning
 from cbcl_pr_ros.srv import Classify, ForgetClass, RenameClass, TeachClass
 
 __all__ = ["LiveAnswer", "ReplayNode", "ReplayReport", "main", "message_class", "run_replay",
@@ -207,13 +209,11 @@ def _rois(rois: Any) -> list[RegionOfInterest]:
 def teaching_event_msg(record: TeachingEventRecord) -> TeachingEvent:
     """The ``cbcl_pr_ros/msg/TeachingEvent`` of a record: what any teacher script publishes on
     ``teaching_events`` so that ``record_session`` captures its session."""
-    from cbcl_pr_ros.nodes.conversions import ns_to_stamp as t
-
     msg = TeachingEvent()
-    msg.header.stamp = t(record.stamp_ns)
+    msg.header.stamp = ns_to_stamp(record.stamp_ns)
     msg.header.frame_id = record.frame_id
     msg.kind, msg.label, msg.new_label = int(record.kind), record.label, record.new_label
-    msg.frame_stamps = [t(s) for s in record.frame_stamps_ns]
+    msg.frame_stamps = [ns_to_stamp(s) for s in record.frame_stamps_ns]
     msg.predicted_label, msg.confidence = record.predicted_label, float(record.confidence)
     msg.known, msg.success = bool(record.known), bool(record.success)
     msg.mode, msg.track_id, msg.view_seed = int(record.mode), int(record.track_id), int(record.view_seed)
@@ -334,8 +334,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _replay(plan: Any, opts: argparse.Namespace, argv: list[str]) -> ReplayReport:
     """Start the replay node, wait for the learner and the subscribers, play the plan."""
-    from cbcl_pr_ros.nodes.spin import spinning
-
     with rclpy.init(args=argv):
         node = ReplayNode(plan, learner_ns=opts.learner_ns, events_out=opts.events_out,
                           reliable=not opts.best_effort)

@@ -7,15 +7,18 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from cbcl_pr_ros.settings.params import (
+    PARAMS,
+    REMOVED,
     ParamSpec,
     aliases_for,
     cross_check,
-    deprecation_warnings,
     normalise,
+    removed_parameters,
     resolve_aliases,
     specs_for,
     validate_parameter,
 )
+from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
 
 __all__ = ["declare_parameters", "declare_read_only", "read_parameters", "install_validation", "parameter"]
 
@@ -44,6 +47,7 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
     ``overrides`` replace the table's defaults (values from a YAML file still win over both). A value
     given at start under an earlier name (an alias) becomes the current name's default, with a warning.
     """
+    _refuse_removed(node)
     renamed = _declare_aliases(node, kind)
     overrides = {**(overrides or {}), **renamed}
     specs = specs_for(kind)
@@ -59,9 +63,23 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
     reason = cross_check(values)
     if reason:
         raise ValueError(f"parameter {reason}")
-    for note in deprecation_warnings(values, kind):
-        node.get_logger().warning(note)
     install_validation(node, specs, lambda name, value, current: validate_parameter(name, value, current))
+
+
+def _refuse_removed(node: Any) -> None:
+    """ValueError naming the replacement when a removed parameter was given at start (YAML or -p);
+    each is declared only to read it, and undeclared again."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    given = []
+    for name in REMOVED:
+        node.declare_parameter(name, None, ParameterDescriptor(dynamic_typing=True))
+        if node.get_parameter(name).value is not None:
+            given.append(name)
+        node.undeclare_parameter(name)
+    reason = removed_parameters(given)
+    if reason:
+        raise ValueError(reason)
 
 
 def _declare_aliases(node: Any, kind: str) -> dict[str, Any]:
@@ -88,8 +106,6 @@ def declare_read_only(node: Any, specs: Iterable[ParamSpec]) -> Callable[[str], 
     refused rather than ignored; a value out of its spec stops the start with the parameter's name.
     Returns ``value(name)``."""
     from rcl_interfaces.msg import ParameterDescriptor
-
-    from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
 
     specs = tuple(specs)
     for spec in specs:
@@ -135,7 +151,5 @@ def read_parameters(node: Any, kind: str) -> dict[str, Any]:
 
 def parameter(node: Any, spec_name: str) -> Any:
     """One parameter's current value as the node uses it (on/off enums normalised)."""
-    from cbcl_pr_ros.settings.params import PARAMS
-
     spec = next(s for s in PARAMS if s.name == spec_name)
     return normalise(spec, node.get_parameter(spec_name).value)

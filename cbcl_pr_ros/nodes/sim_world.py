@@ -10,11 +10,11 @@ JointTrajectory, as a ros2_control controller takes them) and, when ``baxter_cor
 installed, Baxter's own ``/robot/limb/<side>/joint_command``. Joints move towards their targets at
 ``max_joint_velocity``; commands outside the joint limits are refused with a log line.
 
-Services (issue 12) put objects on the table and take them off, so a session of separate
+Services put objects on the table and take them off, so a session of separate
 processes (``ros2 launch cbcl_pr_ros sim_teaching_demo.launch.py``) can set a scene:
 ``place_object`` (cbcl_pr_ros/PlaceObject: category, instance, x/y/yaw or a random free spot) and
 ``clear_objects`` (cbcl_pr_ros/ClearObjects: names, or all). What a simulator also offers a script
-(issue 23: the scripted teacher of the main job uses these and the topics, nothing inside the node):
+(the scripted teacher of the main job uses these and the topics, nothing inside the node):
 ``arrange_objects`` (cbcl_pr_ros/ArrangeObjects: move objects to given poses, or shuffle them into a
 region), ``set_light`` (cbcl_pr_ros/SetLight), ``render_view`` (cbcl_pr_ros/RenderView: the hand
 camera's view now with its ground truth) and ``pause_camera`` (std_srvs/SetBool: no frames while true).
@@ -33,12 +33,16 @@ from sensor_msgs.msg import CameraInfo, Image, JointState, RegionOfInterest
 from std_msgs.msg import Header
 from trajectory_msgs.msg import JointTrajectory
 
-from cbcl_pr_ros.nodes.ros_params import declare_read_only
-from cbcl_pr_ros.settings.robot_params import SIM_WORLD_PARAMS
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
+from cbcl_pr_ros.nodes.ros_params import declare_read_only
 from cbcl_pr_ros.nodes.spin import run_node
+from cbcl_pr_ros.robot.baxter import joint_command_topic
+from cbcl_pr_ros.robot.kinematics import BaxterKinematics
+from cbcl_pr_ros.robot.look_poses import look_target, solve_look
+from cbcl_pr_ros.robot.scenes import ground_truth
 from cbcl_pr_ros.robot.world import MAX_OBJECTS, CameraConfig, Frame, SimWorld, WorldConfig
+from cbcl_pr_ros.settings.robot_params import SIM_WORLD_PARAMS
 from cbcl_pr_ros.srv import ArrangeObjects, ClearObjects, PlaceObject, RenderView, SetLight
 
 __all__ = ["SimWorldNode", "frame_messages", "main"]
@@ -122,9 +126,6 @@ class SimWorldNode(Node):
 
     def _look_at_start(self, pose: str, side: str) -> None:
         """Start with the hand camera on the table (a named look pose), not on the floor."""
-        from cbcl_pr_ros.robot.kinematics import BaxterKinematics
-        from cbcl_pr_ros.robot.look_poses import look_target, solve_look
-
         kin = BaxterKinematics(side)
         try:
             sol = solve_look(kin, look_target(pose, self.world.config.table_height),
@@ -150,7 +151,6 @@ class SimWorldNode(Node):
             from baxter_core_msgs.msg import JointCommand  # type: ignore
         except ImportError:
             return
-        from cbcl_pr_ros.robot.baxter import joint_command_topic
 
         for side in ("left", "right"):
             self.create_subscription(JointCommand, joint_command_topic(side),
@@ -195,10 +195,6 @@ class SimWorldNode(Node):
         msg.name = list(pos)
         msg.position = list(pos.values())
         self.joint_pub.publish(msg)
-
-    def joints_settled(self) -> bool:
-        with self.world_lock:
-            return not self._targets
 
     # ------------------------------------------------------------------ objects (services)
     def _on_place(self, req: Any, resp: Any) -> Any:
@@ -288,8 +284,6 @@ class SimWorldNode(Node):
         return resp
 
     def _on_render_view(self, req: Any, resp: Any) -> Any:
-        from cbcl_pr_ros.robot.scenes import ground_truth
-
         with self.world_lock:
             frame = self.world.render()
             truth = ground_truth(self.world, frame, min_visible_px=int(req.min_visible_px) or 150)

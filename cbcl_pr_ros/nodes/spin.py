@@ -27,8 +27,8 @@ also takes a camera-rate stream names the callback groups of its stream subscrip
 ``stream_callback_groups``: those get a single-threaded executor of their own, and the pool's
 executor leaves them out. Each wake of the stream's executor then builds a wait set of a few
 subscriptions instead of every service, client and timer of the node, and the pool no longer wakes
-over and over for a message not yet taken (issue 25: the learner's spin thread was ~30 % of a core
-at 30 Hz with objects).
+over and over for a message not yet taken (which kept the learner's spin thread busy for ~30 % of a
+core at 30 Hz with objects; docs/nodes.md).
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ from rclpy.exceptions import InvalidHandle
 from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
+from cbcl_pr_ros.core.threads import set_blas_threads
 
 __all__ = ["run_node", "run_nodes", "executor_for", "executors_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
            "domain_id_problem"]
@@ -112,8 +113,8 @@ def spin_until(executor: Executor, stop: threading.Event) -> None:
             except InvalidHandle:
                 # a lifecycle transition destroyed a subscription (and its QoS event handler) while
                 # this thread built the wait set; rclpy raises from add_to_wait_set instead of
-                # skipping it. The next turn builds the wait set without it (issue 22: this ended
-                # the spin thread after ~100 transitions under load, and the node stopped answering).
+                # skipping it. The next turn builds the wait set without it (raising would end
+                # the spin thread, and the node would stop answering).
                 continue
     except ExternalShutdownException:
         pass
@@ -193,7 +194,6 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
     """
     import os
 
-    from cbcl_pr_ros.core.threads import set_blas_threads
 
     problem = domain_id_problem(os.environ.get("ROS_DOMAIN_ID"))
     if problem:

@@ -44,7 +44,7 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
 
     Why: the depth proposals cut objects apart along height-map creases, which also splits one
     non-convex object (a teddy's head from its body, a bottle's shoulder, a mug's handle) into pieces
-    whose boxes overlap; tracked as they come, one object would carry two tracks (issue 20). Two
+    whose boxes overlap; tracked as they come, one object would carry two tracks. Two
     objects side by side overlap less or lie further apart, one behind another lies further in depth,
     and two touching objects of different classes are never merged by the looser rules. In hand-camera
     close-ups (the main job's ``point_at``, objects 0.2-0.3 m away) one object cut by the colour split
@@ -151,7 +151,7 @@ def crop_images(rgb: np.ndarray, proposals: Sequence[Proposal], margin: float = 
     With ``mask_background`` and a proposal found with depth (a mask and a 3D centroid), the crop's
     pixels outside the mask (grown by ``MASK_GROW`` of the box side) are filled with ``NEUTRAL_RGB``:
     a box on a real table holds table, floor and neighbours, and their pixels made another view of
-    the same object look like another object (issue 20, docs/perception.md "Masked crops"). A
+    the same object look like another object (docs/perception.md "Masked crops"). A
     proposal without a mask (a teacher's box) or without depth (the RGB method's colour masks, which
     cut objects wrongly often enough to lose accuracy) is cropped as it is.
     """

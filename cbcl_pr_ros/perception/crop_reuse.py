@@ -1,8 +1,8 @@
 """Reuse an object's features while its crop has not changed, and a still picture's proposals.
 
 Six objects on a table cost the extractor the frame plus six crops through the backbone on every
-frame (45 ms of a 2-core machine's 61 ms per frame, issue 25), although a robot that looks at a table
-mostly sees the same objects in the same place. A crop whose box overlaps the box of the crop last
+frame (most of its time per frame on a 2-core machine, docs/nodes.md), although a robot that looks
+at a table mostly sees the same objects in the same place. A crop whose box overlaps the box of the crop last
 computed (IoU >= ``min_iou``) and whose pixels differ from that crop's by at most ``max_change`` grey
 levels (mean absolute difference of 24x24 thumbnails: sensor noise is ~2, a hand or a moved object tens)
 keeps that crop's features. Changes are measured against the crop when its features were computed,

@@ -1,4 +1,4 @@
-"""Touching pieces that may be one object, and whether recognition says they are (issue 20, outcome 6).
+"""Touching pieces that may be one object, and whether recognition says they are.
 
 The proposer joins the touching pieces of one object where geometry and colour say so
 (``ProposalConfig.join_m``). Where they cannot, a shape or colour rule that joined them would also

@@ -96,7 +96,7 @@ class ProposalConfig:
         is higher, so nearer, than the floor (the largest plane there). A plane counts as a higher
         surface only when it lies at least ``min_support_gap_m`` above the one below it, so the flat
         tops of boxes and books standing on a table never become the table. "largest": the plane with most
-        inliers (the behaviour before issue 20).
+        inliers.
     on_support_only : keep only objects whose feet (points dropped onto the plane) lie on the support
         surface's image region (its largest connected patch, convex hull): things beyond the table's
         edge (chairs, the floor, a far room) are background. The region is the convex hull of the largest
@@ -296,7 +296,7 @@ def refine_plane(plane: _Plane, points: np.ndarray, tolerance: float, rounds: in
     """``plane`` fitted again (least squares) to the ``points`` within ``tolerance`` of it, ``rounds`` times.
 
     RANSAC fits the plane to a random sample, so its tilt, and the spread of the table about it that
-    sets the height threshold, changed with the seed (issue 20: 23 to 31 mm in one real frame); the
+    sets the height threshold, changed with the random sample (by several millimetres on a real frame); the
     readings of the whole table (a regular subsample of at most ``max_points``, for time) give the
     same plane whatever the sample."""
     points = np.asarray(points)

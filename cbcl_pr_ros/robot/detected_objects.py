@@ -1,4 +1,4 @@
-"""Where the learner's detections are, in the robot's base frame: what ``point_at`` aims at (issue 12).
+"""Where the learner's detections are, in the robot's base frame: what ``point_at`` aims at.
 
 The ``detections`` topic gives each tracked object's centroid in the camera's optical frame at the
 image's stamp; with the camera pose of that stamp it becomes a base-frame position. Objects seen from

@@ -17,6 +17,7 @@ import numpy as np
 from . import baxter
 from .assets import baxter_urdf
 from .world import look_at_quaternion, quaternion_to_matrix
+from .native_quiet import import_pybullet, native_output_silenced
 
 __all__ = ["Unreachable", "PointingSolution", "BaxterKinematics", "ray_distance"]
 
@@ -51,8 +52,6 @@ class BaxterKinematics:
     """Baxter's arms for IK/FK. One instance per thread (PyBullet clients are not thread-safe)."""
 
     def __init__(self, side: str = "right") -> None:
-        from .native_quiet import import_pybullet, native_output_silenced
-
         p = import_pybullet()
         self._p = p
         self.side = baxter.check_side(side)

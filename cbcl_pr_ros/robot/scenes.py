@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .world import CameraConfig, Frame, ObjectInstance, SimWorld, quaternion_to_matrix, sample_instances
+from .world import CameraConfig, Frame, ObjectInstance, SimWorld, WorldConfig, quaternion_to_matrix, sample_instances
 
 __all__ = ["GroundTruthObject", "SceneFrame", "SceneSpec", "make_scene", "render_scene_views", "render_object_views",
            "ground_truth", "table_world"]
@@ -67,8 +67,6 @@ class SceneSpec:
 
 def table_world(seed: int = 0, camera: CameraConfig | None = None) -> SimWorld:
     """A robot-free world (a table and a floor), the only thing scenes need."""
-    from .world import WorldConfig
-
     return SimWorld(WorldConfig(camera=camera or CameraConfig(), with_robot=False, shadows=True), seed=seed)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import baxter
 from .assets import CATALOGUE, TEXTURES, ObjectModel, baxter_urdf, mesh_extent, robosuite_assets_dir
+from .native_quiet import import_pybullet, native_output_silenced
 
 # What PlaceObject accepts (a peer's request): plain names that cannot forge a log line or look like a
 # path, and a bound on the objects on the table (each one is a PyBullet body rendered every frame).
@@ -223,8 +224,6 @@ class SimWorld:
     """
 
     def __init__(self, config: WorldConfig | None = None, seed: int = 0) -> None:
-        from .native_quiet import import_pybullet
-
         p = import_pybullet()  # imported here so that importing the package stays cheap
 
         self.config = config or WorldConfig()
@@ -279,7 +278,6 @@ class SimWorld:
 
     def _load_robot(self) -> None:
         p = self._p
-        from .native_quiet import native_output_silenced
 
         with native_output_silenced():  # "No inertial data for link" for Baxter's massless links
             self.robot_id = p.loadURDF(str(baxter_urdf()), useFixedBase=True, physicsClientId=self._cid)
@@ -404,12 +402,6 @@ class SimWorld:
         self._p.resetBasePositionAndOrientation(obj.body_id, obj.position.tolist(),
                                                 self._p.getQuaternionFromEuler([0, 0, yaw]), physicsClientId=self._cid)
         return obj
-
-    def set_object_pose(self, name: str, position: Sequence[float], quaternion: Sequence[float]) -> None:
-        """Put an object anywhere (e.g. held up in front of the camera by the teacher)."""
-        obj = self._get(name)
-        obj.position = np.asarray(position, float)
-        self._p.resetBasePositionAndOrientation(obj.body_id, list(position), list(quaternion), physicsClientId=self._cid)
 
     def remove_object(self, name: str) -> None:
         obj = self._objects.pop(self._get(name).name)

@@ -1,4 +1,4 @@
-"""What a Classify request answers for: the objects in view or the whole frame (issue 20).
+"""What a Classify request answers for: the objects in view or the whole frame.
 
 A robot asks "what is this?" about the object in front of it. Answering for the whole frame (table
 and all) gave a second, different answer beside the ``detections`` topic, e.g. "unknown" for a frame
@@ -15,6 +15,7 @@ import numpy as np
 
 from cbcl_pr_ros.perception import crop_images, propose
 from cbcl_pr_ros.perception.boxes import pick_in_view
+from cbcl_pr_ros.service.validation import decode_request_images, features_from_msgs
 
 __all__ = ["SCOPE_DEFAULT", "SCOPE_OBJECTS", "SCOPE_FRAME", "ClassifyPlan", "plan_classify", "object_in_view",
            "image_object_crop", "ClassifyRequest", "ClassifyPort", "classify_vectors"]
@@ -116,7 +117,6 @@ def classify_vectors(req: ClassifyRequest, plan: ClassifyPlan, port: ClassifyPor
     FeatureSourceError with the reason when the request cannot be answered."""
     from dataclasses import replace
 
-    from cbcl_pr_ros.service.validation import decode_request_images, features_from_msgs
 
     if plan.source == "feature":
         return features_from_msgs([req.feature], backbone, feature_dim), req.feature, None, plan

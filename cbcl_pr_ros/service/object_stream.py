@@ -6,7 +6,7 @@ in one object that the learner node feeds with each frame's objects (already con
 message); :meth:`ObjectStream.classify_and_track` classifies them with the learner's controller and
 tracks them. Thread-safe: the stream callback updates it while a service callback reads it.
 
-With the camera pose of a frame (issue 20) the tracker matches objects by their centroids in the
+With the camera pose of a frame the tracker matches objects by their centroids in the
 fixed frame (the robot's base), so an id stays on its object while the camera moves; the tracks
 still report the proposals as seen, centroids in the camera frame (the Detections message's meaning).
 """

@@ -1,4 +1,4 @@
-"""Teaching by object (issue 12) without ROS: which part of each image or frame a TeachClass learns.
+"""Teaching by object without ROS: which part of each image or frame a TeachClass learns.
 
 A request names the object by a mode (the object in view, or the whole frame), a track id of the
 detections topic, or boxes (``rois``). :func:`plan_teach` checks those untrusted fields against each
@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+from cbcl_pr_ros.perception import Proposal, crop_images
+from cbcl_pr_ros.perception.boxes import box_iou
+from cbcl_pr_ros.service.classify_scope import image_object_crop
 
 __all__ = ["TEACH_FROM", "MODE_DEFAULT", "MODE_OBJECT", "MODE_FRAME", "TeachPlan", "plan_teach", "roi_box",
            "teaching_crops", "TrackHistory", "TrackViews", "SAME_VIEW_IOU", "one_shot_per_view"]
@@ -50,7 +53,7 @@ def plan_teach(mode: int, track_id: int, rois: Sequence[Roi], n_images: int, n_f
                teach_from: str = "auto", objects_streaming: bool = False) -> TeachPlan:
     """Check the object fields of a TeachClass request; ValueError with the reason when they clash.
 
-    Precedence of sources as before issue 12: features > images > the camera stream. ``mode``
+    Precedence of sources: features > images > the camera stream. ``mode``
     default follows ``teach_from``: ``auto`` learns the object in view from the stream when the
     extractor sends objects (``objects_streaming``) and whole images when images are sent (a
     client that sends images has framed them), ``object``/``frame`` force one.
@@ -115,9 +118,6 @@ def teaching_crops(rgbs: Sequence[np.ndarray], plan: TeachPlan, margin: float = 
     images with no object are skipped and counted. ValueError when a box is outside its image or
     no image holds an object.
     """
-    from cbcl_pr_ros.perception import Proposal, crop_images
-    from cbcl_pr_ros.service.classify_scope import image_object_crop
-
     if plan.target == "frame":
         return list(rgbs), ""
     nan3 = np.full(3, np.nan)
@@ -149,11 +149,9 @@ def one_shot_per_view(rows: np.ndarray, boxes: Sequence[Box], same_iou: float = 
 
     Why: a still camera sends near-copies of one view, and the learner counts every shot as a view
     of its own: ten copies of one view would tell it the class hardly varies, and its open-set gate
-    shrinks until the object seen from anywhere else is refused (issue 20, bench/bench_real_ros.py).
+    shrinks until the object seen from anywhere else is refused (docs/perception.md "Over ROS").
     The mean of the copies keeps their information and smooths the sensor's noise.
     """
-    from cbcl_pr_ros.perception.boxes import box_iou
-
     x = np.asarray(rows, np.float32)
     if len(x) != len(boxes):
         raise ValueError(f"{len(boxes)} boxes for {len(x)} rows")

@@ -1,4 +1,4 @@
-"""Recent object vectors of the stream, kept as negatives for the next teach (issue 20, outcome 3).
+"""Recent object vectors of the stream, kept as negatives for the next teach.
 
 Before and while it is taught, a robot sees many objects it is not taught. Their vectors are free
 negatives for the open-set gate: more, and more varied, than the few other objects of one teaching

@@ -15,6 +15,8 @@ from typing import Any, Mapping, Protocol
 
 import numpy as np
 
+from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
+from cbcl_pr_ros.perception import select_teaching_proposal
 from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
 from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectStream
 from cbcl_pr_ros.service.object_teaching import Roi, TeachPlan, one_shot_per_view, plan_teach, roi_box, teaching_crops
@@ -161,8 +163,6 @@ class Teacher:
     def _image_vectors(self, rgbs: list[np.ndarray], s: TeachSettings) -> Examples:
         """Vectors of RGB images to teach and of ``s.views`` jittered views of each (n, k, d; None when
         off; :mod:`cbcl_pr_ros.features.augment`), asked in chunks the feature source accepts."""
-        from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
-
         images = with_teach_views(rgbs, s.views, seed=s.seed) if s.views else list(rgbs)
         step = max(1, int(self.limits.max_images_per_request))
         parts = [self.port.extract(images[i:i + step]) for i in range(0, len(images), step)]
@@ -215,8 +215,6 @@ class Teacher:
         """The object in view (or inside the one box) of each of the next ``n`` object frames, and the
         vectors of the other objects of those frames (natural negatives; at most
         :data:`MAX_FRAME_NEGATIVES`, None when there are none)."""
-        from cbcl_pr_ros.perception import select_teaching_proposal
-
         shape = self.objects.last_shape
         if plan.target == "roi" and shape is not None:
             roi_box(plan.rois[0], shape, "camera image")  # fail now, not after waiting

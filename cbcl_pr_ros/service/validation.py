@@ -17,6 +17,7 @@ import numpy as np
 
 from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS
 from cbcl_pr_ros.core.validation import check_label as core_check_label
+from cbcl_pr_ros.features import image_to_rgb
 
 __all__ = [
     "MAX_LABEL_CHARS",
@@ -179,8 +180,6 @@ def features_from_msgs(msgs: Sequence[Any], expected_backbone: str | None = None
 def decode_image(img: Any, index: int = 0) -> np.ndarray:
     """RGB array of one image with sensor_msgs/Image's fields; ValueError naming it (by ``index``,
     size and a short, escaped encoding) when it cannot be decoded."""
-    from cbcl_pr_ros.features import image_to_rgb
-
     try:
         return image_to_rgb(img.encoding, int(img.height), int(img.width), int(img.step), img.data,
                             bool(img.is_bigendian))

@@ -69,10 +69,8 @@ def parameters_markdown(tables: tuple[tuple[str, tuple[ParamSpec, ...]], ...] = 
 def _table(specs: tuple[ParamSpec, ...]) -> list[str]:
     rows = ["| parameter | default | node | values | at run time | meaning |", "|---|---|---|---|---|---|"]
     for spec in specs:
-        name = f"{spec.name} (deprecated)" if spec.deprecated else spec.name
-        meaning = spec.description + (f"; deprecated: use {spec.deprecated}" if spec.deprecated else "")
-        rows.append(f"| {name} | {_cell(_value(spec.default))} | {_nodes(spec)} | {_allowed(spec)} | "
-                    f"{'read-only' if spec.read_only else 'settable'} | {_cell(meaning)} |")
+        rows.append(f"| {spec.name} | {_cell(_value(spec.default))} | {_nodes(spec)} | {_allowed(spec)} | "
+                    f"{'read-only' if spec.read_only else 'settable'} | {_cell(spec.description)} |")
     return rows
 
 

@@ -10,7 +10,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from cbcl_pr_ros.share import find_share_file
 
@@ -23,7 +23,8 @@ __all__ = [
     "aliases_for",
     "flatten",
     "resolve_aliases",
-    "deprecation_warnings",
+    "REMOVED",
+    "removed_parameters",
     "validate_parameter",
     "check_value",
     "cross_check",
@@ -63,8 +64,6 @@ class ParamSpec:
     yaml_bools: tuple[str, str] | None = None
     # earlier names, still read at start for one release with a warning (docs/nodes.md "Renamed parameters")
     aliases: tuple[str, ...] = ()
-    # '' = current; else what to use instead (a warning at start when the value is not the default)
-    deprecated: str = ""
 
 
 PARAMS: tuple[ParamSpec, ...] = (
@@ -72,14 +71,6 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("backbone", "efficientnet_lite0",
               "Frozen backbone computing the feature vectors; the learner refuses vectors and memory "
               "files of any other", BOTH),
-    ParamSpec("reliability", "best_effort",
-              "Default reliability of the camera/feature subscriptions", BOTH,
-              choices=("best_effort", "reliable"),
-              deprecated="qos_overrides.<topic>.subscription.reliability, which wins over it (docs/nodes.md "
-                         "\"QoS choices and transport\")"),
-    ParamSpec("qos_depth", 2, "Default history depth of the camera subscription", BOTH, min=1, max=100,
-              deprecated="qos_overrides.<topic>.subscription.depth, which wins over it (docs/nodes.md "
-                         "\"QoS choices and transport\")"),
     ParamSpec("image_topic", "image",
               "Camera topic (sensor_msgs/Image or CompressedImage); remapping 'image' works too",
               BOTH),
@@ -226,7 +217,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("debug_image", False,
               "Always publish the annotated debug_image (otherwise only while someone subscribes)",
               (LEARNER,), read_only=False),
-    # --- per-object perception (issue 12) ------------------------------------------------------
+    # --- per-object perception ----------------------------------------------------------------
     ParamSpec("object_features_topic", "object_features",
               "ObjectFeatures topic between extractor and learner (every object of a frame with its vector)",
               BOTH),
@@ -253,8 +244,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "object's features again at least every this many frames", (EXTRACTOR,), min=1, max=1000),
     ParamSpec("mask_crops", True,
               "Fill each object crop's pixels outside its depth proposal's mask with neutral grey, so table and "
-              "neighbours stay out of its vector (issue 20: 1-shot accuracy on real crops 0.81 -> 0.93); false: "
-              "crops as boxes (classes taught before this change were taught so)",
+              "neighbours stay out of its vector (more accurate on real tables: docs/perception.md, "
+              "'Masked crops'); false: crops as boxes (how a memory taught without masks saw its objects)",
               (EXTRACTOR,), read_only=False),
     ParamSpec("join_candidates", 3,
               "Most pairs of touching pieces per frame whose union crop is sent with the objects, so the "
@@ -276,7 +267,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               "geometry_msgs/PoseStamped of the camera's optical frame in a fixed frame, stamped like the image: "
               "tracks then live in that frame, so ids stay on their objects while the camera moves; "
               "'' = tracks in the camera frame", (LEARNER,)),
-    # --- fleet mode (issue 24; docs/nodes.md "Fleet mode", docs/security.md "Fleet peers") --------
+    # --- fleet mode (docs/nodes.md "Fleet mode", docs/security.md "Fleet peers") --------
     ParamSpec("fleet", "", "Fleet name: learners of one fleet publish their class changes on fleet_topic "
               "and merge each other's; '' = fleet mode off", (LEARNER,)),
     ParamSpec("robot_name", "", "This robot's name in the fleet (1-64 of [A-Za-z0-9_.-]; needed in fleet mode); "
@@ -296,6 +287,12 @@ PARAMS: tuple[ParamSpec, ...] = (
 )
 
 _BY_NAME = {p.name: p for p in PARAMS}
+# parameters that are gone, and what replaced them: given at start, they stop the node
+# (:func:`removed_parameters`)
+REMOVED: dict[str, str] = {
+    "reliability": "qos_overrides.<topic>.subscription.reliability",
+    "qos_depth": "qos_overrides.<topic>.subscription.depth",
+}
 _FLEET_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
@@ -345,10 +342,13 @@ def resolve_aliases(given: dict[str, Any], node: str) -> tuple[dict[str, Any], l
     return out, warnings
 
 
-def deprecation_warnings(values: dict[str, Any], node: str) -> list[str]:
-    """One warning per deprecated parameter of ``node`` whose value is not its default."""
-    return [f"parameter {spec.name} is deprecated: use {spec.deprecated}" for spec in specs_for(node)
-            if spec.deprecated and spec.name in values and values[spec.name] != spec.default]
+def removed_parameters(given: Iterable[str]) -> str | None:
+    """Why a node given these parameter names at start refuses to start: each removed one with what
+    replaced it; None when none was removed. A node that ran on without it would quietly ignore a
+    setting its user meant."""
+    names = set(given)
+    found = [f"parameter {name} was removed: set {REMOVED[name]} instead" for name in REMOVED if name in names]
+    return "; ".join(found) + ' (docs/nodes.md "QoS choices and transport")' if found else None
 
 
 def validate_parameter(name: str, value: Any, current: dict[str, Any] | None = None) -> str | None:
@@ -442,7 +442,7 @@ def feature_dim_for(p: dict[str, Any]) -> int:
     The width is fixed by configuration, never by the first request (a peer's three 3-d vectors
     must not decide it); an unknown backbone needs ``feature_dim``.
     """
-    from cbcl_pr_ros.features.backbones import BACKBONES
+    from cbcl_pr_ros.features.backbones import BACKBONES  # local: settings stay light (no OpenCV)
 
     dim = int(p.get("feature_dim", 0) or 0)
     info = BACKBONES.get(p["backbone"])
@@ -471,7 +471,7 @@ def learner_config(p: dict[str, Any]) -> Any:
     """
     import dataclasses
 
-    from cbcl_pr_ros.core import LearnerConfig
+    from cbcl_pr_ros.core import LearnerConfig  # local: settings stay light (no scipy, scikit-learn)
 
     fields = {f.name for f in dataclasses.fields(LearnerConfig)}
     values = {core_name(spec): p[spec.name] for spec in specs_for(LEARNER) if core_name(spec) in fields}
@@ -485,7 +485,7 @@ def learner_factory(p: dict[str, Any]) -> Any:
 
     The config is built (and checked) now, so a bad combination fails at start-up, not at the first teach.
     """
-    from cbcl_pr_ros.core import CBCLPRLearner
+    from cbcl_pr_ros.core import CBCLPRLearner  # local: settings stay light (no scipy, scikit-learn)
 
     config = learner_config(p)
     backbone = p["backbone"]

@@ -7,16 +7,17 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+from real_rgbd_set import RealFrame  # bench/ (pytest.ini)
 
-from cbcl_pr_ros.evaluation.real_rgbd import RealFrame
 from cbcl_pr_ros.perception.types import CameraIntrinsics
-from module_files import load_module  # noqa: E402  (test/support)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    return load_module("bench_real_ros", "bench/bench_real_ros.py")
+    import bench_real_ros  # bench/ is on the tests' path (pytest.ini)
+
+    return bench_real_ros
 
 
 def _frame(fid: str, objects: list[tuple[str, tuple[int, int, int, int]]], source: str = "s") -> RealFrame:

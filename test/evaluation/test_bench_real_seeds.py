@@ -6,17 +6,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from real_rgbd_set import RealFrame  # bench/ (pytest.ini)
 
 import cbcl_pr_ros.perception as perception
-from cbcl_pr_ros.evaluation.real_rgbd import RealFrame
 from cbcl_pr_ros.perception.types import CameraIntrinsics, Proposal
-from module_files import load_module  # noqa: E402  (test/support)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    return load_module("bench_real", "bench/bench_real.py")
+    import bench_real  # bench/ is on the tests' path (pytest.ini)
+
+    return bench_real
 
 
 def _frame(fid: str) -> RealFrame:

@@ -29,13 +29,12 @@ from ros_testing import REPO, Client, Proc, domain, start_node, wait_until  # no
 from cbcl_pr_ros.bags import TeachingBagWriter  # noqa: E402
 from cbcl_pr_ros.nodes.session import CAMERA_PRESETS  # noqa: E402
 from cbcl_pr_ros.perception import box_iou  # noqa: E402
-from module_files import load_module  # noqa: E402  (test/support)
 
 COLOUR, DEPTH, INFO = CAMERA_PRESETS["realsense"]
 FRAME_ID = "camera_color_optical_frame"
 PERIOD_NS = 250_000_000  # 4 Hz: the loaded 2-core test machine keeps up, few frames are dropped
 
-synthetic = load_module("perception_synthetic", "test/perception/synthetic.py")
+import synthetic  # noqa: E402  (test/support: the RGB-D table scene)
 
 
 @dataclass
@@ -228,7 +227,7 @@ def test_real_frame_from_a_bag_gives_the_labelled_objects(session, tmp_path, fra
     if frames_dir is None:
         pytest.skip("real RGB-D frames not assembled here (bench/real_rgbd/assemble.py needs the sources' git "
                     "snapshots; the frames cannot be committed: licences)")
-    from cbcl_pr_ros.evaluation.real_rgbd import load_frames
+    from real_rgbd_set import load_frames  # bench/ (pytest.ini)
 
     (fr,) = load_frames(REPO / "bench/real_rgbd/labels.json", frames_dir, [frame_id])
     K = (fr.intrinsics.fx, fr.intrinsics.fy, fr.intrinsics.cx, fr.intrinsics.cy)

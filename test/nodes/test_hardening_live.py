@@ -3,10 +3,9 @@ hypothesis run of random and adversarial requests at every service (bench/bench_
 thousands, plus the kill -9 loop)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
-from module_files import load_module  # noqa: E402  (test/support)
+import fuzz_support  # test/support, shared with bench/bench_hardening.py
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -15,7 +14,7 @@ FUZZ_EXAMPLES = 300  # a minute or two on a 2-core CI machine; the bench runs 10
 
 
 def _support():
-    return load_module("_fuzz_support", Path(__file__).with_name("_fuzz_support.py"))
+    return fuzz_support
 
 
 def test_failed_then_successful_save_and_load_keep_the_learner_alive(helpers, domain_id, tmp_path):

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from module_files import load_module  # noqa: E402  (test/support)
+import fuzz_support  # noqa: E402  (test/support, shared with bench/bench_hardening.py)
 
 pytestmark = [pytest.mark.ros]
 
@@ -237,7 +237,7 @@ def test_lifecycle_transitions_under_a_teach_loop_lose_no_class_and_answer_no_fa
 
     from lifecycle_msgs.srv import GetState
 
-    fz = load_module("_fuzz_support", Path(__file__).with_name("_fuzz_support.py"))
+    fz = fuzz_support
     h = helpers
     proc = _start_learner(h, domain_id, tmp_path, {"autostart": True})
     cli = h.Client(domain_id)

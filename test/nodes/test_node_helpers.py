@@ -272,8 +272,8 @@ def test_classify_answers_while_a_teach_is_held(taught, monkeypatch):
 def test_parameter_validation():
     from cbcl_pr_ros.settings.params import validate_parameter
 
-    assert validate_parameter("reliability", "reliable") is None
-    assert "one of" in validate_parameter("reliability", "sometimes")
+    assert validate_parameter("teach_from", "object") is None
+    assert "one of" in validate_parameter("teach_from", "sometimes")
     assert ">= 0.0" in validate_parameter("distance_threshold", -1.0)
     assert validate_parameter("distance_threshold", 0) is None  # int accepted for a float
     assert "finite" in validate_parameter("max_prediction_rate", float("inf"))
@@ -285,18 +285,18 @@ def test_parameter_validation():
 
 
 def test_yaml_holds_every_parameter_and_valid_values():
-    from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER, flatten, specs_for, validate_parameter
+    from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER, REMOVED, flatten, specs_for, validate_parameter
 
     cfg = yaml.safe_load((REPO / "config" / "cbcl_pr.yaml").read_text())
     shared = flatten(cfg["/**"]["ros__parameters"])
     for node in (EXTRACTOR, LEARNER):
         own = flatten(cfg[f"/**/{node}"]["ros__parameters"])
         values = {**shared, **own}
-        current = [s for s in specs_for(node) if not s.deprecated]  # deprecated ones stay out of the file
+        current = specs_for(node)
         names = {s.name for s in current}
         assert names - set(values) == set(), f"{node}: missing in YAML"
-        assert set(own) - names == set(), f"{node}: unknown or deprecated in YAML"
-        assert not {s.name for s in specs_for(node) if s.deprecated} & set(values), f"{node}: deprecated in YAML"
+        assert set(own) - names == set(), f"{node}: unknown in YAML"
+        assert not set(REMOVED) & set(values), f"{node}: removed parameter in YAML"
         for s in current:
             assert type(values[s.name]) is type(s.default), f"{s.name}: YAML type differs"
             assert validate_parameter(s.name, values[s.name]) is None

@@ -1,16 +1,11 @@
 """Object proposals on synthetic RGB-D scenes: plane + boxes, holes, other sizes, borders, RGB only."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from synthetic import SynthObject, scene  # test/support: the RGB-D table scene
 
 from cbcl_pr_ros.perception import CameraIntrinsics, Proposal, ProposalConfig, box_iou, fit_support_plane, propose
-from module_files import load_module  # noqa: E402  (test/support)
-
-synthetic = load_module("perception_synthetic", Path(__file__).with_name("synthetic.py"))
-SynthObject, scene = synthetic.SynthObject, synthetic.scene
 
 THREE = [
     SynthObject((40, 60, 90, 110), 0.06, (200, 30, 30)),

@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import pytest
 
-from cbcl_pr_ros.evaluation.real_rgbd import assemble, failure_kinds, load_frames, load_labels, score_proposals
+from real_rgbd_set import assemble, failure_kinds, load_frames, load_labels, score_proposals  # bench/ (pytest.ini)
 from cbcl_pr_ros.perception import ProposalConfig, propose
 
 ROOT = Path(__file__).resolve().parents[2]

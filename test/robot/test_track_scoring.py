@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from cbcl_pr_ros.robot.track_scoring import TrackFrame, TrackScore
+from track_scoring import TrackFrame, TrackScore  # bench/track_scoring.py (bench/ is on the tests' path)
 
 TRUTH = {0: {"mug": (0.6, 0.0, 0.0), "can": (0.8, 0.0, 0.0)}, 1: {"mug": (0.6, 0.3, 0.0)}}
 

@@ -58,12 +58,40 @@ def test_earlier_names_are_read_with_a_warning_and_the_current_name_wins():
     assert params.resolve_aliases({"threads": 3}, EXTRACTOR) == ({"threads": 3}, [])
 
 
-def test_qos_has_one_way_the_nodes_own_knobs_are_deprecated():
-    deprecated = {s.name for s in PARAMS if s.deprecated}
-    assert deprecated == {"reliability", "qos_depth"}
-    assert params.deprecation_warnings({**_DEFAULTS}, EXTRACTOR) == []
-    notes = params.deprecation_warnings({**_DEFAULTS, "reliability": "reliable"}, EXTRACTOR)
-    assert len(notes) == 1 and "qos_overrides" in notes[0]
+def test_qos_has_one_way_the_removed_knobs_name_their_replacement():
+    assert not {s.name for s in PARAMS} & set(params.REMOVED)
+    assert params.removed_parameters(_DEFAULTS) is None
+    reason = params.removed_parameters([*_DEFAULTS, "reliability"])
+    assert "reliability was removed" in reason and "qos_overrides.<topic>.subscription.reliability" in reason
+    assert "qos_depth" not in reason
+    both = params.removed_parameters(["qos_depth", "reliability"])
+    assert "qos_overrides.<topic>.subscription.depth" in both and "subscription.reliability" in both
+
+
+@pytest.mark.ros
+def test_a_node_given_a_removed_qos_parameter_refuses_to_start_and_says_what_replaced_it():
+    import rclpy
+    from ros_testing import domain, isolated_context
+
+    from cbcl_pr_ros.nodes.ros_params import declare_parameters
+
+    with domain() as dom:
+        with isolated_context(dom, ["--ros-args", "-p", "qos_depth:=5"]) as ctx:
+            node = rclpy.create_node("feature_extractor", context=ctx)
+            try:
+                with pytest.raises(ValueError, match=r"qos_depth was removed: set qos_overrides\.<topic>\."
+                                                     r"subscription\.depth"):
+                    declare_parameters(node, EXTRACTOR)
+                assert not node.has_parameter("qos_depth") and not node.has_parameter("backbone")
+            finally:
+                node.destroy_node()
+        with isolated_context(dom, ["--ros-args"]) as ctx:  # not given: the node starts, no trace of them
+            node = rclpy.create_node("feature_extractor", context=ctx)
+            try:
+                declare_parameters(node, EXTRACTOR)
+                assert node.has_parameter("backbone") and not node.has_parameter("reliability")
+            finally:
+                node.destroy_node()
 
 
 def test_aliases_and_current_names_never_collide():
@@ -115,7 +143,7 @@ def test_the_parameter_table_in_docs_is_generated_from_the_declarations():
     for heading, specs in doc_table.TABLES:  # every node's declarations have their rows, under their heading
         block = blocks[blocks.index(heading) + 1]
         for spec in specs:
-            assert f"\n| {spec.name} " in block or f"\n| {spec.name} (deprecated) " in block, spec.name
+            assert f"\n| {spec.name} " in block, spec.name
             for alias in spec.aliases:
                 assert f"| {alias} | {spec.name} |" in section
     # a changed declaration (here one default of the page) makes the document out of date

@@ -2,16 +2,13 @@
 by the node tests of the extractor's object path."""
 from __future__ import annotations
 
-import sys
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "perception"))
-# test/perception's scene maker; TABLE_RGB is for the tests that use this module
-from synthetic import TABLE_RGB, SynthObject, scene  # noqa: E402,F401
+# the shared scene maker; TABLE_RGB is for the tests that use this module
+from synthetic import TABLE_RGB, SynthObject, scene  # noqa: F401
 
 
 class MeanColourBackbone:

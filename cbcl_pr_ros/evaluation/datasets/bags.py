@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cbcl_pr_ros.bags import bag_to_class_images
+
 from .base import ArrayImages, ImageDataset
 
 __all__ = ["load_bag_sessions"]
@@ -20,8 +22,6 @@ Frames = Mapping[str, Sequence[np.ndarray]]
 
 
 def _read_frames(path: Path) -> tuple[Frames, Frames]:
-    from cbcl_pr_ros.bags import bag_to_class_images
-
     return bag_to_class_images(path)
 
 

@@ -24,6 +24,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig, estimate_distance_threshold
+from cbcl_pr_ros.core.distance_threshold import distance_prior
+from cbcl_pr_ros.core.transform import FeatureTransform
+from cbcl_pr_ros.core.validation import check_features
 
 __all__ = ["LearnerClassifier"]
 
@@ -96,10 +99,6 @@ class LearnerClassifier(ClassifierMixin, BaseEstimator):
     def _first_config(self, data: dict[str, np.ndarray]) -> LearnerConfig:
         cfg = self.config if self.config is not None else LearnerConfig()
         if self.d_scale != 1.0 and cfg.distance_threshold is None:
-            from cbcl_pr_ros.core.distance_threshold import distance_prior
-            from cbcl_pr_ros.core.transform import FeatureTransform
-            from cbcl_pr_ros.core.validation import check_features
-
             # D lives in the space the learner stores vectors in (after its feature transform), and is
             # estimated as the learner estimates it (with its backbone's prior), then scaled
             transform = FeatureTransform.named(cfg.transform, cfg.transform_power)

@@ -87,7 +87,7 @@ class FineTune(IncrementalMethod):
         self.head_ = None
 
     def _fit_increment(self, feats: dict[int, np.ndarray]) -> None:
-        from cbcl_pr_ros.core.classifiers import NaiveFineTuneHead
+        from cbcl_pr_ros.core.classifiers import NaiveFineTuneHead  # local: torch loads only for this head
 
         if self.head_ is None:
             self.head_ = NaiveFineTuneHead(next(iter(feats.values())).shape[1], epochs=self.epochs, seed=self.seed)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cbcl_pr_ros.core import LearnerConfig
+from cbcl_pr_ros.core import ClassClusters, ClusterMemory, LearnerConfig, agg_var, estimate_distance_threshold
+from cbcl_pr_ros.core.classifiers.sgd import SGDSchedule, fit_linear_sgd
+from cbcl_pr_ros.core.classifiers.vote import fit_weighted_vote
 
 from .base import IncrementalMethod
 
@@ -64,8 +66,6 @@ class ClusteringHybrid(IncrementalMethod):
         self.D_: float | None = None
 
     def _memory_with(self, shots: dict[str, np.ndarray]):
-        from cbcl_pr_ros.core import ClassClusters, ClusterMemory, agg_var, estimate_distance_threshold
-
         cfg = self.config
         dim = next(iter(shots.values())).shape[1]
         D = self.D_
@@ -92,9 +92,6 @@ class ClusteringHybrid(IncrementalMethod):
         return mem, D
 
     def _fit_increment(self, feats: dict[int, np.ndarray]) -> None:
-        from cbcl_pr_ros.core.classifiers.sgd import SGDSchedule, fit_linear_sgd
-        from cbcl_pr_ros.core.classifiers.vote import fit_weighted_vote
-
         cfg = self.config
         shots = {str(c): x for c, x in feats.items()}
         memory, D = self._memory_with(shots)

@@ -1,0 +1,44 @@
+"""What every bench script shares: the repository's paths, where results go, the shared helpers.
+
+A bench run writes its JSON (and tables, plots) under ``runs/bench/`` by default, which git ignores:
+a run is a measurement, not a source. ``$CBCL_BENCH_OUT`` moves that folder. The few results the
+docs and the CI's short pipeline run read are curated by hand in ``bench/results/`` (see its
+README): copying a run there is a deliberate act.
+
+The helpers the tests and the bench both use (``ros_testing``: ROS domains, processes and a client;
+``synthetic``: the RGB-D table scene; ``fuzz_support``: the service fuzzer) live in one place,
+``test/support``; importing this module puts it on the path, so a bench script imports them by
+name, as the tests do (pytest.ini). A bench script finds this module with one line::
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+#: the helpers shared with the tests
+SUPPORT = REPO / "test" / "support"
+#: the committed, curated results (small; what docs and the CI read)
+CURATED = REPO / "bench" / "results"
+#: where runs go unless $CBCL_BENCH_OUT says otherwise (git-ignored)
+RUNS = REPO / "runs" / "bench"
+
+if str(SUPPORT) not in sys.path:
+    sys.path.insert(0, str(SUPPORT))
+
+
+def out_root() -> Path:
+    """The folder bench results are written to: ``$CBCL_BENCH_OUT`` or ``runs/bench``."""
+    env = os.environ.get("CBCL_BENCH_OUT", "").strip()
+    return Path(env).expanduser().resolve() if env else RUNS
+
+
+def out_path(name: str | Path) -> Path:
+    """The default output ``name`` (a file or folder, relative) of a bench script, outside git; its
+    parent folder is created so that the script can write it."""
+    path = out_root() / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path

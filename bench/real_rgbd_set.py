@@ -1,0 +1,228 @@
+"""The real RGB-D table set: assemble it from the sources' git snapshots, load it, score proposals.
+
+The labels (``bench/real_rgbd/labels.json``) are ours and committed; the frames are not (none of the
+sources' licences allows redistribution), so :func:`assemble` copies them out of git snapshots of the
+source repositories at the recorded commits and writes every frame in one form: ``<id>-color.png``
+(RGB) and ``<id>-depth.png`` (16-bit, millimetres, 0 = no reading, registered to the colour image).
+
+Scoring (:func:`score_proposals`) follows the usual detection rules: proposals and labelled boxes are
+matched one to one, best IoU first, at IoU >= 0.5; a proposal mostly (>= 50 % of its box) inside an
+``ignore`` box (a chair, a cart, a robot part off the table) counts neither way; a *merge* is an
+unmatched proposal whose box holds at least half of the boxes of two or more labelled objects.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import cv2
+import numpy as np
+
+from cbcl_pr_ros.perception.boxes import box_iou
+from cbcl_pr_ros.perception.types import CameraIntrinsics
+
+__all__ = ["RealFrame", "ProposalScore", "load_labels", "assemble", "load_frames", "score_proposals", "failure_kinds"]
+
+Box = tuple[int, int, int, int]
+
+
+@dataclass
+class RealFrame:
+    """One labelled frame: colour, depth in metres (NaN = no reading), intrinsics and boxes."""
+
+    id: str
+    source: str
+    scene: str
+    tags: list[str]
+    rgb: np.ndarray
+    depth_m: np.ndarray
+    intrinsics: CameraIntrinsics
+    objects: list[tuple[str, Box]]
+    ignore: list[Box] = field(default_factory=list)
+
+
+@dataclass
+class ProposalScore:
+    """Counts of one frame (or summed over frames)."""
+
+    objects: int = 0
+    hits: int = 0
+    proposals: int = 0  # proposals that count (not mostly inside an ignore box)
+    true_positives: int = 0
+    merges: int = 0
+    matched: dict[int, int] = field(default_factory=dict)  # object index -> proposal index
+
+    def add(self, other: "ProposalScore") -> None:
+        self.objects += other.objects
+        self.hits += other.hits
+        self.proposals += other.proposals
+        self.true_positives += other.true_positives
+        self.merges += other.merges
+
+    @property
+    def recall(self) -> float:
+        return self.hits / self.objects if self.objects else float("nan")
+
+    @property
+    def precision(self) -> float:
+        return self.true_positives / self.proposals if self.proposals else float("nan")
+
+
+def load_labels(path: str | Path) -> dict:
+    """The labels file as a dict (``sources`` and ``frames``); raises on a malformed one."""
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data.get("frames"), list) or not isinstance(data.get("sources"), dict):
+        raise ValueError(f"{path}: needs 'sources' and 'frames'")
+    return data
+
+
+def _git_dir(snapshots: Path, repo: str) -> Path:
+    """The git directory of ``owner/name`` under ``snapshots``: a fetched snapshot
+    (``owner+name/repo``), a bare or plain clone (``name`` or ``owner+name``)."""
+    owner, name = repo.split("/", 1)
+    for cand in (snapshots / f"{owner}+{name}" / "repo", snapshots / f"{owner}+{name}", snapshots / name):
+        if (cand / "HEAD").is_file():
+            return cand
+        if (cand / ".git").exists():
+            return cand / ".git"
+    raise FileNotFoundError(f"no git snapshot of {repo} under {snapshots} (tried {owner}+{name}/repo, {name})")
+
+
+def _git_show(git_dir: Path, commit: str, path: str) -> bytes:
+    out = subprocess.run(["git", f"--git-dir={git_dir}", "show", f"{commit}:{path}"], capture_output=True, check=False)
+    if out.returncode != 0 or not out.stdout:
+        raise FileNotFoundError(f"{git_dir}: cannot read {commit[:10]}:{path}: {out.stderr.decode(errors='replace')[:200]}")
+    return out.stdout
+
+
+def _depth_mm(raw: bytes, kind: str) -> np.ndarray:
+    """A source's depth file as uint16 millimetres."""
+    if kind == "png_mm":
+        d = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
+        if d is None or d.dtype != np.uint16 or d.ndim != 2:
+            raise ValueError("depth PNG is not single-channel 16-bit")
+        return d
+    if kind == "npy_m":
+        import io
+
+        d = np.load(io.BytesIO(raw), allow_pickle=False).astype(np.float64).squeeze()
+        d = np.where(np.isfinite(d) & (d > 0), d * 1000.0, 0.0)
+        return np.clip(np.round(d), 0, 65535).astype(np.uint16)
+    raise ValueError(f"unknown depth kind {kind!r}")
+
+
+def assemble(labels_path: str | Path, snapshots: str | Path, out_dir: str | Path) -> list[str]:
+    """Write every labelled frame to ``out_dir`` from git snapshots of its source; the ids written."""
+    labels, snapshots, out_dir = load_labels(labels_path), Path(snapshots), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fr in labels["frames"]:
+        src = labels["sources"][fr["source"]]
+        git_dir = _git_dir(snapshots, src["repo"])
+        colour = cv2.imdecode(np.frombuffer(_git_show(git_dir, src["commit"], fr["colour"]), np.uint8), cv2.IMREAD_COLOR)
+        if colour is None:
+            raise ValueError(f"{fr['id']}: colour image unreadable")
+        depth = _depth_mm(_git_show(git_dir, src["commit"], fr["depth"]), src["depth"])
+        if depth.shape != colour.shape[:2]:
+            depth = cv2.resize(depth, (colour.shape[1], colour.shape[0]), interpolation=cv2.INTER_NEAREST)
+        cv2.imwrite(str(out_dir / f"{fr['id']}-color.png"), colour)
+        cv2.imwrite(str(out_dir / f"{fr['id']}-depth.png"), depth)
+        written.append(fr["id"])
+    return written
+
+
+def load_frames(labels_path: str | Path, frames_dir: str | Path, ids: Sequence[str] | None = None) -> list[RealFrame]:
+    """The assembled frames (all, or those of ``ids``) with their labels; a missing file raises."""
+    labels, frames_dir = load_labels(labels_path), Path(frames_dir)
+    out = []
+    for fr in labels["frames"]:
+        if ids is not None and fr["id"] not in ids:
+            continue
+        bgr = cv2.imread(str(frames_dir / f"{fr['id']}-color.png"), cv2.IMREAD_COLOR)
+        mm = cv2.imread(str(frames_dir / f"{fr['id']}-depth.png"), cv2.IMREAD_UNCHANGED)
+        if bgr is None or mm is None:
+            raise FileNotFoundError(f"frame {fr['id']} not found in {frames_dir}: run bench/real_rgbd/assemble.py")
+        depth = np.where(mm > 0, mm.astype(np.float32) / 1000.0, np.nan).astype(np.float32)
+        fx, fy, cx, cy = labels["sources"][fr["source"]]["K"]
+        out.append(RealFrame(fr["id"], fr["source"], fr["scene"], list(fr["tags"]),
+                             cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), depth, CameraIntrinsics(fx, fy, cx, cy),
+                             [(o["name"], tuple(o["box"])) for o in fr["objects"]],
+                             [tuple(b) for b in fr["ignore"]]))
+    return out
+
+
+def _inside_fraction(inner: Sequence[float], outer: Sequence[float]) -> float:
+    """Share of ``inner``'s box area that lies inside ``outer``."""
+    iw = min(inner[2], outer[2]) - max(inner[0], outer[0])
+    ih = min(inner[3], outer[3]) - max(inner[1], outer[1])
+    area = max(inner[2] - inner[0], 0) * max(inner[3] - inner[1], 0)
+    return float(max(iw, 0) * max(ih, 0) / area) if area > 0 else 0.0
+
+
+def score_proposals(boxes: Sequence[Box], objects: Sequence[Box], ignore: Sequence[Box] = (),
+                    thr: float = 0.5) -> ProposalScore:
+    """Recall/precision/merge counts of one frame's proposal ``boxes`` against labelled ``objects``."""
+    pairs = sorted(((box_iou(p, o), i, j) for i, p in enumerate(boxes) for j, o in enumerate(objects)), reverse=True)
+    used_p: set[int] = set()
+    matched: dict[int, int] = {}
+    for iou, i, j in pairs:
+        if iou < thr:
+            break
+        if i in used_p or j in matched:
+            continue
+        used_p.add(i)
+        matched[j] = i
+    counted = merges = 0
+    for i, p in enumerate(boxes):
+        if i not in used_p and any(_inside_fraction(p, g) >= 0.5 for g in ignore):
+            continue
+        counted += 1
+        if i not in used_p and sum(_inside_fraction(o, p) >= 0.5 for o in objects) >= 2:
+            merges += 1
+    return ProposalScore(len(objects), len(matched), counted, len(matched), merges, matched)
+
+
+OBJECT_KINDS = ("found", "merged", "split", "piece", "loose", "missed")
+PROPOSAL_KINDS = ("merge", "piece", "loose", "background")
+
+
+def failure_kinds(boxes: Sequence[Box], objects: Sequence[Box], ignore: Sequence[Box] = (),
+                  score: ProposalScore | None = None) -> tuple[dict[str, int], dict[str, int]]:
+    """What went wrong in one frame, to know what to attack: (per object, per unmatched proposal) counts.
+
+    An object not matched at IoU 0.5 is *merged* when a proposal holds half of its box and half of another
+    object's, *split* when two or more proposals lie (70 %) inside it, a *piece* when one does, *loose*
+    when the best proposal reaches IoU 0.2, else *missed*. An unmatched counted proposal is a *merge*
+    (holds two objects), a *piece* (70 % inside one object), *loose* (IoU > 0.1 with one) or *background*.
+    """
+    score = score or score_proposals(boxes, objects, ignore)
+    used = set(score.matched.values())
+    per_object = dict.fromkeys(OBJECT_KINDS, 0)
+    for j, o in enumerate(objects):
+        if j in score.matched:
+            kind = "found"
+        elif any(_inside_fraction(o, b) >= 0.5 and sum(_inside_fraction(o2, b) >= 0.5 for o2 in objects) >= 2
+                 for b in boxes):
+            kind = "merged"
+        else:
+            inside = sum(_inside_fraction(b, o) >= 0.7 for b in boxes)
+            best = max((box_iou(b, o) for b in boxes), default=0.0)
+            kind = "split" if inside >= 2 else "loose" if best >= 0.2 else "piece" if inside == 1 else "missed"
+        per_object[kind] += 1
+    per_proposal = dict.fromkeys(PROPOSAL_KINDS, 0)
+    for i, b in enumerate(boxes):
+        if i in used or any(_inside_fraction(b, g) >= 0.5 for g in ignore):
+            continue
+        if sum(_inside_fraction(o, b) >= 0.5 for o in objects) >= 2:
+            kind = "merge"
+        elif any(_inside_fraction(b, o) >= 0.7 for o in objects):
+            kind = "piece"
+        elif max((box_iou(b, o) for o in objects), default=0.0) > 0.1:
+            kind = "loose"
+        else:
+            kind = "background"
+        per_proposal[kind] += 1
+    return per_object, per_proposal
