@@ -52,9 +52,11 @@ class ProposalConfig:
     work_width : images are processed at most this wide (masks and boxes are returned at full size).
     min_size_m / max_size_m : an object's largest extent must lie within these (depth method).
     min_height_m / min_height_rel : a point is above the plane when it is at least ``min_height_m +
-        min_height_rel * z`` high (z its depth): sensor noise and texture relief grow with distance;
-        and, with ``noise_k`` > 0, at least ``noise_k`` times the support plane's measured noise
-        (robust spread of the readings within 3 cm of it), so a noisy camera's table stays table.
+        min_height_rel * z`` high (z its depth), and at least ``height_sigmas`` times the depth noise
+        expected at its depth (sigma = s * z^2, s measured on the table's own readings).
+    seed_sigmas : objects are told apart among the points at least this many noise sigmas high (the halo a
+        camera reads beside an object's foot joins neighbours below it), then grown down to the lower
+        threshold over their own sides.
     plane_tolerance_m : RANSAC inlier band (in depth Z) of the support plane.
     min_plane_fraction : the plane's inliers must be at least this share of the valid points.
     ransac_points / ransac_trials : points sampled for the plane fit, and RANSAC iterations.
@@ -90,13 +92,10 @@ class ProposalConfig:
         threshold, whatever RANSAC's sample.
     up_axis : the up direction in the camera optical frame (x right, y down, z forward) when the camera
         pose is known (e.g. from tf); None = unknown: the largest plane's normal stands in for it.
-    support : which plane objects stand on. "nearest" (default): of the up to ``max_planes`` planes
-        found one after another (each holding >= ``min_support_fraction`` of the readings) and within
-        ``max_tilt_deg`` of level, the one nearest the camera: a table seen with the floor around it
-        is higher, so nearer, than the floor (the largest plane there). A plane counts as a higher
-        surface only when it lies at least ``min_support_gap_m`` above the one below it, so the flat
-        tops of boxes and books standing on a table never become the table. "largest": the plane with most
-        inliers (the behaviour before issue 20).
+    max_planes / min_support_fraction / max_tilt_deg : up to ``max_planes`` planes are found one after another
+        (each holding >= ``min_support_fraction`` of the readings); those within ``max_tilt_deg`` of level are
+        the candidate supports, and the one with most standing on it near the middle of the view is chosen
+        (:func:`choose_support`): never the lowest or the largest alone.
     on_support_only : keep only objects whose feet (points dropped onto the plane) lie on the support
         surface's image region (its largest connected patch, convex hull): things beyond the table's
         edge (chairs, the floor, a far room) are background. The region is the convex hull of the largest
@@ -137,7 +136,8 @@ class ProposalConfig:
     max_size_m: float = 0.45
     min_height_m: float = 0.008
     min_height_rel: float = 0.0
-    noise_k: float = 13.0
+    height_sigmas: float = 6.0
+    seed_sigmas: float = 13.0
     plane_tolerance_m: float = 0.006
     min_plane_fraction: float = 0.2
     ransac_points: int = 1500
@@ -162,12 +162,10 @@ class ProposalConfig:
     max_proposals: int = 32
     seed: int = 0
     up_axis: tuple[float, float, float] | None = None
-    support: str = "nearest"
     max_planes: int = 4
     min_support_fraction: float = 0.08
     max_tilt_deg: float = 15.0
     support_refits: int = 3
-    min_support_gap_m: float = 0.25
     on_support_only: bool = True
     support_patch_share: float = 0.2
     max_border_share: float = 1 / 3
@@ -208,16 +206,16 @@ class ProposalConfig:
         for name in ("ransac_points", "ransac_trials", "min_pixels", "max_proposals"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.depth_jump_rel < 0 or self.merge_px < 0 or self.min_height_rel < 0 or self.crease < 0 or self.noise_k < 0:
-            raise ValueError("depth_jump_rel, merge_px, min_height_rel, crease and noise_k must be >= 0")
+        if self.depth_jump_rel < 0 or self.merge_px < 0 or self.min_height_rel < 0 or self.crease < 0 or self.height_sigmas < 0 \
+                or self.seed_sigmas < 0:
+            raise ValueError("depth_jump_rel, merge_px, min_height_rel, crease, height_sigmas and seed_sigmas "
+                             "must be >= 0")
         if not 0 <= self.split_solidity <= 1 or self.split_gain < 0 or self.split_min_part < 1 or self.region_offset_px < 1:
             raise ValueError("need split_solidity in [0, 1], split_gain >= 0, split_min_part >= 1, region_offset_px >= 1")
         if min(self.region_step_m, self.region_step_rel, self.region_colour_de, self.region_core_dilate_px) < 0 \
                 or not 0 <= self.region_crease_share <= 1:
             raise ValueError("region_step_m, region_step_rel, region_colour_de and region_core_dilate_px must be >= 0, "
                              "region_crease_share in [0, 1]")
-        if self.support not in ("nearest", "largest"):
-            raise ValueError(f"support must be 'nearest' or 'largest', got {self.support!r}")
         if not 0 <= int(self.support_refits) <= 10:
             raise ValueError(f"support_refits must be in [0, 10], got {self.support_refits}")
         if not 1 <= int(self.max_planes) <= 8:
@@ -226,8 +224,8 @@ class ProposalConfig:
             raise ValueError(f"support_patch_share must be in (0, 1], got {self.support_patch_share}")
         if not 0 < self.max_border_share <= 1:
             raise ValueError(f"max_border_share must be in (0, 1], got {self.max_border_share}")
-        if not 0 < self.min_support_fraction < 1 or not 0 < self.max_tilt_deg < 90 or self.min_support_gap_m < 0:
-            raise ValueError("min_support_fraction must be in (0, 1), max_tilt_deg in (0, 90), min_support_gap_m >= 0")
+        if not 0 < self.min_support_fraction < 1 or not 0 < self.max_tilt_deg < 90:
+            raise ValueError("min_support_fraction must be in (0, 1) and max_tilt_deg in (0, 90)")
         if self.up_axis is not None:
             up = np.asarray(self.up_axis, dtype=float)
             if up.shape != (3,) or not np.all(np.isfinite(up)) or np.linalg.norm(up) < 1e-6:
@@ -336,11 +334,18 @@ def support_planes(points: np.ndarray, config: ProposalConfig) -> list[_Plane]:
     return planes
 
 
-def choose_support(planes: list[_Plane], config: ProposalConfig) -> _Plane | None:
-    """The plane objects stand on: of the level candidates (within ``max_tilt_deg`` of the up axis, or of
-    the largest plane when the up axis is unknown), the nearest to the camera; or the largest."""
-    if not planes or config.support == "largest":
-        return planes[0] if planes else None
+def choose_support(planes: list[_Plane], config: ProposalConfig, P: np.ndarray, valid: np.ndarray) -> _Plane | None:
+    """The plane the objects in front of the camera stand on, or None when no plane is level.
+
+    Candidates are the planes within ``max_tilt_deg`` of level (``up_axis`` when the camera pose is
+    known, else the largest plane's normal). Each is scored by what the camera sees of it and on it
+    near the middle of the view (``P``: the (h, w, 3) points, ``valid``: which are readings; pixels
+    weighted by a Gaussian about the image centre): its own readings, and the readings standing on it
+    (2 cm to ``max_size_m`` above it, over its image region, not on another candidate). A floor around a
+    table holds the table's legs at most, the table the objects; a spurious plane through the floor and
+    a desk's edge holds a strip of readings; a box's lid is a small surface with little on it."""
+    if not planes:
+        return None
     if config.up_axis is not None:
         up = np.asarray(config.up_axis, dtype=float)
         up = up / np.linalg.norm(up)
@@ -348,15 +353,31 @@ def choose_support(planes: list[_Plane], config: ProposalConfig) -> _Plane | Non
         up = planes[0].normal
     cos_tilt = math.cos(math.radians(config.max_tilt_deg))
     level = [p for p in planes if abs(float(p.normal @ up)) >= cos_tilt]
-    if not level:
-        return None if config.up_axis is not None else planes[0]
-    # offset = the camera's height above the plane: climb from the lowest level plane to higher ones
-    # only across a gap that no object standing on the lower one would make
-    chosen = max(level, key=lambda p: p.offset)
-    for p in sorted(level, key=lambda p: -p.offset):
-        if chosen.offset - p.offset >= config.min_support_gap_m:
-            chosen = p
-    return chosen
+    if len(level) <= 1:
+        return level[0] if level else None
+    h, w = valid.shape
+    gy = np.exp(-0.5 * ((np.arange(h) - (h - 1) / 2) / (_CENTRE_SIGMA * h)) ** 2)
+    gx = np.exp(-0.5 * ((np.arange(w) - (w - 1) / 2) / (_CENTRE_SIGMA * w)) ** 2)
+    weight = (gy[:, None] * gx[None, :]).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        heights = [np.where(valid, P @ p.normal.astype(np.float32) + np.float32(p.offset), np.nan) for p in level]
+        on = [valid & (np.abs(hp) < 2 * config.plane_tolerance_m) for hp in heights]
+    scores = []
+    for i, hp in enumerate(heights):
+        elsewhere = np.zeros_like(valid)
+        for j, o in enumerate(on):
+            if j != i:
+                elsewhere |= o
+        region = _support_region(on[i], config.support_patch_share)
+        with np.errstate(invalid="ignore"):
+            standing = valid & region & ~elsewhere & (hp > _STANDING_M) & (hp < config.max_size_m)
+        scores.append(float(weight[standing].sum()) + _OWN_WEIGHT * float(weight[on[i]].sum()))
+    return level[int(np.argmax(scores))]
+
+
+_CENTRE_SIGMA = 0.25  # the view centre's weight falls to 1/e^0.5 a quarter of the image from the middle
+_STANDING_M = 0.02  # readings this high or more above a candidate surface stand on it
+_OWN_WEIGHT = 0.5  # a surface's own readings count half as much as what stands on it
 
 
 def _steps(zz: np.ndarray, axis: int, ratio: float) -> np.ndarray:
@@ -565,30 +586,32 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     xs = ((np.arange(sw, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(sh, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
-    plane = choose_support(support_planes(P[valid], config), config)
+    plane = choose_support(support_planes(P[valid], config), config, P, valid)
     if plane is None:
+        log.info("depth: no level surface with room for objects in view (a wall, a bin's floor, the sky?): "
+                 "no depth proposals for this frame")
         return None
     plane = refine_plane(plane, P[valid], config.plane_tolerance_m, config.support_refits)
     nx, ny, nz = (float(v) for v in plane.normal)
     height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
+    sigma = _noise_sigma(height, zf, valid, config)
     with np.errstate(invalid="ignore"):
-        near = np.abs(height[valid])
-        near = near[near < 0.03]
-        noise = 1.4826 * float(np.median(near)) if config.noise_k > 0 and near.size else 0.0
-        floor_h = np.maximum(config.min_height_m + config.min_height_rel * zf, config.noise_k * noise)
-        fg = valid & (height > floor_h) & (height < config.max_size_m)
+        low = np.maximum(config.min_height_m + config.min_height_rel * zf, config.height_sigmas * sigma)
+        fg = valid & (height > low) & (height < config.max_size_m)
+        seed = fg & (height > np.maximum(low, config.seed_sigmas * sigma))
     cut = _edges(small, z, config, config.depth_edges)
-    creases = _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease) if config.crease > 0 else None
-    folds = _folds(P, valid, fg, config.fold_turn, int(config.fold_span)) if config.fold_turn > 0 else None
+    creases = _creases(np.where(valid, height, 0.0).astype(np.float32), seed, config.crease) if config.crease > 0 else None
+    folds = _folds(P, valid, seed, config.fold_turn, int(config.fold_span)) if config.fold_turn > 0 else None
     grid_cut = cut if creases is None else cut | creases
     if folds is not None:
         grid_cut = grid_cut | folds
-    labels = _components(fg, grid_cut, config, fillable=~valid)
+    labels = _components(seed, grid_cut, config, fillable=~valid)
     if config.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
-    before_layers = labels
+    before_layers = _grow_down(labels, fg & ~grid_cut, config.min_pixels)
     if config.layer_gap_m > 0 and labels.any():
         labels = _split_layers(labels, P, height, small, config)
+    labels = _grow_down(labels, fg & ~grid_cut, config.min_pixels)
     surface = (_support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m), config.support_patch_share)
                if config.on_support_only else None)
     kept = np.zeros_like(labels)
@@ -608,6 +631,63 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     if config.join_m > 0 and len(geo) > 1:
         kept, geo = _join_pieces(kept, geo, before_layers, small, fg, P, height, plane, K, config)
     return kept, geo
+
+
+# Depth noise of a structured-light or stereo camera grows with the square of the distance; at 1 m such
+# cameras (Kinect, Xtion, RealSense D4xx) spread 1-3 mm. The smallest scale any camera is credited with:
+_SIGMA_AT_1M_FLOOR = 0.0008
+_TABLE_BAND_M = 0.03  # readings this near the support plane measure its spread (the table and its noise)
+_GROW_PX = 16  # how far (work pixels) an object grows down its own sides towards the table
+
+
+def _noise_sigma(height: np.ndarray, z: np.ndarray, valid: np.ndarray, config: ProposalConfig) -> np.ndarray:
+    """Per-pixel depth noise (metres, along the plane's normal) expected at each pixel's depth.
+
+    sigma(z) = s * z^2 (disparity-based sensors), its scale ``s`` measured on the table itself: the
+    robust spread of the readings within ``_TABLE_BAND_M`` of the plane, each divided by its depth
+    squared; never below ``_SIGMA_AT_1M_FLOOR`` (a rendered table has no noise at all)."""
+    with np.errstate(invalid="ignore"):
+        near = valid & (np.abs(height) < _TABLE_BAND_M)
+    if near.sum() < 50:
+        return np.full(height.shape, _SIGMA_AT_1M_FLOOR, np.float32) * z * z
+    zz = z[near]
+    s = 1.4826 * float(np.median(np.abs(height[near]) / (zz * zz)))
+    return (max(s, _SIGMA_AT_1M_FLOOR) * z * z).astype(np.float32)
+
+
+def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarray:
+    """``labels`` (objects found among the points well above the noise) grown over the rest of ``fg``
+    (points above the lower, noise-level threshold) connected to them, each pixel to the nearest
+    object; parts of ``fg`` no object reaches become objects of their own (``min_pixels`` or more).
+
+    A threshold high enough to keep the halo beside objects (a camera reads the table a few millimetres
+    high next to an edge) from joining neighbours cuts the bottoms off objects and loses low ones
+    (a bowl); one at the noise level keeps them but joins neighbours through the halo. Objects are
+    parted at the high threshold and completed at the low one."""
+    out = labels.astype(np.int32).copy()
+    rest = fg & (out == 0)
+    if rest.any() and out.any():
+        k = np.ones((3, 3), np.uint8)
+        for _ in range(_GROW_PX):
+            grown = cv2.dilate(out.astype(np.float32), k).astype(np.int32)
+            add = rest & (grown > 0)
+            if not add.any():
+                break
+            out[add] = grown[add]
+            rest &= ~add
+    if rest.any():
+        n, lab, stats, _ = cv2.connectedComponentsWithStats(rest.astype(np.uint8), connectivity=4)
+        big = np.flatnonzero(stats[:, cv2.CC_STAT_AREA] >= min_pixels)
+        big = big[big > 0]
+        if len(big) and out.any():  # a part touching an object is its halo or the rest of its foot, no object
+            beside = cv2.dilate((out > 0).astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+            touching = np.unique(lab[beside & (lab > 0)])
+            big = big[~np.isin(big, touching)]
+        if len(big):
+            lut = np.zeros(n, np.int32)
+            lut[big] = int(out.max()) + 1 + np.arange(len(big), dtype=np.int32)
+            out = np.where(lut[lab] > 0, lut[lab], out)
+    return out
 
 
 def _split_blobs(labels: np.ndarray, cut: np.ndarray, creases: np.ndarray | None, small: np.ndarray, z: np.ndarray,
