@@ -152,7 +152,7 @@ def leave_one_source_out(frames, overrides: dict, grid: dict = LOSO_GRID) -> dic
     n_frames = {s: sum(f.source == s for f in frames) for s in sources}
     per = []  # per setting: source -> ProposalScore
     for setting in settings:
-        cfg = ProposalConfig(method="depth", **(overrides | setting))
+        cfg = ProposalConfig.with_overrides(method="depth", **(overrides | setting))
         by_source = defaultdict(ProposalScore)
         for fr in frames:
             props = propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
@@ -188,7 +188,7 @@ def seed_spread(frames, seeds: list[int], overrides: dict, first: dict) -> dict:
 
     per_seed = {str(seeds[0]): {k: first[k] for k in _SEED_KEYS} | {"merges": first["merges"]}}
     for seed in seeds[1:]:
-        cfg = ProposalConfig(method="depth", **(overrides | {"seed": seed}))
+        cfg = ProposalConfig.with_overrides(method="depth", **(overrides | {"seed": seed}))
         total = ProposalScore()
         for fr in frames:
             props = propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
@@ -478,7 +478,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--rendered-seeds", type=int, default=3, help="rendered tables checked (0 = none)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                    help="ProposalConfig overrides for both methods, e.g. depth_edges=grey min_height_rel=0.01")
+                    help="ProposalConfig overrides for both methods, e.g. depth_edges=grey fold_turn=0 (ProposalRules names too)")
     ap.add_argument("--out", default=str(ROOT / "bench/results/real.json"))
     ap.add_argument("--ransac-seeds", default="0",
                     help="comma-separated RANSAC seeds of the depth proposals; the first gives the full report, "
@@ -541,7 +541,7 @@ def main() -> None:
            "frames": len(frames), "objects": sum(len(f.objects) for f in frames),
            "sources": sorted({f.source for f in frames}),
            "config_overrides": overrides,
-           "proposals": bench_proposals(frames, lambda m: ProposalConfig(method=m, **overrides),
+           "proposals": bench_proposals(frames, lambda m: ProposalConfig.with_overrides(method=m, **overrides),
                                         Path(args.pictures) if args.pictures else None)}
     if not args.skip_loso:
         res["leave_one_source_out"] = leave_one_source_out(frames, overrides)
@@ -551,7 +551,7 @@ def main() -> None:
         res["ransac_seeds"] = seed_spread(frames, seeds, overrides, res["proposals"]["depth"])
         log.info("RANSAC seeds: %s", res["ransac_seeds"]["spread"])
     if args.rendered_seeds > 0:
-        res["rendered"] = rendered_recall(ProposalConfig(method="depth", **overrides), args.rendered_seeds)
+        res["rendered"] = rendered_recall(ProposalConfig.with_overrides(method="depth", **overrides), args.rendered_seeds)
         log.info("rendered: %s", res["rendered"])
     if not args.skip_recognition:
         res["crops"] = args.crops

@@ -75,17 +75,17 @@ def test_the_refined_support_plane_does_not_depend_on_the_ransac_seed():
     def offsets(rounds: int) -> np.ndarray:
         out = []
         for seed in range(6):
-            cfg = ProposalConfig(seed=seed)
-            plane = refine_plane(choose_support(support_planes(pts, cfg), cfg, grid, valid), pts, cfg.plane_tolerance_m, rounds)
+            cfg = ProposalConfig.with_overrides(seed=seed)
+            plane = refine_plane(choose_support(support_planes(pts, cfg), cfg, grid, valid), pts, cfg.rules.plane_tolerance_m, rounds)
             assert np.all(np.abs(pts @ plane.normal + plane.offset)[:: 97] < 0.02)
             out.append([*plane.normal, plane.offset])
         return np.asarray(out)
 
-    raw, refined = offsets(0), offsets(ProposalConfig().support_refits)
+    raw, refined = offsets(0), offsets(ProposalConfig().rules.support_refits)
     assert np.ptp(refined[:, 3]) < 5e-5 and np.ptp(refined[:, :3], axis=0).max() < 1e-4
     assert np.ptp(refined[:, 3]) < 0.1 * np.ptp(raw[:, 3])  # what the sample alone gave
     with pytest.raises(ValueError, match="support_refits"):
-        ProposalConfig(support_refits=-1)
+        ProposalConfig.with_overrides(support_refits=-1)
 
 
 def test_touching_boxes_of_different_height_are_split():
@@ -219,7 +219,7 @@ def test_config_is_validated():
     with pytest.raises(ValueError, match="height_sigmas"):
         ProposalConfig(height_sigmas=-1)
     with pytest.raises(ValueError, match="max_planes"):
-        ProposalConfig(max_planes=0)
+        ProposalConfig.with_overrides(max_planes=0)
 
 
 def test_intrinsics_from_k_and_scaling():

@@ -159,7 +159,7 @@ def test_touching_objects_stay_apart_whatever_the_ransac_seed(real_frames) -> No
     fr = real_frames["ucn_8"]
     hits = set()
     for seed in range(4):
-        props = propose(fr.rgb, fr.depth_m, fr.intrinsics, ProposalConfig(seed=seed))
+        props = propose(fr.rgb, fr.depth_m, fr.intrinsics, ProposalConfig.with_overrides(seed=seed))
         s = score_proposals([p.box for p in props], [b for _, b in fr.objects], fr.ignore)
         assert s.merges == 0 and s.hits >= 5, (seed, s.merges, s.hits)
         hits.add(s.hits)
