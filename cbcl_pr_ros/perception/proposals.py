@@ -214,7 +214,7 @@ class ProposalConfig:
         or a coaster is table.
     height_sigmas : a point is above the support when it is at least this many sigmas of the camera's depth
         noise high (sigma = s * z^2 at its depth z, s measured on the table's own readings): the share of
-        table readings let through as objects (a Gaussian's 6 sigma: about 1 in 10^9).
+        table readings let through as objects (chosen with ``seed_sigmas`` on the real tables, leave-one-source-out).
     seed_sigmas : objects are told apart among the points at least this many sigmas high, then completed
         down to ``height_sigmas`` along their own sides: beside an object's foot a camera reads the table
         high (depth smoothed across the edge), and that halo joins neighbours below it.
@@ -236,7 +236,7 @@ class ProposalConfig:
     min_size_m: float = 0.02
     max_size_m: float = 0.45
     min_height_m: float = 0.008
-    height_sigmas: float = 6.0
+    height_sigmas: float = 8.0
     seed_sigmas: float = 13.0
     depth_edges: str = "none"
     rgb_edges: str = "grey+chroma"
