@@ -47,7 +47,7 @@ _EDGES = ("none", "grey", "grey+chroma")
 @dataclass(frozen=True)
 class ProposalRules:
     """The measured constants of the proposal rules: each was set on the real tables and the rendered
-    benchmark together (docs/perception.md, "Proposal rules"), and a deployment has no reason to change
+    benchmark together (docs/perception.md, "Settings and rules"), and a deployment has no reason to change
     them; benches and tests change them to measure what a rule is worth. Distances in metres, pixel
     counts at the work resolution; 0 turns the rules marked "0 = off" off.
 
