@@ -193,17 +193,20 @@ def _bad_variants(fr, rng) -> dict:
 def bad_frames(frames, config) -> dict:
     """Per bad variant of every real frame: CPU milliseconds per 640x480 frame (median and max), how many
     proposals came out, and how many of them claimed 3D, so a bad frame's cost and answers are bounded."""
-    from cbcl_pr_ros.perception import propose
+    from cbcl_pr_ros.perception import CameraIntrinsics, propose
 
     rng = np.random.default_rng(7)
     out: dict = defaultdict(lambda: {"ms": [], "proposals": 0, "with_3d": 0})
     for fr in frames:
         for name, depth in _bad_variants(fr, rng).items():
-            rgb = np.ascontiguousarray(fr.rgb[::-1, ::-1]) if name == "upside_down" else fr.rgb
+            rgb, K = fr.rgb, fr.intrinsics
+            if name == "upside_down":  # the same camera turned over: the image and its principal point turn
+                h, w = rgb.shape[:2]
+                rgb, K = np.ascontiguousarray(rgb[::-1, ::-1]), CameraIntrinsics(K.fx, K.fy, w - 1 - K.cx, h - 1 - K.cy)
             t = []
             for _ in range(2):  # best of 2, as above: the first call of a process also loads code
                 t0 = time.process_time()
-                props = propose(rgb, depth, fr.intrinsics, config)
+                props = propose(rgb, depth, K, config)
                 t.append(time.process_time() - t0)
             out[name]["ms"].append(min(t) * 1000 * (640 * 480) / (rgb.shape[0] * rgb.shape[1]))
             out[name]["proposals"] += len(props)
