@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass, field, fields
 
 import cv2
@@ -611,10 +612,26 @@ def propose(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: Camera
     return _assemble(labels, geo, (h, w), config)
 
 
+_SAID: dict[str, float] = {}
+_SAY_EVERY_S = 10.0
+
+
+def _say(kind: str, message: str) -> None:
+    """A warning about the frame, at most once every ``_SAY_EVERY_S`` per ``kind`` (a camera sends 30 a
+    second); the repeats go to debug."""
+    now = time.monotonic()
+    if now - _SAID.get(kind, -math.inf) >= _SAY_EVERY_S:
+        _SAID[kind] = now
+        log.warning(message)
+    else:
+        log.debug(message)
+
+
 def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config: ProposalConfig):
     sh, sw = z.shape
     valid = np.isfinite(z) & (z > _NEAREST_M) & (z < _FARTHEST_M)
     if valid.sum() < max(100, 0.05 * z.size):
+        _say("sparse", f"depth: {100 * valid.mean():.0f} % of the pixels hold a reading (under 5 %): the RGB method, no 3D")
         return None
     zf = np.where(valid, z, 0.0).astype(np.float32)
     xs = ((np.arange(sw, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
@@ -622,8 +639,8 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     P = np.stack([xs, ys, zf], axis=-1)
     plane = choose_support(support_planes(P[valid], config), config, P, valid)
     if plane is None:
-        log.info("depth: no level surface with room for objects in view (a wall, a bin's floor, the sky?): "
-                 "no depth proposals for this frame")
+        _say("no_support", "depth: no level surface in view (a wall, a tilted camera pose, no plane in the readings): "
+             "the RGB method, no 3D")
         return None
     plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
     nx, ny, nz = (float(v) for v in plane.normal)

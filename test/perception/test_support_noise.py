@@ -189,11 +189,29 @@ def test_an_upside_down_camera_finds_the_same_objects():
 
 
 def test_a_camera_pose_that_says_no_surface_is_level_gives_no_3d(caplog):
+    from cbcl_pr_ros.perception import proposals
+
     rgb, depth, K, _ = _desk()
-    with caplog.at_level(logging.INFO, logger="cbcl_pr_ros.perception.proposals"):
+    proposals._SAID.clear()
+    with caplog.at_level(logging.WARNING, logger="cbcl_pr_ros.perception.proposals"):
         props = propose(rgb, depth, K, ProposalConfig(up_axis=(1.0, 0.0, 0.0)))
     assert _valid_3d(props) == []
     assert any("no level surface" in r.getMessage() for r in caplog.records)
+
+
+def test_a_frame_too_sparse_for_depth_says_so(caplog):
+    from cbcl_pr_ros.perception import proposals
+
+    rgb, depth, K, _ = _desk()
+    holes = depth.copy()
+    holes[np.random.default_rng(6).random(depth.shape) < 0.99] = np.nan
+    proposals._SAID.clear()
+    with caplog.at_level(logging.WARNING, logger="cbcl_pr_ros.perception.proposals"):
+        props = propose(rgb, holes, K)
+        propose(rgb, holes, K)  # the same complaint again at once: not repeated as a warning
+    assert _valid_3d(props) == []
+    said = [r for r in caplog.records if "hold a reading" in r.getMessage() and r.levelno == logging.WARNING]
+    assert len(said) == 1
 
 
 def test_depth_with_holes_everywhere_gives_no_wrong_3d():
