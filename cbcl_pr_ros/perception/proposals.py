@@ -3,11 +3,13 @@
 Our classes are taught a minute before they are asked for, so no trained detector can know them:
 objects are found as "what stands out from the support surface".
 
-With depth (``method="depth"``): pixels are back-projected, the support plane is fitted by
-RANSAC (vectorised hypotheses, least-squares refit on the inliers), and points more than
-``min_height_m`` above it are object points. They are grouped by connected components on the image
-grid after cutting it where neighbouring depths jump (two objects at different distances) and,
-optionally, along colour edges (touching objects of different colour at the same distance).
+With depth (``method="depth"``): pixels are back-projected, candidate planes are fitted by
+RANSAC (vectorised hypotheses, least-squares refit on the inliers), the support is the level one
+with most standing on it near the middle of the view, and points higher above it than the camera's
+depth noise allows at their depth (sigma = s z^2, s measured on the table) are object points. They
+are grouped by connected components on the image grid after cutting it where neighbouring depths
+jump (two objects at different distances), along creases and folds and, optionally, along colour
+edges (touching objects of different colour at the same distance).
 Fragments smaller than ``min_pixels`` and depth holes join a neighbouring component. Each object
 gets its mask, box, and a 3D centroid and extent completed down to the plane (the camera sees only
 the top and near side of an object; its foot lies on the plane).
@@ -329,7 +331,7 @@ def refine_plane(plane: _Plane, points: np.ndarray, tolerance: float, rounds: in
     """``plane`` fitted again (least squares) to the ``points`` within ``tolerance`` of it, ``rounds`` times.
 
     RANSAC fits the plane to a random sample, so its tilt, and the spread of the table about it that
-    sets the height threshold, changed with the seed (issue 20: 23 to 31 mm in one real frame); the
+    sets the height threshold, changed with the seed (23 to 31 mm of threshold in one real frame); the
     readings of the whole table (a regular subsample of at most ``max_points``, for time) give the
     same plane whatever the sample."""
     points = np.asarray(points)

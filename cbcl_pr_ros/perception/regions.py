@@ -1,4 +1,4 @@
-"""Splitting a blob of touching objects by the evidence along whole boundaries (issue 20).
+"""Splitting a blob of touching objects by the evidence along whole boundaries.
 
 A real depth camera's edge between two touching objects is ragged: mixed pixels, holes and noise
 leave gaps in the cut lines, and one gap is enough for connected components to merge the two
