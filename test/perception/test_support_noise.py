@@ -188,6 +188,18 @@ def test_an_upside_down_camera_finds_the_same_objects():
     assert sorted(map(sorted, _found(flipped, index[::-1, ::-1], 3))) == [[1], [2], [3]]
 
 
+def test_a_camera_on_its_side_finds_the_same_objects():
+    """Without a camera pose nothing assumes which image direction is up: turned a quarter, the same boxes."""
+    from cbcl_pr_ros.perception import CameraIntrinsics
+
+    rgb, depth, K, index = _desk()
+    h, w = depth.shape
+    turned = CameraIntrinsics(K.fy, K.fx, K.cy, w - 1 - K.cx)  # np.rot90: (row, col) -> (w - 1 - col, row)
+    props = propose(np.ascontiguousarray(np.rot90(rgb)), np.ascontiguousarray(np.rot90(depth)), turned)
+    assert sorted(map(sorted, _found(props, np.rot90(index), 3))) == [[1], [2], [3]]
+    assert all(p.has_depth for p in props)
+
+
 def test_a_camera_pose_that_says_no_surface_is_level_gives_no_3d(caplog):
     from cbcl_pr_ros.perception import proposals
 
