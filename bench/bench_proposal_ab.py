@@ -34,7 +34,7 @@ def _config(pairs: list[str]) -> ProposalConfig:
             kw[key] = float(value)
         except ValueError:
             kw[key] = value
-    return ProposalConfig(**kw)
+    return ProposalConfig.with_overrides(**kw)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Touching pieces that may be one object, and whether recognition says they are.
 
 The proposer joins the touching pieces of one object where geometry and colour say so
-(``ProposalConfig.join_m``). Where they cannot, a shape or colour rule that joined them would also
+(``ProposalRules.join_m``). Where they cannot, a shape or colour rule that joined them would also
 join two objects side by side: a duck's beak differs in colour from its head, a seated teddy's head
 lies 6 cm from its body, a lying bunny's head and body overlap little; two mugs touching look as
 much like one thing. The learner can tell them apart once the object is taught: the two pieces

@@ -3,11 +3,13 @@
 Our classes are taught a minute before they are asked for, so no trained detector can know them:
 objects are found as "what stands out from the support surface".
 
-With depth (``method="depth"``): pixels are back-projected, the support plane is fitted by
-RANSAC (vectorised hypotheses, least-squares refit on the inliers), and points more than
-``min_height_m`` above it are object points. They are grouped by connected components on the image
-grid after cutting it where neighbouring depths jump (two objects at different distances) and,
-optionally, along colour edges (touching objects of different colour at the same distance).
+With depth (``method="depth"``): pixels are back-projected, candidate planes are fitted by
+RANSAC (vectorised hypotheses, least-squares refit on the inliers), the support is the level one
+with most standing on it near the middle of the view, and points higher above it than the camera's
+depth noise allows at their depth (sigma = s z^2, s measured on the table) are object points. They
+are grouped by connected components on the image grid after cutting it where neighbouring depths
+jump (two objects at different distances), along creases and folds and, optionally, along colour
+edges (touching objects of different colour at the same distance).
 Fragments smaller than ``min_pixels`` and depth holes join a neighbouring component. Each object
 gets its mask, box, and a 3D centroid and extent completed down to the plane (the camera sees only
 the top and near side of an object; its foot lies on the plane).
@@ -25,7 +27,8 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field, fields
 
 import cv2
 import numpy as np
@@ -36,7 +39,7 @@ from scipy.sparse.csgraph import connected_components
 from .regions import BoundaryRule, flat_pixels, split_layers, split_nonconvex
 from .types import CameraIntrinsics, Proposal
 
-__all__ = ["ProposalConfig", "propose", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
+__all__ = ["ProposalConfig", "ProposalRules", "propose", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
            "depth_problem"]
 
 log = logging.getLogger(__name__)
@@ -44,33 +47,25 @@ _NAN3 = np.full(3, np.nan)
 _EDGES = ("none", "grey", "grey+chroma")
 
 
-@dataclass
-class ProposalConfig:
-    """Settings of :func:`propose`. Distances in metres, pixel counts at the work resolution.
+@dataclass(frozen=True)
+class ProposalRules:
+    """The measured constants of the proposal rules: each was set on the real tables and the rendered
+    benchmark together (docs/perception.md, "Settings and rules"), and a deployment has no reason to change
+    them; benches and tests change them to measure what a rule is worth. Distances in metres, pixel
+    counts at the work resolution; 0 turns the rules marked "0 = off" off.
 
-    method : "auto" (depth when usable, else RGB), "depth" (same, but logs a warning on fallback) or "rgb".
-    work_width : images are processed at most this wide (masks and boxes are returned at full size).
-    min_size_m / max_size_m : an object's largest extent must lie within these (depth method).
-    min_height_m / min_height_rel : a point is above the plane when it is at least ``min_height_m +
-        min_height_rel * z`` high (z its depth): sensor noise and texture relief grow with distance;
-        and, with ``noise_k`` > 0, at least ``noise_k`` times the support plane's measured noise
-        (robust spread of the readings within 3 cm of it), so a noisy camera's table stays table.
     plane_tolerance_m : RANSAC inlier band (in depth Z) of the support plane.
     min_plane_fraction : the plane's inliers must be at least this share of the valid points.
     ransac_points / ransac_trials : points sampled for the plane fit, and RANSAC iterations.
     depth_jump_m / depth_jump_rel : neighbouring pixels whose depths differ by more than
         ``depth_jump_m + depth_jump_rel * z`` belong to different objects.
-    depth_edges / rgb_edges : which colour edges cut the grid, besides depth jumps, in each method:
-        "none", "grey" (Canny on brightness, ``canny_low``/``canny_high``) or "grey+chroma" (also
-        Canny on Lab's a and b channels at a third of those thresholds: hue boundaries between
-        touching objects of similar brightness). Colour edges split touching objects at the same
-        depth, and also split printed or textured objects; docs/perception.md has the measurements.
     jump_vs_slope : a depth difference is a jump only when it is also this many times the smaller
         difference on either side (0 = off): slopes of obliquely seen surfaces are not cut.
     crease : with depth, also cut the grid along creases: pixels where the height map (smoothed) is
         concave by more than ``crease`` (its Laplacian, metres per work pixel squared; 0 = off).
         Two touching objects meet in a valley of the height map; print and texture on one surface
         make none, so creases split what colour edges would split without cutting printed boxes apart.
+    canny_low / canny_high : the Canny thresholds of the colour edges (``ProposalConfig.depth_edges``).
     min_pixels : smaller components are fragments, merged into a neighbour within ``merge_px`` or dropped.
     overhang_share : a part that hangs joins the piece it hangs on (0 = off). A piece (component) that
         touches a piece at least 1 / ``attach_max_ratio`` times its size (neighbouring pixels whose depths
@@ -83,24 +78,14 @@ class ProposalConfig:
     background_border : width of the image border (share of the smaller side) the RGB method's
         background colour model is built from; ``background_quantile`` the share of border pixels
         allowed to fall below the object threshold.
-    max_proposals : keep at most this many (highest score first).
-    seed : seeds RANSAC's and the background model's sampling.
+    seed : seeds RANSAC's sample (a fixed seed: the same frame gives the same plane in every run).
     support_refits : the chosen support plane is fitted again to all the readings within
         ``plane_tolerance_m`` of it this many times (0 = off): the same plane, and so the same height
         threshold, whatever RANSAC's sample.
-    up_axis : the up direction in the camera optical frame (x right, y down, z forward) when the camera
-        pose is known (e.g. from tf); None = unknown: the largest plane's normal stands in for it.
-    support : which plane objects stand on. "nearest" (default): of the up to ``max_planes`` planes
-        found one after another (each holding >= ``min_support_fraction`` of the readings) and within
-        ``max_tilt_deg`` of level, the one nearest the camera: a table seen with the floor around it
-        is higher, so nearer, than the floor (the largest plane there). A plane counts as a higher
-        surface only when it lies at least ``min_support_gap_m`` above the one below it, so the flat
-        tops of boxes and books standing on a table never become the table. "largest": the plane with most
-        inliers.
-    on_support_only : keep only objects whose feet (points dropped onto the plane) lie on the support
-        surface's image region (its largest connected patch, convex hull): things beyond the table's
-        edge (chairs, the floor, a far room) are background. The region is the convex hull of the largest
-        patch of the plane's readings and of every patch at least ``support_patch_share`` of its size.
+    max_planes / min_support_fraction : up to ``max_planes`` planes are found one after another (each holding
+        >= ``min_support_fraction`` of the readings): the candidate supports.
+    support_patch_share : the support's image region is the convex hull of the largest patch of its readings
+        and of every patch at least this share of its size (objects crowding a table cut its top apart).
     max_border_share : a region with this share of its outline on the image border is mostly out of view
         (a sliver of a shelf or a far table edge) and is dropped.
     split_solidity / split_gain / split_min_part : a component less convex than ``split_solidity`` (area
@@ -131,23 +116,19 @@ class ProposalConfig:
         an object stacked on another shows its own top (0 = off; perception/regions.py ``split_layers``).
     """
 
-    method: str = "auto"
-    work_width: int = 320
-    min_size_m: float = 0.02
-    max_size_m: float = 0.45
-    min_height_m: float = 0.008
-    min_height_rel: float = 0.0
-    noise_k: float = 13.0
     plane_tolerance_m: float = 0.006
     min_plane_fraction: float = 0.2
     ransac_points: int = 1500
     ransac_trials: int = 100
+    seed: int = 0
+    max_planes: int = 4
+    min_support_fraction: float = 0.08
+    support_refits: int = 3
+    support_patch_share: float = 0.2
     depth_jump_m: float = 0.005
     depth_jump_rel: float = 0.005
-    depth_edges: str = "none"
-    crease: float = 0.001
     jump_vs_slope: float = 2.0
-    rgb_edges: str = "grey+chroma"
+    crease: float = 0.001
     canny_low: int = 80
     canny_high: int = 160
     min_pixels: int = 60
@@ -159,17 +140,6 @@ class ProposalConfig:
     max_area_fraction: float = 0.5
     background_border: float = 0.06
     background_quantile: float = 0.01
-    max_proposals: int = 32
-    seed: int = 0
-    up_axis: tuple[float, float, float] | None = None
-    support: str = "nearest"
-    max_planes: int = 4
-    min_support_fraction: float = 0.08
-    max_tilt_deg: float = 15.0
-    support_refits: int = 3
-    min_support_gap_m: float = 0.25
-    on_support_only: bool = True
-    support_patch_share: float = 0.2
     max_border_share: float = 1 / 3
     split_solidity: float = 0.95
     split_gain: float = 0.0
@@ -190,34 +160,23 @@ class ProposalConfig:
     join_colour_de: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.method not in ("auto", "depth", "rgb"):
-            raise ValueError(f"method must be 'auto', 'depth' or 'rgb', got {self.method!r}")
-        for name in ("depth_edges", "rgb_edges"):
-            if getattr(self, name) not in _EDGES:
-                raise ValueError(f"{name} must be one of {_EDGES}, got {getattr(self, name)!r}")
-        if not 32 <= int(self.work_width) <= 4096:
-            raise ValueError(f"work_width must be in [32, 4096], got {self.work_width}")
-        if not 0 < self.min_size_m < self.max_size_m:
-            raise ValueError(f"need 0 < min_size_m < max_size_m, got {self.min_size_m}, {self.max_size_m}")
-        for name in ("min_height_m", "plane_tolerance_m", "depth_jump_m"):
+        for name in ("plane_tolerance_m", "depth_jump_m"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         for name in ("min_plane_fraction", "max_area_fraction", "background_border", "background_quantile"):
             if not 0 < getattr(self, name) < 1:
                 raise ValueError(f"{name} must be in (0, 1), got {getattr(self, name)}")
-        for name in ("ransac_points", "ransac_trials", "min_pixels", "max_proposals"):
+        for name in ("ransac_points", "ransac_trials", "min_pixels"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.depth_jump_rel < 0 or self.merge_px < 0 or self.min_height_rel < 0 or self.crease < 0 or self.noise_k < 0:
-            raise ValueError("depth_jump_rel, merge_px, min_height_rel, crease and noise_k must be >= 0")
+        if self.depth_jump_rel < 0 or self.merge_px < 0 or self.crease < 0:
+            raise ValueError("depth_jump_rel, merge_px and crease must be >= 0")
         if not 0 <= self.split_solidity <= 1 or self.split_gain < 0 or self.split_min_part < 1 or self.region_offset_px < 1:
             raise ValueError("need split_solidity in [0, 1], split_gain >= 0, split_min_part >= 1, region_offset_px >= 1")
         if min(self.region_step_m, self.region_step_rel, self.region_colour_de, self.region_core_dilate_px) < 0 \
                 or not 0 <= self.region_crease_share <= 1:
             raise ValueError("region_step_m, region_step_rel, region_colour_de and region_core_dilate_px must be >= 0, "
                              "region_crease_share in [0, 1]")
-        if self.support not in ("nearest", "largest"):
-            raise ValueError(f"support must be 'nearest' or 'largest', got {self.support!r}")
         if not 0 <= int(self.support_refits) <= 10:
             raise ValueError(f"support_refits must be in [0, 10], got {self.support_refits}")
         if not 1 <= int(self.max_planes) <= 8:
@@ -226,12 +185,8 @@ class ProposalConfig:
             raise ValueError(f"support_patch_share must be in (0, 1], got {self.support_patch_share}")
         if not 0 < self.max_border_share <= 1:
             raise ValueError(f"max_border_share must be in (0, 1], got {self.max_border_share}")
-        if not 0 < self.min_support_fraction < 1 or not 0 < self.max_tilt_deg < 90 or self.min_support_gap_m < 0:
-            raise ValueError("min_support_fraction must be in (0, 1), max_tilt_deg in (0, 90), min_support_gap_m >= 0")
-        if self.up_axis is not None:
-            up = np.asarray(self.up_axis, dtype=float)
-            if up.shape != (3,) or not np.all(np.isfinite(up)) or np.linalg.norm(up) < 1e-6:
-                raise ValueError(f"up_axis must be a finite non-zero 3-vector, got {self.up_axis!r}")
+        if not 0 < self.min_support_fraction < 1:
+            raise ValueError(f"min_support_fraction must be in (0, 1), got {self.min_support_fraction}")
         if not 0 <= self.overhang_share <= 1 or not 0 < self.attach_max_ratio < 1:
             raise ValueError("overhang_share must be in [0, 1] and attach_max_ratio in (0, 1)")
         if self.overhang_min_height_m <= 0 or self.attach_gap_m <= 0:
@@ -243,6 +198,86 @@ class ProposalConfig:
         if self.join_m < 0 or not 0 <= self.join_share <= 1 or self.join_colour_de < 0:
             raise ValueError(f"need join_m >= 0, join_share in [0, 1] and join_colour_de >= 0, got {self.join_m}, "
                              f"{self.join_share}, {self.join_colour_de}")
+
+
+@dataclass
+class ProposalConfig:
+    """Settings of :func:`propose`: what a deployment may have a reason to set. Distances in metres.
+
+    method : "auto" (depth when usable, else RGB), "depth" (same, but logs a warning on fallback) or "rgb":
+        a camera without depth, or depth known to be bad.
+    work_width : images are processed at most this wide (masks and boxes are returned at full size): the
+        time a frame may take on the machine at hand against the smallest object in pixels.
+    up_axis : the up direction in the camera optical frame (x right, y down, z forward) when the camera
+        pose is known (e.g. from tf); None = unknown: the largest plane's normal stands in for it.
+    max_tilt_deg : a support surface is within this of level: what things stand on without sliding.
+    min_size_m / max_size_m : an object's largest extent must lie within these: the objects the robot
+        handles (its gripper, its task).
+    min_height_m : the least height above the support that counts, whatever the camera: a sheet of paper
+        or a coaster is table.
+    height_sigmas : a point is above the support when it is at least this many sigmas of the camera's depth
+        noise high (sigma = s * z^2 at its depth z, s measured on the table's own readings): the share of
+        table readings let through as objects (chosen with ``seed_sigmas`` on the real tables, leave-one-source-out).
+    seed_sigmas : objects are told apart among the points at least this many sigmas high, then completed
+        down to ``height_sigmas`` along their own sides: beside an object's foot a camera reads the table
+        high (depth smoothed across the edge), and that halo joins neighbours below it.
+    depth_edges / rgb_edges : which colour edges cut the grid, besides depth jumps, in each method:
+        "none", "grey" (Canny on brightness) or "grey+chroma" (also Canny on Lab's a and b channels: hue
+        boundaries between touching objects of similar brightness). Colour edges split touching objects
+        at the same depth, and also split printed or textured objects: the objects at hand decide.
+    on_support_only : keep only objects whose feet (points dropped onto the plane) lie on the support
+        surface's image region: things beyond the table's edge (chairs, the floor, a far room) are
+        background; off where objects beyond the table matter too.
+    max_proposals : keep at most this many (highest score first): the work downstream per frame.
+    rules : the measured constants of the rules (:class:`ProposalRules`), for measurements.
+    """
+
+    method: str = "auto"
+    work_width: int = 320
+    up_axis: tuple[float, float, float] | None = None
+    max_tilt_deg: float = 15.0
+    min_size_m: float = 0.02
+    max_size_m: float = 0.45
+    min_height_m: float = 0.008
+    height_sigmas: float = 8.0
+    seed_sigmas: float = 13.0
+    depth_edges: str = "none"
+    rgb_edges: str = "grey+chroma"
+    on_support_only: bool = True
+    max_proposals: int = 32
+    rules: ProposalRules = field(default_factory=ProposalRules)
+
+    def __post_init__(self) -> None:
+        if self.method not in ("auto", "depth", "rgb"):
+            raise ValueError(f"method must be 'auto', 'depth' or 'rgb', got {self.method!r}")
+        for name in ("depth_edges", "rgb_edges"):
+            if getattr(self, name) not in _EDGES:
+                raise ValueError(f"{name} must be one of {_EDGES}, got {getattr(self, name)!r}")
+        if not 32 <= int(self.work_width) <= 4096:
+            raise ValueError(f"work_width must be in [32, 4096], got {self.work_width}")
+        if not 0 < self.min_size_m < self.max_size_m:
+            raise ValueError(f"need 0 < min_size_m < max_size_m, got {self.min_size_m}, {self.max_size_m}")
+        if not self.min_height_m > 0:
+            raise ValueError(f"min_height_m must be > 0, got {self.min_height_m}")
+        if int(self.max_proposals) < 1:
+            raise ValueError(f"max_proposals must be >= 1, got {self.max_proposals}")
+        if not self.height_sigmas >= 0 or not self.seed_sigmas >= 0:
+            raise ValueError(f"height_sigmas and seed_sigmas must be >= 0, got {self.height_sigmas}, {self.seed_sigmas}")
+        if not 0 < self.max_tilt_deg < 90:
+            raise ValueError(f"max_tilt_deg must be in (0, 90), got {self.max_tilt_deg}")
+        if self.up_axis is not None:
+            up = np.asarray(self.up_axis, dtype=float)
+            if up.shape != (3,) or not np.all(np.isfinite(up)) or np.linalg.norm(up) < 1e-6:
+                raise ValueError(f"up_axis must be a finite non-zero 3-vector, got {self.up_axis!r}")
+        if not isinstance(self.rules, ProposalRules):
+            raise TypeError(f"rules must be a ProposalRules, got {type(self.rules).__name__}")
+
+    @classmethod
+    def with_overrides(cls, **kw: object) -> "ProposalConfig":
+        """A config from one flat set of names: those of :class:`ProposalRules` go to ``rules`` (benches)."""
+        rule_names = {f.name for f in fields(ProposalRules)}
+        rules = ProposalRules(**{k: v for k, v in kw.items() if k in rule_names})
+        return cls(**{k: v for k, v in kw.items() if k not in rule_names}, rules=rules)
 
 
 @dataclass(frozen=True)
@@ -263,10 +298,10 @@ def fit_support_plane(points: np.ndarray, config: ProposalConfig, min_fraction: 
     points = np.asarray(points, dtype=np.float64)
     if points.ndim != 2 or points.shape[1] != 3 or len(points) < 50:
         return None
-    rng = np.random.default_rng(config.seed)
-    if len(points) > config.ransac_points:
-        points = points[rng.choice(len(points), config.ransac_points, replace=False)]
-    n_pts, trials = len(points), int(config.ransac_trials)
+    rng = np.random.default_rng(config.rules.seed)
+    if len(points) > config.rules.ransac_points:
+        points = points[rng.choice(len(points), config.rules.ransac_points, replace=False)]
+    n_pts, trials = len(points), int(config.rules.ransac_trials)
     idx = rng.integers(0, n_pts, size=(trials, 3))
     a, b, c = points[idx[:, 0]], points[idx[:, 1]], points[idx[:, 2]]
     normals = np.cross(b - a, c - a)
@@ -276,7 +311,7 @@ def fit_support_plane(points: np.ndarray, config: ProposalConfig, min_fraction: 
         return None
     normals = normals[ok] / norms[ok, None]
     offsets = -np.einsum("ij,ij->i", normals, a[ok])
-    inliers = np.abs(points @ normals.T + offsets) < config.plane_tolerance_m  # (n_pts, hypotheses)
+    inliers = np.abs(points @ normals.T + offsets) < config.rules.plane_tolerance_m  # (n_pts, hypotheses)
     best = int(np.argmax(inliers.sum(axis=0)))
     sel = points[inliers[:, best]]
     if len(sel) < 3:
@@ -284,8 +319,8 @@ def fit_support_plane(points: np.ndarray, config: ProposalConfig, min_fraction: 
     centre = sel.mean(axis=0)
     normal = np.linalg.svd(sel - centre, full_matrices=False)[2][-1]
     offset = -float(normal @ centre)
-    frac = float((np.abs(points @ normal + offset) < config.plane_tolerance_m).mean())
-    if frac < (config.min_plane_fraction if min_fraction is None else min_fraction):
+    frac = float((np.abs(points @ normal + offset) < config.rules.plane_tolerance_m).mean())
+    if frac < (config.rules.min_plane_fraction if min_fraction is None else min_fraction):
         return None
     if offset < 0:  # the camera (origin) gets a positive height
         normal, offset = -normal, -offset
@@ -322,25 +357,32 @@ def support_planes(points: np.ndarray, config: ProposalConfig) -> list[_Plane]:
     points = np.asarray(points, dtype=np.float64)
     planes: list[_Plane] = []
     rest, n_all = points, max(len(points), 1)
-    for k in range(int(config.max_planes)):
-        need = config.min_plane_fraction if k == 0 else config.min_support_fraction
+    for k in range(int(config.rules.max_planes)):
+        need = config.rules.min_plane_fraction if k == 0 else config.rules.min_support_fraction
         if len(rest) < max(50, need * n_all):
             break
         plane = fit_support_plane(rest, config, min_fraction=need * n_all / len(rest))
         if plane is None:
             break
         dist = np.abs(rest @ plane.normal + plane.offset)
-        frac = float((dist < config.plane_tolerance_m).sum()) / n_all
+        frac = float((dist < config.rules.plane_tolerance_m).sum()) / n_all
         planes.append(_Plane(plane.normal, plane.offset, frac))
-        rest = rest[dist >= 2 * config.plane_tolerance_m]
+        rest = rest[dist >= 2 * config.rules.plane_tolerance_m]
     return planes
 
 
-def choose_support(planes: list[_Plane], config: ProposalConfig) -> _Plane | None:
-    """The plane objects stand on: of the level candidates (within ``max_tilt_deg`` of the up axis, or of
-    the largest plane when the up axis is unknown), the nearest to the camera; or the largest."""
-    if not planes or config.support == "largest":
-        return planes[0] if planes else None
+def choose_support(planes: list[_Plane], config: ProposalConfig, P: np.ndarray, valid: np.ndarray) -> _Plane | None:
+    """The plane the objects in front of the camera stand on, or None when no plane is level.
+
+    Candidates are the planes within ``max_tilt_deg`` of level (``up_axis`` when the camera pose is
+    known, else the largest plane's normal). Each is scored by what the camera sees of it and on it
+    near the middle of the view (``P``: the (h, w, 3) points, ``valid``: which are readings; pixels
+    weighted by a Gaussian about the image centre): its own readings, and the readings standing on it
+    (2 cm to ``max_size_m`` above it, over its image region, not on another candidate). A floor around a
+    table holds the table's legs at most, the table the objects; a spurious plane through the floor and
+    a desk's edge holds a strip of readings; a box's lid is a small surface with little on it."""
+    if not planes:
+        return None
     if config.up_axis is not None:
         up = np.asarray(config.up_axis, dtype=float)
         up = up / np.linalg.norm(up)
@@ -348,15 +390,31 @@ def choose_support(planes: list[_Plane], config: ProposalConfig) -> _Plane | Non
         up = planes[0].normal
     cos_tilt = math.cos(math.radians(config.max_tilt_deg))
     level = [p for p in planes if abs(float(p.normal @ up)) >= cos_tilt]
-    if not level:
-        return None if config.up_axis is not None else planes[0]
-    # offset = the camera's height above the plane: climb from the lowest level plane to higher ones
-    # only across a gap that no object standing on the lower one would make
-    chosen = max(level, key=lambda p: p.offset)
-    for p in sorted(level, key=lambda p: -p.offset):
-        if chosen.offset - p.offset >= config.min_support_gap_m:
-            chosen = p
-    return chosen
+    if len(level) <= 1:
+        return level[0] if level else None
+    h, w = valid.shape
+    gy = np.exp(-0.5 * ((np.arange(h) - (h - 1) / 2) / (_CENTRE_SIGMA * h)) ** 2)
+    gx = np.exp(-0.5 * ((np.arange(w) - (w - 1) / 2) / (_CENTRE_SIGMA * w)) ** 2)
+    weight = (gy[:, None] * gx[None, :]).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        heights = [np.where(valid, P @ p.normal.astype(np.float32) + np.float32(p.offset), np.nan) for p in level]
+        on = [valid & (np.abs(hp) < 2 * config.rules.plane_tolerance_m) for hp in heights]
+    scores = []
+    for i, hp in enumerate(heights):
+        elsewhere = np.zeros_like(valid)
+        for j, o in enumerate(on):
+            if j != i:
+                elsewhere |= o
+        region = _support_region(on[i], config.rules.support_patch_share)
+        with np.errstate(invalid="ignore"):
+            standing = valid & region & ~elsewhere & (hp > _STANDING_M) & (hp < config.max_size_m)
+        scores.append(float(weight[standing].sum()) + _OWN_WEIGHT * float(weight[on[i]].sum()))
+    return level[int(np.argmax(scores))]
+
+
+_CENTRE_SIGMA = 0.25  # the view centre's weight falls to 1/e^0.5 a quarter of the image from the middle
+_STANDING_M = 0.02  # readings this high or more above a candidate surface stand on it
+_OWN_WEIGHT = 0.5  # a surface's own readings count half as much as what stands on it
 
 
 def _steps(zz: np.ndarray, axis: int, ratio: float) -> np.ndarray:
@@ -380,21 +438,21 @@ def _edges(rgb_small: np.ndarray, z: np.ndarray | None, config: ProposalConfig, 
     if z is not None:
         ok = np.isfinite(z)
         zz = np.where(ok, z, 0.0)
-        thr = config.depth_jump_m + config.depth_jump_rel * zz
+        thr = config.rules.depth_jump_m + config.rules.depth_jump_rel * zz
         # only pairs of readings can jump: a hole next to a reading is no edge
-        dx = _steps(zz, 1, config.jump_vs_slope) & (np.abs(np.diff(zz, axis=1)) > thr[:, :-1]) & ok[:, :-1] & ok[:, 1:]
-        dy = _steps(zz, 0, config.jump_vs_slope) & (np.abs(np.diff(zz, axis=0)) > thr[:-1, :]) & ok[:-1, :] & ok[1:, :]
+        dx = _steps(zz, 1, config.rules.jump_vs_slope) & (np.abs(np.diff(zz, axis=1)) > thr[:, :-1]) & ok[:, :-1] & ok[:, 1:]
+        dy = _steps(zz, 0, config.rules.jump_vs_slope) & (np.abs(np.diff(zz, axis=0)) > thr[:-1, :]) & ok[:-1, :] & ok[1:, :]
         cut[:, :-1] |= dx
         cut[:, 1:] |= dx
         cut[:-1, :] |= dy
         cut[1:, :] |= dy
     if colour != "none":
         grey = cv2.cvtColor(rgb_small, cv2.COLOR_RGB2GRAY)
-        cut |= cv2.Canny(cv2.GaussianBlur(grey, (3, 3), 0), config.canny_low, config.canny_high) > 0
+        cut |= cv2.Canny(cv2.GaussianBlur(grey, (3, 3), 0), config.rules.canny_low, config.rules.canny_high) > 0
         if colour == "grey+chroma":  # hue boundaries between touching objects of similar brightness
             lab = cv2.cvtColor(cv2.GaussianBlur(rgb_small, (5, 5), 0), cv2.COLOR_RGB2LAB)
             for ch in (1, 2):
-                cut |= cv2.Canny(lab[..., ch], config.canny_low // 3, config.canny_high // 3) > 0
+                cut |= cv2.Canny(lab[..., ch], config.rules.canny_low // 3, config.rules.canny_high // 3) > 0
     return cut
 
 
@@ -407,16 +465,16 @@ def _components(fg: np.ndarray, cut: np.ndarray, config: ProposalConfig, fillabl
     if n <= 1:
         return np.zeros(fg.shape, np.int32)
     keep = np.zeros(n, bool)
-    keep[1:] = stats[1:, cv2.CC_STAT_AREA] >= config.min_pixels
-    keep[1:] &= stats[1:, cv2.CC_STAT_AREA] <= config.max_area_fraction * fg.size
+    keep[1:] = stats[1:, cv2.CC_STAT_AREA] >= config.rules.min_pixels
+    keep[1:] &= stats[1:, cv2.CC_STAT_AREA] <= config.rules.max_area_fraction * fg.size
     remap = np.zeros(n, np.int32)
     remap[keep] = np.arange(1, int(keep.sum()) + 1)
     labels = remap[labels]
     if not keep.any():
         return labels
-    if config.merge_px > 0 and labels.max() < 65535:
+    if config.rules.merge_px > 0 and labels.max() < 65535:
         # give cut pixels and fragments to a kept component within merge_px (grey dilation of labels)
-        k = 2 * int(config.merge_px) + 1
+        k = 2 * int(config.rules.merge_px) + 1
         near = cv2.dilate(labels.astype(np.uint16), np.ones((k, k), np.uint8)).astype(np.int32)
         grow = fg if fillable is None else (fg | fillable)
         labels = np.where(grow & (labels == 0), near, labels)
@@ -432,7 +490,7 @@ def _background_mask(rgb_small: np.ndarray, config: ProposalConfig) -> np.ndarra
     """
     h, w = rgb_small.shape[:2]
     lab = cv2.cvtColor(cv2.GaussianBlur(rgb_small, (5, 5), 0), cv2.COLOR_RGB2LAB)
-    b = max(2, int(round(config.background_border * min(h, w))))
+    b = max(2, int(round(config.rules.background_border * min(h, w))))
     border = np.full((h, w), 255, np.uint8)
     border[b:-b, b:-b] = 0
     hist = cv2.calcHist([lab], [0, 1, 2], border, [4, 32, 32], [0, 256, 0, 256, 0, 256])
@@ -441,7 +499,7 @@ def _background_mask(rgb_small: np.ndarray, config: ProposalConfig) -> np.ndarra
     # back-projection as a table lookup (cv2.calcBackProject returned zeros for 3 channels here)
     bin_index = (lab[..., 0] >> 6).astype(np.int32) * 1024 + (lab[..., 1] >> 3).astype(np.int32) * 32 + (lab[..., 2] >> 3)
     prob = hist.ravel()[bin_index]
-    thr = float(np.quantile(prob[border > 0], config.background_quantile))
+    thr = float(np.quantile(prob[border > 0], config.rules.background_quantile))
     fg = (prob < thr).astype(np.uint8)
     fg = cv2.morphologyEx(fg, cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
     fg = cv2.morphologyEx(fg, cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
@@ -556,69 +614,144 @@ def propose(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: Camera
     return _assemble(labels, geo, (h, w), config)
 
 
+_SAID: dict[str, float] = {}
+_SAY_EVERY_S = 10.0
+
+
+def _say(kind: str, message: str) -> None:
+    """A warning about the frame, at most once every ``_SAY_EVERY_S`` per ``kind`` (a camera sends 30 a
+    second); the repeats go to debug."""
+    now = time.monotonic()
+    if now - _SAID.get(kind, -math.inf) >= _SAY_EVERY_S:
+        _SAID[kind] = now
+        log.warning(message)
+    else:
+        log.debug(message)
+
+
 def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config: ProposalConfig):
     sh, sw = z.shape
     valid = np.isfinite(z) & (z > _NEAREST_M) & (z < _FARTHEST_M)
     if valid.sum() < max(100, 0.05 * z.size):
+        _say("sparse", f"depth: {100 * valid.mean():.0f} % of the pixels hold a reading (under 5 %): the RGB method, no 3D")
         return None
     zf = np.where(valid, z, 0.0).astype(np.float32)
     xs = ((np.arange(sw, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(sh, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
-    plane = choose_support(support_planes(P[valid], config), config)
+    plane = choose_support(support_planes(P[valid], config), config, P, valid)
     if plane is None:
+        _say("no_support", "depth: no level surface in view (a wall, a tilted camera pose, no plane in the readings): "
+             "the RGB method, no 3D")
         return None
-    plane = refine_plane(plane, P[valid], config.plane_tolerance_m, config.support_refits)
+    plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
     nx, ny, nz = (float(v) for v in plane.normal)
     height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
+    sigma = _noise_sigma(height, zf, valid, config)
     with np.errstate(invalid="ignore"):
-        near = np.abs(height[valid])
-        near = near[near < 0.03]
-        noise = 1.4826 * float(np.median(near)) if config.noise_k > 0 and near.size else 0.0
-        floor_h = np.maximum(config.min_height_m + config.min_height_rel * zf, config.noise_k * noise)
-        fg = valid & (height > floor_h) & (height < config.max_size_m)
+        low = np.maximum(config.min_height_m, config.height_sigmas * sigma)
+        fg = valid & (height > low) & (height < config.max_size_m)
+        seed = fg & (height > np.maximum(low, config.seed_sigmas * sigma))
     cut = _edges(small, z, config, config.depth_edges)
-    creases = _creases(np.where(valid, height, 0.0).astype(np.float32), fg, config.crease) if config.crease > 0 else None
-    folds = _folds(P, valid, fg, config.fold_turn, int(config.fold_span)) if config.fold_turn > 0 else None
+    creases = _creases(np.where(valid, height, 0.0).astype(np.float32), seed, config.rules.crease) if config.rules.crease > 0 else None
+    folds = _folds(P, valid, seed, config.rules.fold_turn, int(config.rules.fold_span)) if config.rules.fold_turn > 0 else None
     grid_cut = cut if creases is None else cut | creases
     if folds is not None:
         grid_cut = grid_cut | folds
-    labels = _components(fg, grid_cut, config, fillable=~valid)
-    if config.split_solidity > 0:
+    labels = _components(seed, grid_cut, config, fillable=~valid)
+    if config.rules.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
-    before_layers = labels
-    if config.layer_gap_m > 0 and labels.any():
+    before_layers = _grow_down(labels, fg & ~grid_cut, config.rules.min_pixels)
+    if config.rules.layer_gap_m > 0 and labels.any():
         labels = _split_layers(labels, P, height, small, config)
-    surface = (_support_region(valid & (np.abs(height) < 2 * config.plane_tolerance_m), config.support_patch_share)
+    labels = _grow_down(labels, fg & ~grid_cut, config.rules.min_pixels)
+    surface = (_support_region(valid & (np.abs(height) < 2 * config.rules.plane_tolerance_m), config.rules.support_patch_share)
                if config.on_support_only else None)
     kept = np.zeros_like(labels)
     geo = []
-    if config.overhang_share > 0:
+    if config.rules.overhang_share > 0:
         labels = _attach_overhangs(labels, fg, P, z, height, plane, K, config)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
         m = labels[sl] == lab
-        if _border_share(m, sl, labels.shape) >= config.max_border_share:
+        if _border_share(m, sl, labels.shape) >= config.rules.max_border_share:
             continue  # mostly out of view: a sliver of something beyond the image (a shelf, a far table edge)
         g = _geometry(m, sl, fg, P, height, plane, surface, K, config)
         if g is not None:
             kept[sl][m] = len(geo) + 1
             geo.append(g)
-    if config.join_m > 0 and len(geo) > 1:
+    if config.rules.join_m > 0 and len(geo) > 1:
         kept, geo = _join_pieces(kept, geo, before_layers, small, fg, P, height, plane, K, config)
     return kept, geo
+
+
+# Depth noise of a structured-light or stereo camera grows with the square of the distance; at 1 m such
+# cameras (Kinect, Xtion, RealSense D4xx) spread 1-3 mm. The smallest scale any camera is credited with:
+_SIGMA_AT_1M_FLOOR = 0.0008
+_TABLE_BAND_M = 0.03  # readings this near the support plane measure its spread (the table and its noise)
+_GROW_PX = 16  # how far (work pixels) an object grows down its own sides towards the table
+
+
+def _noise_sigma(height: np.ndarray, z: np.ndarray, valid: np.ndarray, config: ProposalConfig) -> np.ndarray:
+    """Per-pixel depth noise (metres, along the plane's normal) expected at each pixel's depth.
+
+    sigma(z) = s * z^2 (disparity-based sensors), its scale ``s`` measured on the table itself: the
+    robust spread of the readings within ``_TABLE_BAND_M`` of the plane, each divided by its depth
+    squared; never below ``_SIGMA_AT_1M_FLOOR`` (a rendered table has no noise at all)."""
+    with np.errstate(invalid="ignore"):
+        near = valid & (np.abs(height) < _TABLE_BAND_M)
+    if near.sum() < 50:
+        return np.full(height.shape, _SIGMA_AT_1M_FLOOR, np.float32) * z * z
+    zz = z[near]
+    s = 1.4826 * float(np.median(np.abs(height[near]) / (zz * zz)))
+    return (max(s, _SIGMA_AT_1M_FLOOR) * z * z).astype(np.float32)
+
+
+def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarray:
+    """``labels`` (objects found among the points well above the noise) grown over the rest of ``fg``
+    (points above the lower, noise-level threshold) connected to them, each pixel to the nearest
+    object; parts of ``fg`` no object reaches become objects of their own (``min_pixels`` or more).
+
+    A threshold high enough to keep the halo beside objects (a camera reads the table a few millimetres
+    high next to an edge) from joining neighbours cuts the bottoms off objects and loses low ones
+    (a bowl); one at the noise level keeps them but joins neighbours through the halo. Objects are
+    parted at the high threshold and completed at the low one."""
+    out = labels.astype(np.int32).copy()
+    rest = fg & (out == 0)
+    if rest.any() and out.any():
+        k = np.ones((3, 3), np.uint8)
+        for _ in range(_GROW_PX):
+            grown = cv2.dilate(out.astype(np.float32), k).astype(np.int32)
+            add = rest & (grown > 0)
+            if not add.any():
+                break
+            out[add] = grown[add]
+            rest &= ~add
+    if rest.any():
+        n, lab, stats, _ = cv2.connectedComponentsWithStats(rest.astype(np.uint8), connectivity=4)
+        big = np.flatnonzero(stats[:, cv2.CC_STAT_AREA] >= min_pixels)
+        big = big[big > 0]
+        if len(big) and out.any():  # a part touching an object is its halo or the rest of its foot, no object
+            beside = cv2.dilate((out > 0).astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+            touching = np.unique(lab[beside & (lab > 0)])
+            big = big[~np.isin(big, touching)]
+        if len(big):
+            lut = np.zeros(n, np.int32)
+            lut[big] = int(out.max()) + 1 + np.arange(len(big), dtype=np.int32)
+            out = np.where(lut[lab] > 0, lut[lab], out)
+    return out
 
 
 def _split_blobs(labels: np.ndarray, cut: np.ndarray, creases: np.ndarray | None, small: np.ndarray, z: np.ndarray,
                  config: ProposalConfig) -> np.ndarray:
     """Non-convex components split where their pieces' boundaries say two objects (:func:`regions.split_nonconvex`)."""
     crease = np.zeros_like(cut) if creases is None else creases
-    rule = BoundaryRule(config.region_step_m, config.region_step_rel, config.region_crease_share,
-                        config.region_offset_px, core_dilate_px=config.region_core_dilate_px,
-                        colour_de=config.region_colour_de)
-    return split_nonconvex(labels, cut | crease, crease, small, z, rule, config.split_solidity, config.split_gain,
-                           int(config.split_min_part * config.min_pixels))
+    rule = BoundaryRule(config.rules.region_step_m, config.rules.region_step_rel, config.rules.region_crease_share,
+                        config.rules.region_offset_px, core_dilate_px=config.rules.region_core_dilate_px,
+                        colour_de=config.rules.region_colour_de)
+    return split_nonconvex(labels, cut | crease, crease, small, z, rule, config.rules.split_solidity, config.rules.split_gain,
+                           int(config.rules.split_min_part * config.rules.min_pixels))
 
 
 def _split_layers(labels: np.ndarray, P: np.ndarray, height: np.ndarray, small: np.ndarray,
@@ -630,8 +763,8 @@ def _split_layers(labels: np.ndarray, P: np.ndarray, height: np.ndarray, small: 
     y0, y1 = max(int(rows[0]) - pad, 0), min(int(rows[-1]) + pad + 1, labels.shape[0])
     x0, x1 = max(int(cols[0]) - pad, 0), min(int(cols[-1]) + pad + 1, labels.shape[1])
     flat = np.zeros(labels.shape, bool)
-    flat[y0:y1, x0:x1] = flat_pixels(P[y0:y1, x0:x1], height[y0:y1, x0:x1], config.layer_tilt)
-    return split_layers(labels, flat, height, small, config.layer_gap_m, int(config.layer_min_part * config.min_pixels))
+    flat[y0:y1, x0:x1] = flat_pixels(P[y0:y1, x0:x1], height[y0:y1, x0:x1], config.rules.layer_tilt)
+    return split_layers(labels, flat, height, small, config.rules.layer_gap_m, int(config.rules.layer_min_part * config.rules.min_pixels))
 
 
 def _border_share(m: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int]) -> float:
@@ -811,7 +944,7 @@ def _contact_m(a: int, b: int, kept: np.ndarray, grown: np.ndarray, shrunk: np.n
 def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: np.ndarray, fg: np.ndarray,
                  P: np.ndarray, height: np.ndarray, plane: _Plane, K: CameraIntrinsics,
                  config: ProposalConfig) -> tuple[np.ndarray, list]:
-    """``kept`` and ``geo`` with the touching pieces of one object joined (``ProposalConfig.join_m``).
+    """``kept`` and ``geo`` with the touching pieces of one object joined (``ProposalRules.join_m``).
 
     Pieces touch when one's mask, grown by 2 work pixels, meets the other's. Two pieces of one component
     of ``before_layers`` were parted by their level tops (``layer_gap_m``): an object standing on another
@@ -819,7 +952,7 @@ def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: 
     geometry again from the union."""
     n = len(geo)
     centroids = np.stack([g[0] for g in geo])
-    near = np.linalg.norm(centroids[:, None] - centroids[None], axis=-1) <= config.join_m
+    near = np.linalg.norm(centroids[:, None] - centroids[None], axis=-1) <= config.rules.join_m
     if not np.triu(near, 1).any():
         return kept, geo  # no two pieces near enough: the usual case, at the cost of one distance matrix
     grown = cv2.dilate(kept.astype(np.float32), np.ones((5, 5), np.uint8)).astype(np.int64)  # max label nearby
@@ -832,7 +965,7 @@ def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: 
         keys.append(np.minimum(a, b) * (n + 1) + np.maximum(a, b))
     pairs = [(int(k) // (n + 1), int(k) % (n + 1)) for k in np.unique(np.concatenate(keys))]
     pairs = [(a, b) for a, b in pairs if near[a - 1, b - 1]
-             and config.join_share <= _extent_share(geo[a - 1], geo[b - 1]) < _INSIDE]
+             and config.rules.join_share <= _extent_share(geo[a - 1], geo[b - 1]) < _INSIDE]
     if not pairs:
         return kept, geo
     # for the pieces of those pairs only: mean Lab colour, and the component each came from before the
@@ -848,7 +981,7 @@ def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: 
     for a, b in pairs:
         if source[a] and source[a] == source[b]:
             continue  # parted by their level tops
-        if float(np.linalg.norm(colour[a] - colour[b])) <= config.join_colour_de \
+        if float(np.linalg.norm(colour[a] - colour[b])) <= config.rules.join_colour_de \
                 and _contact_m(a, b, kept, grown, shrunk, P) <= _CONTACT_M:
             joins.append((a - 1, b - 1))
     if not joins:
@@ -916,7 +1049,7 @@ def _support_evidence(labels: np.ndarray, ys: np.ndarray, xs: np.ndarray, P: np.
     mine, pts, hs = labels[ys, xs], P[ys, xs], height[ys, xs]
     free = np.zeros(len(ys), bool)
     own = np.zeros(len(ys), bool)
-    low = np.minimum(config.attach_gap_m, 0.5 * hs)  # just above the plane: the view passes furthest from the point
+    low = np.minimum(config.rules.attach_gap_m, 0.5 * hs)  # just above the plane: the view passes furthest from the point
     for drop in [f * hs for f in _BELOW] + [hs - low]:
         q = pts - drop[:, None] * plane.normal
         qz = q[:, 2]
@@ -927,7 +1060,7 @@ def _support_evidence(labels: np.ndarray, ys: np.ndarray, xs: np.ndarray, P: np.
         ui, vi = u[ok].astype(np.int64), v[ok].astype(np.int64)
         seen = z[vi, ui]
         with np.errstate(invalid="ignore"):
-            beyond = seen > qz[ok] + config.attach_gap_m / 2 + config.depth_jump_rel * qz[ok]
+            beyond = seen > qz[ok] + config.rules.attach_gap_m / 2 + config.rules.depth_jump_rel * qz[ok]
         free[ok] |= beyond
         own[ok] |= ~beyond & np.isfinite(seen) & (labels[vi, ui] == mine[ok])
     n = int(labels.max())
@@ -938,7 +1071,7 @@ def _support_evidence(labels: np.ndarray, ys: np.ndarray, xs: np.ndarray, P: np.
 def _attach_overhangs(labels: np.ndarray, fg: np.ndarray, P: np.ndarray, z: np.ndarray, height: np.ndarray,
                       plane: _Plane, K: CameraIntrinsics, config: ProposalConfig) -> np.ndarray:
     """``labels`` with each small hanging piece joined to the piece it touches most in 3D (see
-    ``ProposalConfig.overhang_share``). The depth jump where a mug's handle meets the rim cuts it off
+    ``ProposalRules.overhang_share``). The depth jump where a mug's handle meets the rim cuts it off
     like a separate object; but a separate object stands on something, a handle hangs in the air."""
     n = int(labels.max())
     if n < 2:
@@ -951,7 +1084,7 @@ def _attach_overhangs(labels: np.ndarray, fg: np.ndarray, P: np.ndarray, z: np.n
                                  (labels[:-1, :], labels[1:, :], pos[:-1, :], pos[1:, :], z[:-1, :], z[1:, :])):
         pair = (a != b) & pa & pb
         with np.errstate(invalid="ignore"):
-            near = np.abs(za[pair] - zb[pair]) <= config.attach_gap_m
+            near = np.abs(za[pair] - zb[pair]) <= config.rules.attach_gap_m
         keys.append(a[pair][near].astype(np.int64) * (n + 1) + b[pair][near])
     keys = np.concatenate(keys)
     if len(keys) == 0:
@@ -963,16 +1096,16 @@ def _attach_overhangs(labels: np.ndarray, fg: np.ndarray, P: np.ndarray, z: np.n
     area = np.zeros(n + 1, np.int64)  # counted for the pieces in question only: a whole-image count costs more
     for i in np.union1d(touching, holder[touching]):
         area[i] = np.count_nonzero(labels == i)
-    small = [int(i) for i in touching if area[i] <= config.attach_max_ratio * area[holder[i]]]
+    small = [int(i) for i in touching if area[i] <= config.rules.attach_max_ratio * area[holder[i]]]
     if not small:
         return labels
-    tall = fg & (height >= config.overhang_min_height_m)
+    tall = fg & (height >= config.rules.overhang_min_height_m)
     pixels = [np.nonzero((labels == i) & tall) for i in small]
     ys, xs = np.concatenate([p[0] for p in pixels]), np.concatenate([p[1] for p in pixels])
     free, own = _support_evidence(labels, ys, xs, P, z, height, plane, K, config)
     hanging = np.zeros(n + 1, bool)
     hanging[small] = True
-    hanging &= (free + own >= 10) & (free >= config.overhang_share * (free + own))
+    hanging &= (free + own >= 10) & (free >= config.rules.overhang_share * (free + own))
     if not hanging.any():
         return labels
     parent = np.where(hanging, holder, np.arange(n + 1))

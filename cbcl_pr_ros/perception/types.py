@@ -24,6 +24,9 @@ class CameraIntrinsics:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(float(v)):
                 raise ValueError(f"{name} must be a finite number, got {v!r}")
+            # plain floats: a numpy float64 would promote the float32 back-projection to float64, and the same
+            # frame would give other proposals depending on where its CameraInfo came from
+            object.__setattr__(self, name, float(v))
         if self.fx <= 0 or self.fy <= 0:
             raise ValueError(f"focal lengths must be > 0, got fx={self.fx}, fy={self.fy}")
 

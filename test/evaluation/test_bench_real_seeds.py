@@ -35,7 +35,7 @@ def test_each_seed_is_scored_with_its_own_seed(monkeypatch: pytest.MonkeyPatch):
     def fake_propose(rgb, depth, intrinsics, config):
         # seed 1 finds both objects, seed 2 merges them into one box, seed 3 finds the mug only
         return {1: [_prop((10, 10, 40, 40)), _prop((60, 10, 90, 40))], 2: [_prop((10, 10, 90, 40))],
-                3: [_prop((10, 10, 40, 40))]}[config.seed]
+                3: [_prop((10, 10, 40, 40))]}[config.rules.seed]
 
     monkeypatch.setattr(perception, "propose", fake_propose)
     first = {"recall_iou50": 0.5, "precision_iou50": 0.5, "merges_per_10_frames": 0.0, "merges": 0}
@@ -47,3 +47,31 @@ def test_each_seed_is_scored_with_its_own_seed(monkeypatch: pytest.MonkeyPatch):
     assert (per["3"]["recall_iou50"], per["3"]["precision_iou50"]) == (0.5, 1.0)
     assert out["spread"]["recall_iou50"] == {"min": 0.0, "mean": 0.5, "max": 1.0}
     assert out["spread"]["merges_per_10_frames"]["max"] == 10.0
+
+
+def _source_frame(fid: str, source: str) -> RealFrame:
+    fr = _frame(fid)
+    return RealFrame(fid, source, fr.scene, fr.tags, fr.rgb, fr.depth_m, fr.intrinsics, fr.objects)
+
+
+def test_leave_one_source_out_chooses_on_the_other_sources(monkeypatch: pytest.MonkeyPatch):
+    """Held out "a", the setting best on "b" is scored on "a", whatever suits "a" itself."""
+    bench = _bench()
+    both, mug = [_prop((10, 10, 40, 40)), _prop((60, 10, 90, 40))], [_prop((10, 10, 40, 40))]
+    frames = [_source_frame("a0", "a"), _source_frame("a1", "a"), _source_frame("b0", "b")]
+    for i, fr in enumerate(frames):  # the fake tells the frames apart by a pixel
+        fr.rgb[0, 0, 0] = i
+    sources = {0: "a", 1: "a", 2: "b"}
+
+    def fake_propose(rgb, depth, intrinsics, config):
+        # height_sigmas 4 suits source "a" only, 8 suits "b" only; 6 finds the mug alone everywhere
+        suits = {4.0: "a", 8.0: "b"}.get(config.height_sigmas)
+        return both if suits == sources[int(rgb[0, 0, 0])] else mug
+
+    monkeypatch.setattr(perception, "propose", fake_propose)
+    out = bench.leave_one_source_out(frames, {}, {"height_sigmas": (4.0, 6.0, 8.0), "seed_sigmas": (13.0,)})
+    held_a, held_b = out["per_source"]["a"], out["per_source"]["b"]
+    assert held_a["chosen_on_the_others"]["height_sigmas"] == 8.0 and held_a["held_out"]["recall"] == 0.5
+    assert held_b["chosen_on_the_others"]["height_sigmas"] == 4.0 and held_b["held_out"]["recall"] == 0.5
+    assert held_a["others"]["recall"] == 1.0 and held_a["held_out"]["frames"] == 2
+    assert out["held_out_pooled"]["recall"] == 0.5 and out["held_out_pooled"]["objects"] == 6

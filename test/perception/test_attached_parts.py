@@ -47,7 +47,7 @@ def objects_of(boxes: list[Box3], config: ProposalConfig) -> list[set[int]]:
 
 
 ON = ProposalConfig()
-OFF = ProposalConfig(overhang_share=0.0)
+OFF = ProposalConfig.with_overrides(overhang_share=0.0)
 
 
 def test_a_handle_cut_off_by_the_depth_jump_joins_its_body():
@@ -75,11 +75,11 @@ def test_a_hanging_piece_joins_only_a_much_larger_piece():
     # the same handle, but the "body" is hardly larger than it: two objects, not an object and its part
     stub: Box3 = ((0.0, 0.02, 0.0), (0.04, 0.06, 0.11))  # 3 times the handle's pixels, under attach_max_ratio's 4
     assert sorted(map(sorted, objects_of([stub, HANDLE], ON))) == [[1], [2]]
-    assert objects_of([stub, HANDLE], ProposalConfig(attach_max_ratio=0.5)) == [{1, 2}]
+    assert objects_of([stub, HANDLE], ProposalConfig.with_overrides(attach_max_ratio=0.5)) == [{1, 2}]
 
 
 @pytest.mark.parametrize("bad", [{"overhang_share": 1.5}, {"overhang_share": -0.1}, {"attach_max_ratio": 0.0},
                                  {"attach_max_ratio": 1.0}, {"attach_gap_m": 0.0}, {"overhang_min_height_m": -0.01}])
 def test_attach_settings_are_validated(bad):
     with pytest.raises(ValueError):
-        ProposalConfig(**bad)
+        ProposalConfig.with_overrides(**bad)

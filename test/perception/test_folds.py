@@ -62,7 +62,7 @@ BALLS: list[Shape] = [("sphere", (-R, 0.04, R), R, 0.0), ("sphere", (R, 0.04, R)
 
 @pytest.mark.parametrize("blur", [3, 5])
 def test_two_touching_balls_are_split_by_the_fold_between_them(blur: int):
-    assert _objects(BALLS, ProposalConfig(fold_turn=0.0), blur) == [[1, 2]]  # what the fold repairs
+    assert _objects(BALLS, ProposalConfig.with_overrides(fold_turn=0.0), blur) == [[1, 2]]  # what the fold repairs
     assert _objects(BALLS, ProposalConfig(), blur) == [[1], [2]]
 
 
@@ -73,6 +73,6 @@ def test_one_convex_object_stays_whole(shape: Shape):
 
 def test_fold_settings_are_checked():
     with pytest.raises(ValueError):
-        ProposalConfig(fold_turn=-0.1)
+        ProposalConfig.with_overrides(fold_turn=-0.1)
     with pytest.raises(ValueError):
-        ProposalConfig(fold_span=1)
+        ProposalConfig.with_overrides(fold_span=1)

@@ -41,7 +41,7 @@ def _objects(frame, config: ProposalConfig) -> list:
 
 def test_a_seated_teddy_cut_by_its_legs_is_one_proposal(teddy):
     frame, mask = teddy
-    assert len(_objects(frame, ProposalConfig(join_m=0.0))) >= 2  # what the join repairs
+    assert len(_objects(frame, ProposalConfig.with_overrides(join_m=0.0))) >= 2  # what the join repairs
     (whole,) = _objects(frame, ProposalConfig())
     assert (whole.mask & mask).sum() >= 0.8 * mask.sum() and (whole.mask & mask).sum() >= 0.8 * whole.mask.sum()
 
@@ -49,4 +49,4 @@ def test_a_seated_teddy_cut_by_its_legs_is_one_proposal(teddy):
 def test_join_settings_are_checked():
     for bad in ({"join_m": -0.01}, {"join_share": 1.5}, {"join_colour_de": -1.0}):
         with pytest.raises(ValueError, match="join_m"):
-            ProposalConfig(**bad)
+            ProposalConfig.with_overrides(**bad)

@@ -30,7 +30,7 @@ def _objects(boxes, config: ProposalConfig, blur: int) -> list[set[int]]:
 
 
 def test_a_box_stacked_on_another_behind_a_smoothed_edge_is_split_by_its_level_top():
-    assert _objects([BASE, STACKED], ProposalConfig(layer_gap_m=0.0), blur=9) == [{1, 2}]  # what the rule repairs
+    assert _objects([BASE, STACKED], ProposalConfig.with_overrides(layer_gap_m=0.0), blur=9) == [{1, 2}]  # what the rule repairs
     assert sorted(map(sorted, _objects([BASE, STACKED], ProposalConfig(), blur=9))) == [[1], [2]]
 
 
@@ -76,4 +76,4 @@ def test_flat_pixels_tell_a_level_top_from_a_steep_wall():
 def test_bad_layer_settings_are_refused():
     for bad in ({"layer_gap_m": -0.01}, {"layer_tilt": 0.0}, {"layer_tilt": 1.5}, {"layer_min_part": 0.0}):
         with pytest.raises(ValueError, match="layer_"):
-            ProposalConfig(**bad)
+            ProposalConfig.with_overrides(**bad)

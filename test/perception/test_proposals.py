@@ -61,24 +61,26 @@ def test_the_refined_support_plane_does_not_depend_on_the_ransac_seed():
 
     rgb, depth, k, _ = scene([])
     depth = depth + np.random.default_rng(5).normal(0.0, 0.003, depth.shape).astype(np.float32)  # a noisy sensor
-    v, u = np.nonzero(np.isfinite(depth))
-    z = depth[v, u].astype(float)
-    pts = np.stack([(u - k.cx) * z / k.fx, (v - k.cy) * z / k.fy, z], axis=1)
+    valid = np.isfinite(depth)
+    vv, uu = np.mgrid[: depth.shape[0], : depth.shape[1]]
+    zz = np.where(valid, depth, 0.0)
+    grid = np.stack([(uu - k.cx) * zz / k.fx, (vv - k.cy) * zz / k.fy, zz], axis=-1).astype(np.float32)
+    pts = grid[valid].astype(float)
 
     def offsets(rounds: int) -> np.ndarray:
         out = []
         for seed in range(6):
-            cfg = ProposalConfig(seed=seed)
-            plane = refine_plane(choose_support(support_planes(pts, cfg), cfg), pts, cfg.plane_tolerance_m, rounds)
+            cfg = ProposalConfig.with_overrides(seed=seed)
+            plane = refine_plane(choose_support(support_planes(pts, cfg), cfg, grid, valid), pts, cfg.rules.plane_tolerance_m, rounds)
             assert np.all(np.abs(pts @ plane.normal + plane.offset)[:: 97] < 0.02)
             out.append([*plane.normal, plane.offset])
         return np.asarray(out)
 
-    raw, refined = offsets(0), offsets(ProposalConfig().support_refits)
+    raw, refined = offsets(0), offsets(ProposalConfig().rules.support_refits)
     assert np.ptp(refined[:, 3]) < 5e-5 and np.ptp(refined[:, :3], axis=0).max() < 1e-4
     assert np.ptp(refined[:, 3]) < 0.1 * np.ptp(raw[:, 3])  # what the sample alone gave
     with pytest.raises(ValueError, match="support_refits"):
-        ProposalConfig(support_refits=-1)
+        ProposalConfig.with_overrides(support_refits=-1)
 
 
 def test_touching_boxes_of_different_height_are_split():
@@ -205,14 +207,14 @@ def test_config_is_validated():
         ProposalConfig(min_size_m=0.5, max_size_m=0.1)
     with pytest.raises(ValueError, match="depth_edges"):
         ProposalConfig(depth_edges="sobel")
-    with pytest.raises(ValueError, match="support"):
-        ProposalConfig(support="biggest")
+    with pytest.raises(ValueError, match="max_tilt_deg"):
+        ProposalConfig(max_tilt_deg=90)
     with pytest.raises(ValueError, match="up_axis"):
         ProposalConfig(up_axis=(0.0, 0.0, 0.0))
-    with pytest.raises(ValueError, match="noise_k"):
-        ProposalConfig(noise_k=-1)
+    with pytest.raises(ValueError, match="height_sigmas"):
+        ProposalConfig(height_sigmas=-1)
     with pytest.raises(ValueError, match="max_planes"):
-        ProposalConfig(max_planes=0)
+        ProposalConfig.with_overrides(max_planes=0)
 
 
 def test_intrinsics_from_k_and_scaling():

@@ -56,14 +56,14 @@ def test_touching_objects_about_as_convex_as_their_union_are_split():
     cut[30:32, 28:32] = False  # a gap in it: one component
     rgb = np.full(labels.shape + (3,), 128, np.uint8)
     cfg = ProposalConfig()
-    rule = BoundaryRule(cfg.region_step_m, cfg.region_step_rel, cfg.region_crease_share, cfg.region_offset_px,
-                        core_dilate_px=cfg.region_core_dilate_px, colour_de=cfg.region_colour_de)
-    assert solidity(labels == 1) < cfg.split_solidity
-    args = (labels, cut, np.zeros_like(cut), rgb, z, rule, cfg.split_solidity)
-    out = split_nonconvex(*args, cfg.split_gain, int(cfg.split_min_part * cfg.min_pixels))
+    rule = BoundaryRule(cfg.rules.region_step_m, cfg.rules.region_step_rel, cfg.rules.region_crease_share, cfg.rules.region_offset_px,
+                        core_dilate_px=cfg.rules.region_core_dilate_px, colour_de=cfg.rules.region_colour_de)
+    assert solidity(labels == 1) < cfg.rules.split_solidity
+    args = (labels, cut, np.zeros_like(cut), rgb, z, rule, cfg.rules.split_solidity)
+    out = split_nonconvex(*args, cfg.rules.split_gain, int(cfg.rules.split_min_part * cfg.rules.min_pixels))
     assert len(np.unique(out[out > 0])) == 2
     assert np.bincount(out[15:25, 12:28].ravel()).argmax() != np.bincount(out[40:70, 45:60].ravel()).argmax()
-    old = split_nonconvex(*args, 0.03, int(cfg.split_min_part * cfg.min_pixels))  # the gain asked before
+    old = split_nonconvex(*args, 0.03, int(cfg.rules.split_min_part * cfg.rules.min_pixels))  # the gain asked before
     assert len(np.unique(old[old > 0])) == 1
 
 
@@ -109,7 +109,7 @@ def test_a_sliver_along_the_image_border_is_dropped():
     sliver = [SynthObject((100, -40, 220, 8), 0.05, (30, 40, 200))]
     rgb, depth, k, _ = scene(sliver)
     assert propose(rgb, depth, k) == []
-    assert len(propose(rgb, depth, k, ProposalConfig(max_border_share=1.0))) == 1
+    assert len(propose(rgb, depth, k, ProposalConfig.with_overrides(max_border_share=1.0))) == 1
 
 
 def test_split_settings_are_validated():
@@ -117,7 +117,7 @@ def test_split_settings_are_validated():
                 {"max_border_share": 0.0}, {"region_step_m": -0.01}, {"region_crease_share": 1.5},
                 {"region_core_dilate_px": -1}, {"support_patch_share": 0.0}):
         try:
-            ProposalConfig(**bad)
+            ProposalConfig.with_overrides(**bad)
         except ValueError:
             continue
         raise AssertionError(f"{bad} was accepted")

@@ -1,0 +1,250 @@
+"""The support surface is the one objects stand on; height is judged against the camera's depth noise;
+the same frame always gives the same proposals; bad frames give no wrong 3D.
+
+Scenes are ray-cast exactly (table frame in metres, z up) and, where a real camera's noise matters,
+given noise that grows with the square of the distance, as a structured-light or stereo camera's does.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import subprocess
+import sys
+
+import numpy as np
+
+from cbcl_pr_ros.perception import ProposalConfig, box_iou, propose
+from cbcl_pr_ros.perception.proposals import choose_support, support_planes
+
+from .synthetic import camera_rays
+
+Box3 = tuple[tuple[float, float, float], tuple[float, float, float]]
+
+
+def _scene(boxes: list[Box3], surfaces, eye, target, w: int = 320, h: int = 240, f: float = 280.0):
+    """(rgb, depth, intrinsics, index: 0 a surface, i the i-th box). ``surfaces``: (a, b, c, inside) planes
+    z = a x + b y + c seen where ``inside(x, y)`` holds at the hit point; the nearest hit wins."""
+    eye, d, K = camera_rays(eye, target, w, h, f)
+    t_best = np.full((h, w), np.inf)
+    for a, b, c, inside in surfaces:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = (a * eye[0] + b * eye[1] + c - eye[2]) / (d[..., 2] - a * d[..., 0] - b * d[..., 1])
+        x, y = eye[0] + t * d[..., 0], eye[1] + t * d[..., 1]
+        hit = (t > 0) & (t < t_best) & inside(x, y)
+        t_best = np.where(hit, t, t_best)
+    index = np.zeros((h, w), int)
+    for i, (lo, hi) in enumerate(boxes, start=1):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t1, t2 = (np.asarray(lo) - eye) / d, (np.asarray(hi) - eye) / d
+        t_in, t_out = np.nanmax(np.minimum(t1, t2), axis=-1), np.nanmin(np.maximum(t1, t2), axis=-1)
+        hit = (t_in <= t_out) & (t_in > 0) & (t_in < t_best)
+        t_best = np.where(hit, t_in, t_best)
+        index[hit] = i
+    depth = np.where(np.isfinite(t_best), t_best, np.nan).astype(np.float32)
+    return np.full((h, w, 3), 180, np.uint8), depth, K, index
+
+
+def _found(props, index: np.ndarray, n: int) -> list[set[int]]:
+    """Per proposal, the boxes it holds (at least half of each box's visible pixels)."""
+    seen = np.bincount(index.ravel(), minlength=n + 1)
+    return [{i for i in range(1, n + 1) if (index[p.mask] == i).sum() >= 0.5 * seen[i]} for p in props]
+
+
+def _points(depth: np.ndarray, K) -> tuple[np.ndarray, np.ndarray]:
+    valid = np.isfinite(depth)
+    zf = np.where(valid, depth, 0.0).astype(np.float32)
+    h, w = depth.shape
+    xs = ((np.arange(w) - K.cx) / K.fx)[None, :] * zf
+    ys = ((np.arange(h) - K.cy) / K.fy)[:, None] * zf
+    return np.stack([xs, ys, zf], axis=-1).astype(np.float32), valid
+
+
+# A desk (z = 0, front edge at y = -0.16) seen from 50 cm up; in front of and beside it the camera sees a
+# surface tilted 10 degrees, 4 to 12 cm below the desk (a floor and the desk's front face, as RANSAC
+# mixed them in a real desk scene).
+DESK_EYE, DESK_TARGET = (0.0, -0.30, 0.50), (0.0, 0.10, 0.0)
+TILT = math.tan(math.radians(10.0))
+DESK_BOXES: list[Box3] = [((-0.12, 0.05, 0.0), (-0.06, 0.11, 0.06)), ((0.0, 0.08, 0.0), (0.05, 0.14, 0.10)),
+                          ((0.08, 0.02, 0.0), (0.14, 0.06, 0.04))]
+
+
+def _desk():
+    desk = (0.0, 0.0, 0.0, lambda x, y: (y >= -0.16) & (np.abs(x) <= 0.3))
+    below = (0.0, TILT, -0.12 + TILT * 0.2, lambda x, y: np.ones_like(x, bool))
+    return _scene(DESK_BOXES, [desk, below], DESK_EYE, DESK_TARGET)
+
+
+def test_a_desk_keeps_its_objects_over_a_lower_tilted_plane():
+    rgb, depth, K, index = _desk()
+    P, valid = _points(depth, K)
+    cfg = ProposalConfig()
+    planes = support_planes(P[valid], cfg)
+    level = [p for p in planes if abs(float(p.normal @ planes[0].normal)) >= math.cos(math.radians(cfg.max_tilt_deg))]
+    assert len(level) >= 2  # the trap: a second level plane, below the desk (farther from the camera)
+    desk_offset = max(level, key=lambda p: p.inlier_fraction).offset
+    assert max(p.offset for p in level) > desk_offset + 0.03  # "the lowest level plane" would be the wrong one
+    chosen = choose_support(planes, cfg, P, valid)
+    on_desk = np.abs(P[valid & (index == 0)] @ chosen.normal + chosen.offset) < 0.01
+    assert on_desk.mean() > 0.5
+    props = propose(rgb, depth, K)
+    assert sorted(map(sorted, _found(props, index, 3))) == [[1], [2], [3]]
+
+
+# A table 1 m below a RealSense-like camera; noise 4 mm at 1 m, growing with distance squared.
+TABLE_EYE, TABLE_TARGET = (0.0, -0.45, 0.95), (0.0, 0.15, 0.0)
+BOWL: Box3 = ((-0.06, 0.10, 0.0), (0.06, 0.22, 0.05))  # 5 cm high
+BOTTLE: Box3 = ((0.12, 0.10, 0.0), (0.18, 0.16, 0.20))
+
+
+def _noisy_table(seed: int = 3):
+    table = (0.0, 0.0, 0.0, lambda x, y: np.ones_like(x, bool))
+    rgb, depth, K, index = _scene([BOWL, BOTTLE], [table], TABLE_EYE, TABLE_TARGET)
+    rng = np.random.default_rng(seed)
+    noisy = depth + rng.normal(0.0, 1.0, depth.shape).astype(np.float32) * 0.004 * depth * depth
+    return rgb, noisy.astype(np.float32), K, index
+
+
+def _box_of(index: np.ndarray, i: int) -> tuple[int, int, int, int]:
+    ys, xs = np.nonzero(index == i)
+    return int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
+
+
+def test_a_noisy_camera_at_one_metre_keeps_a_5_cm_bowl_and_a_bottle_whole():
+    rgb, depth, K, index = _noisy_table()
+    assert 1.0 < float(np.nanmedian(depth)) < 1.3
+    props = propose(rgb, depth, K)
+    assert len(props) == 2
+    for i in (1, 2):  # each object's box found, its 3D on the table
+        best = max(props, key=lambda p: box_iou(p.box, _box_of(index, i)))
+        assert box_iou(best.box, _box_of(index, i)) >= 0.7 and best.has_depth
+    # one threshold of 13 times the table's spread (about 6 cm here) loses the bowl
+    old = propose(rgb, depth, K, ProposalConfig(height_sigmas=13.0, seed_sigmas=13.0))
+    assert max((box_iou(p.box, _box_of(index, 1)) for p in old), default=0.0) < 0.5
+
+
+def _digest(props) -> str:
+    h = hashlib.sha256()
+    for p in props:
+        h.update(np.asarray(p.box, np.int64).tobytes())
+        h.update(np.packbits(p.mask).tobytes())
+        h.update(np.round(np.concatenate([p.centroid, p.size, [p.score]]), 9).tobytes())
+    return h.hexdigest()
+
+
+_FRESH = """
+import hashlib, sys
+import numpy as np
+from cbcl_pr_ros.perception import CameraIntrinsics, propose
+f = np.load(sys.argv[1])
+h = hashlib.sha256()
+for p in propose(f["rgb"], f["depth"], CameraIntrinsics(*f["k"])):
+    h.update(np.asarray(p.box, np.int64).tobytes())
+    h.update(np.packbits(p.mask).tobytes())
+    h.update(np.round(np.concatenate([p.centroid, p.size, [p.score]]), 9).tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_one_frame_gives_the_same_proposals_every_time_and_in_a_fresh_process(tmp_path):
+    rgb, depth, K, _ = _noisy_table()
+    first = _digest(propose(rgb, depth, K))
+    np.random.seed(123)  # the global random state is no input
+    assert {_digest(propose(rgb, depth, K)) for _ in range(20)} == {first}
+    np.savez(tmp_path / "frame.npz", rgb=rgb, depth=depth, k=[K.fx, K.fy, K.cx, K.cy])
+    out = subprocess.run([sys.executable, "-P", "-c", _FRESH, str(tmp_path / "frame.npz")], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == first
+
+
+# ----------------------------------------------------------------------------- bad frames
+
+
+def _valid_3d(props) -> list:
+    return [p for p in props if p.has_depth]
+
+
+def test_a_wall_at_30_cm_gives_no_object_with_3d(caplog):
+    wall = (0.0, 0.0, 0.0, lambda x, y: np.ones_like(x, bool))
+    rgb, depth, K, _ = _scene([], [wall], (0.0, 0.0, 0.30), (0.0, 0.001, 0.0))
+    assert 0.29 < float(np.nanmedian(depth)) < 0.35
+    noisy = depth + np.random.default_rng(1).normal(0, 0.0005, depth.shape).astype(np.float32)
+    with caplog.at_level(logging.INFO, logger="cbcl_pr_ros.perception.proposals"):
+        props = propose(rgb, noisy, K)
+    assert _valid_3d(props) == []
+
+
+def test_a_floor_and_no_table_gives_no_object():
+    floor = (0.0, 0.0, 0.0, lambda x, y: np.ones_like(x, bool))
+    rgb, depth, K, _ = _scene([], [floor], (0.0, -0.6, 1.2), (0.0, 0.3, 0.0))
+    noisy = depth + np.random.default_rng(2).normal(0, 1, depth.shape).astype(np.float32) * 0.003 * depth ** 2
+    assert propose(rgb, noisy.astype(np.float32), K) == []
+
+
+def test_an_upside_down_camera_finds_the_same_objects():
+    rgb, depth, K, index = _desk()
+    flipped = propose(np.ascontiguousarray(rgb[::-1, ::-1]), np.ascontiguousarray(depth[::-1, ::-1]), K)
+    assert sorted(map(sorted, _found(flipped, index[::-1, ::-1], 3))) == [[1], [2], [3]]
+
+
+def test_a_camera_on_its_side_finds_the_same_objects():
+    """Without a camera pose nothing assumes which image direction is up: turned a quarter, the same boxes."""
+    from cbcl_pr_ros.perception import CameraIntrinsics
+
+    rgb, depth, K, index = _desk()
+    h, w = depth.shape
+    turned = CameraIntrinsics(K.fy, K.fx, K.cy, w - 1 - K.cx)  # np.rot90: (row, col) -> (w - 1 - col, row)
+    props = propose(np.ascontiguousarray(np.rot90(rgb)), np.ascontiguousarray(np.rot90(depth)), turned)
+    assert sorted(map(sorted, _found(props, np.rot90(index), 3))) == [[1], [2], [3]]
+    assert all(p.has_depth for p in props)
+
+
+def test_a_camera_pose_that_says_no_surface_is_level_gives_no_3d(caplog):
+    from cbcl_pr_ros.perception import proposals
+
+    rgb, depth, K, _ = _desk()
+    proposals._SAID.clear()
+    with caplog.at_level(logging.WARNING, logger="cbcl_pr_ros.perception.proposals"):
+        props = propose(rgb, depth, K, ProposalConfig(up_axis=(1.0, 0.0, 0.0)))
+    assert _valid_3d(props) == []
+    assert any("no level surface" in r.getMessage() for r in caplog.records)
+
+
+def test_a_frame_too_sparse_for_depth_says_so(caplog):
+    from cbcl_pr_ros.perception import proposals
+
+    rgb, depth, K, _ = _desk()
+    holes = depth.copy()
+    holes[np.random.default_rng(6).random(depth.shape) < 0.99] = np.nan
+    proposals._SAID.clear()
+    with caplog.at_level(logging.WARNING, logger="cbcl_pr_ros.perception.proposals"):
+        props = propose(rgb, holes, K)
+        propose(rgb, holes, K)  # the same complaint again at once: not repeated as a warning
+    assert _valid_3d(props) == []
+    said = [r for r in caplog.records if "hold a reading" in r.getMessage() and r.levelno == logging.WARNING]
+    assert len(said) == 1
+
+
+def test_depth_with_holes_everywhere_gives_no_wrong_3d():
+    rgb, depth, K, index = _desk()
+    holes = depth.copy()
+    holes[np.random.default_rng(4).random(depth.shape) < 0.97] = np.nan
+    props = propose(rgb, holes, K)
+    assert _valid_3d(props) == []  # too few readings: the RGB method, no 3D claimed
+
+
+def test_forty_objects_in_a_bin_stay_bounded():
+    rng = np.random.default_rng(5)
+    boxes = []
+    for i in range(40):
+        x, y = -0.2 + 0.4 * rng.random(), -0.05 + 0.3 * rng.random()
+        s, hgt = 0.02 + 0.03 * rng.random(), 0.02 + 0.08 * rng.random()
+        boxes.append(((x, y, 0.0), (x + s, y + s, hgt)))
+    bin_floor = (0.0, 0.0, 0.0, lambda x, y: np.ones_like(x, bool))
+    rgb, depth, K, _ = _scene(boxes, [bin_floor], (0.0, -0.1, 0.7), (0.0, 0.1, 0.0))
+    cfg = ProposalConfig()
+    props = propose(rgb, depth, K, cfg)
+    assert 1 <= len(props) <= cfg.max_proposals
+    for p in _valid_3d(props):
+        assert 0.3 < p.centroid[2] < 1.2
