@@ -10,7 +10,7 @@ import pytest
 
 from cbcl_pr_ros.perception import CameraIntrinsics, ProposalConfig, propose
 
-from .synthetic import camera_rays
+from synthetic import camera_rays
 
 Box3 = tuple[tuple[float, float, float], tuple[float, float, float]]
 

@@ -14,7 +14,7 @@ import pytest
 
 from cbcl_pr_ros.perception import CameraIntrinsics, ProposalConfig, propose
 
-from .synthetic import camera_rays
+from synthetic import camera_rays
 
 Shape = tuple[str, tuple[float, float, float], float, float]  # kind, centre (a cylinder's: its foot), radius, height
 

@@ -6,7 +6,7 @@ import numpy as np
 from cbcl_pr_ros.perception import ProposalConfig, propose
 from cbcl_pr_ros.perception.regions import BoundaryRule, merge_pieces, solidity, split_nonconvex
 
-from .synthetic import SynthObject, scene
+from synthetic import SynthObject, scene
 
 RULE = BoundaryRule(crease_share=0.7, colour_de=20.0)
 

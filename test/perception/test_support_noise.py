@@ -17,7 +17,7 @@ import numpy as np
 from cbcl_pr_ros.perception import ProposalConfig, box_iou, propose
 from cbcl_pr_ros.perception.proposals import choose_support, support_planes
 
-from .synthetic import camera_rays
+from synthetic import camera_rays
 
 Box3 = tuple[tuple[float, float, float], tuple[float, float, float]]
 
