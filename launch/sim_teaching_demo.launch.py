@@ -36,6 +36,8 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+SIM_MEMORY = "sim_memory.safetensors"  # kept equal to session.SIM_MEMORY
+
 
 def generate_launch_description():
     share = get_package_share_directory("cbcl_pr_ros")
@@ -46,6 +48,8 @@ def generate_launch_description():
     world_cfg = LaunchConfiguration("world_config")
     arm_cfg = LaunchConfiguration("arm_config")
     lifecycle = {"autostart": LaunchConfiguration("autostart")}  # after the YAML: wins over it
+    # the simulated session learns simulated objects: into a memory file of its own, never the robot's
+    memory = {"memory_path": LaunchConfiguration("memory_path")}
     return LaunchDescription([
         DeclareLaunchArgument("namespace", default_value="", description="namespace of every node"),
         DeclareLaunchArgument("seed", default_value="0", description="world seed (texture, lighting)"),
@@ -54,6 +58,9 @@ def generate_launch_description():
         DeclareLaunchArgument("autostart", default_value="true",
                               description="extractor and learner configure and activate themselves; "
                                           "false: unconfigured, for a lifecycle manager"),
+        DeclareLaunchArgument("memory_path", default_value=SIM_MEMORY,
+                              description="the learner's memory file in this session (a name inside its "
+                                          "memory folder, or an absolute path; '' = RAM only)"),
         DeclareLaunchArgument("world_config", default_value=os.path.join(cfg, "sim_world.yaml"),
                               description="simulated world parameters"),
         DeclareLaunchArgument("arm_config", default_value=os.path.join(cfg, "arm.yaml"),
@@ -71,7 +78,8 @@ def generate_launch_description():
              namespace=namespace, parameters=[perception, lifecycle], output="screen",
              sigterm_timeout="20"),  # its torch exit took > 5 s at load 20 too (ros2 launch, 2026-11-24)
         Node(package="cbcl_pr_ros", executable="learner_node", name="learner", namespace=namespace,
-             parameters=[perception, lifecycle], output="screen", sigterm_timeout="20"),  # see perception.launch.py
+             parameters=[perception, lifecycle, memory], output="screen",
+             sigterm_timeout="20"),  # see perception.launch.py
         Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
              parameters=[arm_cfg], output="screen"),
     ])

@@ -9,7 +9,11 @@ import inspect
 import sys
 from typing import Any, Iterable, Mapping, Sequence, Union
 
-__all__ = ["wants_help", "usage", "exit_on_help"]
+__all__ = ["wants_help", "misplaced_ros_args", "usage", "exit_on_help"]
+
+# ROS arguments that mean nothing before --ros-args: rcl ignores them there, so the node started in
+# the root namespace with no remap and waited on a topic the person never meant
+_ROS_FLAGS = ("-r", "--remap", "-p", "--param", "--params-file", "--log-level", "-e", "--enclave")
 
 # {name: (default, description)}, or ParamSpec-like objects (name, default, description)
 Params = Union[Mapping[str, tuple[Any, str]], Iterable[Any], None]
@@ -31,6 +35,14 @@ def wants_help(argv: Sequence[str]) -> bool:
     return "-h" in own or "--help" in own
 
 
+def misplaced_ros_args(argv: Sequence[str]) -> list[str]:
+    """ROS flags (``-r``, ``-p``, ...) given before ``--ros-args``, where ROS ignores them."""
+    own = list(argv[1:])
+    if "--ros-args" in own:
+        own = own[:own.index("--ros-args")]
+    return [a for a in own if a.split("=", 1)[0] in _ROS_FLAGS]
+
+
 def usage(prog: str, doc: str | None, params: Params = None) -> str:
     """Usage text: how to run it, the module docstring, the parameters with defaults."""
     lines = [f"usage: {prog} [-h] [--ros-args [-p NAME:=VALUE ...] [--params-file FILE] [-r FROM:=TO ...]]", ""]
@@ -48,7 +60,16 @@ def usage(prog: str, doc: str | None, params: Params = None) -> str:
 
 
 def exit_on_help(argv: Sequence[str], prog: str, doc: str | None, params: Params = None) -> None:
-    """Print :func:`usage` and exit 0 when help was asked for; return otherwise."""
+    """Print :func:`usage` and exit 0 when help was asked for; exit 2 with the corrected command when
+    ROS arguments come before ``--ros-args``; return otherwise."""
     if wants_help(argv):
         print(usage(prog, doc, params))
         sys.exit(0)
+    stray = misplaced_ros_args(argv)
+    if stray:
+        own = list(argv[1:])
+        cut = own.index("--ros-args") if "--ros-args" in own else len(own)
+        fixed = " ".join([prog, "--ros-args", *own[:cut], *own[cut + 1:]])
+        print(f"{prog}: {stray[0]} is a ROS argument and only counts after --ros-args (without it the "
+              f"node would ignore it); run: {fixed}", file=sys.stderr)
+        sys.exit(2)

@@ -149,7 +149,7 @@ class LearnerNode(ManagedNode):
     # ------------------------------------------------------------------ life cycle
     def _configure(self) -> None:
         p = self.params
-        store = store_from_params(p)
+        store = store_from_params(p, self.get_namespace())
         controller = LearnerController(
             make_learner=learner_factory(p), backbone=p["backbone"], feature_dim=feature_dim_for(p),
             store=store, cluster_budget=p["max_clusters"], on_change=self.publish_status,

@@ -28,7 +28,8 @@ from typing import Any, Callable
 
 from cbcl_pr_ros.settings.node_configs import params_files
 
-__all__ = ["SessionContext", "NODE_FACTORIES", "CAMERA_PRESETS", "build_ros_args", "camera_topics",
+__all__ = ["SessionContext", "NODE_FACTORIES", "CAMERA_PRESETS", "SIM_MEMORY", "build_ros_args", "camera_topics",
+           "memory_args", "memory_override",
            "session_params_files", "parse_args", "build_nodes", "main"]
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,30 @@ NODE_FACTORIES: dict[str, NodeFactory] = {
 }
 
 
+# With the simulated world and the package's own YAML, the learner keeps a memory file of its own:
+# simulated objects stay out of the real robot's memory (launch/sim_teaching_demo.launch.py: the same).
+SIM_MEMORY = "sim_memory.safetensors"
+
+
+def memory_override(opts: argparse.Namespace, kinds: list[str]) -> str | None:
+    """The learner's memory_path for this session: ``--memory``, else :data:`SIM_MEMORY` with the
+    simulated world and no ``--config`` of one's own, else None (the YAML's)."""
+    if opts.memory is not None:
+        return opts.memory
+    if "world" in kinds and "learner" in kinds and opts.config is None:
+        return SIM_MEMORY
+    return None
+
+
+def memory_args(opts: argparse.Namespace, kinds: list[str]) -> list[str]:
+    """ROS arguments that set the learner's memory_path (:func:`memory_override`); none for the YAML's.
+    Only the learner declares it; a person's own ``-p`` after these still wins."""
+    memory = memory_override(opts, kinds)
+    if memory is None:
+        return []
+    return ["-p", f"memory_path:={memory or chr(39) * 2}"]  # '' in YAML: RAM only
+
+
 # The usual topics of RGB-D camera drivers: (colour image, depth aligned to it, the colour CameraInfo).
 # realsense2_camera 4.x with align_depth.enable:=true; launch/depth_camera.launch.py has the same defaults.
 CAMERA_PRESETS: dict[str, tuple[str, str, str]] = {
@@ -119,6 +144,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                          "align_depth.enable:=true); --camera-topic/--depth-topic/--camera-info-topic win")
     ap.add_argument("--nodes", default="extractor,learner",
                     help=f"comma-separated node kinds to start; known: {','.join(NODE_FACTORIES)}")
+    ap.add_argument("--memory", default=None, help="the learner's memory file (a name inside its memory "
+                    "folder, or an absolute path; '' = RAM only); default: the config's, but "
+                    f"{SIM_MEMORY} with the simulated world")
     ap.add_argument("--threads", type=int, default=0, help="executor threads per node (0 = 4)")
     ap.add_argument("--no-autostart", action="store_true",
                     help="leave the lifecycle nodes (extractor, learner) unconfigured for a lifecycle "
@@ -199,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # one executor per node, signals handled in order (cbcl_pr_ros.nodes.spin)
     camera, depth, info = camera_topics(opts)
+    ros_extra = memory_args(opts, kinds) + ros_extra
     args = build_ros_args(files, camera, ros_extra, autostart=not opts.no_autostart, depth_topic=depth,
                           camera_info_topic=info)
     if "learner" in kinds:

@@ -8,7 +8,8 @@ logic lives here: the web application and its checks are :mod:`cbcl_pr_ros.teach
 
 A detection is drawn on the very frame it was made on: frames are kept by stamp until their
 detections arrive (they come one extraction + classification later). Without detections for
-``plain_after_s`` (no depth, object detection off) the plain camera picture is shown.
+``plain_after_s`` the picture goes on with the newest objects marked late (a loaded machine); after
+30 s without any (no depth, object detection off) the page says that no detections come.
 
 Examples::
 
@@ -29,6 +30,7 @@ from rclpy.node import Node
 from sensor_msgs.msg import Image, RegionOfInterest
 
 from cbcl_pr_ros.msg import Detections, LearnerStatus
+from cbcl_pr_ros.nodes.camera_hint import camera_hint, image_topics
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.ros_params import declare_read_only
 from cbcl_pr_ros.settings.robot_params import PAGE_PARAMS
@@ -44,7 +46,13 @@ from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
 from cbcl_pr_ros.teaching_page.client import Box, Outcome
 from cbcl_pr_ros.teaching_page.state import DetectedBox, Frame, PageState
 
-__all__ = ["TeachingPageNode", "main"]
+__all__ = ["TeachingPageNode", "CAMERA_SILENT_S", "main"]
+
+CAMERA_SILENT_S = 5.0  # no picture for this long: the page and the log say where it waits and why
+# Detections this old are "late" (the objects of the newest ones are shown, marked so); older, or never
+# any, "none" (the learner sends none: detection off, no depth, not running).
+LATE_FOR_S = 30.0
+MAX_OBJECTS = 100  # objects of one detections message the page shows (a message is a stranger's)
 
 
 
@@ -62,7 +70,12 @@ class TeachingPageNode(Node):
         self.state = PageState()
         self._frames: FrameBuffer[Image] = FrameBuffer(capacity=64)
         self._last_sent = 0.0
-        self._last_detections = 0.0
+        self._last_detections: float | None = None
+        self._last_objects: tuple[DetectedBox, ...] = ()
+        self._last_version = 0
+        self._last_frame: float | None = None  # monotonic time of the newest camera message
+        self._started = time.monotonic()
+        self._camera_hint = ""
         self._send_lock = threading.Lock()
         self._listed_version = -1
 
@@ -81,30 +94,49 @@ class TeachingPageNode(Node):
         self.list_cli = mk(ListClasses, "list_classes")
         self.point_cli = mk(PointAt, "point_at")
         self.create_timer(2.0, gc(self._probe_robot, "robot probe"), callback_group=calls)
+        self.create_timer(2.0, gc(self._watch_camera, "camera watch"), callback_group=calls)
+        self.state.set_camera({"topic": self.camera_topic, "waiting": True, "hint": ""})
         self.server: PageServer | None = None
         if start_server:
             self.server = PageServer(self.state, self, PageConfig(g("address"), int(g("port")), g("token")))
             self.server.start()
-            self.get_logger().info(f"teaching page on {self.server.url} (camera '{self.resolve_topic_name('image')}', "
+            self.get_logger().info(f"teaching page on {self.server.url} (camera '{self.camera_topic}', "
                                    f"learner '{self.resolve_service_name('teach_class')}')")
 
     # ------------------------------------------------------------------ camera and detections
+    @property
+    def camera_topic(self) -> str:
+        """The topic ``image`` resolves to (namespace and remaps applied)."""
+        return self.resolve_topic_name("image")
+
     def _on_image(self, msg: Image) -> None:
         self._frames.put(stamp_to_ns(msg.header.stamp), msg)
         now = time.monotonic()
-        if now - self._last_detections > self.plain_after:
-            self._send(msg, (), 0)
+        if self._last_frame is None or now - self._last_frame > CAMERA_SILENT_S:
+            self.state.set_camera({"topic": self.camera_topic, "waiting": False, "hint": ""})
+            if self._camera_hint:
+                self.get_logger().info(f"camera picture arrives on '{self.camera_topic}'")
+            self._camera_hint = ""
+        self._last_frame = now
+        since = None if self._last_detections is None else now - self._last_detections
+        if since is None or since > self.plain_after:
+            # no detections for a while: the picture goes on; the objects last seen stay, marked late
+            late = since is not None and since <= LATE_FOR_S
+            self._send(msg, self._last_objects if late else (), self._last_version if late else 0,
+                       "late" if late else "none", since or 0.0)
 
     def _on_detections(self, msg: Detections) -> None:
+        objs = tuple(DetectedBox(int(o.id), str(o.label)[:128], bool(o.known), float(o.confidence),
+                                 int(o.x0), int(o.y0), int(o.x1), int(o.y1)) for o in msg.objects[:MAX_OBJECTS])
         self._last_detections = time.monotonic()
+        self._last_objects, self._last_version = objs, int(msg.model_version)
         frame = self._frames.pop(stamp_to_ns(msg.header.stamp))
-        if frame is None:  # the picture of these detections is gone (or never came)
+        if frame is None:  # the picture of these detections is gone (or never came): shown late with the next
             return
-        objs = tuple(DetectedBox(int(o.id), str(o.label), bool(o.known), float(o.confidence),
-                                 int(o.x0), int(o.y0), int(o.x1), int(o.y1)) for o in msg.objects)
         self._send(frame, objs, int(msg.model_version))
 
-    def _send(self, msg: Image, objs: tuple[DetectedBox, ...], version: int) -> None:
+    def _send(self, msg: Image, objs: tuple[DetectedBox, ...], version: int, detections: str = "fresh",
+              age_s: float = 0.0) -> None:
         now = time.monotonic()
         with self._send_lock:
             if now - self._last_sent < self.min_period:
@@ -116,7 +148,25 @@ class TeachingPageNode(Node):
         if not ok:
             raise ValueError("JPEG encoding failed")
         stamp = stamp_to_s(msg.header.stamp)
-        self.state.set_frame(Frame(jpeg.tobytes(), rgb.shape[1], rgb.shape[0], stamp, objs, version))
+        self.state.set_frame(Frame(jpeg.tobytes(), rgb.shape[1], rgb.shape[0], stamp, objs, version, 0, detections,
+                                   age_s))
+
+    def _watch_camera(self) -> None:
+        """No picture for a while: tell the page and the log which topic the page waits on and which
+        Image topics exist (with the remap to use); said again only when that changes."""
+        now = time.monotonic()
+        if now - (self._last_frame if self._last_frame is not None else self._started) < CAMERA_SILENT_S:
+            return
+        topic = self.camera_topic
+        hint = camera_hint(topic, image_topics(self.get_topic_names_and_types(), exclude=topic))
+        publishers = self.count_publishers(topic)
+        if publishers:
+            hint = (f"'{topic}' has {publishers} publisher(s) but no picture came for {CAMERA_SILENT_S:g} s: "
+                    "is the camera streaming?")
+        if hint != self._camera_hint:
+            self._camera_hint = hint
+            self.state.set_camera({"topic": topic, "waiting": True, "hint": hint})
+            self.get_logger().warning(hint)
 
     # ------------------------------------------------------------------ learner status and classes
     def _on_status(self, msg: LearnerStatus) -> None:
@@ -159,7 +209,11 @@ class TeachingPageNode(Node):
             return res
         if res.success:
             self._refresh_classes()
-        return Outcome(bool(res.success), str(res.message))
+        track, roi = int(getattr(res, "taught_track_id", -1)), getattr(res, "taught_roi", None)
+        box = None
+        if roi is not None and roi.width > 0 and roi.height > 0:
+            box = (int(roi.x_offset), int(roi.y_offset), int(roi.x_offset + roi.width), int(roi.y_offset + roi.height))
+        return Outcome(bool(res.success), str(res.message), track, box)
 
     def teach_track(self, label: str, track_id: int) -> Outcome:
         req = TeachClass.Request(label=label, track_id=int(track_id))

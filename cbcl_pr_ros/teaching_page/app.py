@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from cbcl_pr_ros.service.rate_limit import RateLimiter
 from cbcl_pr_ros.teaching_page.client import Outcome, TeachingClient
@@ -74,6 +74,7 @@ class _Hub:
         self.state, self.client, self.config = state, client, config
         self.loop: asyncio.AbstractEventLoop | None = None
         self.events: set[asyncio.Event] = set()
+        self.sockets: set[web.WebSocketResponse] = set()  # closed first at shutdown (see make_app)
         self.limiter = RateLimiter(burst=config.action_burst)
         self.teaching = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="page-action")
@@ -199,7 +200,7 @@ def _teach_call(client: TeachingClient, req: Any) -> Outcome:
 async def _teach(request: web.Request) -> web.Response:
     state = request.app[_STATE]
     return await _run(request, "teach", lambda b: parse_teach(b, state.track_ids(), state.image_size()),
-                      _teach_call, lambda s, r, o: s.record_teach(r.label, o.ok, o.message))
+                      _teach_call, lambda s, r, o: s.record_teach(r.label, o.ok, o.message, o.track_id, o.box))
 
 
 async def _rename(request: web.Request) -> web.Response:
@@ -225,6 +226,7 @@ async def _websocket(request: web.Request) -> web.WebSocketResponse:
     wake = asyncio.Event()
     wake.set()
     hub.events.add(wake)
+    hub.sockets.add(ws)
 
     async def drain() -> None:  # the page sends nothing we need; read so pings and close are handled
         async for msg in ws:
@@ -253,6 +255,7 @@ async def _websocket(request: web.Request) -> web.WebSocketResponse:
         pass
     finally:
         hub.events.discard(wake)
+        hub.sockets.discard(ws)
         reader.cancel()
         await ws.close()
     return ws
@@ -269,12 +272,20 @@ def make_app(state: PageState, client: TeachingClient, config: PageConfig | None
         hub.loop = asyncio.get_running_loop()
         state.add_listener(hub.on_change)
 
+    async def on_shutdown(_app: web.Application) -> None:
+        # before the server waits for its handlers: an open page's websocket never ends by itself,
+        # and the wait for it held Ctrl-C past launch's grace period
+        for ws in list(hub.sockets):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"the robot's page is stopping")
+        hub._wake()
+
     async def on_cleanup(_app: web.Application) -> None:
         state.remove_listener(hub.on_change)
         hub._wake()
         hub.pool.shutdown(wait=False, cancel_futures=True)
 
     app.on_startup.append(on_startup)
+    app.on_shutdown.append(on_shutdown)
     app.on_cleanup.append(on_cleanup)
     app.router.add_get("/", _index)
     app.router.add_get("/favicon.ico", _no_content)
@@ -303,7 +314,8 @@ class PageServer:
     def start(self) -> None:
         """Bind and serve; OSError (address in use, ...) is raised here, in the caller's thread."""
         async def setup() -> None:
-            self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+            # a short wait for running actions at shutdown: Ctrl-C must end the node within launch's grace period
+            self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
             await self._runner.setup()
             site = web.TCPSite(self._runner, self.config.host, self.config.port)
             await site.start()

@@ -11,9 +11,13 @@ Box = tuple[int, int, int, int]  # x, y, width, height in image pixels
 
 @dataclass(frozen=True)
 class Outcome:
-    """The answer to one page action: ``ok`` and one sentence for the person at the page."""
+    """The answer to one page action: ``ok`` and one sentence for the person at the page; a teach also
+    says which object it used (its track id, -1 when none, and its box x0, y0, x1, y1) so the page
+    can highlight it."""
     ok: bool
     message: str
+    track_id: int = -1
+    box: tuple[int, int, int, int] | None = None
 
 
 class TeachingClient(Protocol):

@@ -1,0 +1,78 @@
+"""A person without a picture is told where the node waits, which Image topics exist and what to type;
+ROS arguments put before ``--ros-args`` (where rcl ignores them) are refused with the corrected command."""
+from __future__ import annotations
+
+import pytest
+
+from cbcl_pr_ros.nodes.camera_hint import MAX_LISTED, camera_hint, image_topics, likely_colour_topic
+from cbcl_pr_ros.nodes.cli_help import exit_on_help, misplaced_ros_args
+
+GRAPH = [("/camera/camera/color/image_raw", ["sensor_msgs/msg/Image"]),
+         ("/camera/camera/aligned_depth_to_color/image_raw", ["sensor_msgs/msg/Image"]),
+         ("/camera/camera/color/camera_info", ["sensor_msgs/msg/CameraInfo"]),
+         ("/image", ["sensor_msgs/msg/Image"]),
+         ("/rosout", ["rcl_interfaces/msg/Log"])]
+
+
+def test_image_topics_are_the_image_typed_ones_without_the_own():
+    assert image_topics(GRAPH, exclude="/image") == ["/camera/camera/aligned_depth_to_color/image_raw",
+                                                      "/camera/camera/color/image_raw"]
+
+
+def test_hint_names_the_waited_topic_the_existing_ones_and_the_remap_in_both_syntaxes():
+    topics = image_topics(GRAPH, exclude="/image")
+    hint = camera_hint("/image", topics)
+    assert "'/image'" in hint
+    for t in topics:
+        assert t in hint
+    # the colour picture is suggested, not the depth image sorted before it
+    assert "camera_topic:=/camera/camera/color/image_raw" in hint
+    assert "teaching_page_node --ros-args -r image:=/camera/camera/color/image_raw" in hint
+    assert "teaching_session --camera-topic /camera/camera/color/image_raw" in hint
+
+
+def test_hint_without_any_image_topic_says_so():
+    hint = camera_hint("/robot1/image", [])
+    assert "'/robot1/image'" in hint and "No sensor_msgs/Image topic" in hint and ":=" not in hint
+
+
+def test_hint_lists_a_bounded_number_of_topics():
+    topics = [f"/cam{i}/image" for i in range(50)]
+    hint = camera_hint("/image", topics)
+    assert "/cam7/image" in hint and f"+{50 - MAX_LISTED} more" in hint and "/cam30/image," not in hint
+    assert len(hint) < 1000
+
+
+def test_only_depth_like_topics_fall_back_to_the_first():
+    assert likely_colour_topic(["/a/depth/image_raw", "/a/infra1/image_rect"]) is None
+    assert "image:=/a/depth/image_raw" in camera_hint("/image", ["/a/depth/image_raw"])
+
+
+@pytest.mark.parametrize("argv, stray", [
+    (["teaching_page_node", "-r", "__ns:=/robot1"], ["-r"]),
+    (["teaching_page_node", "-p", "port:=8090", "--ros-args", "-r", "__ns:=/robot1"], ["-p"]),
+    (["teaching_page_node", "--remap", "image:=/cam"], ["--remap"]),
+    (["teaching_page_node", "--ros-args", "-r", "__ns:=/robot1", "-p", "port:=8090"], []),
+    (["teaching_page_node"], []),
+])
+def test_misplaced_ros_args(argv, stray):
+    assert misplaced_ros_args(argv) == stray
+
+
+def test_node_refuses_ros_args_before_ros_args_with_the_corrected_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        exit_on_help(["teaching_page_node", "-r", "__ns:=/robot1"], "teaching_page_node", "doc")
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "run: teaching_page_node --ros-args -r __ns:=/robot1" in err
+    exit_on_help(["teaching_page_node", "--ros-args", "-r", "__ns:=/robot1"], "teaching_page_node", "doc")
+
+
+def test_extractor_no_frame_hint_lists_the_image_topics_instead_of_the_remap_in_use():
+    from cbcl_pr_ros.nodes.feature_extractor import no_frame_hint
+
+    hint = no_frame_hint("/camera/image_raw", 5, "best_effort", "sensor_msgs/Image", [],
+                         ["/camera/color/image_raw", "/camera/depth/image_rect_raw"])
+    assert "Nobody publishes" in hint and "/camera/depth/image_rect_raw" in hint
+    assert "feature_extractor_node --ros-args -r image:=/camera/color/image_raw" in hint
+    assert "camera_topic:=/camera/color/image_raw" in hint

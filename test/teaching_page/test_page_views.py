@@ -1,0 +1,135 @@
+"""What the page shows a person while things are slow or missing: late detections stay choosable and
+are marked late (never "no object"), the camera wait names its topic and the Image topics that exist,
+and a teach answer names the object it used so the page can mark it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.teaching_page.state import TRACK_KEEP_S, DetectedBox, Frame, PageState
+
+from .fake_robot import frame
+
+MUG = DetectedBox(5, "mug", True, 0.9, 200, 80, 280, 170)
+
+
+def _plain(detections: str, objects=()) -> Frame:
+    f = frame(())
+    return Frame(f.jpeg, f.width, f.height, 2.0, tuple(objects), 1, 0, detections, 3.0)
+
+
+def test_a_track_seen_recently_stays_choosable_when_the_newest_frame_lacks_it():
+    state = PageState()
+    state.set_frame(frame(), now=100.0)
+    assert state.track_ids(now=100.0) == {3, 5}
+    state.set_frame(_plain("none"), now=101.0)  # detections late: a plain picture
+    assert state.track_ids(now=101.0) == {3, 5}
+    assert state.track_ids(now=100.0 + TRACK_KEEP_S + 0.1) == set()  # long gone: refused again
+    state.set_frame(_plain("late", [MUG]), now=100.0 + TRACK_KEEP_S + 1)
+    assert state.track_ids(now=100.0 + TRACK_KEEP_S + 1) == {5}  # the late frame's objects count
+
+
+def test_late_frames_do_not_renew_a_track():
+    state = PageState()
+    state.set_frame(frame(), now=0.0)
+    state.set_frame(_plain("late", [MUG]), now=5.0)
+    state.set_frame(_plain("none"), now=TRACK_KEEP_S + 1)
+    assert state.track_ids(now=TRACK_KEEP_S + 1) == set()
+
+
+def test_frame_meta_says_how_its_objects_came():
+    meta = _plain("late", [MUG]).meta()
+    assert meta["detections"] == "late" and meta["detections_age_s"] == 3.0 and meta["objects"][0]["id"] == 5
+    with pytest.raises(ValueError):
+        PageState().set_frame(_plain("stale"))
+
+
+def test_teach_answer_with_the_object_it_used_reaches_every_page():
+    state = PageState()
+    state.record_teach("mug", True, "learned new class 'mug' ...; the object at (1, 2)-(30, 40), track 7", 7,
+                       (1, 2, 30, 40))
+    teach = state.snapshot()[1]["last_teach"]
+    assert teach["track_id"] == 7 and teach["box"] == [1, 2, 30, 40] and "track 7" in teach["message"]
+    state.record_teach("mug", False, "no object lies mostly inside the box")
+    assert state.snapshot()[1]["last_teach"]["track_id"] == -1
+
+
+def test_camera_state_is_in_the_snapshot():
+    state = PageState()
+    state.set_camera({"topic": "/robot1/image", "waiting": True, "hint": "No camera picture on '/robot1/image'."})
+    cam = state.snapshot()[1]["camera"]
+    assert cam["waiting"] and cam["topic"] == "/robot1/image" and "/robot1/image" in cam["hint"]
+
+
+# ------------------------------------------------------------------ the node (no spinning: its callbacks)
+rclpy = pytest.importorskip("rclpy")
+
+
+@pytest.fixture
+def page_node():
+    from cbcl_pr_ros.nodes.teaching_page import TeachingPageNode
+
+    context = rclpy.Context()
+    rclpy.init(args=["page", "--ros-args", "-r", "image:=/cam/rgb", "-p", "plain_after_s:=0.5"], context=context)
+    node = TeachingPageNode(start_server=False, context=context)
+    try:
+        yield node
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def _image(stamp_s: int):
+    from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
+
+    msg = rgb_to_image_msg(np.zeros((48, 64, 3), np.uint8))
+    msg.header.stamp.sec = stamp_s
+    return msg
+
+
+def _detections(stamp_s: int):
+    from cbcl_pr_ros.msg import DetectedObject, Detections
+
+    msg = Detections()
+    msg.header.stamp.sec = stamp_s
+    msg.objects = [DetectedObject(id=5, label="mug", known=True, confidence=0.9, x0=10, y0=10, x1=30, y1=30)]
+    return msg
+
+
+def test_node_keeps_the_newest_objects_marked_late_while_detections_are_late(page_node, monkeypatch):
+    import cbcl_pr_ros.nodes.teaching_page as tp
+
+    clock = [1000.0]
+    monkeypatch.setattr(tp.time, "monotonic", lambda: clock[0])
+    page_node.min_period = 0.0
+    page_node._on_image(_image(1))  # no detections ever: the picture, "none"
+    assert page_node.state.frame().detections == "none"
+    page_node._on_detections(_detections(1))
+    assert page_node.state.frame().detections == "fresh" and page_node.state.frame().objects[0].id == 5
+    clock[0] += 3.0  # detections late under load: the next pictures keep the mug, marked late
+    page_node._on_image(_image(2))
+    f = page_node.state.frame()
+    assert f.detections == "late" and [o.id for o in f.objects] == [5] and f.detections_age_s == pytest.approx(3.0)
+    assert 5 in page_node.state.track_ids()
+    clock[0] += tp.LATE_FOR_S + 1  # none for long: "none", no stale boxes
+    page_node._on_image(_image(3))
+    assert page_node.state.frame().detections == "none" and page_node.state.frame().objects == ()
+
+
+def test_node_names_its_camera_topic_and_the_image_topics_when_no_picture_comes(page_node, monkeypatch):
+    import cbcl_pr_ros.nodes.teaching_page as tp
+
+    assert page_node.camera_topic == "/cam/rgb"
+    cam = page_node.state.snapshot()[1]["camera"]
+    assert cam == {"topic": "/cam/rgb", "waiting": True, "hint": ""}
+    monkeypatch.setattr(page_node, "get_topic_names_and_types",
+                        lambda: [("/camera/color/image_raw", ["sensor_msgs/msg/Image"]),
+                                 ("/camera/depth/image_raw", ["sensor_msgs/msg/Image"])])
+    page_node._started -= tp.CAMERA_SILENT_S + 1
+    page_node._watch_camera()
+    hint = page_node.state.snapshot()[1]["camera"]["hint"]
+    assert "'/cam/rgb'" in hint and "/camera/depth/image_raw" in hint
+    assert "teaching_page_node --ros-args -r image:=/camera/color/image_raw" in hint
+    assert "camera_topic:=/camera/color/image_raw" in hint
+    page_node._on_image(_image(1))
+    assert page_node.state.snapshot()[1]["camera"]["waiting"] is False
