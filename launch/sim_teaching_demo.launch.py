@@ -36,8 +36,6 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-SIM_MEMORY = "sim_memory.safetensors"  # kept equal to session.SIM_MEMORY
-
 
 def generate_launch_description():
     share = get_package_share_directory("cbcl_pr_ros")
@@ -49,7 +47,8 @@ def generate_launch_description():
     arm_cfg = LaunchConfiguration("arm_config")
     lifecycle = {"autostart": LaunchConfiguration("autostart")}  # after the YAML: wins over it
     # the simulated session learns simulated objects: into a memory file of its own, never the robot's
-    memory = {"memory_path": LaunchConfiguration("memory_path")}
+    # (a file keyed like the learner's section of the config: a plain value would lose against that)
+    memory = LaunchConfiguration("memory_config")
     return LaunchDescription([
         DeclareLaunchArgument("namespace", default_value="", description="namespace of every node"),
         DeclareLaunchArgument("seed", default_value="0", description="world seed (texture, lighting)"),
@@ -58,9 +57,9 @@ def generate_launch_description():
         DeclareLaunchArgument("autostart", default_value="true",
                               description="extractor and learner configure and activate themselves; "
                                           "false: unconfigured, for a lifecycle manager"),
-        DeclareLaunchArgument("memory_path", default_value=SIM_MEMORY,
-                              description="the learner's memory file in this session (a name inside its "
-                                          "memory folder, or an absolute path; '' = RAM only)"),
+        DeclareLaunchArgument("memory_config", default_value=os.path.join(cfg, "sim_memory.yaml"),
+                              description="the learner's memory file in this session (config/sim_memory.yaml: "
+                                          "sim_memory.safetensors in its memory folder)"),
         DeclareLaunchArgument("world_config", default_value=os.path.join(cfg, "sim_world.yaml"),
                               description="simulated world parameters"),
         DeclareLaunchArgument("arm_config", default_value=os.path.join(cfg, "arm.yaml"),

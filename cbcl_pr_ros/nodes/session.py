@@ -23,13 +23,14 @@ import importlib
 import logging
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from cbcl_pr_ros.settings.node_configs import params_files
 
 __all__ = ["SessionContext", "NODE_FACTORIES", "CAMERA_PRESETS", "SIM_MEMORY", "build_ros_args", "camera_topics",
-           "memory_args", "memory_override",
+           "memory_files", "memory_override",
            "session_params_files", "parse_args", "build_nodes", "main"]
 
 log = logging.getLogger(__name__)
@@ -101,13 +102,19 @@ def memory_override(opts: argparse.Namespace, kinds: list[str]) -> str | None:
     return None
 
 
-def memory_args(opts: argparse.Namespace, kinds: list[str]) -> list[str]:
-    """ROS arguments that set the learner's memory_path (:func:`memory_override`); none for the YAML's.
-    Only the learner declares it; a person's own ``-p`` after these still wins."""
+def memory_files(opts: argparse.Namespace, kinds: list[str], directory: str) -> list[str]:
+    """Params files that set the learner's memory_path (:func:`memory_override`): one in ``directory``
+    keyed like the learner's section of the YAML (a ``-p`` loses against that section), given after
+    the config; none for the YAML's own."""
+    import yaml
+
     memory = memory_override(opts, kinds)
     if memory is None:
         return []
-    return ["-p", f"memory_path:={memory or chr(39) * 2}"]  # '' in YAML: RAM only
+    path = os.path.join(directory, "session_memory.params.yaml")
+    with open(path, "w", encoding="utf8") as fh:
+        yaml.safe_dump({"/**/learner": {"ros__parameters": {"memory_path": memory}}}, fh)
+    return [path]
 
 
 # The usual topics of RGB-D camera drivers: (colour image, depth aligned to it, the colour CameraInfo).
@@ -227,14 +234,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # one executor per node, signals handled in order (cbcl_pr_ros.nodes.spin)
     camera, depth, info = camera_topics(opts)
-    ros_extra = memory_args(opts, kinds) + ros_extra
-    args = build_ros_args(files, camera, ros_extra, autostart=not opts.no_autostart, depth_topic=depth,
-                          camera_info_topic=info)
     if "learner" in kinds:
         from cbcl_pr_ros.service.heap import keep_heap_flat
 
         keep_heap_flat()  # before the executors' threads exist (service/heap.py)
-    return run_nodes(make, threads=opts.threads or 4, args=args, on_stop=_log_stop_reports)
+    with tempfile.TemporaryDirectory(prefix="teaching_session_") as tmp:
+        args = build_ros_args(files + memory_files(opts, kinds, tmp), camera, ros_extra,
+                              autostart=not opts.no_autostart, depth_topic=depth, camera_info_topic=info)
+        return run_nodes(make, threads=opts.threads or 4, args=args, on_stop=_log_stop_reports)
 
 
 def _log_stop_reports(nodes: list[Any]) -> None:

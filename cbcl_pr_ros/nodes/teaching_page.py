@@ -19,6 +19,7 @@ Examples::
 """
 from __future__ import annotations
 
+import random
 import sys
 import threading
 import time
@@ -40,7 +41,7 @@ from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.qos import image_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
 from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.srv import ForgetClass, ListClasses, PointAt, RenameClass, TeachClass
+from cbcl_pr_ros.srv import ForgetClass, ListClasses, LookAt, PlaceObject, PointAt, RenameClass, TeachClass
 from cbcl_pr_ros.stamps import stamp_to_ns, stamp_to_s
 from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
 from cbcl_pr_ros.teaching_page.client import Box, Outcome
@@ -48,6 +49,10 @@ from cbcl_pr_ros.teaching_page.state import DetectedBox, Frame, PageState
 
 __all__ = ["TeachingPageNode", "CAMERA_SILENT_S", "main"]
 
+# What "put objects on the table" offers in the simulated world (robot/assets.py CATALOGUE, the
+# everyday ones), three at a time
+SIM_CATEGORIES = ("mug", "duck", "teddy", "bunny", "ball", "bottle", "can", "lemon", "bread", "milk")
+PLACE_COUNT = 3
 CAMERA_SILENT_S = 5.0  # no picture for this long: the page and the log say where it waits and why
 # Detections this old are "late" (the objects of the newest ones are shown, marked so); older, or never
 # any, "none" (the learner sends none: detection off, no depth, not running).
@@ -93,6 +98,9 @@ class TeachingPageNode(Node):
         self.forget_cli = mk(ForgetClass, "forget_class")
         self.list_cli = mk(ListClasses, "list_classes")
         self.point_cli = mk(PointAt, "point_at")
+        self.look_cli = mk(LookAt, "look_at")  # the arm: back to the table after pointing
+        self.place_cli = mk(PlaceObject, "place_object")  # the simulated world only
+        self._rng = random.Random()
         self.create_timer(2.0, gc(self._probe_robot, "robot probe"), callback_group=calls)
         self.create_timer(2.0, gc(self._watch_camera, "camera watch"), callback_group=calls)
         self.state.set_camera({"topic": self.camera_topic, "waiting": True, "hint": ""})
@@ -191,9 +199,10 @@ class TeachingPageNode(Node):
         fut.add_done_callback(done)
 
     def _probe_robot(self) -> None:
-        arm = self.point_cli.service_is_ready()
-        if self.state.snapshot()[1]["robot"].get("arm") != arm:
-            self.state.set_robot({"arm": arm})
+        robot = {"arm": self.point_cli.service_is_ready(), "look": self.look_cli.service_is_ready(),
+                 "world": self.place_cli.service_is_ready()}
+        if self.state.snapshot()[1]["robot"] != robot:
+            self.state.set_robot(robot)
         if self._listed_version < 0 or not self.state.snapshot()[1]["classes"]:
             self._refresh_classes()
 
@@ -234,8 +243,31 @@ class TeachingPageNode(Node):
                                        "learner"))
 
     def point_at(self, label: str) -> Outcome:
-        return self._answer(self._call(self.point_cli, PointAt.Request(label=label), self.call_timeout,
-                                       "arm node"))
+        out = self._answer(self._call(self.point_cli, PointAt.Request(label=label), self.call_timeout,
+                                      "arm node"))
+        if out.ok:  # the hand camera follows the arm: the page shows a close-up now
+            self.state.set_view({"at": "pointing", "label": label})
+        return out
+
+    def look_at_table(self) -> Outcome:
+        out = self._answer(self._call(self.look_cli, LookAt.Request(pose="table"), self.call_timeout, "arm node"))
+        if out.ok:
+            self.state.set_view({"at": "table"})
+        return out
+
+    def place_objects(self, count: int = PLACE_COUNT) -> Outcome:
+        """A few random catalogue objects at free spots of the simulated table."""
+        placed, refused = [], ""
+        for category in self._rng.sample(SIM_CATEGORIES, k=min(int(count), len(SIM_CATEGORIES))):
+            req = PlaceObject.Request(category=category, instance=self._rng.randint(0, 999), random_spot=True)
+            res = self._call(self.place_cli, req, self.call_timeout, "simulated world")
+            if isinstance(res, Outcome) or not res.success:
+                refused = res.message if isinstance(res, Outcome) else str(res.message)
+                break
+            placed.append(category.replace("_", " "))
+        if not placed:
+            return Outcome(False, f"nothing put on the table: {refused[:200]}")
+        return Outcome(True, f"put on the table: {', '.join(placed)}" + (f" (then: {refused[:120]})" if refused else ""))
 
     def destroy_node(self) -> None:
         try:

@@ -218,6 +218,22 @@ async def _point(request: web.Request) -> web.Response:
                       lambda s, r, o: s.record_notice("point", o.ok, o.message))
 
 
+def _parse_nothing(body: Any) -> None:
+    """An action without arguments still takes a JSON object (a form cannot send one)."""
+    if not isinstance(body, dict):
+        raise RequestError("the request must be a JSON object")
+
+
+async def _look(request: web.Request) -> web.Response:
+    return await _run(request, "look", _parse_nothing, lambda c, _r: c.look_at_table(),
+                      lambda s, _r, o: s.record_notice("look", o.ok, o.message))
+
+
+async def _place(request: web.Request) -> web.Response:
+    return await _run(request, "place", _parse_nothing, lambda c, _r: c.place_objects(),
+                      lambda s, _r, o: s.record_notice("place", o.ok, o.message))
+
+
 async def _websocket(request: web.Request) -> web.WebSocketResponse:
     """Push the state and the newest frame (JSON meta, then the JPEG as binary) to one page."""
     hub: _Hub = request.app[_HUB]  # type: ignore[assignment]
@@ -296,6 +312,8 @@ def make_app(state: PageState, client: TeachingClient, config: PageConfig | None
     app.router.add_post("/api/rename", _rename)
     app.router.add_post("/api/forget", _forget)
     app.router.add_post("/api/point", _point)
+    app.router.add_post("/api/look", _look)
+    app.router.add_post("/api/place", _place)
     app.router.add_get("/ws", _websocket)
     return app
 

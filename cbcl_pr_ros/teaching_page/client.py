@@ -35,3 +35,9 @@ class TeachingClient(Protocol):
     def forget(self, label: str) -> Outcome: ...
 
     def point_at(self, label: str) -> Outcome: ...
+
+    def look_at_table(self) -> Outcome:
+        """Aim the hand camera at the table again (after pointing)."""
+
+    def place_objects(self) -> Outcome:
+        """Put a few objects on the simulated table."""

@@ -70,6 +70,7 @@ class _Shared:
     notice: dict[str, Any] | None = None
     robot: dict[str, Any] = field(default_factory=dict)
     camera: dict[str, Any] = field(default_factory=dict)
+    view: dict[str, Any] = field(default_factory=dict)
 
 
 class PageState:
@@ -134,6 +135,11 @@ class PageState:
         """What the page can offer (e.g. ``{"arm": True}`` when a point_at service answers)."""
         self._update(robot=dict(robot))
 
+    def set_view(self, view: dict[str, Any]) -> None:
+        """Where the hand camera looks after the last arm action: ``{"at": "table"}`` or
+        ``{"at": "pointing", "label": ...}`` (a close-up; the page offers the way back)."""
+        self._update(view=dict(view))
+
     def set_camera(self, camera: dict[str, Any]) -> None:
         """Where the picture comes from: ``{"topic", "waiting", "hint"}`` (the hint says what to do
         when no picture arrives)."""
@@ -162,7 +168,7 @@ class PageState:
             return self._version, {
                 "type": "state", "version": self._version, "status": dict(s.status),
                 "classes": [dict(c) for c in s.classes], "last_teach": s.last_teach, "notice": s.notice,
-                "robot": dict(s.robot), "camera": dict(s.camera),
+                "robot": dict(s.robot), "camera": dict(s.camera), "view": dict(s.view),
                 "frame": None if frame is None else {"width": frame.width, "height": frame.height,
                                                      "seq": frame.seq},
             }

@@ -170,7 +170,9 @@ def test_launch_files_give_each_node_its_own_yaml(launch_share, launch_file, giv
     assert {n["name"] for n in nodes} == expected_nodes
     for n in nodes:
         files = [p for p in n["parameters"] if isinstance(p, str)]
-        assert [Path(f).name for f in files] == [OWN_FILE[n["name"]]], f"{launch_file}: {n['name']} reads {files}"
+        # the simulated session's learner also reads its memory file's name (config/sim_memory.yaml)
+        extra = ["sim_memory.yaml"] if (launch_file, n["name"]) == ("sim_teaching_demo.launch.py", "learner") else []
+        assert [Path(f).name for f in files] == [OWN_FILE[n["name"]], *extra], f"{launch_file}: {n['name']} reads {files}"
         got = _probe(_launch_ros_args(n["parameters"]), n["name"], n["namespace"])
         _check_node(got, n["name"], n["namespace"], files)
 
@@ -407,10 +409,11 @@ def test_sim_launch_gives_the_learner_its_own_memory_file(launch_share):
     (["--nodes", "extractor,learner,world", "--memory", "lab.safetensors"], "lab.safetensors"),
     (["--nodes", "extractor,learner,world", "--memory", ""], ""),
 ])
-def test_teaching_session_memory_per_use(argv, want):
+def test_teaching_session_memory_per_use(argv, want, tmp_path):
     from cbcl_pr_ros.nodes import session
 
     opts = session.parse_args(argv)
     kinds = opts.nodes.split(",")
-    args = session.build_ros_args(session.session_params_files(opts, kinds), extra=session.memory_args(opts, kinds))[1:]
+    files = session.session_params_files(opts, kinds) + session.memory_files(opts, kinds, str(tmp_path))
+    args = session.build_ros_args(files)[1:]
     assert _probe(args, "learner", "")["memory_path"] == want

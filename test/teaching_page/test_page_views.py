@@ -133,3 +133,92 @@ def test_node_names_its_camera_topic_and_the_image_topics_when_no_picture_comes(
     assert "camera_topic:=/camera/color/image_raw" in hint
     page_node._on_image(_image(1))
     assert page_node.state.snapshot()[1]["camera"]["waiting"] is False
+
+
+# ------------------------------------------------------------------ the web side: scene buttons, shutdown
+class SceneRobot:
+    """The fake robot with the arm's look and the simulated world's objects."""
+
+    def __init__(self) -> None:
+        from .fake_robot import FakeRobot
+
+        self.base = FakeRobot()
+        self.calls: list[str] = []
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
+
+    def look_at_table(self):
+        from cbcl_pr_ros.teaching_page.client import Outcome
+
+        self.calls.append("look")
+        return Outcome(True, "right hand camera looks at [0.7, 0.0, -0.18] (table)")
+
+    def place_objects(self):
+        from cbcl_pr_ros.teaching_page.client import Outcome
+
+        self.calls.append("place")
+        return Outcome(True, "put on the table: mug, duck, lemon")
+
+
+@pytest.fixture
+def scene_server():
+    from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
+
+    state, robot = PageState(), SceneRobot()
+    server = PageServer(state, robot, PageConfig(port=0))
+    server.start()
+    state.set_frame(frame())
+    yield server, state, robot
+    server.stop()
+
+
+def test_scene_buttons_call_the_robot_and_every_page_hears_the_answer(scene_server):
+    import asyncio
+
+    import aiohttp
+
+    server, state, robot = scene_server
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            out = []
+            for path, body in (("place", {}), ("look", {}), ("look", [1]), ("place", "x")):
+                async with s.post(f"{server.url}api/{path}", json=body) as r:
+                    out.append((r.status, (await r.json())["message"]))
+            return out
+
+    out = asyncio.run(go())
+    assert out[0] == (200, "put on the table: mug, duck, lemon") and out[1][0] == 200
+    assert out[2][0] == out[3][0] == 400 and "JSON object" in out[2][1]
+    assert robot.calls == ["place", "look"]  # the bad requests reached nothing
+    assert state.snapshot()[1]["notice"]["action"] == "look"
+
+
+def test_stopping_the_server_closes_an_open_page_as_going_away():
+    """Ctrl-C must not wait for a page's websocket to end by itself (it never does)."""
+    import asyncio
+
+    import aiohttp
+
+    from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
+
+    state = PageState()
+    server = PageServer(state, SceneRobot(), PageConfig(port=0))
+    server.start()
+    got: dict = {}
+
+    async def hold():
+        async with aiohttp.ClientSession() as s, s.ws_connect(f"{server.url}ws") as ws:
+            await ws.receive()  # the first state
+            threading.Thread(target=server.stop, daemon=True).start()
+            while True:
+                msg = await ws.receive()
+                if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING):
+                    got["code"] = ws.close_code
+                    return
+
+    import threading
+
+    asyncio.run(asyncio.wait_for(hold(), 60))
+    assert got["code"] == aiohttp.WSCloseCode.GOING_AWAY

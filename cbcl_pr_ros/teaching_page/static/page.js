@@ -292,6 +292,35 @@ $("teach-form").addEventListener("submit", async (ev) => {
 async function action(path, body) {
   const res = await post(path, body);
   say(res.message, res.ok);
+  return res;
+}
+
+function sceneButton(id, path, busy) {
+  const b = $(id);
+  b.addEventListener("click", async () => {
+    const text = b.textContent;
+    b.disabled = true;
+    b.textContent = busy;
+    say(busy, true);
+    await action(path, {});
+    b.disabled = false;
+    b.textContent = text;
+    if (state) showScene(state);  // the view may have changed meanwhile
+  });
+}
+sceneButton("place", "/api/place", "Putting objects on the table…");
+sceneButton("look", "/api/look", "Turning the camera to the table…");
+
+function showScene(s) {
+  // the simulated world offers objects; after "Point at" the hand camera shows a close-up: the way back
+  const robot = s.robot || {};
+  const view = s.view || {};
+  $("place").hidden = !robot.world;
+  $("look").hidden = !robot.look;
+  $("scene").hidden = !(robot.world || robot.look);
+  $("view-note").textContent = view.at === "pointing"
+    ? `The camera follows the arm: it points at “${view.label}”.` : "";
+  $("look").textContent = view.at === "pointing" ? "Back to the table" : "Look at the table";
 }
 
 function classRow(c) {
@@ -355,6 +384,7 @@ function showState(s) {
     : `${st.num_clusters} clusters, ${bytes(st.memory_bytes)}`;
   $("st-version").textContent = st.model_version === undefined ? "–"
     : `${st.model_version}${st.training ? " (learning…)" : ""}`;
+  showScene(s);
   const cam = s.camera || {};
   const wait = $("no-picture");
   if (cam.waiting) {
