@@ -222,3 +222,20 @@ def test_stopping_the_server_closes_an_open_page_as_going_away():
 
     asyncio.run(asyncio.wait_for(hold(), 60))
     assert got["code"] == aiohttp.WSCloseCode.GOING_AWAY
+
+
+def test_a_teach_answer_carries_the_object_from_the_learner_to_the_page(page_node):
+    """TeachOutcome -> TeachClass response (taught_track_id, taught_roi) -> the page's Outcome."""
+    from cbcl_pr_ros.nodes.conversions import fill_teach_response
+    from cbcl_pr_ros.service.controller import TeachOutcome
+    from cbcl_pr_ros.srv import TeachClass
+
+    out = TeachOutcome(True, "learned new class 'mug' ...; the object at (10, 20)-(50, 80), track 4", 3, 1,
+                       taught_track_id=4, taught_box=(10, 20, 50, 80))
+    res = fill_teach_response(TeachClass.Response(), out)
+    assert res.taught_track_id == 4 and (res.taught_roi.x_offset, res.taught_roi.y_offset,
+                                         res.taught_roi.width, res.taught_roi.height) == (10, 20, 40, 60)
+    page = page_node._answer(res)
+    assert page.ok and page.track_id == 4 and page.box == (10, 20, 50, 80)
+    none = page_node._answer(fill_teach_response(TeachClass.Response(), TeachOutcome(False, "no object")))
+    assert none.track_id == -1 and none.box is None
