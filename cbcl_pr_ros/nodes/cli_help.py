@@ -6,10 +6,11 @@ itself. Only the arguments before ``--ros-args`` are looked at: ``-h`` after it 
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from typing import Any, Iterable, Mapping, Sequence, Union
 
-__all__ = ["wants_help", "misplaced_ros_args", "usage", "exit_on_help"]
+__all__ = ["wants_help", "misplaced_ros_args", "user_text", "usage", "exit_on_help"]
 
 # ROS arguments that mean nothing before --ros-args: rcl ignores them there, so the node started in
 # the root namespace with no remap and waited on a topic the person never meant
@@ -43,11 +44,28 @@ def misplaced_ros_args(argv: Sequence[str]) -> list[str]:
     return [a for a in own if a.split("=", 1)[0] in _ROS_FLAGS]
 
 
+# Paragraphs of a module docstring a person starting the node needs; the rest (module layout,
+# executor and lock internals) is for developers and stays in the source and docs/nodes.md.
+_FOR_USERS = ("topics", "services", "publishes", "subscribes", "examples", "serves", "usage", "parameters")
+_ROLE = re.compile(r":(?:mod|class|func|meth|data|attr):`~?([^`]+)`")
+
+
+def user_text(doc: str) -> str:
+    """A module docstring as a person reads it: its first paragraph and the paragraphs about topics,
+    services and examples, without Sphinx markup (``:class:`~x.Y``` -> ``Y``, double backticks -> plain)."""
+    paras = inspect.cleandoc(doc).split("\n\n")
+    keep = [paras[0]] + [p for p in paras[1:] if p.lstrip().lower().startswith(_FOR_USERS)
+                         or p.startswith("    ") or p.rstrip().endswith("::")]
+    text = "\n\n".join(keep)
+    text = _ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1], text)
+    return text.replace("``", "").replace("::\n", ":\n")
+
+
 def usage(prog: str, doc: str | None, params: Params = None) -> str:
-    """Usage text: how to run it, the module docstring, the parameters with defaults."""
+    """Usage text: how to run it, what it does (:func:`user_text`), the parameters with defaults."""
     lines = [f"usage: {prog} [-h] [--ros-args [-p NAME:=VALUE ...] [--params-file FILE] [-r FROM:=TO ...]]", ""]
     if doc:
-        lines += [inspect.cleandoc(doc), ""]
+        lines += [user_text(doc), ""]
     params = _table(params)
     if params:
         lines.append("parameters (-p NAME:=VALUE, or a --params-file YAML):")

@@ -76,3 +76,17 @@ def test_extractor_no_frame_hint_lists_the_image_topics_instead_of_the_remap_in_
     assert "Nobody publishes" in hint and "/camera/depth/image_rect_raw" in hint
     assert "feature_extractor_node --ros-args -r image:=/camera/color/image_raw" in hint
     assert "camera_topic:=/camera/color/image_raw" in hint
+
+
+def test_node_help_is_written_for_users():
+    """--help keeps what a person starting the node needs (summary, topics, examples) and drops the
+    module's developer notes and Sphinx markup."""
+    from cbcl_pr_ros.nodes import learner, teaching_page
+    from cbcl_pr_ros.nodes.cli_help import usage
+
+    text = usage("learner_node", learner.__doc__)
+    assert "Topics:" in text and "Learner node" in text
+    assert ":class:" not in text and ":mod:" not in text and "``" not in text
+    assert "MultiThreadedExecutor" not in text and "commit lock" not in text  # developer notes
+    page = usage("teaching_page_node", teaching_page.__doc__)
+    assert "teaching_page_node --ros-args -p port:=8090 -r __ns:=/robot1" in page and "Examples:" in page
