@@ -158,9 +158,9 @@ class Teacher:
         timeout = check_timeout(req.timeout_s, s.timeout_s, s.max_timeout_s)
         frames = self.port.collect(n, timeout, "features")
         if not frames:
-            raise NothingLearned(f"no camera frames arrived within {timeout:.1f} s on '{self.port.topic('features')}': "
-                                 f"is the camera and the feature_extractor running (and this node active)? "
-                                 f"Nothing was learned.")
+            raise NothingLearned(f"no camera frames arrived within {timeout:.1f} s on '{self.port.topic('features')}'"
+                                 f"{self._upstream('features')}: is the camera and the feature_extractor "
+                                 f"running (and this node active)? Nothing was learned.")
         feats = features_from_msgs(frames, self.backbone, c.feature_dim)
         return feats, None, "camera frames" + ("" if len(frames) == n else f" (of {n} asked; timed out)")
 
@@ -202,6 +202,11 @@ class Teacher:
                                  f"{_views(len(shots))}; last at {box_text(track.boxes[-1])})"), negatives, taught
         return self._object_frames(req, plan, n, s)
 
+    def _upstream(self, stream: str) -> str:
+        """" (...)": which node feeds ``stream`` and from which camera, where the port can tell."""
+        tell = getattr(self.port, "upstream", None)
+        return f" ({tell(stream)})" if tell is not None else ""
+
     def _with_stream(self, frame_negatives: np.ndarray | None, s: TeachSettings,
                      taught_track: int | None) -> np.ndarray | None:
         """The negatives ``s.negatives`` asks for: the teaching frames' other objects, the recent objects
@@ -230,8 +235,9 @@ class Teacher:
         timeout = check_timeout(req.timeout_s, s.timeout_s, s.max_timeout_s)
         frames: list[ObjectFrame] = self.port.collect(n, timeout, "objects")
         if not frames:
-            raise ValueError(f"no object frames arrived within {timeout:.1f} s on '{self.port.topic('objects')}': "
-                             f"is the feature_extractor detecting objects (detect_objects)?")
+            raise ValueError(f"no object frames arrived within {timeout:.1f} s on '{self.port.topic('objects')}'"
+                             f"{self._upstream('objects')}: is the feature_extractor detecting objects "
+                             f"(detect_objects)?")
         rows, boxes, others, missed, reason, last, pieces = [], [], [], 0, "", None, 1
         for f in frames:
             if plan.target == "roi":

@@ -174,11 +174,16 @@ class PageState:
             }
 
     def track_ids(self, now: float | None = None) -> set[int]:
-        """Track ids the person may choose now: those on the newest frame and those the page showed
-        within :data:`TRACK_KEEP_S` (detections late under load must not make an object unchoosable)."""
+        """Track ids the person may choose now: those on the newest frame; while its detections are
+        late (or none come) also those the page showed within :data:`TRACK_KEEP_S`: late detections
+        must not make an object unchoosable, but a fresh frame without it says it left."""
         now = time.monotonic() if now is None else now
         with self._lock:
-            ids = set() if self._frame is None else {o.id for o in self._frame.objects}
+            if self._frame is None:
+                return set()
+            ids = {o.id for o in self._frame.objects}
+            if self._frame.detections == "fresh":
+                return ids
             return ids | {t for t, seen in self._seen.items() if now - seen <= TRACK_KEEP_S}
 
     def image_size(self) -> tuple[int, int] | None:

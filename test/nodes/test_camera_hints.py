@@ -90,3 +90,45 @@ def test_node_help_is_written_for_users():
     assert "MultiThreadedExecutor" not in text and "commit lock" not in text  # developer notes
     page = usage("teaching_page_node", teaching_page.__doc__)
     assert "teaching_page_node --ros-args -p port:=8090 -r __ns:=/robot1" in page and "Examples:" in page
+
+
+def test_a_teach_or_classify_failure_names_the_camera_the_extractor_reads():
+    """The learner's '/features' means nothing to a person: the answer names the extractor feeding it
+    and the camera topic that extractor reads (or that nobody feeds it), from the ROS graph."""
+    rclpy = pytest.importorskip("rclpy")
+    import time
+
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from cbcl_pr_ros.msg import FeatureVector
+    from cbcl_pr_ros.nodes.learner_port import LearnerPort
+    from ros_testing import fresh_domain, isolated_context, release_domain
+
+    dom = fresh_domain()
+    try:
+        with isolated_context(dom) as ctx:
+            learner = rclpy.create_node("learner", namespace="/robot1", context=ctx)
+            extractor = rclpy.create_node("feature_extractor", namespace="/robot1", context=ctx)
+
+            class Node:  # what LearnerPort reads of the learner node
+                params = {"features_topic": "features", "object_features_topic": "object_features"}
+
+                def __getattr__(self, name):
+                    return getattr(learner, name)
+
+            port = LearnerPort(Node())
+            assert "nobody publishes on '/robot1/features'" in port.upstream("features")
+            extractor.create_publisher(FeatureVector, "features", 1)
+            extractor.create_subscription(Image, "/camera/depth/image_raw", lambda m: None, 1)
+            extractor.create_subscription(Image, "/camera/color/image_raw", lambda m: None, 1)
+            extractor.create_subscription(CameraInfo, "/camera/color/camera_info", lambda m: None, 1)
+            deadline = time.monotonic() + 20
+            text = ""
+            while time.monotonic() < deadline and "reads the camera" not in text:
+                time.sleep(0.2)
+                text = port.upstream("features")
+            assert "/robot1/feature_extractor reads the camera on '/camera/color/image_raw'" in text
+            learner.destroy_node()
+            extractor.destroy_node()
+    finally:
+        release_domain(dom)

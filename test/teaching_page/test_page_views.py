@@ -29,6 +29,13 @@ def test_a_track_seen_recently_stays_choosable_when_the_newest_frame_lacks_it():
     assert state.track_ids(now=100.0 + TRACK_KEEP_S + 1) == {5}  # the late frame's objects count
 
 
+def test_a_fresh_frame_without_the_track_says_it_left():
+    state = PageState()
+    state.set_frame(frame(), now=0.0)
+    state.set_frame(frame(objects=((9, "", False, 0.1, 10, 10, 60, 60),)), now=1.0)
+    assert state.track_ids(now=1.0) == {9}
+
+
 def test_late_frames_do_not_renew_a_track():
     state = PageState()
     state.set_frame(frame(), now=0.0)
