@@ -342,6 +342,9 @@ function classRow(c) {
     input.maxLength = 128;
     input.setAttribute("aria-label", `new name for ${c.name}`);
     const save = mk("Save", "", async () => {
+      save.disabled = true;  // the learner retrains and saves: say so at once, not after it answered
+      save.textContent = "Renaming…";
+      say(`Renaming “${c.name}” to “${input.value.trim().slice(0, 40)}”…`, true);
       await action("/api/rename", {old: c.name, new: input.value});
       input.blur();
       if (state) showState(state);  // the list as the robot now has it
@@ -351,10 +354,15 @@ function classRow(c) {
     input.focus();
   });
   const forget = mk("Forget", "danger", () => {
-    if (confirm(`Forget “${c.name}”? Its examples are deleted.`)) action("/api/forget", {label: c.name});
+    if (!confirm(`Forget “${c.name}”? Its examples are deleted.`)) return;
+    say(`Forgetting “${c.name}”…`, true);
+    action("/api/forget", {label: c.name});
   });
   const items = [span, rename, forget];
-  if (state && state.robot && state.robot.arm) items.splice(1, 0, mk("Point at", "", () => action("/api/point", {label: c.name})));
+  if (state && state.robot && state.robot.arm) items.splice(1, 0, mk("Point at", "", () => {
+    say(`Pointing at “${c.name}”…`, true);
+    action("/api/point", {label: c.name});
+  }));
   li.replaceChildren(...items);
   li.dataset.name = c.name;
   return li;
