@@ -86,7 +86,7 @@ class LearnerPort:
             cams = image_topics(subs) + [n for n, t in subs if "sensor_msgs/msg/CompressedImage" in t]
             cam = likely_colour_topic(cams) or (cams[0] if cams else "")
             who = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
-            parts.append(f"{who} reads the camera on '{cam}'" if cam else f"{who} reads no camera topic")
+            parts.append(f"{who}, which reads the camera on '{cam}'" if cam else f"{who}, which reads no camera topic")
         return f"'{topic}' comes from {'; '.join(parts)}: is that camera publishing?"
 
     def commit(self, c: LearnerController, label: str, feats: Any, source: str, views: Any,

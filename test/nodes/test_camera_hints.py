@@ -127,7 +127,7 @@ def test_a_teach_or_classify_failure_names_the_camera_the_extractor_reads():
             while time.monotonic() < deadline and "reads the camera" not in text:
                 time.sleep(0.2)
                 text = port.upstream("features")
-            assert "/robot1/feature_extractor reads the camera on '/camera/color/image_raw'" in text
+            assert "/robot1/feature_extractor, which reads the camera on '/camera/color/image_raw'" in text
             learner.destroy_node()
             extractor.destroy_node()
     finally:
