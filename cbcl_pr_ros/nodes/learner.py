@@ -56,7 +56,7 @@ from cbcl_pr_ros.nodes.qos import feature_qos, result_qos, status_qos
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, TeachOutcome
-from cbcl_pr_ros.service.memory_files import store_from_params
+from cbcl_pr_ros.service.memory_files import earlier_memory_note, store_from_params
 from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.teaching import Teacher
 from cbcl_pr_ros.service.validation import RequestLimits
@@ -159,7 +159,7 @@ class LearnerNode(ManagedNode):
             self.get_logger().warning(f"MEMORY FILE REFUSED: {started}; load it again with LoadMemory "
                                       f"'{controller.moved_aside_}' once repaired")
         else:
-            self.get_logger().info(started)
+            self.get_logger().info(started + earlier_memory_note(p, self.get_namespace()))
         from visualization_msgs.msg import MarkerArray
 
         self.create_publishers([

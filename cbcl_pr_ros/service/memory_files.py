@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 __all__ = ["MemoryAccessError", "MemoryStore", "Target", "NAME_PATTERN", "default_memory_dir",
-           "TEMP_SUFFIX", "memory_dir_for", "store_from_params"]
+           "TEMP_SUFFIX", "earlier_memory_note", "memory_dir_for", "store_from_params"]
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 TEMP_SUFFIX = ".tmp"
@@ -270,6 +270,19 @@ def memory_dir_for(memory_dir: str, memory_path: str, namespace: str = "") -> tu
     if memory_path and not NAME_PATTERN.fullmatch(memory_path):
         raise ValueError(f"memory_path must be a plain file name or an absolute path, got {memory_path!r}")
     return (memory_dir or default_memory_dir(namespace)), memory_path
+
+
+def earlier_memory_note(p: Mapping[str, Any], namespace: str) -> str:
+    """For a learner in a namespace that starts without a memory file: where the memory of the
+    learner without a namespace is, which it shared before memories were kept per namespace."""
+    name = p["memory_path"]
+    if p["memory_dir"] or not name or name.startswith("/") or not namespace.strip("/"):
+        return ""
+    old = os.path.join(default_memory_dir(), name)
+    new = os.path.join(default_memory_dir(namespace), name)
+    if os.path.isfile(old) and not os.path.exists(new):
+        return f"; the memory of the learner without a namespace is {old}: copy it to {new} to start from it"
+    return ""
 
 
 def store_from_params(p: Mapping[str, Any], namespace: str = "") -> MemoryStore | None:

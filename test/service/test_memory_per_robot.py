@@ -38,3 +38,20 @@ def test_a_configured_folder_or_absolute_path_is_taken_as_given(tmp_path):
 def test_a_namespace_that_is_no_ros_namespace_is_refused(ns):
     with pytest.raises(ValueError):
         default_memory_dir(ns)
+
+
+def test_a_namespaced_learner_starting_empty_is_told_where_its_earlier_memory_is(tmp_path, monkeypatch):
+    from cbcl_pr_ros.service.memory_files import earlier_memory_note
+
+    monkeypatch.setenv("ROS_HOME", str(tmp_path))
+    assert earlier_memory_note(_params(), "/robot1") == ""  # none before either
+    (tmp_path / "cbcl_pr_ros").mkdir()
+    (tmp_path / "cbcl_pr_ros" / "memory.safetensors").write_bytes(b"x")
+    note = earlier_memory_note(_params(), "/robot1")
+    assert str(tmp_path / "cbcl_pr_ros" / "memory.safetensors") in note
+    assert str(tmp_path / "cbcl_pr_ros" / "robot1" / "memory.safetensors") in note
+    assert earlier_memory_note(_params(), "/") == ""  # the root learner keeps its file
+    assert earlier_memory_note(_params(memory_dir=str(tmp_path)), "/robot1") == ""  # a folder of one's own
+    (tmp_path / "cbcl_pr_ros" / "robot1").mkdir()
+    (tmp_path / "cbcl_pr_ros" / "robot1" / "memory.safetensors").write_bytes(b"y")
+    assert earlier_memory_note(_params(), "/robot1") == ""  # it has its own now
