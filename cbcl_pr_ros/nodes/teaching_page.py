@@ -19,6 +19,7 @@ Examples::
 """
 from __future__ import annotations
 
+import math
 import random
 import sys
 import threading
@@ -28,6 +29,7 @@ from typing import Any
 import cv2
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
+from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import Image, RegionOfInterest
 
 from cbcl_pr_ros.msg import Detections, LearnerStatus
@@ -53,6 +55,8 @@ __all__ = ["TeachingPageNode", "CAMERA_SILENT_S", "main"]
 # everyday ones), three at a time
 SIM_CATEGORIES = ("mug", "duck", "teddy", "bunny", "ball", "bottle", "can", "lemon", "bread", "milk")
 PLACE_COUNT = 3
+MOVED_M = 0.05  # the camera this far from where it looked at the table: "the view moved"
+REHOME_S = 4.0  # after "look at the table", the pose this much later is the table view again
 CAMERA_SILENT_S = 5.0  # no picture for this long: the page and the log say where it waits and why
 # Detections this old are "late" (the objects of the newest ones are shown, marked so); older, or never
 # any, "none" (the learner sends none: detection off, no depth, not running).
@@ -88,6 +92,10 @@ class TeachingPageNode(Node):
         gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
         self.create_subscription(Image, "image", gc(self._on_image, "image"), image_qos(), callback_group=sensors)
         self.create_subscription(Detections, "detections", gc(self._on_detections, "detections"), result_qos(2),
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self._home: tuple[float, float, float] | None = None  # where the camera looked at the table
+        self._rehome_after = 0.0
+        self.create_subscription(PoseStamped, "camera_pose", gc(self._on_camera_pose, "camera pose"), 2,
                                  callback_group=MutuallyExclusiveCallbackGroup())
         self.create_subscription(LearnerStatus, "status", gc(self._on_status, "status"), status_qos(),
                                  callback_group=MutuallyExclusiveCallbackGroup())
@@ -176,6 +184,23 @@ class TeachingPageNode(Node):
             self.state.set_camera({"topic": topic, "waiting": True, "hint": hint})
             self.get_logger().warning(hint)
 
+    def _on_camera_pose(self, msg: PoseStamped) -> None:
+        """A camera on an arm (the simulated Baxter's hand camera) that moved away from where it looked
+        at the table: the page says so and offers the way back, whoever moved it."""
+        p = msg.pose.position
+        pos = (float(p.x), float(p.y), float(p.z))
+        if not all(math.isfinite(v) for v in pos):
+            return
+        if self._home is None or (self._rehome_after and time.monotonic() >= self._rehome_after):
+            self._home, self._rehome_after = pos, 0.0
+            return
+        away = math.dist(pos, self._home) > MOVED_M
+        at = self.state.snapshot()[1]["view"].get("at")
+        if away and at not in ("pointing", "moved"):
+            self.state.set_view({"at": "moved"})
+        elif not away and at in ("pointing", "moved"):
+            self.state.set_view({"at": "table"})
+
     # ------------------------------------------------------------------ learner status and classes
     def _on_status(self, msg: LearnerStatus) -> None:
         self.state.set_status({"num_classes": int(msg.num_classes), "num_clusters": int(msg.num_clusters),
@@ -253,6 +278,7 @@ class TeachingPageNode(Node):
         out = self._answer(self._call(self.look_cli, LookAt.Request(pose="table"), self.call_timeout, "arm node"))
         if out.ok:
             self.state.set_view({"at": "table"})
+            self._rehome_after = time.monotonic() + REHOME_S  # the arm has got there by then
         return out
 
     def place_objects(self, count: int = PLACE_COUNT) -> Outcome:

@@ -246,3 +246,25 @@ def test_a_teach_answer_carries_the_object_from_the_learner_to_the_page(page_nod
     assert page.ok and page.track_id == 4 and page.box == (10, 20, 50, 80)
     none = page_node._answer(fill_teach_response(TeachClass.Response(), TeachOutcome(False, "no object")))
     assert none.track_id == -1 and none.box is None
+
+
+def test_the_page_knows_when_the_camera_moved_away_from_the_table(page_node):
+    """Whoever moves the arm (Point at from the page, a point_at service call), the page sees the hand
+    camera's pose leave where it looked at the table, says so, and knows when it is back."""
+    from geometry_msgs.msg import PoseStamped
+
+    def pose(x: float) -> PoseStamped:
+        msg = PoseStamped()
+        msg.pose.position.x, msg.pose.position.z = x, 0.3
+        return msg
+
+    view = lambda: page_node.state.snapshot()[1]["view"].get("at")  # noqa: E731
+    page_node._on_camera_pose(pose(0.6))  # the first pose: the table view
+    page_node._on_camera_pose(pose(0.61))
+    assert view() is None
+    page_node._on_camera_pose(pose(0.75))
+    assert view() == "moved"
+    page_node._on_camera_pose(pose(float("nan")))  # a broken pose changes nothing
+    assert view() == "moved"
+    page_node._on_camera_pose(pose(0.6))
+    assert view() == "table"

@@ -318,9 +318,11 @@ function showScene(s) {
   $("place").hidden = !robot.world;
   $("look").hidden = !robot.look;
   $("scene").hidden = !(robot.world || robot.look);
+  const away = view.at === "pointing" || view.at === "moved";
   $("view-note").textContent = view.at === "pointing"
-    ? `The camera follows the arm: it points at “${view.label}”.` : "";
-  $("look").textContent = view.at === "pointing" ? "Back to the table" : "Look at the table";
+    ? `The camera follows the arm: it points at “${view.label}”.`
+    : view.at === "moved" ? "The camera moved away from the table." : "";
+  $("look").textContent = away ? "Back to the table" : "Look at the table";
 }
 
 function classRow(c) {
