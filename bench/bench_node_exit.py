@@ -34,6 +34,8 @@ NODES = {  # executable, ROS arguments, ready line
     "teaching_page": ("teaching_page_node", ["-p", "port:={port}"], "teaching page on"),
     "sim_world": ("sim_world_node", ["-p", "rate_hz:=10.0"], "simulated world ready"),
     "arm": ("arm_node", [], "arm ready"),
+    "feature_extractor": ("feature_extractor_node", ["-p", "threads:=1"], "configured: backbone"),
+    "learner": ("learner_node", ["-p", "memory_path:=''"], "learner ready (active)"),
 }
 
 

@@ -7,7 +7,7 @@ from plain lists (no ROS), so the page, the extractor and their tests share it.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 __all__ = ["IMAGE_TYPE", "image_topics", "likely_colour_topic", "camera_hint", "other_topics_hint", "MAX_LISTED"]
 
@@ -16,9 +16,13 @@ MAX_LISTED = 8  # a graph with many cameras is listed in part ("+N more")
 _NOT_COLOUR = ("depth", "disparity", "infra", "ir/", "confidence", "debug", "mask", "label")
 
 
-def image_topics(names_and_types: Iterable[tuple[str, Sequence[str]]], *, exclude: str = "") -> list[str]:
-    """The sensor_msgs/Image topics of ``get_topic_names_and_types()``, sorted, without ``exclude``."""
-    return sorted(name for name, types in names_and_types if IMAGE_TYPE in types and name != exclude)
+def image_topics(names_and_types: Iterable[tuple[str, Sequence[str]]], *, exclude: str = "",
+                 published: Callable[[str], int] | None = None) -> list[str]:
+    """The sensor_msgs/Image topics of ``get_topic_names_and_types()``, sorted, without ``exclude``;
+    with ``published`` (``count_publishers``) only those somebody publishes (a node's own depth
+    subscription makes a topic exist too)."""
+    return sorted(name for name, types in names_and_types if IMAGE_TYPE in types and name != exclude
+                  and (published is None or published(name) > 0))
 
 
 def likely_colour_topic(topics: Sequence[str]) -> str | None:
@@ -49,7 +53,11 @@ def other_topics_hint(topics: Sequence[str], *, launch_file: str = "teaching_ses
                 "with the same ROS_DOMAIN_ID?")
     listed = ", ".join(topics[:MAX_LISTED]) + (f" (+{len(topics) - MAX_LISTED} more)"
                                                  if len(topics) > MAX_LISTED else "")
-    pick = likely_colour_topic(topics) or topics[0]
+    pick = likely_colour_topic(topics)
+    if pick is None:  # depth, debug pictures: name them, suggest none
+        return (f"Image topics now: {listed}; none looks like a colour camera (is its driver running?). "
+                f"To use one: ros2 launch cbcl_pr_ros {launch_file} camera_topic:=<topic>, "
+                f"teaching_session --camera-topic <topic>, or {executable} --ros-args -r image:=<topic>.")
     return (f"Image topics now: {listed}. To use {pick}: "
             f"ros2 launch cbcl_pr_ros {launch_file} camera_topic:={pick} (with ros2 launch), "
             f"teaching_session --camera-topic {pick} (one process), or "

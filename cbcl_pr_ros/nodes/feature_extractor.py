@@ -321,7 +321,8 @@ class FeatureExtractorNode(ManagedNode):
                  "best_effort" if i.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT else "reliable")
                 for i in infos]
         msg_type = "sensor_msgs/CompressedImage" if self.compressed else "sensor_msgs/Image"
-        others = image_topics(self.get_topic_names_and_types(), exclude=sub.topic_name) if not pubs else []
+        others = (image_topics(self.get_topic_names_and_types(), exclude=sub.topic_name,
+                               published=self.count_publishers) if not pubs else [])
         self.get_logger().warning(no_frame_hint(sub.topic_name, now - self._last_frame_time,
                                                 describe_qos(sub.qos_profile), msg_type, pubs, others))
 

@@ -174,7 +174,8 @@ class TeachingPageNode(Node):
         if now - (self._last_frame if self._last_frame is not None else self._started) < CAMERA_SILENT_S:
             return
         topic = self.camera_topic
-        hint = camera_hint(topic, image_topics(self.get_topic_names_and_types(), exclude=topic))
+        hint = camera_hint(topic, image_topics(self.get_topic_names_and_types(), exclude=topic,
+                                               published=self.count_publishers))
         publishers = self.count_publishers(topic)
         if publishers:
             hint = (f"'{topic}' has {publishers} publisher(s) but no picture came for {CAMERA_SILENT_S:g} s: "

@@ -43,9 +43,16 @@ def test_hint_lists_a_bounded_number_of_topics():
     assert len(hint) < 1000
 
 
-def test_only_depth_like_topics_fall_back_to_the_first():
+def test_only_depth_or_debug_topics_are_listed_but_not_suggested():
     assert likely_colour_topic(["/a/depth/image_raw", "/a/infra1/image_rect"]) is None
-    assert "image:=/a/depth/image_raw" in camera_hint("/image", ["/a/depth/image_raw"])
+    hint = camera_hint("/image", ["/robot1/debug_image", "/robot1/depth"])
+    assert "/robot1/debug_image, /robot1/depth" in hint and "none looks like a colour camera" in hint
+    assert "image:=/robot1" not in hint and "camera_topic:=<topic>" in hint
+
+
+def test_only_published_image_topics_are_listed():
+    graph = [("/cam/rgb", ["sensor_msgs/msg/Image"]), ("/robot1/depth", ["sensor_msgs/msg/Image"])]
+    assert image_topics(graph, published={"/cam/rgb": 1, "/robot1/depth": 0}.get) == ["/cam/rgb"]
 
 
 @pytest.mark.parametrize("argv, stray", [

@@ -132,6 +132,7 @@ def test_node_names_its_camera_topic_and_the_image_topics_when_no_picture_comes(
     monkeypatch.setattr(page_node, "get_topic_names_and_types",
                         lambda: [("/camera/color/image_raw", ["sensor_msgs/msg/Image"]),
                                  ("/camera/depth/image_raw", ["sensor_msgs/msg/Image"])])
+    monkeypatch.setattr(page_node, "count_publishers", lambda t: 0 if t == "/cam/rgb" else 1)
     page_node._started -= tp.CAMERA_SILENT_S + 1
     page_node._watch_camera()
     hint = page_node.state.snapshot()[1]["camera"]["hint"]
