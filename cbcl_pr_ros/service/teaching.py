@@ -262,7 +262,8 @@ class Teacher:
         track = self.objects.track_at(last)
         negatives = self._with_stream(negatives, s, track)
         shots = one_shot_per_view(np.stack(rows), boxes)
-        views = "" if len(shots) == len(rows) else f", {len(rows)} {'crops' if pieces > 1 else 'frames'} as {_views(len(shots))}"
+        unit = "crops" if pieces > 1 else "frames"
+        views = "" if len(shots) == len(rows) else f", {len(rows)} {unit} as {_views(len(shots))}"
         what = (f"the object at {box_text(last)}" + ("" if track is None else f", track {track}")
                 + (f", {pieces} pieces together" if pieces > 1 else ""))
         return shots, None, (f"object crops of camera frames{where}{views}"
