@@ -269,3 +269,23 @@ def test_the_page_knows_when_the_camera_moved_away_from_the_table(page_node):
     assert view() == "moved"
     page_node._on_camera_pose(pose(0.6))
     assert view() == "table"
+
+
+def test_put_objects_on_the_table_says_what_it_put_and_why_it_stopped(page_node, monkeypatch):
+    from types import SimpleNamespace
+
+    answers = iter([SimpleNamespace(success=True, message="placed"),
+                    SimpleNamespace(success=False, message="nothing placed: the world holds 20 objects, the most")])
+    asked = []
+
+    def call(client, request, timeout, what):
+        asked.append(request.category)
+        return next(answers)
+
+    monkeypatch.setattr(page_node, "_call", call)
+    out = page_node.place_objects()
+    assert out.ok and out.message.startswith(f"put on the table: {asked[0]}") and "20 objects" in out.message
+    assert len(asked) == 2 and asked[0] != asked[1]  # stopped at the first refusal, different categories
+    monkeypatch.setattr(page_node, "_call", lambda *a: SimpleNamespace(success=False, message="no world"))
+    out = page_node.place_objects()
+    assert not out.ok and out.message == "nothing put on the table: no world"
