@@ -138,8 +138,8 @@ class TeachingPageNode(Node):
         if since is None or since > self.plain_after:
             # no detections for a while: the picture goes on; the objects last seen stay, marked late
             late = since is not None and since <= LATE_FOR_S
-            self._send(msg, self._last_objects if late else (), self._last_version if late else 0,
-                       "late" if late else "none", since or 0.0)
+            how = "late" if late else "waiting" if since is None and now - self._started <= LATE_FOR_S else "none"
+            self._send(msg, self._last_objects if late else (), self._last_version if late else 0, how, since or 0.0)
 
     def _on_detections(self, msg: Detections) -> None:
         objs = tuple(DetectedBox(int(o.id), str(o.label)[:128], bool(o.known), float(o.confidence),

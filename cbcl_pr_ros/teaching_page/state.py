@@ -34,8 +34,9 @@ class DetectedBox:
 
 
 # How the objects of a frame came: made on this very frame; the newest ones seen, made on an earlier
-# frame while the detections are late; none, because no detections come at all.
-DETECTIONS = ("fresh", "late", "none")
+# frame while the detections are late; none yet (the first ones are on their way); none, because no
+# detections come at all.
+DETECTIONS = ("fresh", "late", "waiting", "none")
 # A track the page showed this recently may still be chosen (taught) though the newest frame lacks it:
 # under load the detections of a frame come late or not at all, and the object is still there.
 TRACK_KEEP_S = 10.0

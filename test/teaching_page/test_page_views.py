@@ -109,8 +109,9 @@ def test_node_keeps_the_newest_objects_marked_late_while_detections_are_late(pag
     clock = [1000.0]
     monkeypatch.setattr(tp.time, "monotonic", lambda: clock[0])
     page_node.min_period = 0.0
-    page_node._on_image(_image(1))  # no detections ever: the picture, "none"
-    assert page_node.state.frame().detections == "none"
+    page_node._started = clock[0]
+    page_node._on_image(_image(1))  # no detections yet: the picture, the first ones on their way
+    assert page_node.state.frame().detections == "waiting"
     page_node._on_detections(_detections(1))
     assert page_node.state.frame().detections == "fresh" and page_node.state.frame().objects[0].id == 5
     clock[0] += 3.0  # detections late under load: the next pictures keep the mug, marked late
@@ -118,9 +119,13 @@ def test_node_keeps_the_newest_objects_marked_late_while_detections_are_late(pag
     f = page_node.state.frame()
     assert f.detections == "late" and [o.id for o in f.objects] == [5] and f.detections_age_s == pytest.approx(3.0)
     assert 5 in page_node.state.track_ids()
-    clock[0] += tp.LATE_FOR_S + 1  # none for long: "none", no stale boxes
+    clock[0] += tp.LATE_FOR_S + 1  # none for long: "none", no stale boxes (nor at a start without any)
     page_node._on_image(_image(3))
     assert page_node.state.frame().detections == "none" and page_node.state.frame().objects == ()
+    page_node._last_detections = None  # never any, long after the start: "none" too
+    clock[0] += 1.0
+    page_node._on_image(_image(4))
+    assert page_node.state.frame().detections == "none"
 
 
 def test_node_names_its_camera_topic_and_the_image_topics_when_no_picture_comes(page_node, monkeypatch):

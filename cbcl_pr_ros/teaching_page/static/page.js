@@ -228,6 +228,9 @@ function showObjects() {
   if (detections === "late") {
     note.textContent = `The robot is busy: these objects were found ${detectionsAge.toFixed(0)} s ago.`;
     ul.appendChild(note);
+  } else if (detections === "waiting") {
+    note.textContent = "Looking for objects…";
+    ul.appendChild(note);
   } else if (detections === "none") {
     note.textContent = "No object detections arrive: is the learner running, with depth for object detection?";
     ul.appendChild(note);
