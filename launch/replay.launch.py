@@ -7,8 +7,11 @@
 By default the perception nodes (feature_extractor, learner) are started too, reading the bag's
 camera topic; replay_session waits for their services, publishes the recorded frames at the
 recorded timing and re-issues the teaching events as service calls. ``record_to`` also records
-the replayed frames and the live answers into a new bag. Where ``ros2 launch`` is not installed,
-run ``teaching_session`` and ``replay_session`` (and ``record_session``) by hand.
+the replayed frames and the live answers into a new bag. When the replay ends the launch ends too,
+with the nodes it started (``exit_after_replay:=false`` keeps them). What the replay teaches is
+temporary: the learner's memory is loaded back afterwards (``keep_taught:=true`` keeps it). Where
+``ros2 launch`` is not installed, run ``teaching_session`` and ``replay_session`` (and
+``record_session``) by hand.
 """
 import os
 
@@ -39,6 +42,8 @@ def _tools(context, *args, **kwargs):
     replay_args += ["--fast"] if get("fast").lower() == "true" else ["--rate", get("rate")]
     if get("report"):
         replay_args += ["--report", get("report")]
+    if get("keep_taught").lower() == "true":
+        replay_args += ["--keep-taught"]
     actions = []
     record_to = get("record_to")
     if record_to:
@@ -46,8 +51,15 @@ def _tools(context, *args, **kwargs):
                             arguments=[record_to, "--topics", get("camera_topic"), "--reliable"],
                             output="screen"))
         replay_args += ["--min-subscribers", "2"]
-    actions.append(Node(package="cbcl_pr_ros", executable="replay_session", name="bag_replay",
-                        arguments=replay_args, output="screen", emulate_tty=True))
+    replay = Node(package="cbcl_pr_ros", executable="replay_session", name="bag_replay",
+                  arguments=replay_args, output="screen", emulate_tty=True)
+    actions.append(replay)
+    if get("exit_after_replay").lower() == "true":  # the nodes it started go with it
+        from launch.actions import RegisterEventHandler, Shutdown
+        from launch.event_handlers import OnProcessExit
+
+        actions.append(RegisterEventHandler(OnProcessExit(target_action=replay,
+                                                          on_exit=[Shutdown(reason="the replay ended")])))
     return actions
 
 
@@ -75,6 +87,11 @@ def generate_launch_description():
         DeclareLaunchArgument("record_to", default_value="",
                               description="also record frames and live answers into this new bag"),
         DeclareLaunchArgument("report", default_value="", description="write the JSON report here"),
+        DeclareLaunchArgument("keep_taught", default_value="false",
+                              description="keep what the replay teaches in the learner's memory"),
+        DeclareLaunchArgument("exit_after_replay", default_value="true",
+                              description="end the launch (and the nodes it started) when the replay ends; "
+                                          "false keeps the nodes running"),
         IncludeLaunchDescription(
             PythonLaunchDescriptionSource(os.path.join(share, "launch", "perception.launch.py")),
             launch_arguments={"camera_topic": LaunchConfiguration("camera_topic"),

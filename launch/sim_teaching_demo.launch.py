@@ -46,6 +46,9 @@ def generate_launch_description():
     world_cfg = LaunchConfiguration("world_config")
     arm_cfg = LaunchConfiguration("arm_config")
     lifecycle = {"autostart": LaunchConfiguration("autostart")}  # after the YAML: wins over it
+    # the simulated session learns simulated objects: into a memory file of its own, never the robot's
+    # (a file keyed like the learner's section of the config: a plain value would lose against that)
+    memory = LaunchConfiguration("memory_config")
     return LaunchDescription([
         DeclareLaunchArgument("namespace", default_value="", description="namespace of every node"),
         DeclareLaunchArgument("seed", default_value="0", description="world seed (texture, lighting)"),
@@ -54,6 +57,9 @@ def generate_launch_description():
         DeclareLaunchArgument("autostart", default_value="true",
                               description="extractor and learner configure and activate themselves; "
                                           "false: unconfigured, for a lifecycle manager"),
+        DeclareLaunchArgument("memory_config", default_value=os.path.join(cfg, "sim_memory.yaml"),
+                              description="the learner's memory file in this session (config/sim_memory.yaml: "
+                                          "sim_memory.safetensors in its memory folder)"),
         DeclareLaunchArgument("world_config", default_value=os.path.join(cfg, "sim_world.yaml"),
                               description="simulated world parameters"),
         DeclareLaunchArgument("arm_config", default_value=os.path.join(cfg, "arm.yaml"),
@@ -71,7 +77,8 @@ def generate_launch_description():
              namespace=namespace, parameters=[perception, lifecycle], output="screen",
              sigterm_timeout="20"),  # its torch exit took > 5 s at load 20 too (ros2 launch, 2026-11-24)
         Node(package="cbcl_pr_ros", executable="learner_node", name="learner", namespace=namespace,
-             parameters=[perception, lifecycle], output="screen", sigterm_timeout="20"),  # see perception.launch.py
+             parameters=[perception, lifecycle, memory], output="screen",
+             sigterm_timeout="20"),  # see perception.launch.py
         Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
              parameters=[arm_cfg], output="screen"),
     ])

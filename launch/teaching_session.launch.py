@@ -58,9 +58,10 @@ def generate_launch_description():
         DeclareLaunchArgument("page_config", default_value=os.path.join(share, "config", "teaching_page.yaml"),
                               description="teaching page parameters (address, port, token)"),
         perception,
+        # the page shows the picture the extractor reads: its ``image`` follows camera_topic too
         Node(package="cbcl_pr_ros", executable="teaching_page_node", name="teaching_page", namespace=namespace,
-             parameters=[LaunchConfiguration("page_config")], output="screen",
-             condition=IfCondition(LaunchConfiguration("with_page"))),
+             parameters=[LaunchConfiguration("page_config")], remappings=[("image", camera_topic)],
+             output="screen", condition=IfCondition(LaunchConfiguration("with_page"))),
         Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
              parameters=[arm_config], output="screen", condition=IfCondition(LaunchConfiguration("with_arm"))),
     ])

@@ -17,6 +17,7 @@ if [ "${1:-}" != "--no-install" ] && [ -f "$_cbcl_root/install/setup.bash" ]; th
   case $- in *u*) set +u; source "$_cbcl_root/install/setup.bash"; set -u ;;
              *) source "$_cbcl_root/install/setup.bash" ;; esac
 fi
-# The package's executables (what `ros2 run cbcl_pr_ros <name>` would start), by name.
+# The package's executables (what `ros2 run cbcl_pr_ros <name>` would start) and its command-line tools
+# (cbcl-eval, cbcl-memory, cbcl-bag-eval, cbcl-bag-record, cbcl-render-dataset: bin/), by name.
 export PATH="$_cbcl_root/install/cbcl_pr_ros/lib/cbcl_pr_ros:$PATH"
 unset _cbcl_root

@@ -43,10 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events-topic", default="/teaching_events")
     ap.add_argument("--json", default=None, help="write the full report here")
     ap.add_argument("--info", action="store_true", help="print the bag's metadata and exit")
-    ap.add_argument("-q", "--quiet", action="store_true")
+    ap.add_argument("-q", "--quiet", action="store_true", help="errors only")
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="also log each stage (backbone, teaching, memory) before the table")
     opts = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.WARNING if opts.quiet else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    level = logging.ERROR if opts.quiet else logging.INFO if opts.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
         if opts.info:
             info = bag_info(opts.bag)

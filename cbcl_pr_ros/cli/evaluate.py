@@ -4,10 +4,15 @@
     cbcl-eval fsil-table --seeds 5           # FSIL table on every present data set
     cbcl-eval --dataset fashion-mnist curves --ways 2,5
     cbcl-eval --synthetic all --seeds 2 --fast --out /tmp/x --docs /tmp/x/results.md
-    cbcl-eval all                            # every table and figure, then docs/results.md
-    cbcl-eval report                         # docs/results.md from the stored runs (runs nothing)
+    cbcl-eval all                            # every table and figure, then their results document
+    cbcl-eval all --reuse --out runs/bench --docs docs/results.md     # refresh docs/results.md from the stored runs
+    cbcl-eval report                         # a results document from the runs in runs/bench (runs nothing)
 
-Results go to ``<out>/eval_<command>_<dataset>/`` as JSON, CSV, Markdown and PNG.
+Results go to ``<out>/eval_<command>_<dataset>/`` as JSON, CSV, Markdown and PNG; ``<out>`` is a new
+folder ``runs/eval-<UTC time>`` unless ``--out`` names one, and the results document of ``all`` and
+``report`` goes to ``<out>/results.md`` (``report``: a new ``runs/report-<UTC time>``) unless ``--docs``
+names one, so a run never overwrites the committed bench/results or docs/results.md by default. Where
+the output is not a terminal (piped, a log file), a line per finished run says how far it is.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from cbcl_pr_ros.evaluation import experiments as ex
 from cbcl_pr_ros.evaluation.datasets import discover, load_dataset
@@ -77,9 +83,11 @@ def _add_globals(p: argparse.ArgumentParser, suppress: bool = False) -> None:
     add("--test-per-class", type=int, default=200, help="fixed seeded test subset per class (0 = all)")
     add("--seeds", type=int, default=10, help="number of seeds (class orders), default 10")
     add("--seed-start", type=int, default=0)
-    add("--out", default="runs/bench", help="output root (default runs/bench, outside git)")
+    add("--out", default=None, help="output root (default: a new folder runs/eval-<UTC time>; 'report' "
+                                    "reads runs/bench)")
     add("--cache-dir", default="cache/eval", help="feature cache (default cache/eval)")
-    add("--docs", default="docs/results.md", help="results document written by 'all'")
+    add("--docs", default=None, help="results document written by 'all' and 'report' (default: "
+                                     "<out>/results.md; 'report': runs/report-<UTC time>/results.md)")
     add("--fast", action="store_true", help="3 SGD epochs instead of 25 (smoke runs only)")
     add("--methods", type=_methods, default=None, help="comma-separated subset of methods")
     add("--reuse", action="store_true",
@@ -361,8 +369,52 @@ def _report(args) -> int:
     return 0
 
 
+def default_paths(args: argparse.Namespace, now: float | None = None) -> None:
+    """Fill ``--out`` and ``--docs`` left out: a new run folder under runs/, never the committed results."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(time.time() if now is None else now))
+    if args.command == "report":
+        args.out = args.out or "runs/bench"
+        args.docs = args.docs or str(Path("runs") / f"report-{stamp}" / "results.md")
+        return
+    args.out = args.out or str(Path("runs") / f"eval-{stamp}")
+    args.docs = args.docs or str(Path(args.out) / "results.md")
+
+
+class LineProgress:
+    """Rich's bar draws nothing where the output is not a terminal (piped, a log file): this forwards to
+    it and prints a line per finished run with the total, so a long run shows that it goes on."""
+
+    def __init__(self, progress: Any, stream: Any = None) -> None:
+        self._p, self._stream = progress, stream or sys.stdout
+        self._tasks: dict[Any, list] = {}
+        self._t0 = time.monotonic()
+
+    @property
+    def console(self) -> Any:
+        return self._p.console
+
+    def add_task(self, description: str, total: float | None = None, **kw: Any) -> Any:
+        task = self._p.add_task(description, total=total, **kw)
+        self._tasks[task] = [description, total, 0]
+        return task
+
+    def update(self, task: Any, **kw: Any) -> None:
+        self._p.update(task, **kw)
+        if task in self._tasks and kw.get("total") is not None:
+            self._tasks[task][1] = kw["total"]
+
+    def advance(self, task: Any, n: float = 1) -> None:
+        self._p.advance(task, n)
+        entry = self._tasks.setdefault(task, ["runs", None, 0])
+        entry[2] += n
+        total = "?" if entry[1] is None else f"{int(entry[1])}"
+        print(f"{entry[0]}: {int(entry[2])}/{total} runs ({time.monotonic() - self._t0:.0f} s)",
+              file=self._stream, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    default_paths(args)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if args.command == "datasets":
         present, missing = discover(args.data_root)
@@ -391,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with fit_threads(args.compute_threads), Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
-            TimeElapsedColumn()) as progress:
+            TimeElapsedColumn()) as bar:
+        progress = bar if sys.stdout.isatty() else LineProgress(bar)
         for fs in sets:
             for cmd in cmds:
                 out_dir = Path(args.out) / f"eval_{cmd}_{fs.name.replace(':', '_')}"

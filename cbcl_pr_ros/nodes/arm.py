@@ -169,11 +169,12 @@ class ArmNode(Node):
         try:
             with self._logic_lock:
                 target, sol = self.logic.point_at(label, current)
+                which = self.logic.which(label)
         except PointingRefused as exc:
             self.get_logger().info(f"point_at {label!r} refused: {exc}")
             return False, str(exc), None
         self._command(dict(zip(sol.joint_names, sol.joint_positions)), current)
-        return True, (f"pointing the {self.side} arm at {label!r} at {np.round(target, 3).tolist()} "
+        return True, (f"pointing the {self.side} arm at {which}, at {np.round(target, 3).tolist()} "
                       f"(ray misses the centre by {sol.error_m * 100:.1f} cm)"), (target, sol)
 
     def _command(self, target: dict[str, float], current: dict[str, float]) -> None:

@@ -54,6 +54,7 @@ class CameraPoseInput:
         self.node, self.topic = node, str(topic)
         self.history = history or CameraPoses()
         self.sub: Any = None
+        self.said_no_pose = False  # "no pose at all" is said once: for a fixed camera it is the normal case
         self.callback_group = MutuallyExclusiveCallbackGroup()  # poses keep coming while a frame is classified
 
     def subscribe(self) -> None:
@@ -106,8 +107,10 @@ class CameraPoseInput:
             self.node.get_logger().warning(
                 f"no camera pose on '{self.topic}' for a frame's stamp: tracking it in the camera frame",
                 throttle_duration_sec=10.0)
-        elif pose is None:
+        elif pose is None and not self.said_no_pose:
+            self.said_no_pose = True
             self.node.get_logger().info(
-                f"no camera pose received on '{self.topic}': tracks live in the camera frame "
-                "(set camera_pose_topic, or '' to silence this)", throttle_duration_sec=60.0)
+                f"no camera pose on '{self.topic}' (yet): objects are tracked in the camera's own frame. "
+                "For a camera that stays fixed this is right and nothing is lost; for a camera that moves "
+                "(on an arm), publish its pose there. camera_pose_topic:='' silences this line (said once).")
         return pose

@@ -186,6 +186,12 @@ def fill_teach_response(resp: Any, outcome: Any) -> Any:
     resp.num_classes = int(outcome.num_classes)
     resp.learning_time_s = float(outcome.learning_time_s)
     resp.model_version = int(outcome.model_version)
+    resp.taught_track_id = int(getattr(outcome, "taught_track_id", -1))
+    box = getattr(outcome, "taught_box", None)
+    if box is not None:
+        x0, y0, x1, y1 = (max(0, int(v)) for v in box)
+        resp.taught_roi.x_offset, resp.taught_roi.y_offset = x0, y0
+        resp.taught_roi.width, resp.taught_roi.height = max(0, x1 - x0), max(0, y1 - y0)
     return resp
 
 

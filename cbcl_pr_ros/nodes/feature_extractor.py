@@ -27,13 +27,14 @@ import sys
 import threading
 import time
 import zlib
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos import ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
+from cbcl_pr_ros.nodes.camera_hint import image_topics, other_topics_hint
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse, ProposalReuse
 from cbcl_pr_ros.msg import FeatureVector, ObjectFeatures
@@ -69,15 +70,17 @@ def frame_fingerprint(msg: Any) -> tuple:
 
 
 def no_frame_hint(topic: str, waited_s: float, qos_text: str, msg_type: str,
-                  publishers: list[tuple[str, str, str]]) -> str:
+                  publishers: list[tuple[str, str, str]], other_images: Sequence[str] = ()) -> str:
     """The log line for "no frames": topic, our QoS, and what the graph offers (type, reliability).
 
-    ``publishers`` holds (node name, topic type, reliability) per publisher seen on the topic.
+    ``publishers`` holds (node name, topic type, reliability) per publisher seen on the topic;
+    ``other_images`` the other Image topics that exist (named, with the remap to use, when nobody
+    publishes on ours).
     """
     head = f"no frame received on '{topic}' for {waited_s:.0f} s (subscribed as {msg_type}, QoS {qos_text})."
     if not publishers:
-        return (f"{head} Nobody publishes on it: is the camera running, and is the topic remapped "
-                f"(e.g. -r image:=/camera/image_raw) and in the same namespace/ROS_DOMAIN_ID?")
+        where = other_topics_hint(other_images, executable="feature_extractor_node")
+        return f"{head} Nobody publishes on it. {where}"
     types = {t for _, t, _ in publishers}
     if any(t != msg_type for t in types):
         return (f"{head} Publishers send {', '.join(sorted(types))}: type mismatch; set "
@@ -318,8 +321,10 @@ class FeatureExtractorNode(ManagedNode):
                  "best_effort" if i.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT else "reliable")
                 for i in infos]
         msg_type = "sensor_msgs/CompressedImage" if self.compressed else "sensor_msgs/Image"
+        others = (image_topics(self.get_topic_names_and_types(), exclude=sub.topic_name,
+                               published=self.count_publishers) if not pubs else [])
         self.get_logger().warning(no_frame_hint(sub.topic_name, now - self._last_frame_time,
-                                                describe_qos(sub.qos_profile), msg_type, pubs))
+                                                describe_qos(sub.qos_profile), msg_type, pubs, others))
 
     # ------------------------------------------------------------------ objects
     def _on_depth(self, msg: Image) -> None:

@@ -58,7 +58,7 @@ from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, TeachOutcome
 from cbcl_pr_ros.service.heap import keep_heap_flat
-from cbcl_pr_ros.service.memory_files import store_from_params
+from cbcl_pr_ros.service.memory_files import earlier_memory_note, store_from_params
 from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.teaching import Teacher
 from cbcl_pr_ros.service.validation import RequestLimits
@@ -150,7 +150,7 @@ class LearnerNode(ManagedNode):
     # ------------------------------------------------------------------ life cycle
     def _configure(self) -> None:
         p = self.params
-        store = store_from_params(p)
+        store = store_from_params(p, self.get_namespace())
         controller = LearnerController(
             make_learner=learner_factory(p), backbone=p["backbone"], feature_dim=feature_dim_for(p),
             store=store, cluster_budget=p["max_clusters"], on_change=self.publish_status,
@@ -160,7 +160,7 @@ class LearnerNode(ManagedNode):
             self.get_logger().warning(f"MEMORY FILE REFUSED: {started}; load it again with LoadMemory "
                                       f"'{controller.moved_aside_}' once repaired")
         else:
-            self.get_logger().info(started)
+            self.get_logger().info(started + earlier_memory_note(p, self.get_namespace()))
         from visualization_msgs.msg import MarkerArray
 
         self.create_publishers([

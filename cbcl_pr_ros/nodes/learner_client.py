@@ -29,7 +29,9 @@ from cbcl_pr_ros.stamps import stamp_to_ns
 __all__ = ["LearnerClient", "LearnerUnavailable"]
 
 
-LearnerUnavailable = ServiceUnavailable  # the learner's service is not there or did not answer in time
+class LearnerUnavailable(ServiceUnavailable):
+    """The learner's service is not there or did not answer in time (a ServiceUnavailable, under the
+    name the docs use, so ``except LearnerUnavailable`` and the traceback say the same)."""
 
 
 class LearnerClient:
@@ -92,12 +94,17 @@ class LearnerClient:
 
     # ------------------------------------------------------------------ services
     def _call(self, client: Any, request: Any, timeout_s: float) -> Any:
-        return call_service(client, request, timeout_s, "learner")
+        try:
+            return call_service(client, request, timeout_s, "learner")
+        except LearnerUnavailable:
+            raise
+        except ServiceUnavailable as exc:
+            raise LearnerUnavailable(str(exc)) from None
 
     def wait_until_ready(self, timeout_s: float) -> None:
         """Wait for the learner's teach_class service; LearnerUnavailable after ``timeout_s``."""
         if not wait_ready(self._teach, float(timeout_s)):
-            raise ServiceUnavailable(f"no learner answers '{self._teach.srv_name}' within {timeout_s:g} s")
+            raise LearnerUnavailable(f"no learner answers '{self._teach.srv_name}' within {timeout_s:g} s")
 
     def teach(self, request: TeachClass.Request) -> Any:
         """Send a TeachClass request of your own (images, boxes, a mode: docs/nodes.md)."""
@@ -142,7 +149,7 @@ class LearnerClient:
         with self._new:
             before = self._latest
             if not self._new.wait_for(lambda: self._latest is not before, timeout_s):
-                raise ServiceUnavailable(f"no detections within {timeout_s:g} s on "
+                raise LearnerUnavailable(f"no detections within {timeout_s:g} s on "
                                          f"'{self.node.resolve_topic_name('detections')}'")
             assert self._latest is not None
             return self._latest

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cbcl_pr_ros.nodes.camera_hint import image_topics, likely_colour_topic
 from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE
@@ -72,6 +73,22 @@ class LearnerPort:
         name = self.node.params["object_features_topic" if stream == "objects" else "features_topic"]
         return self.node.resolve_topic_name(name)
 
+    def upstream(self, stream: str) -> str:
+        """Who feeds a stream and from which camera, for a failure's message: the nodes publishing its
+        topic and the image topics they read (the camera a person has to check), from the ROS graph."""
+        topic = self.topic(stream)
+        infos = self.node.get_publishers_info_by_topic(topic)
+        if not infos:
+            return f"nobody publishes on '{topic}': is the feature_extractor running, in this namespace?"
+        parts = []
+        for info in infos[:3]:
+            subs = self.node.get_subscriber_names_and_types_by_node(info.node_name, info.node_namespace)
+            cams = image_topics(subs) + [n for n, t in subs if "sensor_msgs/msg/CompressedImage" in t]
+            cam = likely_colour_topic(cams) or (cams[0] if cams else "")
+            who = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+            parts.append(f"{who}, which reads the camera on '{cam}'" if cam else f"{who}, which reads no camera topic")
+        return f"'{topic}' comes from {'; '.join(parts)}: is that camera publishing?"
+
     def commit(self, c: LearnerController, label: str, feats: Any, source: str, views: Any,
                negatives: Any = None) -> TeachOutcome:
         """Teach under the commit lock, after checking that the node still serves this memory;
@@ -90,5 +107,5 @@ class LearnerPort:
     def no_frame_reason(self) -> str:
         if self.node.phase != ACTIVE:
             return "the node is inactive, so it reads no camera frames: send an image or a feature vector"
-        return (f"no camera frame received on '{self.topic('features')}' yet: send an image, or start the "
-                "camera and feature_extractor")
+        return (f"no camera frame received on '{self.topic('features')}' yet ({self.upstream('features')}): "
+                "send an image, or start the camera and feature_extractor")

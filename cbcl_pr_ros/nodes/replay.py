@@ -12,6 +12,10 @@ running beside the replay captures a bag with the live answers) and summarised i
 publication timing errors (p50/p95/max), the live predictions, their accuracy against the
 recorded ground truth and their agreement with the answers recorded in the bag.
 
+What the replay teaches is temporary unless ``--keep-taught``: the learner's memory is saved to a
+file of its own before the first event and loaded back when the replay ends, and the log says so
+(``nodes/replay_memory.py``); a recorded session's classes do not stay in the robot's memory.
+
 The planning is pure (``cbcl_pr_ros.bags.replay_plan``); this module only executes it.
 """
 from __future__ import annotations
@@ -43,8 +47,9 @@ from cbcl_pr_ros.msg import TeachingEvent
 from cbcl_pr_ros.nodes.conversions import ns_to_stamp
 from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.nodes.service_call import wait_ready
+from cbcl_pr_ros.nodes.replay_memory import TemporaryMemory
 from cbcl_pr_ros.nodes.spin import spinning
-from cbcl_pr_ros.srv import Classify, ForgetClass, RenameClass, TeachClass
+from cbcl_pr_ros.srv import Classify, ForgetClass, LoadMemory, RenameClass, SaveMemory, TeachClass
 
 __all__ = ["LiveAnswer", "ReplayNode", "ReplayReport", "main", "message_class", "run_replay",
            "teaching_event_msg"]
@@ -194,6 +199,27 @@ class ReplayNode(Node):
         self._publish_event(ev, ans)
         return ans
 
+    def temporary_memory(self, learner_ns: str, timeout_s: float) -> TemporaryMemory:
+        """The learner's memory kept aside during the replay (nodes/replay_memory.py)."""
+        prefix = "/" + learner_ns.strip("/") + "/" if learner_ns.strip("/") else ""
+        types = {"save_memory": SaveMemory, "load_memory": LoadMemory}
+        clients = {n: self.create_client(t, prefix + n, qos_profile=service_qos(), callback_group=self._group)
+                   for n, t in types.items()}
+
+        def call(name: str, request: Any) -> Any:
+            client = clients[name]
+            if not wait_ready(client, timeout_s):
+                raise TimeoutError(f"service {client.srv_name} not available after {timeout_s:.0f} s")
+            done = threading.Event()
+            future = client.call_async(request)
+            future.add_done_callback(lambda _f: done.set())
+            if not done.wait(timeout_s):
+                client.remove_pending_request(future)
+                raise TimeoutError(f"{client.srv_name} did not answer within {timeout_s:.0f} s")
+            return future.result()
+
+        return TemporaryMemory(call, lambda name: types[name].Request(), _LOG.warning)
+
     def _publish_event(self, ev: TeachingEventRecord, ans: LiveAnswer) -> None:
         if self.events_pub is None:
             return
@@ -299,6 +325,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--min-subscribers", type=int, default=1,
                     help="subscribers per topic to wait for (e.g. 2: the extractor and a recorder)")
     ap.add_argument("--report", default=None, help="write the JSON report here")
+    ap.add_argument("--keep-taught", action="store_true",
+                    help="keep what the replay teaches in the learner's memory (default: the memory is saved "
+                         "before the replay and loaded back after it)")
     return ap.parse_args(argv)
 
 
@@ -343,7 +372,10 @@ def _replay(plan: Any, opts: argparse.Namespace, argv: list[str]) -> ReplayRepor
             with spinning([node], 4):
                 node.wait_for_services(opts.service_timeout)
                 node.wait_for_subscribers(opts.discovery_wait, opts.min_subscribers)
-                return run_replay(node, call_timeout_s=opts.call_timeout)
+                if opts.keep_taught or opts.no_events or not node.plan.events:
+                    return run_replay(node, call_timeout_s=opts.call_timeout)
+                with node.temporary_memory(opts.learner_ns, opts.service_timeout):
+                    return run_replay(node, call_timeout_s=opts.call_timeout)
         finally:
             node.destroy_node()
 

@@ -50,14 +50,14 @@ def call_service(client: Any, request: Any, timeout_s: float, what: str = "its s
         fut = client.call_async(request)
         done = threading.Event()
         fut.add_done_callback(lambda _f: done.set())
-        if _answered(fut, done, timeout_s):
+        if _answered(fut, done, timeout_s, getattr(client, "context", None)):
             return fut.result()
         getattr(client, "remove_pending_request", lambda _f: None)(fut)  # a late answer is dropped
     tries = "" if attempts <= 1 else f" ({int(attempts)} tries)"
     raise ServiceUnavailable(f"'{client.srv_name}' did not answer within {timeout_s:g} s{tries}")
 
 
-def _answered(fut: Any, done: threading.Event, timeout_s: float) -> bool:
+def _answered(fut: Any, done: threading.Event, timeout_s: float, context: Any = None) -> bool:
     """Whether ``fut`` completes within ``timeout_s``. The done callback alone is not enough: when the
     answer comes before the callback is added, rclpy runs it as a task of the client's executor, so
     an executor busy elsewhere could delay it; the future's own state is checked too (every 50 ms)."""
@@ -65,5 +65,7 @@ def _answered(fut: Any, done: threading.Event, timeout_s: float) -> bool:
     while True:
         if done.wait(min(0.05, max(0.0, deadline - time.monotonic()))) or fut.done():
             return True
-        if time.monotonic() >= deadline:
+        # the context shut down (Ctrl-C): no answer can come, and a page's worker thread waiting out a
+        # 90 s teach held the process past launch's grace period
+        if time.monotonic() >= deadline or (context is not None and not context.ok()):
             return False

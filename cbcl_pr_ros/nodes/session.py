@@ -23,12 +23,14 @@ import importlib
 import logging
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from cbcl_pr_ros.settings.node_configs import params_files
 
-__all__ = ["SessionContext", "NODE_FACTORIES", "CAMERA_PRESETS", "build_ros_args", "camera_topics",
+__all__ = ["SessionContext", "NODE_FACTORIES", "CAMERA_PRESETS", "SIM_MEMORY", "build_ros_args", "camera_topics",
+           "memory_files", "memory_override",
            "session_params_files", "parse_args", "build_nodes", "main"]
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,36 @@ NODE_FACTORIES: dict[str, NodeFactory] = {
 }
 
 
+# With the simulated world and the package's own YAML, the learner keeps a memory file of its own:
+# simulated objects stay out of the real robot's memory (launch/sim_teaching_demo.launch.py: the same).
+SIM_MEMORY = "sim_memory.safetensors"
+
+
+def memory_override(opts: argparse.Namespace, kinds: list[str]) -> str | None:
+    """The learner's memory_path for this session: ``--memory``, else :data:`SIM_MEMORY` with the
+    simulated world and no ``--config`` of one's own, else None (the YAML's)."""
+    if opts.memory is not None:
+        return opts.memory
+    if "world" in kinds and "learner" in kinds and opts.config is None:
+        return SIM_MEMORY
+    return None
+
+
+def memory_files(opts: argparse.Namespace, kinds: list[str], directory: str) -> list[str]:
+    """Params files that set the learner's memory_path (:func:`memory_override`): one in ``directory``
+    keyed like the learner's section of the YAML (a ``-p`` loses against that section), given after
+    the config; none for the YAML's own."""
+    import yaml
+
+    memory = memory_override(opts, kinds)
+    if memory is None:
+        return []
+    path = os.path.join(directory, "session_memory.params.yaml")
+    with open(path, "w", encoding="utf8") as fh:
+        yaml.safe_dump({"/**/learner": {"ros__parameters": {"memory_path": memory}}}, fh)
+    return [path]
+
+
 # The usual topics of RGB-D camera drivers: (colour image, depth aligned to it, the colour CameraInfo).
 # realsense2_camera 4.x with align_depth.enable:=true; launch/depth_camera.launch.py has the same defaults.
 CAMERA_PRESETS: dict[str, tuple[str, str, str]] = {
@@ -119,6 +151,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                          "align_depth.enable:=true); --camera-topic/--depth-topic/--camera-info-topic win")
     ap.add_argument("--nodes", default="extractor,learner",
                     help=f"comma-separated node kinds to start; known: {','.join(NODE_FACTORIES)}")
+    ap.add_argument("--memory", default=None, help="the learner's memory file (a name inside its memory "
+                    "folder, or an absolute path; '' = RAM only); default: the config's, but "
+                    f"{SIM_MEMORY} with the simulated world")
     ap.add_argument("--threads", type=int, default=0, help="executor threads per node (0 = 4)")
     ap.add_argument("--no-autostart", action="store_true",
                     help="leave the lifecycle nodes (extractor, learner) unconfigured for a lifecycle "
@@ -199,13 +234,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # one executor per node, signals handled in order (cbcl_pr_ros.nodes.spin)
     camera, depth, info = camera_topics(opts)
-    args = build_ros_args(files, camera, ros_extra, autostart=not opts.no_autostart, depth_topic=depth,
-                          camera_info_topic=info)
     if "learner" in kinds:
         from cbcl_pr_ros.service.heap import keep_heap_flat
 
         keep_heap_flat()  # before the executors' threads exist (service/heap.py)
-    return run_nodes(make, threads=opts.threads or 4, args=args, on_stop=_log_stop_reports)
+    with tempfile.TemporaryDirectory(prefix="teaching_session_") as tmp:
+        args = build_ros_args(files + memory_files(opts, kinds, tmp), camera, ros_extra,
+                              autostart=not opts.no_autostart, depth_topic=depth, camera_info_topic=info)
+        return run_nodes(make, threads=opts.threads or 4, args=args, on_stop=_log_stop_reports)
 
 
 def _log_stop_reports(nodes: list[Any]) -> None:

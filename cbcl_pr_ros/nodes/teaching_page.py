@@ -8,7 +8,8 @@ logic lives here: the web application and its checks are :mod:`cbcl_pr_ros.teach
 
 A detection is drawn on the very frame it was made on: frames are kept by stamp until their
 detections arrive (they come one extraction + classification later). Without detections for
-``plain_after_s`` (no depth, object detection off) the plain camera picture is shown.
+``plain_after_s`` the picture goes on with the newest objects marked late (a loaded machine); after
+30 s without any (no depth, object detection off) the page says that no detections come.
 
 Examples::
 
@@ -18,6 +19,8 @@ Examples::
 """
 from __future__ import annotations
 
+import math
+import random
 import sys
 import threading
 import time
@@ -26,9 +29,11 @@ from typing import Any
 import cv2
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
+from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import Image, RegionOfInterest
 
 from cbcl_pr_ros.msg import Detections, LearnerStatus
+from cbcl_pr_ros.nodes.camera_hint import camera_hint, image_topics
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.ros_params import declare_read_only
 from cbcl_pr_ros.settings.robot_params import PAGE_PARAMS
@@ -38,13 +43,25 @@ from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.qos import image_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
 from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.srv import ForgetClass, ListClasses, PointAt, RenameClass, TeachClass
+from cbcl_pr_ros.srv import ForgetClass, ListClasses, LookAt, PlaceObject, PointAt, RenameClass, TeachClass
 from cbcl_pr_ros.stamps import stamp_to_ns, stamp_to_s
 from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
 from cbcl_pr_ros.teaching_page.client import Box, Outcome
 from cbcl_pr_ros.teaching_page.state import DetectedBox, Frame, PageState
 
-__all__ = ["TeachingPageNode", "main"]
+__all__ = ["TeachingPageNode", "CAMERA_SILENT_S", "main"]
+
+# What "put objects on the table" offers in the simulated world (robot/assets.py CATALOGUE, the
+# everyday ones), three at a time
+SIM_CATEGORIES = ("mug", "duck", "teddy", "bunny", "ball", "bottle", "can", "lemon", "bread", "milk")
+PLACE_COUNT = 3
+MOVED_M = 0.05  # the camera this far from where it looked at the table: "the view moved"
+REHOME_S = 4.0  # after "look at the table", the pose this much later is the table view again
+CAMERA_SILENT_S = 5.0  # no picture for this long: the page and the log say where it waits and why
+# Detections this old are "late" (the objects of the newest ones are shown, marked so); older, or never
+# any, "none" (the learner sends none: detection off, no depth, not running).
+LATE_FOR_S = 30.0
+MAX_OBJECTS = 100  # objects of one detections message the page shows (a message is a stranger's)
 
 
 
@@ -62,7 +79,12 @@ class TeachingPageNode(Node):
         self.state = PageState()
         self._frames: FrameBuffer[Image] = FrameBuffer(capacity=64)
         self._last_sent = 0.0
-        self._last_detections = 0.0
+        self._last_detections: float | None = None
+        self._last_objects: tuple[DetectedBox, ...] = ()
+        self._last_version = 0
+        self._last_frame: float | None = None  # monotonic time of the newest camera message
+        self._started = time.monotonic()
+        self._camera_hint = ""
         self._send_lock = threading.Lock()
         self._listed_version = -1
 
@@ -70,6 +92,10 @@ class TeachingPageNode(Node):
         gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
         self.create_subscription(Image, "image", gc(self._on_image, "image"), image_qos(), callback_group=sensors)
         self.create_subscription(Detections, "detections", gc(self._on_detections, "detections"), result_qos(2),
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self._home: tuple[float, float, float] | None = None  # where the camera looked at the table
+        self._rehome_after = 0.0
+        self.create_subscription(PoseStamped, "camera_pose", gc(self._on_camera_pose, "camera pose"), 2,
                                  callback_group=MutuallyExclusiveCallbackGroup())
         self.create_subscription(LearnerStatus, "status", gc(self._on_status, "status"), status_qos(),
                                  callback_group=MutuallyExclusiveCallbackGroup())
@@ -80,33 +106,55 @@ class TeachingPageNode(Node):
         self.forget_cli = mk(ForgetClass, "forget_class")
         self.list_cli = mk(ListClasses, "list_classes")
         self.point_cli = mk(PointAt, "point_at")
+        self.look_cli = mk(LookAt, "look_at")  # the arm: back to the table after pointing
+        self.place_cli = mk(PlaceObject, "place_object")  # the simulated world only
+        self._rng = random.Random()
         self.create_timer(2.0, gc(self._probe_robot, "robot probe"), callback_group=calls)
+        self.create_timer(2.0, gc(self._watch_camera, "camera watch"), callback_group=calls)
+        self.state.set_camera({"topic": self.camera_topic, "waiting": True, "hint": ""})
         self.server: PageServer | None = None
         if start_server:
             names = [n for n in str(g("host_names")).split(",") if n.strip()]
             self.server = PageServer(self.state, self, PageConfig(g("address"), int(g("port")), g("token"),
                                                                   host_names=names))
             self.server.start()
-            self.get_logger().info(f"teaching page on {self.server.url} (camera '{self.resolve_topic_name('image')}', "
+            self.get_logger().info(f"teaching page on {self.server.url} (camera '{self.camera_topic}', "
                                    f"learner '{self.resolve_service_name('teach_class')}')")
 
     # ------------------------------------------------------------------ camera and detections
+    @property
+    def camera_topic(self) -> str:
+        """The topic ``image`` resolves to (namespace and remaps applied)."""
+        return self.resolve_topic_name("image")
+
     def _on_image(self, msg: Image) -> None:
         self._frames.put(stamp_to_ns(msg.header.stamp), msg)
         now = time.monotonic()
-        if now - self._last_detections > self.plain_after:
-            self._send(msg, (), 0)
+        if self._last_frame is None or now - self._last_frame > CAMERA_SILENT_S:
+            self.state.set_camera({"topic": self.camera_topic, "waiting": False, "hint": ""})
+            if self._camera_hint:
+                self.get_logger().info(f"camera picture arrives on '{self.camera_topic}'")
+            self._camera_hint = ""
+        self._last_frame = now
+        since = None if self._last_detections is None else now - self._last_detections
+        if since is None or since > self.plain_after:
+            # no detections for a while: the picture goes on; the objects last seen stay, marked late
+            late = since is not None and since <= LATE_FOR_S
+            how = "late" if late else "waiting" if since is None and now - self._started <= LATE_FOR_S else "none"
+            self._send(msg, self._last_objects if late else (), self._last_version if late else 0, how, since or 0.0)
 
     def _on_detections(self, msg: Detections) -> None:
+        objs = tuple(DetectedBox(int(o.id), str(o.label)[:128], bool(o.known), float(o.confidence),
+                                 int(o.x0), int(o.y0), int(o.x1), int(o.y1)) for o in msg.objects[:MAX_OBJECTS])
         self._last_detections = time.monotonic()
+        self._last_objects, self._last_version = objs, int(msg.model_version)
         frame = self._frames.pop(stamp_to_ns(msg.header.stamp))
-        if frame is None:  # the picture of these detections is gone (or never came)
+        if frame is None:  # the picture of these detections is gone (or never came): shown late with the next
             return
-        objs = tuple(DetectedBox(int(o.id), str(o.label), bool(o.known), float(o.confidence),
-                                 int(o.x0), int(o.y0), int(o.x1), int(o.y1)) for o in msg.objects)
         self._send(frame, objs, int(msg.model_version))
 
-    def _send(self, msg: Image, objs: tuple[DetectedBox, ...], version: int) -> None:
+    def _send(self, msg: Image, objs: tuple[DetectedBox, ...], version: int, detections: str = "fresh",
+              age_s: float = 0.0) -> None:
         now = time.monotonic()
         with self._send_lock:
             if now - self._last_sent < self.min_period:
@@ -118,7 +166,43 @@ class TeachingPageNode(Node):
         if not ok:
             raise ValueError("JPEG encoding failed")
         stamp = stamp_to_s(msg.header.stamp)
-        self.state.set_frame(Frame(jpeg.tobytes(), rgb.shape[1], rgb.shape[0], stamp, objs, version))
+        self.state.set_frame(Frame(jpeg.tobytes(), rgb.shape[1], rgb.shape[0], stamp, objs, version, 0, detections,
+                                   age_s))
+
+    def _watch_camera(self) -> None:
+        """No picture for a while: tell the page and the log which topic the page waits on and which
+        Image topics exist (with the remap to use); said again only when that changes."""
+        now = time.monotonic()
+        if now - (self._last_frame if self._last_frame is not None else self._started) < CAMERA_SILENT_S:
+            return
+        topic = self.camera_topic
+        hint = camera_hint(topic, image_topics(self.get_topic_names_and_types(), exclude=topic,
+                                               published=self.count_publishers))
+        publishers = self.count_publishers(topic)
+        if publishers:
+            hint = (f"'{topic}' has {publishers} publisher(s) but no picture came for {CAMERA_SILENT_S:g} s: "
+                    "is the camera streaming?")
+        if hint != self._camera_hint:
+            self._camera_hint = hint
+            self.state.set_camera({"topic": topic, "waiting": True, "hint": hint})
+            self.get_logger().warning(hint)
+
+    def _on_camera_pose(self, msg: PoseStamped) -> None:
+        """A camera on an arm (the simulated Baxter's hand camera) that moved away from where it looked
+        at the table: the page says so and offers the way back, whoever moved it."""
+        p = msg.pose.position
+        pos = (float(p.x), float(p.y), float(p.z))
+        if not all(math.isfinite(v) for v in pos):
+            return
+        if self._home is None or (self._rehome_after and time.monotonic() >= self._rehome_after):
+            self._home, self._rehome_after = pos, 0.0
+            return
+        away = math.dist(pos, self._home) > MOVED_M
+        at = self.state.snapshot()[1]["view"].get("at")
+        if away and at not in ("pointing", "moved"):
+            self.state.set_view({"at": "moved"})
+        elif not away and at in ("pointing", "moved"):
+            self.state.set_view({"at": "table"})
 
     # ------------------------------------------------------------------ learner status and classes
     def _on_status(self, msg: LearnerStatus) -> None:
@@ -143,9 +227,10 @@ class TeachingPageNode(Node):
         fut.add_done_callback(done)
 
     def _probe_robot(self) -> None:
-        arm = self.point_cli.service_is_ready()
-        if self.state.snapshot()[1]["robot"].get("arm") != arm:
-            self.state.set_robot({"arm": arm})
+        robot = {"arm": self.point_cli.service_is_ready(), "look": self.look_cli.service_is_ready(),
+                 "world": self.place_cli.service_is_ready()}
+        if self.state.snapshot()[1]["robot"] != robot:
+            self.state.set_robot(robot)
         if self._listed_version < 0 or not self.state.snapshot()[1]["classes"]:
             self._refresh_classes()
 
@@ -161,7 +246,11 @@ class TeachingPageNode(Node):
             return res
         if res.success:
             self._refresh_classes()
-        return Outcome(bool(res.success), str(res.message))
+        track, roi = int(getattr(res, "taught_track_id", -1)), getattr(res, "taught_roi", None)
+        box = None
+        if roi is not None and roi.width > 0 and roi.height > 0:
+            box = (int(roi.x_offset), int(roi.y_offset), int(roi.x_offset + roi.width), int(roi.y_offset + roi.height))
+        return Outcome(bool(res.success), str(res.message), track, box)
 
     def teach_track(self, label: str, track_id: int) -> Outcome:
         req = TeachClass.Request(label=label, track_id=int(track_id))
@@ -182,8 +271,32 @@ class TeachingPageNode(Node):
                                        "learner"))
 
     def point_at(self, label: str) -> Outcome:
-        return self._answer(self._call(self.point_cli, PointAt.Request(label=label), self.call_timeout,
-                                       "arm node"))
+        out = self._answer(self._call(self.point_cli, PointAt.Request(label=label), self.call_timeout,
+                                      "arm node"))
+        if out.ok:  # the hand camera follows the arm: the page shows a close-up now
+            self.state.set_view({"at": "pointing", "label": label})
+        return out
+
+    def look_at_table(self) -> Outcome:
+        out = self._answer(self._call(self.look_cli, LookAt.Request(pose="table"), self.call_timeout, "arm node"))
+        if out.ok:
+            self.state.set_view({"at": "table"})
+            self._rehome_after = time.monotonic() + REHOME_S  # the arm has got there by then
+        return out
+
+    def place_objects(self, count: int = PLACE_COUNT) -> Outcome:
+        """A few random catalogue objects at free spots of the simulated table."""
+        placed, refused = [], ""
+        for category in self._rng.sample(SIM_CATEGORIES, k=min(int(count), len(SIM_CATEGORIES))):
+            req = PlaceObject.Request(category=category, instance=self._rng.randint(0, 999), random_spot=True)
+            res = self._call(self.place_cli, req, self.call_timeout, "simulated world")
+            if isinstance(res, Outcome) or not res.success:
+                refused = res.message if isinstance(res, Outcome) else str(res.message)
+                break
+            placed.append(category.replace("_", " "))
+        if not placed:
+            return Outcome(False, f"nothing put on the table: {refused[:200]}")
+        return Outcome(True, f"put on the table: {', '.join(placed)}" + (f" (then: {refused[:120]})" if refused else ""))
 
     def destroy_node(self) -> None:
         try:

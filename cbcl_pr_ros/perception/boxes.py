@@ -1,6 +1,7 @@
 """Box geometry, object crops, and the choice of which proposal a teacher means."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import cv2
@@ -8,8 +9,9 @@ import numpy as np
 
 from .types import Proposal
 
-__all__ = ["NEUTRAL_RGB", "MASK_GROW", "box_iou", "clip_box", "crop_images", "mask_for_box", "nested_parts",
-           "pick_in_view", "select_teaching_proposal", "share_extent"]
+__all__ = ["NEUTRAL_RGB", "MASK_GROW", "MIN_INSIDE", "BoxChoice", "box_iou", "choose_in_box", "clip_box",
+           "crop_images", "inside_share", "mask_for_box", "nested_parts", "pick_in_view", "select_teaching_proposal",
+           "share_extent"]
 
 Box = tuple[int, int, int, int]
 
@@ -220,25 +222,97 @@ def mask_for_box(proposals: Sequence[Proposal], box: Sequence[float], image_shap
     return None, "none"
 
 
+# A drawn box holds an object when at least this share of the object's box lies inside it: a box on
+# bare table beside a mug, or one that clips a mug's corner, holds no mug.
+MIN_INSIDE = 0.5
+# Two proposals inside one drawn box are pieces of one object when their image boxes touch (within
+# PIECE_GAP_PX) and, with depth, their 3D centroids lie within PIECE_M: the depth split cuts one object
+# along a crease into touching pieces; two objects the person put in one box lie further apart.
+PIECE_M = 0.08
+PIECE_GAP_PX = 4
+
+
+@dataclass(frozen=True)
+class BoxChoice:
+    """What a drawn box holds: the proposals of one object (first the main piece), or none and why."""
+    indices: tuple[int, ...]
+    reason: str = ""
+
+    @property
+    def found(self) -> bool:
+        return bool(self.indices)
+
+
+def inside_share(box: Sequence[float], drawn: Sequence[float]) -> float:
+    """The share of ``box``'s area (x0, y0, x1, y1) that lies inside ``drawn``; 0 for an empty box."""
+    iw = min(float(box[2]), float(drawn[2])) - max(float(box[0]), float(drawn[0]))
+    ih = min(float(box[3]), float(drawn[3])) - max(float(box[1]), float(drawn[1]))
+    area = max(float(box[2]) - float(box[0]), 0.0) * max(float(box[3]) - float(box[1]), 0.0)
+    return float(max(iw, 0.0) * max(ih, 0.0) / area) if area > 0 else 0.0
+
+
+def _pieces_of_one(a: Proposal, b: Proposal) -> bool:
+    """Whether ``a`` and ``b`` look like two pieces of one object (touching boxes, near in 3D)."""
+    g = PIECE_GAP_PX
+    touch = (min(a.box[2], b.box[2]) + g > max(a.box[0], b.box[0])
+             and min(a.box[3], b.box[3]) + g > max(a.box[1], b.box[1]))
+    if not touch:
+        return False
+    if a.has_depth and b.has_depth:
+        return float(np.linalg.norm(a.centroid - b.centroid)) <= PIECE_M
+    return not (a.has_depth or b.has_depth)  # no depth on either: the boxes are all there is
+
+
+def _box_text(b: Sequence[float]) -> str:
+    return f"({int(b[0])}, {int(b[1])})-({int(b[2])}, {int(b[3])})"
+
+
+def choose_in_box(proposals: Sequence[Proposal], image_shape: Sequence[int], box: Sequence[float],
+                  min_inside: float = MIN_INSIDE) -> BoxChoice:
+    """The object a hand-drawn ``box`` (x0, y0, x1, y1 pixels) holds: the proposals with at least
+    ``min_inside`` of their box inside it, when they are one object or pieces of one (the piece most
+    inside first). None, with a sentence for the person, when the box holds no object that much, or
+    holds two objects."""
+    clipped = clip_box(box, image_shape)
+    if clipped is None:
+        return BoxChoice((), "the box lies outside the picture")
+    shares = [inside_share(p.box, clipped) for p in proposals]
+    held = [i for i, v in enumerate(shares) if v >= min_inside]
+    if not held:
+        near = max(range(len(shares)), key=shares.__getitem__, default=None)
+        if near is None or shares[near] <= 0:
+            return BoxChoice((), f"no object found in the box {_box_text(clipped)}")
+        return BoxChoice((), f"no object lies mostly inside the box {_box_text(clipped)}: the nearest, at "
+                             f"{_box_text(proposals[near].box)}, has {100 * shares[near]:.0f} % of it inside "
+                             f"(at least {100 * min_inside:.0f} % needed); draw the box around the whole object")
+
+    def covered(i: int) -> float:  # pixels of the drawn box it fills
+        return shares[i] * proposals[i].area
+
+    held.sort(key=lambda i: -covered(i))
+    main = proposals[held[0]]
+    apart = [i for i in held[1:] if not _pieces_of_one(main, proposals[i])]
+    if apart:
+        boxes = ", ".join(_box_text(proposals[i].box) for i in [held[0], *apart][:4])
+        return BoxChoice((), f"the box holds {1 + len(apart)} objects ({boxes}): draw it around one")
+    return BoxChoice(tuple(held))
+
+
 def select_teaching_proposal(proposals: Sequence[Proposal], image_shape: Sequence[int],
                              box: Sequence[float] | None = None) -> int | None:
     """Index of the proposal a teacher means, or None when there is none.
 
-    With ``box`` (pixels, from the request): the proposal of best IoU with it (None when no proposal
-    overlaps it, or the box lies outside the image). Without: the object in view, i.e. the
-    proposal with the best area times centrality (a large object at the centre wins over a larger
-    one at the border, which a hand camera only half sees).
+    With ``box`` (pixels, from the request): the main piece of the object mostly inside it
+    (:func:`choose_in_box`, which also says why there is none). Without: the object in view, i.e.
+    the proposal with the best area times centrality (a large object at the centre wins over a
+    larger one at the border, which a hand camera only half sees).
     """
     if not proposals:
         return None
     h, w = int(image_shape[0]), int(image_shape[1])
     if box is not None:
-        clipped = clip_box(box, (h, w))
-        if clipped is None:
-            return None
-        ious = [box_iou(p.box, clipped) for p in proposals]
-        best = int(np.argmax(ious))
-        return best if ious[best] > 0 else None
+        choice = choose_in_box(proposals, (h, w), box)
+        return choice.indices[0] if choice.found else None
     return pick_in_view([p.box for p in proposals], (h, w))
 
 

@@ -66,6 +66,20 @@ class ArmController:
                                   f" (located: {shown or 'none'})")
         return pos
 
+    def which(self, label: str) -> str:
+        """Which object ``locate(label)`` chose, for the answer: its track id and, when several objects
+        were seen as ``label``, which of them (the one most often seen so) and where the others are."""
+        best = self.detected.best(label)
+        if best is None:
+            return f"{label!r} at its configured position" if label in self.configured else repr(label)
+        same = [o for o in self.detected.objects_ if o.label == label and o is not best]
+        text = f"object #{best.track_id} ({label!r}, {100 * best.confidence:.0f} % of its views)"
+        if same:
+            others = ", ".join(f"#{o.track_id} at ({o.centre[0]:.2f}, {o.centre[1]:.2f})" for o in same[:3])
+            text += (f", the one most often seen as {label!r} of {len(same) + 1} such objects "
+                     f"(the other{'s' * (len(same) > 1)}: {others}{', ...' if len(same) > 3 else ''})")
+        return text
+
     def point_at(self, label: str, current: Mapping[str, float]) -> tuple[np.ndarray, PointingSolution]:
         """Target position and joint solution; raises PointingRefused (arm must stay still)."""
         target = self.locate(label)

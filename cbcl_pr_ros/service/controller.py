@@ -79,6 +79,8 @@ class TeachOutcome(Outcome):
     num_examples: int = 0
     num_clusters: int = 0
     learning_time_s: float = 0.0
+    taught_track_id: int = -1  # the track of the object taught (-1: none)
+    taught_box: tuple[int, int, int, int] | None = None  # its (x0, y0, x1, y1) in the last frame used
 
 
 @dataclass

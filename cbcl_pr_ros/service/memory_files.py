@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 __all__ = ["MemoryAccessError", "MemoryStore", "Target", "NAME_PATTERN", "default_memory_dir",
-           "TEMP_SUFFIX", "memory_dir_for", "store_from_params"]
+           "TEMP_SUFFIX", "earlier_memory_note", "memory_dir_for", "store_from_params"]
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 TEMP_SUFFIX = ".tmp"
+_NAMESPACE_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 _TEMP_PATTERN = re.compile(r"\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}\.[0-9a-f]{16}\.tmp")
 
 
@@ -41,10 +42,15 @@ class MemoryAccessError(ValueError):
     """A memory file name or file is refused; the message is fit for a service response."""
 
 
-def default_memory_dir() -> str:
-    """``$ROS_HOME/cbcl_pr_ros`` (``~/.ros/cbcl_pr_ros`` without ROS_HOME), as ROS places its logs."""
+def default_memory_dir(namespace: str = "") -> str:
+    """``$ROS_HOME/cbcl_pr_ros`` (``~/.ros/cbcl_pr_ros`` without ROS_HOME), as ROS places its logs; a
+    learner in a namespace gets a folder of its own below it (``/robot1`` -> ``.../cbcl_pr_ros/robot1``),
+    so two robots on one machine never share what they learned."""
     home = os.environ.get("ROS_HOME") or str(Path.home() / ".ros")  # the user's home, never a request's path
-    return os.path.join(home, "cbcl_pr_ros")
+    parts = [p for p in namespace.split("/") if p]
+    if any(not _NAMESPACE_PART.fullmatch(p) for p in parts):
+        raise ValueError(f"namespace {namespace[:80]!r} is not a ROS namespace")
+    return os.path.join(home, "cbcl_pr_ros", *parts)
 
 
 @dataclass(frozen=True)
@@ -247,12 +253,12 @@ def _release(t: Target) -> None:
         os.close(t.dir_fd)
 
 
-def memory_dir_for(memory_dir: str, memory_path: str) -> tuple[str, str]:
+def memory_dir_for(memory_dir: str, memory_path: str, namespace: str = "") -> tuple[str, str]:
     """(directory, default file name) from the two parameters.
 
     ``memory_path`` is a plain name inside ``memory_dir``, or an absolute path (operator
     configuration) whose directory then is the memory directory when ``memory_dir`` is "".
-    ``memory_dir`` "" means :func:`default_memory_dir`.  Nothing is expanded.
+    ``memory_dir`` "" means :func:`default_memory_dir` of the learner's ``namespace``.  Nothing is expanded.
     """
     if memory_dir and not os.path.isabs(memory_dir):
         raise ValueError(f"memory_dir must be an absolute path or '', got {memory_dir!r}")
@@ -263,14 +269,27 @@ def memory_dir_for(memory_dir: str, memory_path: str) -> tuple[str, str]:
         return (memory_dir or parent), name
     if memory_path and not NAME_PATTERN.fullmatch(memory_path):
         raise ValueError(f"memory_path must be a plain file name or an absolute path, got {memory_path!r}")
-    return (memory_dir or default_memory_dir()), memory_path
+    return (memory_dir or default_memory_dir(namespace)), memory_path
 
 
-def store_from_params(p: Mapping[str, Any]) -> MemoryStore | None:
-    """The learner's store from its parameters (``settings.params`` names); None when
-    ``memory_path`` is "" (the memory lives in RAM only)."""
+def earlier_memory_note(p: Mapping[str, Any], namespace: str) -> str:
+    """For a learner in a namespace that starts without a memory file: where the memory of the
+    learner without a namespace is, which it shared before memories were kept per namespace."""
+    name = p["memory_path"]
+    if p["memory_dir"] or not name or name.startswith("/") or not namespace.strip("/"):
+        return ""
+    old = os.path.join(default_memory_dir(), name)
+    new = os.path.join(default_memory_dir(namespace), name)
+    if os.path.isfile(old) and not os.path.exists(new):
+        return f"; the memory of the learner without a namespace is {old}: copy it to {new} to start from it"
+    return ""
+
+
+def store_from_params(p: Mapping[str, Any], namespace: str = "") -> MemoryStore | None:
+    """The learner's store from its parameters (``settings.params`` names) and its ROS namespace; None
+    when ``memory_path`` is "" (the memory lives in RAM only)."""
     if not p["memory_path"]:
         return None
-    memory_dir, default_name = memory_dir_for(p["memory_dir"], p["memory_path"])
+    memory_dir, default_name = memory_dir_for(p["memory_dir"], p["memory_path"], namespace)
     return MemoryStore(memory_dir, default_name, allow_absolute=p["allow_absolute_paths"],
                        max_bytes=p["max_memory_file_bytes"])

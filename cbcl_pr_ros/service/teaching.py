@@ -11,12 +11,13 @@ under the node's commit lock. A refusal says why and changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
 from cbcl_pr_ros.perception import select_teaching_proposal
+from cbcl_pr_ros.perception.boxes import choose_in_box, pick_in_view
 from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
 from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectStream
 from cbcl_pr_ros.service.object_teaching import Roi, TeachPlan, one_shot_per_view, plan_teach, roi_box, teaching_crops
@@ -30,7 +31,8 @@ from cbcl_pr_ros.service.validation import (
     features_from_msgs,
 )
 
-__all__ = ["FeatureSourceError", "NothingLearned", "TeachRequest", "TeachSettings", "TeachingPort", "Teacher"]
+__all__ = ["FeatureSourceError", "NothingLearned", "Taught", "TeachRequest", "TeachSettings", "TeachingPort", "Teacher",
+           "piece_rows", "union_box"]
 
 
 class FeatureSourceError(RuntimeError):
@@ -111,6 +113,8 @@ class TeachingPort(Protocol):
 
 
 Examples = tuple[np.ndarray, Any, str]  # vectors (n, d), teach-time views (n, k, d) or None, source text
+# Examples, the other objects' vectors (negatives, or None) and what was taught
+Gathered = tuple[np.ndarray, Any, str, "np.ndarray | None", "Taught"]
 # the other objects of the teaching frames given to the learner as negatives, per teach at most
 MAX_FRAME_NEGATIVES = 64
 
@@ -132,14 +136,17 @@ class Teacher:
             plan = plan_teach(int(req.mode), int(req.track_id), req.rois, len(req.images), len(req.features),
                               s.teach_from, self.objects.streaming(self.port.now_s()))
             if plan.target == "frame":
-                (feats, views, source), others = self._whole_frames(c, req, s), None
+                (feats, views, source), others, taught = self._whole_frames(c, req, s), None, Taught()
             else:
-                feats, views, source, others = self._objects(req, plan, s)
+                feats, views, source, others, taught = self._objects(req, plan, s)
         except NothingLearned as exc:
             return c.refused(str(exc))
         except (TypeError, ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
             return c.refused(f"nothing learned: {exc}")
-        return self.port.commit(c, label, feats, source, views, negatives=others)
+        outcome = self.port.commit(c, label, feats, source, views, negatives=others)
+        if outcome.success:
+            outcome.taught_track_id, outcome.taught_box = taught.track_id, taught.box
+        return outcome
 
     # ------------------------------------------------------------------ whole frames
     def _whole_frames(self, c: LearnerController, req: TeachRequest, s: TeachSettings) -> Examples:
@@ -154,9 +161,9 @@ class Teacher:
         timeout = check_timeout(req.timeout_s, s.timeout_s, s.max_timeout_s)
         frames = self.port.collect(n, timeout, "features")
         if not frames:
-            raise NothingLearned(f"no camera frames arrived within {timeout:.1f} s on '{self.port.topic('features')}': "
-                                 f"is the camera and the feature_extractor running (and this node active)? "
-                                 f"Nothing was learned.")
+            raise NothingLearned(f"no camera frames arrived within {timeout:.1f} s on '{self.port.topic('features')}'"
+                                 f"{self._upstream('features')}: is the camera and the feature_extractor "
+                                 f"running (and this node active)? Nothing was learned.")
         feats = features_from_msgs(frames, self.backbone, c.feature_dim)
         return feats, None, "camera frames" + ("" if len(frames) == n else f" (of {n} asked; timed out)")
 
@@ -174,7 +181,7 @@ class Teacher:
 
     # ------------------------------------------------------------------ objects
     def _objects(self, req: TeachRequest, plan: TeachPlan,
-                 s: TeachSettings) -> tuple[np.ndarray, Any, str, np.ndarray | None]:
+                 s: TeachSettings) -> Gathered:
         """The object in view, the given boxes or one track: from request images or the object stream;
         with the vectors of the other objects of the teaching frames (None where there are none)."""
         check_count(len(plan.rois), self.limits.max_images_per_request, "rois")  # limits as for whole frames
@@ -182,7 +189,7 @@ class Teacher:
         if plan.source == "images":
             crops, note = teaching_crops(decode_request_images(req.images, self.limits), plan, s.crop_margin)
             feats, views, view_note = self._image_vectors(crops, s)
-            return feats, views, f"images{note}{view_note}", None
+            return feats, views, f"images{note}{view_note}", None, Taught()
         if plan.target == "track":
             track = self.objects.track_views(plan.track_id, n)
             others = track.others[-MAX_FRAME_NEGATIVES:] if len(track.others) else None
@@ -191,9 +198,15 @@ class Teacher:
             # would each count as a view and shrink the gate (docs/perception.md "Over ROS"), and the
             # result would depend on how many frames the track had when the teach came.
             shots = one_shot_per_view(track.rows, track.boxes)
+            taught = Taught(int(plan.track_id), tuple(int(v) for v in track.boxes[-1]))  # type: ignore[arg-type]
             return shots, None, (f"views of track {plan.track_id} (its last {len(track.rows)} frames as "
-                                 f"{_views(len(shots))})"), negatives
+                                 f"{_views(len(shots))}; last at {box_text(track.boxes[-1])})"), negatives, taught
         return self._object_frames(req, plan, n, s)
+
+    def _upstream(self, stream: str) -> str:
+        """" (...)": which node feeds ``stream`` and from which camera, where the port can tell."""
+        tell = getattr(self.port, "upstream", None)
+        return f" ({tell(stream)})" if tell is not None else ""
 
     def _with_stream(self, frame_negatives: np.ndarray | None, s: TeachSettings,
                      taught_track: int | None) -> np.ndarray | None:
@@ -211,39 +224,81 @@ class Teacher:
         return np.vstack(parts).astype(np.float32) if parts else None
 
     def _object_frames(self, req: TeachRequest, plan: TeachPlan, n: int,
-                       s: TeachSettings) -> tuple[np.ndarray, Any, str, np.ndarray | None]:
-        """The object in view (or inside the one box) of each of the next ``n`` object frames, and the
-        vectors of the other objects of those frames (natural negatives; at most
-        :data:`MAX_FRAME_NEGATIVES`, None when there are none)."""
+                       s: TeachSettings) -> Gathered:
+        """The object in view (or the object mostly inside the one box, its pieces together) of each of
+        the next ``n`` object frames, and the vectors of the other objects of those frames (natural
+        negatives; at most :data:`MAX_FRAME_NEGATIVES`, None when there are none)."""
         shape = self.objects.last_shape
         if plan.target == "roi" and shape is not None:
             roi_box(plan.rois[0], shape, "camera image")  # fail now, not after waiting
         timeout = check_timeout(req.timeout_s, s.timeout_s, s.max_timeout_s)
         frames: list[ObjectFrame] = self.port.collect(n, timeout, "objects")
         if not frames:
-            raise ValueError(f"no object frames arrived within {timeout:.1f} s on '{self.port.topic('objects')}': "
-                             f"is the feature_extractor detecting objects (detect_objects)?")
-        rows, boxes, others, missed = [], [], [], 0
+            raise ValueError(f"no object frames arrived within {timeout:.1f} s on '{self.port.topic('objects')}'"
+                             f"{self._upstream('objects')}: is the feature_extractor detecting objects "
+                             f"(detect_objects)?")
+        rows, boxes, others, missed, reason, last, pieces = [], [], [], 0, "", None, 1
         for f in frames:
-            box = roi_box(plan.rois[0], f.shape, "camera image") if plan.target == "roi" else None
-            k = select_teaching_proposal(f.proposals, f.shape, box)
-            if k is None:
-                missed += 1
+            if plan.target == "roi":
+                choice = choose_in_box(f.proposals, f.shape, roi_box(plan.rois[0], f.shape, "camera image"))
+                picked, reason = choice.indices, choice.reason or reason
             else:
-                rows.append(f.features[k])
-                boxes.append(f.proposals[k].box)
-                others += [f.features[j] for j in range(len(f.features)) if j != k]
+                k = pick_in_view([p.box for p in f.proposals], f.shape)
+                picked = () if k is None else (k,)
+            if not picked:
+                missed += 1
+                continue
+            got_rows, got_boxes = piece_rows(f, picked)
+            rows += got_rows
+            boxes += got_boxes
+            last, pieces = union_box([f.proposals[i].box for i in picked]), len(picked)
+            others += [f.features[j] for j in range(len(f.features)) if j not in picked]
         where = " inside the box" if plan.target == "roi" else ""
         if not rows:
-            raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames")
+            raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames"
+                             + (f": {reason}" if reason else ""))
         negatives = np.stack(others[-MAX_FRAME_NEGATIVES:]) if others else None
-        negatives = self._with_stream(negatives, s, self.objects.track_at(boxes[-1]))
+        track = self.objects.track_at(last)
+        negatives = self._with_stream(negatives, s, track)
         shots = one_shot_per_view(np.stack(rows), boxes)
-        views = "" if len(shots) == len(rows) else f", {len(rows)} frames as {_views(len(shots))}"
+        unit = "crops" if pieces > 1 else "frames"
+        views = "" if len(shots) == len(rows) else f", {len(rows)} {unit} as {_views(len(shots))}"
+        what = (f"the object at {box_text(last)}" + ("" if track is None else f", track {track}")
+                + (f", {pieces} pieces together" if pieces > 1 else ""))
         return shots, None, (f"object crops of camera frames{where}{views}"
                                       + (f" ({missed} of {len(frames)} frames had none)" if missed else "")
                                       + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)")
-                                      ), negatives
+                                      + f"; {what}"), negatives, Taught(-1 if track is None else int(track), last)
+
+
+@dataclass(frozen=True)
+class Taught:
+    """What a teach used: the track of the object (-1: none) and its box (x0, y0, x1, y1) in the last
+    frame used (None: none), for the answer and the page's highlight."""
+    track_id: int = -1
+    box: tuple[int, int, int, int] | None = None
+
+
+def union_box(boxes: Sequence[Sequence[int]]) -> tuple[int, int, int, int]:
+    """The smallest (x0, y0, x1, y1) box holding all ``boxes``."""
+    return (int(min(b[0] for b in boxes)), int(min(b[1] for b in boxes)),
+            int(max(b[2] for b in boxes)), int(max(b[3] for b in boxes)))
+
+
+def box_text(b: Sequence[int]) -> str:
+    return f"({int(b[0])}, {int(b[1])})-({int(b[2])}, {int(b[3])})"
+
+
+def piece_rows(frame: ObjectFrame, picked: Sequence[int]) -> tuple[list[np.ndarray], list[tuple[int, ...]]]:
+    """Vectors and boxes to learn for the ``picked`` proposals of one object in ``frame``: two pieces the
+    extractor offered as a join take that join's vector (the crop of the whole object); otherwise each
+    piece is one more view of the object."""
+    if len(picked) == 2 and frame.joins.features is not None:
+        pair = {int(picked[0]), int(picked[1])}
+        for q, (i, j) in enumerate(frame.joins.pairs):
+            if {int(i), int(j)} == pair and q < len(frame.joins.features):
+                return [frame.joins.features[q]], [tuple(frame.joins.unions[q].box)]
+    return [frame.features[i] for i in picked], [tuple(frame.proposals[i].box) for i in picked]
 
 
 def _views(n: int) -> str:

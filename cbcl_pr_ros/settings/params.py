@@ -159,7 +159,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "of another width are refused", (LEARNER,), min=0, max=65536),
     ParamSpec("memory_dir", "",
               "Directory of the memory files; SaveMemory/LoadMemory names resolve inside it "
-              "('' = $ROS_HOME/cbcl_pr_ros, i.e. ~/.ros/cbcl_pr_ros; an absolute path otherwise)",
+              "('' = $ROS_HOME/cbcl_pr_ros, i.e. ~/.ros/cbcl_pr_ros, with the node's namespace below it: "
+              "~/.ros/cbcl_pr_ros/robot1 for /robot1; an absolute path otherwise)",
               (LEARNER,)),
     ParamSpec("memory_path", "memory.safetensors",
               "Default memory file, saved after every change and loaded at start-up: a file name "

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterable
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from cbcl_pr_ros.teaching_page.client import Outcome, TeachingClient
 from cbcl_pr_ros.teaching_page.guard import CLIENT_COOKIE, ClientBuckets, HostRule, origin_matches
@@ -82,6 +82,7 @@ class _Hub:
         self.state, self.client, self.config = state, client, config
         self.loop: asyncio.AbstractEventLoop | None = None
         self.events: set[asyncio.Event] = set()
+        self.sockets: set[web.WebSocketResponse] = set()  # closed first at shutdown (see make_app)
         self.clients = ClientBuckets(burst=config.action_burst)
         self.teaching = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="page-action")
@@ -236,7 +237,7 @@ def _teach_call(client: TeachingClient, req: Any) -> Outcome:
 async def _teach(request: web.Request) -> web.Response:
     state = request.app[_STATE]
     return await _run(request, "teach", lambda b: parse_teach(b, state.track_ids(), state.image_size()),
-                      _teach_call, lambda s, r, o: s.record_teach(r.label, o.ok, o.message))
+                      _teach_call, lambda s, r, o: s.record_teach(r.label, o.ok, o.message, o.track_id, o.box))
 
 
 async def _rename(request: web.Request) -> web.Response:
@@ -254,6 +255,22 @@ async def _point(request: web.Request) -> web.Response:
                       lambda s, r, o: s.record_notice("point", o.ok, o.message))
 
 
+def _parse_nothing(body: Any) -> None:
+    """An action without arguments still takes a JSON object (a form cannot send one)."""
+    if not isinstance(body, dict):
+        raise RequestError("the request must be a JSON object")
+
+
+async def _look(request: web.Request) -> web.Response:
+    return await _run(request, "look", _parse_nothing, lambda c, _r: c.look_at_table(),
+                      lambda s, _r, o: s.record_notice("look", o.ok, o.message))
+
+
+async def _place(request: web.Request) -> web.Response:
+    return await _run(request, "place", _parse_nothing, lambda c, _r: c.place_objects(),
+                      lambda s, _r, o: s.record_notice("place", o.ok, o.message))
+
+
 async def _websocket(request: web.Request) -> web.WebSocketResponse:
     """Push the state and the newest frame (JSON meta, then the JPEG as binary) to one page."""
     hub: _Hub = request.app[_HUB]  # type: ignore[assignment]
@@ -262,6 +279,7 @@ async def _websocket(request: web.Request) -> web.WebSocketResponse:
     wake = asyncio.Event()
     wake.set()
     hub.events.add(wake)
+    hub.sockets.add(ws)
 
     async def drain() -> None:  # the page sends nothing we need; read so pings and close are handled
         async for msg in ws:
@@ -290,6 +308,7 @@ async def _websocket(request: web.Request) -> web.WebSocketResponse:
         pass
     finally:
         hub.events.discard(wake)
+        hub.sockets.discard(ws)
         reader.cancel()
         await ws.close()
     return ws
@@ -306,12 +325,20 @@ def make_app(state: PageState, client: TeachingClient, config: PageConfig | None
         hub.loop = asyncio.get_running_loop()
         state.add_listener(hub.on_change)
 
+    async def on_shutdown(_app: web.Application) -> None:
+        # before the server waits for its handlers: an open page's websocket never ends by itself,
+        # and the wait for it held Ctrl-C past launch's grace period
+        for ws in list(hub.sockets):
+            await ws.close(code=WSCloseCode.GOING_AWAY, message=b"the robot's page is stopping")
+        hub._wake()
+
     async def on_cleanup(_app: web.Application) -> None:
         state.remove_listener(hub.on_change)
         hub._wake()
         hub.pool.shutdown(wait=False, cancel_futures=True)
 
     app.on_startup.append(on_startup)
+    app.on_shutdown.append(on_shutdown)
     app.on_cleanup.append(on_cleanup)
     app.router.add_get("/", _index)
     app.router.add_get("/favicon.ico", _no_content)
@@ -322,6 +349,8 @@ def make_app(state: PageState, client: TeachingClient, config: PageConfig | None
     app.router.add_post("/api/rename", _rename)
     app.router.add_post("/api/forget", _forget)
     app.router.add_post("/api/point", _point)
+    app.router.add_post("/api/look", _look)
+    app.router.add_post("/api/place", _place)
     app.router.add_get("/ws", _websocket)
     return app
 
@@ -340,8 +369,9 @@ class PageServer:
     def start(self) -> None:
         """Bind and serve; OSError (address in use, ...) is raised here, in the caller's thread."""
         async def setup() -> None:
-            # keepalive_timeout also closes a connection that never completes its request (half-open)
-            self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
+            # a short wait for running actions at shutdown (Ctrl-C must end the node within launch's grace
+            # period); keepalive_timeout also closes a connection that never completes its request (half-open)
+            self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=0.5,
                                          keepalive_timeout=self.config.idle_timeout_s)
             await self._runner.setup()
             site = web.TCPSite(self._runner, self.config.host, self.config.port)

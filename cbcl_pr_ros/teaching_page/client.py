@@ -11,9 +11,13 @@ Box = tuple[int, int, int, int]  # x, y, width, height in image pixels
 
 @dataclass(frozen=True)
 class Outcome:
-    """The answer to one page action: ``ok`` and one sentence for the person at the page."""
+    """The answer to one page action: ``ok`` and one sentence for the person at the page; a teach also
+    says which object it used (its track id, -1 when none, and its box x0, y0, x1, y1) so the page
+    can highlight it."""
     ok: bool
     message: str
+    track_id: int = -1
+    box: tuple[int, int, int, int] | None = None
 
 
 class TeachingClient(Protocol):
@@ -31,3 +35,9 @@ class TeachingClient(Protocol):
     def forget(self, label: str) -> Outcome: ...
 
     def point_at(self, label: str) -> Outcome: ...
+
+    def look_at_table(self) -> Outcome:
+        """Aim the hand camera at the table again (after pointing)."""
+
+    def place_objects(self) -> Outcome:
+        """Put a few objects on the simulated table."""

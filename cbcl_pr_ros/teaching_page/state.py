@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["DetectedBox", "Frame", "PageState"]
+__all__ = ["DETECTIONS", "TRACK_KEEP_S", "DetectedBox", "Frame", "PageState"]
 
 Listener = Callable[[str], None]
 
@@ -33,9 +33,19 @@ class DetectedBox:
                 "confidence": round(float(self.confidence), 3), "box": [self.x0, self.y0, self.x1, self.y1]}
 
 
+# How the objects of a frame came: made on this very frame; the newest ones seen, made on an earlier
+# frame while the detections are late; none yet (the first ones are on their way); none, because no
+# detections come at all.
+DETECTIONS = ("fresh", "late", "waiting", "none")
+# A track the page showed this recently may still be chosen (taught) though the newest frame lacks it:
+# under load the detections of a frame come late or not at all, and the object is still there.
+TRACK_KEEP_S = 10.0
+
+
 @dataclass(frozen=True)
 class Frame:
-    """A JPEG camera frame and the detections made on exactly that frame (same stamp)."""
+    """A JPEG camera frame and its detections: made on exactly that frame (same stamp, ``"fresh"``),
+    the newest seen while detections are late (``"late"``), or none come (``"none"``)."""
     jpeg: bytes
     width: int
     height: int
@@ -43,11 +53,14 @@ class Frame:
     objects: tuple[DetectedBox, ...] = ()
     model_version: int = 0
     seq: int = 0
+    detections: str = "fresh"
+    detections_age_s: float = 0.0
 
     def meta(self) -> dict[str, Any]:
         return {"type": "frame", "seq": self.seq, "width": self.width, "height": self.height,
                 "stamp": self.stamp, "model_version": self.model_version,
-                "objects": [o.as_dict() for o in self.objects]}
+                "objects": [o.as_dict() for o in self.objects], "detections": self.detections,
+                "detections_age_s": round(float(self.detections_age_s), 1)}
 
 
 @dataclass
@@ -57,6 +70,8 @@ class _Shared:
     last_teach: dict[str, Any] | None = None
     notice: dict[str, Any] | None = None
     robot: dict[str, Any] = field(default_factory=dict)
+    camera: dict[str, Any] = field(default_factory=dict)
+    view: dict[str, Any] = field(default_factory=dict)
 
 
 class PageState:
@@ -68,6 +83,7 @@ class PageState:
         self._shared = _Shared()
         self._version = 0
         self._listeners: list[Listener] = []
+        self._seen: dict[int, float] = {}  # track id -> monotonic time the page last showed it fresh
 
     # ---------------------------------------------------------------- listeners
     def add_listener(self, fn: Listener) -> None:
@@ -86,11 +102,19 @@ class PageState:
             fn(kind)
 
     # ---------------------------------------------------------------- writers (ROS side)
-    def set_frame(self, frame: Frame) -> None:
+    def set_frame(self, frame: Frame, now: float | None = None) -> None:
+        if frame.detections not in DETECTIONS:
+            raise ValueError(f"detections must be one of {DETECTIONS}, got {frame.detections!r}")
+        now = time.monotonic() if now is None else now
         with self._lock:
             seq = (self._frame.seq + 1) if self._frame else 1
             self._frame = Frame(frame.jpeg, frame.width, frame.height, frame.stamp, tuple(frame.objects),
-                                frame.model_version, seq)
+                                frame.model_version, seq, frame.detections, frame.detections_age_s)
+            if frame.detections == "fresh":
+                for o in frame.objects:
+                    self._seen[o.id] = now
+            for tid in [t for t, seen in self._seen.items() if now - seen > TRACK_KEEP_S]:
+                del self._seen[tid]
         self._notify("frame")
 
     def _update(self, **changes: Any) -> None:
@@ -112,8 +136,21 @@ class PageState:
         """What the page can offer (e.g. ``{"arm": True}`` when a point_at service answers)."""
         self._update(robot=dict(robot))
 
-    def record_teach(self, label: str, ok: bool, message: str) -> None:
-        self._update(last_teach={"label": label, "ok": ok, "message": message, "time": time.time()})
+    def set_view(self, view: dict[str, Any]) -> None:
+        """Where the hand camera looks after the last arm action: ``{"at": "table"}`` or
+        ``{"at": "pointing", "label": ...}`` (a close-up; the page offers the way back)."""
+        self._update(view=dict(view))
+
+    def set_camera(self, camera: dict[str, Any]) -> None:
+        """Where the picture comes from: ``{"topic", "waiting", "hint"}`` (the hint says what to do
+        when no picture arrives)."""
+        self._update(camera=dict(camera))
+
+    def record_teach(self, label: str, ok: bool, message: str, track_id: int = -1,
+                     box: tuple[int, int, int, int] | None = None) -> None:
+        """The last teach's answer, with the object it used (track id, box) for the page to highlight."""
+        self._update(last_teach={"label": label, "ok": ok, "message": message, "time": time.time(),
+                                 "track_id": int(track_id), "box": None if box is None else [int(v) for v in box]})
 
     def record_notice(self, action: str, ok: bool, message: str) -> None:
         """The outcome of the last rename/forget/point, so every open page shows it."""
@@ -132,15 +169,23 @@ class PageState:
             return self._version, {
                 "type": "state", "version": self._version, "status": dict(s.status),
                 "classes": [dict(c) for c in s.classes], "last_teach": s.last_teach, "notice": s.notice,
-                "robot": dict(s.robot),
+                "robot": dict(s.robot), "camera": dict(s.camera), "view": dict(s.view),
                 "frame": None if frame is None else {"width": frame.width, "height": frame.height,
                                                      "seq": frame.seq},
             }
 
-    def track_ids(self) -> set[int]:
-        """Track ids on the newest frame (what the person can click now)."""
+    def track_ids(self, now: float | None = None) -> set[int]:
+        """Track ids the person may choose now: those on the newest frame; while its detections are
+        late (or none come) also those the page showed within :data:`TRACK_KEEP_S`: late detections
+        must not make an object unchoosable, but a fresh frame without it says it left."""
+        now = time.monotonic() if now is None else now
         with self._lock:
-            return set() if self._frame is None else {o.id for o in self._frame.objects}
+            if self._frame is None:
+                return set()
+            ids = {o.id for o in self._frame.objects}
+            if self._frame.detections == "fresh":
+                return ids
+            return ids | {t for t, seen in self._seen.items() if now - seen <= TRACK_KEEP_S}
 
     def image_size(self) -> tuple[int, int] | None:
         with self._lock:

@@ -170,7 +170,9 @@ def test_launch_files_give_each_node_its_own_yaml(launch_share, launch_file, giv
     assert {n["name"] for n in nodes} == expected_nodes
     for n in nodes:
         files = [p for p in n["parameters"] if isinstance(p, str)]
-        assert [Path(f).name for f in files] == [OWN_FILE[n["name"]]], f"{launch_file}: {n['name']} reads {files}"
+        # the simulated session's learner also reads its memory file's name (config/sim_memory.yaml)
+        extra = ["sim_memory.yaml"] if (launch_file, n["name"]) == ("sim_teaching_demo.launch.py", "learner") else []
+        assert [Path(f).name for f in files] == [OWN_FILE[n["name"]], *extra], f"{launch_file}: {n['name']} reads {files}"
         got = _probe(_launch_ros_args(n["parameters"]), n["name"], n["namespace"])
         _check_node(got, n["name"], n["namespace"], files)
 
@@ -345,3 +347,73 @@ def test_a_domain_id_dds_cannot_use_is_said_plainly():
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert lines == ["error: ROS_DOMAIN_ID 300 is above 232, the highest id DDS can use: pick one from 0 to 232 "
                      "(e.g. export ROS_DOMAIN_ID=42)"], r.stderr[-2000:]
+
+
+# ------------------------------------------------------------------ the page shows the picture the extractor reads
+def _node_image_topic(node: dict[str, Any]) -> str:
+    args = ["--ros-args", *[x for a, b in node["remappings"] for x in ("-r", f"{a}:={b}")]]
+    return _resolved_topics(args, node["name"], node["namespace"])[0]
+
+
+@pytest.mark.parametrize("launch_file, given", [
+    ("teaching_session.launch.py", {"with_page": "true"}),
+    ("teaching_session.launch.py", {"with_page": "true", "namespace": "robot1", "camera_topic": "/cam/rgb"}),
+    ("teaching_session.launch.py", {"with_page": "true", "namespace": "robot1", "camera_topic": "color/image_raw"}),
+    ("depth_camera.launch.py", {"with_page": "true"}),
+    ("depth_camera.launch.py", {"with_page": "true", "namespace": "robot1",
+                                "camera_topic": "/camera/color/image_raw"}),
+    ("sim_teaching_demo.launch.py", {"with_page": "true"}),
+    ("sim_teaching_demo.launch.py", {"with_page": "true", "namespace": "sim"}),
+])
+def test_launch_page_reads_the_extractors_camera(launch_share, launch_file, given):
+    """Whatever camera arguments and namespace a launch file gets, the page subscribes to the topic
+    the extractor reads (the page without a remap waited on ``image`` while the camera was elsewhere)."""
+    nodes = {n["name"]: n for n in _launch_nodes(launch_share / "launch" / launch_file, given)}
+    want = _node_image_topic(nodes["feature_extractor"])
+    assert _node_image_topic(nodes["teaching_page"]) == want
+    if "camera_topic" in given and given["camera_topic"].startswith("/"):
+        assert want == given["camera_topic"]
+    if "sim_world" in nodes:  # the simulated camera publishes its relative ``image``
+        assert _node_image_topic(nodes["sim_world"]) == want
+
+
+@pytest.mark.parametrize("argv", [["--page"], ["--page", "--camera-topic", "/cam/rgb"],
+                                  ["--page", "--camera", "realsense", "--namespace", "robot1"],
+                                  ["--nodes", "extractor,learner,world", "--page", "--namespace", "sim"]])
+def test_teaching_session_page_reads_the_extractors_camera(argv):
+    """One process, one set of remaps: the page and the extractor resolve ``image`` alike."""
+    from cbcl_pr_ros.nodes import session
+
+    opts = session.parse_args(argv)
+    camera, depth, info = session.camera_topics(opts)
+    args = session.build_ros_args([], camera, depth_topic=depth, camera_info_topic=info)[1:]
+    ns = opts.namespace
+    page = _resolved_topics(args, "teaching_page", ns)[0]
+    assert page == _resolved_topics(args, "feature_extractor", ns)[0]
+    assert page == (camera or (f"/{ns}/image" if ns else "/image"))
+
+
+# ------------------------------------------------------------------ memory per use: the simulation's own file
+def test_sim_launch_gives_the_learner_its_own_memory_file(launch_share):
+    nodes = {n["name"]: n for n in _launch_nodes(launch_share / "launch" / "sim_teaching_demo.launch.py", {})}
+    assert _probe(_launch_ros_args(nodes["learner"]["parameters"]), "learner", "")["memory_path"] == \
+        "sim_memory.safetensors"
+    nodes = {n["name"]: n for n in _launch_nodes(launch_share / "launch" / "teaching_session.launch.py", {})}
+    assert _probe(_launch_ros_args(nodes["learner"]["parameters"]), "learner", "")["memory_path"] == \
+        "memory.safetensors"  # the real camera keeps the robot's memory
+
+
+@pytest.mark.parametrize("argv, want", [
+    (["--nodes", "extractor,learner,world,arm"], "sim_memory.safetensors"),
+    (["--nodes", "extractor,learner"], "memory.safetensors"),
+    (["--nodes", "extractor,learner,world", "--memory", "lab.safetensors"], "lab.safetensors"),
+    (["--nodes", "extractor,learner,world", "--memory", ""], ""),
+])
+def test_teaching_session_memory_per_use(argv, want, tmp_path):
+    from cbcl_pr_ros.nodes import session
+
+    opts = session.parse_args(argv)
+    kinds = opts.nodes.split(",")
+    files = session.session_params_files(opts, kinds) + session.memory_files(opts, kinds, str(tmp_path))
+    args = session.build_ros_args(files)[1:]
+    assert _probe(args, "learner", "")["memory_path"] == want

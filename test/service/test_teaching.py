@@ -189,10 +189,13 @@ def test_object_frames_teach_the_object_in_view_or_inside_the_box():
     c = _controller()
     out = teacher.teach(c, TeachRequest(label="central"))
     # two frames of a still camera: one view, one shot (one_shot_per_view)
-    assert out.success and port.commits[-1][1:3] == ("object crops of camera frames, 2 frames as 1 view", (1, D))
+    assert out.success and port.commits[-1][1:3] == (
+        "object crops of camera frames, 2 frames as 1 view; the object at (250, 180)-(390, 300)", (1, D))
+    assert (out.taught_track_id, out.taught_box) == (-1, (250, 180, 390, 300))  # no track yet: the box
     assert np.allclose(port.last_feats, 0.9)  # the central object's vectors
     out = teacher.teach(c, TeachRequest(label="corner", rois=((0, 0, 60, 60),)))
-    assert out.success and port.commits[-1][1] == "object crops of camera frames inside the box, 2 frames as 1 view"
+    assert out.success and port.commits[-1][1] == ("object crops of camera frames inside the box, 2 frames as 1 view; "
+                                                   "the object at (0, 0)-(60, 60)")
     assert np.allclose(port.last_feats, 0.2)  # the box chose the corner object's vectors
     out = teacher.teach(c, TeachRequest(label="x", rois=((600, 0, 100, 10),)))
     assert not out.success and "outside the 640x480 camera image" in out.message
@@ -238,7 +241,9 @@ def test_a_track_is_taught_from_its_recent_views():
     c = _controller()
     out = teacher.teach(c, TeachRequest(label="box", track_id=tid))
     assert out.success, out.message
-    assert port.commits[-1][1:3] == (f"views of track {tid} (its last 3 frames as 3 views)", (3, D))
+    assert port.commits[-1][1:3] == (f"views of track {tid} (its last 3 frames as 3 views; last at (220, 100)-(320, 200))",
+                                     (3, D))
+    assert (out.taught_track_id, out.taught_box) == (tid, (220, 100, 320, 200))
     np.testing.assert_allclose(port.last_feats[:, 0], [0.2, 0.3, 0.4], rtol=1e-6)
     np.testing.assert_array_equal(port.last_negatives, np.full((3, D), -1.0))  # the other track, 3 frames
     out = teacher.teach(c, TeachRequest(label="box", track_id=tid + 1, images=(_image(_scene((1, 2, 3))),)))
@@ -256,7 +261,8 @@ def test_a_still_track_is_taught_as_one_view():
         (track,) = objects.update(frame, None, stamp_s=float(i))
     out = teacher.teach(_controller(), TeachRequest(label="box", track_id=track.id))
     assert out.success, out.message
-    assert port.commits[-1][1:3] == (f"views of track {track.id} (its last 4 frames as 1 view)", (1, D))
+    assert port.commits[-1][1:3] == (f"views of track {track.id} (its last 4 frames as 1 view; last at "
+                                     "(100, 100)-(200, 200))", (1, D))
     np.testing.assert_allclose(port.last_feats[0], np.full(D, 0.15), rtol=1e-5)  # mean of 0, .1, .2, .3
     assert port.last_negatives is None  # no other object was in view
 
@@ -344,3 +350,36 @@ def test_stream_negatives_join_the_teach_without_the_taught_track():
     port.settings = TeachSettings(num_frames=1, negatives="all")
     out = teacher.teach(c, TeachRequest(label="bad", rois=((250, 180, 140, 120),)))
     assert not out.success and "teach_negatives must be" in out.message and "bad" not in c.classes
+
+
+def test_a_box_takes_the_object_mostly_inside_it_or_refuses_and_the_answer_names_what_it_used():
+    """A box beside an object is no teach of it; a box around an object split in two teaches both pieces
+    (the extractor's join of the pair, when it offered one); the answer names the box and the track."""
+    from cbcl_pr_ros.service.object_stream import ObjectJoins
+
+    port = FakePort(settings=TeachSettings(teach_from="object", num_frames=2))
+    teacher, objects = _teacher(port)
+    mug = Proposal((100, 100, 160, 180), None, np.array([-0.1, 0.0, 0.6]), np.full(3, 0.06), 0.9)
+    head = Proposal((300, 100, 360, 152), None, np.array([0.1, -0.04, 0.6]), np.full(3, 0.05), 0.9)
+    body = Proposal((295, 150, 365, 240), None, np.array([0.1, 0.03, 0.6]), np.full(3, 0.06), 0.9)
+    rows = np.stack([np.full(D, 0.1), np.full(D, 0.5), np.full(D, 0.6)]).astype(np.float32)
+    frame = ObjectFrame([mug, head, body], rows, (480, 640))
+    port.frames["objects"] = [frame, frame]
+    objects.arrived(frame, port.clock)
+    for _ in range(3):
+        objects.update(frame, None, stamp_s=port.clock)
+    c = _controller()
+    out = teacher.teach(c, TeachRequest(label="duck", rois=((150, 100, 100, 100),)))  # bare table, a mug corner
+    assert not out.success and "no object lies mostly inside the box" in out.message and "17 %" in out.message
+    assert not c.classes
+    out = teacher.teach(c, TeachRequest(label="teddy", rois=((290, 95, 80, 150),)))
+    assert out.success, out.message
+    assert np.allclose(sorted(port.last_feats[:, 0]), [0.5, 0.6])  # both pieces, each a view
+    assert "2 pieces together" in out.message and "(295, 100)-(365, 240)" in out.message
+    assert out.taught_box == (295, 100, 365, 240) and not np.any(np.isclose(port.last_negatives[:, 0], 0.5))
+    joined = ObjectFrame([mug, head, body], rows, (480, 640),
+                         ObjectJoins(((1, 2),), (Proposal((295, 100, 365, 240), None, np.array([0.1, 0.0, 0.6]),
+                                                          np.full(3, 0.1), 0.9),), np.full((1, D), 0.55, np.float32)))
+    port.frames["objects"] = [joined, joined]
+    assert teacher.teach(c, TeachRequest(label="teddy", rois=((290, 95, 80, 150),))).success
+    assert np.allclose(port.last_feats, 0.55)  # the whole object's crop, as the extractor joined it

@@ -48,7 +48,7 @@ KNOWN_DATASETS: dict[str, DatasetSpec] = {s.name: s for s in (
                 "scripts/get-fashion-mnist (Debian package dataset-fashion-mnist)"),
     DatasetSpec("rendered-objects", lambda p: load_image_folder(p, "rendered-objects"),
                 ("rendered-objects", "rendered", "rendered_objects"),
-                "render it with the robot layer's data-set renderer into data/rendered-objects"),
+                "render it: cbcl-render-dataset data/rendered-objects --seed 0 (22 classes, a few minutes)"),
     DatasetSpec("cifar-100", load_cifar100, ("cifar-100-python", "cifar-100"),
                 "not obtainable offline here; put cifar-100-python/ under the data root"),
     DatasetSpec("caltech-101", load_caltech101, ("caltech-101", "101_ObjectCategories", "caltech101"),
@@ -56,7 +56,8 @@ KNOWN_DATASETS: dict[str, DatasetSpec] = {s.name: s for s in (
     DatasetSpec("core50", load_core50, ("core50_128x128", "core50"),
                 "not obtainable offline here; put core50_128x128/ under the data root"),
     DatasetSpec("teaching-bags", load_bag_sessions, ("bags/teaching", "teaching.bag", "bags"),
-                "record a teaching session with the bag tools into data/bags/teaching"),
+                "record one: cbcl-bag-record --simulate data/bags/teaching (a simulated session), or "
+                "record_session data/bags/teaching beside a teaching session"),
 )}
 
 

@@ -9,12 +9,16 @@ const canvas = $("camera");
 const ctx = canvas.getContext("2d");
 let frameMeta = null;      // detections of the picture being received
 let objects = [];          // detections drawn now
+let detections = "fresh";  // fresh: made on this picture; late: the newest seen, older; none: none come
+let detectionsAge = 0;
 let picture = null;        // ImageBitmap drawn now
 let selection = null;      // {trackId} or {box: [x, y, w, h]}
 let drag = null;
 let state = null;
 let socket = null;
 let retryMs = 500;
+let highlight = null;      // the object the last teach used: {trackId, box, label, until}
+let lastTeachTime = null;
 
 function headers() {
   const h = {"Content-Type": "application/json"};
@@ -83,6 +87,8 @@ function showFrame(meta, bmp) {
   if (picture) picture.close();
   picture = bmp;
   objects = meta.objects;
+  detections = meta.detections || "fresh";
+  detectionsAge = meta.detections_age_s || 0;
   if (canvas.width !== meta.width || canvas.height !== meta.height) {
     canvas.width = meta.width;
     canvas.height = meta.height;
@@ -104,7 +110,9 @@ function draw() {
     const colour = chosen ? "#2f6fde" : (o.known && o.label ? "#2e9d3a" : "#ff8c00");
     ctx.lineWidth = chosen ? lw * 2 : lw;
     ctx.strokeStyle = colour;
+    if (detections === "late") ctx.setLineDash([4, 4]);  // where the object was a moment ago
     ctx.strokeRect(x0, y0, x1 - x0, y1 - y0);
+    ctx.setLineDash([]);
     const text = `#${o.id} ${caption(o)}`;
     const tw = ctx.measureText(text).width + 8;
     const th = parseInt(ctx.font, 10) + 6;
@@ -114,6 +122,7 @@ function draw() {
     ctx.fillStyle = "#fff";
     ctx.fillText(text, x0 + 4, ty + 3);
   }
+  drawHighlight(lw);
   const box = selection && selection.box ? selection.box : (drag && drag.box);
   if (box) {
     ctx.setLineDash([8, 6]);
@@ -122,6 +131,34 @@ function draw() {
     ctx.strokeRect(box[0], box[1], box[2], box[3]);
     ctx.setLineDash([]);
   }
+}
+
+function drawHighlight(lw) {
+  if (!highlight || Date.now() > highlight.until) return;
+  const now = objects.find((o) => o.id === highlight.trackId);  // where the taught object is now
+  const b = now ? now.box : highlight.box;
+  if (!b) return;
+  ctx.lineWidth = lw * 3;
+  ctx.strokeStyle = "#ffd400";
+  ctx.strokeRect(b[0] - lw, b[1] - lw, b[2] - b[0] + 2 * lw, b[3] - b[1] + 2 * lw);
+  const text = `taught: ${highlight.label}`;
+  ctx.fillStyle = "#ffd400";
+  const th = parseInt(ctx.font, 10) + 6;
+  ctx.fillRect(b[0], b[3], ctx.measureText(text).width + 8, th);
+  ctx.fillStyle = "#000";
+  ctx.fillText(text, b[0] + 4, b[3] + 3);
+}
+
+function showTaught(t) {
+  // a teach answer names the object it used; the picture marks it for a few seconds
+  if (!t || t.time === lastTeachTime) return;
+  const first = lastTeachTime === null;
+  lastTeachTime = t.time;
+  if (first && Date.now() / 1000 - t.time > 5) return;  // an old answer, from before this page opened
+  if (!t.ok || (!t.box && !(t.track_id >= 0))) return;
+  highlight = {trackId: t.track_id, box: t.box, label: t.label, until: Date.now() + 5000};
+  draw();
+  setTimeout(draw, 5100);
 }
 
 function toImage(ev) {
@@ -176,13 +213,7 @@ function choose(sel) {
   const name = $("name");
   name.disabled = false;
   $("teach").disabled = false;
-  if (sel.trackId !== undefined) {
-    const o = objects.find((x) => x.id === sel.trackId);
-    $("selected").textContent = o && o.known && o.label
-      ? `Object #${sel.trackId}: I think it is “${o.label}”` : `Object #${sel.trackId}: What is this?`;
-  } else {
-    $("selected").textContent = "The object in your box: What is this?";
-  }
+  showSelected();
   say("", true);
   name.focus();
   draw();
@@ -192,10 +223,20 @@ function choose(sel) {
 function showObjects() {
   const ul = $("objects");
   ul.replaceChildren();
-  if (!objects.length) {
-    const li = document.createElement("li");
-    li.textContent = "No object found in the picture.";
-    ul.appendChild(li);
+  const note = document.createElement("li");
+  note.className = "note";
+  if (detections === "late") {
+    note.textContent = `The robot is busy: these objects were found ${detectionsAge.toFixed(0)} s ago.`;
+    ul.appendChild(note);
+  } else if (detections === "waiting") {
+    note.textContent = "Looking for objects…";
+    ul.appendChild(note);
+  } else if (detections === "none") {
+    note.textContent = "No object detections arrive: is the learner running, with depth for object detection?";
+    ul.appendChild(note);
+  } else if (!objects.length) {
+    note.textContent = "No object found in the picture.";
+    ul.appendChild(note);
   }
   for (const o of objects) {
     const li = document.createElement("li");
@@ -212,8 +253,23 @@ function showObjects() {
     li.append(span, b);
     ul.appendChild(li);
   }
-  if (selection && selection.trackId !== undefined && !objects.some((o) => o.id === selection.trackId)) {
+  showSelected();
+}
+
+function showSelected() {
+  // the heading follows the chosen object: it says "left the view" only while a fresh picture lacks it
+  if (!selection) { $("selected").textContent = "No object chosen"; return; }
+  if (selection.trackId === undefined) {
+    $("selected").textContent = "The object in your box: What is this?";
+    return;
+  }
+  const o = objects.find((x) => x.id === selection.trackId);
+  if (!o && detections === "fresh") {
     $("selected").textContent = `Object #${selection.trackId} left the view: choose it again`;
+  } else if (o && o.known && o.label) {
+    $("selected").textContent = `Object #${selection.trackId}: I think it is “${o.label}”`;
+  } else {
+    $("selected").textContent = `Object #${selection.trackId}: What is this?`;
   }
 }
 
@@ -231,7 +287,7 @@ $("teach-form").addEventListener("submit", async (ev) => {
   if (res.ok) {
     $("name").value = "";
     selection = null;
-    $("selected").textContent = "No object chosen";
+    showSelected();
     draw();
   }
 });
@@ -239,6 +295,37 @@ $("teach-form").addEventListener("submit", async (ev) => {
 async function action(path, body) {
   const res = await post(path, body);
   say(res.message, res.ok);
+  return res;
+}
+
+function sceneButton(id, path, busy) {
+  const b = $(id);
+  b.addEventListener("click", async () => {
+    const text = b.textContent;
+    b.disabled = true;
+    b.textContent = busy;
+    say(busy, true);
+    await action(path, {});
+    b.disabled = false;
+    b.textContent = text;
+    if (state) showScene(state);  // the view may have changed meanwhile
+  });
+}
+sceneButton("place", "/api/place", "Putting objects on the table…");
+sceneButton("look", "/api/look", "Turning the camera to the table…");
+
+function showScene(s) {
+  // the simulated world offers objects; after "Point at" the hand camera shows a close-up: the way back
+  const robot = s.robot || {};
+  const view = s.view || {};
+  $("place").hidden = !robot.world;
+  $("look").hidden = !robot.look;
+  $("scene").hidden = !(robot.world || robot.look);
+  const away = view.at === "pointing" || view.at === "moved";
+  $("view-note").textContent = view.at === "pointing"
+    ? `The camera follows the arm: it points at “${view.label}”.`
+    : view.at === "moved" ? "The camera moved away from the table." : "";
+  $("look").textContent = away ? "Back to the table" : "Look at the table";
 }
 
 function classRow(c) {
@@ -260,6 +347,9 @@ function classRow(c) {
     input.maxLength = 128;
     input.setAttribute("aria-label", `new name for ${c.name}`);
     const save = mk("Save", "", async () => {
+      save.disabled = true;  // the learner retrains and saves: say so at once, not after it answered
+      save.textContent = "Renaming…";
+      say(`Renaming “${c.name}” to “${input.value.trim().slice(0, 40)}”…`, true);
       await action("/api/rename", {old: c.name, new: input.value});
       input.blur();
       if (state) showState(state);  // the list as the robot now has it
@@ -269,10 +359,15 @@ function classRow(c) {
     input.focus();
   });
   const forget = mk("Forget", "danger", () => {
-    if (confirm(`Forget “${c.name}”? Its examples are deleted.`)) action("/api/forget", {label: c.name});
+    if (!confirm(`Forget “${c.name}”? Its examples are deleted.`)) return;
+    say(`Forgetting “${c.name}”…`, true);
+    action("/api/forget", {label: c.name});
   });
   const items = [span, rename, forget];
-  if (state && state.robot && state.robot.arm) items.splice(1, 0, mk("Point at", "", () => action("/api/point", {label: c.name})));
+  if (state && state.robot && state.robot.arm) items.splice(1, 0, mk("Point at", "", () => {
+    say(`Pointing at “${c.name}”…`, true);
+    action("/api/point", {label: c.name});
+  }));
   li.replaceChildren(...items);
   li.dataset.name = c.name;
   return li;
@@ -302,7 +397,17 @@ function showState(s) {
     : `${st.num_clusters} clusters, ${bytes(st.memory_bytes)}`;
   $("st-version").textContent = st.model_version === undefined ? "–"
     : `${st.model_version}${st.training ? " (learning…)" : ""}`;
+  showScene(s);
+  const cam = s.camera || {};
+  const wait = $("no-picture");
+  if (cam.waiting) {
+    wait.textContent = cam.hint || `Waiting for the camera picture on ${cam.topic || "image"}…`;
+    wait.hidden = false;
+  } else if (picture) {
+    wait.hidden = true;
+  }
   const t = s.last_teach;
+  showTaught(t);
   $("st-last").textContent = t ? `${new Date(t.time * 1000).toLocaleTimeString()}: ${t.message}` : "–";
 }
 
