@@ -7,7 +7,7 @@ Runs the README/quickstart command ``teaching_session --nodes extractor,learner,
 (only the page's port and a memory folder of its own are set), opens the page in Debian's chromium,
 presses "Put objects on the table", taps the largest object, names it, presses Teach and waits until
 the page names that object. Writes the times of each step (seconds from the command) to
-``bench/results/first_object.json`` under the label.
+``runs/bench/first_object.json`` under the label.
 """
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "test" / "support"))
-sys.path.insert(0, str(REPO / "test"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
+from bench_common import REPO, out_path  # noqa: E402  (also puts the shared test helpers on the path)
 from browser import make_browser  # noqa: E402
 from ros_testing import Proc, fresh_domain, installed_executable, release_domain, ros_env  # noqa: E402
 
@@ -95,7 +94,7 @@ def run(tmp: Path) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", default="this checkout")
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "first_object.json"))
+    ap.add_argument("--out", default=str(out_path("first_object.json")))
     opts = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="first_object_") as tmp:
         load0 = os.getloadavg()[0]

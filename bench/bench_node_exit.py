@@ -7,7 +7,7 @@ for a learner; the simulated world: rendering at its rate), sends SIGINT and mea
 
     python -P bench/bench_node_exit.py --repeats 3 --label "this checkout"
 
-Writes ``bench/results/node_exit.json`` (one entry per label: per node the exit times, codes, and
+Writes ``runs/bench/node_exit.json`` (one entry per label: per node the exit times, codes, and
 how many exceeded the grace period).
 """
 from __future__ import annotations
@@ -25,8 +25,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "test" / "support"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
+from bench_common import REPO, out_path  # noqa: E402  (also puts the shared test helpers on the path)
 from ros_testing import fresh_domain, installed_executable, release_domain, ros_env  # noqa: E402
 
 GRACE_S = 5.0  # launch's sigterm_timeout default
@@ -110,7 +110,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--label", default="this checkout")
     ap.add_argument("--nodes", default=",".join(NODES))
-    ap.add_argument("--out", default=str(REPO / "bench" / "results" / "node_exit.json"))
+    ap.add_argument("--out", default=str(out_path("node_exit.json")))
     opts = ap.parse_args()
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / "bench_node_exit"
     log_dir.mkdir(parents=True, exist_ok=True)

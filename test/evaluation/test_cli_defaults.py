@@ -16,7 +16,7 @@ def test_defaults_are_a_new_run_folder_and_explicit_paths_win():
     args = _args(["all"])
     assert args.out == "runs/eval-19700101-000000" and args.docs == "runs/eval-19700101-000000/results.md"
     report = _args(["report"])
-    assert report.out == "bench/results" and report.docs == "runs/report-19700101-000000/results.md"
+    assert report.out == "runs/bench" and report.docs == "runs/report-19700101-000000/results.md"
     kept = _args(["all", "--out", "bench/results", "--docs", "docs/results.md"])
     assert (kept.out, kept.docs) == ("bench/results", "docs/results.md")
 
