@@ -49,7 +49,8 @@ from .classifiers.vote import fit_weighted_vote
 from .clustering import COVARIANCE_MODES
 from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
 from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
-from .negatives import MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, SAME_OBJECT, VETO, NegativeStore, class_radii
+from .negatives import (MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, SAME_OBJECT, VETO, NegativeStore,
+                        class_radii)
 from .open_set import OPEN_SET_MODES, DistanceGate, inside_probability
 from .persistence import LearnerState, filled_provenance, load_state, save_state
 from .provenance import Contribution, check_robot_name, new_contribution, united
@@ -277,7 +278,10 @@ class Prediction:
 
     ``label`` is "" when the vector is judged unknown (or nothing is taught yet); ``nearest_label``
     is the classifier's best class regardless; ``distance`` is the distance to the nearest centroid
-    of that class (nan when the distance gate is off).
+    of that class (nan when the distance gate is off).  ``confidence`` is how sure the answer is that
+    the vector is ``nearest_label``: the class's probability times the distance gate's probability of
+    being inside (:func:`.open_set.inside_probability`), so it is below 0.5 whenever the gate says
+    unknown, also with a single class taught.
     """
 
     label: str

@@ -26,20 +26,23 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["NegativeStore", "class_radii", "nearest_distances", "MIN_NEGATIVES", "MAX_NEGATIVES",
-           "MAX_OFFERED", "SAME_OBJECT", "VETO"]
+           "MAX_OFFERED", "RADIUS_MIN_NEGATIVES", "SAME_OBJECT", "VETO"]
 
 # the largest capacity a config may ask for: 4096 x 1280 float16 is 10 MB
 MAX_NEGATIVES = 4096
-# one negative is enough: the first thing seen beside a taught object already bounds its class
+# one negative is enough: the first thing seen beside a taught object already bounds its class (the veto)
 MIN_NEGATIVES = 1
+# a class's radius of its own (a quantile of the negatives' distances) needs this many: a quantile of a
+# handful is noise, while the veto below needs none
+RADIUS_MIN_NEGATIVES = 20
 # the most vectors one add_negatives call takes (a frame of 50 objects times a few frames fits)
 MAX_OFFERED = 4096
 # an offered vector closer than this many D_gate to one already kept (or offered just before) is a
 # copy of it (a still object seen in several frames): it is kept once and counts once
 SAME_OBJECT = 0.1
 # a vector is answered as a class only where the class's nearest centroid is closer than VETO times
-# the nearest stored negative: every negative, and a margin around it, lies outside every class
-VETO = 0.9
+# the nearest stored negative: every negative, and a ball around it, lies outside every class
+VETO = 1.02
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def nearest_distances(x: np.ndarray, store: NegativeStore) -> np.ndarray:
 
 
 def class_radii(centroids: tuple[np.ndarray, ...], store: NegativeStore, base: float, quantile: float,
-                margin: float, min_count: int = MIN_NEGATIVES, rank: int = 0, floor: float = 0.0) -> np.ndarray:
+                margin: float, min_count: int = RADIUS_MIN_NEGATIVES, rank: int = 0, floor: float = 0.0) -> np.ndarray:
     """Per class, ``min(base, margin * r)`` with ``r`` the ``quantile`` of the negatives' distances to
     the class's nearest centroid, or, when ``rank`` >= 1, the distance of its ``rank``-th nearest
     negative (the farthest when fewer are stored): far negatives added later then leave the radius
