@@ -71,6 +71,8 @@ _log = logging.getLogger(__name__)
 # to a taught class) is dropped: it was most likely the very object; and no negative narrows a
 # class's radius below this many D_gate, so a class always stays teachable
 NEAR_NEGATIVE = 0.5
+# the open-set gate's D never falls below this share of the backbone's prior, however alike the shots
+GATE_FLOOR = 1.0
 
 CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
 # config keys older memory files carry that no longer mean anything (torch_threads: fit_threads governs
@@ -281,7 +283,8 @@ class Prediction:
     of that class (nan when the distance gate is off).  ``confidence`` is how sure the answer is that
     the vector is ``nearest_label``: the class's probability times the distance gate's probability of
     being inside (:func:`.open_set.inside_probability`), so it is below 0.5 whenever the gate says
-    unknown, also with a single class taught.
+    unknown, also with a single class taught; ``top_scores`` are scaled the same way (the first is
+    ``confidence``), so scores fused over frames mean the same.
     """
 
     label: str
@@ -618,19 +621,21 @@ class CBCLPRLearner:
         cfg = self.config
         known = np.ones(len(x), dtype=bool)
         dist = np.full(len(x), np.nan)
+        inside = np.ones(len(x))
         if cfg.open_set in ("distance", "confidence") and cfg.min_confidence > 0:
             known &= conf >= cfg.min_confidence
         if cfg.open_set == "distance" and served.gate is not None:
             dist = served.gate.distances(x, best)
             ratio = served.gate.ratios(x, best, dist)
             known &= ratio < 1.0
-            conf = conf * inside_probability(ratio)  # sure of the class only as far as inside the gate
+            inside = inside_probability(ratio)  # sure of a class only as far as inside the gate
+        conf = conf * inside
         out = []
         for i in range(len(x)):
             name = served.classes[best[i]]
             out.append(Prediction(
                 name if known[i] else "", float(conf[i]), bool(known[i]),
-                tuple(served.classes[j] for j in top[i]), tuple(float(scores[i, j]) for j in top[i]),
+                tuple(served.classes[j] for j in top[i]), tuple(float(scores[i, j] * inside[i]) for j in top[i]),
                 name, float(dist[i]),
             ))
         return out
@@ -810,7 +815,7 @@ class CBCLPRLearner:
         below the prior: near-identical shots of one view say nothing about the object's other views."""
         if self.config.distance_threshold is not None or prior is None:
             return float(dist)
-        return max(float(prior), memory_distance(memory, prior))
+        return max(GATE_FLOOR * float(prior), memory_distance(memory, prior))
 
     def _gate(self, memory: ClusterMemory, gate_distance: float, negatives: NegativeStore) -> DistanceGate:
         """The distance gate, with per-class radii where the negatives tighten them."""
