@@ -720,9 +720,12 @@ class CBCLPRLearner:
             merged, report = merge_states(self.to_state(), other)
             if report.unchanged:
                 return report
-            # this robot's negatives stay (another memory's classes may be among them: the quantile
-            # radius tolerates a few)
-            merged = dataclasses.replace(merged, negatives=self.negatives_)
+            # this robot's negatives stay, but those on a centroid of the merged classes: another
+            # robot taught what this one saw untaught (as a teach drops them near its new shots)
+            cents = [cc.means for _, cc in merged.memory.items()]
+            near = NEAR_NEGATIVE * self._served_gate_distance(self.distance_prior_, self.distance_threshold_ or 0.0)
+            kept = self.negatives_.without_near(np.concatenate(cents), near) if cents else self.negatives_
+            merged = dataclasses.replace(merged, negatives=kept)
             new = type(self).from_state(merged, model_version=self._served.model_version + 1)
             self._adopt(new)
         _log.info("merged: %s; model v%d", report.summary(), self._served.model_version)
