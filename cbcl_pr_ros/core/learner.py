@@ -72,7 +72,7 @@ _log = logging.getLogger(__name__)
 # class's radius below this many D_gate, so a class always stays teachable
 NEAR_NEGATIVE = 0.5
 # the open-set gate's D never falls below this share of the backbone's prior, however alike the shots
-GATE_FLOOR = 1.0
+GATE_FLOOR = 0.9
 
 CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
 # config keys older memory files carry that no longer mean anything (torch_threads: fit_threads governs
