@@ -48,8 +48,10 @@ def build_cache(labels: str, frames_dir: str, path: Path) -> list[dict]:
     crops, out = MaskedCrops(), []
     for i, fr in enumerate(load_frames(labels, frames_dir)):
         obj = np.asarray(bb.extract(crops(fr, [b for _, b in fr.objects])), np.float32)
-        jit = [np.asarray(bb.extract(crops(fr, _jitter_boxes(b, fr.rgb.shape, 10, np.random.default_rng([i, k, 99]))[1:])),
-                          np.float32) for k, (_, b) in enumerate(fr.objects)]
+        jit = []
+        for k, (_, b) in enumerate(fr.objects):
+            boxes = _jitter_boxes(b, fr.rgb.shape, 10, np.random.default_rng([i, k, 99]))[1:]
+            jit.append(np.asarray(bb.extract(crops(fr, boxes)), np.float32))
         out.append(dict(id=fr.id, source=fr.source, names=[n for n, _ in fr.objects], obj=obj, jit=np.stack(jit)))
     path.write_bytes(pickle.dumps(out))
     return out
@@ -60,7 +62,8 @@ def _conf_quality(conf: list[float], right: list[bool], bins: int = 10) -> dict:
     if not len(c):
         return {}
     idx = np.minimum((c * bins).astype(int), bins - 1)
-    ece = sum(abs(c[idx == b].mean() - ok[idx == b].mean()) * (idx == b).mean() for b in range(bins) if (idx == b).any())
+    ece = sum(abs(c[idx == b].mean() - ok[idx == b].mean()) * (idx == b).mean()
+              for b in range(bins) if (idx == b).any())
     r, w = c[ok > 0], c[ok == 0]
     pairs = float((w[:, None] < r[None, :]).mean()) if len(r) and len(w) else float("nan")
     return {"ece": round(float(ece), 3), "wrong_below_right_pairs": round(pairs, 3),

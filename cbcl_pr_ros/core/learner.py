@@ -814,8 +814,8 @@ class CBCLPRLearner:
         return dataclasses.replace(served, head=served.head.with_temperature(t)), (t, w, pool)
 
     def _gate_distance(self, memory: ClusterMemory, dist: float, prior: float | None) -> float:
-        """The open-set gate's D: the given D, or the prior refined by the memory's spread, never
-        below the prior: near-identical shots of one view say nothing about the object's other views."""
+        """The open-set gate's D: the given D, or the prior refined by the memory's spread, never below
+        ``GATE_FLOOR`` x the prior: near-identical shots of one view say nothing about its other views."""
         if self.config.distance_threshold is not None or prior is None:
             return float(dist)
         return max(GATE_FLOOR * float(prior), memory_distance(memory, prior))

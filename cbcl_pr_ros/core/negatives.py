@@ -6,8 +6,9 @@ keeps at most ``capacity`` transformed feature vectors of it (a uniform reservoi
 ever offered, seeded), never images.  From the first one, the gate vetoes a class wherever a stored
 negative is nearly as near as the class (:data:`VETO`, :meth:`.open_set.DistanceGate.ratios`): what
 was seen beside a taught object is never given its name.  With enough of them each class also gets
-its own acceptance radius (:func:`class_radii`): the ``quantile`` of the distances from the class's nearest centroid to the
-stored negatives, times ``margin``, capped by the global radius ``factor * D_gate``.  A class that
+its own acceptance radius (:func:`class_radii`): the ``quantile`` of the distances from the class's
+nearest centroid to the stored negatives, times ``margin``, capped by the global radius
+``factor * D_gate``.  A class that
 sits among many look-alikes gets a tight radius; one far from everything seen keeps the global one.
 
 Measured on real RGB-D crops (docs/core.md "Open set", bench/bench_first_shot.py): one shot, the
