@@ -5,7 +5,9 @@ A learner of one data set (Fashion-MNIST or the rendered objects) is taught 2 cl
 the taught classes' test images accepted as known, and of *another* data set's test images rejected.
 ``negatives``: the gate is given ``--negatives`` images of the other data set's *train* split first
 (:meth:`CBCLPRLearner.add_negatives`), so the rejected test images are other images than the ones
-it saw ("none": no negatives, the gate of ``1.3 D_gate`` alone).  Also the confidence: ECE of the best
+it saw ("none": no negatives, the gate of ``1.3 D_gate`` alone).  ``--negatives-from real``: the
+negatives come from a third data set instead, the ones a robot has: crops of real tables
+(``bench_first_shot.py``'s cache of the real RGB-D set's masked object crops and jittered copies).  Also the confidence: ECE of the best
 class's confidence on the taught classes' test images, and with T = 1 where no held-out shot exists
 yet (what a one-shot learner answered before issue 20).
 
@@ -48,11 +50,13 @@ def load(data_root: str, cache: str) -> dict:
     return out
 
 
-def run(fs, other, shots: int, seed: int, negatives: int, overrides: dict | None = None) -> dict:
+def run(fs, other, shots: int, seed: int, negatives: int, overrides: dict | None = None,
+        pool: np.ndarray | None = None) -> dict:
     rng = np.random.default_rng([seed, 99])
     learner = CBCLPRLearner(LearnerConfig(seed=seed, **(overrides or {})), "efficientnet_lite0", fs.dim)
+    pool = other.train_x if pool is None else pool
     if negatives:
-        learner.add_negatives(other.train_x[rng.choice(len(other.train_x), negatives, replace=False)])
+        learner.add_negatives(pool[rng.choice(len(pool), min(negatives, len(pool)), replace=False)])
     rows, seen = [], []
     for step in few_shot_incremental(fs.train_y, 2, shots, seed).steps:
         learner.teach_increment({str(c): fs.train_x[i] for c, i in step.train_indices.items()})
@@ -85,17 +89,27 @@ def main() -> None:
     ap.add_argument("--out", default=str(out_path("gate_sets.json")))
     ap.add_argument("--learner", nargs="*", default=[], metavar="KEY=VALUE",
                     help="LearnerConfig overrides, e.g. negative_rank=6")
+    ap.add_argument("--negatives-from", choices=("other", "real"), default="other",
+                    help="other: the other set's train images; real: crops of real tables (a third set)")
+    ap.add_argument("--real-cache", default="cache/real_first_shot.pkl", help="bench_first_shot.py's feature cache")
     args = ap.parse_args()
+    pool = None
+    if args.negatives_from == "real":
+        import pickle
+
+        frames = pickle.loads(Path(args.real_cache).read_bytes())
+        pool = np.concatenate([np.concatenate([f["obj"], f["jit"].reshape(-1, f["obj"].shape[1])]) for f in frames])
     over = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.learner)}
     t0, load0 = time.perf_counter(), os.getloadavg()
     sets = load(args.data_root, args.cache_dir)
     res: dict = {"benchmark": "bench_gate_sets", "machine": machine_info(), "loadavg_before": [round(v, 2) for v in load0],
-                 "seeds": args.seeds, "negatives": args.negatives, "learner_overrides": over, "results": {}}
+                 "seeds": args.seeds, "negatives": args.negatives, "negatives_from": args.negatives_from,
+                 "learner_overrides": over, "results": {}}
     for name in SETS:
         other = sets[[n for n in SETS if n != name][0]]
         for shots in (int(s) for s in args.shots.split(",")):
             for neg in (0, args.negatives):
-                runs = [run(sets[name], other, shots, seed, neg, over) for seed in range(args.seeds)]
+                runs = [run(sets[name], other, shots, seed, neg, over, pool) for seed in range(args.seeds)]
                 key = f"{name}/{shots}_shot/" + ("negatives" if neg else "none")
                 res["results"][key] = {part: {k: round(float(np.mean([r[part][k] for r in runs])), 3) for k in runs[0][part]}
                                        for part in ("first", "mean", "last")}

@@ -49,8 +49,9 @@ from .classifiers.vote import fit_weighted_vote
 from .clustering import COVARIANCE_MODES
 from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
 from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
-from .negatives import MAX_NEGATIVES, MIN_NEGATIVES, NegativeStore, class_radii
-from .open_set import OPEN_SET_MODES, DistanceGate
+from .negatives import (MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, SAME_OBJECT, VETO, NegativeStore,
+                        class_radii)
+from .open_set import OPEN_SET_MODES, DistanceGate, inside_probability
 from .persistence import MAX_COUNTER, LearnerState, filled_provenance, load_state, save_state
 from .provenance import Contribution, check_robot_name, new_contribution, united
 from .rehearsal import REHEARSAL_MODES
@@ -66,9 +67,12 @@ __all__ = ["CLASSIFIERS", "ROBOT_SETTINGS", "LearnerConfig", "TeachResult", "Pre
            "save_learner", "load_learner"]
 
 _log = logging.getLogger(__name__)
-# a stored negative closer than this many D_gate to a newly taught shot is dropped: it was most
-# likely the very object, seen before it was taught
+# a stored negative closer than this many D_gate to a newly taught shot (or an offered one this close
+# to a taught class) is dropped: it was most likely the very object; and no negative narrows a
+# class's radius below this many D_gate, so a class always stays teachable
 NEAR_NEGATIVE = 0.5
+# the open-set gate's D never falls below this share of the backbone's prior, however alike the shots
+GATE_FLOOR = 0.9
 
 CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
 # config keys older memory files carry that no longer mean anything (torch_threads: fit_threads governs
@@ -276,7 +280,11 @@ class Prediction:
 
     ``label`` is "" when the vector is judged unknown (or nothing is taught yet); ``nearest_label``
     is the classifier's best class regardless; ``distance`` is the distance to the nearest centroid
-    of that class (nan when the distance gate is off).
+    of that class (nan when the distance gate is off).  ``confidence`` is how sure the answer is that
+    the vector is ``nearest_label``: the class's probability times the distance gate's probability of
+    being inside (:func:`.open_set.inside_probability`), so it is below 0.5 whenever the gate says
+    unknown, also with a single class taught; ``top_scores`` are scaled the same way (the first is
+    ``confidence``), so scores fused over frames mean the same.
     """
 
     label: str
@@ -485,17 +493,26 @@ class CBCLPRLearner:
         """Offer feature vectors of things that are *not* any taught class (other objects of a teaching
         frame, background crops) to the bounded negatives store (:mod:`.negatives`); the gate's
         per-class radii are refreshed (a new model version).  Returns how many vectors the store holds.
-        No images are kept: vectors only, at most ``config.negatives_capacity``.  ``away_from``: a
-        teach's shots; offered vectors within ``NEAR_NEGATIVE`` D of one are dropped, as :meth:`teach`
-        drops stored ones near new shots: they are the taught object itself from a like view."""
+        No images are kept: vectors only, at most ``config.negatives_capacity``; any count is used,
+        from one.  Offered vectors within ``NEAR_NEGATIVE`` D of a taught class's centroid or of a
+        row of ``away_from`` (a teach's shots) are dropped, as :meth:`teach` drops stored ones near
+        new shots: they are the taught object itself; a vector within ``SAME_OBJECT`` D of one kept
+        is a copy (a still object in several frames) and counts once.  More than ``MAX_OFFERED``
+        rows, NaN/inf or values no stored vector can hold are refused and change nothing."""
         x = self.transform(check_features(features, self.feature_dim, name="negative features"))
+        if len(x) > MAX_OFFERED:
+            raise ValueError(f"{len(x)} negative vectors in one call; the most is {MAX_OFFERED}")
+        if not np.all(np.abs(x) < np.finfo(np.float16).max):
+            raise ValueError("negative features hold values too large to store (float16): refused")
         with self._write_lock:
+            dist = self._served_gate_distance(self.distance_prior_, self.distance_threshold_ or 0.0)
+            away = [c.astype(np.float64) for c in self._served.gate.centroids] if self._served.gate else []
             if away_from is not None and len(away_from):
-                shots = self.transform(check_features(away_from, self.feature_dim, name="shots"))
-                dist = self._served_gate_distance(self.distance_prior_, self.distance_threshold_ or 0.0)
-                radius = NEAR_NEGATIVE * dist
-                x = NegativeStore(np.asarray(x, np.float16), len(x)).without_near(shots, radius).vectors
-            store = self.negatives_.with_added(x, self.config.seed)
+                away.append(self.transform(check_features(away_from, self.feature_dim, name="shots")))
+            if away:
+                x = NegativeStore(np.asarray(x, np.float16), len(x)).without_near(
+                    np.concatenate(away), NEAR_NEGATIVE * dist).vectors
+            store = self.negatives_.with_added(x, self.config.seed, SAME_OBJECT * dist)
             served = self._served
             if served.gate is not None:
                 gate = self._gate(self._memory, served.gate.distance_threshold, store)
@@ -604,17 +621,21 @@ class CBCLPRLearner:
         cfg = self.config
         known = np.ones(len(x), dtype=bool)
         dist = np.full(len(x), np.nan)
-        if cfg.open_set == "distance" and served.gate is not None:
-            dist = served.gate.distances(x, best)
-            known &= dist < served.gate.radii(best)
+        inside = np.ones(len(x))
         if cfg.open_set in ("distance", "confidence") and cfg.min_confidence > 0:
             known &= conf >= cfg.min_confidence
+        if cfg.open_set == "distance" and served.gate is not None:
+            dist = served.gate.distances(x, best)
+            ratio = served.gate.ratios(x, best, dist)
+            known &= ratio < 1.0
+            inside = inside_probability(ratio)  # sure of a class only as far as inside the gate
+        conf = conf * inside
         out = []
         for i in range(len(x)):
             name = served.classes[best[i]]
             out.append(Prediction(
                 name if known[i] else "", float(conf[i]), bool(known[i]),
-                tuple(served.classes[j] for j in top[i]), tuple(float(scores[i, j]) for j in top[i]),
+                tuple(served.classes[j] for j in top[i]), tuple(float(scores[i, j] * inside[i]) for j in top[i]),
                 name, float(dist[i]),
             ))
         return out
@@ -699,9 +720,12 @@ class CBCLPRLearner:
             merged, report = merge_states(self.to_state(), other)
             if report.unchanged:
                 return report
-            # this robot's negatives stay (another memory's classes may be among them: the quantile
-            # radius tolerates a few)
-            merged = dataclasses.replace(merged, negatives=self.negatives_)
+            # this robot's negatives stay, but those on a centroid of the merged classes: another
+            # robot taught what this one saw untaught (as a teach drops them near its new shots)
+            cents = [cc.means for _, cc in merged.memory.items()]
+            near = NEAR_NEGATIVE * self._served_gate_distance(self.distance_prior_, self.distance_threshold_ or 0.0)
+            kept = self.negatives_.without_near(np.concatenate(cents), near) if cents else self.negatives_
+            merged = dataclasses.replace(merged, negatives=kept)
             new = type(self).from_state(merged, model_version=min(self._served.model_version + 1, MAX_COUNTER))
             self._adopt(new)
         _log.info("merged: %s; model v%d", report.summary(), self._served.model_version)
@@ -790,10 +814,11 @@ class CBCLPRLearner:
         return dataclasses.replace(served, head=served.head.with_temperature(t)), (t, w, pool)
 
     def _gate_distance(self, memory: ClusterMemory, dist: float, prior: float | None) -> float:
-        """The open-set gate's D: the given D, or the prior refined by the memory's spread."""
+        """The open-set gate's D: the given D, or the prior refined by the memory's spread, never below
+        ``GATE_FLOOR`` x the prior: near-identical shots of one view say nothing about its other views."""
         if self.config.distance_threshold is not None or prior is None:
             return float(dist)
-        return memory_distance(memory, prior)
+        return max(GATE_FLOOR * float(prior), memory_distance(memory, prior))
 
     def _gate(self, memory: ClusterMemory, gate_distance: float, negatives: NegativeStore) -> DistanceGate:
         """The distance gate, with per-class radii where the negatives tighten them."""
@@ -803,8 +828,9 @@ class CBCLPRLearner:
         if len(negatives) < MIN_NEGATIVES:
             return gate
         radii = class_radii(cents, negatives, gate.radius, cfg.negative_quantile, cfg.negative_margin,
-                            rank=cfg.negative_rank)
-        return dataclasses.replace(gate, class_radii=radii)
+                            rank=cfg.negative_rank, floor=NEAR_NEGATIVE * gate_distance)
+        return dataclasses.replace(gate, class_radii=radii, negatives=negatives.vectors.astype(np.float32),
+                                   veto=VETO)
 
     def _served_gate_distance(self, prior: float | None, dist: float) -> float:
         """The served gate's D (the prior or D before the first teach)."""

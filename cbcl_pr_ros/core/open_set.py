@@ -26,21 +26,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["OPEN_SET_MODES", "DistanceGate", "class_spreads", "expected_calibration_error"]
+__all__ = ["OPEN_SET_MODES", "DistanceGate", "class_spreads", "expected_calibration_error", "inside_probability"]
 
 OPEN_SET_MODES = ("distance", "confidence", "none")
+# how soft the gate's confidence is (:func:`inside_probability`), in units of a class's radius
+GATE_SOFTNESS = 0.1
 
 
 @dataclass(frozen=True)
 class DistanceGate:
     """Per-class centroids (index = class index) and the radius ``factor * distance_threshold``;
     ``class_radii`` (one per class, each <= ``radius``) where negatives tightened it
-    (:mod:`.negatives`)."""
+    (:mod:`.negatives`); ``negatives`` (m, d), when given, veto: a vector is known only where its
+    class's nearest centroid is closer than ``veto`` times its nearest negative."""
 
     centroids: tuple[np.ndarray, ...]
     distance_threshold: float
     factor: float
     class_radii: np.ndarray | None = None
+    negatives: np.ndarray | None = None
+    veto: float = 1.0
 
     @property
     def radius(self) -> float:
@@ -61,8 +66,30 @@ class DistanceGate:
             out[i] = np.sqrt(((cent - x) ** 2).sum(axis=1).min())
         return out
 
+    def ratios(self, features: np.ndarray, predicted: np.ndarray, distances: np.ndarray | None = None) -> np.ndarray:
+        """How far out each row lies: its distance over the nearest bound of its predicted class (the
+        class's radius, and ``veto`` times its distance to the nearest negative); known iff < 1."""
+        d = self.distances(features, predicted) if distances is None else np.asarray(distances, np.float64)
+        r = d / self.radii(predicted)
+        if self.negatives is not None and len(self.negatives):
+            x = np.asarray(features, np.float64)
+            neg = np.asarray(self.negatives, np.float64)
+            d2 = (x * x).sum(1)[:, None] + (neg * neg).sum(1)[None, :] - 2.0 * x @ neg.T
+            near = np.sqrt(np.maximum(d2.min(axis=1), 0.0))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                r = np.maximum(r, np.where(d > 0, d / (self.veto * near), 0.0))
+        return r
+
     def known(self, features: np.ndarray, predicted: np.ndarray) -> np.ndarray:
-        return self.distances(features, predicted) < self.radii(predicted)
+        return self.ratios(features, predicted) < 1.0
+
+
+def inside_probability(ratio: np.ndarray) -> np.ndarray:
+    """How sure the gate is that a vector at ``ratio`` (:meth:`DistanceGate.ratios`) belongs to its
+    class: 0.5 on the boundary, rising to 1 at a centroid and falling outside,
+    ``1 / (1 + exp((ratio - 1) / GATE_SOFTNESS))``."""
+    z = np.clip((np.asarray(ratio, np.float64) - 1.0) / GATE_SOFTNESS, -50.0, 50.0)
+    return 1.0 / (1.0 + np.exp(z))
 
 
 def class_spreads(memory, fallback: float) -> np.ndarray:

@@ -637,5 +637,7 @@ class LearnerController:
         k = int(top_k) if top_k and top_k > 0 else 5
         preds, version = lrn.predict_versioned(feats, top_k=max(1, min(k, len(lrn.classes_))))
         p = preds[0]
-        what = f"'{p.label}'" if p.known and p.label else "unknown object"
+        # an unknown answer names its nearest class as a guess; its confidence is below 0.5 (docs/core.md)
+        what = (f"'{p.label}'" if p.known and p.label
+                else f"unknown object, perhaps '{p.nearest_label}'" if p.nearest_label else "unknown object")
         return ClassifyOutcome(True, f"{what} ({p.confidence:.2f})", list(preds), int(version))

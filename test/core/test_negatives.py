@@ -12,7 +12,7 @@ import pytest
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 from cbcl_pr_ros.core.calibration import prior_temperature
-from cbcl_pr_ros.core.negatives import MIN_NEGATIVES, NegativeStore, class_radii
+from cbcl_pr_ros.core.negatives import MAX_OFFERED, NegativeStore, class_radii
 from cbcl_pr_ros.core.persistence import CorruptMemoryFileError, LearnerState, state_from_bytes, state_to_bytes
 
 DIM = 32
@@ -55,17 +55,70 @@ def test_negatives_of_a_look_alike_tighten_only_its_neighbour():
     assert np.mean([p.known and p.label == "taught" for p in after_taught]) >= 0.9
 
 
-def test_too_few_negatives_change_nothing_and_bad_input_is_refused():
+def test_one_negative_already_bounds_a_class_and_bad_input_is_refused():
     rng, taught, alike, far, draw = _scene(1)
     learner = _learner()
-    learner.teach_increment({"taught": draw(taught, 2)})
-    learner.add_negatives(draw(alike, MIN_NEGATIVES - 1))
-    assert learner._served.gate.class_radii is None
+    shots = draw(taught, 2)
+    learner.teach_increment({"taught": shots})
+    other = draw(alike, 1)
+    assert learner.predict(other)[0].known  # inside the global radius before
+    assert learner.add_negatives(other) == 1
+    assert not learner.predict(other)[0].known  # the very thing seen beside it is not it
+    assert all(p.known and p.label == "taught" for p in learner.predict(shots))
     state = learner.negatives_
-    for bad in (np.full((2, DIM), np.nan), np.zeros((2, DIM + 1)), "x"):
+    for bad in (np.full((2, DIM), np.nan), np.zeros((2, DIM + 1)), "x", np.zeros((0, DIM)),
+                np.full((1, DIM), 1e6), np.zeros((MAX_OFFERED + 1, DIM))):
         with pytest.raises((ValueError, TypeError)):
             learner.add_negatives(bad)
     assert learner.negatives_ is state
+
+
+def test_copies_of_one_object_count_once():
+    rng, taught, alike, far, draw = _scene(7)
+    learner = _learner()
+    learner.teach_increment({"taught": draw(taught, 2)})
+    one = draw(alike, 1)
+    copies = one + rng.normal(0.0, 1e-3, (40, DIM)).astype(np.float32)  # one still object, 40 frames
+    assert learner.add_negatives(copies) == 1
+    assert learner.add_negatives(copies[:5]) == 1 and learner.negatives_.offered == 1
+    assert learner.add_negatives(draw(far, 3)) == 4  # other objects are kept
+
+
+def test_a_crowded_frame_is_kept_within_capacity():
+    rng, taught, alike, far, draw = _scene(8)
+    learner = _learner(negatives_capacity=32)
+    learner.teach_increment({"taught": draw(taught, 2)})
+    others = rng.normal(0.0, 1.0, (50, DIM)).astype(np.float32) * 4.0  # 50 other objects
+    assert learner.add_negatives(others) == 32 and learner.negatives_.offered == 50
+    assert all(p.known and p.label == "taught" for p in learner.predict(draw(taught, 20)))
+
+
+def test_the_taught_object_as_a_negative_never_makes_its_class_unteachable():
+    """The person's hand moved the object: it shows up among the other objects of its own teach."""
+    rng, taught, alike, far, draw = _scene(9)
+    learner = _learner()
+    shots = draw(taught, 2)
+    learner.teach_increment({"taught": shots})
+    itself = shots + rng.normal(0.0, 0.05, shots.shape).astype(np.float32)
+    assert learner.add_negatives(itself, away_from=shots) == 0  # dropped: the object itself
+    assert learner.add_negatives(itself) == 0  # near a taught centroid: dropped without away_from too
+    assert np.mean([p.known for p in learner.predict(draw(taught, 100))]) >= 0.9
+    # a negative just beyond the rule's reach narrows the class, it does not empty it
+    beside = shots[:1] + 0.6 * 3.0 * np.eye(DIM, dtype=np.float32)[:1]
+    assert learner.add_negatives(beside) == 1
+    assert learner._served.gate.class_radii[0] >= 0.5 * 3.0 - 1e-9
+    assert all(p.known and p.label == "taught" for p in learner.predict(shots))
+
+
+def test_an_unknown_answer_is_never_sure():
+    rng, taught, alike, far, draw = _scene(10)
+    learner = _learner()
+    learner.teach_increment({"taught": draw(taught, 2)})  # one class: its softmax is 1 everywhere
+    stranger = learner.predict(draw(far, 20))
+    assert not any(p.known for p in stranger)
+    assert max(p.confidence for p in stranger) < 0.5
+    own = learner.predict(draw(taught, 20))
+    assert all(p.known for p in own) and min(p.confidence for p in own) > 0.5
 
 
 def test_store_is_a_bounded_uniform_sample():

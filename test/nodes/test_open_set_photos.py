@@ -37,6 +37,8 @@ def test_unrelated_images_are_unknown(taught) -> None:
     coins = np.repeat(skdata.coins()[:, :, None], 3, axis=2)
     for p in learner.predict(backbone.extract([grey, astronaut, coins])):
         assert not p.known and p.label == "", p
-        # a margin beyond the gate's radius (measured: 1.03-1.38 against a radius of 0.78 in the
-        # Tukey/L2 space, where no two non-negative unit vectors are farther apart than sqrt(2))
-        assert p.distance > 1.25 * learner._served.gate.radius
+        # a margin beyond the gate's radius (measured: 1.03-1.38 against a radius of 0.90 in the
+        # Tukey/L2 space, where no two non-negative unit vectors are farther apart than sqrt(2); the
+        # gate's D never falls below 0.9 x the backbone's prior, however alike the taught views are)
+        assert p.distance > 1.1 * learner._served.gate.radius
+        assert p.confidence < 0.5  # an unknown answer is never sure

@@ -78,8 +78,12 @@ function setConnection(on) {
 }
 
 // ------------------------------------------------------------------ picture and boxes
+// below this confidence a known object's name is written as a guess ("mug?"): near the edge of the
+// class's region (docs/core.md "Open set")
+const UNSURE = 0.6;
+
 function caption(o) {
-  if (o.known && o.label) return `${o.label} ${o.confidence.toFixed(2)}`;
+  if (o.known && o.label) return `${o.label}${o.confidence < UNSURE ? "?" : ""} ${o.confidence.toFixed(2)}`;
   return "What is this?";
 }
 
