@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -115,12 +116,20 @@ class BlendedSnapshot:
         return softmax(self.frame_logits(features) / self.temperature)
 
     def with_temperature(self, temperature: float) -> "BlendedSnapshot":
-        return BlendedSnapshot(self.kind, self.classes, self.weight, self.bias, self.means, self.low_rank,
-                               float(temperature))
+        return self._sharing(temperature=float(temperature))
 
     def renamed(self, classes: tuple[str, ...]) -> "BlendedSnapshot":
-        return BlendedSnapshot(self.kind, classes, self.weight, self.bias, self.means, self.low_rank,
-                               self.temperature)
+        if len(classes) != len(self.classes):
+            raise ValueError(f"{len(classes)} names for {len(self.classes)} classes")
+        return self._sharing(classes=tuple(classes))
+
+    def _sharing(self, **changes: Any) -> "BlendedSnapshot":
+        """A copy with ``changes`` that shares the stacked rows (stacking them again cost 0.2-0.8 s of
+        a teach with 1000 classes known)."""
+        new = object.__new__(BlendedSnapshot)
+        for name, value in {**self.__dict__, **changes}.items():
+            object.__setattr__(new, name, value)
+        return new
 
 
 def fit_blended_head(memory: ClusterMemory, shrinkage: float = 0.5, blend: float = 1.0,
