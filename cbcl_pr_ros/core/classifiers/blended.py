@@ -181,6 +181,26 @@ class HeadSolve:
     w: np.ndarray
     means: np.ndarray
 
+    def column_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(R,) ``U_c^T w_c`` per column of ``u`` and (C, r, r) every ``gram[c]`` padded to the largest
+        rank: the same for every calibration fold, so computed once (per fold they were an (R, d)
+        gather and a loop over the classes: most of a fold's time with 1000 classes)."""
+        cached = self.__dict__.get("_column_terms")
+        if cached is None:
+            ranks = np.diff(self.bounds)
+            owner = np.repeat(np.arange(len(ranks)), ranks)
+            uw = np.zeros(self.u.shape[1])
+            for lo in range(0, len(owner), 512):  # a few hundred columns at a time: no (R, d) copy
+                hi = min(len(owner), lo + 512)
+                uw[lo:hi] = np.einsum("dr,rd->r", self.u[:, lo:hi], self.w[owner[lo:hi]])
+            r = int(ranks.max(initial=0))
+            g = np.zeros((len(ranks), r, r))
+            for e in np.flatnonzero(ranks):
+                g[e, :ranks[e], :ranks[e]] = self.gram[e]
+            cached = (uw, g)
+            object.__setattr__(self, "_column_terms", cached)
+        return cached
+
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         """``A^{-1} rhs`` (float64) for a (d, k) ``rhs``: two triangular solves on the stored factor,
         in ``SOLVE_DTYPE``."""
@@ -261,9 +281,11 @@ def fold_logits(solve: HeadSolve, moments: PooledMoments, shrinkage: float, blen
     av, w[ks], z = sol[:, :k], sol[:, k:k + len(ks)].T, sol[:, k + len(ks):].T
     scale = (1.0 - shrinkage) / c
     minv = None
+    shift = None  # (k, C): w_c moved by -AV shift[:, c]
     if scale > 0 and k:  # A_f^{-1} y = A^{-1} y - AV M^{-1} AV^T y,  M = (scale J)^{-1} + V^T A^{-1} V
         minv = np.linalg.inv(np.diag(sign / scale) + v.T @ av)
-        w -= (av @ (minv @ (av.T @ means.T))).T
+        shift = minv @ (av.T @ means.T)
+        w -= (av @ shift).T
         z -= (av @ (minv @ (av.T @ x.T))).T
     out = x @ w.T - 0.5 * np.einsum("cd,cd->c", w, means)
     if blend <= 0:
@@ -279,13 +301,17 @@ def fold_logits(solve: HeadSolve, moments: PooledMoments, shrinkage: float, blen
         mask = np.arange(r)[None, :] < ranks[:, None]
         idx = np.where(mask, idx, 0)
         owner = np.repeat(np.arange(c), np.diff(bounds))
-        p_flat = solve.u.T @ z.T - np.einsum("dr,rd->r", solve.u, w[owner])[:, None]  # U_c^T (z - w_c)
+        # U_c^T w_c from the served fit's (kept on the solve: the same for every fold) and the low-rank
+        # shift (the replaced classes' columns are masked out below)
+        uw, g_all = solve.column_terms()
+        uav = av.T @ solve.u  # (k, R)
+        if shift is not None:
+            uw = uw - np.einsum("kr,kr->r", uav, shift[:, owner])
+        p_flat = solve.u.T @ z.T - uw[:, None]  # U_c^T (z - w_c)
         p = p_flat[idx] * mask[..., None]
-        g = np.zeros((c, r, r))
-        for e in np.flatnonzero(ranks):
-            g[e, :ranks[e], :ranks[e]] = solve.gram[e]
+        g = g_all[:, :r, :r] * (mask[:, :, None] & mask[:, None, :])
         if minv is not None:
-            q = (av.T @ solve.u)[:, idx] * mask[None]  # (k, C, r)
+            q = uav[:, idx] * mask[None]  # (k, C, r)
             g -= np.einsum("kcr,kl,lcs->crs", q, minv, q)
         t = np.linalg.solve(np.linalg.cholesky(g + np.eye(r)), p)
         out += 0.5 * np.einsum("crn,crn->nc", t, t)
