@@ -14,7 +14,10 @@ Each stream run (``--modes`` x ``--known`` x ``--objects``, ``--repeats`` times)
 ``known`` classes are in the learner's memory file before it starts (real EfficientNet vectors of
 four photos, each class shifted by its own offset, learned by the core learner with the shipped
 config); ``--known 0`` starts empty, the first teach then makes the first class. ``--objects``
-adds a 16UC1 depth image and CameraInfo of a table with 6 boxes, so the per-object path runs.
+adds a 16UC1 depth image and CameraInfo of a table with 6 boxes, so the per-object path runs (with
+``--objects-known`` classes known, 100 by default; 1000 is a large household). ``--busy off,on``
+runs every configuration quiet and with another process keeping one core busy, interleaved (keys
+ending in ``/busy``).
 Before the streams, the same stages are timed in this process on one thread (``stage_costs``) and
 TeachClass with 100 known is timed through the service (5 feature vectors; 5 images).
 
@@ -30,10 +33,13 @@ test/nodes/test_pipeline_guard.py; ``--write-baseline`` records one).
     python -P bench/bench_pipeline.py --short --write-baseline          # record the CI baseline here
     PATH=$PATH:<py-spy dir> python -P bench/bench_pipeline.py --profile-dir /tmp/spy ...  # py-spy samples
     python -P bench/bench_pipeline.py --modes learner_rate              # the learner alone
+    python -P bench/bench_pipeline.py --modes separate --known 100 --objects off,on --objects-known 100,1000 \
+        --busy off,on --repeats 3                                       # quiet vs one core taken
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -47,6 +53,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -649,6 +656,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="separate (two processes), one_process (teaching_session), learner_rate")
     ap.add_argument("--known", default="0,100", help="classes known when the stream starts, comma separated")
     ap.add_argument("--objects", default="off,on", help="per-object path: off, on or off,on (on runs with 100 known)")
+    ap.add_argument("--objects-known", default="100", help="classes known in the per-object runs, comma separated "
+                                                           "(e.g. 100,1000)")
+    ap.add_argument("--busy", default="off", help="off, on or off,on: runs with another process keeping one core "
+                                                  "busy (on), quiet (off) or both, interleaved")
     ap.add_argument("--teach-every", type=float, default=10.0, help="one TeachClass from the stream every N s (0: none)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--config", default=str(CONFIG), help="the nodes' YAML (default: the shipped one)")
@@ -675,6 +686,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_baseline and args.baseline:
         Path(args.baseline).write_text(json.dumps(result, indent=2) + "\n")
     return 0
+
+
+@contextlib.contextmanager
+def competing_process(on: bool) -> Iterator[None]:
+    """While the body runs, another process keeps one core busy (``--busy on``): a robot's computer
+    is never quiet. Nothing when ``on`` is false."""
+    if not on:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # it is running before the stream starts
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def run(args: argparse.Namespace, config: Path) -> dict[str, Any]:
@@ -712,19 +739,22 @@ def run(args: argparse.Namespace, config: Path) -> dict[str, Any]:
         out["learner_rate"] = run_learner_rate(args.seconds, args.rate, Path(tmp) / "learner_rate", config)
     configs = [(m, int(k), False) for m in modes if m != "learner_rate" for k in args.known.split(",") if k]
     if "on" in args.objects.split(","):
-        configs += [(m, 100, True) for m in modes if m != "learner_rate"]
+        configs += [(m, int(k), True) for m in modes if m != "learner_rate" for k in args.objects_known.split(",") if k]
     if "off" not in args.objects.split(","):
         configs = [c for c in configs if c[2]]
+    loads = [b == "on" for b in args.busy.split(",") if b in ("off", "on")] or [False]
     for rep in range(args.repeats):  # repeats interleaved, so a burst of load hits every configuration
-        for mode, known, objects in configs:
-            key = f"{mode}/known_{known}" + ("/objects" if objects else "")
+        for (mode, known, objects), busy in ((c, b) for c in configs for b in loads):  # quiet and busy side by side
+            key = f"{mode}/known_{known}" + ("/objects" if objects else "") + ("/busy" if busy else "")
             wd = Path(tmp) / f"{key.replace('/', '_')}_{rep}"
             if known and known not in memories:
                 memories[known] = save_learner(taught_learner(config, base, known), tmp / f"memory_{known}.safetensors")
             memory = memories.get(known)
-            r = run_stream(mode, known, objects, args.seconds, args.rate, args.teach_every, wd, config, base, memory,
-                           time_teach=(rep == 0 and known == 100 and not objects and not args.short),
-                           profile_dir=Path(args.profile_dir) if args.profile_dir else None)
+            with competing_process(busy):
+                r = run_stream(mode, known, objects, args.seconds, args.rate, args.teach_every, wd, config, base, memory,
+                               time_teach=(rep == 0 and known == 100 and not objects and not busy and not args.short),
+                               profile_dir=Path(args.profile_dir) if args.profile_dir else None)
+            r["busy"] = busy
             runs.setdefault(key, []).append(r)
             st = r.get("stream", {})
             print(f"[{key} #{rep + 1}] {st.get('sustained_prediction_rate_hz')} Hz, drop {st.get('drop_fraction')}, "

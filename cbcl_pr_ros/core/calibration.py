@@ -144,7 +144,7 @@ def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shri
     a fold costs a few solves instead of a ``d x d`` Cholesky and one solve per class (a 5-shot teach
     with 100 classes known took 1.4 s, most of it here).  Diagonal-covariance memories refit each fold.
     """
-    from .classifiers.blended import _sub_add, fit_blended_head_factor, fold_logits
+    from .classifiers.blended import _sub_add_many, fit_blended_head_factor, fold_logits
     from .classifiers.gaussian import ClassMoment, PooledMoments
     from .clustering import ClassClusters
 
@@ -169,7 +169,7 @@ def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shri
             within = np.array(moments.within_sum)
             for k, m in new.items():
                 per[k] = m
-                _sub_add(within, moments.per_class[k], m)
+            _sub_add_many(within, [(moments.per_class[k], m) for k, m in new.items()])
             snap, _ = fit_blended_head_factor(memory, shrinkage, blend,
                                               PooledMoments(memory.classes, tuple(per), within), shared=shared)
             logits = snap.logits(x)

@@ -55,7 +55,7 @@ from .open_set import OPEN_SET_MODES, DistanceGate, inside_probability
 from .persistence import MAX_COUNTER, LearnerState, filled_provenance, load_state, save_state
 from .provenance import Contribution, check_robot_name, new_contribution, united
 from .rehearsal import REHEARSAL_MODES
-from .threads import fit_threads
+from .threads import fit_threads, frame_threads
 from .transform import TRANSFORMS, FeatureTransform
 from .validation import UnknownClassError, check_features, check_label
 from .view_spread import ViewSpread
@@ -601,7 +601,8 @@ class CBCLPRLearner:
         x = self.transform(check_features(features, self.feature_dim))
         if served.head is None:
             return np.zeros((len(x), 0)), served.classes
-        return served.head.scores(x), served.classes
+        with frame_threads():  # a few vectors: a second BLAS thread would only wait on a busy machine
+            return served.head.scores(x), served.classes
 
     def predict(self, features: np.ndarray, top_k: int = 5) -> list[Prediction]:
         """Label (or "" for unknown), confidence and the top-k classes of each vector."""
@@ -613,22 +614,23 @@ class CBCLPRLearner:
         x = self.transform(check_features(features, self.feature_dim))
         if served.head is None:
             return [Prediction("", 0.0, False, (), ()) for _ in range(len(x))]
-        scores = served.head.scores(x)
-        k = min(int(top_k), scores.shape[1])
-        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-        best = top[:, 0]
-        conf = scores[np.arange(len(x)), best]
         cfg = self.config
         known = np.ones(len(x), dtype=bool)
         dist = np.full(len(x), np.nan)
         inside = np.ones(len(x))
+        with frame_threads():  # a frame's few vectors: one BLAS thread, whatever the process's setting
+            scores = served.head.scores(x)
+            k = min(int(top_k), scores.shape[1])
+            top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+            best = top[:, 0]
+            conf = scores[np.arange(len(x)), best]
+            if cfg.open_set == "distance" and served.gate is not None:
+                dist = served.gate.distances(x, best)
+                ratio = served.gate.ratios(x, best, dist)
+                known &= ratio < 1.0
+                inside = inside_probability(ratio)  # sure of a class only as far as inside the gate
         if cfg.open_set in ("distance", "confidence") and cfg.min_confidence > 0:
             known &= conf >= cfg.min_confidence
-        if cfg.open_set == "distance" and served.gate is not None:
-            dist = served.gate.distances(x, best)
-            ratio = served.gate.ratios(x, best, dist)
-            known &= ratio < 1.0
-            inside = inside_probability(ratio)  # sure of a class only as far as inside the gate
         conf = conf * inside
         out = []
         for i in range(len(x)):

@@ -35,6 +35,7 @@ from rclpy.qos import ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
 from cbcl_pr_ros.nodes.camera_hint import image_topics, other_topics_hint
+from cbcl_pr_ros.service.backbone_turns import BackboneTurns
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse, ProposalReuse
 from cbcl_pr_ros.msg import FeatureVector, ObjectFeatures
@@ -103,9 +104,11 @@ class FeatureExtractorNode(ManagedNode):
     backbone is loaded (inactive or active): it changes nothing.
     """
 
-    # No callback waits for another (the worker thread does the backbone), so one executor thread
-    # suffices and avoids the multi-threaded executor's GIL churn that lost 30 Hz frames (nodes/spin.py).
-    spin_threads = 1
+    # The camera's subscriptions spin on their own single-threaded executor (``stream_callback_groups``,
+    # nodes/spin.py: a pool's GIL churn lost 30 Hz frames); the service and the timer on a small pool,
+    # so that an extract_features request, which takes its backbone turns between frames, never holds
+    # up the camera's callbacks.
+    spin_threads = 2
 
     def __init__(self, backbone: Any = None, *, node_name: str = "feature_extractor",
                  namespace: str | None = None, **kwargs: Any) -> None:
@@ -116,8 +119,9 @@ class FeatureExtractorNode(ManagedNode):
         self._injected = backbone
         self.backbone: Any = None
         self.limits = RequestLimits.from_params(p)
-        # Shared with an in-process learner (LocalFeatureSource) so both never compete mid-batch.
-        self.backbone_lock = threading.Lock()
+        # Shared with an in-process learner (LocalFeatureSource): stream frames take it first, request
+        # images take it a few at a time between frames (service/backbone_turns.py).
+        self.backbone_lock = BackboneTurns(chunk=2)
         self.compressed = bool(p["compressed"])
         self._msg_type = CompressedImage if self.compressed else Image
         self._cache: FrameBuffer[FeatureVector] = FrameBuffer(capacity=32)
@@ -126,6 +130,7 @@ class FeatureExtractorNode(ManagedNode):
         self._srv_group = MutuallyExclusiveCallbackGroup()
         self._timer_group = MutuallyExclusiveCallbackGroup()
         self._objects_group = MutuallyExclusiveCallbackGroup()
+        self.stream_callback_groups = (self._sub_group, self._objects_group)
         self.image_sub: Any = None
         self.depth_sub: Any = None
         self.info_sub: Any = None
@@ -485,9 +490,8 @@ class FeatureExtractorNode(ManagedNode):
                                 f"cannot be used: {exc}")
                 return resp
             todo.append(i)
-        if rgbs:
-            with self.backbone_lock:
-                feats = backbone.extract(rgbs)
+        if rgbs:  # a few images per turn, camera frames first: the stream keeps its rate during a teach
+            feats = self.backbone_lock.extract(backbone, rgbs)
             for row, i in enumerate(todo):
                 out[i] = make_feature_msg(req.images[i].header, backbone.name,
                                           backbone.preprocessing_id, feats[row])

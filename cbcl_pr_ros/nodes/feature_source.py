@@ -18,6 +18,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from cbcl_pr_ros.service.backbone_turns import BackboneTurns
 from cbcl_pr_ros.nodes.conversions import features_from_msgs
 from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.nodes.service_call import wait_ready
@@ -53,10 +54,11 @@ class LocalFeatureSource:
     """Computes vectors with a backbone object living in this process.
 
     ``lock`` serialises calls when the same backbone also serves the camera stream (ONNX Runtime and
-    torch sessions are thread-safe, but two concurrent batches would only compete for the same cores).
+    torch sessions are thread-safe, but two concurrent batches would only compete for the same cores);
+    the extractor's :class:`~cbcl_pr_ros.service.backbone_turns.BackboneTurns` lets its frames go first.
     """
 
-    def __init__(self, backbone: Any, lock: threading.Lock | None = None) -> None:
+    def __init__(self, backbone: Any, lock: threading.Lock | BackboneTurns | None = None) -> None:
         for attr in ("extract", "name", "preprocessing_id"):
             if not hasattr(backbone, attr):
                 raise TypeError(f"backbone object lacks '{attr}': {type(backbone).__name__}")
@@ -67,8 +69,11 @@ class LocalFeatureSource:
         if len(images) == 0:
             raise FeatureSourceError("no images given")
         rgbs = decode_images(images)
-        with self.lock:
-            feats = np.asarray(self.backbone.extract(rgbs), dtype=np.float32)
+        if isinstance(self.lock, BackboneTurns):  # the camera stream's backbone: its frames go first
+            feats = self.lock.extract(self.backbone, rgbs)
+        else:
+            with self.lock:
+                feats = np.asarray(self.backbone.extract(rgbs), dtype=np.float32)
         return ExtractedFeatures(feats, self.backbone.name, self.backbone.preprocessing_id)
 
 

@@ -15,15 +15,16 @@ sustained, p95 ~160 ms). Separate processes, each with its own GIL, deliver ever
 docs/nodes.md): use them for camera-rate streams.
 
 A node whose callbacks never wait for one another spins on a single-threaded executor
-(``spin_threads = 1`` on its class, the feature extractor). rclpy's MultiThreadedExecutor leaves a
+(``spin_threads = 1`` on its class). rclpy's MultiThreadedExecutor leaves a
 subscription "ready" until a pool thread has taken its message, so its spin thread wakes again and
 again, rebuilding the wait set while holding the GIL, and the pool thread waits for the GIL to take
 it: on a quiet 2-core machine the extractor's camera callback then started 3-5 ms (p50) and 48 ms
 (p95) after the frame's stamp and 20-30 % of 30 Hz frames were overwritten before it was taken;
 single-threaded, 1.4 / 1.8 ms and none lost (bench/results/pipeline.json, docs/nodes.md).
 
-A node that needs a pool for its services (a TeachClass waits in its callback for camera frames) but
-also takes a camera-rate stream names the callback groups of its stream subscriptions in
+A node that needs a pool for its services (a TeachClass waits in its callback for camera frames; an
+extract_features request takes the backbone between camera frames) but also takes a camera-rate
+stream names the callback groups of its stream subscriptions in
 ``stream_callback_groups``: those get a single-threaded executor of their own, and the pool's
 executor leaves them out. Each wake of the stream's executor then builds a wait set of a few
 subscriptions instead of every service, client and timer of the node, and the pool no longer wakes

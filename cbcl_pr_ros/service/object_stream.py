@@ -24,9 +24,12 @@ from cbcl_pr_ros.perception.piece_pairs import join_groups, recognised_joins, un
 from cbcl_pr_ros.service.object_teaching import TrackHistory, TrackViews
 from cbcl_pr_ros.service.stream_negatives import StreamNegatives
 
-__all__ = ["ObjectFrame", "ObjectJoins", "ObjectStream", "STREAMING_WINDOW_S"]
+__all__ = ["ObjectFrame", "ObjectJoins", "ObjectStream", "STREAMING_WINDOW_S", "STREAM_TOP_K"]
 
 STREAMING_WINDOW_S = 2.0  # objects count as streaming while one frame of them came this recently
+#: class scores per object handed to the tracker: the rest of 1000 classes' softmax is noise, and
+#: fusing every class's score over a track's window cost milliseconds per frame in Python
+STREAM_TOP_K = 16
 HOLD_M = 0.02  # a candidate join whose union lies this near one joined in the last frame is the same join
 
 
@@ -127,7 +130,9 @@ class ObjectStream:
         if frame.proposals and controller.classes:
             n, joins = len(frame.proposals), frame.joins
             rows = frame.features if not joins.pairs else np.concatenate([frame.features, joins.features])
-            out = controller.classify(rows, top_k=len(controller.classes))  # pieces and unions in one batch
+            # pieces and unions in one batch; the tracker fuses the best STREAM_TOP_K scores of each (a
+            # class absent from a frame counts 0), so its work per frame does not grow with the household
+            out = controller.classify(rows, top_k=min(len(controller.classes), STREAM_TOP_K))
             if out.success:
                 version, predictions = out.model_version, out.predictions[:n]
                 unions = out.predictions[n:] if joins.pairs else None

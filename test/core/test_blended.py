@@ -220,3 +220,26 @@ def test_nonsense_learner_state_is_refused(rng, tmp_path, bad):
     path.write_bytes(st_save(tensors, metadata={"cbcl_pr": json.dumps(meta)}))
     with pytest.raises(MemoryFileError):
         CBCLPRLearner.load(path)
+
+
+def test_frame_logits_score_each_vectors_best_classes_exactly():
+    """Above PREFILTER_MIN_CLASSES, a frame's scoring computes the own-covariance term of each vector's
+    PREFILTER_CLASSES best classes by the shared part (those logits are exact) and ranks the same best
+    class; at or below it, frame logits are the exact ones."""
+    from cbcl_pr_ros.core.classifiers.blended import PREFILTER_CLASSES, PREFILTER_MIN_CLASSES
+
+    rng = np.random.default_rng(5)
+    n_classes, d = PREFILTER_MIN_CLASSES + 36, 48
+    centres = rng.normal(0, 3, (n_classes, d))
+    shots = {f"k{i}": centres[i] + rng.normal(0, 1, (5, d)) for i in range(n_classes)}
+    snap = fit_blended_head(ClusterMemory(d).with_taught(shots, 6.0))
+    x = centres[:20] + rng.normal(0, 1, (20, d))
+    exact, frame = snap.logits(x), snap.frame_logits(x)
+    np.testing.assert_array_equal(frame.argmax(1), exact.argmax(1))
+    shared = x.astype(np.float32) @ snap.weight.T + snap.bias
+    for i in range(len(x)):
+        best = np.argsort(-shared[i])[:PREFILTER_CLASSES]
+        np.testing.assert_allclose(frame[i, best], exact[i, best], rtol=1e-5)
+        assert not np.allclose(np.delete(frame[i], best), np.delete(exact[i], best))  # the rest estimated
+    small = fit_blended_head(ClusterMemory(d).with_taught(dict(list(shots.items())[:PREFILTER_MIN_CLASSES]), 6.0))
+    np.testing.assert_array_equal(small.frame_logits(x), small.logits(x))

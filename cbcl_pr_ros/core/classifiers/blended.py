@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -36,7 +37,7 @@ from ..memory import ClusterMemory
 from .base import softmax
 from .gaussian import ClassMoment, PooledMoments, pd_cholesky, shrunk_pooled
 
-__all__ = ["BlendedSnapshot", "HeadSolve", "fit_blended_head", "fit_blended_head_factor", "fold_logits",
+__all__ = ["PREFILTER_CLASSES", "PREFILTER_MIN_CLASSES", "BlendedSnapshot", "HeadSolve", "fit_blended_head", "fit_blended_head_factor", "fold_logits",
            "leave_one_out_logits"]
 
 
@@ -59,36 +60,76 @@ class BlendedSnapshot:
     def __post_init__(self) -> None:
         for a in (self.weight, self.bias, self.means, *self.low_rank):
             a.setflags(write=False)
-        # every class's B_c side by side, so that scoring is two matrix products, not a loop over classes
+        # every class's B_c^T stacked row-wise (class c in rows bounds[c]:bounds[c + 1]), so that scoring
+        # is one matrix product for all classes, or a gather of a few classes' rows (:meth:`scores`)
         d = self.weight.shape[1]
-        basis = np.concatenate(self.low_rank, axis=1) if self.low_rank else np.zeros((d, 0), np.float32)
-        owner = np.repeat(np.arange(len(self.low_rank)), [b.shape[1] for b in self.low_rank])
-        offset = np.einsum("dr,rd->r", basis, self.means[owner]) if len(owner) else np.zeros(0, np.float32)
-        sums = np.zeros((len(owner), len(self.low_rank)))
-        sums[np.arange(len(owner)), owner] = 0.5
-        for name, a in (("_basis", basis), ("_offset", offset.astype(np.float32)), ("_sums", sums)):
+        ranks = np.array([b.shape[1] for b in self.low_rank], np.int64)
+        bounds = np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64)
+        rows = (np.concatenate([b.T for b in self.low_rank], axis=0) if int(bounds[-1])
+                else np.zeros((0, d), np.float32))
+        rows = np.ascontiguousarray(rows, np.float32)
+        owner = np.repeat(np.arange(len(ranks)), ranks)
+        offset = np.einsum("rd,rd->r", rows, self.means[owner]) if len(owner) else np.zeros(0, np.float32)
+        for name, a in (("_rows", rows), ("_offset", offset.astype(np.float32)), ("_bounds", bounds)):
             a.setflags(write=False)
             object.__setattr__(self, name, a)
 
     def logits(self, features: np.ndarray) -> np.ndarray:
-        """Uncalibrated logits (temperature not applied)."""
+        """Uncalibrated logits (temperature not applied), every class's own-covariance term exact."""
         x = np.asarray(features, np.float32)
         out = (x @ self.weight.T).astype(np.float64) + self.bias
-        if self._basis.shape[1]:
-            proj = (x @ self._basis - self._offset).astype(np.float64)  # B_c^T (x - m_c), all classes at once
-            out += (proj * proj) @ self._sums
+        if len(self._rows):
+            proj = (x @ self._rows.T - self._offset).astype(np.float64)  # B_c^T (x - m_c), all classes at once
+            out += 0.5 * _segment_sums(proj * proj, self._bounds)
+        return out
+
+    def frame_logits(self, features: np.ndarray) -> np.ndarray:
+        """:meth:`logits` as a frame's scoring computes them: with more than ``PREFILTER_MIN_CLASSES``
+        classes, each vector's own-covariance terms only for its ``PREFILTER_CLASSES`` best classes
+        by the shared part (their ``B_c`` rows gathered), the others keep the shared part alone (a
+        lower bound: the own term is >= 0).  The cost then grows with the classes by one ``C x d``
+        product instead of ``sum_c r_c x d``: 6 vectors against 1000 five-shot classes read about 8 MB
+        instead of 31 MB (docs/core.md "Many classes on a busy machine")."""
+        x = np.asarray(features, np.float32)
+        n, c = len(x), len(self.classes)
+        if c <= PREFILTER_MIN_CLASSES or not len(self._rows) or n == 0:
+            return self.logits(x)
+        out = (x @ self.weight.T).astype(np.float64) + self.bias
+        k = PREFILTER_CLASSES
+        cand = np.argpartition(-out, k - 1, axis=1)[:, :k].ravel()  # (n k,), vector-major
+        lo, lens = self._bounds[cand], self._bounds[cand + 1] - self._bounds[cand]
+        ends = np.cumsum(lens)
+        total = int(ends[-1]) if len(ends) else 0
+        if total == 0:
+            return out
+        rows = np.repeat(lo - (ends - lens), lens) + np.arange(total)  # every candidate's rows, in order
+        vec = np.repeat(np.repeat(np.arange(n), k), lens)  # the vector each gathered row is scored for
+        proj = (self._rows[rows] @ x.T)[np.arange(total), vec] - self._offset[rows]
+        sq = np.concatenate([[0.0], np.cumsum(proj.astype(np.float64) ** 2)])
+        own = 0.5 * (sq[ends] - sq[ends - lens]).reshape(n, k)
+        # the other classes' own terms are not computed: each gets the median of the vector's computed ones
+        out += np.median(own, axis=1, keepdims=True)
+        out[np.repeat(np.arange(n), k), cand] += (own - np.median(own, axis=1, keepdims=True)).ravel()
         return out
 
     def scores(self, features: np.ndarray) -> np.ndarray:
-        return softmax(self.logits(features) / self.temperature)
+        return softmax(self.frame_logits(features) / self.temperature)
 
     def with_temperature(self, temperature: float) -> "BlendedSnapshot":
-        return BlendedSnapshot(self.kind, self.classes, self.weight, self.bias, self.means, self.low_rank,
-                               float(temperature))
+        return self._sharing(temperature=float(temperature))
 
     def renamed(self, classes: tuple[str, ...]) -> "BlendedSnapshot":
-        return BlendedSnapshot(self.kind, classes, self.weight, self.bias, self.means, self.low_rank,
-                               self.temperature)
+        if len(classes) != len(self.classes):
+            raise ValueError(f"{len(classes)} names for {len(self.classes)} classes")
+        return self._sharing(classes=tuple(classes))
+
+    def _sharing(self, **changes: Any) -> "BlendedSnapshot":
+        """A copy with ``changes`` that shares the stacked rows (stacking them again cost 0.2-0.8 s of
+        a teach with 1000 classes known)."""
+        new = object.__new__(BlendedSnapshot)
+        for name, value in {**self.__dict__, **changes}.items():
+            object.__setattr__(new, name, value)
+        return new
 
 
 def fit_blended_head(memory: ClusterMemory, shrinkage: float = 0.5, blend: float = 1.0,
@@ -101,6 +142,21 @@ def fit_blended_head(memory: ClusterMemory, shrinkage: float = 0.5, blend: float
     (d, d) is added to the pooled covariance before shrinking (:func:`~.gaussian.shrunk_pooled`).
     """
     return fit_blended_head_factor(memory, shrinkage, blend, moments, temperature, shared)[0]
+
+
+#: a frame's scoring computes each vector's own-covariance terms for its this many best classes by
+#: the shared (LDA) part, once there are more than ``PREFILTER_MIN_CLASSES`` (:meth:`BlendedSnapshot.
+#: frame_logits`); the argmax it gives and the exact one were measured against each other on 1000
+#: classes (docs/core.md "Many classes on a busy machine")
+PREFILTER_CLASSES = 16
+PREFILTER_MIN_CLASSES = 64
+
+
+def _segment_sums(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """(n, C) sums of ``values`` (n, R) over the column ranges ``bounds[c]:bounds[c + 1]`` (empty ones 0)."""
+    cs = np.zeros((len(values), values.shape[1] + 1))
+    np.cumsum(values, axis=1, out=cs[:, 1:])
+    return cs[:, bounds[1:]] - cs[:, bounds[:-1]]
 
 
 #: dtype of the triangular solves with ``A``'s Cholesky factor (the factor itself is float64): the
@@ -125,6 +181,26 @@ class HeadSolve:
     gram: tuple[np.ndarray, ...]
     w: np.ndarray
     means: np.ndarray
+
+    def column_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(R,) ``U_c^T w_c`` per column of ``u`` and (C, r, r) every ``gram[c]`` padded to the largest
+        rank: the same for every calibration fold, so computed once (per fold they were an (R, d)
+        gather and a loop over the classes: most of a fold's time with 1000 classes)."""
+        cached = self.__dict__.get("_column_terms")
+        if cached is None:
+            ranks = np.diff(self.bounds)
+            owner = np.repeat(np.arange(len(ranks)), ranks)
+            uw = np.zeros(self.u.shape[1])
+            for lo in range(0, len(owner), 512):  # a few hundred columns at a time: no (R, d) copy
+                hi = min(len(owner), lo + 512)
+                uw[lo:hi] = np.einsum("dr,rd->r", self.u[:, lo:hi], self.w[owner[lo:hi]])
+            r = int(ranks.max(initial=0))
+            g = np.zeros((len(ranks), r, r))
+            for e in np.flatnonzero(ranks):
+                g[e, :ranks[e], :ranks[e]] = self.gram[e]
+            cached = (uw, g)
+            object.__setattr__(self, "_column_terms", cached)
+        return cached
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         """``A^{-1} rhs`` (float64) for a (d, k) ``rhs``: two triangular solves on the stored factor,
@@ -206,9 +282,11 @@ def fold_logits(solve: HeadSolve, moments: PooledMoments, shrinkage: float, blen
     av, w[ks], z = sol[:, :k], sol[:, k:k + len(ks)].T, sol[:, k + len(ks):].T
     scale = (1.0 - shrinkage) / c
     minv = None
+    shift = None  # (k, C): w_c moved by -AV shift[:, c]
     if scale > 0 and k:  # A_f^{-1} y = A^{-1} y - AV M^{-1} AV^T y,  M = (scale J)^{-1} + V^T A^{-1} V
         minv = np.linalg.inv(np.diag(sign / scale) + v.T @ av)
-        w -= (av @ (minv @ (av.T @ means.T))).T
+        shift = minv @ (av.T @ means.T)
+        w -= (av @ shift).T
         z -= (av @ (minv @ (av.T @ x.T))).T
     out = x @ w.T - 0.5 * np.einsum("cd,cd->c", w, means)
     if blend <= 0:
@@ -224,13 +302,17 @@ def fold_logits(solve: HeadSolve, moments: PooledMoments, shrinkage: float, blen
         mask = np.arange(r)[None, :] < ranks[:, None]
         idx = np.where(mask, idx, 0)
         owner = np.repeat(np.arange(c), np.diff(bounds))
-        p_flat = solve.u.T @ z.T - np.einsum("dr,rd->r", solve.u, w[owner])[:, None]  # U_c^T (z - w_c)
+        # U_c^T w_c from the served fit's (kept on the solve: the same for every fold) and the low-rank
+        # shift (the replaced classes' columns are masked out below)
+        uw, g_all = solve.column_terms()
+        uav = av.T @ solve.u  # (k, R)
+        if shift is not None:
+            uw = uw - np.einsum("kr,kr->r", uav, shift[:, owner])
+        p_flat = solve.u.T @ z.T - uw[:, None]  # U_c^T (z - w_c)
         p = p_flat[idx] * mask[..., None]
-        g = np.zeros((c, r, r))
-        for e in np.flatnonzero(ranks):
-            g[e, :ranks[e], :ranks[e]] = solve.gram[e]
+        g = g_all[:, :r, :r] * (mask[:, :, None] & mask[:, None, :])
         if minv is not None:
-            q = (av.T @ solve.u)[:, idx] * mask[None]  # (k, C, r)
+            q = uav[:, idx] * mask[None]  # (k, C, r)
             g -= np.einsum("kcr,kl,lcs->crs", q, minv, q)
         t = np.linalg.solve(np.linalg.cholesky(g + np.eye(r)), p)
         out += 0.5 * np.einsum("crn,crn->nc", t, t)
@@ -287,10 +369,18 @@ def leave_one_out_logits(memory: ClusterMemory, moments: PooledMoments, shrinkag
 
 def _sub_add(acc: np.ndarray, old: ClassMoment, new: ClassMoment) -> None:
     """``acc += W_new - W_old`` in place."""
-    acc -= old.factor @ old.factor.T
-    acc += new.factor @ new.factor.T
-    idx = np.diag_indices(len(acc))
-    if old.diag is not None:
-        acc[idx] -= old.diag
-    if new.diag is not None:
-        acc[idx] += new.diag
+    _sub_add_many(acc, [(old, new)])
+
+
+def _sub_add_many(acc: np.ndarray, pairs: list[tuple[ClassMoment, ClassMoment]]) -> None:
+    """``acc += sum(W_new - W_old)`` over (old, new) pairs in place: two products in all (a d x d
+    product per class was most of a many-class teach's calibration: 50 s for 200 classes)."""
+    for side, sign in ((1, 1.0), (0, -1.0)):
+        f = [p[side].factor for p in pairs if p[side].factor.shape[1]]
+        if f:
+            stacked = np.concatenate(f, axis=1) if len(f) > 1 else f[0]
+            acc += sign * (stacked @ stacked.T)
+        diags = [p[side].diag for p in pairs if p[side].diag is not None]
+        if diags:
+            idx = np.diag_indices(len(acc))
+            acc[idx] += sign * np.sum(diags, axis=0)
