@@ -10,7 +10,7 @@ Per run: the stream's rate, its longest gap between two frames, and the teaches'
 
     python -P bench/bench_backbone_turns.py [--seconds 12] [--repeats 3] [--busy] [--out PATH]
 
-Writes ``bench/results/tmp_backbone_turns.json`` by default (not tracked).
+Writes ``runs/bench/backbone_turns.json`` by default (not tracked).
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
+from bench_common import out_path  # noqa: E402
 
 from cbcl_pr_ros.service.backbone_turns import BackboneTurns
 
@@ -81,7 +84,7 @@ def main() -> None:
     ap.add_argument("--teach-images", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--busy", action="store_true", help="another process keeps one core busy")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "tmp_backbone_turns.json"))
+    ap.add_argument("--out", default=str(out_path("backbone_turns.json")))
     args = ap.parse_args()
     from cbcl_pr_ros.evaluation.experiments import machine_info
     from cbcl_pr_ros.features import make_backbone

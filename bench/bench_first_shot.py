@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "bench"))  # bench_common
+from bench_common import out_path  # noqa: E402
 
 VETOS = (0.9, 0.95, 1.0, 1.02, 1.03, 1.05, 1.07, 1.1)
 
@@ -144,7 +145,7 @@ def main() -> None:
     ap.add_argument("--cache", default=str(ROOT / "cache/real_first_shot.pkl"))
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--shots", default="1,5,10")
-    ap.add_argument("--out", default=str(ROOT / "bench/results/first_shot.json"))
+    ap.add_argument("--out", default=str(out_path("first_shot.json")))
     ap.add_argument("--no-loso", action="store_true", help="the shipped rule only (also for a tree without the veto)")
     args = ap.parse_args()
     t0, load0 = time.perf_counter(), os.getloadavg()

@@ -13,7 +13,7 @@ its own), then measured:
 
 The machine's 1-minute load is recorded with every row: timings on a shared machine mean little
 without it.  Run ``python -P bench/bench_household.py [--classes 10,100,300,1000] [--out PATH]``;
-the default output is ``bench/results/tmp_household.json`` (not tracked).
+the default output is ``runs/bench/household.json`` (not tracked).
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
+from bench_common import out_path  # noqa: E402
 
 DIM, SHOTS, FRAME = 1280, 5, 6
 
@@ -95,7 +98,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--classes", default="10,100,300,1000,3000")
     ap.add_argument("--repeats", type=int, default=3, help="teaches measured per class count")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "tmp_household.json"))
+    ap.add_argument("--out", default=str(out_path("household.json")))
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)  # the child process: one class count
     args = ap.parse_args()
     if args.one:
