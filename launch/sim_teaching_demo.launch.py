@@ -5,7 +5,7 @@
 
 Nodes read config/cbcl_pr.yaml (extractor, learner), config/sim_world.yaml and config/arm.yaml.
 The camera of the world publishes on ``image``, which the extractor reads; the arm node listens to the
-learner's ``prediction`` and the world's ``depth``/``camera_pose``/``joint_states``, and commands the
+learner's ``detections`` (placed in the base frame) and the world's ``joint_states``, and commands the
 world on ``joint_command``. The extractor also reads ``depth`` and ``camera_info`` and sends every object of a frame
 (``object_features``); the learner publishes ``detections``, which the arm points at. A whole
 teach -> detect -> point session with service calls alone (NS= for no namespace, NS=/sim with

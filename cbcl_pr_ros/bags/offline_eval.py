@@ -35,7 +35,7 @@ from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors
 from cbcl_pr_ros.service.controller import ClassifyOutcome, LearnerController
 from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.teaching import Teacher, TeachRequest, TeachSettings
-from cbcl_pr_ros.service.validation import RequestLimits, decode_request_images
+from cbcl_pr_ros.service.validation import RequestLimits
 from cbcl_pr_ros.settings.params import (
     EXTRACTOR,
     LEARNER,
@@ -200,9 +200,6 @@ class _BagPort:
         self.seconds += time.perf_counter() - t0
         self.n_images += len(rgbs)
         return out
-
-    def extract_images(self, images: list[Any]) -> np.ndarray:
-        return self.extract(decode_request_images(images, self.limits))
 
     def latest_features(self) -> Any:
         return None  # a CLASSIFY event always names its frame

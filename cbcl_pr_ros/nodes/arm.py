@@ -2,8 +2,8 @@
 
 Services ``point_at`` (cbcl_pr_ros/PointAt) and ``look_at`` (cbcl_pr_ros/LookAt: aim the hand
 camera at a named look pose such as ``table``, or at a point of the base frame; robot/look_poses.py).
-Subscribes ``detections`` (the learner's tracked objects), ``camera_pose`` (same stamps as the
-image) and ``camera_info`` to locate them, and ``joint_states`` for the IK seed. Commands go out
+Subscribes ``detections`` (the learner's tracked objects, placed in the base frame) and
+``camera_info`` to locate them, and ``joint_states`` for the IK seed. Commands go out
 through the backend chosen by ``backend``:
 
 - ``sim``: sensor_msgs/JointState positions by name on ``command_topic`` (default ``joint_command``,
@@ -15,12 +15,13 @@ through the backend chosen by ``backend``:
 An unknown label or an unreachable target answers success=false and nothing is published.
 Every callback is guarded (:mod:`.guard`); a malformed camera_info is dropped.
 
-``detections`` (centroids in the camera's optical frame) are moved to the base frame with the
-``camera_pose`` of the same stamp (the learner's checked history, perception/camera_pose.py: a
-non-finite or jumping pose, or a second publisher's, is refused and the detections of its instant are
-ignored) and kept per place (:class:`~cbcl_pr_ros.robot.detected_objects.
-DetectedObjects`); ``point_at(label)`` aims at the place that was detected as that label most,
-else at a configured ``object_poses`` entry. The learner's proposals are the one segmentation.
+``detections`` carry each object's base-frame ``position`` and the camera pose of their stamp,
+placed by the learner with its checked pose history (perception/camera_pose.py); the arm keeps them
+per track (:class:`~cbcl_pr_ros.robot.detected_objects.DetectedObjects`) and ``point_at(label)``
+aims at the object that was detected as that label most, else at a configured ``object_poses``
+entry. Detections without a ``position_frame`` (the learner knew no camera pose for their stamp)
+are ignored with a warning: an optical-frame centroid alone says nothing about where the arm should
+point. The learner's proposals and tracks are the one segmentation and association.
 """
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Duration
-from geometry_msgs.msg import PoseStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
@@ -48,9 +48,6 @@ from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_
 from cbcl_pr_ros.robot.look_poses import LookRefused, look_target, solve_look
 from cbcl_pr_ros.service.validation import RequestError, check_label
 from cbcl_pr_ros.srv import LookAt, PointAt
-from cbcl_pr_ros.nodes.camera_pose_input import add_pose_msg
-from cbcl_pr_ros.perception.camera_pose import CameraPoses
-from cbcl_pr_ros.stamps import stamp_to_ns
 from cbcl_pr_ros.stamps import stamp_to_s
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
 
@@ -79,8 +76,6 @@ class ArmNode(Node):
         self._lock = threading.Lock()
         self._logic_lock = threading.Lock()  # the controller is not thread-safe
         self._joints: dict[str, float] = {}
-        # detections may lag the camera by seconds: many poses; a lone pose within 0.3 s still counts
-        self._poses = CameraPoses(capacity=600, tolerance_s=0.3)
         self._K: np.ndarray | None = None
         self._info: CameraInfo | None = None
         self.commands_sent = 0
@@ -110,8 +105,6 @@ class ArmNode(Node):
         gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
         self.create_subscription(JointState, "joint_states", gc(self._on_joints, "joint_states"), 10,
                                  callback_group=sensors)
-        self.create_subscription(PoseStamped, "camera_pose", gc(self._on_pose_with_info, "camera_pose"), 5,
-                                 callback_group=sensors)
         self.create_subscription(CameraInfo, "camera_info", gc(self._on_info, "camera_info"), 5,
                                  callback_group=sensors)
         self.create_subscription(Detections, "detections", gc(self._on_detections, "detections"), 2,
@@ -133,31 +126,22 @@ class ArmNode(Node):
             self._K = K
             self._info = msg
 
-    def _on_pose_with_info(self, msg: PoseStamped, info: Any) -> None:  # two arguments: rclpy passes the info
-        self._remember_pose(msg, info)
-
-    def _remember_pose(self, msg: PoseStamped, info: Any = None) -> None:
-        """Keep the camera pose by stamp, by the learner's rule (camera_pose_input.add_pose_msg): a
-        non-finite, non-unit or jumping pose, or a second publisher's, is refused (warned)."""
-        refused = add_pose_msg(self._poses, msg, info)
-        if refused:
-            self.get_logger().warning(f"{refused}; detections of that instant are ignored",
-                                      throttle_duration_sec=10.0)
-
     def _on_detections(self, msg: Detections) -> None:
-        """Remember the detected objects in the base frame (camera pose of the image's stamp)."""
-        pose = self._poses.pose_at(stamp_to_ns(msg.header.stamp))
-        if pose is None:
-            self.get_logger().warning("detections ignored: no camera_pose for their stamp",
-                                      throttle_duration_sec=10.0)
+        """Remember the detected objects by their base-frame positions (the learner placed them)."""
+        if not msg.position_frame:
+            self.get_logger().warning(
+                "detections ignored: they carry no base-frame positions (the learner had no camera pose "
+                "for their stamp: is its camera_pose_topic published?)", throttle_duration_sec=10.0)
             return
-        objs = [(o.id, o.label, o.known, o.confidence, (o.centroid.x, o.centroid.y, o.centroid.z),
+        objs = [(o.id, o.label, o.known, o.confidence, (o.position.x, o.position.y, o.position.z),
                  (o.x0, o.y0, o.x1, o.y1)) for o in msg.objects]
+        c = msg.camera_pose
+        camera = ((c.position.x, c.position.y, c.position.z),
+                  (c.orientation.x, c.orientation.y, c.orientation.z, c.orientation.w))
         info = self._info
         size = (int(info.width), int(info.height)) if info is not None and info.width and info.height else None
         with self._logic_lock:
-            self.logic.detected.update(objs, pose.position, pose.rotation.as_quat(),
-                                       stamp_to_s(msg.header.stamp),
+            self.logic.detected.update(objs, stamp_to_s(msg.header.stamp), camera,
                                        self._K if size else None, size, int(msg.model_version))
         self.detections_used += 1
 

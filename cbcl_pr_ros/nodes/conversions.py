@@ -141,6 +141,7 @@ def fill_classify_response(resp: Any, *, success: bool, message: str, pred: Any 
                                top_labels=list(resp.top_labels), top_scores=list(resp.top_scores))
             o.x0, o.y0, o.x1, o.y1 = (int(v) for v in box)
             o.centroid.x = o.centroid.y = o.centroid.z = float("nan")  # a sent image has no depth
+            o.position.x = o.position.y = o.position.z = float("nan")
             o.size.x = o.size.y = o.size.z = float("nan")
             resp.objects = [o]
     return resp

@@ -13,12 +13,13 @@ from typing import Any, Sequence
 
 import cv2
 import numpy as np
-from geometry_msgs.msg import Point, Vector3
+from geometry_msgs.msg import Point, Quaternion, Vector3
 from std_msgs.msg import Header
 
 from cbcl_pr_ros.msg import DetectedObject, Detections, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import copy_header
 from cbcl_pr_ros.perception import Proposal
+from cbcl_pr_ros.perception.camera_pose import CameraPose
 from cbcl_pr_ros.perception.piece_pairs import MAX_CANDIDATES
 from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectJoins
 from cbcl_pr_ros.service.validation import check_feature_values, check_vectors_fit, values_array
@@ -79,6 +80,7 @@ def _object_geometry(obj: DetectedObject, box: Sequence[int], centroid: np.ndarr
     s = np.asarray(size, float).reshape(3)
     obj.centroid = Point(x=float(c[0]), y=float(c[1]), z=float(c[2]))
     obj.size = Vector3(x=float(s[0]), y=float(s[1]), z=float(s[2]))
+    obj.position = Point(x=math.nan, y=math.nan, z=math.nan)  # in no fixed frame until a pose places it
     obj.proposal_score = float(score)
     return obj
 
@@ -210,14 +212,27 @@ def object_frame_from_msg(msg: ObjectFeatures, expected_backbone: str | None = N
     return ObjectFrame(props, feats, (int(msg.image_height), int(msg.image_width)), joins)
 
 
-def make_detections_msg(header: Header, tracks: Sequence[Any], model_version: int = 0) -> Detections:
-    """Detections of one frame from the tracker's tracks (``perception.Track``), stamped as the image."""
+def make_detections_msg(header: Header, tracks: Sequence[Any], model_version: int = 0,
+                        pose: CameraPose | None = None) -> Detections:
+    """Detections of one frame from the tracker's tracks (``perception.Track``), stamped as the image;
+    with ``pose`` (the camera's pose at that stamp, the one the tracks were placed with) each object's
+    ``position`` is its track's place in ``pose.frame`` and the message says that frame and the pose."""
     msg = Detections()
     msg.header = copy_header(header)
     msg.model_version = int(model_version)
+    if pose is not None and not pose.frame:
+        pose = None  # a pose that names no frame places nothing a consumer could use
+    if pose is not None:
+        msg.position_frame = str(pose.frame)
+        p, q = np.asarray(pose.position, float), pose.rotation.as_quat()
+        msg.camera_pose.position = Point(x=float(p[0]), y=float(p[1]), z=float(p[2]))
+        msg.camera_pose.orientation = Quaternion(x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3]))
     for t in tracks:
         o = _object_geometry(DetectedObject(), t.proposal.box, t.proposal.centroid, t.proposal.size,
                              t.proposal.score)
+        if pose is not None and t.frame == pose.frame and t.position is not None:
+            x = np.asarray(t.position, float).reshape(3)
+            o.position = Point(x=float(x[0]), y=float(x[1]), z=float(x[2]))
         o.id = int(t.id)
         o.label = str(t.label)
         o.known = bool(t.known)

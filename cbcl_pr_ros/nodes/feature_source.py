@@ -7,8 +7,10 @@ Two implementations of one small interface, injected into the learner node:
 * :class:`ServiceFeatureSource` calls the extractor's ``extract_features`` service, for an extractor in
   another process or on another machine (a GPU box).
 
-Both return the vectors with the backbone and preprocessing that produced them, so the learner can
-check them against its memory either way.
+Both take RGB arrays the learner already decoded (each request image is decoded once, in the
+learner) and return the vectors with the backbone and preprocessing that produced them, so the
+learner can check them against its memory either way. Only the service source turns the arrays into
+Image messages again: the extractor is another process then.
 """
 from __future__ import annotations
 
@@ -18,12 +20,11 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from cbcl_pr_ros.service.backbone_turns import BackboneTurns
-from cbcl_pr_ros.nodes.conversions import features_from_msgs
+from cbcl_pr_ros.nodes.conversions import features_from_msgs, rgb_to_image_msg
 from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.nodes.service_call import wait_ready
+from cbcl_pr_ros.service.backbone_turns import BackboneTurns
 from cbcl_pr_ros.service.teaching import FeatureSourceError  # ROS-free: the teaching plan catches it
-from cbcl_pr_ros.service.validation import decode_image
 from cbcl_pr_ros.srv import ExtractFeatures
 
 __all__ = ["ExtractedFeatures", "FeatureSourceError", "FeatureSource", "LocalFeatureSource", "ExtractorFeatureSource",
@@ -38,16 +39,8 @@ class ExtractedFeatures:
 
 
 class FeatureSource(Protocol):
-    def extract_images(self, images: Sequence[Any]) -> ExtractedFeatures:
-        """Vectors for sensor_msgs/Image messages (same order); FeatureSourceError when impossible."""
-
-
-def decode_images(images: Sequence[Any]) -> list[np.ndarray]:
-    """RGB arrays for Image messages; FeatureSourceError naming the first bad image."""
-    try:
-        return [decode_image(img, i) for i, img in enumerate(images)]
-    except ValueError as exc:
-        raise FeatureSourceError(str(exc)) from exc
+    def extract(self, rgbs: Sequence[np.ndarray]) -> ExtractedFeatures:
+        """Vectors for RGB arrays (h, w, 3) uint8 (same order); FeatureSourceError when impossible."""
 
 
 class LocalFeatureSource:
@@ -65,10 +58,10 @@ class LocalFeatureSource:
         self.backbone = backbone
         self.lock = lock or threading.Lock()
 
-    def extract_images(self, images: Sequence[Any]) -> ExtractedFeatures:
-        if len(images) == 0:
+    def extract(self, rgbs: Sequence[np.ndarray]) -> ExtractedFeatures:
+        if len(rgbs) == 0:
             raise FeatureSourceError("no images given")
-        rgbs = decode_images(images)
+        rgbs = list(rgbs)
         if isinstance(self.lock, BackboneTurns):  # the camera stream's backbone: its frames go first
             feats = self.lock.extract(self.backbone, rgbs)
         else:
@@ -87,12 +80,12 @@ class ExtractorFeatureSource:
     def __init__(self, extractor: Any) -> None:
         self.extractor = extractor
 
-    def extract_images(self, images: Sequence[Any]) -> ExtractedFeatures:
+    def extract(self, rgbs: Sequence[np.ndarray]) -> ExtractedFeatures:
         backbone = self.extractor.backbone
         if backbone is None:
             raise FeatureSourceError(f"the feature_extractor of this process is {self.extractor.phase}: no "
                                      "backbone loaded (ros2 lifecycle set <it> configure)")
-        return LocalFeatureSource(backbone, self.extractor.backbone_lock).extract_images(images)
+        return LocalFeatureSource(backbone, self.extractor.backbone_lock).extract(rgbs)
 
 
 class ServiceFeatureSource:
@@ -112,16 +105,15 @@ class ServiceFeatureSource:
         self.client = node.create_client(ExtractFeatures, service_name, qos_profile=service_qos(),
                                          callback_group=callback_group)
 
-    def extract_images(self, images: Sequence[Any]) -> ExtractedFeatures:
-        if len(images) == 0:
+    def extract(self, rgbs: Sequence[np.ndarray]) -> ExtractedFeatures:
+        if len(rgbs) == 0:
             raise FeatureSourceError("no images given")
-        decode_images(images)  # a bad encoding is answered here, with the image's index
         if not wait_ready(self.client, min(self.timeout_s, 5.0)):
             raise FeatureSourceError(
                 f"feature extractor service '{self.client.srv_name}' is not available: is the "
                 "feature_extractor node running (same namespace / ROS_DOMAIN_ID)?")
         req = self._srv_type.Request()
-        req.images = list(images)
+        req.images = [rgb_to_image_msg(x) for x in rgbs]  # another process: the arrays travel as messages
         done = threading.Event()
         future = self.client.call_async(req)
         future.add_done_callback(lambda _f: done.set())
@@ -136,8 +128,8 @@ class ServiceFeatureSource:
             feats = features_from_msgs(resp.features)
         except ValueError as exc:
             raise FeatureSourceError(f"feature extractor answered unusable vectors: {exc}") from exc
-        if feats.shape[0] != len(images):
+        if feats.shape[0] != len(rgbs):
             raise FeatureSourceError(f"feature extractor answered {feats.shape[0]} vectors for "
-                                     f"{len(images)} images")
+                                     f"{len(rgbs)} images")
         first = resp.features[0]
         return ExtractedFeatures(feats, first.backbone, first.preprocessing)

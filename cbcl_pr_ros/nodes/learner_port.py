@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from cbcl_pr_ros.nodes.camera_hint import image_topics, likely_colour_topic
-from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
 from cbcl_pr_ros.nodes.feature_source import FeatureSourceError
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE
 from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
 from cbcl_pr_ros.service.teaching import TeachSettings
-from cbcl_pr_ros.service.validation import check_count, check_image_fields
+from cbcl_pr_ros.service.validation import check_count
 
 __all__ = ["LearnerPort"]
 
@@ -34,26 +33,19 @@ class LearnerPort:
         self.node = node
 
     # ------------------------------------------------------------------ both
-    def extract_images(self, images: list) -> Any:
-        """(n, d) vectors for Image messages via the feature source; FeatureSourceError on failure.
-
-        The images are size-checked first (RequestError), and the wait uses the current
-        ``extract_timeout_s`` (it may be changed at run time).
-        """
+    def extract(self, rgbs: list) -> Any:
+        """(n, d) vectors of RGB arrays the request code decoded (once) via the feature source;
+        FeatureSourceError on failure. The wait uses the current ``extract_timeout_s`` (it may be
+        changed at run time)."""
         node = self.node
-        check_count(len(images), node.limits.max_images_per_request, "images")
-        for i, img in enumerate(images):
-            check_image_fields(img.width, img.height, img.step, len(img.data), node.limits, i)
+        check_count(len(rgbs), node.limits.max_images_per_request, "images")
         if hasattr(node.feature_source, "timeout_s"):
             node.feature_source.timeout_s = float(node.get_parameter("extract_timeout_s").value)
-        ex = node.feature_source.extract_images(images)
+        ex = node.feature_source.extract(rgbs)
         if ex.backbone != node.backbone_name:
             raise FeatureSourceError(f"the extractor uses backbone '{ex.backbone}', this learner "
                                      f"'{node.backbone_name}': set the same 'backbone' parameter on both")
         return ex.features
-
-    def extract(self, rgbs: list) -> Any:
-        return self.extract_images([rgb_to_image_msg(x) for x in rgbs])
 
     # ------------------------------------------------------------------ the Teacher's (service/teaching)
     def teach_settings(self) -> TeachSettings:

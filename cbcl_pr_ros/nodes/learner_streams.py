@@ -124,9 +124,9 @@ class StreamAnswers:
             return
         self.objects.arrived(frame, node.now_s())
         node.waiters.offer("objects", frame)
-        version, tracks = self.objects.classify_and_track(frame, ctl, stamp_to_s(msg.header.stamp),
-                                                           node.camera_poses.pose_for(msg.header.stamp))
-        det = make_detections_msg(msg.header, tracks, version)
+        pose = node.camera_poses.pose_for(msg.header.stamp)  # tracks and detections: in its frame
+        version, tracks = self.objects.classify_and_track(frame, ctl, stamp_to_s(msg.header.stamp), pose)
+        det = make_detections_msg(msg.header, tracks, version, pose)
         self.last_detections = (det, frame.shape)
         det_pub.publish(det)
         if markers_pub.get_subscription_count():  # RViz's boxes cost ~2 ms a frame to build: only for a viewer

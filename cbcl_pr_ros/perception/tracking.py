@@ -78,7 +78,10 @@ class Track:
     ``label`` is the fused best class, or "" when the track is judged unknown (as in
     ``core.Prediction``); ``nearest_label`` is the fused best class regardless; ``confidence``
     its fused score; ``hits`` the observations so far; ``age`` the updates since it began;
-    ``missed`` the updates since it was last seen (0 when seen in the latest one).
+    ``missed`` the updates since it was last seen (0 when seen in the latest one);
+    ``position``/``frame`` where the track is (``frame`` "" = the camera's optical frame, else the fixed
+    frame of the camera pose); ``observation`` the index, among the observations of the update that
+    last saw it, of the one that is this track (-1 when none has yet).
     """
 
     id: int
@@ -93,6 +96,9 @@ class Track:
     last_stamp: float
     missed: int = 0
     nearest_label: str = ""
+    position: np.ndarray | None = None
+    frame: str = ""
+    observation: int = -1
 
 
 def fuse_scores(history: Sequence[Mapping[str, float]]) -> dict[str, float]:
@@ -120,6 +126,7 @@ class _State:
     age: int = 0
     missed: int = 0
     last_stamp: float = 0.0
+    observation: int = -1  # index of the observation that last was this track, in its update
 
 
 def _check_scores(scores: object) -> dict[str, float]:
@@ -247,7 +254,7 @@ class ObjectTracker:
                 self._next_id += 1
             t.scores.append(checked[j])
             t.known.append(bool(o.known))
-            t.last_stamp = stamp
+            t.last_stamp, t.observation = stamp, j
             seen.append(t.id)
         for tid in [tid for tid, t in self._tracks.items() if t.missed_in_view > self.max_missed
                     or t.missed > self.max_missed * FIXED_LIFETIME]:
@@ -279,7 +286,8 @@ class ObjectTracker:
         nearest, conf = ranked[0] if ranked else ("", 0.0)
         known = bool(ranked) and sum(t.known) * 2 > len(t.known)
         return Track(t.id, t.proposal, nearest if known else "", known, float(conf), [k for k, _ in ranked],
-                     [float(v) for _, v in ranked], t.hits, t.age, t.last_stamp, t.missed, nearest)
+                     [float(v) for _, v in ranked], t.hits, t.age, t.last_stamp, t.missed, nearest,
+                     np.array(t.position, float), t.frame, t.observation)
 
     @property
     def tracks(self) -> list[Track]:

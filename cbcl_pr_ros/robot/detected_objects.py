@@ -1,9 +1,10 @@
 """Where the learner's detections are, in the robot's base frame: what ``point_at`` aims at.
 
-The ``detections`` topic gives each tracked object's centroid in the camera's optical frame at the
-image's stamp; with the camera pose of that stamp it becomes a base-frame position. Objects seen from
-earlier views are kept (the camera looks at one part of the table at a time) until a later view
-shows their place without them, or a new detection lands on them. Pure numpy, no ROS.
+The ``detections`` topic gives each tracked object's position in the base frame (the learner placed
+it with the camera pose of the image's stamp) and that pose. Objects seen from earlier views are
+kept (the camera looks at one part of the table at a time) until a later view shows their place
+without them. A detection is the remembered object of its track id; only a track id not remembered
+(its track began anew, e.g. after long out of view) is matched by place. Pure numpy, no ROS.
 """
 from __future__ import annotations
 
@@ -76,23 +77,22 @@ class DetectedObjects:
         self.objects_: list[SeenObject] = []
         self._seq = 0
 
-    def update(self, detections: Sequence[tuple], cam_pos: Sequence[float], cam_quat: Sequence[float], stamp: float,
+    def update(self, detections: Sequence[tuple], stamp: float, camera: tuple[Sequence[float], Sequence[float]] | None = None,
                K: np.ndarray | None = None, image_size: tuple[int, int] | None = None, model_version: int = 0) -> int:
-        """Add one frame's detections: (track id, label, known, confidence, centroid in the optical frame[,
-        box (x0, y0, x1, y1)]).
+        """Add one frame's detections: (track id, label, known, confidence, base-frame position[, box
+        (x0, y0, x1, y1)]).
 
-        A detection votes for its label on the remembered object it lands on (or starts a new one).
-        With ``K`` and ``image_size`` (w, h), remembered objects whose centre projects into this image
-        but that no detection confirms are dropped (moved or taken away). Returns how many detections
-        had a usable (finite, in front of the camera) centroid.
+        A detection votes for its label on its remembered object (same track id, else the one it lands
+        on) or starts a new one. With ``camera`` (position, quaternion x, y, z, w of the optical frame
+        in the base frame), ``K`` and ``image_size`` (w, h), remembered objects whose centre projects
+        into this image but that no detection confirms are dropped (moved or taken away). Returns
+        how many detections had a usable (finite) position.
         """
-        R = quaternion_to_matrix(cam_quat)
-        p = np.asarray(cam_pos, float)
         fresh = []
         for d in detections:
-            tid, label, known, conf, c = d[:5]
-            c = np.asarray(c, float).reshape(3)
-            if not np.all(np.isfinite(c)) or c[2] <= 0:
+            tid, label, known, conf, x = d[:5]
+            x = np.asarray(x, float).reshape(3)
+            if not np.all(np.isfinite(x)):
                 continue
             weight = float(conf)
             if len(d) > 5 and image_size is not None:
@@ -100,30 +100,48 @@ class DetectedObjects:
                 if x0 <= 2 or y0 <= 2 or x1 >= image_size[0] - 2 or y1 >= image_size[1] - 2:
                     weight *= self.border_weight
             name = str(label) if known and label and conf >= self.min_confidence else ""
-            fresh.append((int(tid), name, weight, R @ c + p))
-        keep, used = [], set()
-        for o in self.objects_:
-            near = [i for i, f in enumerate(fresh) if np.linalg.norm(o.centre[:2] - f[3][:2]) < self.merge_m]
-            if near:
-                i = min(near, key=lambda i: np.linalg.norm(o.centre[:2] - fresh[i][3][:2]))
-                if i not in used:
-                    used.add(i)
-                    tid, name, weight, centre = fresh[i]
-                    if int(model_version) != o.model_version:
-                        o.votes, o.model_version = {}, int(model_version)
-                    o.votes[name] = o.votes.get(name, 0.0) + weight
-                    o.centre, o.track_id, o.stamp = centre, tid, float(stamp)
-                keep.append(o)
-                continue
-            if K is not None and image_size is not None and self._in_view(o.centre, K, p, cam_quat, image_size):
+            fresh.append((int(tid), name, weight, x))
+        match, near_any = self._match(fresh)
+        keep = []
+        for k, o in enumerate(self.objects_):
+            if k in match:
+                tid, name, weight, centre = fresh[match[k]]
+                if int(model_version) != o.model_version:
+                    o.votes, o.model_version = {}, int(model_version)
+                o.votes[name] = o.votes.get(name, 0.0) + weight
+                o.centre, o.track_id, o.stamp = centre, tid, float(stamp)
+            elif k not in near_any and camera is not None and K is not None and image_size is not None \
+                    and self._in_view(o.centre, K, np.asarray(camera[0], float), camera[1], image_size):
                 continue  # its place is in view and nothing is detected there: gone
             keep.append(o)
+        used = set(match.values())
         for i, (tid, name, weight, centre) in enumerate(fresh):
             if i not in used:
                 self._seq += 1
                 keep.append(SeenObject(tid, centre, float(stamp), self._seq, {name: weight}, int(model_version)))
         self.objects_ = keep
         return len(fresh)
+
+    def _match(self, fresh: list[tuple]) -> tuple[dict[int, int], set[int]]:
+        """({remembered object index: detection index}, remembered objects with a detection within
+        ``merge_m``): by track id first (0 = untracked never matches), then by the nearest place."""
+        by_id = {o.track_id: k for k, o in enumerate(self.objects_) if o.track_id > 0}
+        match: dict[int, int] = {}
+        for i, f in enumerate(fresh):
+            k = by_id.get(f[0]) if f[0] > 0 else None
+            if k is not None and k not in match:
+                match[k] = i
+        used, near_any = set(match.values()), set()
+        for k, o in enumerate(self.objects_):
+            dist = [(float(np.linalg.norm(o.centre[:2] - f[3][:2])), i) for i, f in enumerate(fresh)]
+            near = [(d, i) for d, i in dist if d < self.merge_m]
+            if near:
+                near_any.add(k)
+            free = [(d, i) for d, i in near if i not in used]
+            if k not in match and free:
+                match[k] = min(free)[1]
+                used.add(match[k])
+        return match, near_any
 
     @staticmethod
     def _in_view(centre: np.ndarray, K: np.ndarray, cam_pos: np.ndarray, cam_quat: Sequence[float],

@@ -97,11 +97,8 @@ class ClassifyRequest:
 class ClassifyPort(Protocol):
     """What :func:`classify_vectors` needs from the node that serves Classify."""
 
-    def extract_images(self, images: list[Any]) -> np.ndarray:
-        """(n, d) vectors of Image-like objects (size-checked first); FeatureSourceError on failure."""
-
     def extract(self, rgbs: list[np.ndarray]) -> np.ndarray:
-        """(n, d) vectors of RGB arrays."""
+        """(n, d) vectors of RGB arrays; FeatureSourceError on failure."""
 
     def latest_features(self) -> Any:
         """The newest FeatureVector-like of the camera stream, or None."""
@@ -121,12 +118,13 @@ def classify_vectors(req: ClassifyRequest, plan: ClassifyPlan, port: ClassifyPor
     if plan.source == "feature":
         return features_from_msgs([req.feature], backbone, feature_dim), req.feature, None, plan
     if plan.source == "image":
+        rgb = decode_request_images([req.image], limits)[0]  # the one decode of the request's image
         if plan.target == "object":
-            found = image_object_crop(decode_request_images([req.image], limits)[0], crop_margin)
+            found = image_object_crop(rgb, crop_margin)
             if found is not None:
                 return port.extract([found[1]]), req.image, found[0], plan
             plan = replace(plan, target="frame", note=" (whole image: no object found in it)")
-        return port.extract_images([req.image]), req.image, None, plan
+        return port.extract([rgb]), req.image, None, plan
     latest = port.latest_features()
     if latest is None:
         raise ValueError(port.no_frame_reason())

@@ -113,10 +113,10 @@ class ObjectStream:
                 o.cut = _touches_border(o.proposal.box, w, h)
         with self._lock:
             tracks = self._tracker.update(obs, stamp_s, self._view_of(pose))
-        by_proposal = {id(t.proposal): t.id for t in tracks}
-        shown = [i for i, o in enumerate(obs) if id(o.proposal) in by_proposal]  # not a far-off part at the border
+        by_observation = {t.observation: t.id for t in tracks}  # a far-off part at the border has none
+        shown = sorted(by_observation)
         if shown:
-            ids = [by_proposal[id(obs[i].proposal)] for i in shown]
+            ids = [by_observation[i] for i in shown]
             self._history.add(ids, features[shown], [obs[i].proposal.box for i in shown])
             self.negatives.add(ids, features[shown], stamp_s)
         return tracks

@@ -32,7 +32,6 @@ __all__ = [
     "check_vectors_fit",
     "values_array",
     "features_from_msgs",
-    "decode_image",
     "decode_request_images",
     "quote",
 ]
@@ -177,21 +176,19 @@ def features_from_msgs(msgs: Sequence[Any], expected_backbone: str | None = None
     return check_feature_values(np.stack(rows).astype(np.float32, copy=False), max_abs)
 
 
-def decode_image(img: Any, index: int = 0) -> np.ndarray:
-    """RGB array of one image with sensor_msgs/Image's fields; ValueError naming it (by ``index``,
-    size and a short, escaped encoding) when it cannot be decoded."""
-    try:
-        return image_to_rgb(img.encoding, int(img.height), int(img.width), int(img.step), img.data,
-                            bool(img.is_bigendian))
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"image {index} ({img.width}x{img.height}, encoding {img.encoding[:16]!r}) "
-                         f"cannot be used: {exc}") from exc
-
-
 def decode_request_images(images: Sequence[Any], limits: RequestLimits) -> list[np.ndarray]:
-    """RGB arrays of request images, each checked against the limits first; ValueError naming the
-    first image that cannot be used."""
+    """RGB arrays of request images (objects with sensor_msgs/Image's fields), each checked against the
+    limits first; ValueError naming the first image that cannot be used (by index, size and a short,
+    escaped encoding). The one place a request's image is decoded: the arrays go on in-process."""
     check_count(len(images), limits.max_images_per_request, "images")
     for i, img in enumerate(images):
         check_image_fields(img.width, img.height, img.step, len(img.data), limits, i)
-    return [decode_image(img, i) for i, img in enumerate(images)]
+    rgbs = []
+    for i, img in enumerate(images):
+        try:
+            rgbs.append(image_to_rgb(img.encoding, int(img.height), int(img.width), int(img.step), img.data,
+                                     bool(img.is_bigendian)))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"image {i} ({img.width}x{img.height}, encoding {img.encoding[:16]!r}) "
+                             f"cannot be used: {exc}") from exc
+    return rgbs

@@ -51,7 +51,8 @@ SIM_WORLD_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("camera_side", "right", "Which hand carries the camera", (SIM_WORLD,), choices=("left", "right")),
     ParamSpec("frame_id", "base", "Frame of joint targets and poses (Baxter's base)", (SIM_WORLD,)),
     ParamSpec("camera_frame_id", "right_hand_camera", "frame_id of the published images", (SIM_WORLD,)),
-    ParamSpec("publish_depth", True, "Publish depth and camera_pose (needed by the arm node's localisation)",
+    ParamSpec("publish_depth", True, "Publish depth and camera_pose (the learner places tracks in the base "
+              "frame with them; the arm points at those)",
               (SIM_WORLD,)),
     ParamSpec("max_joint_velocity", 2.0, "Joint speed (rad/s) towards commanded positions", (SIM_WORLD,),
               min=0.01, max=100.0),

@@ -191,6 +191,32 @@ def test_detections_message_carries_tracks_with_the_image_header() -> None:
     assert make_detections_msg(_header(), [], 0).objects == []  # no objects: an empty array
 
 
+def test_detections_carry_base_frame_positions_when_the_camera_pose_is_known() -> None:
+    """With the pose the tracks were placed with, each object says where it is in that pose's frame
+    (and the message which frame, and the pose); without one, positions are NaN and the frame ""."""
+    from cbcl_pr_ros.nodes.detections_msgs import make_detections_msg
+    from cbcl_pr_ros.perception.camera_pose import CameraPose
+
+    pose = CameraPose.checked([0.6, -0.1, 0.5], [1.0, 0.0, 0.0, 0.0], "base")  # looking down: z -> -z
+    tr = ObjectTracker(window=3)
+    obs = [ObjectObservation(_prop((10, 10, 50, 60), (0.1, 0.0, 0.5)), {"mug": 0.9}, True),
+           ObjectObservation(_prop((80, 10, 120, 60), NAN3), {"duck": 0.6}, True)]
+    for o in obs[:1]:
+        o.position, o.frame = pose.to_fixed(np.array([o.proposal.centroid]))[0], pose.frame
+    det = make_detections_msg(_header(), tr.update(obs, 1.0), 2, pose)
+    assert det.position_frame == "base"
+    assert (det.camera_pose.position.x, det.camera_pose.position.z) == pytest.approx((0.6, 0.5))
+    assert det.camera_pose.orientation.x == pytest.approx(1.0)
+    a, b = det.objects
+    assert (a.position.x, a.position.y, a.position.z) == pytest.approx((0.7, -0.1, 0.0))
+    assert (a.centroid.x, a.centroid.z) == pytest.approx((0.1, 0.5))  # the optical-frame centroid as before
+    assert math.isnan(b.position.x)  # no depth: no place
+    plain = make_detections_msg(_header(), _tracks(), 1)
+    assert plain.position_frame == "" and all(math.isnan(o.position.x) for o in plain.objects)
+    unnamed = CameraPose.checked([0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], "")
+    assert make_detections_msg(_header(), _tracks(), 1, unnamed).position_frame == ""  # no frame: no place
+
+
 def test_markers_skip_objects_without_depth_and_clear_old_ones() -> None:
     from visualization_msgs.msg import Marker
 

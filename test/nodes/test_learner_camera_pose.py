@@ -1,5 +1,5 @@
-"""The learner tracks in the base frame with camera_pose (issue 20): ids stay while the camera moves,
-detections keep camera-frame centroids, a stamp without a pose and a jumping pose fall back to the
+"""The learner tracks in the base frame with camera_pose: ids stay while the camera moves, detections
+keep camera-frame centroids and carry base-frame places, a stamp without a pose and a jumping pose fall back to the
 camera frame. The node is built in-process and its callbacks are called directly (no timing)."""
 from __future__ import annotations
 
@@ -83,6 +83,24 @@ def test_ids_stay_while_the_camera_moves_and_centroids_stay_in_the_camera_frame(
         first = first or ids
         assert ids == first
         assert np.allclose(centroids, cam, atol=1e-5)  # the message keeps the optical frame
+
+
+def test_detections_carry_the_base_frame_places_and_the_pose(make_learner):
+    """What the arm points at: each object's place in the pose's frame, the frame's name and the
+    camera pose of the stamp; a frame without a pose says no frame (NaN places)."""
+    node = make_learner()
+    for f in range(3):
+        ns = 1_000_000_000 + f * 250_000_000
+        node.camera_poses._on_pose(_pose(ns, 0.5 + 0.08 * f))  # noqa: SLF001
+        _frame(node, ns, 0.5 + 0.08 * f)
+        det = node.streams.last_detections[0]
+        assert det.position_frame == "base"
+        assert det.camera_pose.position.x == pytest.approx(0.5 + 0.08 * f)
+        places = sorted((o.position.x, o.position.y, o.position.z) for o in det.objects)
+        assert np.allclose(places, OBJECTS, atol=1e-5)
+    _frame(node, 9_000_000_000, 0.5)  # no pose near that stamp
+    det = node.streams.last_detections[0]
+    assert det.position_frame == "" and all(np.isnan(o.position.x) for o in det.objects)
 
 
 def test_no_pose_for_a_stamp_or_a_jump_means_camera_frame(make_learner):

@@ -456,8 +456,7 @@ def test_frame_fingerprint_tells_frames_apart():
     assert frame_fingerprint(rgb_to_image_msg(a, _header(nsec=6))) != frame_fingerprint(rgb_to_image_msg(a, _header()))
 
 
-def test_local_feature_source_reports_the_bad_image():
-    from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
+def test_local_feature_source_runs_the_backbone_on_decoded_arrays():
     from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, LocalFeatureSource
 
     class Fake:
@@ -467,15 +466,10 @@ def test_local_feature_source_reports_the_bad_image():
             return np.array([[float(im.mean()), 1.0] for im in imgs], np.float32)
 
     src = LocalFeatureSource(Fake())
-    good = rgb_to_image_msg(np.full((4, 4, 3), 9, np.uint8), _header())
-    out = src.extract_images([good, good])
-    assert out.features.shape == (2, 2) and out.backbone == "fake" and out.features[0, 0] == 9.0
-    bad = rgb_to_image_msg(np.zeros((4, 4, 3), np.uint8), _header())
-    bad.encoding = "bayer_rggb8"
-    with pytest.raises(FeatureSourceError, match="image 1 .*bayer_rggb8"):
-        src.extract_images([good, bad])
+    out = src.extract([np.full((4, 4, 3), 9, np.uint8), np.full((4, 4, 3), 3, np.uint8)])
+    assert out.features.shape == (2, 2) and out.backbone == "fake" and out.features[:, 0].tolist() == [9.0, 3.0]
     with pytest.raises(FeatureSourceError, match="no images"):
-        src.extract_images([])
+        src.extract([])
     with pytest.raises(TypeError, match="lacks"):
         LocalFeatureSource(object())
 
@@ -485,7 +479,6 @@ def test_extractor_feature_source_follows_the_extractors_lifecycle():
     import threading
     import types
 
-    from cbcl_pr_ros.nodes.conversions import rgb_to_image_msg
     from cbcl_pr_ros.nodes.feature_source import ExtractorFeatureSource, FeatureSourceError
 
     class Fake:
@@ -496,11 +489,11 @@ def test_extractor_feature_source_follows_the_extractors_lifecycle():
 
     extractor = types.SimpleNamespace(backbone=None, backbone_lock=threading.Lock(), phase="unconfigured")
     src = ExtractorFeatureSource(extractor)
-    img = rgb_to_image_msg(np.full((4, 4, 3), 9, np.uint8), _header())
+    img = np.full((4, 4, 3), 9, np.uint8)
     with pytest.raises(FeatureSourceError, match="unconfigured: no backbone loaded"):
-        src.extract_images([img])
+        src.extract([img])
     extractor.backbone, extractor.phase = Fake(), "inactive"  # configured later
-    assert src.extract_images([img]).features.shape == (1, 3)
+    assert src.extract([img]).features.shape == (1, 3)
 
 
 # ------------------------------------------------------------------ session, launch, Fast DDS profile

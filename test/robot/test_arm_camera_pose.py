@@ -1,6 +1,6 @@
-"""The arm locates detections with the camera pose of their stamp, kept in the same checked history the
-learner uses (perception/camera_pose.CameraPoses): a pose that is not finite, not a rotation, or that
-jumps is refused, and the detections of that instant are ignored rather than placed wrongly."""
+"""The arm points at the base-frame positions the learner's detections carry (the learner placed them
+with its checked camera-pose history): it keeps no pose history of its own, and detections that
+carry no base-frame positions (the learner had no pose for their stamp) are ignored, not guessed."""
 from __future__ import annotations
 
 import math
@@ -12,64 +12,47 @@ rclpy = pytest.importorskip("rclpy")
 from ros_testing import domain, isolated_context  # noqa: E402
 
 
-def _pose(stamp_s: float, x: float, qw: float = 1.0):
-    from geometry_msgs.msg import PoseStamped
-
-    msg = PoseStamped()
-    msg.header.frame_id = "base"
-    msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp_s), int(round((stamp_s % 1) * 1e9))
-    msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = x, 0.0, 0.5
-    msg.pose.orientation.w = qw
-    return msg
-
-
-def _detections(stamp_s: float):
+def _detections(stamp_s: float, frame: str = "base", track: int = 1, x: float = 0.7):
     from cbcl_pr_ros.msg import DetectedObject, Detections
 
     msg = Detections()
     msg.header.stamp.sec, msg.header.stamp.nanosec = int(stamp_s), int(round((stamp_s % 1) * 1e9))
-    obj = DetectedObject(id=1, label="mug", known=True, confidence=0.9)
-    obj.centroid.x, obj.centroid.y, obj.centroid.z = 0.0, 0.0, 0.6
+    msg.position_frame = frame
+    msg.camera_pose.position.x, msg.camera_pose.position.z = 0.7, 0.5
+    msg.camera_pose.orientation.w = 1.0
+    obj = DetectedObject(id=track, label="mug", known=True, confidence=0.9)
+    obj.centroid.x, obj.centroid.y, obj.centroid.z = 0.0, 0.0, 0.6  # optical frame: not what the arm reads
+    obj.position.x, obj.position.y, obj.position.z = (x, 0.0, 1.1) if frame else (math.nan,) * 3
     msg.objects.append(obj)
     return msg
 
 
-def test_detections_use_only_checked_poses_of_their_stamp():
+def test_the_arm_uses_the_base_frame_positions_of_the_detections():
     from cbcl_pr_ros.nodes.arm import ArmNode
 
     with domain() as dom, isolated_context(dom) as ctx:
         node = ArmNode(context=ctx)
         try:
-            node._remember_pose(_pose(10.0, 0.7, qw=math.nan))  # not finite: refused
+            assert not hasattr(node, "_poses")  # no camera-pose history of its own
             node._on_detections(_detections(10.0))
-            assert node.detections_used == 0
-            node._remember_pose(_pose(11.0, 0.7))
-            node._remember_pose(_pose(11.1, 5.7))  # 5 m in 0.1 s: a jump, refused
-            node._on_detections(_detections(11.1))  # the kept pose at 11.0 is within 0.3 s of it
             assert node.detections_used == 1
             seen = node.logic.detected.best("mug")
-            assert seen is not None and seen.centre == pytest.approx([0.7, 0.0, 1.1])  # with the 11.0 pose
-            node._on_detections(_detections(20.0))  # no pose anywhere near: ignored
-            assert node.detections_used == 1
+            assert seen is not None and seen.centre == pytest.approx([0.7, 0.0, 1.1]) and seen.track_id == 1
+            node._on_detections(_detections(10.5, x=0.85))  # the same track, moved 15 cm: the same object
+            assert len(node.logic.detected.objects_) == 1
+            assert node.logic.detected.best("mug").centre == pytest.approx([0.85, 0.0, 1.1])
         finally:
             node.destroy_node()
 
 
-def test_a_rogue_pose_after_each_real_one_does_not_blind_the_arm():
-    """The arm keeps its poses by the learner's rule: a far-off pose after each real one is refused and
-    never judged against, so every detection still finds the real pose of its stamp."""
+def test_detections_without_a_base_frame_are_ignored():
     from cbcl_pr_ros.nodes.arm import ArmNode
 
     with domain() as dom, isolated_context(dom) as ctx:
         node = ArmNode(context=ctx)
         try:
-            for f in range(20):
-                t = 10.0 + 0.25 * f
-                node._remember_pose(_pose(t, 0.5 + 0.05 * f))
-                node._remember_pose(_pose(t + 0.01, -3.0))  # rogue: 3.5 m away in 10 ms
-                node._on_detections(_detections(t))
-            assert node.detections_used == 20
-            assert node._poses.refused == 20
+            node._on_detections(_detections(10.0, frame=""))
+            assert node.detections_used == 0 and node.logic.detected.objects_ == []
         finally:
             node.destroy_node()
 

@@ -1,4 +1,4 @@
-"""Issue 12 without ROS: detections moved to the base frame for pointing; placing objects in the world."""
+"""Without ROS: base-frame detections remembered for pointing; placing objects in the world."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,18 +13,14 @@ QUAT = look_at_quaternion(CAM, [0.7, -0.1, -0.18])  # straight down at the table
 K = CameraConfig(640, 480, 60.0).intrinsics()
 
 
-def _cam_point(world_xyz) -> np.ndarray:
-    from cbcl_pr_ros.robot.world import quaternion_to_matrix
-
-    return quaternion_to_matrix(QUAT).T @ (np.asarray(world_xyz, float) - CAM)
+CAMERA = (CAM, QUAT)
 
 
-def test_detections_become_base_frame_positions_and_best_confidence_wins() -> None:
+def test_base_frame_detections_are_remembered_and_best_confidence_wins() -> None:
     mem = DetectedObjects()
     a, b = np.array([0.72, -0.05, -0.14]), np.array([0.65, -0.2, -0.15])
-    n = mem.update([(1, "mug", True, 0.6, _cam_point(a)), (2, "mug", True, 0.9, _cam_point(b)),
-                    (3, "", False, 0.3, _cam_point(a + 0.1)), (4, "duck", True, 0.8, [np.nan] * 3)],
-                   CAM, QUAT, 1.0)
+    n = mem.update([(1, "mug", True, 0.6, a), (2, "mug", True, 0.9, b),
+                    (3, "", False, 0.3, a + 0.1), (4, "duck", True, 0.8, [np.nan] * 3)], 1.0, CAMERA)
     assert n == 3  # the depth-less duck has no position
     np.testing.assert_allclose(mem.best("mug").centre, b, atol=1e-9)
     assert mem.best("duck") is None and mem.labels() == ["mug"]  # unknown objects are no target
@@ -34,33 +30,55 @@ def test_one_bad_view_does_not_relabel_a_remembered_object() -> None:
     mem = DetectedObjects()
     a = np.array([0.72, -0.05, -0.14])
     for label, conf in (("mug", 0.8), ("mug", 0.7), ("duck", 1.0), ("mug", 0.6)):
-        mem.update([(1, label, True, conf, _cam_point(a + np.array([0.01, 0.0, 0.0])))], CAM, QUAT, 1.0)
+        mem.update([(1, label, True, conf, a + np.array([0.01, 0.0, 0.0]))], 1.0, CAMERA)
     assert len(mem.objects_) == 1 and mem.best("mug") is not None and mem.best("duck") is None
     # a view that only shows part of it (box at the image border) counts less
     for _ in range(2):
-        mem.update([(1, "duck", True, 1.0, _cam_point(a), (0, 10, 50, 60))], CAM, QUAT, 2.0, K, (640, 480))
+        mem.update([(1, "duck", True, 1.0, a, (0, 10, 50, 60))], 2.0, CAMERA, K, (640, 480))
     assert mem.best("mug") is not None
     # a newer model (a class taught since) starts the votes afresh
-    mem.update([(1, "cup", True, 0.5, _cam_point(a))], CAM, QUAT, 3.0, model_version=2)
+    mem.update([(1, "cup", True, 0.5, a)], 3.0, CAMERA, model_version=2)
     assert mem.best("cup") is not None and mem.best("mug") is None
 
 
 def test_objects_out_of_view_are_kept_and_vanished_ones_dropped() -> None:
     mem = DetectedObjects()
     a = np.array([0.72, -0.05, -0.14])
-    mem.update([(1, "mug", True, 0.9, _cam_point(a))], CAM, QUAT, 1.0, K, (640, 480))
+    mem.update([(1, "mug", True, 0.9, a)], 1.0, CAMERA, K, (640, 480))
     far_cam = CAM + np.array([0.0, 1.0, 0.0])  # looking elsewhere: the mug is kept
-    mem.update([], far_cam, look_at_quaternion(far_cam, far_cam - [0, 0, 0.6]), 2.0, K, (640, 480))
+    mem.update([], 2.0, (far_cam, look_at_quaternion(far_cam, far_cam - [0, 0, 0.6])), K, (640, 480))
     assert mem.best("mug") is not None
-    mem.update([], CAM, QUAT, 3.0, K, (640, 480))  # its place in view, nothing there: gone
+    mem.update([], 2.5, None, K, (640, 480))  # no camera pose: nothing can be judged out of view
+    assert mem.best("mug") is not None
+    mem.update([], 3.0, CAMERA, K, (640, 480))  # its place in view, nothing there: gone
     assert mem.best("mug") is None
+
+
+def test_a_detection_is_its_tracks_object_and_a_new_track_is_matched_by_place() -> None:
+    """The learner's track id says which remembered object a detection is (an object moved in view
+    keeps its votes); a track id not remembered lands on the object at its place (its track began
+    anew) or starts a new object."""
+    mem = DetectedObjects(merge_m=0.06)
+    a, b = np.array([0.72, -0.05, -0.14]), np.array([0.6, -0.25, -0.14])
+    mem.update([(1, "mug", True, 0.9, a), (2, "duck", True, 0.9, b)], 1.0, CAMERA)
+    moved = a + np.array([0.1, 0.0, 0.0])  # 10 cm: farther than merge_m, still track 1
+    mem.update([(1, "mug", True, 0.8, moved), (2, "duck", True, 0.9, b)], 2.0, CAMERA, K, (640, 480))
+    assert len(mem.objects_) == 2
+    mug = mem.best("mug")
+    np.testing.assert_allclose(mug.centre, moved)
+    assert mug.votes["mug"] == pytest.approx(1.7)
+    mem.update([(7, "duck", True, 0.5, b + 0.01), (1, "mug", True, 0.8, moved)], 3.0, CAMERA)  # duck's new track
+    duck = mem.best("duck")
+    assert len(mem.objects_) == 2 and duck.track_id == 7 and duck.votes["duck"] == pytest.approx(2.3)
+    mem.update([(9, "cup", True, 0.7, np.array([0.5, 0.1, -0.14])), (1, "mug", True, 0.8, moved)], 4.0)
+    assert len(mem.objects_) == 3 and mem.best("cup").track_id == 9
 
 
 def test_point_at_prefers_a_detection_and_refuses_unknown_labels() -> None:
     arm = ArmController("right")
     try:
         target = np.array([0.7, -0.15, -0.12])
-        arm.detected.update([(5, "duck", True, 0.8, _cam_point(target))], CAM, QUAT, 1.0)
+        arm.detected.update([(5, "duck", True, 0.8, target)], 1.0, CAMERA)
         pos, sol = arm.point_at("duck", {})
         np.testing.assert_allclose(pos, target, atol=1e-9)
         assert sol.error_m < 0.03

@@ -78,8 +78,9 @@ def test_world_is_deterministic_under_seed():
 
 
 def test_arm_locates_objects_from_the_proposals_centroids(world):
-    """The arm's one source of places: each proposal's camera-frame centroid (what ``detections``
-    carries) moved to the base frame, named as the learner would (here: the object the box covers)."""
+    """The arm's one source of places: each proposal's camera-frame centroid moved to the base frame
+    with the camera pose (as the learner places its tracks for ``detections``), named as the learner
+    would (here: the object the box covers)."""
     from cbcl_pr_ros.perception import box_iou
     from cbcl_pr_ros.perception.proposals import propose
     from cbcl_pr_ros.perception.types import CameraIntrinsics
@@ -99,7 +100,9 @@ def test_arm_locates_objects_from_the_proposals_centroids(world):
     assert len(named) >= 2, (len(props), [g.category for g in gts])
     arm = ArmController("right", table_height=world.config.table_height)
     try:
-        arm.detected.update(named, f.camera_position, f.camera_quaternion, 1.0, f.K, (320, 240))
+        R = quaternion_to_matrix(f.camera_quaternion)  # what the learner sends: base-frame positions
+        placed = [(*d[:4], R @ np.asarray(d[4], float) + f.camera_position, d[5]) for d in named]
+        arm.detected.update(placed, 1.0, (f.camera_position, f.camera_quaternion), f.K, (320, 240))
         by_cat = {o.category: o for o in world.objects}
         for _, category, *_ in named:
             assert np.linalg.norm(arm.locate(category)[:2] - by_cat[category].position[:2]) < 0.03, category

@@ -91,7 +91,7 @@ def test_teach_detect_point_session_by_relative_names(tmp_path: Path, namespace:
         with LearnerClient.start(namespace="/nobody_here", domain_id=dom, timeout_s=2.0) as lost:
             with pytest.raises(LearnerUnavailable, match="no learner answers"):
                 lost.list_classes()
-        # the arm locates the named detection from the same topic (base frame via camera_pose)
+        # the arm locates the named detection from the same topic (the base-frame positions it carries)
         answers: list = []
         assert wait_until(lambda: answers.append(_call(c, node, PointAt, "point_at", PointAt.Request(label="mug")))
                           or answers[-1].success, 90, step=2.0), answers[-1].message + logs()

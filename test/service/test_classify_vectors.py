@@ -26,13 +26,10 @@ class FakePort:
         self.latest = latest
         self.sizes: list[tuple[int, int]] = []
 
-    def extract_images(self, images: list[Any]) -> np.ndarray:
-        self.sizes += [(int(i.height), int(i.width)) for i in images]
-        return np.ones((len(images), D), np.float32)
-
     def extract(self, rgbs: list[np.ndarray]) -> np.ndarray:
         self.sizes += [r.shape[:2] for r in rgbs]
-        return np.full((len(rgbs), D), 2.0, np.float32)
+        return np.stack([np.full(D, r.shape[0] * r.shape[1], np.float32) for r in rgbs]) if rgbs else \
+            np.empty((0, D), np.float32)
 
     def latest_features(self) -> Any:
         return self.latest
@@ -59,10 +56,12 @@ def test_an_image_scope_objects_answers_for_its_object_in_view_with_its_box():
     feats, origin, box, plan = _ask(ClassifyRequest(1, NO_FEATURE, _image(rgb)), port)
     x0, y0, x1, y1 = box
     assert abs(x0 - 25) <= 3 and abs(y0 - 30) <= 3 and abs(x1 - 65) <= 3 and abs(y1 - 70) <= 3
-    assert np.all(feats == 2.0) and port.sizes[0] != (96, 96)  # the crop went to the backbone
+    assert port.sizes[0] != (96, 96) and np.all(feats < 96 * 96)  # the crop went to the backbone
     blank = np.full((96, 96, 3), 128, np.uint8)
-    feats, _, box, plan = _ask(ClassifyRequest(1, NO_FEATURE, _image(blank)), FakePort())
-    assert box is None and plan.target == "frame" and "no object found" in plan.note and np.all(feats == 1.0)
+    port = FakePort()
+    feats, _, box, plan = _ask(ClassifyRequest(1, NO_FEATURE, _image(blank)), port)
+    assert box is None and plan.target == "frame" and "no object found" in plan.note
+    assert port.sizes == [(96, 96)] and np.all(feats == 96 * 96)  # the whole image, decoded once
 
 
 def test_the_stream_answers_with_the_latest_frame_or_says_why_not():
