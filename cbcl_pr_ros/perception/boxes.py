@@ -59,33 +59,87 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
     whole (measured on the dumps of 17 main-job runs: 9 more pairs of one object joined, 1 more of two
     among 45,617; no real-set proposal is nearer than 0.42 m). Without depth nothing is a part.
     """
-    order = sorted(range(len(proposals)), key=lambda i: -proposals[i].area)
-    away = [float(np.linalg.norm(p.centroid)) for p in proposals]  # from the camera (NaN without depth)
-    parts: set[int] = set()
-    for rank, i in enumerate(order):
-        small = proposals[i]
-        if not small.has_depth or small.area <= 0:
-            continue
-        x0, y0, x1, y1 = small.box
-        for j in order[:rank]:
-            big = proposals[j]
-            if j in parts or not big.has_depth:
-                continue
-            iw = min(x1, big.box[2]) - max(x0, big.box[0])
-            ih = min(y1, big.box[3]) - max(y0, big.box[1])
-            inside = max(iw, 0) * max(ih, 0) / small.area
-            apart = float(np.linalg.norm(small.centroid - big.centroid))
-            alike = labels is not None and bool(labels[i]) and labels[i] == labels[j]
-            close = max(away[i], away[j]) < close_up_m
-            if (inside >= min_overlap and apart <= max_distance_m) or (apart <= same_label_distance_m and (
-                    (alike and inside >= same_label_overlap) or ((alike or close) and share_extent(small, big)))) or (
-                    apart <= side_piece_m and side_piece(small, big, inside >= side_piece_overlap, side_piece_volume,
-                                                         nested_m=max_distance_m)) or (
-                    close and apart <= close_up_piece_m and side_piece(small, big, False, side_piece_volume,
-                                                                        nested_m=close_up_piece_m)):
-                parts.add(i)
-                break
-    return parts
+    n = len(proposals)
+    if n == 0:
+        return set()
+    area = np.array([p.area for p in proposals], dtype=float)
+    order = np.argsort(-area, kind="stable")  # the largest first; a part's whole is among those before it
+    box = np.array([[float(v) for v in proposals[i].box] for i in order]).reshape(n, 4)
+    cen = np.array([np.asarray(proposals[i].centroid, dtype=float).reshape(3) for i in order])
+    ext = np.array([np.asarray(proposals[i].size, dtype=float).reshape(3) for i in order])
+    depth = np.all(np.isfinite(cen), axis=1)
+    names: dict[str, int] = {}
+    lab = np.array([names.setdefault(labels[i], len(names)) if labels is not None and labels[i] else -1
+                    for i in order], dtype=np.int64)
+    rules = _PartRules(min_overlap, max_distance_m, same_label_overlap, same_label_distance_m, close_up_m,
+                       side_piece_m, side_piece_volume, side_piece_overlap, close_up_piece_m)
+    is_part = np.zeros(n, bool)
+    for a in range(0, n, _PART_ROWS):  # rows in blocks: memory stays bounded for any number of proposals
+        b = min(n, a + _PART_ROWS)
+        pair = _part_pairs(box, cen, ext, area[order], lab, depth, a, b, rules)
+        for r in np.flatnonzero(pair.any(axis=1)) + a:  # in rank order: a part is no whole for a smaller one
+            is_part[r] = bool(np.any(pair[r - a, :r] & ~is_part[:r]))
+    return {int(order[r]) for r in np.flatnonzero(is_part)}
+
+
+# Rows of the pair matrix computed at once by nested_parts (rows x all proposals, a few arrays of 3 floats each).
+_PART_ROWS = 256
+
+
+@dataclass(frozen=True)
+class _PartRules:
+    """nested_parts's thresholds, handed to the pair test as one value."""
+    min_overlap: float
+    max_distance_m: float
+    same_label_overlap: float
+    same_label_distance_m: float
+    close_up_m: float
+    side_piece_m: float
+    side_piece_volume: float
+    side_piece_overlap: float
+    close_up_piece_m: float
+
+
+def _part_pairs(box: np.ndarray, cen: np.ndarray, ext: np.ndarray, area: np.ndarray, lab: np.ndarray,
+                depth: np.ndarray, a: int, b: int, k: _PartRules) -> np.ndarray:
+    """For the proposals of ranks ``a``..``b`` (rows, the smaller) and every larger one before them
+    (columns ``< b``; the rest False): whether the row is a part of the column by nested_parts's rules,
+    ignoring whether the column is itself a part. The same arithmetic as :func:`share_extent` and
+    :func:`side_piece` on whole arrays, so the answer is the pairwise one."""
+    rows, cols = slice(a, b), slice(0, b)
+    bs, bb = box[rows, None, :], box[None, cols, :]
+    iw = np.minimum(bs[..., 2], bb[..., 2]) - np.maximum(bs[..., 0], bb[..., 0])
+    ih = np.minimum(bs[..., 3], bb[..., 3]) - np.maximum(bs[..., 1], bb[..., 1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inside = np.maximum(iw, 0.0) * np.maximum(ih, 0.0) / area[rows, None]
+    cs, cb, es, eb = cen[rows, None, :], cen[None, cols, :], ext[rows, None, :], ext[None, cols, :]
+    d = cs - cb
+    apart = np.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1] + d[..., 2] * d[..., 2])
+    away = np.sqrt(cen[:, 0] * cen[:, 0] + cen[:, 1] * cen[:, 1] + cen[:, 2] * cen[:, 2])
+    close = np.maximum(away[rows, None], away[None, cols]) < k.close_up_m
+    alike = (lab[rows, None] >= 0) & (lab[rows, None] == lab[None, cols])
+    gap = np.abs(d)
+    shared = np.all(gap <= es / 2, axis=-1) & np.all(gap <= eb / 2, axis=-1)
+    lo = np.maximum(cs - es / 2, cb - eb / 2)
+    hi = np.minimum(cs + es / 2, cb + eb / 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.clip(hi - lo, 0.0, None) / es
+    vol = ext[:, 0] * ext[:, 1] * ext[:, 2]
+    small_enough = vol[rows, None] <= k.side_piece_volume * vol[None, cols]
+    sx, sy, sz = share[..., 0], share[..., 1], share[..., 2]
+    stick_out = np.where(sy < sx, sy, sx) <= SIDE_SHARE  # min(x, y) as Python takes it (NaN first stays NaN)
+    half_inside = sx * sy * sz >= NESTED_SHARE
+    beside = (inside >= k.side_piece_overlap) & (sz >= SIDE_DEPTH_SHARE) & stick_out
+    side = small_enough & (beside | ((apart <= k.max_distance_m) & half_inside))
+    close_piece = small_enough & (apart <= k.close_up_piece_m) & half_inside
+    pair = (((inside >= k.min_overlap) & (apart <= k.max_distance_m))
+            | ((apart <= k.same_label_distance_m) & ((alike & (inside >= k.same_label_overlap))
+                                                     | ((alike | close) & shared)))
+            | ((apart <= k.side_piece_m) & side)
+            | (close & (apart <= k.close_up_piece_m) & close_piece))
+    pair &= (depth[rows] & (area[rows] > 0))[:, None] & depth[None, cols]
+    pair &= np.arange(a, b)[:, None] > np.arange(b)[None, :]
+    return pair
 
 
 def share_extent(a: Proposal, b: Proposal) -> bool:
@@ -97,8 +151,13 @@ def share_extent(a: Proposal, b: Proposal) -> bool:
     return bool(np.all(gap <= a.size / 2) and np.all(gap <= b.size / 2))
 
 
+# side_piece's shares (nested_parts applies the same ones to whole arrays)
+SIDE_DEPTH_SHARE, SIDE_SHARE, NESTED_SHARE = 0.9, 0.5, 0.5
+
+
 def side_piece(small: Proposal, big: Proposal, boxes_overlap: bool = True, max_volume: float = 0.25,
-               depth_share: float = 0.9, side_share: float = 0.5, nested_share: float = 0.5,
+               depth_share: float = SIDE_DEPTH_SHARE, side_share: float = SIDE_SHARE,
+               nested_share: float = NESTED_SHARE,
                nested_m: float = 0.05) -> bool:
     """Whether ``small`` looks like a piece cut off ``big`` (a handle, an arm, a strip): at most
     ``max_volume`` of its 3D extent's volume (extents: centroid +- size / 2, camera frame), and either
