@@ -74,15 +74,23 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
     rules = _PartRules(min_overlap, max_distance_m, same_label_overlap, same_label_distance_m, close_up_m,
                        side_piece_m, side_piece_volume, side_piece_overlap, close_up_piece_m)
     is_part = np.zeros(n, bool)
+    reach = max(max_distance_m, same_label_distance_m, side_piece_m, close_up_piece_m)  # every rule's distance
+    ok_small, ok_big = depth & (area[order] > 0), depth
     for a in range(0, n, _PART_ROWS):  # rows in blocks: memory stays bounded for any number of proposals
         b = min(n, a + _PART_ROWS)
-        pair = _part_pairs(box, cen, ext, area[order], lab, depth, a, b, rules)
+        d = cen[a:b, None, :] - cen[None, :b, :]
+        apart = np.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1] + d[..., 2] * d[..., 2])
+        near = (apart <= reach) & ok_small[a:b, None] & ok_big[None, :b]
+        near &= np.arange(a, b)[:, None] > np.arange(b)[None, :]  # only larger ones (earlier ranks) can hold it
+        i, j = np.nonzero(near)
+        pair = np.zeros((b - a, b), bool)
+        pair[i, j] = _part_pairs(box, cen, ext, area[order], lab, i + a, j, apart[i, j], rules)
         for r in np.flatnonzero(pair.any(axis=1)) + a:  # in rank order: a part is no whole for a smaller one
             is_part[r] = bool(np.any(pair[r - a, :r] & ~is_part[:r]))
     return {int(order[r]) for r in np.flatnonzero(is_part)}
 
 
-# Rows of the pair matrix computed at once by nested_parts (rows x all proposals, a few arrays of 3 floats each).
+# Rows of the distance matrix computed at once by nested_parts (rows x all proposals, 3 floats each).
 _PART_ROWS = 256
 
 
@@ -101,45 +109,38 @@ class _PartRules:
 
 
 def _part_pairs(box: np.ndarray, cen: np.ndarray, ext: np.ndarray, area: np.ndarray, lab: np.ndarray,
-                depth: np.ndarray, a: int, b: int, k: _PartRules) -> np.ndarray:
-    """For the proposals of ranks ``a``..``b`` (rows, the smaller) and every larger one before them
-    (columns ``< b``; the rest False): whether the row is a part of the column by nested_parts's rules,
-    ignoring whether the column is itself a part. The same arithmetic as :func:`share_extent` and
-    :func:`side_piece` on whole arrays, so the answer is the pairwise one."""
-    rows, cols = slice(a, b), slice(0, b)
-    bs, bb = box[rows, None, :], box[None, cols, :]
-    iw = np.minimum(bs[..., 2], bb[..., 2]) - np.maximum(bs[..., 0], bb[..., 0])
-    ih = np.minimum(bs[..., 3], bb[..., 3]) - np.maximum(bs[..., 1], bb[..., 1])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        inside = np.maximum(iw, 0.0) * np.maximum(ih, 0.0) / area[rows, None]
-    cs, cb, es, eb = cen[rows, None, :], cen[None, cols, :], ext[rows, None, :], ext[None, cols, :]
-    d = cs - cb
-    apart = np.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1] + d[..., 2] * d[..., 2])
+                i: np.ndarray, j: np.ndarray, apart: np.ndarray, k: _PartRules) -> np.ndarray:
+    """For pairs of ranks ``i`` (the smaller, with depth and an area) and ``j`` (a larger one, with
+    depth), ``apart`` between their centroids: whether ``i`` is a part of ``j`` by nested_parts's
+    rules, ignoring whether ``j`` is itself a part. The arithmetic of :func:`share_extent` and
+    :func:`side_piece` on arrays of pairs, so the answer is the pair-by-pair one."""
+    bs, bb = box[i], box[j]
+    iw = np.minimum(bs[:, 2], bb[:, 2]) - np.maximum(bs[:, 0], bb[:, 0])
+    ih = np.minimum(bs[:, 3], bb[:, 3]) - np.maximum(bs[:, 1], bb[:, 1])
+    inside = np.maximum(iw, 0.0) * np.maximum(ih, 0.0) / area[i]
+    cs, cb, es, eb = cen[i], cen[j], ext[i], ext[j]
     away = np.sqrt(cen[:, 0] * cen[:, 0] + cen[:, 1] * cen[:, 1] + cen[:, 2] * cen[:, 2])
-    close = np.maximum(away[rows, None], away[None, cols]) < k.close_up_m
-    alike = (lab[rows, None] >= 0) & (lab[rows, None] == lab[None, cols])
-    gap = np.abs(d)
+    close = np.maximum(away[i], away[j]) < k.close_up_m
+    alike = (lab[i] >= 0) & (lab[i] == lab[j])
+    gap = np.abs(cs - cb)
     shared = np.all(gap <= es / 2, axis=-1) & np.all(gap <= eb / 2, axis=-1)
     lo = np.maximum(cs - es / 2, cb - eb / 2)
     hi = np.minimum(cs + es / 2, cb + eb / 2)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.clip(hi - lo, 0.0, None) / es
     vol = ext[:, 0] * ext[:, 1] * ext[:, 2]
-    small_enough = vol[rows, None] <= k.side_piece_volume * vol[None, cols]
-    sx, sy, sz = share[..., 0], share[..., 1], share[..., 2]
+    small_enough = vol[i] <= k.side_piece_volume * vol[j]
+    sx, sy, sz = share[:, 0], share[:, 1], share[:, 2]
     stick_out = np.where(sy < sx, sy, sx) <= SIDE_SHARE  # min(x, y) as Python takes it (NaN first stays NaN)
     half_inside = sx * sy * sz >= NESTED_SHARE
     beside = (inside >= k.side_piece_overlap) & (sz >= SIDE_DEPTH_SHARE) & stick_out
     side = small_enough & (beside | ((apart <= k.max_distance_m) & half_inside))
     close_piece = small_enough & (apart <= k.close_up_piece_m) & half_inside
-    pair = (((inside >= k.min_overlap) & (apart <= k.max_distance_m))
+    return (((inside >= k.min_overlap) & (apart <= k.max_distance_m))
             | ((apart <= k.same_label_distance_m) & ((alike & (inside >= k.same_label_overlap))
                                                      | ((alike | close) & shared)))
             | ((apart <= k.side_piece_m) & side)
             | (close & (apart <= k.close_up_piece_m) & close_piece))
-    pair &= (depth[rows] & (area[rows] > 0))[:, None] & depth[None, cols]
-    pair &= np.arange(a, b)[:, None] > np.arange(b)[None, :]
-    return pair
 
 
 def share_extent(a: Proposal, b: Proposal) -> bool:
