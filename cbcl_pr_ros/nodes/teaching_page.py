@@ -62,7 +62,18 @@ CAMERA_SILENT_S = 5.0  # no picture for this long: the page and the log say wher
 # any, "none" (the learner sends none: detection off, no depth, not running).
 LATE_FOR_S = 30.0
 MAX_OBJECTS = 100  # objects of one detections message the page shows (a message is a stranger's)
+MAX_LABEL = 128  # characters of a detection's label the page keeps and shows
 
+
+
+def page_boxes(msg: Detections) -> tuple[DetectedBox, ...]:
+    """What the page shows of a detections message: its first ``MAX_OBJECTS`` objects, labels cut to
+    ``MAX_LABEL`` characters, confidences in [0, 1] (a non-finite one is 0: the page's JSON has no NaN)."""
+    def conf(v: float) -> float:
+        return min(max(float(v), 0.0), 1.0) if math.isfinite(v) else 0.0
+
+    return tuple(DetectedBox(int(o.id), str(o.label)[:MAX_LABEL], bool(o.known), conf(o.confidence),
+                             int(o.x0), int(o.y0), int(o.x1), int(o.y1)) for o in msg.objects[:MAX_OBJECTS])
 
 
 class TeachingPageNode(Node):
@@ -116,7 +127,7 @@ class TeachingPageNode(Node):
         if start_server:
             names = [n for n in str(g("host_names")).split(",") if n.strip()]
             self.server = PageServer(self.state, self, PageConfig(g("address"), int(g("port")), g("token"),
-                                                                  host_names=names))
+                                                                  host_names=names, max_pages=int(g("max_pages"))))
             self.server.start()
             self.get_logger().info(f"teaching page on {self.server.url} (camera '{self.camera_topic}', "
                                    f"learner '{self.resolve_service_name('teach_class')}')")
@@ -144,8 +155,7 @@ class TeachingPageNode(Node):
             self._send(msg, self._last_objects if late else (), self._last_version if late else 0, how, since or 0.0)
 
     def _on_detections(self, msg: Detections) -> None:
-        objs = tuple(DetectedBox(int(o.id), str(o.label)[:128], bool(o.known), float(o.confidence),
-                                 int(o.x0), int(o.y0), int(o.x1), int(o.y1)) for o in msg.objects[:MAX_OBJECTS])
+        objs = page_boxes(msg)
         self._last_detections = time.monotonic()
         self._last_objects, self._last_version = objs, int(msg.model_version)
         frame = self._frames.pop(stamp_to_ns(msg.header.stamp))
