@@ -295,8 +295,8 @@ async def _websocket(request: web.Request) -> web.StreamResponse:
     script opening pages by the thousand would starve the real ones. Refused with 503 otherwise."""
     hub: _Hub = request.app[_HUB]  # type: ignore[assignment]
     if hub.pages >= hub.config.max_pages:
-        return _json(False, f"{hub.pages} pages are open, the most this page serves (max_pages): close one "
-                            "and reload", 503)
+        return _json(False, f"too many pages open ({hub.pages} of at most {hub.config.max_pages}, max_pages): "
+                            "close one and reload", 503)
     hub.pages += 1  # before the handshake: pages opened at once are counted while they wait for it
     try:
         return await _serve_page(hub, request)
