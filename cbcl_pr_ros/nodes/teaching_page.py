@@ -39,6 +39,7 @@ from cbcl_pr_ros.nodes.ros_params import declare_read_only
 from cbcl_pr_ros.settings.robot_params import PAGE_PARAMS
 from cbcl_pr_ros.nodes.conversions import image_msg_to_rgb
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer
+from cbcl_pr_ros.nodes.detections_msgs import detections_from_serialized
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.qos import image_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
@@ -103,7 +104,7 @@ class TeachingPageNode(Node):
         gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
         self.create_subscription(Image, "image", gc(self._on_image, "image"), image_qos(), callback_group=sensors)
         self.create_subscription(Detections, "detections", gc(self._on_detections, "detections"), result_qos(2),
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+                                 callback_group=MutuallyExclusiveCallbackGroup(), raw=True)  # counted, then built
         self._home: tuple[float, float, float] | None = None  # where the camera looked at the table
         self._rehome_after = 0.0
         self.create_subscription(PoseStamped, "camera_pose", gc(self._on_camera_pose, "camera pose"), 2,
@@ -154,7 +155,13 @@ class TeachingPageNode(Node):
             how = "late" if late else "waiting" if since is None and now - self._started <= LATE_FOR_S else "none"
             self._send(msg, self._last_objects if late else (), self._last_version if late else 0, how, since or 0.0)
 
-    def _on_detections(self, msg: Detections) -> None:
+    def _on_detections(self, msg: Detections | bytes) -> None:
+        if isinstance(msg, (bytes, bytearray)):
+            try:
+                msg = detections_from_serialized(bytes(msg))
+            except ValueError as exc:
+                self.get_logger().warning(f"detections ignored: {exc}", throttle_duration_sec=10.0)
+                return
         objs = page_boxes(msg)
         self._last_detections = time.monotonic()
         self._last_objects, self._last_version = objs, int(msg.model_version)

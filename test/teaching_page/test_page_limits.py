@@ -119,3 +119,29 @@ def test_a_detections_message_gives_the_page_a_bounded_frame():
     assert [b.confidence for b in boxes[:6]] == [0.0, 0.0, 0.0, 0.0, 1.0, 0.25]
     meta = Frame(b"", 640, 480, 0.0, boxes).meta()
     assert len(json.dumps(meta, allow_nan=False)) < 40_000  # valid JSON for the browser, of bounded size
+
+
+def test_the_page_node_refuses_an_oversized_detections_message_unbuilt_and_keeps_showing_the_last():
+    import rclpy
+    from rclpy.serialization import serialize_message
+
+    from cbcl_pr_ros.msg import DetectedObject, Detections
+    from cbcl_pr_ros.nodes.detections_msgs import MAX_FRAME_OBJECTS
+    from cbcl_pr_ros.nodes.teaching_page import TeachingPageNode
+
+    context = rclpy.Context()
+    rclpy.init(args=["page"], context=context)
+    node = TeachingPageNode(start_server=False, context=context)
+    try:
+        good = Detections(objects=[DetectedObject(id=5, label="mug", known=True, confidence=0.9, x1=9, y1=9)])
+        node._on_detections(serialize_message(good))  # as the raw subscription delivers it
+        assert [o.id for o in node._last_objects] == [5]
+        flood = Detections(objects=[DetectedObject(id=i + 1) for i in range(MAX_FRAME_OBJECTS + 1)])
+        node._on_detections(serialize_message(flood))
+        assert [o.id for o in node._last_objects] == [5]  # refused whole: nothing of it taken
+        huge = Detections(objects=[DetectedObject(id=6, label="x" * (2 << 20))])
+        node._on_detections(serialize_message(huge))
+        assert [o.id for o in node._last_objects] == [5]
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
