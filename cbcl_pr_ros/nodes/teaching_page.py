@@ -66,7 +66,6 @@ MAX_OBJECTS = 100  # objects of one detections message the page shows (a message
 MAX_LABEL = 128  # characters of a detection's label the page keeps and shows
 
 
-
 def page_boxes(msg: Detections) -> tuple[DetectedBox, ...]:
     """What the page shows of a detections message: its first ``MAX_OBJECTS`` objects, labels cut to
     ``MAX_LABEL`` characters, confidences in [0, 1] (a non-finite one is 0: the page's JSON has no NaN)."""

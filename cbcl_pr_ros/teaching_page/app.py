@@ -215,7 +215,8 @@ async def _run(request: web.Request, action: str, parse: Callable[[Any], Any],
                              hub.config.action_rate_hz):
         return _json(False, "too many requests: wait a moment and try again", 429)
     teach = action == "teach"
-    who = request.cookies.get(CLIENT_COOKIE) or request.remote or ""
+    cid = request.cookies.get(CLIENT_COOKIE)
+    who = cid if cid and hub.clients.known(cid) else request.remote or ""  # as the rate buckets tell clients
     if teach and not hub.teaching.acquire(blocking=False):
         return _json(False, _teach_busy(hub, who), 429)
     if teach:
