@@ -38,12 +38,19 @@ __all__ = [
     "MAX_FRAME_OBJECTS",
     "object_count_of_serialized",
     "object_features_from_serialized",
+    "MAX_DETECTIONS_BYTES",
+    "detections_count_of_serialized",
+    "detections_from_serialized",
 ]
 
 # The most objects an extractor sends in one frame (the top of its max_objects range): a frame with
 # more did not come from one, and tracking it would cost seconds per frame (the work grows faster than
 # the count), so it is refused whole before anything is computed.
 MAX_FRAME_OBJECTS = int(next(p.max for p in PARAMS if p.name == "max_objects"))
+
+# The largest serialized Detections taken from the topic: a learner's at the object cap, each with its
+# top labels of names at the request cap, is a fraction of this; a larger one is refused unbuilt.
+MAX_DETECTIONS_BYTES = 1 << 20
 
 _NAN3 = np.full(3, np.nan)
 
@@ -112,30 +119,62 @@ def make_object_features_msg(header: Header, backbone: str, preprocessing: str,
     return msg
 
 
-def object_count_of_serialized(raw: bytes) -> int:
-    """The number of objects a serialized ObjectFeatures (CDR, as DDS delivers it) declares, read
-    from the bytes before them: header stamp and frame, the two names, the dimension, the values.
-    Every field up to there is 4-byte aligned. ValueError when the bytes end too early."""
-    little = raw[1:2] in (b"\x01", b"\x03")  # encapsulation: CDR/PL_CDR little-endian
-    fmt = "<I" if little else ">I"
-    pos = 4 + 8  # encapsulation header, builtin_interfaces/Time
+class _CdrCounts:
+    """Reads the 4-byte aligned lengths at the start of a serialized message (CDR, as DDS delivers
+    it), without building it. ValueError when the bytes end too early."""
 
-    def u32() -> int:
-        nonlocal pos
-        pos = (pos + 3) & ~3  # alignment counts from after the 4-byte encapsulation header, which is aligned
-        if pos + 4 > len(raw):
-            raise ValueError(f"object features: {len(raw)} bytes end inside the message")
-        (v,) = struct.unpack_from(fmt, raw, pos)
-        pos += 4
+    def __init__(self, raw: bytes, what: str) -> None:
+        self.raw, self.what = raw, what
+        self.fmt = "<I" if raw[1:2] in (b"\x01", b"\x03") else ">I"  # encapsulation: CDR/PL_CDR little-endian
+        self.pos = 4  # after the encapsulation header
+
+    def skip(self, n: int) -> None:
+        self.pos += n
+
+    def u32(self) -> int:
+        self.pos = (self.pos + 3) & ~3  # alignment counts from after the 4-byte encapsulation header, which is aligned
+        if self.pos + 4 > len(self.raw):
+            raise ValueError(f"{self.what}: {len(self.raw)} bytes end inside the message")
+        (v,) = struct.unpack_from(self.fmt, self.raw, self.pos)
+        self.pos += 4
         return int(v)
 
-    for _ in range(3):  # frame_id, backbone, preprocessing: length (with the NUL), then the bytes
-        size = u32()  # (read first: u32 moves pos)
-        pos += size
-    u32()  # dimension
-    size = 4 * u32()  # values
-    pos += size
-    return u32()
+    def string(self) -> None:
+        self.skip(self.u32())  # length (with the NUL), then the bytes
+
+
+def object_count_of_serialized(raw: bytes) -> int:
+    """The number of objects a serialized ObjectFeatures declares, read from the bytes before them:
+    header stamp and frame, the two names, the dimension, the values."""
+    cdr = _CdrCounts(raw, "object features")
+    cdr.skip(8)  # builtin_interfaces/Time
+    for _ in range(3):  # frame_id, backbone, preprocessing
+        cdr.string()
+    cdr.u32()  # dimension
+    cdr.skip(4 * cdr.u32())  # values
+    return cdr.u32()
+
+
+def detections_count_of_serialized(raw: bytes) -> int:
+    """The number of objects a serialized Detections declares, read from the bytes after its header."""
+    cdr = _CdrCounts(raw, "detections")
+    cdr.skip(8)  # builtin_interfaces/Time
+    cdr.string()  # frame_id
+    return cdr.u32()
+
+
+def detections_from_serialized(raw: bytes) -> Detections:
+    """A Detections from its serialized bytes, refused (ValueError) before it is built when it is over
+    :data:`MAX_DETECTIONS_BYTES` or declares more than :data:`MAX_FRAME_OBJECTS` objects (a learner
+    publishes at most one per object of a frame): a subscriber's work per message stays bounded."""
+    from rclpy.serialization import deserialize_message
+
+    if len(raw) > MAX_DETECTIONS_BYTES:
+        raise ValueError(f"a detections message of {len(raw)} bytes; at most {MAX_DETECTIONS_BYTES} are taken")
+    n = detections_count_of_serialized(raw)
+    if n > MAX_FRAME_OBJECTS:
+        raise ValueError(f"detections of {n} objects; a learner sends at most {MAX_FRAME_OBJECTS}")
+    return deserialize_message(raw, Detections)
 
 
 def object_features_from_serialized(raw: bytes) -> ObjectFeatures:

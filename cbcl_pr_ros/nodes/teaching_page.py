@@ -39,6 +39,7 @@ from cbcl_pr_ros.nodes.ros_params import declare_read_only
 from cbcl_pr_ros.settings.robot_params import PAGE_PARAMS
 from cbcl_pr_ros.nodes.conversions import image_msg_to_rgb
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer
+from cbcl_pr_ros.nodes.detections_msgs import detections_from_serialized
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.qos import image_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
@@ -62,7 +63,17 @@ CAMERA_SILENT_S = 5.0  # no picture for this long: the page and the log say wher
 # any, "none" (the learner sends none: detection off, no depth, not running).
 LATE_FOR_S = 30.0
 MAX_OBJECTS = 100  # objects of one detections message the page shows (a message is a stranger's)
+MAX_LABEL = 128  # characters of a detection's label the page keeps and shows
 
+
+def page_boxes(msg: Detections) -> tuple[DetectedBox, ...]:
+    """What the page shows of a detections message: its first ``MAX_OBJECTS`` objects, labels cut to
+    ``MAX_LABEL`` characters, confidences in [0, 1] (a non-finite one is 0: the page's JSON has no NaN)."""
+    def conf(v: float) -> float:
+        return min(max(float(v), 0.0), 1.0) if math.isfinite(v) else 0.0
+
+    return tuple(DetectedBox(int(o.id), str(o.label)[:MAX_LABEL], bool(o.known), conf(o.confidence),
+                             int(o.x0), int(o.y0), int(o.x1), int(o.y1)) for o in msg.objects[:MAX_OBJECTS])
 
 
 class TeachingPageNode(Node):
@@ -92,7 +103,7 @@ class TeachingPageNode(Node):
         gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
         self.create_subscription(Image, "image", gc(self._on_image, "image"), image_qos(), callback_group=sensors)
         self.create_subscription(Detections, "detections", gc(self._on_detections, "detections"), result_qos(2),
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+                                 callback_group=MutuallyExclusiveCallbackGroup(), raw=True)  # counted, then built
         self._home: tuple[float, float, float] | None = None  # where the camera looked at the table
         self._rehome_after = 0.0
         self.create_subscription(PoseStamped, "camera_pose", gc(self._on_camera_pose, "camera pose"), 2,
@@ -116,7 +127,7 @@ class TeachingPageNode(Node):
         if start_server:
             names = [n for n in str(g("host_names")).split(",") if n.strip()]
             self.server = PageServer(self.state, self, PageConfig(g("address"), int(g("port")), g("token"),
-                                                                  host_names=names))
+                                                                  host_names=names, max_pages=int(g("max_pages"))))
             self.server.start()
             self.get_logger().info(f"teaching page on {self.server.url} (camera '{self.camera_topic}', "
                                    f"learner '{self.resolve_service_name('teach_class')}')")
@@ -143,9 +154,14 @@ class TeachingPageNode(Node):
             how = "late" if late else "waiting" if since is None and now - self._started <= LATE_FOR_S else "none"
             self._send(msg, self._last_objects if late else (), self._last_version if late else 0, how, since or 0.0)
 
-    def _on_detections(self, msg: Detections) -> None:
-        objs = tuple(DetectedBox(int(o.id), str(o.label)[:128], bool(o.known), float(o.confidence),
-                                 int(o.x0), int(o.y0), int(o.x1), int(o.y1)) for o in msg.objects[:MAX_OBJECTS])
+    def _on_detections(self, msg: Detections | bytes) -> None:
+        if isinstance(msg, (bytes, bytearray)):
+            try:
+                msg = detections_from_serialized(bytes(msg))
+            except ValueError as exc:
+                self.get_logger().warning(f"detections ignored: {exc}", throttle_duration_sec=10.0)
+                return
+        objs = page_boxes(msg)
         self._last_detections = time.monotonic()
         self._last_objects, self._last_version = objs, int(msg.model_version)
         frame = self._frames.pop(stamp_to_ns(msg.header.stamp))

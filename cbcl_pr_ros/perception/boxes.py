@@ -58,34 +58,92 @@ def nested_parts(proposals: Sequence[Proposal], labels: Sequence[str] | None = N
     bottle too, 7.5 cm): 5 cm would leave it a track of its own, which took the object's id from the
     whole (measured on the dumps of 17 main-job runs: 9 more pairs of one object joined, 1 more of two
     among 45,617; no real-set proposal is nearer than 0.42 m). Without depth nothing is a part.
+
+    The rules are computed on arrays, and only for pairs within the largest of the rules' distances:
+    a pair loop in Python cost over half a second on a frame at the extractor's object cap.
     """
-    order = sorted(range(len(proposals)), key=lambda i: -proposals[i].area)
-    away = [float(np.linalg.norm(p.centroid)) for p in proposals]  # from the camera (NaN without depth)
-    parts: set[int] = set()
-    for rank, i in enumerate(order):
-        small = proposals[i]
-        if not small.has_depth or small.area <= 0:
-            continue
-        x0, y0, x1, y1 = small.box
-        for j in order[:rank]:
-            big = proposals[j]
-            if j in parts or not big.has_depth:
-                continue
-            iw = min(x1, big.box[2]) - max(x0, big.box[0])
-            ih = min(y1, big.box[3]) - max(y0, big.box[1])
-            inside = max(iw, 0) * max(ih, 0) / small.area
-            apart = float(np.linalg.norm(small.centroid - big.centroid))
-            alike = labels is not None and bool(labels[i]) and labels[i] == labels[j]
-            close = max(away[i], away[j]) < close_up_m
-            if (inside >= min_overlap and apart <= max_distance_m) or (apart <= same_label_distance_m and (
-                    (alike and inside >= same_label_overlap) or ((alike or close) and share_extent(small, big)))) or (
-                    apart <= side_piece_m and side_piece(small, big, inside >= side_piece_overlap, side_piece_volume,
-                                                         nested_m=max_distance_m)) or (
-                    close and apart <= close_up_piece_m and side_piece(small, big, False, side_piece_volume,
-                                                                        nested_m=close_up_piece_m)):
-                parts.add(i)
-                break
-    return parts
+    n = len(proposals)
+    if n == 0:
+        return set()
+    area = np.array([p.area for p in proposals], dtype=float)
+    order = np.argsort(-area, kind="stable")  # the largest first; a part's whole is among those before it
+    box = np.array([[float(v) for v in proposals[i].box] for i in order]).reshape(n, 4)
+    cen = np.array([np.asarray(proposals[i].centroid, dtype=float).reshape(3) for i in order])
+    ext = np.array([np.asarray(proposals[i].size, dtype=float).reshape(3) for i in order])
+    depth = np.all(np.isfinite(cen), axis=1)
+    names: dict[str, int] = {}
+    lab = np.array([names.setdefault(labels[i], len(names)) if labels is not None and labels[i] else -1
+                    for i in order], dtype=np.int64)
+    rules = _PartRules(min_overlap, max_distance_m, same_label_overlap, same_label_distance_m, close_up_m,
+                       side_piece_m, side_piece_volume, side_piece_overlap, close_up_piece_m)
+    is_part = np.zeros(n, bool)
+    reach = max(max_distance_m, same_label_distance_m, side_piece_m, close_up_piece_m)  # every rule's distance
+    ok_small, ok_big = depth & (area[order] > 0), depth
+    for a in range(0, n, _PART_ROWS):  # rows in blocks: memory stays bounded for any number of proposals
+        b = min(n, a + _PART_ROWS)
+        d = cen[a:b, None, :] - cen[None, :b, :]
+        apart = np.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1] + d[..., 2] * d[..., 2])
+        near = (apart <= reach) & ok_small[a:b, None] & ok_big[None, :b]
+        near &= np.arange(a, b)[:, None] > np.arange(b)[None, :]  # only larger ones (earlier ranks) can hold it
+        i, j = np.nonzero(near)
+        pair = np.zeros((b - a, b), bool)
+        pair[i, j] = _part_pairs(box, cen, ext, area[order], lab, i + a, j, apart[i, j], rules)
+        for r in np.flatnonzero(pair.any(axis=1)) + a:  # in rank order: a part is no whole for a smaller one
+            is_part[r] = bool(np.any(pair[r - a, :r] & ~is_part[:r]))
+    return {int(order[r]) for r in np.flatnonzero(is_part)}
+
+
+# Rows of the distance matrix computed at once by nested_parts (rows x all proposals, 3 floats each).
+_PART_ROWS = 256
+
+
+@dataclass(frozen=True)
+class _PartRules:
+    """nested_parts's thresholds, handed to the pair test as one value."""
+    min_overlap: float
+    max_distance_m: float
+    same_label_overlap: float
+    same_label_distance_m: float
+    close_up_m: float
+    side_piece_m: float
+    side_piece_volume: float
+    side_piece_overlap: float
+    close_up_piece_m: float
+
+
+def _part_pairs(box: np.ndarray, cen: np.ndarray, ext: np.ndarray, area: np.ndarray, lab: np.ndarray,
+                i: np.ndarray, j: np.ndarray, apart: np.ndarray, k: _PartRules) -> np.ndarray:
+    """For pairs of ranks ``i`` (the smaller, with depth and an area) and ``j`` (a larger one, with
+    depth), ``apart`` between their centroids: whether ``i`` is a part of ``j`` by nested_parts's
+    rules, ignoring whether ``j`` is itself a part. The arithmetic of :func:`share_extent` and
+    :func:`side_piece` on arrays of pairs, so the answer is the pair-by-pair one."""
+    bs, bb = box[i], box[j]
+    iw = np.minimum(bs[:, 2], bb[:, 2]) - np.maximum(bs[:, 0], bb[:, 0])
+    ih = np.minimum(bs[:, 3], bb[:, 3]) - np.maximum(bs[:, 1], bb[:, 1])
+    inside = np.maximum(iw, 0.0) * np.maximum(ih, 0.0) / area[i]
+    cs, cb, es, eb = cen[i], cen[j], ext[i], ext[j]
+    away = np.sqrt(cen[:, 0] * cen[:, 0] + cen[:, 1] * cen[:, 1] + cen[:, 2] * cen[:, 2])
+    close = np.maximum(away[i], away[j]) < k.close_up_m
+    alike = (lab[i] >= 0) & (lab[i] == lab[j])
+    gap = np.abs(cs - cb)
+    shared = np.all(gap <= es / 2, axis=-1) & np.all(gap <= eb / 2, axis=-1)
+    lo = np.maximum(cs - es / 2, cb - eb / 2)
+    hi = np.minimum(cs + es / 2, cb + eb / 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.clip(hi - lo, 0.0, None) / es
+    vol = ext[:, 0] * ext[:, 1] * ext[:, 2]
+    small_enough = vol[i] <= k.side_piece_volume * vol[j]
+    sx, sy, sz = share[:, 0], share[:, 1], share[:, 2]
+    stick_out = np.where(sy < sx, sy, sx) <= SIDE_SHARE  # min(x, y) as Python takes it (NaN first stays NaN)
+    half_inside = sx * sy * sz >= NESTED_SHARE
+    beside = (inside >= k.side_piece_overlap) & (sz >= SIDE_DEPTH_SHARE) & stick_out
+    side = small_enough & (beside | ((apart <= k.max_distance_m) & half_inside))
+    close_piece = small_enough & (apart <= k.close_up_piece_m) & half_inside
+    return (((inside >= k.min_overlap) & (apart <= k.max_distance_m))
+            | ((apart <= k.same_label_distance_m) & ((alike & (inside >= k.same_label_overlap))
+                                                     | ((alike | close) & shared)))
+            | ((apart <= k.side_piece_m) & side)
+            | (close & (apart <= k.close_up_piece_m) & close_piece))
 
 
 def share_extent(a: Proposal, b: Proposal) -> bool:
@@ -97,8 +155,13 @@ def share_extent(a: Proposal, b: Proposal) -> bool:
     return bool(np.all(gap <= a.size / 2) and np.all(gap <= b.size / 2))
 
 
+# side_piece's shares (nested_parts applies the same ones to whole arrays)
+SIDE_DEPTH_SHARE, SIDE_SHARE, NESTED_SHARE = 0.9, 0.5, 0.5
+
+
 def side_piece(small: Proposal, big: Proposal, boxes_overlap: bool = True, max_volume: float = 0.25,
-               depth_share: float = 0.9, side_share: float = 0.5, nested_share: float = 0.5,
+               depth_share: float = SIDE_DEPTH_SHARE, side_share: float = SIDE_SHARE,
+               nested_share: float = NESTED_SHARE,
                nested_m: float = 0.05) -> bool:
     """Whether ``small`` looks like a piece cut off ``big`` (a handle, an arm, a strip): at most
     ``max_volume`` of its 3D extent's volume (extents: centroid +- size / 2, camera frame), and either

@@ -72,6 +72,8 @@ PAGE_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("host_names", "", "Names besides its address that the page answers to, comma-separated (e.g. "
               "'robot1.local'); a request naming any other host is refused (DNS rebinding). localhost and "
               "IP addresses need no entry", (PAGE,)),
+    ParamSpec("max_pages", 8, "Most pages open at once (websockets); one more is refused with 503 and says so",
+              (PAGE,), min=1, max=256),
     ParamSpec("jpeg_quality", 80, "JPEG quality of the pictures sent to the page", (PAGE,), min=10, max=100),
     ParamSpec("max_fps", 5.0, "Most pictures per second sent to the pages", (PAGE,), min=0.1, max=120.0),
     ParamSpec("plain_after_s", 2.0, "Show the plain camera picture when no detections came for this long",

@@ -37,6 +37,7 @@ __all__ = ["PageConfig", "make_app", "PageServer", "is_loopback", "STATIC_DIR"]
 log = logging.getLogger(__name__)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 MAX_REQUEST_BYTES = 16 * 1024
+MAX_PAGES = 256  # the most open pages (websockets) any configuration allows: each holds a socket and a task
 _STATE = web.AppKey("page_state", PageState)
 _CONFIG = web.AppKey("page_config", object)
 _HUB = web.AppKey("page_hub", object)
@@ -57,7 +58,7 @@ class PageConfig:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8080, token: str = "", action_rate_hz: float = 2.0,
                  action_burst: float = 4.0, action_timeout_s: float = 90.0, host_names: Iterable[str] = (),
-                 idle_timeout_s: float = 15.0, read_timeout_s: float = 10.0) -> None:
+                 idle_timeout_s: float = 15.0, read_timeout_s: float = 10.0, max_pages: int = 8) -> None:
         if not 0 <= int(port) <= 65535:
             raise ValueError(f"port must be 0..65535, got {port}")
         if not host:
@@ -73,6 +74,9 @@ class PageConfig:
             if not 0.0 < float(v) <= 3600.0:
                 raise ValueError(f"{name} must be in (0, 3600] s, got {v!r}")
         self.idle_timeout_s, self.read_timeout_s = float(idle_timeout_s), float(read_timeout_s)
+        if isinstance(max_pages, bool) or not 1 <= int(max_pages) <= MAX_PAGES:
+            raise ValueError(f"max_pages must be 1..{MAX_PAGES}, got {max_pages!r}")
+        self.max_pages = int(max_pages)
 
 
 class _Hub:
@@ -85,6 +89,8 @@ class _Hub:
         self.sockets: set[web.WebSocketResponse] = set()  # closed first at shutdown (see make_app)
         self.clients = ClientBuckets(burst=config.action_burst)
         self.teaching = threading.Lock()
+        self.teacher: tuple[str, float] = ("", 0.0)  # who holds ``teaching`` (client id or address), since when
+        self.pages = 0  # open websockets, counted from before their handshake
         self.pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="page-action")
 
     def on_change(self, _kind: str) -> None:  # called from any thread
@@ -209,8 +215,12 @@ async def _run(request: web.Request, action: str, parse: Callable[[Any], Any],
                              hub.config.action_rate_hz):
         return _json(False, "too many requests: wait a moment and try again", 429)
     teach = action == "teach"
+    cid = request.cookies.get(CLIENT_COOKIE)
+    who = cid if cid and hub.clients.known(cid) else request.remote or ""  # as the rate buckets tell clients
     if teach and not hub.teaching.acquire(blocking=False):
-        return _json(False, "a teach is already running: wait for its answer", 429)
+        return _json(False, _teach_busy(hub, who), 429)
+    if teach:
+        hub.teacher = (who, time.monotonic())
     try:
         loop = asyncio.get_running_loop()
         try:
@@ -226,6 +236,16 @@ async def _run(request: web.Request, action: str, parse: Callable[[Any], Any],
             hub.teaching.release()
     record(hub.state, parsed, outcome)
     return _json(outcome.ok, outcome.message)
+
+
+def _teach_busy(hub: _Hub, who: str) -> str:
+    """Why a teach must wait: one teach runs at a time, maybe one another page started."""
+    holder, since = hub.teacher
+    left = max(0.0, hub.config.action_timeout_s - (time.monotonic() - since))
+    if holder and holder == who:
+        return "your teach is already running: wait for its answer"
+    return (f"a teach started by another page is already running (one at a time): its answer comes within "
+            f"{left:.0f} s; try again then")
 
 
 def _teach_call(client: TeachingClient, req: Any) -> Outcome:
@@ -271,9 +291,22 @@ async def _place(request: web.Request) -> web.Response:
                       lambda s, _r, o: s.record_notice("place", o.ok, o.message))
 
 
-async def _websocket(request: web.Request) -> web.WebSocketResponse:
-    """Push the state and the newest frame (JSON meta, then the JPEG as binary) to one page."""
+async def _websocket(request: web.Request) -> web.StreamResponse:
+    """One open page, while fewer than ``max_pages`` are open: each holds a socket and a task, and a
+    script opening pages by the thousand would starve the real ones. Refused with 503 otherwise."""
     hub: _Hub = request.app[_HUB]  # type: ignore[assignment]
+    if hub.pages >= hub.config.max_pages:
+        return _json(False, f"too many pages open ({hub.pages} of at most {hub.config.max_pages}, max_pages): "
+                            "close one and reload", 503)
+    hub.pages += 1  # before the handshake: pages opened at once are counted while they wait for it
+    try:
+        return await _serve_page(hub, request)
+    finally:
+        hub.pages -= 1
+
+
+async def _serve_page(hub: _Hub, request: web.Request) -> web.WebSocketResponse:
+    """Push the state and the newest frame (JSON meta, then the JPEG as binary) to one page."""
     ws = web.WebSocketResponse(heartbeat=10.0, max_msg_size=4096)
     await ws.prepare(request)
     wake = asyncio.Event()

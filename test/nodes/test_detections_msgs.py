@@ -340,3 +340,31 @@ def test_the_object_count_is_read_from_the_serialized_bytes(n) -> None:
                 object_features_from_serialized(raw)
     with pytest.raises(ValueError, match="end inside"):
         object_count_of_serialized(raw[:20])
+
+
+@pytest.mark.parametrize("n", [0, 2, 256, 257, 3000])
+def test_the_detections_count_is_read_from_the_serialized_bytes(n) -> None:
+    """A subscriber (the page) counts a detections message's objects in its bytes and refuses one of
+    more objects than a learner sends, or of more bytes than the cap, before building it."""
+    from rclpy.serialization import serialize_message
+
+    from cbcl_pr_ros.msg import DetectedObject, Detections
+    from cbcl_pr_ros.nodes.detections_msgs import (MAX_DETECTIONS_BYTES, MAX_FRAME_OBJECTS,
+                                                   detections_count_of_serialized, detections_from_serialized)
+
+    for frame_id in ("", "cam", "camera_color_optical_frame"):
+        msg = Detections(header=_header(frame=frame_id), model_version=7)
+        msg.objects = [DetectedObject(id=i, label="mug" * (i % 4), top_labels=["a"] * (i % 3)) for i in range(n)]
+        raw = serialize_message(msg)
+        assert detections_count_of_serialized(raw) == n
+        if n <= MAX_FRAME_OBJECTS:
+            back = detections_from_serialized(raw)
+            assert len(back.objects) == n and back.model_version == 7 and back.header.frame_id == frame_id
+        else:
+            with pytest.raises(ValueError, match=f"detections of {n} objects"):
+                detections_from_serialized(raw)
+    with pytest.raises(ValueError, match="end inside"):
+        detections_count_of_serialized(raw[:10])
+    big = Detections(objects=[DetectedObject(id=1, label="x" * (MAX_DETECTIONS_BYTES + 1))])
+    with pytest.raises(ValueError, match="bytes; at most"):
+        detections_from_serialized(serialize_message(big))

@@ -130,3 +130,25 @@ def test_two_tabs_share_state_and_a_page_reconnects(page):
         wait(lambda: "spoon" in text(driver, "classes"), what="a change after the reconnection")
     finally:
         server2.stop()
+
+
+def test_a_page_over_max_pages_says_why_it_is_not_connected():
+    state, robot = PageState(), FakeRobot()
+    server = PageServer(state, robot, PageConfig(port=0, max_pages=1))
+    server.start()
+    state.set_frame(frame())
+    driver = make_browser(820, 1100)
+    try:
+        driver.get(server.url)
+        wait(lambda: text(driver, "connection") == "connected", what="the first page's websocket")
+        first = driver.current_window_handle
+        driver.switch_to.new_window("tab")
+        driver.get(server.url)
+        wait(lambda: "max_pages" in text(driver, "connection"), what="the second page's reason")
+        assert "too many pages open (1 of at most 1" in text(driver, "connection")
+        driver.close()  # the second tab; the first page is still served
+        driver.switch_to.window(first)
+        assert text(driver, "connection") == "connected"
+    finally:
+        driver.quit()
+        server.stop()

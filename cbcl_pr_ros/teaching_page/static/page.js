@@ -52,9 +52,11 @@ function connect() {
   const q = token ? "?token=" + encodeURIComponent(token) : "";
   socket = new WebSocket(`${proto}//${location.host}/ws${q}`);
   socket.binaryType = "blob";
-  socket.onopen = () => { retryMs = 500; setConnection(true); };
+  let opened = false;
+  socket.onopen = () => { opened = true; retryMs = 500; setConnection(true); };
   socket.onclose = () => {
     setConnection(false);
+    if (!opened) sayWhyRefused(`/ws${q}`);
     setTimeout(connect, retryMs);
     retryMs = Math.min(retryMs * 2, 5000);
   };
@@ -69,6 +71,15 @@ function connect() {
       createImageBitmap(ev.data).then((bmp) => showFrame(meta, bmp)).catch(() => {});
     }
   };
+}
+
+// A browser hides why a websocket was refused: ask the same address plainly, and show a refusal the
+// robot explains (too many pages open) instead of "reconnecting…".
+function sayWhyRefused(path) {
+  fetch(path, {headers: headers()})
+    .then((r) => (r.status === 503 ? r.json() : null))
+    .then((b) => { if (b && b.message) $("connection").textContent = b.message; })
+    .catch(() => {});
 }
 
 function setConnection(on) {

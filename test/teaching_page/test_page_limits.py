@@ -1,0 +1,147 @@
+"""What one client or one publisher can take of the page: open pages are capped (one more is refused
+with 503 and a reason), a teach another page started is named as such, and a detections message gives
+the page a bounded number of objects with bounded labels and finite confidences."""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+
+import aiohttp
+import pytest
+
+import cbcl_pr_ros.teaching_page.app as page_app
+from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
+from cbcl_pr_ros.teaching_page.guard import CLIENT_COOKIE
+from cbcl_pr_ros.teaching_page.state import Frame, PageState
+
+from .fake_robot import FakeRobot, frame
+
+
+def _serve(**kw):
+    state, robot = PageState(), FakeRobot()
+    server = PageServer(state, robot, PageConfig(port=0, **kw))
+    server.start()
+    state.set_frame(frame())
+    return server, state, robot
+
+
+async def _open_until_refused(s: aiohttp.ClientSession, url: str, most: int) -> tuple[list, int]:
+    """Open pages one after another until one is refused (or ``most`` are open): the open ones and the
+    refusal's HTTP status (0 when none was refused)."""
+    opened = []
+    for _ in range(most):
+        try:
+            opened.append(await s.ws_connect(url))
+        except aiohttp.WSServerHandshakeError as exc:
+            return opened, exc.status
+    return opened, 0
+
+
+def test_open_pages_are_capped_and_one_more_is_told_why():
+    server, _state, _robot = _serve(max_pages=3)
+
+    async def go():
+        async with aiohttp.ClientSession() as s:
+            pages, refused = await _open_until_refused(s, server.url + "ws", 10)
+            assert len(pages) == 3 and refused == 503
+            async with s.get(server.url + "ws") as r:  # what the page asks to say why
+                body = await r.json()
+                assert r.status == 503 and "too many pages open (3 of at most 3, max_pages)" in body["message"]
+            for ws in pages:  # they still get the state
+                assert json.loads((await ws.receive(timeout=10)).data)["type"] == "state"
+            await pages[0].close()
+            again = []
+            for _ in range(100):  # the server counts the closed page out once its handler ends
+                again, _ = await _open_until_refused(s, server.url + "ws", 1)
+                if again:
+                    break
+                await asyncio.sleep(0.05)
+            assert len(again) == 1
+            for ws in pages[1:] + again:
+                await ws.close()
+    try:
+        asyncio.run(go())
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 257, True])
+def test_max_pages_out_of_range_is_refused_at_start(bad):
+    with pytest.raises(ValueError, match="max_pages"):
+        PageConfig(max_pages=bad)
+
+
+def test_a_teach_another_page_started_is_named_as_such():
+    server, _state, robot = _serve(action_rate_hz=0.05, action_burst=4.0)
+    robot.hold.clear()  # the first teach runs until released
+    teach = server.url + "api/teach"
+
+    async def go():
+        jar = lambda: aiohttp.CookieJar(unsafe=True)  # noqa: E731  (127.0.0.1 is an IP: allow its cookies)
+        async with aiohttp.ClientSession(cookie_jar=jar()) as first, aiohttp.ClientSession(cookie_jar=jar()) as other:
+            for s in (first, other):
+                async with s.get(server.url) as r:
+                    assert r.status == 200 and CLIENT_COOKIE in r.cookies
+            running = asyncio.create_task(first.post(teach, json={"label": "mug", "track_id": 3}))
+            for _ in range(200):  # until the first teach holds the robot
+                if server.app[page_app._HUB].teaching.locked():
+                    break
+                await asyncio.sleep(0.02)
+            answers = []
+            for s in (other, first):
+                async with s.post(teach, json={"label": "cup", "track_id": 3}) as r:
+                    answers.append((r.status, (await r.json())["message"]))
+            robot.hold.set()
+            async with await running as r:
+                return answers, r.status
+    try:
+        (theirs, mine), first_status = asyncio.run(go())
+    finally:
+        robot.hold.set()
+        server.stop()
+    assert theirs[0] == 429 and "started by another page" in theirs[1] and "already running" in theirs[1]
+    assert mine[0] == 429 and mine[1].startswith("your teach is already running")
+    assert first_status == 200 and robot.calls == [("track", "mug", 3)]
+
+
+def test_a_detections_message_gives_the_page_a_bounded_frame():
+    from cbcl_pr_ros.msg import DetectedObject, Detections
+    from cbcl_pr_ros.nodes.teaching_page import MAX_LABEL, MAX_OBJECTS, page_boxes
+
+    msg = Detections()
+    confidences = [math.nan, math.inf, -math.inf, -3.0, 7.0, 0.25]
+    msg.objects = [DetectedObject(id=i + 1, label="x" * 100_000, known=True, confidence=confidences[i % 6],
+                                  x0=1, y0=2, x1=30, y1=40) for i in range(MAX_OBJECTS * 5)]
+    boxes = page_boxes(msg)
+    assert len(boxes) == MAX_OBJECTS and [b.id for b in boxes] == list(range(1, MAX_OBJECTS + 1))
+    assert all(len(b.label) == MAX_LABEL for b in boxes)
+    assert [b.confidence for b in boxes[:6]] == [0.0, 0.0, 0.0, 0.0, 1.0, 0.25]
+    meta = Frame(b"", 640, 480, 0.0, boxes).meta()
+    assert len(json.dumps(meta, allow_nan=False)) < 40_000  # valid JSON for the browser, of bounded size
+
+
+def test_the_page_node_refuses_an_oversized_detections_message_unbuilt_and_keeps_showing_the_last():
+    import rclpy
+    from rclpy.serialization import serialize_message
+
+    from cbcl_pr_ros.msg import DetectedObject, Detections
+    from cbcl_pr_ros.nodes.detections_msgs import MAX_FRAME_OBJECTS
+    from cbcl_pr_ros.nodes.teaching_page import TeachingPageNode
+
+    context = rclpy.Context()
+    rclpy.init(args=["page"], context=context)
+    node = TeachingPageNode(start_server=False, context=context)
+    try:
+        good = Detections(objects=[DetectedObject(id=5, label="mug", known=True, confidence=0.9, x1=9, y1=9)])
+        node._on_detections(serialize_message(good))  # as the raw subscription delivers it
+        assert [o.id for o in node._last_objects] == [5]
+        flood = Detections(objects=[DetectedObject(id=i + 1) for i in range(MAX_FRAME_OBJECTS + 1)])
+        node._on_detections(serialize_message(flood))
+        assert [o.id for o in node._last_objects] == [5]  # refused whole: nothing of it taken
+        huge = Detections(objects=[DetectedObject(id=6, label="x" * (2 << 20))])
+        node._on_detections(serialize_message(huge))
+        assert [o.id for o in node._last_objects] == [5]
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
