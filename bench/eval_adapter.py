@@ -47,8 +47,16 @@ def load_adapter(path: Path):
     return model, log
 
 
-def adapted_frames(data: list[dict], model) -> list[dict]:
-    from train_adapter import adapt
+def concat(model, X: np.ndarray) -> np.ndarray:
+    """The transformed Lite0 vector and the adapted one side by side, equal weight, L2-normalised."""
+    from train_adapter import adapt, tukey_l2
+
+    return np.hstack([tukey_l2(np.asarray(X, np.float32)), adapt(model, X)]) / np.sqrt(2.0)
+
+
+def adapted_frames(data: list[dict], model, adapt=None) -> list[dict]:
+    if adapt is None:
+        from train_adapter import adapt
 
     out = []
     for f in data:
@@ -105,15 +113,44 @@ def distances(frs: list[dict], seed: int, make_learner) -> dict:
 
 
 def auroc_table(by_source: dict, seeds: int, make_learner) -> dict:
-    res = {}
+    """Per source: the mean over seeds of each seed's AUROC, and the AUROC of all seeds' distances
+    pooled; ``all``: every source and seed pooled."""
+    res, pool = {}, defaultdict(list)
     for src, frs in by_source.items():
         runs = [distances(frs, s, make_learner) for s in range(seeds)]
-        res[src] = {"gate_distance": round(float(np.nanmean([_auroc(r["taught"], r["untaught"]) for r in runs])), 3),
-                    "cosine_nearest_shot": round(float(np.nanmean([_auroc(r["taught_cos"], r["untaught_cos"])
-                                                                    for r in runs])), 3)}
-    for k in ("gate_distance", "cosine_nearest_shot"):
-        res.setdefault("mean", {})[k] = round(float(np.nanmean([v[k] for s, v in res.items() if s != "mean"])), 3)
+        if not any(r["taught"] for r in runs):
+            continue
+        row = {}
+        for k, suf in (("gate_distance", ""), ("cosine_nearest_shot", "_cos")):
+            per = [_auroc(r["taught" + suf], r["untaught" + suf]) for r in runs if r["taught" + suf]]
+            pos = sum((r["taught" + suf] for r in runs), [])
+            neg = sum((r["untaught" + suf] for r in runs), [])
+            pool[k + "_pos"] += pos
+            pool[k + "_neg"] += neg
+            row[k] = round(float(np.nanmean(per)), 3)
+            row[k + "_pooled"] = round(_auroc(pos, neg), 3)
+        row["n_taught_views"], row["n_untaught"] = len(pos), len(neg)
+        row["_pos"], row["_neg"] = sum((r["taught"] for r in runs), []), sum((r["untaught"] for r in runs), [])
+        res[src] = row
+    res["all"] = {k: round(_auroc(pool[k + "_pos"], pool[k + "_neg"]), 3) for k in ("gate_distance", "cosine_nearest_shot")}
     return res
+
+
+def paired_bootstrap(a: dict, b: dict, n: int = 1000, seed: int = 0) -> dict:
+    """AUROC(b) - AUROC(a) of the gate distance per source, with a 90 % interval from resampling the
+    same objects in both spaces (the lists are aligned: same frames, seeds and taught sets)."""
+    rng, out = np.random.default_rng(seed), {}
+    for src in a:
+        if src == "all" or src not in b:
+            continue
+        pa, na, pb, nb = (np.asarray(x) for x in (a[src]["_pos"], a[src]["_neg"], b[src]["_pos"], b[src]["_neg"]))
+        diffs = []
+        for _ in range(n):
+            i, j = rng.integers(0, len(pa), len(pa)), rng.integers(0, len(na), len(na))
+            diffs.append(_auroc(pb[i], nb[j]) - _auroc(pa[i], na[j]))
+        out[src] = {"diff": round(_auroc(pb, nb) - _auroc(pa, na), 3),
+                    "p05": round(float(np.percentile(diffs, 5)), 3), "p95": round(float(np.percentile(diffs, 95)), 3)}
+    return out
 
 
 def first_shot(by_source: dict, seeds: int, shots_list=(1, 5, 10)) -> dict:
@@ -141,7 +178,7 @@ def first_shot(by_source: dict, seeds: int, shots_list=(1, 5, 10)) -> dict:
     return out
 
 
-def accuracy(names: list[str], model, prior: float, seeds: int, shots_list: list[int]) -> dict:
+def accuracy(names: list[str], model, prior: float, prior_cat: float, seeds: int, shots_list: list[int]) -> dict:
     """The benchmark sets' few-shot accuracy (bench_accuracy.py's protocol, no teach-time views) on
     Lite0 and adapted vectors, paired by seed."""
     from dataclasses import replace
@@ -158,8 +195,13 @@ def accuracy(names: list[str], model, prior: float, seeds: int, shots_list: list
             raw = [ba.run_learner(fs, shots, s, {"teach_views": 0})["acc"] for s in range(seeds)]
             ada = [ba.run_learner(fa, shots, s, {"teach_views": 0, "transform": "l2", "distance_prior": prior})["acc"]
                    for s in range(seeds)]
+            fc = replace(fs, train_x=concat(model, fs.train_x), test_x=concat(model, fs.test_x))
+            cat = [ba.run_learner(fc, shots, s, {"teach_views": 0, "transform": "l2", "distance_prior": prior_cat})["acc"]
+                   for s in range(seeds)]
             out[f"{name}_{shots}_shot"] = {"lite0": round(float(np.mean(raw)), 4), "adapted": round(float(np.mean(ada)), 4),
-                                           "paired_diff": round(float(np.mean(np.subtract(ada, raw))), 4)}
+                                           "concat": round(float(np.mean(cat)), 4),
+                                           "adapted_minus_lite0": round(float(np.mean(np.subtract(ada, raw))), 4),
+                                           "concat_minus_lite0": round(float(np.mean(np.subtract(cat, raw))), 4)}
             print(name, shots, out[f"{name}_{shots}_shot"], flush=True)
     return out
 
@@ -198,17 +240,35 @@ def main() -> None:
         def __call__(self, config, *a, **k):
             return self.fn(config.seed)
 
-    spaces = {"adapted": (adapted_frames(data, model), adapted_learner)}
-    if not args.skip_baseline:
-        spaces = {"lite0": (data, raw_learner)} | spaces
     res = {"benchmark": "eval_adapter", "adapter": str(args.adapter), "seeds": args.seeds,
            "loadavg_before": [round(v, 2) for v in os.getloadavg()], "training": {k: v for k, v in log.items() if k != "log"}}
+    from train_adapter import rms_within
+
+    a = log["args"]
+    sim = np.load(Path(a["cache"]) / f"sim_features_s{a['seed']}_i{a['instances']}_v{a['views']}.npz")
+    prior_cat = rms_within(concat(model, sim["X"]), sim["cat"], np.random.default_rng(a["seed"]))
+
+    def concat_learner(seed, *a, **k):
+        return Orig(Config(seed=seed, transform="l2", distance_prior=prior_cat), backbone="efficientnet_lite0_concat",
+                    feature_dim=1280 + dim)
+
+    spaces = {"adapted": (adapted_frames(data, model), adapted_learner),
+              "concat": (adapted_frames(data, model, lambda m, X: concat(m, X)), concat_learner)}
+    res["prior_concat"] = round(prior_cat, 4)
+    if not args.skip_baseline:
+        spaces = {"lite0": (data, raw_learner)} | spaces
+    raw: dict = {}
     for name, (frs, fn) in spaces.items():
         by_source = defaultdict(list)
         for f in frs:
             by_source[f["source"]].append(f)
-        res[name] = {"auroc": auroc_table(by_source, args.seeds, fn)}
+        table = auroc_table(by_source, args.seeds, fn)
+        raw[name] = table
+        res[name] = {"auroc": {s: {k: v for k, v in r.items() if not k.startswith("_")} for s, r in table.items()}}
         print(name, "auroc", json.dumps(res[name]["auroc"]), flush=True)
+        if name != "lite0" and "lite0" in raw:
+            res[name]["auroc_minus_lite0"] = paired_bootstrap(raw["lite0"], table)
+            print(name, "minus lite0", json.dumps(res[name]["auroc_minus_lite0"]), flush=True)
         if not args.no_first_shot:
             core.CBCLPRLearner = Patched(fn)
             try:
@@ -217,7 +277,7 @@ def main() -> None:
                 core.CBCLPRLearner = Orig
             print(name, "first_shot", json.dumps(res[name]["first_shot"]), flush=True)
     if args.accuracy:
-        res["accuracy"] = accuracy(args.accuracy.split(","), model, prior, args.acc_seeds, [1, 5])
+        res["accuracy"] = accuracy(args.accuracy.split(","), model, prior, prior_cat, args.acc_seeds, [1, 5])
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     path = out_path(f"eval_adapter_{Path(args.adapter).stem}.json")
