@@ -173,7 +173,8 @@ def rms_within(Z: np.ndarray, cat: np.ndarray, rng, per: int = 200) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the renders (and of training unless --train-seed)")
+    ap.add_argument("--train-seed", type=int, default=None, help="seed of training alone (the renders are reused)")
     ap.add_argument("--instances", type=int, default=16, help="objects per category")
     ap.add_argument("--views", type=int, default=8, help="views per object")
     ap.add_argument("--arch", choices=("linear", "mlp"), default="mlp")
@@ -197,7 +198,8 @@ def main() -> None:
         np.savez_compressed(feats, **data)
         render_s = round(time.perf_counter() - t0, 1)
     t1 = time.perf_counter()
-    model, log = train(data, args.arch, args.dim, args.hidden, args.epochs, args.seed)
+    train_seed = args.seed if args.train_seed is None else args.train_seed
+    model, log = train(data, args.arch, args.dim, args.hidden, args.epochs, train_seed)
     train_s = round(time.perf_counter() - t1, 1)
     from safetensors.numpy import save_file
 
