@@ -11,9 +11,11 @@ labelled object and jittered copies), with and without the adapter:
 
 The adapted space gets the learner's "l2" transform (the adapter's output is already L2-normalised)
 and the gate prior measured on the renders (the training log's ``distance_prior_adapted``).
-Run after training:
+Needs ``cache/real_first_shot.pkl`` (``bench_first_shot.py`` builds it from ``data/real_rgbd``) and,
+for the accuracy check, the benchmark sets under ``data/`` (their Lite0 vectors are cached in
+``cache/eval``). Run after training:
 
-    source scripts/env.sh && python -P bench/eval_adapter.py   # -> runs/bench/eval_adapter.json
+    source scripts/env.sh && python -P bench/eval_adapter.py   # -> runs/bench/eval_adapter_<adapter>.json
 """
 from __future__ import annotations
 

@@ -19,10 +19,10 @@ Three steps, each deterministic under ``--seed``:
    within-category pair distance of the adapted sim vectors (the gate's distance prior, measured as
    the shipped Lite0 prior was: on rendered objects).
 
-Run (about 15 min rendering + 1-2 min training on 2 cores):
+Run (about 11 min rendering + 1-2 min training on 2 busy cores; the renders are cached):
 
     source scripts/env.sh && python -P bench/train_adapter.py            # -> cache/adapter/, runs/adapter/
-    python -P bench/eval_adapter.py                                       # real held-out AUROC, first shot
+    python -P bench/eval_adapter.py      # real held-out AUROC, first shot -> runs/bench/eval_adapter_<name>.json
 """
 from __future__ import annotations
 
