@@ -142,6 +142,10 @@ class _CdrCounts:
     def string(self) -> None:
         self.skip(self.u32())  # length (with the NUL), then the bytes
 
+    def doubles(self, n: int) -> None:
+        """Skip ``n`` float64 values (8-byte aligned from after the encapsulation header)."""
+        self.pos = 4 + ((self.pos - 4 + 7) & ~7) + 8 * n
+
 
 def object_count_of_serialized(raw: bytes) -> int:
     """The number of objects a serialized ObjectFeatures declares, read from the bytes before them:
@@ -160,6 +164,8 @@ def detections_count_of_serialized(raw: bytes) -> int:
     cdr = _CdrCounts(raw, "detections")
     cdr.skip(8)  # builtin_interfaces/Time
     cdr.string()  # frame_id
+    cdr.string()  # position_frame
+    cdr.doubles(7)  # camera_pose: position x, y, z and orientation x, y, z, w
     return cdr.u32()
 
 
