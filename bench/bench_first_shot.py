@@ -71,22 +71,31 @@ def _conf_quality(conf: list[float], right: list[bool], bins: int = 10) -> dict:
             "mean_confidence": round(float(c.mean()), 3), "right": round(float(ok.mean()), 3), "n": len(c)}
 
 
-def run_source(frs: list[dict], seed: int, shots: int, veto: float | None) -> dict:
-    """One table, one seed: the per-object outcomes (lists of booleans and confidences)."""
-    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
-    import cbcl_pr_ros.core.learner as learner_mod
-
+def taught_split(frs: list[dict], seed: int) -> tuple[dict, set[str]] | None:
+    """The frames each instance stands in, and the half of the instances seen in two or more frames
+    that a seed teaches (None when fewer than two such instances)."""
     rng = np.random.default_rng(seed)
-    seen = defaultdict(list)
+    seen: dict = defaultdict(list)
     for f in frs:
         for n in f["names"]:
             if f["id"] not in seen[n]:
                 seen[n].append(f["id"])
     multi = sorted(n for n, ids in seen.items() if len(ids) >= 2)
-    out: dict = defaultdict(list)
     if len(multi) < 2:
+        return None
+    return seen, {str(x) for x in rng.permutation(multi)[: max(1, len(multi) // 2)]}
+
+
+def run_source(frs: list[dict], seed: int, shots: int, veto: float | None) -> dict:
+    """One table, one seed: the per-object outcomes (lists of booleans and confidences)."""
+    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+    import cbcl_pr_ros.core.learner as learner_mod
+
+    out: dict = defaultdict(list)
+    split = taught_split(frs, seed)
+    if split is None:
         return out
-    taught = {str(x) for x in rng.permutation(multi)[: max(1, len(multi) // 2)]}
+    seen, taught = split
     shots_of, teach_frame = {}, {}
     for name in sorted(taught):
         f = next(f for f in frs if f["id"] == seen[name][0])

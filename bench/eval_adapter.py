@@ -77,17 +77,13 @@ def _auroc(pos, neg) -> float:
 
 def distances(frs: list[dict], seed: int, make_learner) -> dict:
     """Gate distance and cosine-to-nearest-shot of taught (other views) and never-taught objects."""
-    rng = np.random.default_rng(seed)
-    seen = defaultdict(list)
-    for f in frs:
-        for n in f["names"]:
-            if f["id"] not in seen[n]:
-                seen[n].append(f["id"])
-    multi = sorted(n for n, ids in seen.items() if len(ids) >= 2)
+    from bench_first_shot import taught_split
+
     out: dict = defaultdict(list)
-    if len(multi) < 2:
+    split = taught_split(frs, seed)
+    if split is None:
         return out
-    taught = {str(x) for x in rng.permutation(multi)[: max(1, len(multi) // 2)]}
+    seen, taught = split
     shots, teach_frame = {}, {}
     for name in sorted(taught):
         f = next(f for f in frs if f["id"] == seen[name][0])
