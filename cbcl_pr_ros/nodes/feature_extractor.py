@@ -56,9 +56,9 @@ from cbcl_pr_ros.perception import CameraIntrinsics, crop_images, depth_problem,
 from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse, ProposalReuse
 from cbcl_pr_ros.perception.piece_pairs import JoinCheck, candidate_pairs, union_proposal
 from cbcl_pr_ros.perception.types import intrinsics_for_image
-from cbcl_pr_ros.service.backbone_turns import BackboneTurns
+from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
+from cbcl_pr_ros.runtime.stage_times import StageTimes
 from cbcl_pr_ros.service.object_stream import ObjectJoins
-from cbcl_pr_ros.service.stage_times import StageTimes
 from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for
 from cbcl_pr_ros.srv import ExtractFeatures
@@ -128,7 +128,7 @@ class FeatureExtractorNode(ManagedNode):
         self.backbone: Any = None
         self.limits = RequestLimits.from_params(p)
         # Shared with an in-process learner (LocalFeatureSource): stream frames take it first, request
-        # images take it a few at a time between frames (service/backbone_turns.py).
+        # images take it a few at a time between frames (runtime/backbone_turns.py).
         self.backbone_lock = BackboneTurns(chunk=2)
         self.compressed = bool(p["compressed"])
         self._msg_type = CompressedImage if self.compressed else Image

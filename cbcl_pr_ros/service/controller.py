@@ -35,7 +35,7 @@ from cbcl_pr_ros.core.merge import merge_states
 from cbcl_pr_ros.core.negatives import MAX_NEGATIVES
 from cbcl_pr_ros.core.persistence import MAX_COUNTER, MemoryFileError, checked_bytes, state_from_bytes
 from cbcl_pr_ros.core.provenance import ids
-from cbcl_pr_ros.service.heap import release_freed_memory
+from cbcl_pr_ros.runtime.heap import release_freed_memory
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
 from cbcl_pr_ros.service.validation import (
     RequestError,

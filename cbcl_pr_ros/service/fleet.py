@@ -47,7 +47,7 @@ from typing import Any
 from cbcl_pr_ros.core import MemoryFileError, state_from_bytes, state_to_bytes
 from cbcl_pr_ros.core.merge import PeerRules, one_class_state
 from cbcl_pr_ros.core.provenance import ids
-from cbcl_pr_ros.service.rate_limit import RateLimiter
+from cbcl_pr_ros.runtime.rate_limit import RateLimiter
 from cbcl_pr_ros.service.validation import RequestError, check_label, quote
 
 __all__ = ["LEARNED", "FORGOTTEN", "RENAMED", "DIGEST", "REQUEST", "OPS", "FleetSettings", "ClassUpdate", "Received",
