@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     # local: importing the session (its factories, argument parsing) loads no rclpy
     from rclpy.utilities import remove_ros_args
 
-    from cbcl_pr_ros.nodes.spin import run_nodes
+    from cbcl_pr_ros.nodes.spin import run_nodes  # local: rclpy loads only when a session starts
 
     argv = list(sys.argv if argv is None else argv)
     ros_extra = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
