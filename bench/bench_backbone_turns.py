@@ -4,7 +4,7 @@ One process, the real backbone (EfficientNet-Lite0, ONNX Runtime, 2 threads): a 
 extracts a frame and its 6 object crops (one batch of 7) at up to ``--rate`` Hz while a teach
 thread sends ``--teach-images`` images every ``--teach-every`` s through the same backbone, either
 as one batch under a plain lock (as the extractor did) or by turns
-(:class:`~cbcl_pr_ros.service.backbone_turns.BackboneTurns`, as it does now).  The two ways run
+(:class:`~cbcl_pr_ros.runtime.backbone_turns.BackboneTurns`, as it does now).  The two ways run
 interleaved, ``--repeats`` times each, and optionally with another process keeping one core busy.
 Per run: the stream's rate, its longest gap between two frames, and the teaches' round trips.
 
@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
 from bench_common import out_path  # noqa: E402
 
-from cbcl_pr_ros.service.backbone_turns import BackboneTurns
+from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
 
 
 def run_once(backbone, way: str, seconds: float, rate: float, teach_every: float, n_teach: int) -> dict:

@@ -7,7 +7,7 @@ Each stream run (``--modes`` x ``--known`` x ``--objects``, ``--repeats`` times)
   * frames published; feature vectors, predictions (and, per object, detections) received; drops;
   * the sustained rate and the latency image stamp -> prediction (or detections) received, p50/p95/max;
   * CPU seconds per frame of every process (extractor, learner or the one session, this bench);
-  * the nodes' own stage times (``service/stage_times.py``, logged when they stop): stamp ->
+  * the nodes' own stage times (``runtime/stage_times.py``, logged when they stop): stamp ->
     callback (transport and executor wait), queue, decode, backbone, publish, predict, objects, ...;
   * TeachClass while streaming: one teach from the stream every ``--teach-every`` s (round trip and
     learning time), as a user teaches while the camera runs.

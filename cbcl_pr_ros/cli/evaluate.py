@@ -24,12 +24,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cbcl_pr_ros.core.threads import fit_threads
 from cbcl_pr_ros.evaluation import experiments as ex
 from cbcl_pr_ros.evaluation.datasets import discover, load_dataset
 from cbcl_pr_ros.evaluation.featureset import FeatureSet, extract_feature_set, synthetic_feature_set
 from cbcl_pr_ros.evaluation.methods import METHODS, MethodContext
 from cbcl_pr_ros.evaluation.report import write_experiment
 from cbcl_pr_ros.evaluation.results_doc import write_results_doc
+from cbcl_pr_ros.features.backbones import make_backbone
 
 __all__ = ["main", "build_parser"]
 
@@ -153,9 +155,7 @@ def _feature_sets(args) -> list[FeatureSet]:
     if not names:
         print("no data set present; nothing to run (see 'cbcl-eval datasets')")
         return []
-    from cbcl_pr_ros.features import backbones
-
-    bb = backbones.make_backbone(args.backbone, runtime=args.runtime, weights_path=args.weights,
+    bb = make_backbone(args.backbone, runtime=args.runtime, weights_path=args.weights,
                                  threads=args.threads, cache_dir=str(Path(args.cache_dir).parent / "onnx"))
     out = []
     for n in names:
@@ -439,8 +439,6 @@ def main(argv: list[str] | None = None) -> int:
     cmds = COMMANDS if args.command == "all" else (args.command,)
     written = []
     t0 = time.time()
-    from cbcl_pr_ros.core.threads import fit_threads
-
     with fit_threads(args.compute_threads), Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("runs"),
             TimeElapsedColumn()) as bar:

@@ -32,6 +32,18 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from cbcl_pr_ros.core import CBCLPRLearner
+from cbcl_pr_ros.core.merge import MergeError, check_compatible, merge_states, one_class_state
+from cbcl_pr_ros.core.persistence import (
+    MemoryFileError,
+    checked_bytes,
+    filled_provenance,
+    repaired_bytes,
+    state_from_bytes,
+    write_atomic,
+)
+from cbcl_pr_ros.core.provenance import ids
+
 __all__ = ["main", "build_parser"]
 
 _MAX_BYTES = 256 * 1024 * 1024  # the learner node's default max_memory_file_bytes
@@ -93,8 +105,6 @@ def _bytes(path: str, max_bytes: int) -> bytes:
 
 
 def _read(path: str, max_bytes: int):
-    from cbcl_pr_ros.core.persistence import MemoryFileError, state_from_bytes
-
     try:
         return state_from_bytes(_bytes(path, max_bytes), path)
     except MemoryFileError as exc:
@@ -103,8 +113,6 @@ def _read(path: str, max_bytes: int):
 
 def _checked(state, path: str) -> bytes:
     """The bytes of ``state`` once read back as load reads them; Refused otherwise (nothing written)."""
-    from cbcl_pr_ros.core.persistence import MemoryFileError, checked_bytes
-
     try:
         return checked_bytes(state, path)
     except MemoryFileError as exc:
@@ -112,8 +120,6 @@ def _checked(state, path: str) -> bytes:
 
 
 def _write(path: str, blob: bytes, force: bool) -> None:
-    from cbcl_pr_ros.core.persistence import write_atomic
-
     if os.path.lexists(path) and not force:
         raise Refused(f"{path} exists; give --force to overwrite it")
     try:
@@ -128,8 +134,6 @@ def _when(t: float) -> str:
 
 def class_table(state, title: str) -> Table:
     """One row per class: clusters, shots, storage, bytes, robots and the last teach."""
-    from cbcl_pr_ros.core.persistence import filled_provenance
-
     prov = filled_provenance(state)
     table = Table(title=safe(title))
     for col in ("class", "clusters", "shots", "storage", "bytes", "taught by", "last taught (UTC)"):
@@ -153,8 +157,6 @@ def _header(state, path: str) -> str:
 def cmd_info(opts, con: Console) -> None:
     """What the file holds; a file load refuses by a range (one moved aside at start) is shown as
     ``repair`` would write it, after the reason and the fields repair would change (exit status 1)."""
-    from cbcl_pr_ros.core.persistence import MemoryFileError, repaired_bytes, state_from_bytes
-
     try:
         state, refused = _read(opts.file, opts.max_bytes), None
     except Refused as exc:
@@ -173,9 +175,6 @@ def cmd_info(opts, con: Console) -> None:
 
 
 def cmd_merge(opts, con: Console) -> None:
-    from cbcl_pr_ros.core import CBCLPRLearner
-    from cbcl_pr_ros.core.merge import MergeError, merge_states
-
     if os.path.lexists(opts.output) and not opts.force:
         raise Refused(f"{opts.output} exists; give --force to overwrite it")
     with Progress(console=con, transient=True) as progress:
@@ -200,10 +199,6 @@ def cmd_merge(opts, con: Console) -> None:
 
 
 def cmd_diff(opts, con: Console) -> None:
-    from cbcl_pr_ros.core.merge import MergeError, check_compatible
-    from cbcl_pr_ros.core.persistence import filled_provenance
-    from cbcl_pr_ros.core.provenance import ids
-
     a, b = _read(opts.a, opts.max_bytes), _read(opts.b, opts.max_bytes)
     try:
         check_compatible(a, b)
@@ -228,8 +223,6 @@ def cmd_diff(opts, con: Console) -> None:
 
 
 def cmd_export(opts, con: Console) -> None:
-    from cbcl_pr_ros.core.merge import one_class_state
-
     state = _read(opts.file, opts.max_bytes)
     if opts.name not in state.memory:
         shown = opts.name[:64]
@@ -241,8 +234,6 @@ def cmd_export(opts, con: Console) -> None:
 
 
 def cmd_repair(opts, con: Console) -> None:
-    from cbcl_pr_ros.core.persistence import MemoryFileError, repaired_bytes, state_from_bytes
-
     if os.path.lexists(opts.output) and not opts.force:
         raise Refused(f"{opts.output} exists; give --force to overwrite it")
     try:

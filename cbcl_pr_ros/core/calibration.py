@@ -24,15 +24,14 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-if TYPE_CHECKING:
-    from .classifiers.blended import HeadSolve
-    from .classifiers.gaussian import PooledMoments
-    from .memory import ClusterMemory
+from .classifiers.blended import HeadSolve, _sub_add_many, fit_blended_head_factor, fold_logits
+from .classifiers.gaussian import ClassMoment, PooledMoments
+from .clustering import ClassClusters
+from .memory import ClusterMemory
 
 __all__ = ["fit_temperature", "pooled_temperature", "prior_temperature", "held_out_fold_logits", "POOL_ROWS",
            "SHOT_EXPONENT", "PRIOR_TEMPERATURE_SCALE", "MAX_TEMPERATURE_WEIGHT"]
@@ -144,10 +143,6 @@ def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shri
     a fold costs a few solves instead of a ``d x d`` Cholesky and one solve per class (a 5-shot teach
     with 100 classes known took 1.4 s, most of it here).  Diagonal-covariance memories refit each fold.
     """
-    from .classifiers.blended import _sub_add_many, fit_blended_head_factor, fold_logits
-    from .classifiers.gaussian import ClassMoment, PooledMoments
-    from .clustering import ClassClusters
-
     index = {c: k for k, c in enumerate(memory.classes)}
     data = {c: np.asarray(x, np.float64) for c, x in held.items() if len(x) >= 2}
     folds = min(max((len(x) for x in data.values()), default=0), int(max_folds))

@@ -49,10 +49,11 @@ from .classifiers.vote import fit_weighted_vote
 from .clustering import COVARIANCE_MODES
 from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
 from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
+from .merge import merge_states
 from .negatives import (MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, SAME_OBJECT, VETO, NegativeStore,
                         class_radii)
 from .open_set import OPEN_SET_MODES, DistanceGate, inside_probability
-from .persistence import MAX_COUNTER, LearnerState, filled_provenance, load_state, save_state
+from .persistence import MAX_COUNTER, CorruptMemoryFileError, LearnerState, filled_provenance, load_state, save_state
 from .provenance import Contribution, check_robot_name, new_contribution, united
 from .rehearsal import REHEARSAL_MODES
 from .threads import fit_threads, frame_threads
@@ -716,8 +717,6 @@ class CBCLPRLearner:
         contains the other's teaching), the budget K is applied once and the head refitted once.
         Raises :class:`.merge.MergeError` (a ValueError) and changes nothing when refused.
         """
-        from .merge import merge_states
-
         with self._write_lock:
             merged, report = merge_states(self.to_state(), other)
             if report.unchanged:
@@ -872,8 +871,6 @@ def save_learner(learner: CBCLPRLearner, path: str | Path) -> Path:
 def load_learner(path: str | Path, expected_backbone: str | None = None,
                  expected_feature_dim: int | None = None) -> CBCLPRLearner:
     """Read, verify and rebuild a learner; :class:`~.persistence.MemoryFileError` when refused."""
-    from .persistence import CorruptMemoryFileError
-
     state = load_state(path, expected_backbone, expected_feature_dim)
     try:
         return CBCLPRLearner.from_state(state)

@@ -34,27 +34,35 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos import ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
-from cbcl_pr_ros.nodes.camera_hint import image_topics, other_topics_hint
-from cbcl_pr_ros.service.backbone_turns import BackboneTurns
-from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse, ProposalReuse
+from cbcl_pr_ros.features import make_backbone
 from cbcl_pr_ros.msg import FeatureVector, ObjectFeatures
+from cbcl_pr_ros.nodes.camera_hint import image_topics, other_topics_hint
+from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.conversions import (
     compressed_msg_to_rgb,
     image_msg_to_rgb,
     make_feature_msg,
     stamp_key,
+    stamp_to_ns,
 )
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer
+from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array, make_object_features_msg
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
-from cbcl_pr_ros.nodes.ros_params import declare_parameters, parameter, read_parameters
-from cbcl_pr_ros.settings.params import EXTRACTOR
-from cbcl_pr_ros.stamps import stamp_to_s
-from cbcl_pr_ros.service.stage_times import StageTimes
-from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos, service_qos
+from cbcl_pr_ros.nodes.ros_params import declare_parameters, parameter, read_parameters
+from cbcl_pr_ros.nodes.spin import run_node
+from cbcl_pr_ros.perception import CameraIntrinsics, crop_images, depth_problem, propose
+from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse, ProposalReuse
+from cbcl_pr_ros.perception.piece_pairs import JoinCheck, candidate_pairs, union_proposal
+from cbcl_pr_ros.perception.types import intrinsics_for_image
+from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
+from cbcl_pr_ros.runtime.stage_times import StageTimes
+from cbcl_pr_ros.service.object_stream import ObjectJoins
+from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
+from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for
 from cbcl_pr_ros.srv import ExtractFeatures
+from cbcl_pr_ros.stamps import stamp_to_s
 
 __all__ = ["FeatureExtractorNode", "frame_fingerprint", "no_frame_hint", "main"]
 
@@ -120,7 +128,7 @@ class FeatureExtractorNode(ManagedNode):
         self.backbone: Any = None
         self.limits = RequestLimits.from_params(p)
         # Shared with an in-process learner (LocalFeatureSource): stream frames take it first, request
-        # images take it a few at a time between frames (service/backbone_turns.py).
+        # images take it a few at a time between frames (runtime/backbone_turns.py).
         self.backbone_lock = BackboneTurns(chunk=2)
         self.compressed = bool(p["compressed"])
         self._msg_type = CompressedImage if self.compressed else Image
@@ -172,8 +180,6 @@ class FeatureExtractorNode(ManagedNode):
         p = self.params
         backbone = self._injected
         if backbone is None:
-            from cbcl_pr_ros.features import make_backbone
-
             t0 = time.perf_counter()
             backbone = make_backbone(p["backbone"], runtime=p["runtime"], threads=p["threads"],
                                      device=p["device"], precision=p["precision"])
@@ -345,10 +351,6 @@ class FeatureExtractorNode(ManagedNode):
 
     def _depth_for(self, header: Any) -> tuple[Any, Any]:
         """(depth metres or None, intrinsics or None) for an image: same stamp, else the newest if recent."""
-        from cbcl_pr_ros.nodes.conversions import stamp_to_ns
-        from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array
-        from cbcl_pr_ros.perception import CameraIntrinsics
-
         info = self._camera_info
         try:
             K = CameraIntrinsics.from_k(info.k) if info is not None else None
@@ -385,11 +387,6 @@ class FeatureExtractorNode(ManagedNode):
 
     def _process_objects(self, msg: Any, rgb: Any, backbone: Any) -> None:
         """Proposals, then the frame and every crop in one backbone batch; publish both topics."""
-        from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg
-        from cbcl_pr_ros.perception import crop_images, depth_problem
-        from cbcl_pr_ros.perception.types import intrinsics_for_image
-        from cbcl_pr_ros.service.object_stream import ObjectJoins
-
         times = self.times
         with times.stage("depth"):
             depth, K = self._depth_for(msg.header)
@@ -440,9 +437,6 @@ class FeatureExtractorNode(ManagedNode):
     def _proposals(self, rgb: Any, depth: Any, K: Any, still: Any) -> tuple[list, list, list]:
         """A frame's proposals and candidate joins (pairs, unions: ``perception.piece_pairs``), or those
         kept for a still picture (``still``, a ProposalReuse; None = computed every frame)."""
-        from cbcl_pr_ros.perception import propose
-        from cbcl_pr_ros.perception.piece_pairs import JoinCheck, candidate_pairs, union_proposal
-
         n_max, limit = int(self.get_parameter("max_objects").value), int(parameter(self, "join_candidates"))
         key = (depth is not None, None if K is None else (K.fx, K.fy, K.cx, K.cy), rgb.shape, n_max, limit)
         props, grid = still.lookup(rgb, key) if still is not None else (None, None)
@@ -522,9 +516,6 @@ def _log_stats(node: FeatureExtractorNode) -> None:
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros feature_extractor_node [--ros-args ...]``."""
-    from cbcl_pr_ros.nodes.cli_help import exit_on_help
-    from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for
-
     exit_on_help(sys.argv if args is None else args, "feature_extractor_node", __doc__, specs_for(EXTRACTOR))
     return run_node(FeatureExtractorNode, threads=3, args=args, on_stop=_log_stats)
 

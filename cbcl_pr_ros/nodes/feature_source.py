@@ -23,7 +23,7 @@ import numpy as np
 from cbcl_pr_ros.nodes.conversions import features_from_msgs, rgb_to_image_msg
 from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.nodes.service_call import wait_ready
-from cbcl_pr_ros.service.backbone_turns import BackboneTurns
+from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
 from cbcl_pr_ros.service.teaching import FeatureSourceError  # ROS-free: the teaching plan catches it
 from cbcl_pr_ros.srv import ExtractFeatures
 
@@ -48,7 +48,7 @@ class LocalFeatureSource:
 
     ``lock`` serialises calls when the same backbone also serves the camera stream (ONNX Runtime and
     torch sessions are thread-safe, but two concurrent batches would only compete for the same cores);
-    the extractor's :class:`~cbcl_pr_ros.service.backbone_turns.BackboneTurns` lets its frames go first.
+    the extractor's :class:`~cbcl_pr_ros.runtime.backbone_turns.BackboneTurns` lets its frames go first.
     """
 
     def __init__(self, backbone: Any, lock: threading.Lock | BackboneTurns | None = None) -> None:

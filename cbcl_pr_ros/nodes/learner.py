@@ -55,9 +55,9 @@ from cbcl_pr_ros.nodes.memory_services import MemoryServices
 from cbcl_pr_ros.nodes.qos import feature_qos, result_qos, status_qos
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.nodes.spin import run_node
+from cbcl_pr_ros.runtime.heap import keep_heap_flat
 from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, TeachOutcome
-from cbcl_pr_ros.service.heap import keep_heap_flat
 from cbcl_pr_ros.service.memory_files import earlier_memory_note, store_from_params
 from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.teaching import Teacher
@@ -285,7 +285,7 @@ def _log_stats(node: LearnerNode) -> None:
 def main(args: list[str] | None = None) -> int:
     """``ros2 run cbcl_pr_ros learner_node [--ros-args ...]``."""
     exit_on_help(sys.argv if args is None else args, "learner_node", __doc__, specs_for(LEARNER))
-    keep_heap_flat()  # before the executor's threads exist (service/heap.py)
+    keep_heap_flat()  # before the executor's threads exist (runtime/heap.py)
     return run_node(LearnerNode, threads=6, args=args, on_stop=_log_stats)
 
 

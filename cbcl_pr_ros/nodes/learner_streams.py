@@ -23,9 +23,9 @@ from cbcl_pr_ros.nodes.conversions import features_from_msgs, prediction_to_msg
 from cbcl_pr_ros.nodes.detections_msgs import (make_detections_msg, make_marker_array,
                                                object_features_from_serialized, object_frame_from_msg)
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE
+from cbcl_pr_ros.runtime.rate_limit import RateLimiter
+from cbcl_pr_ros.runtime.stage_times import StageTimes
 from cbcl_pr_ros.service.object_stream import ObjectStream
-from cbcl_pr_ros.service.rate_limit import RateLimiter
-from cbcl_pr_ros.service.stage_times import StageTimes
 from cbcl_pr_ros.stamps import stamp_to_s
 
 __all__ = ["StreamAnswers"]

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from cbcl_pr_ros.runtime.heap import keep_heap_flat
 from cbcl_pr_ros.settings.node_configs import params_files
 
 __all__ = ["SessionContext", "NODE_FACTORIES", "CAMERA_PRESETS", "SIM_MEMORY", "build_ros_args", "camera_topics",
@@ -63,6 +64,7 @@ def _learner(ctx: SessionContext) -> Any:
     cls = _import("cbcl_pr_ros.nodes.learner:LearnerNode")
     source = None
     if "extractor" in ctx.shared:  # same process: call the extractor's backbone directly
+        # local: rclpy and the service clients load only when a session builds its nodes
         from cbcl_pr_ros.nodes.feature_source import ExtractorFeatureSource
 
         source = ExtractorFeatureSource(ctx.shared["extractor"])
@@ -204,9 +206,10 @@ def build_nodes(kinds: list[str], ctx: SessionContext) -> list[Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # local: importing the session (its factories, argument parsing) loads no rclpy
     from rclpy.utilities import remove_ros_args
 
-    from cbcl_pr_ros.nodes.spin import run_nodes
+    from cbcl_pr_ros.nodes.spin import run_nodes  # local: rclpy loads only when a session starts
 
     argv = list(sys.argv if argv is None else argv)
     ros_extra = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
@@ -235,9 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     # one executor per node, signals handled in order (cbcl_pr_ros.nodes.spin)
     camera, depth, info = camera_topics(opts)
     if "learner" in kinds:
-        from cbcl_pr_ros.service.heap import keep_heap_flat
-
-        keep_heap_flat()  # before the executors' threads exist (service/heap.py)
+        keep_heap_flat()  # before the executors' threads exist (runtime/heap.py)
     with tempfile.TemporaryDirectory(prefix="teaching_session_") as tmp:
         args = build_ros_args(files + memory_files(opts, kinds, tmp), camera, ros_extra,
                               autostart=not opts.no_autostart, depth_topic=depth, camera_info_topic=info)

@@ -31,9 +31,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from cbcl_pr_ros.core.merge import merge_states
 from cbcl_pr_ros.core.negatives import MAX_NEGATIVES
-from cbcl_pr_ros.core.persistence import MAX_COUNTER
-from cbcl_pr_ros.service.heap import release_freed_memory
+from cbcl_pr_ros.core.persistence import MAX_COUNTER, MemoryFileError, checked_bytes, state_from_bytes
+from cbcl_pr_ros.core.provenance import ids
+from cbcl_pr_ros.runtime.heap import release_freed_memory
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
 from cbcl_pr_ros.service.validation import (
     RequestError,
@@ -213,8 +215,6 @@ class LearnerController:
         """Save ``learner`` (default: the served one) as ``name`` ("" = default file); ``blob``: its bytes
         when already checked (:func:`~cbcl_pr_ros.core.persistence.checked_bytes`); (ok, message, shown name,
         bytes)."""
-        from cbcl_pr_ros.core.persistence import MemoryFileError, checked_bytes
-
         if self.store is None:
             return False, "no memory directory configured: the memory lives in RAM only", "", 0
         lrn = self.learner_ if learner is None else learner
@@ -259,8 +259,6 @@ class LearnerController:
 
     def _roll_back(self) -> None:
         """Serve the memory as last saved again (a newer model version), or keep RAM and say so."""
-        from cbcl_pr_ros.core import state_from_bytes
-
         version = min(int(self.learner_.model_version_) + 1, MAX_COUNTER)
         try:
             if self._durable_blob is None:
@@ -367,8 +365,6 @@ class LearnerController:
 
     def load(self, name: str = "", *, startup: bool = False) -> Outcome:
         """LoadMemory: replace the memory with a file's; a refused file leaves the current one in use."""
-        from cbcl_pr_ros.core import MemoryFileError
-
         if self.store is None:
             return self._outcome(False, "no memory directory configured: nothing can be loaded")
         with self._mutate:
@@ -400,8 +396,6 @@ class LearnerController:
     def _read_verified(self, name: str) -> tuple[Any, str, bytes]:
         """The state of memory file ``name`` in the store, read size-capped and verified completely
         (this learner's backbone and width, valid class names), its name as shown, and its bytes."""
-        from cbcl_pr_ros.core import state_from_bytes
-
         blob, shown = self.store.read(name)
         state = state_from_bytes(blob, f"'{shown}'", expected_backbone=self.backbone,
                                  expected_feature_dim=self.feature_dim)
@@ -412,8 +406,6 @@ class LearnerController:
     def merge(self, name: str) -> Outcome:
         """MergeMemory: take in a memory file's classes (read and verified exactly as LoadMemory's);
         a refused file or merge leaves the current memory in use."""
-        from cbcl_pr_ros.core import MemoryFileError
-
         if self.store is None:
             return self._outcome(False, "no memory directory configured: nothing can be merged")
         try:
@@ -430,9 +422,6 @@ class LearnerController:
         most half of K and of max_memory_file_bytes go to classes known from peers alone).  Refused
         (nothing changes) when the memories cannot be merged, the result would not load back or would
         exceed the memory file size limit."""
-        from cbcl_pr_ros.core.merge import merge_states
-        from cbcl_pr_ros.core.persistence import MemoryFileError, checked_bytes
-
         with self._mutate:
             current = self.learner_
             try:
@@ -466,8 +455,6 @@ class LearnerController:
     def forget_covered(self, label: str, covering: frozenset, origin: str) -> Outcome:
         """Forget ``label`` for a peer that forgot it, only when every contribution of ours is among
         ``covering`` (the peer's, as it forgot it): what the peer never knew is not lost."""
-        from cbcl_pr_ros.core.provenance import ids
-
         with self._mutate:
             mine = self.learner_.provenance_.get(label)
             if mine is None:
@@ -485,8 +472,6 @@ class LearnerController:
     def rename_covered(self, old: str, new: str, covering: frozenset, origin: str) -> Outcome:
         """Rename ``old`` to ``new`` for a peer that renamed it, only when every contribution of ours
         to ``old`` is among ``covering`` (the renamed class's, at the peer)."""
-        from cbcl_pr_ros.core.provenance import ids
-
         with self._mutate:
             mine = self.learner_.provenance_.get(old)
             if mine is None or not ids(mine) <= covering or new in self.learner_.classes_:

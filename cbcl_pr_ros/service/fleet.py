@@ -44,7 +44,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cbcl_pr_ros.service.rate_limit import RateLimiter
+from cbcl_pr_ros.core import MemoryFileError, state_from_bytes, state_to_bytes
+from cbcl_pr_ros.core.merge import PeerRules, one_class_state
+from cbcl_pr_ros.core.provenance import ids
+from cbcl_pr_ros.runtime.rate_limit import RateLimiter
 from cbcl_pr_ros.service.validation import RequestError, check_label, quote
 
 __all__ = ["LEARNED", "FORGOTTEN", "RENAMED", "DIGEST", "REQUEST", "OPS", "FleetSettings", "ClassUpdate", "Received",
@@ -154,8 +157,6 @@ class FleetMember:
 
     def on_change(self) -> int:
         """Publish what changed since the last call (see the module docstring); the updates sent."""
-        from cbcl_pr_ros.core.provenance import ids
-
         with self._lock:
             learner = self.controller.learner_
             if learner.robot_name != self.settings.robot:  # a new learner object (load, merge)
@@ -181,8 +182,6 @@ class FleetMember:
 
     def tick(self) -> int:
         """Publish the digest when one is due (the node calls this on a timer); the messages sent."""
-        from cbcl_pr_ros.core.provenance import ids
-
         s = self.settings
         now = self._clock()
         if s.digest_s <= 0 or (self._last_digest is not None and 0 <= now - self._last_digest < 0.5 * s.digest_s):
@@ -197,8 +196,6 @@ class FleetMember:
 
     def _resend(self, name: str, who: str) -> Received:
         """Publish ``name``'s LEARNED again for a peer that asked (once a digest period per class)."""
-        from cbcl_pr_ros.core.provenance import ids
-
         now = self._clock()
         with self._lock:
             learner = self.controller.learner_
@@ -250,9 +247,6 @@ class FleetMember:
             return lim
 
     def _apply(self, u: ClassUpdate, who: str) -> Received:
-        from cbcl_pr_ros.core import MemoryFileError, state_from_bytes
-        from cbcl_pr_ros.core.merge import PeerRules
-
         if u.op not in OPS:
             raise ValueError(f"unknown op {u.op!r}")
         if len(u.class_memory) > self.settings.max_update_bytes:
@@ -300,8 +294,6 @@ class FleetMember:
 
     def _digest_received(self, u: ClassUpdate, who: str) -> Received:
         """Ask the sender again for the classes of its digest whose teaching this robot does not hold."""
-        from cbcl_pr_ros.core.provenance import ids
-
         listed = _parse_digest(u.class_memory)
         now = self._clock()
         with self._lock:
@@ -375,7 +367,4 @@ def _parse_digest(blob: bytes) -> dict[str, frozenset[str]]:
 
 
 def _class_bytes(state: Any, name: str) -> bytes:
-    from cbcl_pr_ros.core import state_to_bytes
-    from cbcl_pr_ros.core.merge import one_class_state
-
     return state_to_bytes(one_class_state(state, name))

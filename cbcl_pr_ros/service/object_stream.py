@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal, nested_parts
+from cbcl_pr_ros.perception.boxes import box_iou
 from cbcl_pr_ros.perception.camera_pose import CameraPose
 from cbcl_pr_ros.perception.piece_pairs import join_groups, recognised_joins, union_proposal
 from cbcl_pr_ros.service.object_teaching import TrackHistory, TrackViews
@@ -161,8 +162,6 @@ class ObjectStream:
     def track_at(self, box: Sequence[int], min_iou: float = 0.5) -> int | None:
         """The id of the live track whose last box overlaps ``box`` most (at least ``min_iou``), or None:
         the track of an object taught by box or as the object in view."""
-        from cbcl_pr_ros.perception.boxes import box_iou
-
         with self._lock:
             scored = [(box_iou(tuple(t.proposal.box), tuple(box)), t.id) for t in self._tracker.tracks]
         best = max(scored, default=(0.0, None))

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from typing import Iterable
 from urllib.parse import urlsplit
 
-from cbcl_pr_ros.service.rate_limit import RateLimiter
+from cbcl_pr_ros.runtime.rate_limit import RateLimiter
 
 __all__ = ["HostRule", "origin_matches", "ClientBuckets", "CLIENT_COOKIE", "MAX_CLIENTS"]
 

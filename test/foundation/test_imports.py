@@ -21,8 +21,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "cbcl_pr_ros"
 ROS_FREE = ("cbcl_pr_ros.core", "cbcl_pr_ros.features", "cbcl_pr_ros.evaluation", "cbcl_pr_ros.perception",
-            "cbcl_pr_ros.robot", "cbcl_pr_ros.bags", "cbcl_pr_ros.service", "cbcl_pr_ros.settings",
-            "cbcl_pr_ros.teaching_page", "cbcl_pr_ros.cli", "cbcl_pr_ros.share", "cbcl_pr_ros.stamps")
+            "cbcl_pr_ros.robot", "cbcl_pr_ros.bags", "cbcl_pr_ros.service", "cbcl_pr_ros.runtime",
+            "cbcl_pr_ros.settings", "cbcl_pr_ros.teaching_page", "cbcl_pr_ros.cli", "cbcl_pr_ros.share",
+            "cbcl_pr_ros.stamps")
 # ROS-free packages allowed one ROS-ecosystem library that runs without ROS
 ROS_FREE_ALLOWED = {"cbcl_pr_ros.bags": {"rosbags"}}
 ROS_PACKAGES = {"rclpy", "rosidl_runtime_py", "rosidl_parser", "launch", "launch_ros", "ament_index_python",

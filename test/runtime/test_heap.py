@@ -1,4 +1,4 @@
-"""service/heap.py: with the learner's heap settings, large arrays a retrain frees go back to the system."""
+"""runtime/heap.py: with the learner's heap settings, large arrays a retrain frees go back to the system."""
 from __future__ import annotations
 
 import subprocess
@@ -7,12 +7,12 @@ import textwrap
 
 import pytest
 
-from cbcl_pr_ros.service.heap import _glibc
+from cbcl_pr_ros.runtime.heap import _glibc
 
 PROBE = textwrap.dedent("""
     import sys, threading
     import numpy as np
-    from cbcl_pr_ros.service.heap import keep_heap_flat
+    from cbcl_pr_ros.runtime.heap import keep_heap_flat
 
     if sys.argv[1] == "tuned":
         assert keep_heap_flat()

@@ -1,4 +1,4 @@
-"""Issue 25: the nodes' per-stage timing (service/stage_times.py)."""
+"""Issue 25: the nodes' per-stage timing (runtime/stage_times.py)."""
 from __future__ import annotations
 
 import doctest
@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from cbcl_pr_ros.service import stage_times
-from cbcl_pr_ros.service.stage_times import StageTimes
+from cbcl_pr_ros.runtime import stage_times
+from cbcl_pr_ros.runtime.stage_times import StageTimes
 
 
 def test_doctest():

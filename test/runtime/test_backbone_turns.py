@@ -1,4 +1,4 @@
-"""Camera frames and teach images share a backbone by turns (service/backbone_turns.py)."""
+"""Camera frames and teach images share a backbone by turns (runtime/backbone_turns.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from cbcl_pr_ros.service.backbone_turns import BackboneTurns
+from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
 
 
 class _Backbone:

@@ -6,9 +6,9 @@ import doctest
 import numpy as np
 import pytest
 
-from cbcl_pr_ros.service import rate_limit
+from cbcl_pr_ros.runtime import rate_limit
 from cbcl_pr_ros.settings.params import PARAMS
-from cbcl_pr_ros.service.rate_limit import RateLimiter
+from cbcl_pr_ros.runtime.rate_limit import RateLimiter
 
 
 def _camera(rate_hz: float, seconds: float, jitter_s: float, seed: int = 0) -> np.ndarray:

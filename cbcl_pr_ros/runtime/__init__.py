@@ -1,0 +1,8 @@
+"""Process and timing utilities the nodes and the service layer share, without ROS.
+
+Modules: ``heap`` (glibc settings that keep a long-running learner's RSS flat), ``stage_times`` (wall
+and CPU time per step of a node's frame path), ``rate_limit`` (a token bucket on the caller's clock:
+predictions per second, fleet and page requests), ``backbone_turns`` (camera frames first at a shared
+backbone, batch work between them). They import nothing else from the package, so every layer may
+use them.
+"""
