@@ -92,7 +92,8 @@ def test_teach_rename_forget_from_the_page_against_the_simulated_world(tmp_path)
             raise AssertionError(f"not named: {_boxes(driver)}\n{proc.output()[-3000:]}")
 
         time.sleep(1.0)  # one more frame with the name, for the screenshot
-        assert "mug 1.00" in text(driver, "objects") or "mug 0." in text(driver, "objects")
+        shown = text(driver, "objects")  # read once: the list changes with every frame
+        assert "mug 1.00" in shown or "mug 0." in shown, shown
         shot = tmp_path / "teaching_page.png"
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
         if os.environ.get("CBCL_UPDATE_SCREENSHOT") == "1":
