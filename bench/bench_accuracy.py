@@ -35,7 +35,7 @@ from cbcl_pr_ros.evaluation.protocols import few_shot_incremental
 from cbcl_pr_ros.settings.params import PARAMS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
-from bench_common import out_path  # noqa: E402
+from bench_common import auroc, out_path  # noqa: E402
 
 _LOG = logging.getLogger("bench_accuracy")
 OUT = out_path("accuracy")
@@ -220,11 +220,8 @@ def run_peer(name: str, fs: FeatureSet, shots: int, seed: int, flip: FeatureSet 
 
 
 def _auroc(pos: np.ndarray, neg: np.ndarray) -> float:
-    """P(score of a positive > score of a negative), ties half (Mann-Whitney)."""
-    from scipy.stats import rankdata
-
-    r = rankdata(np.concatenate([pos, neg]))
-    return float((r[:len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+    """P(score of a positive > score of a negative), ties half."""
+    return auroc(pos, neg)
 
 
 def run_open_set(fs: FeatureSet, other: np.ndarray, junk: np.ndarray, shots: int, seed: int,

@@ -42,3 +42,15 @@ def out_path(name: str | Path) -> Path:
     path = out_root() / name
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def auroc(higher, lower) -> float:
+    """P(a value of ``higher`` exceeds a value of ``lower``), ties counted half (the area under the ROC
+    curve, scikit-learn's); NaN when either side is empty."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    hi, lo = np.asarray(higher, float).ravel(), np.asarray(lower, float).ravel()
+    if not len(hi) or not len(lo):
+        return float("nan")
+    return float(roc_auc_score(np.r_[np.ones(len(hi)), np.zeros(len(lo))], np.r_[hi, lo]))

@@ -58,7 +58,7 @@ import numpy as np
 from cbcl_pr_ros.evaluation.experiments import machine_info
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
-from bench_common import out_path  # noqa: E402
+from bench_common import auroc, out_path  # noqa: E402
 from real_rgbd_set import ProposalScore, failure_kinds, load_frames, score_proposals  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -350,10 +350,7 @@ def _background_boxes(frame, n: int, rng) -> list[tuple[int, int, int, int]]:
 
 def _auroc(pos, neg) -> float:
     """P(a taught view's gate distance < a never-taught one's), ties half."""
-    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
-    if not len(pos) or not len(neg):
-        return float("nan")
-    return float(((pos[:, None] < neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()) / (len(pos) * len(neg)))
+    return auroc(neg, pos)
 
 
 # the negatives a learner is given (``stream`` variants of bench_recognition):

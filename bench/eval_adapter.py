@@ -32,6 +32,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import auroc  # noqa: E402
 
 
 def load_adapter(path: Path):
@@ -69,10 +70,8 @@ def adapted_frames(data: list[dict], model, adapt=None) -> list[dict]:
 
 
 def _auroc(pos, neg) -> float:
-    pos, neg = np.asarray(pos, float), np.asarray(neg, float)
-    if not len(pos) or not len(neg):
-        return float("nan")
-    return float(((pos[:, None] < neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()) / (len(pos) * len(neg)))
+    """P(a taught view's gate distance < a never-taught one's), ties half."""
+    return auroc(neg, pos)
 
 
 def distances(frs: list[dict], seed: int, make_learner) -> dict:
