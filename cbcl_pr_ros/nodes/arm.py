@@ -40,6 +40,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from cbcl_pr_ros.nodes.ros_params import install_validation
 from cbcl_pr_ros.settings.robot_params import ARM_PARAMS, check_parameters, on_set_check
+from cbcl_pr_ros.nodes.detections_msgs import detections_from_serialized
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import Detections
@@ -108,7 +109,7 @@ class ArmNode(Node):
         self.create_subscription(CameraInfo, "camera_info", gc(self._on_info, "camera_info"), 5,
                                  callback_group=sensors)
         self.create_subscription(Detections, "detections", gc(self._on_detections, "detections"), 2,
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+                                 callback_group=MutuallyExclusiveCallbackGroup(), raw=True)  # counted, then built
         self.create_service(PointAt, "point_at", guard_service(self, self._on_point_at, "point_at"),
                             callback_group=MutuallyExclusiveCallbackGroup())
         self.create_service(LookAt, "look_at", guard_service(self, self._on_look_at, "look_at"),
@@ -126,8 +127,16 @@ class ArmNode(Node):
             self._K = K
             self._info = msg
 
-    def _on_detections(self, msg: Detections) -> None:
-        """Remember the detected objects by their base-frame positions (the learner placed them)."""
+    def _on_detections(self, msg: Detections | bytes) -> None:
+        """Remember the detected objects by their base-frame positions (the learner placed them). The
+        subscription delivers the serialized bytes: a message of more objects than a learner sends is
+        refused before it is built."""
+        if isinstance(msg, (bytes, bytearray)):
+            try:
+                msg = detections_from_serialized(bytes(msg))
+            except ValueError as exc:
+                self.get_logger().warning(f"detections ignored: {exc}", throttle_duration_sec=10.0)
+                return
         if not msg.position_frame:
             self.get_logger().warning(
                 "detections ignored: they carry no base-frame positions (the learner had no camera pose "

@@ -70,3 +70,27 @@ def test_point_at_refuses_an_oversized_label_without_echoing_it():
             assert node.commands_sent == 0
         finally:
             node.destroy_node()
+
+
+def test_the_arm_takes_detections_as_bytes_and_refuses_an_oversized_message_unbuilt():
+    """The arm's subscription delivers serialized bytes: a message is built only after its object count
+    is read, so a publisher of thousands of objects costs the arm nothing and changes nothing."""
+    from rclpy.serialization import serialize_message
+
+    from cbcl_pr_ros.msg import DetectedObject
+    from cbcl_pr_ros.nodes.arm import ArmNode
+    from cbcl_pr_ros.nodes.detections_msgs import MAX_FRAME_OBJECTS
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = ArmNode(context=ctx)
+        try:
+            node._on_detections(serialize_message(_detections(10.0)))  # as the raw subscription delivers it
+            assert node.detections_used == 1
+            flood = _detections(10.5, x=0.2)
+            flood.objects = [DetectedObject(id=i + 2, label="junk") for i in range(MAX_FRAME_OBJECTS + 1)]
+            node._on_detections(serialize_message(flood))
+            assert node.detections_used == 1 and node.logic.detected.best("junk") is None
+            seen = node.logic.detected.best("mug")
+            assert seen is not None and seen.centre == pytest.approx([0.7, 0.0, 1.1])
+        finally:
+            node.destroy_node()
