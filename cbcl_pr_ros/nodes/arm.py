@@ -40,7 +40,7 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from cbcl_pr_ros.nodes.ros_params import install_validation
 from cbcl_pr_ros.settings.robot_params import ARM_PARAMS, check_parameters, on_set_check
-from cbcl_pr_ros.nodes.detections_msgs import detections_from_serialized
+from cbcl_pr_ros.nodes.detections_msgs import built_within_bounds, detections_from_serialized
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import Detections
@@ -131,12 +131,9 @@ class ArmNode(Node):
         """Remember the detected objects by their base-frame positions (the learner placed them). The
         subscription delivers the serialized bytes: a message of more objects than a learner sends is
         refused before it is built."""
-        if isinstance(msg, (bytes, bytearray)):
-            try:
-                msg = detections_from_serialized(bytes(msg))
-            except ValueError as exc:
-                self.get_logger().warning(f"detections ignored: {exc}", throttle_duration_sec=10.0)
-                return
+        msg = built_within_bounds(msg, detections_from_serialized, self.get_logger(), "detections")
+        if msg is None:
+            return
         if not msg.position_frame:
             self.get_logger().warning(
                 "detections ignored: they carry no base-frame positions (the learner had no camera pose "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import array
 import math
 import struct
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import cv2
 import numpy as np
@@ -181,6 +181,19 @@ def detections_from_serialized(raw: bytes) -> Detections:
     if n > MAX_FRAME_OBJECTS:
         raise ValueError(f"detections of {n} objects; a learner sends at most {MAX_FRAME_OBJECTS}")
     return deserialize_message(raw, Detections)
+
+
+def built_within_bounds(msg: Any, build: Callable[[bytes], Any], logger: Any, what: str) -> Any | None:
+    """The message a raw subscription delivered, built by ``build`` (which refuses an oversized one with
+    ValueError before building it); None after one throttled warning when refused. A message that is
+    already built (a direct call) passes through."""
+    if not isinstance(msg, (bytes, bytearray)):
+        return msg
+    try:
+        return build(bytes(msg))
+    except ValueError as exc:
+        logger.warning(f"{what} ignored: {exc}", throttle_duration_sec=10.0)
+        return None
 
 
 def object_features_from_serialized(raw: bytes) -> ObjectFeatures:

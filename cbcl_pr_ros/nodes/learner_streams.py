@@ -21,7 +21,8 @@ from std_msgs.msg import Header
 from cbcl_pr_ros.msg import Detections, FeatureVector, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import features_from_msgs, prediction_to_msg
 from cbcl_pr_ros.nodes.detections_msgs import (make_detections_msg, make_marker_array,
-                                               object_features_from_serialized, object_frame_from_msg)
+                                               object_features_from_serialized, object_frame_from_msg,
+                                               built_within_bounds)
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE
 from cbcl_pr_ros.runtime.rate_limit import RateLimiter
 from cbcl_pr_ros.runtime.stage_times import StageTimes
@@ -108,12 +109,9 @@ class StreamAnswers:
         ctl, det_pub, markers_pub = node.controller, node.detections_pub, node.markers_pub
         if ctl is None or det_pub is None or markers_pub is None or node.phase != ACTIVE:
             return  # a message already queued when the stream was paused
-        if isinstance(msg, (bytes, bytearray)):
-            try:
-                msg = object_features_from_serialized(bytes(msg))
-            except ValueError as exc:
-                node.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
-                return
+        msg = built_within_bounds(msg, object_features_from_serialized, node.get_logger(), "object features")
+        if msg is None:
+            return
         self._stamp_age("objects_stamp_to_callback", msg.header)
         t0, c0 = time.perf_counter(), time.thread_time()
         try:

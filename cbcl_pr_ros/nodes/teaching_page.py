@@ -39,7 +39,7 @@ from cbcl_pr_ros.nodes.ros_params import declare_read_only
 from cbcl_pr_ros.settings.robot_params import PAGE_PARAMS
 from cbcl_pr_ros.nodes.conversions import image_msg_to_rgb
 from cbcl_pr_ros.nodes.debug_image import FrameBuffer
-from cbcl_pr_ros.nodes.detections_msgs import detections_from_serialized
+from cbcl_pr_ros.nodes.detections_msgs import built_within_bounds, detections_from_serialized
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.qos import image_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
@@ -155,12 +155,9 @@ class TeachingPageNode(Node):
             self._send(msg, self._last_objects if late else (), self._last_version if late else 0, how, since or 0.0)
 
     def _on_detections(self, msg: Detections | bytes) -> None:
-        if isinstance(msg, (bytes, bytearray)):
-            try:
-                msg = detections_from_serialized(bytes(msg))
-            except ValueError as exc:
-                self.get_logger().warning(f"detections ignored: {exc}", throttle_duration_sec=10.0)
-                return
+        msg = built_within_bounds(msg, detections_from_serialized, self.get_logger(), "detections")
+        if msg is None:
+            return
         objs = page_boxes(msg)
         self._last_detections = time.monotonic()
         self._last_objects, self._last_version = objs, int(msg.model_version)
