@@ -1,4 +1,4 @@
-"""What the side-piece rule of ``perception.nested_parts`` joins (issue 20, outcome 6).
+"""What the side-piece rule of ``objects.pieces.nested_parts`` joins (issue 20, outcome 6).
 
 Two checks, each with the rule on and off (``side_piece_m=0``):
 
@@ -16,22 +16,25 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common: outputs, shared helpers
 from bench_common import out_path  # noqa: E402
+from cbcl_pr_ros.objects.pieces import PIECES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-OFF = {"side_piece_m": 0.0}
+OFF = {"policy": replace(PIECES, side_piece_m=0.0)}
 
 
 def dump_pairs(path: str, gate_m: float = 0.08) -> dict:
     """Pairs of one frame's detections on one object / on two objects, and those each rule joins."""
     from scipy.spatial.transform import Rotation
 
-    from cbcl_pr_ros.perception import Proposal, nested_parts
+    from cbcl_pr_ros.objects.pieces import nested_parts
+    from cbcl_pr_ros.perception import Proposal
 
     d = json.loads(Path(path).read_text())
     poses = {int(k): v for k, v in d["poses"].items()}
@@ -66,7 +69,8 @@ def dump_pairs(path: str, gate_m: float = 0.08) -> dict:
 def real_parts(labels: str, frames_dir: str) -> dict:
     """Real-set proposals that become parts (no names), and labelled objects lost with them."""
     from real_rgbd_set import load_frames
-    from cbcl_pr_ros.perception import box_iou, nested_parts, propose
+    from cbcl_pr_ros.objects.pieces import nested_parts
+    from cbcl_pr_ros.perception import box_iou, propose
 
     out = {"frames": 0, "objects": 0, "proposals": 0, "parts": 0, "parts_before": 0, "objects_lost": 0,
            "objects_lost_before": 0}

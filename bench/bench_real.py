@@ -247,7 +247,8 @@ def rendered_recall(config, seeds: int, scenes: int = 2, views: int = 3) -> dict
     made for real frames is checked on the simulated ones too; and how many objects come out in two or
     more pieces that each would get a track (not a part by ``nested_parts``; a piece: 60 % or more of
     its mask on the object, at least 5 % of the object's pixels): the source of duplicate tracks."""
-    from cbcl_pr_ros.perception import CameraIntrinsics, box_iou, nested_parts, propose
+    from cbcl_pr_ros.objects.pieces import nested_parts
+    from cbcl_pr_ros.perception import CameraIntrinsics, box_iou, propose
     from cbcl_pr_ros.robot.assets import CATALOGUE
     from cbcl_pr_ros.robot.scenes import SceneSpec, make_scene, render_scene_views, table_world
     from cbcl_pr_ros.robot.world import CameraConfig

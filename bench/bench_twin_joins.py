@@ -1,8 +1,8 @@
 """Two identical objects side by side: does "pieces joined by recognition" make them one? (issue 20)
 
 The learner joins two touching proposals when their union looks at least as much like the larger
-piece's class as the larger piece alone (``perception.piece_pairs.recognised_joins``). Since
-``JOIN_SLACK`` the union may also lie up to 3 % *farther* from the class when the smaller piece is
+piece's class as the larger piece alone (``objects.pieces.recognised_joins``). Since
+``PiecePolicy.join_slack`` the union may also lie up to 3 % *farther* from the class when the smaller piece is
 named that class too. That tolerance was meant for one object cut in two; the case it could
 break is two copies of one object touching: both pieces carry the same name, and two mugs may be
 only a little less "mug" than one. This bench measures how often that happens, without ROS:
@@ -19,7 +19,7 @@ only a little less "mug" than one. This bench measures how often that happens, w
    degrees, both at yaw 0; one overview frame from 0.43 m above the table, 0.15 m back.
 3. Each proposal belongs to the copy covering most of its mask, or to both where it holds 30 % or
    more of each copy's visible pixels (the proposer already made them one); every candidate pair
-   (``JoinCheck(limit=3)``) is a *twin* pair (one piece of each copy), a *same-object* pair (two
+   (``join_candidates`` 3) is a *twin* pair (one piece of each copy), a *same-object* pair (two
    pieces of one copy) or another (a piece holding both copies, or one of neither). Pieces and
    unions are classified in one batch (top-k = all classes, as the object stream does) and each
    pair is judged by the *strict* rule (union known as the larger piece's class and nearer it than
@@ -62,7 +62,9 @@ class Pipeline:
     def __init__(self, threads: int = 1) -> None:
         from cbcl_pr_ros.bags.offline_eval import learner_params
         from cbcl_pr_ros.features import make_backbone
-        from cbcl_pr_ros.perception.piece_pairs import JoinCheck
+        from dataclasses import replace
+
+        from cbcl_pr_ros.objects.pieces import PIECES
         from cbcl_pr_ros.service.controller import LearnerController
         from cbcl_pr_ros.settings.params import feature_dim_for, learner_factory
 
@@ -73,18 +75,18 @@ class Pipeline:
         self.controller = LearnerController(make_learner=learner_factory(p), backbone=p["backbone"],
                                             feature_dim=feature_dim_for(p), store=None,
                                             cluster_budget=p["max_clusters"])
-        self.check = JoinCheck(limit=int(p["join_candidates"]))
+        self.policy = replace(PIECES, join_candidates=int(p["join_candidates"]))
         self.margin, self.mask = float(p["crop_margin"]), bool(p["mask_crops"])
         self.max_objects = int(p["max_objects"])
 
     def proposals(self, frame: Any) -> tuple[list, list[tuple[int, int]], list]:
-        """As ``FeatureExtractorNode._proposals``: proposals, candidate pairs and their unions."""
+        """As ``objects.extract.frame_proposals``: proposals, candidate pairs and their unions."""
+        from cbcl_pr_ros.objects.pieces import candidate_pairs, union_proposal
         from cbcl_pr_ros.perception import CameraIntrinsics, propose
-        from cbcl_pr_ros.perception.piece_pairs import candidate_pairs, union_proposal
 
         K = CameraIntrinsics.from_k(frame.K)
         props = propose(frame.rgb, frame.depth, K)[:self.max_objects]
-        pairs = candidate_pairs(props, frame.depth, K, self.check)
+        pairs = candidate_pairs(props, frame.depth, K, self.policy)
         return props, pairs, [union_proposal(props[i], props[j]) for i, j in pairs]
 
     def features(self, rgb: np.ndarray, proposals: list) -> np.ndarray:
@@ -241,8 +243,8 @@ def _pred(pr: Any) -> dict:
 
 
 def strict_join(pair: tuple[int, int], props: list, pieces: list, union: Any) -> bool:
-    """The rule before JOIN_SLACK: union known as the larger piece's class and nearer it."""
-    from cbcl_pr_ros.perception.piece_pairs import _volume
+    """The rule before the join slack: union known as the larger piece's class and nearer it."""
+    from cbcl_pr_ros.objects.pieces import _volume
 
     i, j = pair
     big = i if _volume(props[i]) >= _volume(props[j]) else j
@@ -254,7 +256,7 @@ def strict_join(pair: tuple[int, int], props: list, pieces: list, union: Any) ->
 def twin_scene(pipe: Pipeline, world: Any, category: str, seed: int, direction_deg: float,
                points: dict[str, np.ndarray]) -> dict:
     """One twin scene: its frame's proposals, candidate pairs, predictions and both rules' joins."""
-    from cbcl_pr_ros.perception.piece_pairs import _volume, recognised_joins
+    from cbcl_pr_ros.objects.pieces import _volume, recognised_joins
 
     mid, d = place_twins(world, category, seed, direction_deg, points)
     frame = look(world, mid)
@@ -323,7 +325,7 @@ def summarise(scenes: list[dict]) -> dict:
 def run(seed: int, threads: int) -> dict:
     """Teach every category, then every twin scene; the JSON report."""
     from cbcl_pr_ros.evaluation.experiments import machine_info
-    from cbcl_pr_ros.perception.piece_pairs import JOIN_SLACK
+    from cbcl_pr_ros.objects.pieces import PIECES
     from cbcl_pr_ros.robot.assets import CATALOGUE
     from cbcl_pr_ros.robot.scenes import table_world
 
@@ -350,7 +352,7 @@ def run(seed: int, threads: int) -> dict:
     p = pipe.params
     return {
         "summary": summarise(scenes),
-        "settings": {"seed": seed, "join_slack": JOIN_SLACK, "join_candidates": p["join_candidates"],
+        "settings": {"seed": seed, "join_slack": PIECES.join_slack, "join_candidates": p["join_candidates"],
                      "backbone": p["backbone"], "runtime": p["runtime"], "threads": threads,
                      "crop_margin": p["crop_margin"], "mask_crops": p["mask_crops"],
                      "camera": {"height_m": CAMERA_HEIGHT_M, "back_m": CAMERA_BACK_M,

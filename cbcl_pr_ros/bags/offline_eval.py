@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 
 from cbcl_pr_ros.features import make_backbone
+from cbcl_pr_ros.objects.stream import ObjectStream
 from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 from cbcl_pr_ros.service.controller import ClassifyOutcome, LearnerController
-from cbcl_pr_ros.service.object_stream import ObjectStream
 from cbcl_pr_ros.service.teaching import Teacher, TeachRequest, TeachSettings
 from cbcl_pr_ros.service.validation import RequestLimits
 from cbcl_pr_ros.settings.params import (

@@ -18,10 +18,10 @@ from std_msgs.msg import Header
 
 from cbcl_pr_ros.msg import DetectedObject, Detections, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import copy_header
+from cbcl_pr_ros.objects.frame import ObjectFrame, ObjectJoins
+from cbcl_pr_ros.objects.pieces import MAX_CANDIDATES
 from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.perception.camera_pose import CameraPose
-from cbcl_pr_ros.perception.piece_pairs import MAX_CANDIDATES
-from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectJoins
 from cbcl_pr_ros.service.validation import check_feature_values, check_vectors_fit, values_array
 from cbcl_pr_ros.settings.params import PARAMS
 from cbcl_pr_ros.stamps import seconds_to_ns, split_ns

@@ -12,8 +12,9 @@
   (``max_images_per_request``, ``max_image_pixels``, ``max_image_bytes``; docs/security.md).
 * Per-object perception (``detect_objects``): with ``depth`` and ``camera_info`` (or, when
   ``on``, from RGB alone) the frame's objects are proposed, and the frame and all object crops go
-  through the backbone as ONE batch; ``object_features`` (ObjectFeatures) carries every object's box,
-  3-D centroid, size and vector. ``features`` is published as before.
+  through the backbone as ONE batch (:func:`cbcl_pr_ros.objects.extract.extract_objects`, without
+  ROS); ``object_features`` (ObjectFeatures) carries every object's box, 3-D centroid, size and
+  vector. ``features`` is published as before.
 * A lifecycle node (:mod:`.lifecycle`): configure loads the backbone, activate subscribes to the
   camera, deactivate lets the camera go, cleanup frees the backbone; ``autostart`` (default true)
   does configure + activate at start. Every topic's QoS takes rclpy's ``qos_overrides.*`` parameters.
@@ -27,9 +28,9 @@ import sys
 import threading
 import time
 import zlib
+from dataclasses import replace
 from typing import Any, Sequence
 
-import numpy as np
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.qos import ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
@@ -52,13 +53,10 @@ from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridab
 from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos, service_qos
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, parameter, read_parameters
 from cbcl_pr_ros.nodes.spin import run_node
-from cbcl_pr_ros.perception import CameraIntrinsics, crop_images, depth_problem, propose
-from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse, ProposalReuse
-from cbcl_pr_ros.perception.piece_pairs import JoinCheck, candidate_pairs, union_proposal
-from cbcl_pr_ros.perception.types import intrinsics_for_image
+from cbcl_pr_ros.objects import DepthPairing, ExtractSettings, ObjectReuse, PIECES, extract_objects
+from cbcl_pr_ros.perception import CameraIntrinsics
 from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
 from cbcl_pr_ros.runtime.stage_times import StageTimes
-from cbcl_pr_ros.service.object_stream import ObjectJoins
 from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for
 from cbcl_pr_ros.srv import ExtractFeatures
@@ -149,11 +147,9 @@ class FeatureExtractorNode(ManagedNode):
                                                guard_service(self, self._on_extract, "extract_features"),
                                                qos_profile=service_qos(),
                                                callback_group=self._srv_group)
-        self._depths: FrameBuffer[Any] = FrameBuffer(capacity=8)
-        # still objects keep their crop features (perception/crop_reuse.py); one worker uses it
-        self._crop_reuse = CropFeatureReuse(refresh_frames=int(p["crop_refresh_frames"]))
-        self._proposal_reuse = ProposalReuse(refresh_frames=int(p["crop_refresh_frames"]))
-        self._latest_depth: Any = None
+        self._depths: DepthPairing[Any] = DepthPairing(capacity=8)  # depth messages, decoded once paired
+        # a still picture keeps its proposals and crop features (objects/reuse.py); one worker uses it
+        self._reuse = ObjectReuse(refresh_frames=int(p["crop_refresh_frames"]))
         self._camera_info: Any = None
 
         # newest-frame slot filled by the subscription, emptied by the worker
@@ -234,7 +230,7 @@ class FeatureExtractorNode(ManagedNode):
         self.release("image_sub", "depth_sub", "info_sub", "hint_timer")
         with self._slot_lock:
             self._slot = None  # a stream frame not yet taken: dropped, as a camera frame may be
-        self._latest_depth = None
+        self._depths.clear()
         self._camera_info = None
 
     def _cleanup(self, final: bool) -> None:
@@ -243,9 +239,8 @@ class FeatureExtractorNode(ManagedNode):
         with self.backbone_lock:  # an in-process learner may be mid-batch on it
             self.backbone = None
         self._cache = FrameBuffer(capacity=32)
-        self._depths = FrameBuffer(capacity=8)
-        self._crop_reuse.reset()  # features of another backbone must not be reused
-        self._proposal_reuse.reset()
+        self._depths.clear()
+        self._reuse.reset()  # features of another backbone must not be reused
 
     def _stop_worker(self) -> None:
         with self._slot_lock:
@@ -339,42 +334,33 @@ class FeatureExtractorNode(ManagedNode):
 
     # ------------------------------------------------------------------ objects
     def _on_depth(self, msg: Image) -> None:
-        self._depths.put(stamp_key(msg.header), msg)
-        self._latest_depth = msg
+        self._depths.put(stamp_to_ns(msg.header.stamp), msg)
 
     def _on_camera_info(self, msg: CameraInfo) -> None:
         self._camera_info = msg
 
     def _objects_wanted(self) -> bool:
         mode = str(parameter(self, "detect_objects"))  # YAML on/off booleans mean on/off
-        return mode == "on" or (mode == "auto" and self._latest_depth is not None)
+        return mode == "on" or (mode == "auto" and self._depths.seen)
 
-    def _depth_for(self, header: Any) -> tuple[Any, Any]:
-        """(depth metres or None, intrinsics or None) for an image: same stamp, else the newest if recent."""
+    def _depth_for(self, header: Any) -> tuple[Any, Any, Any]:
+        """(depth metres or None, intrinsics or None, their calibrated (width, height) or None) for an
+        image: its depth message paired by stamp (objects/depth_pairing.py), decoded."""
         info = self._camera_info
         try:
             K = CameraIntrinsics.from_k(info.k) if info is not None else None
         except ValueError:
             K = None
-        dmsg = self._depths.pop(stamp_key(header))
-        # A camera publishes depth just after colour: wait a moment. Wall clock on purpose: this waits
-        # for the transport to deliver a message, which takes real time whatever /clock says.
-        deadline = time.monotonic() + 0.1
-        while dmsg is None and self._latest_depth is not None and time.monotonic() < deadline:
-            time.sleep(0.005)
-            dmsg = self._depths.pop(stamp_key(header))
-        if dmsg is None and self._latest_depth is not None:
-            age = (stamp_to_ns(header.stamp) - stamp_to_ns(self._latest_depth.header.stamp)) / 1e9
-            if 0.0 <= age <= float(self.get_parameter("depth_max_age_s").value):
-                dmsg = self._latest_depth
+        size = (info.width, info.height) if info is not None else None
+        dmsg = self._depths.take(stamp_to_ns(header.stamp), float(self.get_parameter("depth_max_age_s").value))
         if dmsg is None:
-            return None, K
+            return None, K, size
         try:
-            return depth_msg_to_array(dmsg), K
+            return depth_msg_to_array(dmsg), K, size
         except ValueError as exc:  # a malformed depth frame: RGB-only proposals for this frame
             self.depth_rejected += 1
             self.get_logger().warning(f"depth frame ignored: {exc}", throttle_duration_sec=10.0)
-            return None, K
+            return None, K, size
 
     def _depth_warning(self, text: str) -> None:
         """Warn about unusable depth at most every 10 s per kind of problem. rclpy's throttle is per
@@ -386,68 +372,33 @@ class FeatureExtractorNode(ManagedNode):
             self.get_logger().warning(text)
 
     def _process_objects(self, msg: Any, rgb: Any, backbone: Any) -> None:
-        """Proposals, then the frame and every crop in one backbone batch; publish both topics."""
-        times = self.times
-        with times.stage("depth"):
-            depth, K = self._depth_for(msg.header)
-            info = self._camera_info
-            K, why = intrinsics_for_image(K, (info.width, info.height) if info is not None else None, rgb.shape)
-            if depth is not None and K is None:  # depth without usable intrinsics: no 3D rather than a wrong one
-                self._depth_warning(why)
-                depth = None
-            problem = depth_problem(depth, rgb.shape) if depth is not None else ""
-            if problem:  # not aligned, empty or in the wrong unit: RGB method, no 3D rather than a wrong one
-                self.depth_rejected += 1
-                self._depth_warning(f"depth not used, RGB-only proposals and no 3D: {problem}")
-                depth = None
-        with times.stage("proposals"):
-            still = self._proposal_reuse if parameter(self, "reuse_still_crops") else None
-            props, pairs, unions = self._proposals(rgb, depth, K, still)
-            crops = crop_images(rgb, [*props, *unions], float(self.get_parameter("crop_margin").value),
-                                mask_background=bool(parameter(self, "mask_crops"))) if props else []
-        # the frame is one more picture whose vector a still camera keeps, but only while every cell
-        # of it stays the same (ProposalReuse): one new object changes the frame's vector
-        images, boxes = [rgb, *crops], [(0, 0, rgb.shape[1], rgb.shape[0]), *(p.box for p in [*props, *unions])]
-        reuse = self._crop_reuse if still is not None else None
-        changed = [] if still is not None and still.same_picture else [0]
-        known = reuse.plan(boxes, images, recompute=changed) if reuse is not None else [None] * len(images)
-        todo = [i for i, f in enumerate(known) if f is None]
-        with self.backbone_lock, times.stage("backbone_objects"):
-            computed = backbone.extract([images[i] for i in todo]) if todo else []
-        for j, i in enumerate(todo):
-            known[i] = computed[j]
-        if reuse is not None:
-            reuse.store(known)
-        feats, n = np.stack(known), len(props)  # (1 + objects + unions, d): the frame, each crop, each union's
-        joins = ObjectJoins(tuple(pairs), tuple(unions), feats[1 + n:]) if pairs else None
-        name, prep = backbone.name, backbone.preprocessing_id
+        """The frame's objects (objects/extract.py, one backbone batch); publish both topics."""
+        with self.times.stage("depth"):
+            depth, K, size = self._depth_for(msg.header)
+        settings = ExtractSettings(
+            max_objects=int(self.get_parameter("max_objects").value),
+            crop_margin=float(self.get_parameter("crop_margin").value),
+            mask_crops=bool(parameter(self, "mask_crops")),
+            reuse_still_crops=bool(parameter(self, "reuse_still_crops")),
+            policy=replace(PIECES, join_candidates=int(parameter(self, "join_candidates"))))
+        out = extract_objects(rgb, depth, K, None, backbone, self._reuse, settings, calibrated_size=size,
+                              times=self.times, turn=self.backbone_lock)
+        if out.depth_note:
+            self.depth_rejected += int(out.depth_refused)
+            self._depth_warning(out.depth_note)
+        name, prep, objects = backbone.name, backbone.preprocessing_id, out.objects
         pub, objects_pub = self.features_pub, self.objects_pub
         if pub is None or objects_pub is None:
             return
-        with times.stage("publish"):
-            out = make_feature_msg(msg.header, name, prep, feats[0])
+        with self.times.stage("publish"):
+            feature_msg = make_feature_msg(msg.header, name, prep, out.frame_feature)
             if not self.compressed:
-                self._cache.put(frame_fingerprint(msg), out)
-            pub.publish(out)
-            objects_pub.publish(make_object_features_msg(msg.header, name, prep, props, feats[1:1 + n],
-                                                         rgb.shape, joins))
+                self._cache.put(frame_fingerprint(msg), feature_msg)
+            pub.publish(feature_msg)
+            objects_pub.publish(make_object_features_msg(msg.header, name, prep, objects.proposals,
+                                                         objects.features, rgb.shape, objects.joins))
         self.processed += 1
-        self.objects_published += len(props)
-
-    def _proposals(self, rgb: Any, depth: Any, K: Any, still: Any) -> tuple[list, list, list]:
-        """A frame's proposals and candidate joins (pairs, unions: ``perception.piece_pairs``), or those
-        kept for a still picture (``still``, a ProposalReuse; None = computed every frame)."""
-        n_max, limit = int(self.get_parameter("max_objects").value), int(parameter(self, "join_candidates"))
-        key = (depth is not None, None if K is None else (K.fx, K.fy, K.cx, K.cy), rgb.shape, n_max, limit)
-        props, grid = still.lookup(rgb, key) if still is not None else (None, None)
-        if props is not None:
-            return props, *still.kept_joins
-        props = propose(rgb, depth, K)[:n_max]
-        pairs = candidate_pairs(props, depth, K, JoinCheck(limit=limit))
-        unions = [union_proposal(props[i], props[j]) for i, j in pairs]
-        if still is not None:
-            still.keep(grid, key, props, (pairs, unions))
-        return props, pairs, unions
+        self.objects_published += len(objects.proposals)
 
     # ------------------------------------------------------------------ service
     def _on_extract(self, req: Any, resp: Any) -> Any:

@@ -3,7 +3,7 @@
 A thin adapter: each callback turns a message into a plain request, calls one ROS-free object
 (:class:`~cbcl_pr_ros.service.controller.LearnerController` for the memory,
 :class:`~cbcl_pr_ros.service.teaching.Teacher` for TeachClass's plan,
-:class:`~cbcl_pr_ros.service.object_stream.ObjectStream` for tracks) and fills the response. This
+:class:`~cbcl_pr_ros.objects.stream.ObjectStream` for tracks) and fills the response. This
 module holds the life cycle, TeachClass and Classify; :mod:`.memory_services` the other services,
 :mod:`.learner_streams` the stream callbacks, :mod:`.learner_port` what the Teacher and Classify ask
 of the node (backbone, frames, clock, commit), :mod:`.learner_debug` the debug image.
@@ -59,7 +59,7 @@ from cbcl_pr_ros.runtime.heap import keep_heap_flat
 from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, TeachOutcome
 from cbcl_pr_ros.service.memory_files import earlier_memory_note, store_from_params
-from cbcl_pr_ros.service.object_stream import ObjectStream
+from cbcl_pr_ros.objects.stream import ObjectStream
 from cbcl_pr_ros.service.teaching import Teacher
 from cbcl_pr_ros.service.validation import RequestLimits
 from cbcl_pr_ros.settings.params import LEARNER, feature_dim_for, learner_factory, specs_for

@@ -3,7 +3,7 @@
 ``features`` (one vector per camera frame) gets a ``prediction``, at most ``max_prediction_rate``
 per second on the node clock; ``object_features`` (the objects of a frame) gets ``detections`` and
 ``detection_markers``: the objects are classified in one batch and tracked by the ROS-free
-:class:`~cbcl_pr_ros.service.object_stream.ObjectStream`. Each frame is also offered to the
+:class:`~cbcl_pr_ros.objects.stream.ObjectStream`. Each frame is also offered to the
 TeachClass requests waiting for frames (the node's ``waiters``), kept for Classify's default answer,
 and drawn on the debug image while someone looks (:mod:`.learner_debug`).
 
@@ -26,7 +26,7 @@ from cbcl_pr_ros.nodes.detections_msgs import (make_detections_msg, make_marker_
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE
 from cbcl_pr_ros.runtime.rate_limit import RateLimiter
 from cbcl_pr_ros.runtime.stage_times import StageTimes
-from cbcl_pr_ros.service.object_stream import ObjectStream
+from cbcl_pr_ros.objects.stream import ObjectStream
 from cbcl_pr_ros.stamps import stamp_to_s
 
 __all__ = ["StreamAnswers"]

@@ -3,15 +3,13 @@
 A request names the object by a mode (the object in view, or the whole frame), a track id of the
 detections topic, or boxes (``rois``). :func:`plan_teach` checks those untrusted fields against each
 other and says where the examples come from; :func:`roi_box` checks a box against an image;
-:func:`teaching_crops` turns request images into the crops to learn from; :class:`TrackHistory` keeps
-the last frames' vectors per track id so that a track can be taught at once. The learner node
+:func:`teaching_crops` turns request images into the crops to learn from; a track's recent vectors
+come from the object stream (``objects.tracks.TrackHistory``). The learner node
 converts the request, calls these, and answers with the ValueError's text when one is raised:
 nothing is learned then.
 """
 from __future__ import annotations
 
-import threading
-from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -21,7 +19,7 @@ from cbcl_pr_ros.perception.boxes import box_iou
 from cbcl_pr_ros.service.classify_scope import image_object_crop
 
 __all__ = ["TEACH_FROM", "MODE_DEFAULT", "MODE_OBJECT", "MODE_FRAME", "TeachPlan", "plan_teach", "roi_box",
-           "teaching_crops", "TrackHistory", "TrackViews", "SAME_VIEW_IOU", "one_shot_per_view"]
+           "teaching_crops", "SAME_VIEW_IOU", "one_shot_per_view"]
 
 # values of the learner's ``teach_from`` parameter
 TEACH_FROM = ("auto", "object", "frame")
@@ -165,50 +163,3 @@ def one_shot_per_view(rows: np.ndarray, boxes: Sequence[Box], same_iou: float = 
         else:
             members[j].append(i)
     return np.stack([x[m].mean(axis=0) for m in members]).astype(np.float32)
-
-
-@dataclass(frozen=True)
-class TrackViews:
-    """A track's recent frames for a teach: its vectors and boxes (oldest first), and the vectors of the
-    other tracks seen in those frames (natural negatives, like a teaching frame's other objects)."""
-
-    rows: np.ndarray
-    boxes: list[Box]
-    others: np.ndarray
-
-
-class TrackHistory:
-    """The last ``capacity`` frames' vectors and boxes per track id (thread-safe), for teaching from a
-    track: the boxes tell which frames show one view (see :func:`one_shot_per_view`)."""
-
-    def __init__(self, capacity: int = 30) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
-        self.capacity = capacity
-        self._frames: deque[dict[int, tuple[np.ndarray, Box]]] = deque(maxlen=capacity)
-        self._lock = threading.Lock()
-
-    def add(self, track_ids: Sequence[int], feats: np.ndarray, boxes: Sequence[Sequence[int]]) -> None:
-        """One frame: row i of ``feats`` and ``boxes[i]`` belong to track ``track_ids[i]``."""
-        f = np.asarray(feats, np.float32)
-        if len(track_ids) != (f.shape[0] if f.ndim == 2 else -1) or len(boxes) != len(track_ids):
-            raise ValueError(f"{len(track_ids)} track ids and {len(boxes)} boxes for features of shape {f.shape}")
-        frame = {int(t): (f[i].copy(), tuple(int(v) for v in boxes[i])) for i, t in enumerate(track_ids)}
-        with self._lock:
-            self._frames.append(frame)
-
-    def views_of(self, track_id: int, n: int) -> TrackViews:
-        """The ``n`` most recent frames that show the track (all kept when ``n`` <= 0)."""
-        with self._lock:
-            frames = [fr for fr in self._frames if track_id in fr]
-        frames = frames[-int(n):] if n > 0 else frames
-        rows = [fr[track_id][0] for fr in frames]
-        others = [v for fr in frames for t, (v, _) in fr.items() if t != track_id]
-        d = len(rows[0]) if rows else 0
-        return TrackViews(np.stack(rows) if rows else np.zeros((0, d), np.float32),
-                          [fr[track_id][1] for fr in frames],
-                          np.stack(others) if others else np.zeros((0, d), np.float32))
-
-    def clear(self) -> None:
-        with self._lock:
-            self._frames.clear()

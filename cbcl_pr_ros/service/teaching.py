@@ -16,10 +16,11 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
+from cbcl_pr_ros.objects.frame import ObjectFrame
+from cbcl_pr_ros.objects.stream import ObjectStream
 from cbcl_pr_ros.perception import select_teaching_proposal
 from cbcl_pr_ros.perception.boxes import choose_in_box, pick_in_view
 from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
-from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectStream
 from cbcl_pr_ros.service.object_teaching import Roi, TeachPlan, one_shot_per_view, plan_teach, roi_box, teaching_crops
 from cbcl_pr_ros.service.validation import (
     RequestLimits,
@@ -211,7 +212,7 @@ class Teacher:
     def _with_stream(self, frame_negatives: np.ndarray | None, s: TeachSettings,
                      taught_track: int | None) -> np.ndarray | None:
         """The negatives ``s.negatives`` asks for: the teaching frames' other objects, the recent objects
-        of the stream (:class:`~cbcl_pr_ros.service.stream_negatives.StreamNegatives`) but the taught
+        of the stream (:class:`~cbcl_pr_ros.objects.tracks.StreamNegatives`) but the taught
         track's, or both; ``stream`` falls back on the frames' while the stream store is empty."""
         if s.negatives not in ("frames", "frames+stream", "stream"):
             raise ValueError(f"teach_negatives must be frames, frames+stream or stream, got {s.negatives[:40]!r}")

@@ -251,7 +251,7 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("join_candidates", 3,
               "Most pairs of touching pieces per frame whose union crop is sent with the objects, so the "
               "learner can join the pieces of one taught object that its classifier recognises better "
-              "together (perception.piece_pairs); 0: none", (EXTRACTOR,), min=0, max=16, read_only=False),
+              "together (objects.pieces); 0: none", (EXTRACTOR,), min=0, max=16, read_only=False),
     ParamSpec("crop_margin", 0.1, "Context around each object's box in its crop (fraction of the longer side)",
               (EXTRACTOR, LEARNER), min=0.0, max=2.0, read_only=False),
     ParamSpec("teach_from", "auto",

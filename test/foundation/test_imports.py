@@ -21,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "cbcl_pr_ros"
 ROS_FREE = ("cbcl_pr_ros.core", "cbcl_pr_ros.features", "cbcl_pr_ros.evaluation", "cbcl_pr_ros.perception",
+            "cbcl_pr_ros.objects",
             "cbcl_pr_ros.robot", "cbcl_pr_ros.bags", "cbcl_pr_ros.service", "cbcl_pr_ros.runtime",
             "cbcl_pr_ros.settings", "cbcl_pr_ros.teaching_page", "cbcl_pr_ros.cli", "cbcl_pr_ros.share",
             "cbcl_pr_ros.stamps")

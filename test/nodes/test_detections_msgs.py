@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from cbcl_pr_ros.perception import ObjectObservation, ObjectTracker, Proposal
-from cbcl_pr_ros.service.object_teaching import (MODE_DEFAULT, MODE_FRAME, MODE_OBJECT, TeachPlan, TrackHistory,
-                                                 plan_teach, roi_box, teaching_crops)
+from cbcl_pr_ros.service.object_teaching import (MODE_DEFAULT, MODE_FRAME, MODE_OBJECT, TeachPlan, plan_teach,
+                                                 roi_box, teaching_crops)
 
 NAN3 = np.full(3, np.nan)
 
@@ -67,8 +67,8 @@ def test_object_features_bad_input_is_a_clear_value_error() -> None:
 
 
 def _joins(props, rows):
-    from cbcl_pr_ros.perception.piece_pairs import union_proposal
-    from cbcl_pr_ros.service.object_stream import ObjectJoins
+    from cbcl_pr_ros.objects.frame import ObjectJoins
+    from cbcl_pr_ros.objects.pieces import union_proposal
 
     return ObjectJoins(((0, 1),), (union_proposal(props[0], props[1]),), np.asarray(rows, np.float32))
 
@@ -107,7 +107,7 @@ def test_bad_candidate_joins_are_a_clear_value_error(spoil, why) -> None:
 
 def test_too_many_candidate_joins_are_refused() -> None:
     from cbcl_pr_ros.nodes.detections_msgs import make_object_features_msg, object_frame_from_msg
-    from cbcl_pr_ros.perception.piece_pairs import MAX_CANDIDATES
+    from cbcl_pr_ros.objects.pieces import MAX_CANDIDATES
 
     props = [_prop((10, 20, 60, 90)), _prop((60, 40, 80, 80))]
     msg = make_object_features_msg(_header(), "bb", "prep", props, np.ones((2, 5)), (480, 640, 3),
@@ -299,23 +299,6 @@ def test_teaching_crops_from_boxes_and_from_the_object_in_view() -> None:
     blank = np.full((120, 160, 3), 128, np.uint8)
     with pytest.raises(ValueError, match="no object found in any of the 1 images"):
         teaching_crops([blank], TeachPlan("images", "object"))
-
-
-def test_track_history_gives_a_tracks_recent_rows() -> None:
-    h = TrackHistory(capacity=3)
-    for i in range(5):
-        h.add([1, 2], np.array([[i, 0.0], [i, 1.0]], np.float32), [(i, 0, 10, 10), (50, 0, 60, 10)])
-    h.add([2], np.array([[9.0, 9.0]], np.float32), [(50, 0, 60, 10)])
-    views = h.views_of(1, 10)
-    np.testing.assert_array_equal(views.rows[:, 0], [3, 4])  # capacity 3 frames
-    assert views.boxes == [(3, 0, 10, 10), (4, 0, 10, 10)]
-    np.testing.assert_array_equal(views.others, [[3, 1.0], [4, 1.0]])  # track 2 in those frames
-    np.testing.assert_array_equal(h.views_of(2, 2).rows[:, 0], [4, 9])
-    assert h.views_of(99, 5).rows.shape[0] == 0
-    with pytest.raises(ValueError):
-        h.add([1, 2, 3], np.zeros((2, 2)), [(0, 0, 1, 1)] * 3)
-    with pytest.raises(ValueError):
-        h.add([1, 2], np.zeros((2, 2)), [(0, 0, 1, 1)])
 
 
 @pytest.mark.parametrize("n", [0, 3, 256, 257, 2000])

@@ -1,9 +1,9 @@
 """The extractor's object path keeps a still picture's frame vector and recomputes a changed one.
 
 A still camera at a table costs the backbone only the crops due for a refresh (issue 25); the whole
-frame's vector is kept while every cell of the picture stays the same (perception/crop_reuse.py), and
+frame's vector is kept while every cell of the picture stays the same (objects/reuse.py), and
 one new object in view makes it computed again. The node's callbacks are called directly (no spin):
-this checks the wiring, the rules are unit-tested in test/perception/test_crop_reuse.py.
+this checks the wiring, the rules are unit-tested in test/objects/test_reuse.py.
 """
 from __future__ import annotations
 

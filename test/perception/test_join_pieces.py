@@ -13,7 +13,8 @@ import pytest
 
 pytest.importorskip("pybullet", reason="the scene renderer needs pybullet (requirements/core.txt)")
 
-from cbcl_pr_ros.perception import CameraIntrinsics, ProposalConfig, nested_parts, propose  # noqa: E402
+from cbcl_pr_ros.objects.pieces import nested_parts  # noqa: E402
+from cbcl_pr_ros.perception import CameraIntrinsics, ProposalConfig, propose  # noqa: E402
 from cbcl_pr_ros.robot.scenes import table_world  # noqa: E402
 from cbcl_pr_ros.robot.world import CameraConfig  # noqa: E402
 

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import doctest
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
 import cbcl_pr_ros.perception.tracking as tracking_mod
+from cbcl_pr_ros.objects.pieces import PIECES
 from cbcl_pr_ros.perception import (
     ObjectObservation,
     ObjectTracker,
@@ -260,7 +262,7 @@ def test_bad_position_raises_and_changes_nothing():
 
 
 def test_a_nested_piece_of_an_object_is_a_part_and_neighbours_are_not():
-    from cbcl_pr_ros.perception import nested_parts
+    from cbcl_pr_ros.objects.pieces import nested_parts
 
     body = prop(0.0, box=(100, 100, 200, 220))
     head = Proposal((110, 90, 160, 140), None, body.centroid + [0.0, -0.03, 0.0], np.full(3, 0.04), 0.9)  # inside, 3 cm
@@ -316,23 +318,23 @@ def test_fixed_frame_track_outlives_other_views_but_not_its_own():
 
 
 def test_a_piece_beside_its_object_is_a_part_only_when_named_the_same():
-    from cbcl_pr_ros.perception import nested_parts
+    from cbcl_pr_ros.objects.pieces import nested_parts
 
     body = Proposal((92, 196, 202, 290), None, np.array([-0.168, 0.01, 0.424]), np.full(3, 0.09), 0.9)
     handle = Proposal((70, 240, 108, 272), None, np.array([-0.219, 0.023, 0.421]), np.full(3, 0.04), 0.9)  # 5.3 cm
-    names_only = {"side_piece_m": 0.0}  # the rule for small pieces at the body's depth (test below) off
-    assert nested_parts([body, handle], **names_only) == set()  # 42 % inside, but too far for the plain rule
-    assert nested_parts([body, handle], ["mug", "mug"], **names_only) == {1}
-    assert nested_parts([body, handle], ["mug", "can"], **names_only) == set()  # touching objects of two classes
-    assert nested_parts([body, handle], ["", ""], **names_only) == set()  # unknown is no class
+    names_only = replace(PIECES, side_piece_m=0.0)  # the rule for small pieces at the body's depth (test below) off
+    assert nested_parts([body, handle], policy=names_only) == set()  # 42 % inside, but too far for the plain rule
+    assert nested_parts([body, handle], ["mug", "mug"], policy=names_only) == {1}
+    assert nested_parts([body, handle], ["mug", "can"], policy=names_only) == set()  # touching objects of two classes
+    assert nested_parts([body, handle], ["", ""], policy=names_only) == set()  # unknown is no class
     assert nested_parts([body, handle], ["mug", "can"]) == {1}  # 9 % of the body's volume, within its depth range
 
 
 def test_two_pieces_named_alike_that_share_one_extent_are_one_object():
     """The main job's close-up (seed 1, camera 2 cm above the table): the duck in two pieces, 19 % of
     the smaller box inside the larger, 3.5 cm apart, each centroid inside the other's 3D extent."""
-    from cbcl_pr_ros.perception import nested_parts
-    from cbcl_pr_ros.perception.boxes import share_extent
+    from cbcl_pr_ros.objects.pieces import nested_parts
+    from cbcl_pr_ros.objects.pieces import share_extent
 
     big = Proposal((366, 80, 484, 216), None, np.array([0.062, -0.058, 0.267]), np.array([0.075, 0.075, 0.072]), 1.0)
     piece = Proposal((462, 72, 568, 176), None, np.array([0.094, -0.069, 0.263]), np.array([0.087, 0.057, 0.089]),
@@ -352,7 +354,7 @@ def test_close_up_pieces_that_share_one_extent_need_no_name():
     """seed 1, camera 4 cm above the table on its way down: the duck in two pieces 25 cm from the
     camera, the larger named 'bottle'. That close, the shared extent is enough; a table view's pair
     (0.6 m away) still needs the same name, and a neighbour 14 cm away is never a part."""
-    from cbcl_pr_ros.perception import nested_parts
+    from cbcl_pr_ros.objects.pieces import nested_parts
 
     big = Proposal((392, 98, 522, 242), None, np.array([0.079, -0.04, 0.253]), np.array([0.074, 0.074, 0.071]), 1.0)
     piece = Proposal((492, 74, 614, 196), None, np.array([0.111, -0.057, 0.248]), np.array([0.079, 0.062, 0.102]),
@@ -362,7 +364,8 @@ def test_close_up_pieces_that_share_one_extent_need_no_name():
     assert nested_parts([big, piece, mug]) == {1}
     far = [Proposal(p.box, None, p.centroid + [0.0, 0.0, 0.35], p.size, 1.0) for p in (big, piece)]
     assert nested_parts(far, ["bottle", "duck"]) == set() and nested_parts(far, ["duck", "duck"]) == {1}
-    assert nested_parts([Proposal(p.box, None, p.centroid, p.size, 1.0) for p in (big, piece)], close_up_m=0.2) == set()
+    assert nested_parts([Proposal(p.box, None, p.centroid, p.size, 1.0) for p in (big, piece)],
+                        policy=replace(PIECES, close_up_m=0.2)) == set()
 
 def test_a_frame_without_a_pose_keeps_the_fixed_frame_positions():
     """One frame whose camera pose came late is matched by box in the camera frame; the tracks keep
@@ -384,15 +387,15 @@ def test_a_small_piece_beside_its_object_at_its_depth_is_a_part_whatever_its_nam
     """The main job, seed 2: the mug's handle cut off beside the body, 5.7 cm from it, 31 % of its box
     inside the body's, named 'domino'; a domino standing in front of a bottle (seed 0) is as small and
     as near, but reaches out of the bottle's depth range, and stays an object."""
-    from cbcl_pr_ros.perception import nested_parts
-    from cbcl_pr_ros.perception.boxes import side_piece
+    from cbcl_pr_ros.objects.pieces import nested_parts
+    from cbcl_pr_ros.objects.pieces import side_piece
 
     body = Proposal((232, 308, 328, 406), None, np.array([-0.033, 0.109, 0.396]), np.array([0.074, 0.094, 0.113]), 0.8)
     handle = Proposal((308, 376, 354, 418), None, np.array([0.011, 0.143, 0.387]), np.array([0.036, 0.048, 0.094]),
                       0.8)
     assert side_piece(handle, body) and nested_parts([body, handle], ["mug", "domino"]) == {1}
     assert nested_parts([body, handle]) == {1}  # before anything is taught too
-    assert nested_parts([body, handle], side_piece_m=0.05) == set()
+    assert nested_parts([body, handle], policy=replace(PIECES, side_piece_m=0.05)) == set()
     bottle = Proposal((324, 310, 640, 480), None, np.array([0.062, 0.057, 0.174]), np.array([0.095, 0.043, 0.106]),
                       1.0)
     domino = Proposal((432, 300, 546, 348), None, np.array([0.086, 0.043, 0.233]), np.array([0.047, 0.012, 0.056]),
@@ -408,14 +411,15 @@ def test_a_handle_standing_up_behind_its_mug_is_a_part():
     """The main job, seed 4 (a layout first run on 2026-11-25): the mug's handle seen above and behind
     the body from the overview, 6.0 cm from it, 23 % of its box inside the body's (the rule asked 30 %),
     named 'cereal', kept a track of its own for the whole phase."""
-    from cbcl_pr_ros.perception import nested_parts
+    from cbcl_pr_ros.objects.pieces import nested_parts
 
     handle = Proposal((316, 250, 340, 284), None, np.array([0.0072, 0.0337, 0.423]), np.array([0.0203, 0.0445, 0.0873]),
                       0.8)
     body = Proposal((312, 276, 406, 376), None, np.array([0.033, 0.085, 0.4012]), np.array([0.0747, 0.0943, 0.1149]),
                     0.9)
     assert nested_parts([handle, body], ["cereal", "mug"]) == {0}
-    assert nested_parts([handle, body], ["cereal", "mug"], side_piece_overlap=0.3) == set()  # before
+    before = replace(PIECES, side_piece_overlap=0.3)
+    assert nested_parts([handle, body], ["cereal", "mug"], policy=before) == set()
 
 
 def test_a_second_sliver_at_the_border_beside_a_seen_object_starts_no_track():
@@ -442,13 +446,14 @@ def test_a_small_strip_inside_its_object_s_extent_is_a_part():
     """seed 1, table view: a 1.7 cm strip of the duck 2.7 cm from its body, 31 % of its box inside,
     79 % of its 3D extent inside the body's, named 'bottle'. A domino 7.8 cm before a bottle, as
     deep inside the bottle's extent, is further than the 5 cm of this test and stays an object."""
-    from cbcl_pr_ros.perception import nested_parts
+    from cbcl_pr_ros.objects.pieces import nested_parts
 
     duck = Proposal((412, 70, 476, 128), None, np.array([0.127, -0.137, 0.458]), np.array([0.053, 0.069, 0.108]), 1.0)
     strip = Proposal((402, 100, 426, 152), None, np.array([0.105, -0.128, 0.47]), np.array([0.017, 0.051, 0.075]),
                      1.0)
     assert nested_parts([duck, strip], ["duck", "bottle"]) == {1}
-    assert nested_parts([duck, strip], ["duck", "bottle"], side_piece_m=0.0) == set()  # the older rules: no
+    no_side = replace(PIECES, side_piece_m=0.0)
+    assert nested_parts([duck, strip], ["duck", "bottle"], policy=no_side) == set()  # the older rules: no
     away = Proposal(strip.box, None, strip.centroid + [0.0, 0.0, 0.04], strip.size, 1.0)  # 4.7 cm, half out in z
     assert nested_parts([duck, away], ["duck", "bottle"]) == set()
 
@@ -456,13 +461,13 @@ def test_a_small_strip_inside_its_object_s_extent_is_a_part():
 def test_a_tiny_piece_inside_its_object_s_extent_is_a_part_even_beside_its_box():
     """seed 0, close-up of the teddy: a 2.3 cm piece 4.7 cm from a larger piece of it, 78 % of its
     extent inside, its box beside the other's (no overlap), both named 'lego'."""
-    from cbcl_pr_ros.perception import nested_parts
-    from cbcl_pr_ros.perception.boxes import side_piece
+    from cbcl_pr_ros.objects.pieces import nested_parts
+    from cbcl_pr_ros.objects.pieces import side_piece
 
     body = Proposal((534, 396, 620, 450), None, np.array([0.141, 0.121, 0.277]), np.array([0.064, 0.046, 0.1]), 1.0)
     piece = Proposal((462, 382, 492, 414), None, np.array([0.117, 0.119, 0.318]), np.array([0.023, 0.02, 0.023]), 0.7)
     assert nested_parts([body, piece], ["lego", "lego"]) == {1}
-    assert nested_parts([body, piece], ["lego", "lego"], side_piece_m=0.0) == set()
+    assert nested_parts([body, piece], ["lego", "lego"], policy=replace(PIECES, side_piece_m=0.0)) == set()
     assert side_piece(piece, body, boxes_overlap=False)
 
 
@@ -471,12 +476,13 @@ def test_a_close_up_piece_half_inside_the_larger_extent_is_a_part_farther_than_o
     from the body's centroid, took the teddy's track while the whole teddy started a new one; seed 1,
     a corner of the lego 7.5 cm from a proposal that took the bottle too. At a table view's distance
     the same pair stays two objects (the 5 cm rule), and a piece 9 cm off is never a part."""
-    from cbcl_pr_ros.perception import nested_parts
+    from cbcl_pr_ros.objects.pieces import nested_parts
 
     teddy = Proposal((248, 124, 598, 376), None, np.array([0.011, -0.003, 0.146]), np.array([0.106, 0.08, 0.114]), 1.0)
     foot = Proposal((196, 172, 264, 250), None, np.array([-0.04, -0.013, 0.175]), np.array([0.03, 0.03, 0.029]), 1.0)
     assert nested_parts([teddy, foot], ["teddy", "bottle"]) == {1}
-    assert nested_parts([teddy, foot], close_up_piece_m=0.05) == set()  # the table-view rule alone
+    table_view = replace(PIECES, close_up_piece_m=0.05)  # the table-view rule alone
+    assert nested_parts([teddy, foot], policy=table_view) == set()
     merged = Proposal((474, 102, 576, 268), None, np.array([0.118, -0.038, 0.238]), np.array([0.128, 0.094, 0.132]),
                       1.0)
     corner = Proposal((460, 226, 516, 270), None, np.array([0.062, 0.002, 0.208]), np.array([0.045, 0.025, 0.059]),

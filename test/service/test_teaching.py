@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+from cbcl_pr_ros.objects.frame import ObjectFrame
+from cbcl_pr_ros.objects.stream import ObjectStream
 from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
-from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectStream
 from cbcl_pr_ros.service.teaching import (
     FeatureSourceError,
     TeachRequest,
@@ -359,7 +360,7 @@ def test_stream_negatives_join_the_teach_without_the_taught_track():
 def test_a_box_takes_the_object_mostly_inside_it_or_refuses_and_the_answer_names_what_it_used():
     """A box beside an object is no teach of it; a box around an object split in two teaches both pieces
     (the extractor's join of the pair, when it offered one); the answer names the box and the track."""
-    from cbcl_pr_ros.service.object_stream import ObjectJoins
+    from cbcl_pr_ros.objects.frame import ObjectJoins
 
     port = FakePort(settings=TeachSettings(teach_from="object", num_frames=2))
     teacher, objects = _teacher(port)

@@ -10,9 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+from cbcl_pr_ros.objects.frame import ObjectFrame
+from cbcl_pr_ros.objects.stream import ObjectStream
 from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.service.controller import LearnerController
-from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectStream
 
 D = 8
 
@@ -60,8 +61,8 @@ def test_a_frame_without_objects_tracks_nothing():
 
 def _joined_frame(rows: np.ndarray, union_row: np.ndarray) -> ObjectFrame:
     """Two touching pieces (a large one on the left, a small one right of it) and their union."""
-    from cbcl_pr_ros.perception.piece_pairs import union_proposal
-    from cbcl_pr_ros.service.object_stream import ObjectJoins
+    from cbcl_pr_ros.objects.frame import ObjectJoins
+    from cbcl_pr_ros.objects.pieces import union_proposal
 
     big = Proposal((100, 100, 200, 200), None, np.array([0.0, 0.0, 0.8]), np.array([0.08, 0.08, 0.08]), 0.9)
     small = Proposal((200, 140, 230, 170), None, np.array([0.06, 0.0, 0.8]), np.array([0.03, 0.03, 0.03]), 0.9)

@@ -160,7 +160,7 @@ class ProposalReuse:
 
     def keep(self, grid: np.ndarray, key: tuple, proposals: list, joins: tuple = ((), ())) -> None:
         """After computing proposals for a frame: keep them with the frame's grid, and ``joins`` (their
-        candidate joins: pairs and unions, ``perception.piece_pairs``), read back as ``kept_joins``
+        candidate joins: pairs and unions, ``objects.pieces``), read back as ``kept_joins``
         while :meth:`lookup` returns the kept proposals."""
         self._kept = (grid, key, list(proposals), 0)
         self.kept_joins = joins

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cbcl_pr_ros.service.stream_negatives import StreamNegatives
+from cbcl_pr_ros.objects.tracks import StreamNegatives
 
 D = 8
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cbcl_pr_ros.perception import Proposal, nested_parts
-from cbcl_pr_ros.perception.boxes import share_extent, side_piece
+from dataclasses import replace
+
+from cbcl_pr_ros.objects.pieces import PIECES, PiecePolicy, nested_parts, share_extent, side_piece
+from cbcl_pr_ros.perception import Proposal
 
 
-def pairwise_parts(proposals, labels=None, min_overlap=0.4, max_distance_m=0.05, same_label_overlap=0.2,
-                   same_label_distance_m=0.06, close_up_m=0.35, side_piece_m=0.065, side_piece_volume=0.25,
-                   side_piece_overlap=0.2, close_up_piece_m=0.08) -> set[int]:
+def pairwise_parts(proposals, labels=None, policy: PiecePolicy = PIECES) -> set[int]:
     """The rules one pair at a time, as nested_parts applied them before it worked on arrays."""
+    min_overlap, max_distance_m = policy.part_overlap, policy.part_distance_m
+    same_label_overlap, same_label_distance_m = policy.same_label_overlap, policy.same_label_distance_m
+    close_up_m, side_piece_m, close_up_piece_m = policy.close_up_m, policy.side_piece_m, policy.close_up_piece_m
+    side_piece_overlap = policy.side_piece_overlap
     order = sorted(range(len(proposals)), key=lambda i: -proposals[i].area)
     away = [float(np.linalg.norm(p.centroid)) for p in proposals]
     parts: set[int] = set()
@@ -32,10 +36,10 @@ def pairwise_parts(proposals, labels=None, min_overlap=0.4, max_distance_m=0.05,
             close = max(away[i], away[j]) < close_up_m
             if (inside >= min_overlap and apart <= max_distance_m) or (apart <= same_label_distance_m and (
                     (alike and inside >= same_label_overlap) or ((alike or close) and share_extent(small, big)))) or (
-                    apart <= side_piece_m and side_piece(small, big, inside >= side_piece_overlap, side_piece_volume,
-                                                         nested_m=max_distance_m)) or (
-                    close and apart <= close_up_piece_m and side_piece(small, big, False, side_piece_volume,
-                                                                        nested_m=close_up_piece_m)):
+                    apart <= side_piece_m and side_piece(small, big, inside >= side_piece_overlap, max_distance_m,
+                                                         policy)) or (
+                    close and apart <= close_up_piece_m and side_piece(small, big, False, close_up_piece_m,
+                                                                        policy)):
                 parts.add(i)
                 break
     return parts
@@ -80,6 +84,6 @@ def test_no_proposals_and_thresholds_are_honoured():
     assert nested_parts([]) == set()
     rng = np.random.default_rng(7)
     props, labels = random_frame(rng, 40)
-    loose = dict(min_overlap=0.1, max_distance_m=0.1, close_up_m=0.7, side_piece_volume=0.5)
-    assert nested_parts(props, labels, **loose) == pairwise_parts(props, labels, **loose)
-    assert nested_parts(props, labels, **loose) != nested_parts(props, labels)
+    loose = replace(PIECES, part_overlap=0.1, part_distance_m=0.1, close_up_m=0.7, side_piece_volume=0.5)
+    assert nested_parts(props, labels, loose) == pairwise_parts(props, labels, loose)
+    assert nested_parts(props, labels, loose) != nested_parts(props, labels)

@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from cbcl_pr_ros.objects.frame import ObjectFrame
+from cbcl_pr_ros.objects.stream import ObjectStream
 from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.perception.camera_pose import CameraPose
-from cbcl_pr_ros.service.object_stream import ObjectFrame, ObjectStream
 
 DOWN = Rotation.from_euler("x", np.pi)  # optical z points down at the table
 

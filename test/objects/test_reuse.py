@@ -1,11 +1,11 @@
-"""perception/crop_reuse.py: a still object keeps its features, a changed or moved one is computed
+"""objects/reuse.py: a still object keeps its features, a changed or moved one is computed
 again, drift adds up, and refreshing is spread over frames."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from cbcl_pr_ros.perception.crop_reuse import CropFeatureReuse
+from cbcl_pr_ros.objects.reuse import CropFeatureReuse
 
 RNG = np.random.default_rng(0)
 SCENE = RNG.integers(0, 255, (120, 160, 3)).astype(np.float32)
@@ -98,7 +98,7 @@ def _noisy(rgb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def test_proposals_are_kept_while_the_picture_stays_and_recomputed_when_it_changes():
-    from cbcl_pr_ros.perception.crop_reuse import ProposalReuse
+    from cbcl_pr_ros.objects.reuse import ProposalReuse
 
     rng = np.random.default_rng(1)
     still = ProposalReuse(refresh_frames=10)
@@ -115,7 +115,7 @@ def test_proposals_are_kept_while_the_picture_stays_and_recomputed_when_it_chang
 
 
 def test_the_candidate_joins_are_kept_with_their_proposals_and_reset_forgets_them():
-    from cbcl_pr_ros.perception.crop_reuse import ProposalReuse
+    from cbcl_pr_ros.objects.reuse import ProposalReuse
 
     still = ProposalReuse(refresh_frames=10)
     base, key = _table(), (True, (500.0, 500.0, 320.0, 240.0), (480, 640, 3), 16, 3)
@@ -127,7 +127,7 @@ def test_the_candidate_joins_are_kept_with_their_proposals_and_reset_forgets_the
 
 
 def test_kept_proposals_are_refreshed_and_slow_drift_is_caught():
-    from cbcl_pr_ros.perception.crop_reuse import ProposalReuse
+    from cbcl_pr_ros.objects.reuse import ProposalReuse
 
     still = ProposalReuse(refresh_frames=4)
     base, key = _table(2), ("k",)
@@ -143,7 +143,7 @@ def test_kept_proposals_are_refreshed_and_slow_drift_is_caught():
 def test_same_picture_holds_through_a_refresh_and_ends_with_a_change():
     """The extractor keeps the whole frame's vector while ``same_picture``: a refresh of the kept
     proposals is no change of the picture, a new object is."""
-    from cbcl_pr_ros.perception.crop_reuse import ProposalReuse
+    from cbcl_pr_ros.objects.reuse import ProposalReuse
 
     rng = np.random.default_rng(2)
     still = ProposalReuse(refresh_frames=3)

@@ -1,4 +1,4 @@
-"""Touching pieces sent as candidate joins, and joined only where recognition says so (issue 20, outcome 6)."""
+"""Touching pieces sent as candidate joins, and joined only where recognition says so (objects/pieces.py)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from cbcl_pr_ros.perception import Proposal
-from cbcl_pr_ros.perception.piece_pairs import (JOIN_SLACK, JoinCheck, candidate_pairs, join_groups,
-                                                recognised_joins, union_proposal)
+from dataclasses import replace
+
+from cbcl_pr_ros.objects.pieces import (PIECES, PiecePolicy, candidate_pairs, join_groups, recognised_joins,
+                                        union_proposal)
 from cbcl_pr_ros.perception.types import CameraIntrinsics
 
 K = CameraIntrinsics(fx=200.0, fy=200.0, cx=80.0, cy=60.0)
@@ -38,15 +40,17 @@ def test_far_apart_pieces_no_depth_and_a_zero_limit_give_no_pairs():
     assert candidate_pairs([a, b], depth, K) == []
     c, d = _piece(40, 60, 0.5, depth), _piece(60, 90, 0.5, depth)
     assert candidate_pairs([c, d], None, K) == [] and candidate_pairs([c, d], depth, None) == []
-    assert candidate_pairs([c, d], depth, K, JoinCheck(limit=0)) == []
+    assert candidate_pairs([c, d], depth, K, replace(PIECES, join_candidates=0)) == []
     half = depth[::2, ::2]  # depth of half the size is resized to the masks, as propose() does
     assert candidate_pairs([c, d], half, K) == [(0, 1)]
 
 
 def test_the_check_refuses_bad_settings():
-    for bad in ({"max_centroid_m": 0.0}, {"contact_m": float("nan")}, {"limit": 17}, {"touch_px": True}):
+    for bad in ({"pair_centroid_m": 0.0}, {"pair_contact_m": float("nan")}, {"join_candidates": 17},
+                {"pair_touch_px": True}, {"join_slack": -0.01}, {"hold_m": float("inf")}, {"part_overlap": 1.5},
+                {"side_piece_m": "0.065"}):
         with pytest.raises(ValueError):
-            JoinCheck(**bad)
+            PiecePolicy(**bad)
 
 
 def test_a_union_holds_both_pieces():
@@ -84,14 +88,14 @@ def test_a_near_tie_joins_only_pieces_named_alike_or_a_join_held_from_the_last_f
     depth = np.zeros((H, W), np.float32)
     props = [_piece(40, 60, 0.5, depth), _piece(60, 100, 0.5, depth)]  # a head beside its larger body
     body = _pred("teddy", 0.72)
-    tie = [_pred("teddy", 0.72 * (1 + JOIN_SLACK / 2))]  # the union a little farther than the body alone
+    tie = [_pred("teddy", 0.72 * (1 + PIECES.join_slack / 2))]  # the union a little farther than the body alone
     # named apart, not held: a union farther than the larger piece is not joined
     assert recognised_joins([(0, 1)], props, [_pred("ball", 0.6), body], tie) == []
     # both pieces named the teddy, or the pair joined in the last frame: a near tie still joins
     assert recognised_joins([(0, 1)], props, [_pred("teddy", 0.75), body], tie) == [0]
     assert recognised_joins([(0, 1)], props, [_pred("ball", 0.6), body], tie, held={0}) == [0]
     # beyond the slack neither helps: two objects of one class side by side stay two
-    far = [_pred("teddy", 0.72 * (1 + 2 * JOIN_SLACK))]
+    far = [_pred("teddy", 0.72 * (1 + 2 * PIECES.join_slack))]
     assert recognised_joins([(0, 1)], props, [_pred("teddy", 0.75), body], far, held={0}) == []
 
 
