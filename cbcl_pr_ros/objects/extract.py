@@ -19,7 +19,7 @@ The node converts the messages, calls this and publishes; everything here is tes
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -48,7 +48,7 @@ class ExtractSettings:
     crop_margin: float = 0.1
     mask_crops: bool = True
     reuse_still_crops: bool = True
-    policy: PiecePolicy = field(default_factory=lambda: PIECES)
+    policy: PiecePolicy = PIECES
 
     def __post_init__(self) -> None:
         if isinstance(self.max_objects, bool) or not isinstance(self.max_objects, (int, np.integer)) \

@@ -124,3 +124,9 @@ def test_a_frame_reaches_the_tracks_and_keeps_its_ids():
     assert ids[0] == ids[1] and len(ids[0]) == 2
     views = stream.track_views(ids[0][0], 5)
     assert views.rows.shape == (2, bb.feature_dim) and len(views.others) == 2
+
+
+def test_bad_settings_are_refused():
+    for bad in ({"max_objects": 0}, {"max_objects": True}, {"crop_margin": 3.0}, {"policy": {"join_candidates": 3}}):
+        with pytest.raises((ValueError, TypeError)):
+            ExtractSettings(**bad)
