@@ -124,7 +124,8 @@ class ObjectStream:
         if pose is None:
             return None
         number, seen = self._view
-        if seen is None or seen.frame != pose.frame or any(m > lim for m, lim in zip(pose.moved_from(seen), (0.005, 0.009))):
+        moved = seen is not None and any(m > lim for m, lim in zip(pose.moved_from(seen), (0.005, 0.009)))
+        if seen is None or seen.frame != pose.frame or moved:
             self._view = number, seen = number + 1, pose
         return number
 
