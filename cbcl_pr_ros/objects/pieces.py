@@ -1,13 +1,12 @@
 """What one object is: the rules that join the pieces of one object, and their thresholds in one table.
 
-First the proposer cuts a frame into pieces and joins some back, within one segmentation and by
+First the proposer cuts a frame into pieces and joins some back, within one segmentation, by
 geometry and colour, before any class is known (``perception.proposals``, thresholds in
-``ProposalRules``): a blob less convex than
-``split_solidity`` is split where the boundary evidence (``region_*``) says two objects
-(``regions.split_nonconvex``), one with level tops ``layer_gap_m`` apart is split per height
-(``regions.split_layers``), and touching pieces within ``join_m`` of one colour (``join_colour_de``)
-and one body (``join_share``) are joined (``proposals._join_pieces``). After it, the rules below
-decide, in this order:
+``ProposalRules``): a blob less convex than ``split_solidity`` is split where the boundary evidence
+(``region_*``) says two objects (``regions.split_nonconvex``), one with level tops ``layer_gap_m``
+apart is split per height (``regions.split_layers``), and touching pieces within ``join_m`` of one
+colour (``join_colour_de``) and one body (``join_share``) are joined (``proposals._join_pieces``).
+After it, the rules below decide, in this order:
 
 1. **Candidate joins** (extractor, :func:`candidate_pairs`): touching pieces near each other in 3D
    whose union crop is sent with the frame. A shape or colour rule that joined them would also join
