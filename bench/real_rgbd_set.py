@@ -1,9 +1,11 @@
 """The real RGB-D table set: assemble it from the sources' git snapshots, load it, score proposals.
 
-The labels (``bench/real_rgbd/labels.json``) are ours and committed; the frames are not (none of the
-sources' licences allows redistribution), so :func:`assemble` copies them out of git snapshots of the
-source repositories at the recorded commits and writes every frame in one form: ``<id>-color.png``
-(RGB) and ``<id>-depth.png`` (16-bit, millimetres, 0 = no reading, registered to the colour image).
+The labels (``bench/real_rgbd/labels.json``) are ours and committed; the frames are not (most sources'
+licences do not allow redistribution, and every source is built the same way), so :func:`assemble`
+copies them out of git snapshots of the source repositories at the recorded commits and writes every
+frame in one form: ``<id>-color.png`` (BGR PNG) and ``<id>-depth.png`` (16-bit, millimetres, 0 = no
+reading, registered to the colour image). Sources ship colour as PNG or JPEG, or inside a pickled dict
+``.npy``; depth as 16-bit PNG (millimetres or tenths), ``.npy`` in metres or OpenEXR in metres.
 
 Scoring (:func:`score_proposals`) follows the usual detection rules: proposals and labelled boxes are
 matched one to one, best IoU first, at IoU >= 0.5; a proposal mostly (>= 50 % of its box) inside an
