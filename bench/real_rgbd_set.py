@@ -35,7 +35,8 @@ except ImportError:  # numpy 1
 from cbcl_pr_ros.perception.boxes import box_iou
 from cbcl_pr_ros.perception.types import CameraIntrinsics
 
-__all__ = ["RealFrame", "ProposalScore", "load_labels", "assemble", "load_frames", "score_proposals", "failure_kinds"]
+__all__ = ["RealFrame", "ProposalScore", "MaskCheck", "load_labels", "assemble", "mask_checks", "load_frames",
+           "score_proposals", "failure_kinds"]
 
 Box = tuple[int, int, int, int]
 
@@ -249,6 +250,101 @@ def assemble(labels_path: str | Path, snapshots: str | Path, out_dir: str | Path
         cv2.imwrite(str(out_dir / f"{fr['id']}-depth.png"), depth)
         written.append(fr["id"])
     return written
+
+
+def _parts_box(mask: np.ndarray, keep: float = 0.1) -> Box | None:
+    """The tight box of a mask's connected parts of at least ``keep`` of its largest part (stray
+    pixels of a source's mask do not stretch the box)."""
+    n, _, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
+    if n <= 1:
+        return None
+    big = stats[1:][stats[1:, 4] >= keep * stats[1:, 4].max()]
+    return (int(big[:, 0].min()), int(big[:, 1].min()), int((big[:, 0] + big[:, 2]).max()),
+            int((big[:, 1] + big[:, 3]).max()))
+
+
+def _mask_parts(mask: np.ndarray, keep: float = 0.01) -> list[Box]:
+    """The boxes of a binary mask's connected parts (those of at least ``keep`` of the largest)."""
+    n, _, stats, _ = cv2.connectedComponentsWithStats((mask > 0).astype(np.uint8), connectivity=8)
+    if n <= 1:
+        return []
+    big = stats[1:][stats[1:, 4] >= keep * stats[1:, 4].max()]
+    return [(int(x), int(y), int(x + w), int(y + h)) for x, y, w, h, _ in big]
+
+
+def _points_mask(points: np.ndarray, K: Sequence[float], shape: tuple[int, int]) -> np.ndarray:
+    """An object's segmented point cloud (camera frame, metres) projected into the image, small gaps closed."""
+    fx, fy, cx, cy = K
+    pts = np.asarray(points, np.float64).reshape(-1, 3)
+    pts = pts[np.isfinite(pts).all(axis=1) & (pts[:, 2] > 0)]
+    u = np.round(fx * pts[:, 0] / pts[:, 2] + cx).astype(int)
+    v = np.round(fy * pts[:, 1] / pts[:, 2] + cy).astype(int)
+    ok = (u >= 0) & (u < shape[1]) & (v >= 0) & (v < shape[0])
+    m = np.zeros(shape, np.uint8)
+    m[v[ok], u[ok]] = 1
+    return cv2.morphologyEx(m, cv2.MORPH_CLOSE, np.ones((3, 3), np.uint8))
+
+
+@dataclass
+class MaskCheck:
+    """One labelled box against what its source's mask gives."""
+
+    frame: str
+    name: str
+    box: Box
+    derived: Box | None  # the mask's box (exact kinds) or the mask part holding the box (split by eye)
+    exact: bool  # the box must equal the mask's; otherwise lie inside the mask part it was split from
+
+    @property
+    def ok(self) -> bool:
+        if self.derived is None:
+            return False
+        if self.exact:
+            return tuple(self.box) == tuple(self.derived)
+        return _inside_fraction(self.box, self.derived) >= 0.95
+
+
+def mask_checks(labels_path: str | Path, snapshots: str | Path) -> list[MaskCheck]:
+    """Every box labelled from a source's mask, derived again from the snapshot: the labels' boxes
+    are reproducible (``png_ids``: pixel value = instance id; ``png_parts``: a binary mask's connected
+    parts; ``npy_points``: the object's point cloud in a pickled-dict ``.npy``, projected)."""
+    labels, snapshots = load_labels(labels_path), Path(snapshots)
+    out = []
+    for fr in labels["frames"]:
+        src = labels["sources"][fr["source"]]
+        kind, path = src.get("mask_kind"), fr.get("mask_file")
+        todo = [o for o in fr["objects"] if "mask" in o]
+        if not todo:
+            continue
+        if not kind or not path:
+            raise ValueError(f"{fr['id']}: objects name a mask but the frame has no mask_file or its source no mask_kind")
+        raw = _git_show(_git_dir(snapshots, src["repo"]), src["commit"], path)
+        if kind == "npy_points":
+            d = _npy_dict(raw)
+            shape = np.asarray(d[src.get("npy_keys", {}).get("colour", "image")]).shape[:2]
+            m = _points_mask(d[src.get("npy_keys", {}).get("points", "points")], src["K"], shape)
+            for o in todo:
+                out.append(MaskCheck(fr["id"], o["name"], tuple(o["box"]), _parts_box(m), True))
+            continue
+        img = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
+        if img is None or img.ndim != 2:
+            raise ValueError(f"{fr['id']}: {path} is not a one-channel mask image")
+        if kind == "png_ids":
+            for o in todo:
+                boxes = [b for b in (_parts_box(img == int(i)) for i in o["mask"]) if b is not None]
+                derived = (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes),
+                           max(b[3] for b in boxes)) if len(boxes) == len(o["mask"]) else None
+                out.append(MaskCheck(fr["id"], o["name"], tuple(o["box"]), derived, True))
+        elif kind == "png_parts":
+            parts = _mask_parts(img)
+            for o in todo:
+                exact = o["mask"] == "part"
+                best = max(parts, key=lambda b: box_iou(b, o["box"]) if exact else _inside_fraction(o["box"], b),
+                           default=None)
+                out.append(MaskCheck(fr["id"], o["name"], tuple(o["box"]), best, exact))
+        else:
+            raise ValueError(f"unknown mask kind {kind!r}")
+    return out
 
 
 def load_frames(labels_path: str | Path, frames_dir: str | Path, ids: Sequence[str] | None = None) -> list[RealFrame]:

@@ -112,6 +112,63 @@ def test_assemble_reads_frames_from_a_git_snapshot(tmp_path) -> None:
         assemble(tmp_path / "labels.json", tmp_path / "nowhere", tmp_path / "out3")
 
 
+def test_boxes_labelled_from_a_sources_masks_come_out_of_the_snapshot_again(tmp_path) -> None:
+    import io
+
+    from real_rgbd_set import mask_checks
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "snap" / "someone+masks"
+    repo.mkdir(parents=True)
+    ids = np.zeros((40, 60), np.uint8)
+    ids[5:15, 10:20] = 101
+    ids[30:35, 40:55] = 102  # two parts of one object ...
+    ids[20:24, 40:44] = 103
+    ids[0, 59] = 101  # ... and a stray pixel that must not stretch object 101's box
+    cv2.imwrite(str(repo / "ids.png"), ids)
+    parts = np.zeros((40, 60), np.uint8)
+    parts[5:15, 10:30] = 255  # two touching objects in one part, split by eye
+    parts[25:35, 40:50] = 255
+    cv2.imwrite(str(repo / "parts.png"), parts)
+    z = 0.5  # a point cloud of a 10 x 8 px patch at (20..29, 12..19) seen with f = 50, c = (30, 20)
+    vv, uu = np.mgrid[12:20, 20:30]
+    pts = np.stack([(uu - 30) * z / 50, (vv - 20) * z / 50, np.full(uu.shape, z)], -1).reshape(-1, 3)
+    buf = io.BytesIO()
+    np.save(buf, np.array({"image": np.zeros((40, 60, 3), np.uint8), "pc": pts}, dtype=object), allow_pickle=True)
+    (repo / "frame.npy").write_bytes(buf.getvalue())
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "x"], check=True)
+    commit = subprocess.run(git[:3] + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    K = [50.0, 50.0, 30.0, 20.0]
+    src = {"repo": "someone/masks", "commit": commit, "licence": "MIT", "depth": "png_mm", "K": K}
+    labels = {"sources": {"ids": src | {"mask_kind": "png_ids"}, "parts": src | {"mask_kind": "png_parts"},
+                          "pts": src | {"mask_kind": "npy_points", "npy_keys": {"points": "pc"}}},
+              "frames": [
+                  {"id": "a", "source": "ids", "mask_file": "ids.png", "objects": [
+                      {"name": "one", "box": [10, 5, 20, 15], "mask": [101]},
+                      {"name": "two", "box": [40, 20, 55, 35], "mask": [102, 103]},
+                      {"name": "by_eye", "box": [0, 0, 5, 5]}]},
+                  {"id": "b", "source": "parts", "mask_file": "parts.png", "objects": [
+                      {"name": "left", "box": [10, 5, 20, 15], "mask": "part, split by eye"},
+                      {"name": "right", "box": [20, 5, 30, 15], "mask": "part, split by eye"},
+                      {"name": "whole", "box": [40, 25, 50, 35], "mask": "part"}]},
+                  {"id": "c", "source": "pts", "mask_file": "frame.npy", "objects": [
+                      {"name": "cloud", "box": [20, 12, 30, 20], "mask": "points"}]}]}
+    (tmp_path / "labels.json").write_text(json.dumps(labels))
+    checks = mask_checks(tmp_path / "labels.json", tmp_path / "snap")
+    assert [(c.frame, c.name) for c in checks] == [("a", "one"), ("a", "two"), ("b", "left"), ("b", "right"),
+                                                  ("b", "whole"), ("c", "cloud")]
+    assert all(c.ok for c in checks), [(c.name, c.box, c.derived) for c in checks if not c.ok]
+    labels["frames"][0]["objects"][0]["box"] = [10, 5, 21, 15]  # one pixel off
+    labels["frames"][1]["objects"][0]["box"] = [8, 5, 20, 15]  # reaches out of its part
+    (tmp_path / "labels.json").write_text(json.dumps(labels))
+    bad = [c.name for c in mask_checks(tmp_path / "labels.json", tmp_path / "snap") if not c.ok]
+    assert bad == ["one", "left"]
+
+
 def _exr(depth: np.ndarray, zip_blocks: bool) -> bytes:
     """A scanline OpenEXR file of one float channel, uncompressed or ZIP (16 lines a block), written
     from the format's description to test the reader."""
