@@ -1,6 +1,6 @@
 """Object perception on real RGB-D frames of tables (issue 20): proposals and recognition.
 
-The set: bench/real_rgbd/labels.json (30 frames from 4 public sources, 173 hand-labelled objects;
+The set: bench/real_rgbd/labels.json (62 frames from 9 public sources, 306 labelled objects;
 assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
 
 1. Proposals (``perception.propose``) with depth and RGB-only: recall and precision at IoU 0.5,

@@ -1,9 +1,11 @@
 """The real RGB-D table set: assemble it from the sources' git snapshots, load it, score proposals.
 
-The labels (``bench/real_rgbd/labels.json``) are ours and committed; the frames are not (none of the
-sources' licences allows redistribution), so :func:`assemble` copies them out of git snapshots of the
-source repositories at the recorded commits and writes every frame in one form: ``<id>-color.png``
-(RGB) and ``<id>-depth.png`` (16-bit, millimetres, 0 = no reading, registered to the colour image).
+The labels (``bench/real_rgbd/labels.json``) are ours and committed; the frames are not (most sources'
+licences do not allow redistribution, and every source is built the same way), so :func:`assemble`
+copies them out of git snapshots of the source repositories at the recorded commits and writes every
+frame in one form: ``<id>-color.png`` (BGR PNG) and ``<id>-depth.png`` (16-bit, millimetres, 0 = no
+reading, registered to the colour image). Sources ship colour as PNG or JPEG, or inside a pickled dict
+``.npy``; depth as 16-bit PNG (millimetres or tenths), ``.npy`` in metres or OpenEXR in metres.
 
 Scoring (:func:`score_proposals`) follows the usual detection rules: proposals and labelled boxes are
 matched one to one, best IoU first, at IoU >= 0.5; a proposal mostly (>= 50 % of its box) inside an
@@ -12,8 +14,12 @@ unmatched proposal whose box holds at least half of the boxes of two or more lab
 """
 from __future__ import annotations
 
+import io
 import json
+import pickle
+import struct
 import subprocess
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -21,10 +27,16 @@ from typing import Sequence
 import cv2
 import numpy as np
 
+try:  # numpy 2
+    from numpy._core import multiarray as np_multiarray
+except ImportError:  # numpy 1
+    from numpy.core import multiarray as np_multiarray
+
 from cbcl_pr_ros.perception.boxes import box_iou
 from cbcl_pr_ros.perception.types import CameraIntrinsics
 
-__all__ = ["RealFrame", "ProposalScore", "load_labels", "assemble", "load_frames", "score_proposals", "failure_kinds"]
+__all__ = ["RealFrame", "ProposalScore", "MaskCheck", "load_labels", "assemble", "mask_checks", "load_frames",
+           "score_proposals", "failure_kinds"]
 
 Box = tuple[int, int, int, int]
 
@@ -98,20 +110,122 @@ def _git_show(git_dir: Path, commit: str, path: str) -> bytes:
     return out.stdout
 
 
-def _depth_mm(raw: bytes, kind: str) -> np.ndarray:
-    """A source's depth file as uint16 millimetres."""
+class _ArrayUnpickler(pickle.Unpickler):
+    """Unpickles numpy arrays, dicts, lists and scalars only: a source's pickled ``.npy`` can run no code."""
+
+    _MODULES = ("numpy", "numpy.core.multiarray", "numpy._core.multiarray", "numpy.core._multiarray_umath",
+                "numpy._core._multiarray_umath")
+    _NAMES = {"ndarray": np.ndarray, "dtype": np.dtype, "_reconstruct": np_multiarray._reconstruct,
+              "scalar": np_multiarray.scalar}
+
+    def find_class(self, module: str, name: str):
+        if module not in self._MODULES or name not in self._NAMES:
+            raise pickle.UnpicklingError(f"refusing {module}.{name} in a pickled array file")
+        return self._NAMES[name]
+
+
+def _npy_dict(raw: bytes) -> dict:
+    """A ``.npy`` file holding one pickled dict of arrays (as some grasping demos ship their frames)."""
+    f = io.BytesIO(raw)
+    version = np.lib.format.read_magic(f)
+    shape, _, dtype = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)(f)
+    if dtype != np.dtype(object):
+        raise ValueError("not a pickled dict .npy")
+    obj = _ArrayUnpickler(f, encoding="latin1").load()
+    obj = obj.item() if isinstance(obj, np.ndarray) and obj.shape == () else obj
+    if not isinstance(obj, dict):
+        raise ValueError("the pickled .npy does not hold a dict")
+    return obj
+
+
+def _exr_channel(raw: bytes) -> np.ndarray:
+    """The first channel of a scanline OpenEXR image (no, ZIPS or ZIP compression; half or float pixels)
+    as float32: OpenCV builds without OpenEXR read none, and depth renderers write it."""
+    if len(raw) < 8 or struct.unpack("<I", raw[:4])[0] != 20000630:
+        raise ValueError("not an OpenEXR file")
+    p, hdr = 8, {}
+    while raw[p] != 0:
+        name_end = raw.index(b"\0", p)
+        type_end = raw.index(b"\0", name_end + 1)
+        size = struct.unpack("<i", raw[type_end + 1:type_end + 5])[0]
+        hdr[raw[p:name_end].decode()] = raw[type_end + 5:type_end + 5 + size]
+        p = type_end + 5 + size
+    p += 1
+    chans, c, q = [], hdr["channels"], 0
+    while c[q] != 0:
+        e = c.index(b"\0", q)
+        chans.append(struct.unpack("<i", c[e + 1:e + 5])[0])  # 0 uint, 1 half, 2 float
+        q = e + 17
+    x0, y0, x1, y1 = struct.unpack("<4i", hdr["dataWindow"])
+    w, h = x1 - x0 + 1, y1 - y0 + 1
+    comp = hdr["compression"][0]
+    if comp not in (0, 2, 3):
+        raise ValueError(f"OpenEXR compression {comp} is not supported (none, ZIPS and ZIP are)")
+    lines = 16 if comp == 3 else 1
+    dtypes = [{0: "<u4", 1: "<f2", 2: "<f4"}[t] for t in chans]
+    sizes = [np.dtype(d).itemsize for d in dtypes]
+    n_blocks = (h + lines - 1) // lines
+    offsets = struct.unpack(f"<{n_blocks}Q", raw[p:p + 8 * n_blocks])
+    out = np.zeros((h, w), np.float32)
+    for off in offsets:
+        y, size = struct.unpack("<ii", raw[off:off + 8])
+        data = raw[off + 8:off + 8 + size]
+        n = min(lines, y1 - y + 1)
+        if comp and size < n * w * sum(sizes):  # zlib, then a byte predictor and two interleaved halves
+            t = np.frombuffer(zlib.decompress(data), np.uint8).astype(np.int64)
+            t[1:] -= 128
+            t = (np.cumsum(t) & 255).astype(np.uint8)
+            half = (len(t) + 1) // 2
+            r = np.empty_like(t)
+            r[0::2], r[1::2] = t[:half], t[half:]
+            data = r.tobytes()
+        q = 0
+        for li in range(n):
+            for k, (dt, sz) in enumerate(zip(dtypes, sizes)):
+                if k == 0:
+                    out[y - y0 + li] = np.frombuffer(data[q:q + w * sz], dt)
+                q += w * sz
+    return out
+
+
+def _metres_to_mm(d: np.ndarray) -> np.ndarray:
+    d = np.asarray(d, np.float64).squeeze()
+    if d.ndim != 2:
+        raise ValueError(f"depth is not one channel: shape {d.shape}")
+    d = np.where(np.isfinite(d) & (d > 0), d * 1000.0, 0.0)
+    return np.clip(np.round(d), 0, 65535).astype(np.uint16)
+
+
+def _depth_mm(raw: bytes, kind: str, unit_mm: float = 1.0, key: str = "depth") -> np.ndarray:
+    """A source's depth file as uint16 millimetres. ``unit_mm``: millimetres per PNG unit (0.1 where the
+    source stores tenths of a millimetre); ``key``: the entry of a pickled dict ``.npy``."""
     if kind == "png_mm":
         d = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
         if d is None or d.dtype != np.uint16 or d.ndim != 2:
             raise ValueError("depth PNG is not single-channel 16-bit")
-        return d
+        return d if unit_mm == 1.0 else np.clip(np.round(d * float(unit_mm)), 0, 65535).astype(np.uint16)
     if kind == "npy_m":
-        import io
-
-        d = np.load(io.BytesIO(raw), allow_pickle=False).astype(np.float64).squeeze()
-        d = np.where(np.isfinite(d) & (d > 0), d * 1000.0, 0.0)
-        return np.clip(np.round(d), 0, 65535).astype(np.uint16)
+        return _metres_to_mm(np.load(io.BytesIO(raw), allow_pickle=False))
+    if kind == "npy_dict_m":
+        return _metres_to_mm(_npy_dict(raw)[key])
+    if kind == "exr_m":
+        return _metres_to_mm(_exr_channel(raw))
     raise ValueError(f"unknown depth kind {kind!r}")
+
+
+def _colour_bgr(raw: bytes, kind: str, key: str = "image") -> np.ndarray:
+    """A source's colour file as an 8-bit BGR image: an encoded image (PNG, JPEG) or the RGB entry of a
+    pickled dict ``.npy``."""
+    if kind == "npy_dict_rgb":
+        rgb = np.asarray(_npy_dict(raw)[key])
+        if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
+            raise ValueError(f"colour entry is not 8-bit RGB: {rgb.shape} {rgb.dtype}")
+        return np.ascontiguousarray(rgb[:, :, ::-1])
+    colour = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR)
+    if colour is None:
+        raise ValueError("colour image unreadable")
+    return colour
 
 
 def assemble(labels_path: str | Path, snapshots: str | Path, out_dir: str | Path) -> list[str]:
@@ -122,16 +236,115 @@ def assemble(labels_path: str | Path, snapshots: str | Path, out_dir: str | Path
     for fr in labels["frames"]:
         src = labels["sources"][fr["source"]]
         git_dir = _git_dir(snapshots, src["repo"])
-        colour = cv2.imdecode(np.frombuffer(_git_show(git_dir, src["commit"], fr["colour"]), np.uint8), cv2.IMREAD_COLOR)
-        if colour is None:
-            raise ValueError(f"{fr['id']}: colour image unreadable")
-        depth = _depth_mm(_git_show(git_dir, src["commit"], fr["depth"]), src["depth"])
+        keys = src.get("npy_keys", {})
+        try:
+            colour = _colour_bgr(_git_show(git_dir, src["commit"], fr["colour"]), src.get("colour", "image"),
+                                 keys.get("colour", "image"))
+            depth = _depth_mm(_git_show(git_dir, src["commit"], fr["depth"]), src["depth"],
+                              float(src.get("depth_unit_mm", 1.0)), keys.get("depth", "depth"))
+        except (ValueError, KeyError, pickle.UnpicklingError) as exc:
+            raise ValueError(f"{fr['id']}: {exc}") from exc
         if depth.shape != colour.shape[:2]:
             depth = cv2.resize(depth, (colour.shape[1], colour.shape[0]), interpolation=cv2.INTER_NEAREST)
         cv2.imwrite(str(out_dir / f"{fr['id']}-color.png"), colour)
         cv2.imwrite(str(out_dir / f"{fr['id']}-depth.png"), depth)
         written.append(fr["id"])
     return written
+
+
+def _parts_box(mask: np.ndarray, keep: float = 0.1) -> Box | None:
+    """The tight box of a mask's connected parts of at least ``keep`` of its largest part (stray
+    pixels of a source's mask do not stretch the box)."""
+    n, _, stats, _ = cv2.connectedComponentsWithStats(mask.astype(np.uint8), connectivity=8)
+    if n <= 1:
+        return None
+    big = stats[1:][stats[1:, 4] >= keep * stats[1:, 4].max()]
+    return (int(big[:, 0].min()), int(big[:, 1].min()), int((big[:, 0] + big[:, 2]).max()),
+            int((big[:, 1] + big[:, 3]).max()))
+
+
+def _mask_parts(mask: np.ndarray, keep: float = 0.01) -> list[Box]:
+    """The boxes of a binary mask's connected parts (those of at least ``keep`` of the largest)."""
+    n, _, stats, _ = cv2.connectedComponentsWithStats((mask > 0).astype(np.uint8), connectivity=8)
+    if n <= 1:
+        return []
+    big = stats[1:][stats[1:, 4] >= keep * stats[1:, 4].max()]
+    return [(int(x), int(y), int(x + w), int(y + h)) for x, y, w, h, _ in big]
+
+
+def _points_mask(points: np.ndarray, K: Sequence[float], shape: tuple[int, int]) -> np.ndarray:
+    """An object's segmented point cloud (camera frame, metres) projected into the image, small gaps closed."""
+    fx, fy, cx, cy = K
+    pts = np.asarray(points, np.float64).reshape(-1, 3)
+    pts = pts[np.isfinite(pts).all(axis=1) & (pts[:, 2] > 0)]
+    u = np.round(fx * pts[:, 0] / pts[:, 2] + cx).astype(int)
+    v = np.round(fy * pts[:, 1] / pts[:, 2] + cy).astype(int)
+    ok = (u >= 0) & (u < shape[1]) & (v >= 0) & (v < shape[0])
+    m = np.zeros(shape, np.uint8)
+    m[v[ok], u[ok]] = 1
+    return cv2.morphologyEx(m, cv2.MORPH_CLOSE, np.ones((3, 3), np.uint8))
+
+
+@dataclass
+class MaskCheck:
+    """One labelled box against what its source's mask gives."""
+
+    frame: str
+    name: str
+    box: Box
+    derived: Box | None  # the mask's box (exact kinds) or the mask part holding the box (split by eye)
+    exact: bool  # the box must equal the mask's; otherwise lie inside the mask part it was split from
+
+    @property
+    def ok(self) -> bool:
+        if self.derived is None:
+            return False
+        if self.exact:
+            return tuple(self.box) == tuple(self.derived)
+        return _inside_fraction(self.box, self.derived) >= 0.95
+
+
+def mask_checks(labels_path: str | Path, snapshots: str | Path) -> list[MaskCheck]:
+    """Every box labelled from a source's mask, derived again from the snapshot: the labels' boxes
+    are reproducible (``png_ids``: pixel value = instance id; ``png_parts``: a binary mask's connected
+    parts; ``npy_points``: the object's point cloud in a pickled-dict ``.npy``, projected)."""
+    labels, snapshots = load_labels(labels_path), Path(snapshots)
+    out = []
+    for fr in labels["frames"]:
+        src = labels["sources"][fr["source"]]
+        kind, path = src.get("mask_kind"), fr.get("mask_file")
+        todo = [o for o in fr["objects"] if "mask" in o]
+        if not todo:
+            continue
+        if not kind or not path:
+            raise ValueError(f"{fr['id']}: objects name a mask but the frame has no mask_file or its source no mask_kind")
+        raw = _git_show(_git_dir(snapshots, src["repo"]), src["commit"], path)
+        if kind == "npy_points":
+            d = _npy_dict(raw)
+            shape = np.asarray(d[src.get("npy_keys", {}).get("colour", "image")]).shape[:2]
+            m = _points_mask(d[src.get("npy_keys", {}).get("points", "points")], src["K"], shape)
+            for o in todo:
+                out.append(MaskCheck(fr["id"], o["name"], tuple(o["box"]), _parts_box(m), True))
+            continue
+        img = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
+        if img is None or img.ndim != 2:
+            raise ValueError(f"{fr['id']}: {path} is not a one-channel mask image")
+        if kind == "png_ids":
+            for o in todo:
+                boxes = [b for b in (_parts_box(img == int(i)) for i in o["mask"]) if b is not None]
+                derived = (min(b[0] for b in boxes), min(b[1] for b in boxes), max(b[2] for b in boxes),
+                           max(b[3] for b in boxes)) if len(boxes) == len(o["mask"]) else None
+                out.append(MaskCheck(fr["id"], o["name"], tuple(o["box"]), derived, True))
+        elif kind == "png_parts":
+            parts = _mask_parts(img)
+            for o in todo:
+                exact = o["mask"] == "part"
+                best = max(parts, key=lambda b: box_iou(b, o["box"]) if exact else _inside_fraction(o["box"], b),
+                           default=None)
+                out.append(MaskCheck(fr["id"], o["name"], tuple(o["box"]), best, exact))
+        else:
+            raise ValueError(f"unknown mask kind {kind!r}")
+    return out
 
 
 def load_frames(labels_path: str | Path, frames_dir: str | Path, ids: Sequence[str] | None = None) -> list[RealFrame]:

@@ -1,7 +1,7 @@
 """Build the real RGB-D table set from git snapshots of its source repositories.
 
-The frames are not committed (no source's licence allows it); this copies them out of each source at the
-commit recorded in labels.json and writes data/real_rgbd/<id>-color.png and <id>-depth.png (16-bit mm).
+The frames are not committed (most sources' licences do not allow it); this copies them out of each source
+at the commit recorded in labels.json and writes data/real_rgbd/<id>-color.png and <id>-depth.png (16-bit mm).
 
     python -P bench/real_rgbd/assemble.py --snapshots DIR [--out data/real_rgbd]
 

@@ -33,12 +33,14 @@ def _frames_dir() -> Path | None:
 def test_labels_cover_the_set_the_issue_asks_for() -> None:
     data = load_labels(LABELS)
     frames, sources = data["frames"], data["sources"]
-    assert len(frames) >= 30 and len({f["source"] for f in frames}) >= 3
-    assert sum(len(f["objects"]) for f in frames) >= 150
+    assert len(frames) >= 60 and len({f["source"] for f in frames}) >= 8
+    assert sum(len(f["objects"]) for f in frames) >= 300
     tags = {t for f in frames for t in f["tags"]}
-    assert {"floor", "stacked", "touching", "clutter"} <= tags
+    assert {"floor", "stacked", "touching", "clutter", "transparent"} <= tags
     for name, src in sources.items():
         assert src["licence"] and len(src["commit"]) == 40 and "/" in src["repo"] and len(src["K"]) == 4, name
+        assert isinstance(src["redistributable"], bool) and src["ground_truth"] and src["camera"], name
+    assert len({f["id"] for f in frames}) == len(frames)
     for f in frames:
         assert f["source"] in sources and f["objects"], f["id"]
         for o in f["objects"]:
@@ -108,6 +110,155 @@ def test_assemble_reads_frames_from_a_git_snapshot(tmp_path) -> None:
         assemble(tmp_path / "bad.json", tmp_path / "snap", tmp_path / "out2")
     with pytest.raises(FileNotFoundError, match="no git snapshot"):
         assemble(tmp_path / "labels.json", tmp_path / "nowhere", tmp_path / "out3")
+
+
+def test_boxes_labelled_from_a_sources_masks_come_out_of_the_snapshot_again(tmp_path) -> None:
+    import io
+
+    from real_rgbd_set import mask_checks
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "snap" / "someone+masks"
+    repo.mkdir(parents=True)
+    ids = np.zeros((40, 60), np.uint8)
+    ids[5:15, 10:20] = 101
+    ids[30:35, 40:55] = 102  # two parts of one object ...
+    ids[20:24, 40:44] = 103
+    ids[0, 59] = 101  # ... and a stray pixel that must not stretch object 101's box
+    cv2.imwrite(str(repo / "ids.png"), ids)
+    parts = np.zeros((40, 60), np.uint8)
+    parts[5:15, 10:30] = 255  # two touching objects in one part, split by eye
+    parts[25:35, 40:50] = 255
+    cv2.imwrite(str(repo / "parts.png"), parts)
+    z = 0.5  # a point cloud of a 10 x 8 px patch at (20..29, 12..19) seen with f = 50, c = (30, 20)
+    vv, uu = np.mgrid[12:20, 20:30]
+    pts = np.stack([(uu - 30) * z / 50, (vv - 20) * z / 50, np.full(uu.shape, z)], -1).reshape(-1, 3)
+    buf = io.BytesIO()
+    np.save(buf, np.array({"image": np.zeros((40, 60, 3), np.uint8), "pc": pts}, dtype=object), allow_pickle=True)
+    (repo / "frame.npy").write_bytes(buf.getvalue())
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "x"], check=True)
+    commit = subprocess.run(git[:3] + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    K = [50.0, 50.0, 30.0, 20.0]
+    src = {"repo": "someone/masks", "commit": commit, "licence": "MIT", "depth": "png_mm", "K": K}
+    labels = {"sources": {"ids": src | {"mask_kind": "png_ids"}, "parts": src | {"mask_kind": "png_parts"},
+                          "pts": src | {"mask_kind": "npy_points", "npy_keys": {"points": "pc"}}},
+              "frames": [
+                  {"id": "a", "source": "ids", "mask_file": "ids.png", "objects": [
+                      {"name": "one", "box": [10, 5, 20, 15], "mask": [101]},
+                      {"name": "two", "box": [40, 20, 55, 35], "mask": [102, 103]},
+                      {"name": "by_eye", "box": [0, 0, 5, 5]}]},
+                  {"id": "b", "source": "parts", "mask_file": "parts.png", "objects": [
+                      {"name": "left", "box": [10, 5, 20, 15], "mask": "part, split by eye"},
+                      {"name": "right", "box": [20, 5, 30, 15], "mask": "part, split by eye"},
+                      {"name": "whole", "box": [40, 25, 50, 35], "mask": "part"}]},
+                  {"id": "c", "source": "pts", "mask_file": "frame.npy", "objects": [
+                      {"name": "cloud", "box": [20, 12, 30, 20], "mask": "points"}]}]}
+    (tmp_path / "labels.json").write_text(json.dumps(labels))
+    checks = mask_checks(tmp_path / "labels.json", tmp_path / "snap")
+    assert [(c.frame, c.name) for c in checks] == [("a", "one"), ("a", "two"), ("b", "left"), ("b", "right"),
+                                                  ("b", "whole"), ("c", "cloud")]
+    assert all(c.ok for c in checks), [(c.name, c.box, c.derived) for c in checks if not c.ok]
+    labels["frames"][0]["objects"][0]["box"] = [10, 5, 21, 15]  # one pixel off
+    labels["frames"][1]["objects"][0]["box"] = [8, 5, 20, 15]  # reaches out of its part
+    (tmp_path / "labels.json").write_text(json.dumps(labels))
+    bad = [c.name for c in mask_checks(tmp_path / "labels.json", tmp_path / "snap") if not c.ok]
+    assert bad == ["one", "left"]
+
+
+def _exr(depth: np.ndarray, zip_blocks: bool) -> bytes:
+    """A scanline OpenEXR file of one float channel, uncompressed or ZIP (16 lines a block), written
+    from the format's description to test the reader."""
+    import struct
+    import zlib
+
+    h, w = depth.shape
+
+    def attr(name: str, kind: str, value: bytes) -> bytes:
+        return name.encode() + b"\0" + kind.encode() + b"\0" + struct.pack("<i", len(value)) + value
+
+    header = (attr("channels", "chlist", b"Z\0" + struct.pack("<iB3xii", 2, 0, 1, 1) + b"\0")
+              + attr("compression", "compression", bytes([3 if zip_blocks else 0]))
+              + attr("dataWindow", "box2i", struct.pack("<4i", 0, 0, w - 1, h - 1))
+              + attr("displayWindow", "box2i", struct.pack("<4i", 0, 0, w - 1, h - 1))
+              + attr("lineOrder", "lineOrder", b"\0") + b"\0")
+    lines = 16 if zip_blocks else 1
+    blocks = []
+    for y in range(0, h, lines):
+        raw = depth[y:y + lines].astype("<f4").tobytes()
+        if zip_blocks:
+            b = np.frombuffer(raw, np.uint8)
+            t = np.concatenate([b[0::2], b[1::2]]).astype(np.int64)
+            d = t.copy()
+            d[1:] = (t[1:] - t[:-1] + 128) & 255
+            packed = zlib.compress(d.astype(np.uint8).tobytes())
+            raw = packed if len(packed) < len(raw) else raw  # the format keeps a block raw when zlib does not pay
+        blocks.append(struct.pack("<ii", y, len(raw)) + raw)
+    start = 8 + len(header) + 8 * len(blocks)
+    offsets, pos = [], start
+    for b in blocks:
+        offsets.append(pos)
+        pos += len(b)
+    return struct.pack("<Ii", 20000630, 2) + header + struct.pack(f"<{len(blocks)}Q", *offsets) + b"".join(blocks)
+
+
+@pytest.mark.parametrize("zip_blocks", [False, True])
+def test_exr_depth_in_metres_becomes_millimetres_with_holes_kept(zip_blocks) -> None:
+    from real_rgbd_set import _depth_mm
+
+    rng = np.random.default_rng(0)
+    depth = rng.uniform(0.4, 1.2, (37, 23)).astype(np.float32)
+    depth[:16] = np.round(depth[:16], 1)  # a block zlib shrinks; random floats stay raw
+    depth[3, 4], depth[20, 7] = np.nan, 0.0
+    mm = _depth_mm(_exr(depth, zip_blocks), "exr_m")
+    assert mm.shape == depth.shape and mm.dtype == np.uint16
+    ok = np.isfinite(depth) & (depth > 0)
+    assert np.array_equal(mm[ok], np.round(depth[ok] * 1000).astype(np.uint16))
+    assert mm[3, 4] == 0 and mm[20, 7] == 0
+    with pytest.raises(ValueError, match="OpenEXR"):
+        _depth_mm(b"not an exr file", "exr_m")
+
+
+def test_pickled_dict_npy_gives_colour_and_depth_and_runs_no_code(tmp_path) -> None:
+    import io
+    import pickle
+
+    from real_rgbd_set import _colour_bgr, _depth_mm
+
+    rgb = np.zeros((6, 8, 3), np.uint8)
+    rgb[..., 0] = 200  # red
+    depth = np.full((6, 8), 0.5, np.float32)
+    depth[0, 0] = np.nan
+    buf = io.BytesIO()
+    np.save(buf, np.array({"image": rgb, "depth": depth, "note": "x"}, dtype=object), allow_pickle=True)
+    bgr = _colour_bgr(buf.getvalue(), "npy_dict_rgb", "image")
+    assert bgr.shape == (6, 8, 3) and tuple(bgr[1, 1]) == (0, 0, 200)
+    mm = _depth_mm(buf.getvalue(), "npy_dict_m", key="depth")
+    assert mm[0, 0] == 0 and mm[1, 1] == 500
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned > " + str(tmp_path / "ran"),))
+
+    evil = io.BytesIO()
+    np.lib.format.write_array_header_1_0(evil, {"descr": "|O", "fortran_order": False, "shape": ()})
+    pickle.dump({"image": Evil()}, evil)
+    with pytest.raises(pickle.UnpicklingError, match="refusing"):
+        _colour_bgr(evil.getvalue(), "npy_dict_rgb", "image")
+    assert not (tmp_path / "ran").exists()
+
+
+def test_png_depth_in_tenths_of_millimetres_is_scaled() -> None:
+    from real_rgbd_set import _depth_mm
+
+    d = np.array([[0, 9640, 27821]], np.uint16)
+    ok, png = cv2.imencode(".png", d)
+    assert ok
+    assert _depth_mm(png.tobytes(), "png_mm", 0.1).tolist() == [[0, 964, 2782]]
+    assert _depth_mm(png.tobytes(), "png_mm").tolist() == d.tolist()
 
 
 @pytest.fixture(scope="module")
