@@ -73,7 +73,7 @@ def run(sizes: list[int], repeats: int, cap: bool, crowded: bool = False) -> dic
     rng = np.random.default_rng(0)
     centres = rng.standard_normal((3, DIM)).astype(np.float32)
     for name, c in zip(("mug", "bottle", "cup"), centres):
-        out = node.controller.teach(name, c + 0.05 * rng.standard_normal((5, DIM)).astype(np.float32))
+        out = node.session.controller.teach(name, c + 0.05 * rng.standard_normal((5, DIM)).astype(np.float32))
         assert out.success, out.message
     rows, stamp = [], 1_000_000_000
     try:
@@ -87,11 +87,11 @@ def run(sizes: list[int], repeats: int, cap: bool, crowded: bool = False) -> dic
             for _ in range(repeats):
                 stamp += 100_000_000
                 msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
-                before, data = node.streams.detections_published, serialize_message(msg)
+                before, data = node.session.detections_published, serialize_message(msg)
                 t0 = time.perf_counter()
-                node.streams.on_objects(data)
+                node._on_objects(data)
                 times.append(time.perf_counter() - t0)
-                answered = node.streams.detections_published > before
+                answered = node.session.detections_published > before
             rows.append({"objects": n, "message_bytes": len(raw), "deserialise_s": round(deser, 5),
                          "callback_s": [round(t, 5) for t in times], "callback_median_s": round(float(np.median(times)), 5),
                          "answered": answered})
