@@ -3,7 +3,7 @@
 A learner node is built in-process (RAM only, backbone "test", 64-d vectors, three classes taught
 through its controller); frames of N objects scattered over a 640x480 picture (random boxes and
 centroids, random vectors near the classes) are handed, serialized as DDS delivers them, to its
-``object_features`` callback (``StreamAnswers.on_objects``, which builds the message) one after
+``object_features`` callback (``LearnerNode._on_objects``, which builds the message) one after
 another, and the wall time of each call is recorded. A frame above the extractor's cap
 (``MAX_FRAME_OBJECTS``) is refused before it is built; ``--no-cap`` lifts the cap (monkeypatched)
 to show what the same frame cost without it; ``--crowded`` puts every object within 2 cm of one point
