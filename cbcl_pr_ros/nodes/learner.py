@@ -13,11 +13,9 @@ Concurrency: under a MultiThreadedExecutor the stream, the objects, mutations (s
 (reentrant), the extractor client and the timers each have a callback group, so a teach retrains
 while predictions and Classify answer from the previous classifier snapshot.
 
-Lifecycle (:mod:`.lifecycle`, docs/nodes.md "Lifecycle"): every change is committed under the
-commit lock after checking the state again, so a transition never overtakes one, and a teach
-waiting for frames is woken and refused. Hardening (docs/security.md): every callback is guarded
-(:mod:`.guard`), every field checked (:mod:`cbcl_pr_ros.service.validation`), memory files stay in
-``memory_dir``, and the feature width comes from the backbone, never from a request.
+Lifecycle (:mod:`.lifecycle`, docs/nodes.md "Lifecycle"): a change is committed under the commit
+lock after checking the state again; a teach waiting for frames is woken and refused. Hardening
+(docs/security.md): every callback is guarded (:mod:`.guard`), every field checked by the session.
 """
 from __future__ import annotations
 
@@ -75,11 +73,11 @@ class LearnerNode(ManagedNode):
         super().__init__(node_name, namespace=namespace, **kwargs)
         declare_parameters(self, LEARNER)
         self.params = p = read_parameters(self, LEARNER)
-        groups = [MutuallyExclusiveCallbackGroup() for _ in range(6)]
-        self._stream_group, self._objects_group, self._mutate_group, self._client_group = groups[:4]
-        self._debug_group, self._fleet_group = groups[4:]
+        one = MutuallyExclusiveCallbackGroup  # queries are reentrant; every other group runs one at a time
+        self._stream_group, self._objects_group, self._mutate_group = one(), one(), one()
+        self._client_group, self._debug_group, self._fleet_group = one(), one(), one()
         self._query_group = ReentrantCallbackGroup()
-        self.feature_source = feature_source or ServiceFeatureSource(
+        self.feature_source = feature_source if feature_source is not None else ServiceFeatureSource(
             self, p["extract_service"], p["extract_timeout_s"], callback_group=self._client_group)
         # made by configure and activate, freed by cleanup and deactivate (ManagedNode.release)
         self.prediction_pub = self.status_pub = self.debug_pub = self.detections_pub = self.markers_pub = None
@@ -122,7 +120,8 @@ class LearnerNode(ManagedNode):
             event_callbacks=PublisherEventCallbacks(matched=lambda _info: self._update_debug()),
             callback_group=self._debug_group)
         if self.session.fleet is not None:
-            self.fleet_pub = self.create_publisher(ClassUpdateMsg, p["fleet_topic"], fleet_qos(p["fleet_history_depth"]))
+            qos = fleet_qos(p["fleet_history_depth"])
+            self.fleet_pub = self.create_publisher(ClassUpdateMsg, p["fleet_topic"], qos)
             self.get_logger().info(fleet_line(self.session.fleet.settings, self.fleet_pub.topic_name))
         self.get_logger().info(f"configured: {len(self.session.controller.classes)} classes loaded")
 
@@ -230,7 +229,8 @@ class LearnerNode(ManagedNode):
 
     def topic(self, stream: str) -> str:
         """A stream's resolved topic name (also while the subscription is released)."""
-        return self.resolve_topic_name(self.params["object_features_topic" if stream == "objects" else "features_topic"])
+        name = self.params["object_features_topic" if stream == "objects" else "features_topic"]
+        return self.resolve_topic_name(name)
 
     def upstream(self, stream: str) -> str:
         topic = self.topic(stream)
@@ -249,7 +249,8 @@ class LearnerNode(ManagedNode):
             pub.publish(prediction_to_msg(frame.header, prediction, model_version))
 
     def publish_detections(self, header: Any, tracks: list, model_version: int, pose: Any) -> Any:
-        det, pub, markers = make_detections_msg(header, tracks, model_version, pose), self.detections_pub, self.markers_pub
+        pub, markers = self.detections_pub, self.markers_pub
+        det = make_detections_msg(header, tracks, model_version, pose)
         if pub is not None:
             pub.publish(det)
         if markers is not None and markers.get_subscription_count():  # ~2 ms a frame to build: only for a viewer
