@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.event_handler import PublisherEventCallbacks

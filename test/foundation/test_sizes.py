@@ -104,6 +104,19 @@ def test_the_learner_session_is_ros_free_and_the_node_only_calls_it():
         f"nodes/learner.py builds service objects itself ({sorted(service)}): the session owns them")
 
 
+def _methods(path: Path, cls: str) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    (found,) = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls]
+    return {n.name for n in found.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def test_the_learner_node_implements_the_sessions_whole_port():
+    port = _methods(SESSION, "LearnerPort")
+    node = _methods(PACKAGE / "nodes" / "learner.py", "LearnerNode") | _methods(PACKAGE / "nodes" / "lifecycle.py",
+                                                                                  "ManagedNode")
+    assert port and not port - node, f"LearnerPort methods the learner node lacks: {sorted(port - node)}"
+
+
 def _functions(path: Path) -> list[tuple[str, int]]:
     """(name at line, length in lines) of every function and method in the file."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
