@@ -3,7 +3,7 @@
 A learner node is built in-process (RAM only, backbone "test", 64-d vectors, three classes taught
 through its controller); frames of N objects scattered over a 640x480 picture (random boxes and
 centroids, random vectors near the classes) are handed, serialized as DDS delivers them, to its
-``object_features`` callback (``StreamAnswers.on_objects``, which builds the message) one after
+``object_features`` callback (``LearnerNode._on_objects``, which builds the message) one after
 another, and the wall time of each call is recorded. A frame above the extractor's cap
 (``MAX_FRAME_OBJECTS``) is refused before it is built; ``--no-cap`` lifts the cap (monkeypatched)
 to show what the same frame cost without it; ``--crowded`` puts every object within 2 cm of one point
@@ -73,7 +73,7 @@ def run(sizes: list[int], repeats: int, cap: bool, crowded: bool = False) -> dic
     rng = np.random.default_rng(0)
     centres = rng.standard_normal((3, DIM)).astype(np.float32)
     for name, c in zip(("mug", "bottle", "cup"), centres):
-        out = node.controller.teach(name, c + 0.05 * rng.standard_normal((5, DIM)).astype(np.float32))
+        out = node.session.controller.teach(name, c + 0.05 * rng.standard_normal((5, DIM)).astype(np.float32))
         assert out.success, out.message
     rows, stamp = [], 1_000_000_000
     try:
@@ -87,11 +87,11 @@ def run(sizes: list[int], repeats: int, cap: bool, crowded: bool = False) -> dic
             for _ in range(repeats):
                 stamp += 100_000_000
                 msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
-                before, data = node.streams.detections_published, serialize_message(msg)
+                before, data = node.session.detections_published, serialize_message(msg)
                 t0 = time.perf_counter()
-                node.streams.on_objects(data)
+                node._on_objects(data)
                 times.append(time.perf_counter() - t0)
-                answered = node.streams.detections_published > before
+                answered = node.session.detections_published > before
             rows.append({"objects": n, "message_bytes": len(raw), "deserialise_s": round(deser, 5),
                          "callback_s": [round(t, 5) for t in times], "callback_median_s": round(float(np.median(times)), 5),
                          "answered": answered})

@@ -7,9 +7,10 @@ from plain lists (no ROS), so the page, the extractor and their tests share it.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
-__all__ = ["IMAGE_TYPE", "image_topics", "likely_colour_topic", "camera_hint", "other_topics_hint", "MAX_LISTED"]
+__all__ = ["IMAGE_TYPE", "image_topics", "likely_colour_topic", "camera_hint", "other_topics_hint", "upstream_text",
+           "MAX_LISTED"]
 
 IMAGE_TYPE = "sensor_msgs/msg/Image"
 MAX_LISTED = 8  # a graph with many cameras is listed in part ("+N more")
@@ -62,3 +63,21 @@ def other_topics_hint(topics: Sequence[str], *, launch_file: str = "teaching_ses
             f"ros2 launch cbcl_pr_ros {launch_file} camera_topic:={pick} (with ros2 launch), "
             f"teaching_session --camera-topic {pick} (one process), or "
             f"{executable} --ros-args -r image:={pick} (the node alone).")
+
+
+def upstream_text(topic: str, publishers: Sequence[Any],
+                  subscriptions_of: Callable[[str, str], Sequence[tuple[str, Sequence[str]]]]) -> str:
+    """Who feeds ``topic`` and from which camera, for a failure's message: the nodes publishing it
+    (``publishers``: the graph's publisher infos, with ``node_name`` and ``node_namespace``) and the
+    image topics each reads (``subscriptions_of(name, namespace)``: its topics and types), the camera
+    a person has to check."""
+    if not publishers:
+        return f"nobody publishes on '{topic}': is the feature_extractor running, in this namespace?"
+    parts = []
+    for info in publishers[:3]:
+        subs = subscriptions_of(info.node_name, info.node_namespace)
+        cams = image_topics(subs) + [n for n, t in subs if "sensor_msgs/msg/CompressedImage" in t]
+        cam = likely_colour_topic(cams) or (cams[0] if cams else "")
+        who = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+        parts.append(f"{who}, which reads the camera on '{cam}'" if cam else f"{who}, which reads no camera topic")
+    return f"'{topic}' comes from {'; '.join(parts)}: is that camera publishing?"

@@ -46,27 +46,28 @@ def add_pose_msg(history: CameraPoses, msg: PoseStamped, info: Any = None) -> st
 
 
 class CameraPoseInput:
-    """Camera poses of ``topic`` ("" = off) for ``node``; subscribe on activate, release on deactivate."""
+    """Camera poses of ``topic`` ("" = off); the node subscribes it on activate and releases it on
+    deactivate (handed to those two calls, never kept)."""
 
     depth = 20  # poses queued per subscription; at most twice this many are taken at once by pose_for
 
-    def __init__(self, node: Any, topic: str, history: CameraPoses | None = None) -> None:
-        self.node, self.topic = node, str(topic)
+    def __init__(self, topic: str, logger: Any, history: CameraPoses | None = None) -> None:
+        self.topic, self.logger = str(topic), logger
         self.history = history or CameraPoses()
         self.sub: Any = None
         self.said_no_pose = False  # "no pose at all" is said once: for a fixed camera it is the normal case
         self.callback_group = MutuallyExclusiveCallbackGroup()  # poses keep coming while a frame is classified
 
-    def subscribe(self) -> None:
+    def subscribe(self, node: Any) -> None:
         if self.topic and self.sub is None:
-            self.sub = self.node.create_subscription(
-                PoseStamped, self.topic, guard_callback(self.node, self._on_pose_with_info, "camera pose"),
+            self.sub = node.create_subscription(
+                PoseStamped, self.topic, guard_callback(node, self._on_pose_with_info, "camera pose"),
                 self.depth, callback_group=self.callback_group)
 
-    def release(self) -> None:
+    def release(self, node: Any) -> None:
         """Let the topic go and forget the poses (a later activate starts afresh)."""
         if self.sub is not None:
-            self.node.destroy_subscription(self.sub)
+            node.destroy_subscription(self.sub)
             self.sub = None
         self.history.clear()
 
@@ -76,7 +77,7 @@ class CameraPoseInput:
     def _on_pose(self, msg: PoseStamped, info: Any = None) -> None:
         refused = add_pose_msg(self.history, msg, info)
         if refused:
-            self.node.get_logger().warning(f"{refused}; frames of that instant are tracked in the camera frame",
+            self.logger.warning(f"{refused}; frames of that instant are tracked in the camera frame",
                                            throttle_duration_sec=10.0)
 
     def take_waiting(self) -> int:
@@ -104,12 +105,12 @@ class CameraPoseInput:
         if pose is None and self.take_waiting():
             pose = self.history.pose_at(stamp_to_ns(stamp))
         if pose is None and self.history.received:
-            self.node.get_logger().warning(
+            self.logger.warning(
                 f"no camera pose on '{self.topic}' for a frame's stamp: tracking it in the camera frame",
                 throttle_duration_sec=10.0)
         elif pose is None and not self.said_no_pose:
             self.said_no_pose = True
-            self.node.get_logger().info(
+            self.logger.info(
                 f"no camera pose on '{self.topic}' (yet): objects are tracked in the camera's own frame. "
                 "For a camera that stays fixed this is right and nothing is lost; for a camera that moves "
                 "(on an arm), publish its pose there. camera_pose_topic:='' silences this line (said once).")

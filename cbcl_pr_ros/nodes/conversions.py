@@ -21,7 +21,7 @@ from cbcl_pr_ros.msg import (
     LearnerStatus,
     Prediction as PredictionMsg,
 )
-from cbcl_pr_ros.service.classify_scope import object_in_view
+from cbcl_pr_ros.service.classify_scope import ClassifyRequest, object_in_view
 from cbcl_pr_ros.service.teaching import TeachRequest
 from cbcl_pr_ros.service.validation import features_from_msgs  # ROS-free: the service layer checks vectors too
 from cbcl_pr_ros.stamps import split_ns, stamp_to_ns  # noqa: F401 (stamp_to_ns: re-exported)
@@ -41,6 +41,11 @@ __all__ = [
     "fill_classify_response",
     "teach_request_from_msg",
     "fill_teach_response",
+    "fill_outcome_response",
+    "fill_list_response",
+    "classify_request_from_msg",
+    "fill_classify_answer",
+    "fill_save_response",
     "class_info_msgs",
     "make_status_msg",
 ]
@@ -223,3 +228,41 @@ def make_status_msg(snapshot: Any, header: Header | None = None) -> LearnerStatu
     msg.last_save_ok = bool(snapshot.last_save_ok)
     msg.class_names = list(snapshot.class_names)
     return msg
+
+
+def fill_outcome_response(resp: Any, out: Any) -> Any:
+    """Fill the response of a service that changes classes (forget, rename, load, merge) from an Outcome."""
+    resp.success, resp.message, resp.model_version = bool(out.success), out.message, int(out.model_version)
+    if hasattr(resp, "num_classes"):  # RenameClass has none
+        resp.num_classes = int(out.num_classes)
+    return resp
+
+
+def fill_list_response(resp: Any, infos: Iterable[Any], model_version: int, refused: str | None) -> Any:
+    """Fill a ListClasses response; a refusal is an empty list that says why (the classes are on disk)."""
+    if refused:
+        resp.message = refused
+        return resp
+    resp.classes, resp.model_version = class_info_msgs(infos), int(model_version)
+    return resp
+
+
+def fill_save_response(resp: Any, ok: bool, message: str, path: str, size: int) -> Any:
+    """Fill a SaveMemory response: success, the message, the file written and its size."""
+    resp.success, resp.message, resp.path, resp.bytes_written = bool(ok), message, path, int(size)
+    return resp
+
+
+def classify_request_from_msg(req: Any) -> ClassifyRequest:
+    """A Classify request as plain data for the learner session (unchecked)."""
+    return ClassifyRequest(int(req.scope), req.feature, req.image, int(req.top_k))
+
+
+def fill_classify_answer(resp: Any, answer: Any, top_k: int = 0) -> Any:
+    """Fill a Classify response from the session's ClassifyAnswer: the latest detections, or the
+    prediction of the vectors asked about (stamped by what they came from)."""
+    if answer.detections is not None:
+        return fill_classify_from_detections(resp, *answer.detections, top_k=top_k)
+    return fill_classify_response(resp, success=answer.success, message=answer.message, pred=answer.prediction,
+                                  header=getattr(answer.origin, "header", None), model_version=answer.model_version,
+                                  box=answer.box)

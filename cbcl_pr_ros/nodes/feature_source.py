@@ -97,7 +97,6 @@ class ServiceFeatureSource:
 
     def __init__(self, node: Any, service_name: str, timeout_s: float = 10.0,
                  callback_group: Any = None) -> None:
-        self.node = node
         self.service_name = service_name
         self.timeout_s = float(timeout_s)
         self._srv_type = ExtractFeatures

@@ -1,27 +1,21 @@
 """Learner node: the ROS face of the CBCL-PR memory (teach, classify, forget, rename, save, load, merge).
 
-A thin adapter: each callback turns a message into a plain request, calls one ROS-free object
-(:class:`~cbcl_pr_ros.service.controller.LearnerController` for the memory,
-:class:`~cbcl_pr_ros.service.teaching.Teacher` for TeachClass's plan,
-:class:`~cbcl_pr_ros.objects.stream.ObjectStream` for tracks) and fills the response. This
-module holds the life cycle, TeachClass and Classify; :mod:`.memory_services` the other services,
-:mod:`.learner_streams` the stream callbacks, :mod:`.learner_port` what the Teacher and Classify ask
-of the node (backbone, frames, clock, commit), :mod:`.learner_debug` the debug image.
+Each callback turns a message into a plain request, calls the ROS-free
+:class:`~cbcl_pr_ros.service.learner_session.LearnerSession` and fills the response or publishes;
+the node is the session's port (backbone, clock, parameters, lifecycle gate, outputs).
 
 Topics: ``features`` in, ``prediction`` out (one per vector, at most ``max_prediction_rate`` Hz);
 ``object_features`` in, ``detections`` and ``detection_markers`` out; ``status`` (latched);
-``debug_image`` (camera frames read only while someone looks). Fleet mode (parameter ``fleet``,
-:mod:`.fleet`): class updates on ``fleet_topic``.
+``debug_image`` (camera frames read only while someone looks). Fleet mode (parameter ``fleet``):
+class updates on ``fleet_topic``.
 
 Concurrency: under a MultiThreadedExecutor the stream, the objects, mutations (serialised), queries
 (reentrant), the extractor client and the timers each have a callback group, so a teach retrains
 while predictions and Classify answer from the previous classifier snapshot.
 
-Lifecycle (:mod:`.lifecycle`, docs/nodes.md "Lifecycle"): every change is committed under the
-commit lock after checking the state again, so a transition never overtakes one, and a teach
-waiting for frames is woken and refused. Hardening (docs/security.md): every callback is guarded
-(:mod:`.guard`), every field checked (:mod:`cbcl_pr_ros.service.validation`), memory files stay in
-``memory_dir``, and the feature width comes from the backbone, never from a request.
+Lifecycle (:mod:`.lifecycle`, docs/nodes.md "Lifecycle"): a change is committed under the commit
+lock after checking the state again; a teach waiting for frames is woken and refused. Hardening
+(docs/security.md): every callback is guarded (:mod:`.guard`), every field checked by the session.
 """
 from __future__ import annotations
 
@@ -31,48 +25,34 @@ import threading
 from typing import Any
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.event_handler import PublisherEventCallbacks
+from sensor_msgs.msg import Image
+from visualization_msgs.msg import MarkerArray
 
+from cbcl_pr_ros.msg import ClassUpdate as ClassUpdateMsg
 from cbcl_pr_ros.msg import Detections, FeatureVector, LearnerStatus, ObjectFeatures
 from cbcl_pr_ros.msg import Prediction as PredictionMsg
+from cbcl_pr_ros.nodes.camera_hint import upstream_text
 from cbcl_pr_ros.nodes.camera_pose_input import CameraPoseInput
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
-from cbcl_pr_ros.nodes.conversions import (
-    fill_classify_from_detections,
-    fill_classify_response,
-    fill_teach_response,
-    make_status_msg,
-    teach_request_from_msg,
-)
-from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
-from cbcl_pr_ros.nodes.fleet import make_fleet_link
-from cbcl_pr_ros.nodes.frame_collector import StreamWaiters
+from cbcl_pr_ros.nodes.conversions import (classify_request_from_msg, fill_classify_answer, fill_list_response,
+                                           fill_outcome_response, fill_save_response, fill_teach_response,
+                                           make_status_msg, prediction_to_msg, teach_request_from_msg)
+from cbcl_pr_ros.nodes.detections_msgs import (built_within_bounds, make_detections_msg, make_marker_array,
+                                               object_features_from_serialized, object_frame_from_msg)
+from cbcl_pr_ros.nodes.feature_source import ServiceFeatureSource
+from cbcl_pr_ros.nodes.fleet import class_update_from_msg, class_update_msg, fleet_line, fleet_qos, log_received
 from cbcl_pr_ros.nodes.guard import guard_callback
-from cbcl_pr_ros.nodes.learner_debug import DebugImage
-from cbcl_pr_ros.nodes.learner_port import LearnerPort
-from cbcl_pr_ros.nodes.learner_streams import StreamAnswers
-from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
-from cbcl_pr_ros.nodes.memory_services import MemoryServices
+from cbcl_pr_ros.nodes.learner_debug import DebugImage, debug_wanted
+from cbcl_pr_ros.nodes.lifecycle import ACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.qos import feature_qos, result_qos, status_qos
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.runtime.heap import keep_heap_flat
-from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
-from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, TeachOutcome
-from cbcl_pr_ros.service.memory_files import earlier_memory_note, store_from_params
-from cbcl_pr_ros.objects.stream import ObjectStream
-from cbcl_pr_ros.service.teaching import Teacher
-from cbcl_pr_ros.service.validation import RequestLimits
-from cbcl_pr_ros.settings.params import LEARNER, feature_dim_for, learner_factory, specs_for
-from cbcl_pr_ros.srv import (
-    Classify,
-    ForgetClass,
-    ListClasses,
-    LoadMemory,
-    MergeMemory,
-    RenameClass,
-    SaveMemory,
-    TeachClass,
-)
+from cbcl_pr_ros.service.learner_session import LearnerSession
+from cbcl_pr_ros.settings.params import LEARNER, specs_for
+from cbcl_pr_ros.srv import (Classify, ForgetClass, ListClasses, LoadMemory, MergeMemory, RenameClass, SaveMemory,
+                             TeachClass)
 
 __all__ = ["LearnerNode", "main"]
 
@@ -80,10 +60,10 @@ __all__ = ["LearnerNode", "main"]
 class LearnerNode(ManagedNode):
     """The CBCL-PR learner on the ROS graph, as a lifecycle node (``feature_source``: one process).
 
-    configure: builds the learner and loads the memory file (a file that exists but cannot be
-    served fails the configure and is left untouched); activate: subscribes to the feature stream
-    and publishes (predictions, status, detections, debug image); deactivate: lets the stream go,
-    keeps every class; cleanup: saves if the last autosave failed (refused while it cannot), frees.
+    configure: builds the memory and loads its file (a file that exists but cannot be served fails
+    the configure and is left untouched); activate: subscribes to the feature stream and publishes
+    (predictions, status, detections, debug image); deactivate: lets the stream go, keeps every
+    class; cleanup: saves if the last autosave failed (refused while it cannot), frees.
     classify, list_classes and save_memory answer while inactive; the services that change classes
     need the node active. The streams spin on their own thread (``stream_callback_groups``, spin.py).
     """
@@ -92,189 +72,211 @@ class LearnerNode(ManagedNode):
                  namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
         declare_parameters(self, LEARNER)
-        p = read_parameters(self, LEARNER)
-        self.params = p
-        self.backbone_name = p["backbone"]
-        self.limits = RequestLimits.from_params(p)
-        self.controller: LearnerController | None = None
-        self.fleet: Any = None  # nodes.fleet.FleetLink in fleet mode (parameter fleet)
-
-        self._stream_group = MutuallyExclusiveCallbackGroup()
-        self._mutate_group = MutuallyExclusiveCallbackGroup()
+        self.params = p = read_parameters(self, LEARNER)
+        one = MutuallyExclusiveCallbackGroup  # queries are reentrant; every other group runs one at a time
+        self._stream_group, self._objects_group, self._mutate_group = one(), one(), one()
+        self._client_group, self._debug_group, self._fleet_group = one(), one(), one()
         self._query_group = ReentrantCallbackGroup()
-        self._client_group = MutuallyExclusiveCallbackGroup()
-        self._debug_group = MutuallyExclusiveCallbackGroup()
-        self._objects_group = MutuallyExclusiveCallbackGroup()
-
-        if feature_source is None:
-            feature_source = ServiceFeatureSource(self, p["extract_service"], p["extract_timeout_s"],
-                                                  callback_group=self._client_group)
-        self.feature_source = feature_source
+        self.feature_source = feature_source if feature_source is not None else ServiceFeatureSource(
+            self, p["extract_service"], p["extract_timeout_s"], callback_group=self._client_group)
         # made by configure and activate, freed by cleanup and deactivate (ManagedNode.release)
-        self.prediction_pub: Any = None
-        self.status_pub: Any = None
-        self.debug_pub: Any = None
-        self.detections_pub: Any = None
-        self.markers_pub: Any = None
-        self.features_sub: Any = None
-        self.objects_sub: Any = None
-        self.status_timer: Any = None
+        self.prediction_pub = self.status_pub = self.debug_pub = self.detections_pub = self.markers_pub = None
+        self.fleet_pub = self.features_sub = self.objects_sub = self.fleet_sub = None
+        self.status_timer = self.fleet_timer = None
         self._status_lock = threading.Lock()
 
-        self.waiters = StreamWaiters("features", "objects")  # TeachClass requests waiting for frames
-        objects = ObjectStream(p["track_window"], p["track_max_missed"], p["track_max_distance_m"])
-        self.camera_poses = CameraPoseInput(self, p["camera_pose_topic"])  # tracks in its fixed frame
+        self.session = LearnerSession(self, p)
+        self.camera_poses = CameraPoseInput(p["camera_pose_topic"], self.get_logger())  # tracks in its frame
         self.stream_callback_groups = (self._stream_group, self._objects_group, self.camera_poses.callback_group)
-        self.streams = StreamAnswers(self, objects)
-        self.port = LearnerPort(self)  # what Teacher and classify_vectors ask of the node
-        self.teacher = Teacher(self.port, objects, self.backbone_name, self.limits)
-        self.debug = DebugImage(self, p, self._debug_group)
-        self.memory_services = MemoryServices(self)
-        self._serve()
-        self.start(bool(p["autostart"]))
-
-    def _serve(self) -> None:
-        """The services: TeachClass and Classify here, the memory's in :mod:`.memory_services`."""
-        m, mutate, query = self.memory_services, self._mutate_group, self._query_group
+        self.debug = DebugImage(p["compressed"], p["image_topic"], self.get_logger(), self._debug_group)
+        self.add_post_set_parameters_callback(
+            lambda changed: self._update_debug() if any(c.name == "debug_image" for c in changed) else None)
+        s, mutate, query = self.session, self._mutate_group, self._query_group
         self.create_services([
             (TeachClass, "teach_class", self._on_teach, mutate),
-            (ForgetClass, "forget_class", m.on_forget, mutate),
-            (RenameClass, "rename_class", m.on_rename, mutate),
-            (SaveMemory, "save_memory", m.on_save, mutate),
-            (LoadMemory, "load_memory", m.on_load, mutate),
-            (MergeMemory, "merge_memory", m.on_merge, mutate),
+            (ForgetClass, "forget_class", lambda q, r: fill_outcome_response(r, s.forget(q.label)), mutate),
+            (RenameClass, "rename_class", lambda q, r: fill_outcome_response(r, s.rename(q.old_label, q.new_label)),
+             mutate),
+            (SaveMemory, "save_memory", lambda q, r: fill_save_response(r, *s.save(q.path)), mutate),
+            (LoadMemory, "load_memory", lambda q, r: fill_outcome_response(r, s.load(q.path)), mutate),
+            (MergeMemory, "merge_memory", lambda q, r: fill_outcome_response(r, s.merge(q.path)), mutate),
             (Classify, "classify", self._on_classify, query),
-            (ListClasses, "list_classes", m.on_list, query),
+            (ListClasses, "list_classes", lambda q, r: fill_list_response(r, *s.class_list()), query),
         ])
+        self.start(bool(p["autostart"]))
 
     # ------------------------------------------------------------------ life cycle
     def _configure(self) -> None:
         p = self.params
-        store = store_from_params(p, self.get_namespace())
-        controller = LearnerController(
-            make_learner=learner_factory(p), backbone=p["backbone"], feature_dim=feature_dim_for(p),
-            store=store, cluster_budget=p["max_clusters"], on_change=self.publish_status,
-            limits=self.limits)
-        started = controller.load_at_startup(move_aside=True)  # MemoryLoadError (not movable): FAILURE
-        if controller.moved_aside_:
-            self.get_logger().warning(f"MEMORY FILE REFUSED: {started}; load it again with LoadMemory "
-                                      f"'{controller.moved_aside_}' once repaired")
-        else:
-            self.get_logger().info(started + earlier_memory_note(p, self.get_namespace()))
-        from visualization_msgs.msg import MarkerArray
-
+        self.session.configure(self.get_namespace())  # MemoryLoadError (file not movable): FAILURE
         self.create_publishers([
             ("prediction_pub", PredictionMsg, "prediction", result_qos()),
             ("status_pub", LearnerStatus, "status", status_qos()),
             ("detections_pub", Detections, "detections", result_qos()),
             ("markers_pub", MarkerArray, "detection_markers", result_qos(depth=2)),
         ])
-        self.debug_pub = self.debug.make_publisher()
-        self.controller = controller
-        self.fleet = make_fleet_link(self, controller, p)
-        self.get_logger().info(f"configured: {len(controller.classes)} classes loaded")
+        self.debug_pub = self.create_lifecycle_publisher(
+            Image, "debug_image", result_qos(depth=2), qos_overriding_options=overridable(),
+            event_callbacks=PublisherEventCallbacks(matched=lambda _info: self._update_debug()),
+            callback_group=self._debug_group)
+        if self.session.fleet is not None:
+            qos = fleet_qos(p["fleet_history_depth"])
+            self.fleet_pub = self.create_publisher(ClassUpdateMsg, p["fleet_topic"], qos)
+            self.get_logger().info(fleet_line(self.session.fleet.settings, self.fleet_pub.topic_name))
+        self.get_logger().info(f"configured: {len(self.session.controller.classes)} classes loaded")
 
     def _activate(self) -> None:
-        p, streams = self.params, self.streams
+        p, fleet = self.params, self.session.fleet
         self.features_sub = self.create_subscription(
-            FeatureVector, p["features_topic"], guard_callback(self, streams.on_features, "feature vector"),
-            feature_qos(depth=10), callback_group=self._stream_group,
-            qos_overriding_options=overridable())
+            FeatureVector, p["features_topic"], guard_callback(self, self._on_features, "feature vector"),
+            feature_qos(depth=10), callback_group=self._stream_group, qos_overriding_options=overridable())
         self.objects_sub = self.create_subscription(
-            ObjectFeatures, p["object_features_topic"],
-            guard_callback(self, streams.on_objects, "object features"),  # raw: counted before it is built
-            feature_qos(depth=10), callback_group=self._objects_group, raw=True,
+            ObjectFeatures, p["object_features_topic"], guard_callback(self, self._on_objects, "object features"),
+            feature_qos(depth=10), callback_group=self._objects_group, raw=True,  # raw: counted before it is built
             qos_overriding_options=overridable())
-        self.camera_poses.subscribe()
+        self.camera_poses.subscribe(self)
         # timers run on the node clock (a bag's /clock under use_sim_time)
-        self.status_timer = self.create_timer(p["status_period_s"],
-                                              guard_callback(self, self.publish_status, "status"),
-                                              callback_group=self._debug_group)
+        self.status_timer = self.create_timer(p["status_period_s"], guard_callback(
+            self, lambda: self.publish_status(self.session.status()), "status"), callback_group=self._debug_group)
         self.phase = ACTIVE  # (set again by ManagedNode) so that the first status goes out now
-        self.debug.update()
-        self.publish_status()
-        if self.fleet is not None:
-            self.fleet.start()
-        c = self.controller
+        self._update_debug()
+        self.publish_status(self.session.status())
+        if fleet is not None:
+            self.fleet_sub = self.create_subscription(
+                ClassUpdateMsg, p["fleet_topic"], guard_callback(self, self._on_class_update, "class update"),
+                fleet_qos(p["fleet_history_depth"]), callback_group=self._fleet_group)
+            if fleet.settings.digest_s > 0:
+                self.fleet_timer = self.create_timer(fleet.settings.digest_s, guard_callback(
+                    self, fleet.tick, "fleet digest"), callback_group=self._fleet_group)
+        self.session.activate()
+        c = self.session.controller
         self.get_logger().info(
-            f"learner ready (active): {len(c.classes)} classes, backbone {self.backbone_name}, "
+            f"learner ready (active): {len(c.classes)} classes, backbone {self.session.backbone}, "
             f"features from '{self.features_sub.topic_name}', memory '{c.memory_path}'")
 
     def _interrupt(self) -> None:
-        """Wake every TeachClass waiting for frames: the node leaves the active state."""
-        self.waiters.cancel_all()
+        self.session.interrupt()  # the node leaves the active state: wake the teaches waiting for frames
 
     def _deactivate(self) -> None:
-        self.release("features_sub", "objects_sub", "status_timer")
-        self.camera_poses.release()
-        self.debug.release()
-        if self.fleet is not None:
-            self.fleet.stop()
-        self.streams.forget_frame()
+        self.release("features_sub", "objects_sub", "status_timer", "fleet_sub", "fleet_timer")
+        self.camera_poses.release(self)
+        self.debug.release(self)
+        self.session.pause()
 
     def _cleanup(self, final: bool) -> None:
-        c = self.controller
-        if c is not None:
-            ok, line = c.release(final)  # RuntimeError (nothing freed) when a class would be lost
-            if ok:  # rclpy binds a severity to each logging call site: one per line
-                self.get_logger().info(line)
-            else:
-                self.get_logger().error(line)
-        self.release("prediction_pub", "status_pub", "detections_pub", "markers_pub", "debug_pub")
-        if self.fleet is not None:
-            self.fleet.close()
-            self.fleet = None
-        self.controller = None
-        self.streams.reset()
+        released = self.session.cleanup(final)  # RuntimeError (nothing freed) when a class would be lost
+        if released is not None and released[0]:  # rclpy binds a severity to each logging call site
+            self.get_logger().info(released[1])
+        elif released is not None:
+            self.get_logger().error(released[1])
+        self.release("prediction_pub", "status_pub", "detections_pub", "markers_pub", "debug_pub", "fleet_pub")
 
-    def publish_status(self) -> None:
+    def stop_report(self) -> str:
+        """The line logged when the node stops (:meth:`LearnerSession.stop_report`)."""
+        return self.session.stop_report()
+
+    def _update_debug(self) -> None:
+        """Read camera frames only while someone looks at the debug image (frames are large)."""
+        self.debug.update(self, lambda: debug_wanted(self.phase == ACTIVE, self.debug_pub,
+                                                     self.get_parameter("debug_image").value))
+
+    # ------------------------------------------------------------------ services
+    def _on_teach(self, req: Any, resp: Any) -> Any:
+        return fill_teach_response(resp, self.session.teach(teach_request_from_msg(req)))
+
+    def _on_classify(self, req: Any, resp: Any) -> Any:
+        return fill_classify_answer(resp, self.session.classify(classify_request_from_msg(req)), int(req.top_k))
+
+    # ------------------------------------------------------------------ topics in
+    def _on_features(self, msg: FeatureVector) -> None:
+        try:
+            self.session.on_features(msg)
+        except ValueError as exc:
+            self.get_logger().warning(f"feature vector ignored: {exc}", throttle_duration_sec=10.0)
+
+    def _on_objects(self, msg: ObjectFeatures | bytes) -> None:
+        """The subscription delivers serialized bytes: a frame of more objects than an extractor sends is
+        refused before its message is built."""
+        if self.detections_pub is None or self.phase != ACTIVE:
+            return  # a message already queued when the stream was paused
+        msg = built_within_bounds(msg, object_features_from_serialized, self.get_logger(), "object features")
+        if msg is None:
+            return
+        try:
+            self.session.on_objects(msg, object_frame_from_msg, self.camera_poses.pose_for)
+        except ValueError as exc:
+            self.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
+
+    def _on_class_update(self, msg: ClassUpdateMsg) -> None:
+        res = self.session.receive(class_update_from_msg(msg))
+        if res is not None:
+            log_received(self.get_logger(), res)
+
+    # ------------------------------------------------------------------ the session's port (LearnerPort)
+    def extract(self, rgbs: list) -> Any:
+        if hasattr(self.feature_source, "timeout_s"):  # extract_timeout_s may be changed at run time
+            self.feature_source.timeout_s = float(self.get_parameter("extract_timeout_s").value)
+        return self.feature_source.extract(rgbs)
+
+    def now_s(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def setting(self, name: str) -> Any:
+        return self.get_parameter(name).value
+
+    def active(self) -> bool:
+        return self.phase == ACTIVE
+
+    def topic(self, stream: str) -> str:
+        """A stream's resolved topic name (also while the subscription is released)."""
+        name = self.params["object_features_topic" if stream == "objects" else "features_topic"]
+        return self.resolve_topic_name(name)
+
+    def upstream(self, stream: str) -> str:
+        topic = self.topic(stream)
+        return upstream_text(topic, self.get_publishers_info_by_topic(topic),
+                             self.get_subscriber_names_and_types_by_node)
+
+    def log(self, line: str, warning: bool = False) -> None:
+        if warning:  # rclpy binds a severity to each logging call site: one per line
+            self.get_logger().warning(line)
+        else:
+            self.get_logger().info(line)
+
+    def publish_prediction(self, frame: Any, prediction: Any, model_version: int) -> None:
+        pub = self.prediction_pub
+        if pub is not None:
+            pub.publish(prediction_to_msg(frame.header, prediction, model_version))
+
+    def publish_detections(self, header: Any, tracks: list, model_version: int, pose: Any) -> Any:
+        pub, markers = self.detections_pub, self.markers_pub
+        det = make_detections_msg(header, tracks, model_version, pose)
+        if pub is not None:
+            pub.publish(det)
+        if markers is not None and markers.get_subscription_count():  # ~2 ms a frame to build: only for a viewer
+            markers.publish(make_marker_array(det))
+        return det
+
+    def show_prediction(self, header: Any, prediction: Any) -> bool:
+        return self.debug.show(self.debug_pub, self.debug.prediction_image, header, prediction)
+
+    def show_detections(self, detections: Any) -> bool:
+        return self.debug.show(self.debug_pub, self.debug.detections_image, detections)
+
+    def publish_status(self, status: Any) -> None:
         """The latched ``status``: on every change of the memory and every ``status_period_s``."""
-        c, pub = self.controller, self.status_pub
-        if c is None or pub is None or self.phase != ACTIVE:
+        pub = self.status_pub
+        if status is None or pub is None or self.phase != ACTIVE:
             return  # nothing is published while inactive
-        msg = make_status_msg(c.status())
+        msg = make_status_msg(status)
         msg.header.stamp = self.get_clock().now().to_msg()
         with self._status_lock:
             pub.publish(msg)
 
-    def stop_report(self) -> str:
-        """The line logged when the node stops (:meth:`.StreamAnswers.stop_report`)."""
-        return self.streams.stop_report()
-
-    def now_s(self) -> float:
-        """Seconds on the node clock (a bag's /clock under use_sim_time)."""
-        return self.get_clock().now().nanoseconds * 1e-9
-
-    # ------------------------------------------------------------------ TeachClass
-    def _on_teach(self, req: Any, resp: Any) -> Any:
-        c, refused = self.memory_services.controller_for("teach_class", ACTIVE)
-        if refused:
-            outcome = c.refused(refused) if c is not None else TeachOutcome(False, refused)
-            return fill_teach_response(resp, outcome)
-        return fill_teach_response(resp, self.teacher.teach(c, teach_request_from_msg(req)))
-
-    # ------------------------------------------------------------------ Classify
-    def _on_classify(self, req: Any, resp: Any) -> Any:
-        c, refused = self.memory_services.controller_for("classify", INACTIVE)  # read-only: also inactive
-        if refused or not c.classes:
-            return fill_classify_response(resp, success=False, message=refused or NOTHING_LEARNED)
-        question = ClassifyRequest(int(req.scope), req.feature, req.image, int(req.top_k))
-        try:
-            plan = plan_classify(question.scope, question.has_feature, question.has_image,
-                                 self.streams.objects_streaming())
-            last_detections = self.streams.last_detections
-            if plan.target == "objects" and last_detections is not None:
-                return fill_classify_from_detections(resp, *last_detections, top_k=question.top_k)
-            margin = float(self.get_parameter("crop_margin").value)
-            feats, origin, box, plan = classify_vectors(question, plan, self.port, self.backbone_name,
-                                                        c.feature_dim, self.limits, margin)
-        except (ValueError, TypeError, FeatureSourceError) as exc:
-            return fill_classify_response(resp, success=False, message=str(exc),
-                                          model_version=c.model_version)
-        out = c.classify(feats, top_k=question.top_k)
-        return fill_classify_response(resp, success=out.success, message=out.message + plan.note,
-                                      pred=out.predictions[0] if out.predictions else None,
-                                      header=origin.header, model_version=out.model_version, box=box)
+    def publish_class_update(self, update: Any) -> None:
+        pub = self.fleet_pub
+        if pub is not None:
+            pub.publish(class_update_msg(update, self.get_clock().now().to_msg()))
 
 
 def _log_stats(node: LearnerNode) -> None:

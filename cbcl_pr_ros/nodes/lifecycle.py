@@ -80,8 +80,10 @@ class ManagedNode(LifecycleNode):
         """Wake service calls that wait for data (a transition is starting); default: none."""
 
     def release(self, *attrs: str) -> None:
-        """Destroy the subscriptions, timers and lifecycle publishers held in these attributes; set
-        each to None (a transition frees what the opposite one made)."""
+        """Destroy the subscriptions, timers and publishers (lifecycle or plain) held in these
+        attributes; set each to None (a transition frees what the opposite one made)."""
+        from rclpy.lifecycle import LifecyclePublisher
+        from rclpy.publisher import Publisher
         from rclpy.subscription import Subscription
         from rclpy.timer import Timer
 
@@ -93,6 +95,8 @@ class ManagedNode(LifecycleNode):
                 self.destroy_subscription(entity)
             elif isinstance(entity, Timer):
                 self.destroy_timer(entity)
+            elif isinstance(entity, Publisher) and not isinstance(entity, LifecyclePublisher):
+                self.destroy_publisher(entity)
             else:
                 self.destroy_lifecycle_publisher(entity)
             setattr(self, attr, None)

@@ -108,7 +108,7 @@ def test_a_teach_or_classify_failure_names_the_camera_the_extractor_reads():
     from sensor_msgs.msg import CameraInfo, Image
 
     from cbcl_pr_ros.msg import FeatureVector
-    from cbcl_pr_ros.nodes.learner_port import LearnerPort
+    from cbcl_pr_ros.nodes.camera_hint import upstream_text
     from ros_testing import fresh_domain, isolated_context, release_domain
 
     dom = fresh_domain()
@@ -117,14 +117,11 @@ def test_a_teach_or_classify_failure_names_the_camera_the_extractor_reads():
             learner = rclpy.create_node("learner", namespace="/robot1", context=ctx)
             extractor = rclpy.create_node("feature_extractor", namespace="/robot1", context=ctx)
 
-            class Node:  # what LearnerPort reads of the learner node
-                params = {"features_topic": "features", "object_features_topic": "object_features"}
+            def upstream(topic: str) -> str:  # what the learner node asks of the graph for the session
+                return upstream_text(topic, learner.get_publishers_info_by_topic(topic),
+                                     learner.get_subscriber_names_and_types_by_node)
 
-                def __getattr__(self, name):
-                    return getattr(learner, name)
-
-            port = LearnerPort(Node())
-            assert "nobody publishes on '/robot1/features'" in port.upstream("features")
+            assert "nobody publishes on '/robot1/features'" in upstream("/robot1/features")
             extractor.create_publisher(FeatureVector, "features", 1)
             extractor.create_subscription(Image, "/camera/depth/image_raw", lambda m: None, 1)
             extractor.create_subscription(Image, "/camera/color/image_raw", lambda m: None, 1)
@@ -133,7 +130,7 @@ def test_a_teach_or_classify_failure_names_the_camera_the_extractor_reads():
             text = ""
             while time.monotonic() < deadline and "reads the camera" not in text:
                 time.sleep(0.2)
-                text = port.upstream("features")
+                text = upstream("/robot1/features")
             assert "/robot1/feature_extractor, which reads the camera on '/camera/color/image_raw'" in text
             learner.destroy_node()
             extractor.destroy_node()

@@ -65,8 +65,8 @@ def _frame(node, ns: int, camera_x: float):
     cam = DOWN.inv().apply(OBJECTS - [camera_x, -0.3, 0.3])
     u = [int(320 + 500 * c[0] / c[2]) for c in cam]
     props = [Proposal((x - 20, 220, x + 20, 260), None, c, np.full(3, 0.04), 0.9) for x, c in zip(u, cam)]
-    node.streams.on_objects(make_object_features_msg(_stamp(ns), "test", "", props, np.zeros((2, 8)), (480, 640)))  # noqa: SLF001
-    det = node.streams.last_detections[0]
+    node._on_objects(make_object_features_msg(_stamp(ns), "test", "", props, np.zeros((2, 8)), (480, 640)))  # noqa: SLF001
+    det = node.session.last_detections[0]
     by_box = {o.x0: o for o in det.objects}
     objs = [by_box[x - 20] for x in u]
     return [o.id for o in objs], np.array([[o.centroid.x, o.centroid.y, o.centroid.z] for o in objs]), cam
@@ -93,13 +93,13 @@ def test_detections_carry_the_base_frame_places_and_the_pose(make_learner):
         ns = 1_000_000_000 + f * 250_000_000
         node.camera_poses._on_pose(_pose(ns, 0.5 + 0.08 * f))  # noqa: SLF001
         _frame(node, ns, 0.5 + 0.08 * f)
-        det = node.streams.last_detections[0]
+        det = node.session.last_detections[0]
         assert det.position_frame == "base"
         assert det.camera_pose.position.x == pytest.approx(0.5 + 0.08 * f)
         places = sorted((o.position.x, o.position.y, o.position.z) for o in det.objects)
         assert np.allclose(places, OBJECTS, atol=1e-5)
     _frame(node, 9_000_000_000, 0.5)  # no pose near that stamp
-    det = node.streams.last_detections[0]
+    det = node.session.last_detections[0]
     assert det.position_frame == "" and all(np.isnan(o.position.x) for o in det.objects)
 
 
@@ -213,12 +213,12 @@ def test_a_huge_object_frame_is_refused_on_receipt_with_one_warning(make_learner
              for i in range(2000)]
     for k in range(3):  # as the subscription delivers it (serialized), and as a built message
         msg = make_object_features_msg(_stamp(1_000_000_000 + k), "test", "", props, np.zeros((2000, 8)), (480, 640))
-        node.streams.on_objects(serialize_message(msg) if k < 2 else msg)
-    assert node.streams.detections_published == 0 and node.streams.last_detections is None
+        node._on_objects(serialize_message(msg) if k < 2 else msg)
+    assert node.session.detections_published == 0 and node.session.last_detections is None
     assert len(warnings) == 3 and all("a frame of 2000 objects" in w for w, _ in warnings)
     assert all(kw.get("throttle_duration_sec", 0) >= 1.0 for _, kw in warnings)  # rclpy logs one per period
     ids, _, _ = _frame(node, 2_000_000_000, 0.5)
-    assert len(ids) == 2 and node.streams.detections_published == 1
+    assert len(ids) == 2 and node.session.detections_published == 1
     small = make_object_features_msg(_stamp(2_100_000_000), "test", "", props[:2], np.zeros((2, 8)), (480, 640))
-    node.streams.on_objects(serialize_message(small))  # a normal frame, serialized: answered
-    assert node.streams.detections_published == 2
+    node._on_objects(serialize_message(small))  # a normal frame, serialized: answered
+    assert node.session.detections_published == 2

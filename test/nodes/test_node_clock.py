@@ -33,8 +33,8 @@ def learner():
     clock = node.get_clock()
     clock._set_ros_time_is_active(True)  # noqa: SLF001 (as TimeSource does once /clock is used)
     rng = np.random.default_rng(0)
-    node.controller.teach("a", rng.normal(0, 1, (6, 8)))
-    node.controller.teach("b", rng.normal(5, 1, (6, 8)))
+    node.session.controller.teach("a", rng.normal(0, 1, (6, 8)))
+    node.session.controller.teach("b", rng.normal(5, 1, (6, 8)))
     try:
         yield node, clock
     finally:
@@ -55,21 +55,21 @@ def test_prediction_rate_follows_the_sim_clock(learner):
     node, clock = learner
     _set(clock, 100.0)
     for i in range(10):  # sim time stands still: only the burst passes, however long this takes
-        node.streams.on_features(_vector(i))
-    assert node.streams.predictions_published == 2
+        node._on_features(_vector(i))
+    assert node.session.predictions_published == 2
     for i in range(5):  # 5 s of sim time at 1 Hz: 5 more
         _set(clock, 101.0 + i)
-        node.streams.on_features(_vector(i))
-    assert node.streams.predictions_published == 7
+        node._on_features(_vector(i))
+    assert node.session.predictions_published == 7
 
 
 def test_teach_frame_wait_follows_the_sim_clock(learner):
     node, clock = learner
     _set(clock, 10.0)
     result: list = []
-    worker = threading.Thread(target=lambda: result.append(node.port.collect(3, 1000.0, "features")))
+    worker = threading.Thread(target=lambda: result.append(node.session.collect(3, 1000.0, "features")))
     worker.start()
-    node.streams.on_features(_vector(0))
+    node._on_features(_vector(0))
     worker.join(0.5)
     assert worker.is_alive()  # 1000 s of sim time have not passed
     for k in range(1, 40):  # the sim clock moves on (in small steps, as /clock does)

@@ -417,7 +417,7 @@ def test_annotate_draws_a_banner_only():
 
 def test_frame_buffer_and_collector():
     from cbcl_pr_ros.nodes.debug_image import FrameBuffer
-    from cbcl_pr_ros.nodes.frame_collector import FrameCollector
+    from cbcl_pr_ros.service.frame_waiters import FrameCollector
 
     b = FrameBuffer(3)
     for i in range(5):
