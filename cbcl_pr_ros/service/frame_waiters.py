@@ -1,4 +1,4 @@
-"""Gathers the next N feature vectors of the stream for a TeachClass that sends no images."""
+"""Gathers the next N frames of a stream (feature vectors or object frames) for a TeachClass that sends no images."""
 from __future__ import annotations
 
 import threading
