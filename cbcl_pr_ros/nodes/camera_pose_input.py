@@ -51,11 +51,14 @@ class CameraPoseInput:
 
     depth = 20  # poses queued per subscription; at most twice this many are taken at once by pose_for
 
-    def __init__(self, topic: str, logger: Any, history: CameraPoses | None = None) -> None:
+    def __init__(self, topic: str, logger: Any, history: CameraPoses | None = None, *,
+                 without: str = "tracking it in the camera frame", note_once: bool = True) -> None:
         self.topic, self.logger = str(topic), logger
+        self.without = without  # what the node does for a frame without a pose (said in the warnings)
         self.history = history or CameraPoses()
         self.sub: Any = None
-        self.said_no_pose = False  # "no pose at all" is said once: for a fixed camera it is the normal case
+        # "no pose at all" is said once (for a fixed camera it is the normal case), by one node of a session
+        self.said_no_pose = not note_once
         self.callback_group = MutuallyExclusiveCallbackGroup()  # poses keep coming while a frame is classified
 
     def subscribe(self, node: Any) -> None:
@@ -77,7 +80,7 @@ class CameraPoseInput:
     def _on_pose(self, msg: PoseStamped, info: Any = None) -> None:
         refused = add_pose_msg(self.history, msg, info)
         if refused:
-            self.logger.warning(f"{refused}; frames of that instant are tracked in the camera frame",
+            self.logger.warning(f"{refused}; frames of that instant: {self.without}",
                                            throttle_duration_sec=10.0)
 
     def take_waiting(self) -> int:
@@ -106,7 +109,7 @@ class CameraPoseInput:
             pose = self.history.pose_at(stamp_to_ns(stamp))
         if pose is None and self.history.received:
             self.logger.warning(
-                f"no camera pose on '{self.topic}' for a frame's stamp: tracking it in the camera frame",
+                f"no camera pose on '{self.topic}' for a frame's stamp: {self.without}",
                 throttle_duration_sec=10.0)
         elif pose is None and not self.said_no_pose:
             self.said_no_pose = True

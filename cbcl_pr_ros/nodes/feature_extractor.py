@@ -37,6 +37,7 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
 from cbcl_pr_ros.features import make_backbone
 from cbcl_pr_ros.msg import FeatureVector, ObjectFeatures
+from cbcl_pr_ros.nodes.camera_pose_input import CameraPoseInput
 from cbcl_pr_ros.nodes.camera_hint import image_topics, other_topics_hint
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.conversions import (
@@ -136,7 +137,10 @@ class FeatureExtractorNode(ManagedNode):
         self._srv_group = MutuallyExclusiveCallbackGroup()
         self._timer_group = MutuallyExclusiveCallbackGroup()
         self._objects_group = MutuallyExclusiveCallbackGroup()
-        self.stream_callback_groups = (self._sub_group, self._objects_group)
+        # the camera's pose by stamp: the fixed frame's up tells the proposer where the table's normal is
+        self.camera_poses = CameraPoseInput(p["camera_pose_topic"], self.get_logger(), note_once=False,
+                                            without="the table is found without gravity")
+        self.stream_callback_groups = (self._sub_group, self._objects_group, self.camera_poses.callback_group)
         self.image_sub: Any = None
         self.depth_sub: Any = None
         self.info_sub: Any = None
@@ -215,6 +219,7 @@ class FeatureExtractorNode(ManagedNode):
                                                  image_qos(),
                                                  callback_group=self._objects_group,
                                                  qos_overriding_options=overridable())
+        self.camera_poses.subscribe(self)
         # a timer runs on the node clock: under use_sim_time the hint follows a bag's /clock
         self.hint_timer = self.create_timer(1.0, guard_callback(self, self._check_frames, "frame check"),
                                             callback_group=self._timer_group)
@@ -228,6 +233,7 @@ class FeatureExtractorNode(ManagedNode):
 
     def _deactivate(self) -> None:
         self.release("image_sub", "depth_sub", "info_sub", "hint_timer")
+        self.camera_poses.release(self)
         with self._slot_lock:
             self._slot = None  # a stream frame not yet taken: dropped, as a camera frame may be
         self._depths.clear()
@@ -381,7 +387,8 @@ class FeatureExtractorNode(ManagedNode):
             mask_crops=bool(parameter(self, "mask_crops")),
             reuse_still_crops=bool(parameter(self, "reuse_still_crops")),
             policy=replace(PIECES, join_candidates=int(parameter(self, "join_candidates"))))
-        out = extract_objects(rgb, depth, K, None, backbone, self._reuse, settings, calibrated_size=size,
+        pose = self.camera_poses.pose_for(msg.header.stamp) if depth is not None else None
+        out = extract_objects(rgb, depth, K, pose, backbone, self._reuse, settings, calibrated_size=size,
                               times=self.times, turn=self.backbone_lock)
         if out.depth_note:
             self.depth_rejected += int(out.depth_refused)
