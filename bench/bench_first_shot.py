@@ -1,22 +1,34 @@
 """From the first shot: taught objects named, never-taught ones unknown, on real tables (real RGB-D set).
 
-Per source (table) and seed, as ``bench_real.py``'s recognition test: half of the instances seen in two
-or more frames are taught from their first frame (1 shot = the labelled box; 5 / 10 shots = the box
-and shifted/scaled copies of it, one view), and every object of the other frames is classified. The
-learner's negatives are what a robot has at the teach: the *other objects of the teaching frames*
-(no background crops, nothing from other frames). Figures: taught correct (known and named right),
-taught accepted, never-taught rejected (all; and split into those that stood in a teaching frame and
-those never seen), and the confidence: ECE and the share of (wrong, right) answer pairs where the wrong
-one is less confident, over every classified object (a never-taught object's best class is wrong).
+Two protocols, per source (table) and seed, as ``bench_real.py``'s recognition test:
 
-Leave-one-source-out: the gate's veto ratio (``negatives.VETO``) is chosen on the three other sources
+* ``teaching_frame``: half of the instances seen in two or more frames are taught from their first
+  frame (1 shot = the labelled box; 5 / 10 shots = the box and shifted/scaled copies of it, one view),
+  and every object of the frames is classified (a taught object in its own teaching frame excepted).
+  The learner's negatives are the *other objects of the teaching frames* only.
+* ``stream``: the robot watched the table before it was taught. The source's frames in a seeded
+  order; the first third (rounded up) is the stream: unlabelled, every object of it offered as a
+  negative (copies of one object count once: the learner's own rule). Of the other frames, half of
+  the instances seen in two or more are taught from their first frame there, and only those frames
+  are classified, so no tested view was ever a negative. Negatives ``frames`` (the teaching frames'
+  other objects, as above), ``frames+stream`` (and the stream's objects but the taught ones: the
+  tracker kept the taught object's track out, as the product's stream store does) and
+  ``frames+stream_all`` (the taught objects' earlier views too: the track was lost, and only the
+  learner's drop of negatives near the new shots keeps the object from vetoing itself).
+
+Figures: taught correct (known and named right), taught accepted, never-taught rejected (all; and
+split into those seen in the stream, those that stood only in a teaching frame, and those never
+seen), and the confidence: ECE and the share of (wrong, right) answer pairs where the wrong one is
+less confident, over every classified object (a never-taught object's best class is wrong).
+
+Leave-one-source-out: the gate's veto ratio (``negatives.VETO``) is chosen on the other sources
 (the largest never-taught rejection with >= 0.90 taught accepted at 1 shot) and scored on the held-out
-one; the fixed shipped value is reported beside it.
+one, per protocol and negatives; the fixed shipped value is reported beside it.
 
 Features are EfficientNet-Lite0 (ONNX) of masked crops, cached in ``--cache`` (a pickle of vectors,
-rebuilt when missing). Run:
+rebuilt when missing from ``--frames``, default ``$CBCL_REAL_RGBD`` or data/real_rgbd). Run:
 
-    source scripts/env.sh && python -P bench/bench_first_shot.py   # -> bench/results/first_shot.json
+    source scripts/env.sh && python -P bench/bench_first_shot.py   # -> runs/bench/first_shot.json
 """
 from __future__ import annotations
 
@@ -27,6 +39,7 @@ import pickle
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +55,7 @@ def build_cache(labels: str, frames_dir: str, path: Path) -> list[dict]:
     """Vectors of every labelled object's masked crop and of 9 jittered copies of each box, per frame."""
     from bench_real import MaskedCrops, _jitter_boxes
 
-    from cbcl_pr_ros.evaluation.real_rgbd import load_frames
+    from real_rgbd_set import load_frames
     from cbcl_pr_ros.features import make_backbone
 
     bb = make_backbone("efficientnet_lite0", runtime="onnx", threads=2)
@@ -86,41 +99,90 @@ def taught_split(frs: list[dict], seed: int) -> tuple[dict, set[str]] | None:
     return seen, {str(x) for x in rng.permutation(multi)[: max(1, len(multi) // 2)]}
 
 
-def run_source(frs: list[dict], seed: int, shots: int, veto: float | None) -> dict:
+@dataclass(frozen=True)
+class Plan:
+    """Who is taught from which frame, what the robot saw before (the stream) and what is classified."""
+
+    taught: frozenset[str]
+    teach_frame: dict[str, str]
+    stream: tuple[dict, ...]
+    test: tuple[dict, ...]
+
+
+def teaching_frame_plan(frs: list[dict], seed: int) -> Plan | None:
+    """Half of the instances seen in two or more frames, each taught from its first frame; every frame
+    classified (the taught objects of their own teaching frame excepted); no stream."""
+    split = taught_split(frs, seed)
+    if split is None:
+        return None
+    seen, taught = split
+    return Plan(frozenset(taught), {n: seen[n][0] for n in taught}, (), tuple(frs))
+
+
+def stream_plan(frs: list[dict], seed: int) -> Plan | None:
+    """The source's frames in a seeded order: the first third (rounded up) is what the robot watched
+    before the teach (the stream, unlabelled); of the rest, half of the instances seen in two or more
+    of its frames are taught from their first one there, and the rest's frames are classified."""
+    if len(frs) < 3:
+        return None
+    order = [frs[i] for i in np.random.default_rng([seed, 7]).permutation(len(frs))]
+    n_stream = (len(frs) + 2) // 3
+    split = taught_split(order[n_stream:], seed)
+    if split is None:
+        return None
+    seen, taught = split
+    return Plan(frozenset(taught), {n: seen[n][0] for n in taught}, tuple(order[:n_stream]), tuple(order[n_stream:]))
+
+
+PLANS = {"teaching_frame": teaching_frame_plan, "stream": stream_plan}
+# frames: the teaching frames' other objects; frames+stream: and every object of the stream but the
+# taught ones (the tracker kept the taught object's track and leaves it out); frames+stream_all: and
+# the taught objects' earlier views too (the track was lost: only the learner's drop near the shots
+# keeps the object from being its own negative)
+NEGATIVES = ("frames", "frames+stream", "frames+stream_all")
+
+
+def run_source(frs: list[dict], seed: int, shots: int, veto: float | None, protocol: str = "teaching_frame",
+               negatives: str = "frames") -> dict:
     """One table, one seed: the per-object outcomes (lists of booleans and confidences)."""
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
     import cbcl_pr_ros.core.learner as learner_mod
 
     out: dict = defaultdict(list)
-    split = taught_split(frs, seed)
-    if split is None:
+    plan = PLANS[protocol](frs, seed)
+    if plan is None:
         return out
-    seen, taught = split
-    shots_of, teach_frame = {}, {}
+    taught = plan.taught
+    by_id = {f["id"]: f for f in frs}
+    shots_of = {}
     for name in sorted(taught):
-        f = next(f for f in frs if f["id"] == seen[name][0])
+        f = by_id[plan.teach_frame[name]]
         k = f["names"].index(name)
         shots_of[name] = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]])
-        teach_frame[name] = f["id"]
     if veto is not None and hasattr(learner_mod, "VETO"):
         learner_mod.VETO = veto
     learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0", feature_dim=1280)
     learner.teach_increment(shots_of)
-    in_teach = set()
-    negs = []
-    for f in frs:
-        if f["id"] in teach_frame.values():
-            rows = [i for i, n in enumerate(f["names"]) if n not in taught]
-            in_teach |= {f["names"][i] for i in rows}
+    in_teach, in_stream, negs = set(), set(), []
+    for fid in sorted(set(plan.teach_frame.values())):
+        f = by_id[fid]
+        rows = [i for i, n in enumerate(f["names"]) if n not in taught]
+        in_teach |= {f["names"][i] for i in rows}
+        if rows:
+            negs.append(f["obj"][rows])
+    for f in plan.stream:
+        in_stream |= set(f["names"]) - taught
+        if negatives != "frames":
+            rows = [i for i, n in enumerate(f["names"]) if negatives == "frames+stream_all" or n not in taught]
             if rows:
                 negs.append(f["obj"][rows])
     if negs:
-        learner.add_negatives(np.concatenate(negs))
+        learner.add_negatives(np.concatenate(negs), away_from=np.concatenate(list(shots_of.values())))
     out["negatives_kept"].append(len(learner.negatives_))
-    for f in frs:
+    for f in plan.test:
         preds = learner.predict(f["obj"], top_k=1)
         for name, p in zip(f["names"], preds):
-            if name in taught and f["id"] == teach_frame[name]:
+            if name in taught and f["id"] == plan.teach_frame[name]:
                 continue
             right = name in taught and p.nearest_label == name
             out["conf"].append(float(p.confidence))
@@ -131,7 +193,8 @@ def run_source(frs: list[dict], seed: int, shots: int, veto: float | None) -> di
                 out["taught_best_correct"].append(bool(right))
             else:
                 out["untaught_rejected"].append(not p.known)
-                part = "in_teaching_frame" if name in in_teach else "never_seen"
+                part = ("in_stream" if name in in_stream else "in_teaching_frame" if name in in_teach
+                        else "never_seen")
                 out[f"untaught_{part}_rejected"].append(not p.known)
     return out
 
@@ -147,17 +210,55 @@ def summary(parts: list[dict]) -> dict:
     return res
 
 
+def loso(by_source: dict, seeds: int, protocol: str, negatives: str) -> dict:
+    """1 shot: the veto chosen on the other sources (the largest never-taught rejection with >= 0.90
+    taught accepted there), scored on the held-out one; and the sweep over all sources."""
+    import cbcl_pr_ros.core.learner as learner_mod
+
+    shipped = learner_mod.VETO
+    sweep = {v: {(src, seed): run_source(frs, seed, 1, v, protocol, negatives) for src, frs in by_source.items()
+                 for seed in range(seeds)} for v in VETOS}
+    learner_mod.VETO = shipped
+    held, chosen = [], {}
+    for src in by_source:
+        def score(v):
+            s = summary([x for (s2, _), x in sweep[v].items() if s2 != src])
+            ok = s.get("taught_accepted", 0) >= 0.90
+            return (ok, s.get("untaught_rejected", 0) if ok else s.get("taught_accepted", 0))
+        chosen[src] = max(VETOS, key=score)
+        held += [x for (s2, _), x in sweep[chosen[src]].items() if s2 == src]
+    return {"1_shot_loso": summary(held) | {"veto_chosen": chosen},
+            "1_shot_veto_sweep": {str(v): {k: w for k, w in summary(list(sweep[v].values())).items()
+                                           if not k.startswith("n_")} for v in VETOS}}
+
+
+def shots_runs(by_source: dict, seeds: int, shots_list: list[int], protocol: str, negatives: str) -> dict:
+    """The shipped rule at each number of shots: all sources, and per source."""
+    import cbcl_pr_ros.core.learner as learner_mod
+
+    out = {}
+    for shots in shots_list:
+        per = {(src, seed): run_source(frs, seed, shots, learner_mod.VETO, protocol, negatives)
+               for src, frs in by_source.items() for seed in range(seeds)}
+        out[f"{shots}_shot"] = summary(list(per.values())) | {
+            "per_source": {src: summary([v for (s, _), v in per.items() if s == src]) for src in by_source}}
+        print(protocol, negatives, shots, json.dumps({k: v for k, v in out[f"{shots}_shot"].items()
+                                                      if k != "per_source"}), flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labels", default=str(ROOT / "bench/real_rgbd/labels.json"))
-    ap.add_argument("--frames", default=str(ROOT / "data/real_rgbd"))
+    ap.add_argument("--frames", default=os.environ.get("CBCL_REAL_RGBD", str(ROOT / "data/real_rgbd")))
     ap.add_argument("--cache", default=str(ROOT / "cache/real_first_shot.pkl"))
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--shots", default="1,5,10")
     ap.add_argument("--out", default=str(out_path("first_shot.json")))
-    ap.add_argument("--no-loso", action="store_true", help="the shipped rule only (also for a tree without the veto)")
+    ap.add_argument("--no-loso", action="store_true", help="the shipped rule only")
+    ap.add_argument("--protocols", default="teaching_frame,stream", help=f"of {', '.join(PLANS)}")
     args = ap.parse_args()
-    t0, load0 = time.perf_counter(), os.getloadavg()
+    t0 = time.perf_counter()
     cache = Path(args.cache)
     if cache.exists():
         data = pickle.loads(cache.read_bytes())
@@ -168,34 +269,22 @@ def main() -> None:
     for f in data:
         by_source[f["source"]].append(f)
     import cbcl_pr_ros.core.learner as learner_mod
-    shipped = getattr(learner_mod, "VETO", None)
     from cbcl_pr_ros.evaluation.experiments import machine_info
     res: dict = {"benchmark": "bench_first_shot", "machine": machine_info(),
                  "loadavg_before": [round(v, 2) for v in os.getloadavg()], "seeds": args.seeds,
-                 "shipped_veto": shipped, "results": {}}
-    for shots in (int(s) for s in args.shots.split(",")):
-        per = {(src, seed): run_source(frs, seed, shots, shipped) for src, frs in by_source.items()
-               for seed in range(args.seeds)}
-        res["results"][f"{shots}_shot"] = summary(list(per.values())) | {
-            "per_source": {src: summary([v for (s, _), v in per.items() if s == src]) for src in by_source}}
-        print(shots, "shipped", json.dumps(res["results"][f"{shots}_shot"]), flush=True)
-    if not args.no_loso and shipped is not None:
-        sweep = {v: {(src, seed): run_source(frs, seed, 1, v) for src, frs in by_source.items()
-                     for seed in range(args.seeds)} for v in VETOS}
-        learner_mod.VETO = shipped
-        held, chosen = [], {}
-        for src in by_source:
-            def score(v):
-                s = summary([x for (s2, _), x in sweep[v].items() if s2 != src])
-                ok = s.get("taught_accepted", 0) >= 0.90
-                return (ok, s.get("untaught_rejected", 0) if ok else s.get("taught_accepted", 0))
-            best = max(VETOS, key=score)
-            chosen[src] = best
-            held += [x for (s2, _), x in sweep[best].items() if s2 == src]
-        res["results"]["1_shot_loso"] = summary(held) | {"veto_chosen": chosen}
-        res["results"]["1_shot_veto_sweep"] = {str(v): {k: w for k, w in summary(list(sweep[v].values())).items()
-                                                         if not k.startswith("n_")} for v in VETOS}
-        print("loso", json.dumps(res["results"]["1_shot_loso"]), flush=True)
+                 "shipped_veto": learner_mod.VETO, "results": {}}
+    shots_list = [int(s) for s in args.shots.split(",")]
+    for protocol in args.protocols.split(","):
+        for negatives in (("frames",) if protocol == "teaching_frame" else NEGATIVES):
+            part = shots_runs(by_source, args.seeds, shots_list, protocol, negatives)
+            if not args.no_loso:
+                part |= loso(by_source, args.seeds, protocol, negatives)
+                print(protocol, negatives, "loso", json.dumps({k: v for k, v in part["1_shot_loso"].items()
+                                                                if k != "per_source"}), flush=True)
+            if protocol == "teaching_frame":
+                res["results"] |= part  # the keys of the earlier runs
+            else:
+                res["results"][f"{protocol}/{negatives}"] = part
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
