@@ -109,7 +109,8 @@ class LearnerConfig:
     negatives_capacity / negative_quantile / negative_margin : the negatives store
         (:mod:`.negatives`): at most ``negatives_capacity`` feature vectors of things that are not
         taught (0 = none kept), fed by :meth:`CBCLPRLearner.add_negatives`; with enough of them a
-        class's radius becomes ``min(factor * D_gate, margin * quantile(negatives' distances to it))``.
+        class's radius becomes ``min(factor * D_gate, margin * quantile(negatives' distances to it))``;
+        the defaults (1, 1: the farthest negative) leave the bound to the veto (:mod:`.negatives`).
     negative_rank : when >= 1, the quantile is replaced by the distance of the class's
         ``negative_rank``-th nearest negative: far negatives joining a growing store then do not
         loosen a radius (docs/core.md "Open set"); 0 = the quantile rule.
@@ -152,8 +153,8 @@ class LearnerConfig:
     unknown_distance_factor: float = 1.3
     min_confidence: float = 0.0
     negatives_capacity: int = 128
-    negative_quantile: float = 0.1
-    negative_margin: float = 0.95
+    negative_quantile: float = 1.0
+    negative_margin: float = 1.0
     negative_rank: int = 0
     seed: int = 0
     fit_threads: int | None = 1

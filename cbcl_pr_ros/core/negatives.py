@@ -5,11 +5,13 @@ the table, the background.  That stream is free in-domain data for the open-set 
 keeps at most ``capacity`` transformed feature vectors of it (a uniform reservoir sample of all
 ever offered, seeded), never images.  From the first one, the gate vetoes a class wherever a stored
 negative is nearly as near as the class (:data:`VETO`, :meth:`.open_set.DistanceGate.ratios`): what
-was seen beside a taught object is never given its name.  With enough of them each class also gets
-its own acceptance radius (:func:`class_radii`): the ``quantile`` of the distances from the class's
-nearest centroid to the stored negatives, times ``margin``, capped by the global radius
-``factor * D_gate``.  A class that
-sits among many look-alikes gets a tight radius; one far from everything seen keeps the global one.
+was seen beside a taught object is never given its name.  With enough of them each class can also
+get its own acceptance radius (:func:`class_radii`): the ``quantile`` of the distances from the
+class's nearest centroid to the stored negatives, times ``margin``, capped by the global radius
+``factor * D_gate``.  The learner's defaults (quantile 1, margin 1) leave that bound to the veto:
+on a real table the other objects lie about as far from a taught object as its own other views, so
+a low quantile of them cuts those views too, while the veto only takes out what lies nearer a
+negative than the class.
 
 Measured on real RGB-D crops (docs/core.md "Open set", bench/bench_first_shot.py): one shot, the
 teaching frame's other objects as the only negatives, 91 % of the taught objects' other views

@@ -205,7 +205,7 @@ def test_far_negatives_loosen_a_quantile_radius_but_not_a_rank_radius():
     near, distant = draw(alike, 30), draw(far, 330)
     radii = {}
     for rank in (0, 3):
-        learner = _learner(negative_rank=rank, negatives_capacity=512)
+        learner = _learner(negative_rank=rank, negatives_capacity=512, negative_quantile=0.1, negative_margin=0.95)
         learner.teach_increment({"taught": draw(taught, 2)})
         learner.add_negatives(near)
         before = float(learner._served.gate.class_radii[0])
