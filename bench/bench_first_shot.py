@@ -14,7 +14,9 @@ Two protocols, per source (table) and seed, as ``bench_real.py``'s recognition t
   other objects, as above), ``frames+stream`` (and the stream's objects but the taught ones: the
   tracker kept the taught object's track out, as the product's stream store does) and
   ``frames+stream_all`` (the taught objects' earlier views too: the track was lost, and only the
-  learner's drop of negatives near the new shots keeps the object from vetoing itself).
+  learner's drop of negatives near the new shots keeps the object from vetoing itself) and
+  ``frames+stream_covisible`` (only the stream frames in which a taught object stood, the others of
+  those frames: seen beside it while it was tracked, so not it, whatever the tracker did elsewhere).
 
 Figures: taught correct (known and named right), taught accepted, never-taught rejected (all; and
 split into those seen in the stream, those that stood only in a teaching frame, and those never
@@ -48,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))  # bench_common
 from bench_common import out_path  # noqa: E402
 
-VETOS = (0.9, 0.95, 1.0, 1.02, 1.03, 1.05, 1.07, 1.1)
+VETOS = (0.9, 0.95, 1.0, 1.02, 1.03, 1.05, 1.07, 1.1, 1.15, 1.2)
 
 
 def build_cache(labels: str, frames_dir: str, path: Path) -> list[dict]:
@@ -138,8 +140,10 @@ PLANS = {"teaching_frame": teaching_frame_plan, "stream": stream_plan}
 # frames: the teaching frames' other objects; frames+stream: and every object of the stream but the
 # taught ones (the tracker kept the taught object's track and leaves it out); frames+stream_all: and
 # the taught objects' earlier views too (the track was lost: only the learner's drop near the shots
-# keeps the object from being its own negative)
-NEGATIVES = ("frames", "frames+stream", "frames+stream_all")
+# keeps the object from being its own negative); frames+stream_covisible: only the stream frames in
+# which a taught object stood, its own box left out (what was seen beside it while it was tracked
+# cannot be it, whatever the tracker did elsewhere)
+NEGATIVES = ("frames", "frames+stream", "frames+stream_all", "frames+stream_covisible")
 
 
 def run_source(frs: list[dict], seed: int, shots: int, veto: float | None, protocol: str = "teaching_frame",
@@ -172,7 +176,7 @@ def run_source(frs: list[dict], seed: int, shots: int, veto: float | None, proto
             negs.append(f["obj"][rows])
     for f in plan.stream:
         in_stream |= set(f["names"]) - taught
-        if negatives != "frames":
+        if negatives != "frames" and (negatives != "frames+stream_covisible" or taught & set(f["names"])):
             rows = [i for i, n in enumerate(f["names"]) if negatives == "frames+stream_all" or n not in taught]
             if rows:
                 negs.append(f["obj"][rows])
@@ -253,6 +257,7 @@ def main() -> None:
     ap.add_argument("--frames", default=os.environ.get("CBCL_REAL_RGBD", str(ROOT / "data/real_rgbd")))
     ap.add_argument("--cache", default=str(ROOT / "cache/real_first_shot.pkl"))
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--stream-seeds", type=int, default=10, help="seeds of the stream protocol (fewer objects per seed)")
     ap.add_argument("--shots", default="1,5,10")
     ap.add_argument("--out", default=str(out_path("first_shot.json")))
     ap.add_argument("--no-loso", action="store_true", help="the shipped rule only")
@@ -272,13 +277,15 @@ def main() -> None:
     from cbcl_pr_ros.evaluation.experiments import machine_info
     res: dict = {"benchmark": "bench_first_shot", "machine": machine_info(),
                  "loadavg_before": [round(v, 2) for v in os.getloadavg()], "seeds": args.seeds,
+                 "stream_seeds": args.stream_seeds,
                  "shipped_veto": learner_mod.VETO, "results": {}}
     shots_list = [int(s) for s in args.shots.split(",")]
     for protocol in args.protocols.split(","):
+        seeds = args.seeds if protocol == "teaching_frame" else args.stream_seeds
         for negatives in (("frames",) if protocol == "teaching_frame" else NEGATIVES):
-            part = shots_runs(by_source, args.seeds, shots_list, protocol, negatives)
+            part = shots_runs(by_source, seeds, shots_list, protocol, negatives)
             if not args.no_loso:
-                part |= loso(by_source, args.seeds, protocol, negatives)
+                part |= loso(by_source, seeds, protocol, negatives)
                 print(protocol, negatives, "loso", json.dumps({k: v for k, v in part["1_shot_loso"].items()
                                                                 if k != "per_source"}), flush=True)
             if protocol == "teaching_frame":
