@@ -165,7 +165,8 @@ def run_source(frs: list[dict], seed: int, shots: int, veto: float | None, proto
         shots_of[name] = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]])
     if veto is not None and hasattr(learner_mod, "VETO"):
         learner_mod.VETO = veto
-    learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0", feature_dim=1280)
+    learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0",
+                            feature_dim=int(frs[0]["obj"].shape[1]))
     learner.teach_increment(shots_of)
     in_teach, in_stream, negs = set(), set(), []
     for fid in sorted(set(plan.teach_frame.values())):
