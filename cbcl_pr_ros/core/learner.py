@@ -50,8 +50,8 @@ from .clustering import COVARIANCE_MODES
 from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
 from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
 from .merge import merge_states
-from .negatives import (MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, SAME_OBJECT, VETO, NegativeStore,
-                        class_radii)
+from .negatives import (MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, SAME_OBJECT, NegativeStore,
+                        class_radii, veto_ratio)
 from .open_set import OPEN_SET_MODES, DistanceGate, inside_probability
 from .persistence import MAX_COUNTER, CorruptMemoryFileError, LearnerState, filled_provenance, load_state, save_state
 from .provenance import Contribution, check_robot_name, new_contribution, united
@@ -109,8 +109,7 @@ class LearnerConfig:
     negatives_capacity / negative_quantile / negative_margin : the negatives store
         (:mod:`.negatives`): at most ``negatives_capacity`` feature vectors of things that are not
         taught (0 = none kept), fed by :meth:`CBCLPRLearner.add_negatives`; with enough of them a
-        class's radius becomes ``min(factor * D_gate, margin * quantile(negatives' distances to it))``;
-        the defaults (1, 1: the farthest negative) leave the bound to the veto (:mod:`.negatives`).
+        class's radius becomes ``min(factor * D_gate, margin * quantile(negatives' distances to it))``.
     negative_rank : when >= 1, the quantile is replaced by the distance of the class's
         ``negative_rank``-th nearest negative: far negatives joining a growing store then do not
         loosen a radius (docs/core.md "Open set"); 0 = the quantile rule.
@@ -153,8 +152,8 @@ class LearnerConfig:
     unknown_distance_factor: float = 1.3
     min_confidence: float = 0.0
     negatives_capacity: int = 128
-    negative_quantile: float = 1.0
-    negative_margin: float = 1.0
+    negative_quantile: float = 0.1
+    negative_margin: float = 0.95
     negative_rank: int = 0
     seed: int = 0
     fit_threads: int | None = 1
@@ -832,7 +831,7 @@ class CBCLPRLearner:
         radii = class_radii(cents, negatives, gate.radius, cfg.negative_quantile, cfg.negative_margin,
                             rank=cfg.negative_rank, floor=NEAR_NEGATIVE * gate_distance)
         return dataclasses.replace(gate, class_radii=radii, negatives=negatives.vectors.astype(np.float32),
-                                   veto=VETO)
+                                   veto=veto_ratio(len(negatives)))
 
     def _served_gate_distance(self, prior: float | None, dist: float) -> float:
         """The served gate's D (the prior or D before the first teach)."""

@@ -130,12 +130,10 @@ PARAMS: tuple[ParamSpec, ...] = (
               "Feature vectors of untaught things kept to tighten each class's unknown-object radius "
               "(the other objects of teaching frames; vectors, never images; 0 = none kept)",
               (LEARNER,), min=0, max=1024),
-    ParamSpec("negative_quantile", 1.0,
+    ParamSpec("negative_quantile", 0.1,
               "With enough negatives a class's radius is negative_margin times this quantile of their "
-              "distances to it (never above unknown_distance_factor D). 1 (the farthest negative) leaves "
-              "the radius to the veto: a lower quantile of the same table's objects also cuts the taught "
-              "object's other views", (LEARNER,), min=0.0, max=1.0),
-    ParamSpec("negative_margin", 1.0, "See negative_quantile", (LEARNER,), min=1.0e-3, max=1.0),
+              "distances to it (never above unknown_distance_factor D)", (LEARNER,), min=0.0, max=1.0),
+    ParamSpec("negative_margin", 0.95, "See negative_quantile", (LEARNER,), min=1.0e-3, max=1.0),
     ParamSpec("negative_rank", 0,
               "When >= 1, the radius uses the distance of the class's negative_rank-th nearest negative instead "
               "of negative_quantile: far negatives then never loosen it (0 = the quantile)", (LEARNER,),
