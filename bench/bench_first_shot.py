@@ -274,7 +274,8 @@ def main() -> None:
     ap.add_argument("--frames", default=os.environ.get("CBCL_REAL_RGBD", str(ROOT / "data/real_rgbd")))
     ap.add_argument("--cache", default=str(ROOT / "cache/real_first_shot.pkl"))
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--stream-seeds", type=int, default=10, help="seeds of the stream protocol (fewer objects per seed)")
+    ap.add_argument("--stream-seeds", type=int, default=10,
+                    help="seeds of the stream protocol (fewer objects per seed)")
     ap.add_argument("--shots", default="1,5,10")
     ap.add_argument("--out", default=str(out_path("first_shot.json")))
     ap.add_argument("--no-loso", action="store_true", help="the shipped rule only")
