@@ -11,6 +11,10 @@ negatives come from a third data set instead, the ones a robot has: crops of rea
 class's confidence on the taught classes' test images, and with T = 1 where no held-out shot exists
 yet (what a one-shot learner answered before issue 20).
 
+``--other-from real``: the images to reject are crops of one real table (``--other-table``), never
+given as negatives; with ``--negatives-from real`` the negatives are the other tables' crops (the
+rendered objects alone need no download: ``--sets rendered-objects``).
+
     python -P bench/bench_gate_sets.py [--seeds 5]   # -> runs/bench/gate_sets.json
 """
 from __future__ import annotations
@@ -35,7 +39,7 @@ from bench_common import out_path  # noqa: E402
 SETS = ("fashion-mnist", "rendered-objects")
 
 
-def load(data_root: str, cache: str) -> dict:
+def load(data_root: str, cache: str, sets: tuple[str, ...] = SETS) -> dict:
     from cbcl_pr_ros.evaluation.datasets import discover, load_dataset
     from cbcl_pr_ros.evaluation.featureset import extract_feature_set
     from cbcl_pr_ros.features import backbones
@@ -43,7 +47,7 @@ def load(data_root: str, cache: str) -> dict:
     present, missing = discover(data_root, {})
     bb = backbones.make_backbone("efficientnet_lite0", runtime="onnx", threads=2, cache_dir=str(Path(cache).parent / "onnx"))
     out = {}
-    for name in SETS:
+    for name in sets:
         if name not in present:
             raise SystemExit(f"{name} is not present: {missing.get(name)}")
         out[name] = extract_feature_set(load_dataset(name, present[name]), bb, cache, 300, 200)
@@ -92,21 +96,40 @@ def main() -> None:
     ap.add_argument("--negatives-from", choices=("other", "real"), default="other",
                     help="other: the other set's train images; real: crops of real tables (a third set)")
     ap.add_argument("--real-cache", default="cache/real_first_shot.pkl", help="bench_first_shot.py's feature cache")
+    ap.add_argument("--sets", default=",".join(SETS), help="the sets taught")
+    ap.add_argument("--other-from", choices=("set", "real"), default="set",
+                    help="set: the other benchmark set's test images to reject; real: a real table's crops "
+                         "(--other-table), never given as negatives (the negatives then come from the other tables)")
+    ap.add_argument("--other-table", default="ucn", help="the real set's source whose crops are rejected")
     args = ap.parse_args()
-    pool = None
-    if args.negatives_from == "real":
+    if args.other_from == "real" and args.negatives_from != "real":
+        ap.error("--other-from real needs --negatives-from real (a table's crops have no train split)")
+    pool, other_real = None, None
+    if args.negatives_from == "real" or args.other_from == "real":
         import pickle
+        from types import SimpleNamespace
 
         frames = pickle.loads(Path(args.real_cache).read_bytes())
-        pool = np.concatenate([np.concatenate([f["obj"], f["jit"].reshape(-1, f["obj"].shape[1])]) for f in frames])
+
+        def crops(fs: list) -> np.ndarray:
+            return np.concatenate([np.concatenate([f["obj"], f["jit"].reshape(-1, f["obj"].shape[1])]) for f in fs])
+
+        held = args.other_table if args.other_from == "real" else None
+        pool = crops([f for f in frames if f["source"] != held]) if args.negatives_from == "real" else None
+        if held is not None:
+            rows = crops([f for f in frames if f["source"] == held])
+            other_real = SimpleNamespace(test_x=rows[np.random.default_rng(5).choice(len(rows), min(400, len(rows)),
+                                                                                      replace=False)])
     over = {k: json.loads(v) for k, v in (kv.split("=", 1) for kv in args.learner)}
     t0, load0 = time.perf_counter(), os.getloadavg()
-    sets = load(args.data_root, args.cache_dir)
+    taught = tuple(args.sets.split(","))
+    sets = load(args.data_root, args.cache_dir, taught if args.other_from == "real" else SETS)
     res: dict = {"benchmark": "bench_gate_sets", "machine": machine_info(), "loadavg_before": [round(v, 2) for v in load0],
                  "seeds": args.seeds, "negatives": args.negatives, "negatives_from": args.negatives_from,
                  "learner_overrides": over, "results": {}}
-    for name in SETS:
-        other = sets[[n for n in SETS if n != name][0]]
+    res["other_from"] = args.other_from if args.other_from == "set" else f"real:{args.other_table}"
+    for name in taught:
+        other = other_real if other_real is not None else sets[[n for n in SETS if n != name][0]]
         for shots in (int(s) for s in args.shots.split(",")):
             for neg in (0, args.negatives):
                 runs = [run(sets[name], other, shots, seed, neg, over, pool) for seed in range(args.seeds)]

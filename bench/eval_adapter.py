@@ -151,27 +151,16 @@ def paired_bootstrap(a: dict, b: dict, n: int = 1000, seed: int = 0) -> dict:
 
 
 def first_shot(by_source: dict, seeds: int, shots_list=(1, 5, 10)) -> dict:
-    """bench_first_shot's figures (the learner's class is patched by the caller)."""
+    """bench_first_shot's figures, teaching-frame protocol (the learner's class is patched by the caller)."""
     import bench_first_shot as bfs
-    import cbcl_pr_ros.core.learner as learner_mod
 
-    shipped = learner_mod.VETO
     out = {}
     for shots in shots_list:
-        per = [bfs.run_source(frs, s, shots, shipped) for frs in by_source.values() for s in range(seeds)]
+        per = [bfs.run_source(frs, s, shots) for frs in by_source.values() for s in range(seeds)]
         out[f"{shots}_shot"] = {k: v for k, v in bfs.summary(per).items() if not k.startswith("n_")}
-    sweep = {v: {(src, s): bfs.run_source(frs, s, 1, v) for src, frs in by_source.items() for s in range(seeds)}
-             for v in bfs.VETOS}
-    learner_mod.VETO = shipped
-    held, chosen = [], {}
-    for src in by_source:
-        def score(v):
-            s = bfs.summary([x for (s2, _), x in sweep[v].items() if s2 != src])
-            ok = s.get("taught_accepted", 0) >= 0.90
-            return (ok, s.get("untaught_rejected", 0) if ok else s.get("taught_accepted", 0))
-        chosen[src] = max(bfs.VETOS, key=score)
-        held += [x for (s2, _), x in sweep[chosen[src]].items() if s2 == src]
-    out["1_shot_loso"] = {k: v for k, v in bfs.summary(held).items() if not k.startswith("n_")} | {"veto_chosen": chosen}
+    loso = bfs.loso(by_source, {("teaching_frame", "frames"): seeds})["1_shot_loso"]
+    out["1_shot_loso"] = {k: v for k, v in loso["teaching_frame/frames"].items() if not k.startswith("n_")} | {
+        "rule_chosen": loso["rule_chosen"]}
     return out
 
 

@@ -50,8 +50,8 @@ from .clustering import COVARIANCE_MODES
 from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
 from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
 from .merge import merge_states
-from .negatives import (MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, SAME_OBJECT, VETO, NegativeStore,
-                        class_radii)
+from .negatives import (MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, SAME_OBJECT, NegativeStore,
+                        class_radii, veto_ratio)
 from .open_set import OPEN_SET_MODES, DistanceGate, inside_probability
 from .persistence import MAX_COUNTER, CorruptMemoryFileError, LearnerState, filled_provenance, load_state, save_state
 from .provenance import Contribution, check_robot_name, new_contribution, united
@@ -831,7 +831,7 @@ class CBCLPRLearner:
         radii = class_radii(cents, negatives, gate.radius, cfg.negative_quantile, cfg.negative_margin,
                             rank=cfg.negative_rank, floor=NEAR_NEGATIVE * gate_distance)
         return dataclasses.replace(gate, class_radii=radii, negatives=negatives.vectors.astype(np.float32),
-                                   veto=VETO)
+                                   veto=veto_ratio(len(negatives)))
 
     def _served_gate_distance(self, prior: float | None, dist: float) -> float:
         """The served gate's D (the prior or D before the first teach)."""

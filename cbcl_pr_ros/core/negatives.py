@@ -4,7 +4,7 @@ While it is taught, a robot sees much that it is not taught: the other objects o
 the table, the background.  That stream is free in-domain data for the open-set gate.  The store
 keeps at most ``capacity`` transformed feature vectors of it (a uniform reservoir sample of all
 ever offered, seeded), never images.  From the first one, the gate vetoes a class wherever a stored
-negative is nearly as near as the class (:data:`VETO`, :meth:`.open_set.DistanceGate.ratios`): what
+negative is nearly as near as the class (:func:`veto_ratio`, :meth:`.open_set.DistanceGate.ratios`): what
 was seen beside a taught object is never given its name.  With enough of them each class also gets
 its own acceptance radius (:func:`class_radii`): the ``quantile`` of the distances from the class's
 nearest centroid to the stored negatives, times ``margin``, capped by the global radius
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["NegativeStore", "class_radii", "nearest_distances", "MIN_NEGATIVES", "MAX_NEGATIVES",
-           "MAX_OFFERED", "RADIUS_MIN_NEGATIVES", "SAME_OBJECT", "VETO"]
+__all__ = ["NegativeStore", "class_radii", "nearest_distances", "veto_ratio", "MIN_NEGATIVES", "MAX_NEGATIVES",
+           "MAX_OFFERED", "RADIUS_MIN_NEGATIVES", "SAME_OBJECT", "VETO", "VETO_GROWTH"]
 
 # the largest capacity a config may ask for: 4096 x 1280 float16 is 10 MB
 MAX_NEGATIVES = 4096
@@ -43,9 +43,14 @@ MAX_OFFERED = 4096
 # an offered vector closer than this many D_gate to one already kept (or offered just before) is a
 # copy of it (a still object seen in several frames): it is kept once and counts once
 SAME_OBJECT = 0.25
-# a vector is answered as a class only where the class's nearest centroid is closer than VETO times
-# the nearest stored negative: every negative, and a ball around it, lies outside every class
+# a vector is answered as a class only where the class's nearest centroid is closer than
+# veto_ratio(m) times the nearest of the m stored negatives: every negative, and a ball around it, lies
+# outside every class. VETO is the ratio with one negative; it may grow as m ** VETO_GROWTH, since the
+# nearest of m things seen lies nearer the more there are (about m ** (-1/p) in p dimensions). Measured
+# (docs/core.md "The robot's stream as negatives"): a growth helps on real tables but lets more of
+# another data set in where many out-of-domain negatives are stored, so none is applied
 VETO = 1.02
+VETO_GROWTH = 0.0
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,15 @@ class NegativeStore:
 
     def nbytes(self) -> int:
         return int(self.vectors.nbytes)
+
+
+def veto_ratio(count: int) -> float:
+    """The veto's ratio with ``count`` negatives stored: ``VETO * count ** VETO_GROWTH``.
+
+    >>> veto_ratio(1) == veto_ratio(128) == VETO   # no growth applied
+    True
+    """
+    return float(VETO * max(1, int(count)) ** VETO_GROWTH)
 
 
 def _sq_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -523,10 +523,13 @@ class LearnerController:
                 if views.ndim != 3 or views.shape[0] != feats.shape[0] or views.shape[2] != self.feature_dim:
                     raise RequestError(f"views must be ({feats.shape[0]}, k, {self.feature_dim}), got {views.shape}")
                 check_feature_values(views.reshape(-1, self.feature_dim), self.limits.max_feature_abs)
+        except RequestError as exc:
+            return self.refused(str(exc))
+        try:
             if negatives is not None:
                 negatives = self.check_features(negatives, MAX_NEGATIVES)  # the node's own, not a request's
         except RequestError as exc:
-            return self.refused(str(exc))
+            return self.refused(f"the teach's negatives (other objects seen): {exc}")
         t0 = time.perf_counter()
         self._set_training(+1)
         try:

@@ -205,7 +205,7 @@ def test_far_negatives_loosen_a_quantile_radius_but_not_a_rank_radius():
     near, distant = draw(alike, 30), draw(far, 330)
     radii = {}
     for rank in (0, 3):
-        learner = _learner(negative_rank=rank, negatives_capacity=512)
+        learner = _learner(negative_rank=rank, negatives_capacity=512, negative_quantile=0.1, negative_margin=0.95)
         learner.teach_increment({"taught": draw(taught, 2)})
         learner.add_negatives(near)
         before = float(learner._served.gate.class_radii[0])
@@ -235,3 +235,30 @@ def test_negative_rank_is_saved_range_checked_and_absent_in_older_files(tmp_path
     # a file written before negative_rank existed loads with the quantile rule it was saved with
     old = LearnerState(**{**state.__dict__, "config": {k: v for k, v in state.config.items() if k != "negative_rank"}})
     assert CBCLPRLearner.from_state(state_from_bytes(state_to_bytes(old))).config.negative_rank == 0
+
+
+def test_a_veto_that_grows_with_the_count_loosens_as_more_negatives_are_seen(monkeypatch):
+    """With a growth (``VETO_GROWTH`` > 0; none is shipped, docs/core.md) the veto's ratio rises with
+    the count of negatives (``veto_ratio``): a thing halfway between a class and the one negative seen
+    beside it is unknown, and is the class's once the robot has seen many other things elsewhere."""
+    import cbcl_pr_ros.core.negatives as negatives
+
+    assert negatives.veto_ratio(1) == negatives.veto_ratio(500) == negatives.VETO  # shipped: no growth
+    monkeypatch.setattr(negatives, "VETO", 0.97)
+    monkeypatch.setattr(negatives, "VETO_GROWTH", 0.03)
+    veto_ratio = negatives.veto_ratio
+    assert veto_ratio(1) == pytest.approx(0.97) and veto_ratio(0) == veto_ratio(1)
+    assert veto_ratio(5) < veto_ratio(30) < veto_ratio(128) < 1.2
+    rng, taught, alike, far, draw = _scene(11)
+    learner = _learner()
+    shot = draw(taught, 1)
+    learner.teach_increment({"taught": shot})
+    beside = shot + 0.8 * 3.0 * np.eye(DIM, dtype=np.float32)[:1]
+    halfway = (shot + beside) / 2 + 0.01 * 3.0 * np.eye(DIM, dtype=np.float32)[1:2]
+    learner.add_negatives(beside)
+    assert learner._served.gate.veto == pytest.approx(veto_ratio(1))
+    assert not learner.predict(halfway)[0].known
+    learner.add_negatives(draw(far, 40) + rng.normal(0.0, 3.0, (40, DIM)).astype(np.float32))
+    assert learner._served.gate.veto == pytest.approx(veto_ratio(len(learner.negatives_)))
+    assert learner.predict(halfway)[0].known and learner.predict(halfway)[0].label == "taught"
+    assert not learner.predict(beside)[0].known  # the negative itself stays outside

@@ -1,0 +1,53 @@
+"""bench_first_shot's protocols: what is taught, what the robot watched before (the stream) and what is
+classified, on made-up frames (no features needed): no classified frame was in the stream, each
+taught object is classified in a frame other than its teaching one, and the split is seeded."""
+from __future__ import annotations
+
+import numpy as np
+
+from bench_first_shot import run_source, stream_plan, teaching_frame_plan  # bench/ (pytest.ini)
+
+
+def _frames(n: int = 9) -> list[dict]:
+    """``n`` frames of one table: objects a-f, each in most frames, random vectors."""
+    rng = np.random.default_rng(0)
+    names = list("abcdef")
+    out = []
+    for i in range(n):
+        here = [x for j, x in enumerate(names) if (i + j) % 4]
+        out.append({"id": f"t_{i}", "source": "t", "names": here,
+                    "obj": rng.random((len(here), 16)).astype(np.float32),
+                    "jit": rng.random((len(here), 9, 16)).astype(np.float32)})
+    return out
+
+
+def test_the_stream_is_never_classified_and_taught_objects_are_seen_again():
+    frs = _frames()
+    for seed in range(5):
+        plan = stream_plan(frs, seed)
+        assert plan is not None and len(plan.stream) == 3 and len(plan.test) == 6
+        stream_ids, test_ids = {f["id"] for f in plan.stream}, {f["id"] for f in plan.test}
+        assert not stream_ids & test_ids and stream_ids | test_ids == {f["id"] for f in frs}
+        for name in plan.taught:
+            assert plan.teach_frame[name] in test_ids
+            assert sum(name in f["names"] for f in plan.test) >= 2  # classified in another frame
+        assert plan == stream_plan(frs, seed)
+    assert len({stream_plan(frs, s).stream[0]["id"] for s in range(5)}) > 1  # the order is the seed's
+
+
+def test_the_teaching_frame_protocol_has_no_stream():
+    frs = _frames()
+    plan = teaching_frame_plan(frs, 0)
+    assert plan is not None and plan.stream == () and len(plan.test) == len(frs)
+    assert stream_plan(frs[:2], 0) is None  # too few frames to watch before a teach
+
+
+def test_stream_negatives_split_the_never_taught_objects():
+    frs = _frames()
+    out = run_source(frs, 0, 1, None, "stream", "frames+stream")
+    seen = {k for k in out if k.startswith("untaught_") and k.endswith("_rejected")}
+    assert "untaught_rejected" in seen and seen <= {"untaught_rejected", "untaught_in_stream_rejected",
+                                                      "untaught_in_teaching_frame_rejected",
+                                                      "untaught_never_seen_rejected"}
+    frames_only = run_source(frs, 0, 1, None, "stream", "frames")
+    assert out["negatives_kept"][0] > frames_only["negatives_kept"][0]  # the stream added negatives
