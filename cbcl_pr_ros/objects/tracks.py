@@ -12,9 +12,10 @@ to the two memories built on them, so they never disagree about which vector is 
   taught: more, and more varied, than the few other objects of one teaching frame. Vectors only
   (float16, never images), at most ``capacity``, only from the last ``window_s`` seconds of stamps,
   at most one per track per ``min_interval_s`` and only when it changed since the track's last kept
-  one, so a still view does not fill the store with copies of itself. At teach time the taught
-  track's vectors are left out (:meth:`StreamNegatives.vectors`); the learner drops any left that lie
-  near the new shots.
+  one, so a still view does not fill the store with copies of itself. At teach time only the vectors
+  of frames that also showed the taught track are taken, its own left out
+  (:meth:`StreamNegatives.vectors`): an object lost and found again under a new id cannot veto
+  itself. The learner drops any left that lie near the new shots.
 """
 from __future__ import annotations
 
@@ -151,7 +152,8 @@ class StreamNegatives:
 
     def clear(self) -> None:
         with self._lock:
-            self._kept: deque[tuple[int, float, np.ndarray]] = deque(maxlen=max(1, self.capacity))
+            # (track id, stamp, vector, the tracks seen in the same frame)
+            self._kept: deque[tuple[int, float, np.ndarray, frozenset[int]]] = deque(maxlen=max(1, self.capacity))
             self._last: dict[int, tuple[float, np.ndarray]] = {}  # track id: stamp and vector last kept
 
     def __len__(self) -> int:
@@ -165,28 +167,34 @@ class StreamNegatives:
         if x.ndim != 2 or len(track_ids) != len(x):
             raise ValueError(f"{len(track_ids)} track ids for features of shape {x.shape}")
         t = float(stamp_s)
+        together = frozenset(int(i) for i in track_ids)
         with self._lock:
             self._forget_before(t)
             for tid, row in zip(track_ids, x):
                 last = self._last.get(int(tid))
                 if last is not None and (t - last[0] < self.min_interval_s or _change(row, last[1]) < self.min_change):
                     continue
-                self._kept.append((int(tid), t, row.astype(np.float16)))
+                self._kept.append((int(tid), t, row.astype(np.float16), together))
                 self._last[int(tid)] = (t, row.copy())
 
     def _forget_before(self, t: float) -> None:
         """Drop what is older than the window (or newer than ``t``: the clock went back, e.g. a replay)."""
         fresh = lambda s: t - self.window_s <= s <= t  # noqa: E731
-        if any(not fresh(s) for _, s, _ in self._kept):
-            self._kept = deque(((i, s, v) for i, s, v in self._kept if fresh(s)), maxlen=self._kept.maxlen)
+        if any(not fresh(k[1]) for k in self._kept):
+            self._kept = deque((k for k in self._kept if fresh(k[1])), maxlen=self._kept.maxlen)
         self._last = {i: v for i, v in self._last.items() if fresh(v[0])}
 
-    def vectors(self, exclude_tracks: Iterable[int] = ()) -> np.ndarray | None:
+    def vectors(self, exclude_tracks: Iterable[int] = (), seen_with: int | None = None) -> np.ndarray | None:
         """(m, d) float32 vectors kept, without those of ``exclude_tracks`` (the taught object's);
-        None when there are none."""
+        None when there are none.
+
+        ``seen_with``: only vectors of frames in which that track (the taught object) was seen too. A
+        thing seen beside the taught object is surely another object; one seen while it was out of
+        view may be the taught object itself under a track the tracker started anew."""
         skip = {int(i) for i in exclude_tracks}
         with self._lock:
-            rows = [v for i, _, v in self._kept if i not in skip]
+            rows = [v for i, _, v, together in self._kept
+                    if i not in skip and (seen_with is None or int(seen_with) in together)]
         return np.stack(rows).astype(np.float32) if rows else None
 
 

@@ -212,13 +212,15 @@ class Teacher:
     def _with_stream(self, frame_negatives: np.ndarray | None, s: TeachSettings,
                      taught_track: int | None) -> np.ndarray | None:
         """The negatives ``s.negatives`` asks for: the teaching frames' other objects, the recent objects
-        of the stream (:class:`~cbcl_pr_ros.objects.tracks.StreamNegatives`) but the taught
-        track's, or both; ``stream`` falls back on the frames' while the stream store is empty."""
+        of the stream (:class:`~cbcl_pr_ros.objects.tracks.StreamNegatives`) seen beside the taught
+        track (never its own), or both; ``stream`` falls back on the frames' while the stream store is
+        empty."""
         if s.negatives not in ("frames", "frames+stream", "stream"):
             raise ValueError(f"teach_negatives must be frames, frames+stream or stream, got {s.negatives[:40]!r}")
         stream = None
         if s.negatives != "frames":
-            stream = self.objects.negatives.vectors(() if taught_track is None else (taught_track,))
+            stream = (self.objects.negatives.vectors() if taught_track is None else
+                      self.objects.negatives.vectors((taught_track,), seen_with=taught_track))
         if s.negatives == "stream" and stream is not None:
             frame_negatives = None
         parts = [x for x in (frame_negatives, stream) if x is not None and len(x)]

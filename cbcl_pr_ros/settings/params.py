@@ -203,7 +203,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("teach_negatives", "frames",
               "Negatives for the open-set gate given with a TeachClass of an object (by box, in view or by "
               "track): frames (the other objects of the teaching frames), frames+stream (and the recent "
-              "objects of the stream: at most 256 vectors of the last 60 s, one per track per second), or "
+              "objects of the stream seen beside the taught track: at most 256 vectors of the last 60 s, one per "
+              "track per second), or "
               "stream (the recent objects only; they include the teaching frames' others once). Never the "
               "taught track's vectors, nor any near the new shots",
               (LEARNER,), choices=("frames", "frames+stream", "stream"), read_only=False),

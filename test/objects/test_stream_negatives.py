@@ -55,3 +55,17 @@ def test_the_taught_track_is_excluded_and_bad_input_changes_nothing():
     off = StreamNegatives(capacity=0)
     off.add([1], np.ones((1, D)), stamp_s=0.0)
     assert len(off) == 0 and off.vectors() is None
+
+
+def test_only_objects_seen_beside_the_taught_track_are_its_negatives():
+    """The taught object lost and found again under a new id (track 9, seen while track 1 was out of
+    view) must not become its own negative; the cup seen beside it (track 2) must."""
+    store = StreamNegatives(capacity=16, min_interval_s=0.0)
+    cup, mug = np.full((1, 4), 1.0, np.float32), np.full((1, 4), 5.0, np.float32)
+    store.add([1, 2], np.vstack([mug, cup]), 0.0)  # the mug (track 1) beside the cup
+    store.add([9], mug + 0.5, 1.0)  # the mug again, alone, under a new id
+    everything = store.vectors((1,))
+    beside = store.vectors((1,), seen_with=1)
+    assert everything is not None and len(everything) == 2  # the cup and the mug's other id
+    assert beside is not None and np.allclose(beside, cup)  # the cup only
+    assert store.vectors((1,), seen_with=7) is None  # a track never seen: nothing beside it

@@ -312,8 +312,8 @@ def test_frames_of_one_still_view_are_one_shot_and_moved_views_stay_apart():
 
 def test_stream_negatives_join_the_teach_without_the_taught_track():
     """Issue 20, outcome 3: with ``negatives`` frames+stream, the recent objects of the stream become
-    negatives too, but never the taught track's vectors, nor one near the new shots; a refused teach
-    keeps nothing (neither in the learner nor taken from the stream)."""
+    negatives too, but only those seen beside the taught track, never its own vectors, nor one near the
+    new shots; a refused teach keeps nothing (neither in the learner nor taken from the stream)."""
     rng = np.random.default_rng(1)
     taught, others = rng.normal(0.0, 1.0, D), rng.normal(0.0, 1.0, (3, D))
     near_copy = taught + 0.601  # the taught object as taught, seen under another track: no negative of itself
@@ -334,24 +334,25 @@ def test_stream_negatives_join_the_teach_without_the_taught_track():
     port.frames["objects"] = [frame]
     out = teacher.teach(c, TeachRequest(label="taught", rois=((250, 180, 140, 120),)))
     assert out.success, out.message
-    # 3 other objects of the teaching frame + 9 stream vectors of the 3 other tracks + the near copy
-    assert port.last_negatives.shape == (13, D)
+    # 3 other objects of the teaching frame + 9 stream vectors of the 3 other tracks; the near copy was
+    # seen while the taught track was not: perhaps the taught object itself, so never its negative
+    assert port.last_negatives.shape == (12, D)
     taught_rows = np.vstack([taught + 0.3 * i for i in range(3)])
     assert not any(np.allclose(r, t, atol=1e-2) for r in port.last_negatives for t in taught_rows[:2])
     store = c.learner_.negatives_.vectors.astype(np.float32)
-    # the near copy was dropped by the learner (it lies on the new shot), and the teaching frame's 3
-    # others are the stream's vectors of that very frame: copies, kept once
+    # the teaching frame's 3 others are the stream's vectors of that very frame: copies, kept once
     assert len(store) == 9
     assert not np.isclose(store, c.learner_.transform(near_copy[None]), atol=1e-2).all(axis=1).any()
-    objects.negatives.add(list(range(100, 180)), rng.normal(0.0, 1.0, (80, D)), stamp_s=2.6)
+    crowd = np.vstack([taught[None] + 0.9, rng.normal(0.0, 1.0, (80, D))])
+    objects.negatives.add([taught_track, *range(100, 180)], crowd, stamp_s=2.6)  # 80 objects beside it
     assert teacher.teach(c, TeachRequest(label="more", rois=((250, 180, 140, 120),))).success
     assert len(port.last_negatives) > 64  # more than a request may send: the node's own, not refused
     port.settings = TeachSettings(num_frames=1)  # "frames" (the default): the teaching frame's others only
     assert teacher.teach(c, TeachRequest(label="again", rois=((250, 180, 140, 120),))).success
     assert port.last_negatives.shape == (3, D)
-    port.settings = TeachSettings(num_frames=1, negatives="stream")  # the stream's only: 9 + the near copy + 80
+    port.settings = TeachSettings(num_frames=1, negatives="stream")  # the stream's only: 9 + 80
     assert teacher.teach(c, TeachRequest(label="stream", rois=((250, 180, 140, 120),))).success
-    assert port.last_negatives.shape == (90, D)
+    assert port.last_negatives.shape == (89, D)
     port.settings = TeachSettings(num_frames=1, negatives="all")
     out = teacher.teach(c, TeachRequest(label="bad", rois=((250, 180, 140, 120),)))
     assert not out.success and "teach_negatives must be" in out.message and "bad" not in c.classes
