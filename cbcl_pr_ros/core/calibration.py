@@ -33,7 +33,8 @@ from .classifiers.gaussian import ClassMoment, PooledMoments
 from .clustering import ClassClusters
 from .memory import ClusterMemory
 
-__all__ = ["fit_temperature", "pooled_temperature", "prior_temperature", "held_out_fold_logits", "POOL_ROWS",
+__all__ = ["fit_temperature", "pooled_temperature", "prior_temperature", "prior_temperature_of_variance",
+           "held_out_fold_logits", "POOL_ROWS",
            "SHOT_EXPONENT", "PRIOR_TEMPERATURE_SCALE", "MAX_TEMPERATURE_WEIGHT"]
 
 POOL_ROWS = 200
@@ -94,8 +95,12 @@ def prior_temperature(chol_a: np.ndarray, gate_distance: float, scale: float = P
     0.04
     """
     l = np.asarray(chol_a, np.float64)
-    sigma2 = float((l * l).sum()) / len(l)
-    t = scale * float(gate_distance) ** 2 / (2.0 * sigma2)
+    return prior_temperature_of_variance(float((l * l).sum()) / len(l), gate_distance, scale)
+
+
+def prior_temperature_of_variance(sigma2: float, gate_distance: float, scale: float = PRIOR_TEMPERATURE_SCALE) -> float:
+    """:func:`prior_temperature` from ``sigma2 = tr(A) / dim`` (what a head's fit keeps)."""
+    t = scale * float(gate_distance) ** 2 / (2.0 * float(sigma2))
     return float(np.clip(t, np.exp(_LOG_T_RANGE[0]), np.exp(_LOG_T_RANGE[1])))
 
 

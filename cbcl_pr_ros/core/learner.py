@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .calibration import POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature, prior_temperature
+from .calibration import (POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature,
+                          prior_temperature_of_variance)
 from .classifiers.base import LinearSnapshot, Snapshot
 from .classifiers.blended import BlendedSnapshot, fit_blended_head_factor
 from .classifiers.gaussian import PooledMoments, fit_gaussian_head
@@ -318,7 +319,7 @@ class _Served:
     gate: DistanceGate | None
     model_version: int
     moments: PooledMoments | None = None  # cache for the next incremental retrain (gaussian / ncm)
-    solve: Any = None  # what the blended head's fit solved, for this teach's calibration folds only
+    solve: Any = None  # what the blended head's fit solved: the next retrain's update, the calibration folds
 
 
 class CBCLPRLearner:
@@ -465,14 +466,14 @@ class CBCLPRLearner:
             with fit_threads(self.config.fit_threads):
                 memory = old.with_taught(data, dist)
                 served = self._build(memory, dist, self.increments_, real=data, prior=prior, spread=spread,
-                                     keep_solve=True, negatives=negatives)
+                                     negatives=negatives)
                 if isinstance(served.head, BlendedSnapshot) and self.config.calibrate:
                     served, temperature = self._calibrated(served, memory, old, data, dist, temperature, spread)
                     if temperature[1] <= 0 and served.gate is not None:  # no held-out shot yet: the prior
-                        t0 = prior_temperature(served.solve.chol, served.gate.distance_threshold)
+                        t0 = prior_temperature_of_variance(served.solve.trace / self.feature_dim,
+                                                           served.gate.distance_threshold)
                         served = dataclasses.replace(served, head=served.head.with_temperature(t0))
                         temperature = (t0, 0.0, temperature[2])
-            served = dataclasses.replace(served, solve=None)  # d x d float64: not kept beyond this teach
             # commit: nothing above changed self
             self.view_spread_ = spread
             self.negatives_ = negatives
@@ -781,8 +782,10 @@ class CBCLPRLearner:
             prev = self._served.moments
             moments = prev.updated(memory) if prev is not None else PooledMoments.from_memory(memory)
             if cfg.classifier == "blended":
+                # the served fit is updated (a low-rank change) unless the views' shared spread changed
+                previous = self._served.solve if spread is self.view_spread_ else None
                 head, solve = fit_blended_head_factor(memory, cfg.shrinkage, cfg.blend, moments,
-                                                      self.temperature_, _shared(spread))
+                                                      self.temperature_, _shared(spread), previous)
                 return head, moments, solve
             if cfg.classifier == "gaussian":
                 return fit_gaussian_head(memory, cfg.shrinkage, moments, _shared(spread)), moments, None
@@ -841,12 +844,13 @@ class CBCLPRLearner:
     def _build(self, memory: ClusterMemory, dist: float | None, increment: int,
                real: Mapping[str, np.ndarray] | None = None, head: Snapshot | None = None,
                version: int | None = None, prior: float | None = None,
-               spread: ViewSpread | None = None, keep_solve: bool = False,
+               spread: ViewSpread | None = None,
                negatives: NegativeStore | None = None) -> _Served:
         if len(memory) == 0:
             return _Served((), None, None, min(self._served.model_version + 1, MAX_COUNTER) if version is None else version)
         moments = self._served.moments  # still a valid cache: it is keyed by cluster objects
-        solve = None
+        # a given head (a rename) keeps the served fit: same classes in the same places
+        solve = self._served.solve if isinstance(head, BlendedSnapshot) else None
         if head is None:
             head, moments, solve = self._fit_head(memory, increment, real,
                                                   self.view_spread_ if spread is None else spread)
@@ -855,7 +859,7 @@ class CBCLPRLearner:
                           self.negatives_ if negatives is None else negatives) if dist is not None else None
         return _Served(memory.classes, head, gate,
                        min(self._served.model_version + 1, MAX_COUNTER) if version is None else version, moments,
-                       solve if keep_solve else None)
+                       solve)
 
 
 def _shared(spread: ViewSpread) -> np.ndarray | None:
