@@ -369,6 +369,8 @@ class CBCLPRLearner:
         self._provenance: dict[str, tuple[Contribution, ...]] = {}
         self.robot_name = ""
         self._served = _Served((), None, None, 0)
+        # each class's within-class scatter for the gate's D, by clusters object (written under the lock)
+        self._scatter_cache: dict = {}
 
     # ------------------------------------------------------------------ read-only state
     @property
@@ -822,7 +824,7 @@ class CBCLPRLearner:
         ``GATE_FLOOR`` x the prior: near-identical shots of one view say nothing about its other views."""
         if self.config.distance_threshold is not None or prior is None:
             return float(dist)
-        return max(GATE_FLOOR * float(prior), memory_distance(memory, prior))
+        return max(GATE_FLOOR * float(prior), memory_distance(memory, prior, cache=self._scatter_cache))
 
     def _gate(self, memory: ClusterMemory, gate_distance: float, negatives: NegativeStore) -> DistanceGate:
         """The distance gate, with per-class radii where the negatives tighten them."""
