@@ -919,7 +919,7 @@ def fold_logits(solve: HeadSolve, moments: PooledMoments, shrinkage: float, blen
         g = g_all[:, :r, :r] * (mask[:, :, None] & mask[:, None, :])
         if minv is not None:
             q = uav[:, idx] * mask[None]  # (k, C, r)
-            g -= np.einsum("kcr,kl,lcs->crs", q, minv, q)
+            g -= q.transpose(1, 2, 0) @ np.tensordot(minv, q, axes=(0, 0)).transpose(1, 0, 2)  # q^T M^{-1} q
         t = np.linalg.solve(np.linalg.cholesky(g + np.eye(r)), p)
         out += 0.5 * np.einsum("crn,crn->nc", t, t)
     n_cols = [f.shape[1] for f in new_f]
