@@ -70,6 +70,9 @@ class BlendedSnapshot:
         self._stacked(np.ascontiguousarray(rows, np.float32), bounds)
 
     def _stacked(self, rows: np.ndarray, bounds: np.ndarray) -> None:
+        # stored column-major: ``x @ weight.T`` then reads a row-major (d, C) matrix, which one BLAS
+        # thread multiplied 2.5x faster than the transposed view of a row-major (C, d) one
+        object.__setattr__(self, "weight", np.asfortranarray(self.weight))
         for a in (self.weight, self.bias, self.means, *self.low_rank):
             a.setflags(write=False)
         owner = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
@@ -115,22 +118,25 @@ class BlendedSnapshot:
         n, c = len(x), len(self.classes)
         if c <= PREFILTER_MIN_CLASSES or not len(self._rows) or n == 0:
             return self.logits(x)
-        out = (x @ self.weight.T).astype(np.float64) + self.bias
+        out = (x @ self.weight.T).astype(np.float64)
+        out += self.bias
         k = PREFILTER_CLASSES
-        cand = np.argpartition(-out, k - 1, axis=1)[:, :k].ravel()  # (n k,), vector-major
-        lo, lens = self._bounds[cand], self._bounds[cand + 1] - self._bounds[cand]
-        ends = np.cumsum(lens)
-        total = int(ends[-1]) if len(ends) else 0
-        if total == 0:
-            return out
-        rows = np.repeat(lo - (ends - lens), lens) + np.arange(total)  # every candidate's rows, in order
-        vec = np.repeat(np.repeat(np.arange(n), k), lens)  # the vector each gathered row is scored for
-        proj = (self._rows[rows] @ x.T)[np.arange(total), vec] - self._offset[rows]
-        sq = np.concatenate([[0.0], np.cumsum(proj.astype(np.float64) ** 2)])
-        own = 0.5 * (sq[ends] - sq[ends - lens]).reshape(n, k)
+        cand = np.argpartition(-out, k - 1, axis=1)[:, :k]
+        own = np.empty((n, k))
+        for i in range(n):  # each vector's own rows only (a gather of all vectors' rows was 6x the work)
+            lo = self._bounds[cand[i]]
+            lens = self._bounds[cand[i] + 1] - lo
+            ends = np.cumsum(lens)
+            rows = np.repeat(lo - (ends - lens), lens) + np.arange(int(ends[-1]))
+            proj = self._rows[rows] @ x[i]
+            proj -= self._offset[rows]
+            sq = np.zeros(len(proj) + 1)
+            np.cumsum(np.square(proj, dtype=np.float64), out=sq[1:])
+            own[i] = 0.5 * (sq[ends] - sq[ends - lens])
         # the other classes' own terms are not computed: each gets the median of the vector's computed ones
-        out += np.median(own, axis=1, keepdims=True)
-        out[np.repeat(np.arange(n), k), cand] += (own - np.median(own, axis=1, keepdims=True)).ravel()
+        med = np.median(own, axis=1, keepdims=True)
+        out += med
+        out[np.arange(n)[:, None], cand] += own - med
         return out
 
     def scores(self, features: np.ndarray) -> np.ndarray:
