@@ -43,7 +43,7 @@ import numpy as np
 from .calibration import (POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature,
                           prior_temperature_of_variance)
 from .classifiers.base import LinearSnapshot, Snapshot
-from .classifiers.blended import BlendedSnapshot, fit_blended_head_factor
+from .classifiers.blended import ANCHOR_MIN_CLASSES, BlendedSnapshot, fit_blended_head_factor
 from .classifiers.gaussian import PooledMoments, fit_gaussian_head
 from .classifiers.ncm import fit_ncm
 from .classifiers.vote import fit_weighted_vote
@@ -476,6 +476,7 @@ class CBCLPRLearner:
                                                            served.gate.distance_threshold)
                         served = dataclasses.replace(served, head=served.head.with_temperature(t0))
                         temperature = (t0, 0.0, temperature[2])
+            served = _lean(served)
             # commit: nothing above changed self
             self.view_spread_ = spread
             self.negatives_ = negatives
@@ -560,7 +561,7 @@ class CBCLPRLearner:
                 served = self._build(memory, self.distance_threshold_, self.increments_, head=new_head)
             else:
                 with fit_threads(self.config.fit_threads):
-                    served = self._build(memory, self.distance_threshold_, self.increments_)
+                    served = _lean(self._build(memory, self.distance_threshold_, self.increments_))
             self._memory = memory
             self._provenance = {c: p for c, p in self._provenance.items() if c != label}
             self._served = served
@@ -705,7 +706,7 @@ class CBCLPRLearner:
         if version < 0:
             raise ValueError(f"model_version must be >= 0, got {version}")
         with fit_threads(config.fit_threads):
-            served = learner._build(mem, dist, int(state.increments), head=head, version=version)
+            served = _lean(learner._build(mem, dist, int(state.increments), head=head, version=version))
         learner._memory = mem
         learner._provenance = filled_provenance(state)
         learner.distance_threshold_ = dist
@@ -861,6 +862,14 @@ class CBCLPRLearner:
         return _Served(memory.classes, head, gate,
                        min(self._served.model_version + 1, MAX_COUNTER) if version is None else version, moments,
                        solve)
+
+
+def _lean(served: _Served) -> _Served:
+    """``served`` without its head's fit where the next retrain refactors anyway (few classes: the
+    fit's ``d x d`` factor is kept only where a teach can update it)."""
+    if served.solve is not None and len(served.classes) <= ANCHOR_MIN_CLASSES:
+        return dataclasses.replace(served, solve=None)
+    return served
 
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:

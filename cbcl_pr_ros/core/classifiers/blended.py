@@ -7,9 +7,16 @@ the cluster memory's moments.  With one shot per class everything is ``A`` (near
 transformed space); as shots arrive each class's own spread widens its Gaussian along the directions
 it actually varies in (the FeCAM idea, computed from Agg-Var's stored moments instead of the raw
 features).  ``W_c`` has rank at most the class's shots, so ``S_c^{-1}`` is applied by Woodbury:
-one ``d x d`` Cholesky for ``A`` per retrain and an ``r x r`` system per class, and scoring costs a
-linear layer plus ``sum_c r_c`` extra dot products.  The term ``x^T A^{-1} x`` is common to every
-class and left out of the logits (it cancels in the softmax and the argmax).
+one ``d x d`` Cholesky for ``A`` and an ``r x r`` system per class, and scoring costs a linear layer
+plus ``sum_c r_c`` extra dot products.  The term ``x^T A^{-1} x`` is common to every class and left
+out of the logits (it cancels in the softmax and the argmax).
+
+Many classes: above ``ANCHOR_MIN_CLASSES`` the class count and mean variance that scale ``A`` move
+on a grid (:func:`pooled_anchor`), so that teaching, reteaching or forgetting a few classes changes
+``A`` by their scatter alone.  That change is applied to the served fit as a low-rank update
+(:func:`fit_blended_head_factor` with ``previous``): a teach then costs ``O((C + R) d k)`` for the
+kept classes instead of a new factor and a solve for every class, and gives the full fit's head to
+rounding.
 
 In diagonal memory mode only the spread of a class's cluster means enters ``W_c`` (the per-cluster
 diagonal scatters still enter ``A``); see docs/core.md.
@@ -387,13 +394,13 @@ def fit_blended_head_factor(memory: ClusterMemory, shrinkage: float = 0.5, blend
             return done
     means = moments.means()
     d, c = memory.feature_dim, len(means)
-    a = anchored_pooled(moments, shrinkage, shared, anchor)
-    chol = pd_cholesky(a)
+    chol = pd_cholesky(anchored_pooled(moments, shrinkage, shared, anchor))
+    trace, chol = float((chol * chol).sum()), np.asfortranarray(chol, SOLVE_DTYPE)  # d x d float64 not kept
     ranks = [m.factor.shape[1] if blend > 0 else 0 for m in moments.per_class]
     u = (np.concatenate([m.factor for m in moments.per_class], axis=1) * np.sqrt(blend)
          if sum(ranks) else np.zeros((d, 0)))
     bounds = np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64)
-    base = HeadSolve(np.asfortranarray(chol, SOLVE_DTYPE), (), anchor, shrinkage, blend, float((chol * chol).sum()),
+    base = HeadSolve(chol, (), anchor, shrinkage, blend, trace,
                      np.zeros((0, d)), means, bounds, np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
                      np.zeros((0, d), np.float32), np.zeros(0, np.float32), moments.per_class)
     sol = base.solve(np.concatenate([means.T, u], axis=1))
@@ -741,13 +748,13 @@ def fit_blended_head_factor(memory: ClusterMemory, shrinkage: float = 0.5, blend
             return done
     means = moments.means()
     d, c = memory.feature_dim, len(means)
-    a = anchored_pooled(moments, shrinkage, shared, anchor)
-    chol = pd_cholesky(a)
+    chol = pd_cholesky(anchored_pooled(moments, shrinkage, shared, anchor))
+    trace, chol = float((chol * chol).sum()), np.asfortranarray(chol, SOLVE_DTYPE)  # d x d float64 not kept
     ranks = [m.factor.shape[1] if blend > 0 else 0 for m in moments.per_class]
     u = (np.concatenate([m.factor for m in moments.per_class], axis=1) * np.sqrt(blend)
          if sum(ranks) else np.zeros((d, 0)))
     bounds = np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64)
-    base = HeadSolve(np.asfortranarray(chol, SOLVE_DTYPE), (), anchor, shrinkage, blend, float((chol * chol).sum()),
+    base = HeadSolve(chol, (), anchor, shrinkage, blend, trace,
                      np.zeros((0, d)), means, bounds, np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
                      np.zeros((0, d), np.float32), np.zeros(0, np.float32), moments.per_class)
     sol = base.solve(np.concatenate([means.T, u], axis=1))
