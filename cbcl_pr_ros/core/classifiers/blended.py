@@ -281,19 +281,35 @@ def _unpadded(a: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return a[_padding(bounds, r)[1]]
 
 
-def _class_terms(u: np.ndarray, au: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _rank_groups(bounds: np.ndarray, chunk: int = 512) -> list[tuple[np.ndarray, int, np.ndarray]]:
+    """(classes, rank q, their (n q,) row indices) for the classes of each rank above 0, at most
+    ``chunk`` classes a group: batched per-class work without padding every class to the largest
+    rank (a few two-cluster classes made that 2x the rows)."""
+    ranks = np.diff(bounds)
+    out = []
+    for q in np.unique(ranks[ranks > 0]).tolist():
+        every = np.flatnonzero(ranks == q)
+        for lo in range(0, len(every), chunk):
+            cls = every[lo:lo + chunk]
+            out.append((cls, q, (bounds[cls][:, None] + np.arange(q)).ravel()))
+    return out
+
+
+def _class_terms(ut: np.ndarray, aut: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every class's ``U_c^T A^{-1} U_c`` and the lower Cholesky factor ``L_c`` of ``I`` plus it, padded
     (C, r, r) (identity beyond a class's rank), and the stacked rows ``B_c^T = L_c^{-1} (A^{-1}
-    U_c)^T`` (R, d) float32 with ``B_c B_c^T = A^{-1} - (A + U_c U_c^T)^{-1}`` (Woodbury): all
-    classes at once, no loop over them."""
+    U_c)^T`` (R, d) float32 with ``B_c B_c^T = A^{-1} - (A + U_c U_c^T)^{-1}`` (Woodbury), from
+    ``ut`` = ``U^T`` and ``aut`` = ``(A^{-1} U)^T`` (R, d): classes of one rank at once."""
     c, r = len(bounds) - 1, int(np.diff(bounds).max(initial=0))
-    if r == 0:
-        return np.zeros((c, 0, 0)), np.zeros((c, 0, 0)), np.zeros((0, len(au)), np.float32)
-    pu, pa = _padded(u.T, bounds), _padded(au.T, bounds)  # (C, r, d)
-    gram = pu @ pa.transpose(0, 2, 1)
-    lk = np.linalg.cholesky(np.eye(r) + gram)
-    rows = _unpadded(np.linalg.inv(lk) @ pa, bounds)  # r x r inverses: a batched solve was 4x slower
-    return gram, lk, np.ascontiguousarray(rows, np.float32)
+    gram, lk = np.zeros((c, r, r)), np.tile(np.eye(r), (c, 1, 1))
+    rows = np.empty((int(bounds[-1]), aut.shape[1]), np.float32)
+    for cls, q, cols in _rank_groups(bounds):
+        pu, pa = ut[cols].reshape(len(cls), q, -1), aut[cols].reshape(len(cls), q, -1)
+        g = pu @ pa.transpose(0, 2, 1)
+        lq = np.linalg.cholesky(np.eye(q) + g)
+        gram[cls, :q, :q], lk[cls, :q, :q] = g, lq
+        rows[cols] = (np.linalg.inv(lq) @ pa).reshape(len(cols), -1)  # q x q inverses: 4x a batched solve
+    return gram, lk, rows
 
 
 @dataclass(frozen=True)
@@ -397,15 +413,15 @@ def fit_blended_head_factor(memory: ClusterMemory, shrinkage: float = 0.5, blend
     chol = pd_cholesky(anchored_pooled(moments, shrinkage, shared, anchor))
     trace, chol = float((chol * chol).sum()), np.asfortranarray(chol, SOLVE_DTYPE)  # d x d float64 not kept
     ranks = [m.factor.shape[1] if blend > 0 else 0 for m in moments.per_class]
-    u = (np.concatenate([m.factor for m in moments.per_class], axis=1) * np.sqrt(blend)
-         if sum(ranks) else np.zeros((d, 0)))
+    ut = (np.concatenate([m.factor.T for m in moments.per_class]) * np.sqrt(blend)
+          if sum(ranks) else np.zeros((0, d)))  # U^T (R, d): a class's columns are rows here
     bounds = np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64)
     base = HeadSolve(chol, (), anchor, shrinkage, blend, trace,
                      np.zeros((0, d)), means, bounds, np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
                      np.zeros((0, d), np.float32), np.zeros(0, np.float32), moments.per_class)
-    sol = base.solve(np.concatenate([means.T, u], axis=1))
-    w, au = sol[:, :c].T, sol[:, c:]
-    gram, lk, rows = _class_terms(u, au, bounds)
+    sol = base.solve(np.concatenate([means.T, ut.T], axis=1))
+    gram, lk, rows = _class_terms(ut, sol[:, c:].T, bounds)
+    w = sol[:, :c].T
     return _finished(base, memory.classes, w, means, bounds, gram, lk, rows, temperature)
 
 
@@ -476,18 +492,17 @@ def _updated_fit(prev: HeadSolve, moments: PooledMoments, classes: tuple[str, ..
         w = w - ((w @ p) @ minv) @ z.T
         gram, lk = gram.copy(), lk.copy()
         p32, zt = p.astype(np.float32), z.T.astype(np.float32)
-        for lo in range(0, len(kb) - 1 if r and int(kb[-1]) else 0, 256):  # the kept classes' U_c^T A^{-1} P = L_c B_c^T P, Grams, rows
-            hi = min(len(kb) - 1, lo + 256)
-            b, blk = kb[lo:hi + 1] - kb[lo], rows[kb[lo]:kb[hi]]
-            yu = lk[lo:hi] @ _padded((blk @ p32).astype(np.float64), b, r)  # (n, r, k)
+        for cls, q, cols in _rank_groups(kb):  # the kept classes' U_c^T A^{-1} P = L_c B_c^T P, Grams, rows
+            blk = rows[cols]
+            yu = lk[cls, :q, :q] @ (blk @ p32).astype(np.float64).reshape(len(cls), q, k)
             ym = yu @ minv
-            g = gram[lo:hi] - ym @ yu.transpose(0, 2, 1)
-            l_new = np.linalg.cholesky(np.eye(r) + g)
-            t = np.linalg.solve(l_new, lk[lo:hi]).astype(np.float32)  # B_c'^T = T_c B_c^T - N_c Z^T
-            dst = out_rows[kb[lo]:kb[hi]]
-            dst[:] = _unpadded(t @ _padded(blk, b, r), b)
-            dst -= _unpadded(np.linalg.solve(l_new, ym), b).astype(np.float32) @ zt
-            gram[lo:hi], lk[lo:hi] = g, l_new
+            g = gram[cls, :q, :q] - ym @ yu.transpose(0, 2, 1)
+            l_new = np.linalg.cholesky(np.eye(q) + g)
+            t = np.linalg.solve(l_new, lk[cls, :q, :q]).astype(np.float32)  # B_c'^T = T_c B_c^T - N_c Z^T
+            new = (t @ blk.reshape(len(cls), q, d)).reshape(len(cols), d)
+            new -= np.linalg.solve(l_new, ym).reshape(len(cols), k).astype(np.float32) @ zt
+            out_rows[cols] = new
+            gram[cls, :q, :q], lk[cls, :q, :q] = g, l_new
     else:
         out_rows[:int(kb[-1])] = rows
     # the added classes (new, or retaught: their moments are new objects), solved against A'
@@ -496,7 +511,7 @@ def _updated_fit(prev: HeadSolve, moments: PooledMoments, classes: tuple[str, ..
     ua = (np.concatenate([moments.per_class[j].factor for j in added], axis=1) * np.sqrt(blend)
           if int(ab[-1]) else np.zeros((d, 0)))
     sol = solve.solve(np.concatenate([ma.T, ua], axis=1))
-    gram_a, lk_a, rows_a = _class_terms(ua, sol[:, len(added):], ab)
+    gram_a, lk_a, rows_a = _class_terms(ua.T, sol[:, len(added):].T, ab)
     out_rows[int(kb[-1]):] = rows_a
     q = gram_a.shape[1]
     g2, l2 = np.zeros((len(added), r, r)), np.tile(np.eye(r), (len(added), 1, 1))
@@ -518,351 +533,6 @@ def _updated_fit(prev: HeadSolve, moments: PooledMoments, classes: tuple[str, ..
     bounds = np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64)
     solve = dataclasses.replace(solve, per_class=moments.per_class)
     return _finished(solve, classes, w, means, bounds, gram, lk, out_rows, temperature)
-
-
-def fit_blended_head(memory: ClusterMemory, shrinkage: float = 0.5, blend: float = 1.0,
-                     moments: PooledMoments | None = None, temperature: float = 1.0,
-                     shared: np.ndarray | None = None) -> BlendedSnapshot:
-    """Closed-form per-class Gaussian head of ``memory`` (see the module docstring).
-
-    ``blend`` (beta >= 0) weighs each class's own covariance against the pooled one (0: the
-    :mod:`.gaussian` LDA head).  ``moments`` as in :func:`~.gaussian.fit_gaussian_head`; ``shared``
-    (d, d) is added to the pooled covariance before shrinking (:func:`~.gaussian.shrunk_pooled`).
-    """
-    return fit_blended_head_factor(memory, shrinkage, blend, moments, temperature, shared)[0]
-
-
-#: a frame's scoring computes each vector's own-covariance terms for its this many best classes by
-#: the shared (LDA) part, once there are more than ``PREFILTER_MIN_CLASSES`` (:meth:`BlendedSnapshot.
-#: frame_logits`); the argmax it gives and the exact one were measured against each other on 1000
-#: classes (docs/core.md "Many classes on a busy machine")
-PREFILTER_CLASSES = 16
-PREFILTER_MIN_CLASSES = 64
-
-
-def _segment_sums(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """(n, C) sums of ``values`` (n, R) over the column ranges ``bounds[c]:bounds[c + 1]`` (empty ones 0)."""
-    cs = np.zeros((len(values), values.shape[1] + 1))
-    np.cumsum(values, axis=1, out=cs[:, 1:])
-    return cs[:, bounds[1:]] - cs[:, bounds[:-1]]
-
-
-#: dtype of the triangular solves with ``A``'s Cholesky factor: the solved vectors are stored in
-#: float32 anyway, and a triangular solve's error grows with the factor's condition number, the
-#: square root of ``A``'s (shrinkage keeps it small)
-SOLVE_DTYPE = np.float32
-
-#: Up to this many classes the pooled covariance is the class-balanced mean ``W / C`` shrunk towards
-#: ``tr(S)/d I``.  Above it, ``C`` and ``tr(S)/d`` are taken on a grid (``C`` down to the nearest
-#: ``ANCHOR_MIN_CLASSES * ANCHOR_COUNT_STEP**k``, the variance to the nearest power of
-#: ``ANCHOR_VARIANCE_STEP``): between two grid points a teach changes ``A`` by its classes' scatter
-#: alone, a low-rank change that :func:`fit_blended_head_factor` applies as an update instead of a new
-#: ``d x d`` factor and a solve for every class.  The shrinkage's weight moves by under 5 % of itself.
-ANCHOR_MIN_CLASSES = 64
-ANCHOR_COUNT_STEP = 1.05
-ANCHOR_VARIANCE_STEP = 1.01
-#: the largest rank of one retrain's change of ``A`` applied as an update (a bulk teach refactors),
-#: and of all updates since the last factorisation (each one costs every later solve a little)
-UPDATE_MAX_RANK = 64
-UPDATES_MAX_RANK = 512
-
-
-def pooled_anchor(moments: PooledMoments, shared: np.ndarray | None = None) -> tuple[float, float]:
-    """(count, variance): what the pooled scatter is divided by and the mean variance the shrinkage
-    target is scaled to; on a grid above ``ANCHOR_MIN_CLASSES`` classes (see there)."""
-    c = len(moments.per_class)
-    d = len(moments.within_sum)
-    var = (float(np.trace(moments.within_sum)) / max(c, 1) + (float(np.trace(shared)) if shared is not None else 0.0)) / d
-    if c <= ANCHOR_MIN_CLASSES or not var > 0.0:
-        return float(max(c, 1)), var
-    steps = np.floor(np.log(c / ANCHOR_MIN_CLASSES) / np.log(ANCHOR_COUNT_STEP))
-    count = ANCHOR_MIN_CLASSES * ANCHOR_COUNT_STEP ** steps
-    var = ANCHOR_VARIANCE_STEP ** np.round(np.log(var) / np.log(ANCHOR_VARIANCE_STEP))
-    return float(count), float(var)
-
-
-def anchored_pooled(moments: PooledMoments, shrinkage: float, shared: np.ndarray | None = None,
-                    anchor: tuple[float, float] | None = None) -> np.ndarray:
-    """A new (d, d) array ``A = (1 - a) (W / count + shared) + a variance I`` of the anchor
-    (:func:`pooled_anchor`; identity when no class has any spread yet).  With ``ANCHOR_MIN_CLASSES``
-    classes or fewer it is :func:`~.gaussian.shrunk_pooled`."""
-    if not 0.0 <= shrinkage <= 1.0:
-        raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage!r}")
-    count, var = pooled_anchor(moments, shared) if anchor is None else anchor
-    d = len(moments.within_sum)
-    means = moments.means()
-    residue = 1e-12 * (float(np.mean(means * means)) if means.size else 0.0)
-    if not var > residue:
-        return np.eye(d)
-    cov = moments.within_sum / count
-    if shared is not None:
-        cov += shared
-    cov *= 1.0 - shrinkage
-    cov[np.diag_indices(d)] += shrinkage * var
-    return cov
-
-
-def _padding(bounds: np.ndarray, width: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
-    """(C, r) column indices and mask of every class's columns padded to ``width`` (default: the
-    largest rank ``r``)."""
-    ranks = np.diff(bounds)
-    r = int(ranks.max(initial=0)) if width is None else int(width)
-    mask = np.arange(r)[None, :] < ranks[:, None]
-    idx = np.where(mask, bounds[:-1, None] + np.arange(r)[None, :], 0)
-    return idx, mask, r
-
-
-def _padded(a: np.ndarray, bounds: np.ndarray, width: int | None = None) -> np.ndarray:
-    """(C, r, ...) per-class blocks of the rows of ``a`` (R, ...), zero beyond a class's rank (a
-    reshape when all ranks are ``r``)."""
-    ranks = np.diff(bounds)
-    c = len(ranks)
-    r = int(ranks.max(initial=0)) if width is None else int(width)
-    if c and np.all(ranks == r):
-        return a.reshape(c, r, *a.shape[1:])
-    idx, mask, _ = _padding(bounds, r)
-    out = a[idx]
-    out[~mask] = 0
-    return out
-
-
-def _unpadded(a: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """The inverse of :func:`_padded`: (R, ...) rows in column order."""
-    ranks = np.diff(bounds)
-    c, r = len(ranks), a.shape[1]
-    if c and np.all(ranks == r):
-        return a.reshape(c * r, *a.shape[2:])
-    return a[_padding(bounds, r)[1]]
-
-
-def _class_terms(u: np.ndarray, au: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every class's ``U_c^T A^{-1} U_c`` and the lower Cholesky factor ``L_c`` of ``I`` plus it, padded
-    (C, r, r) (identity beyond a class's rank), and the stacked rows ``B_c^T = L_c^{-1} (A^{-1}
-    U_c)^T`` (R, d) float32 with ``B_c B_c^T = A^{-1} - (A + U_c U_c^T)^{-1}`` (Woodbury): all
-    classes at once, no loop over them."""
-    c, r = len(bounds) - 1, int(np.diff(bounds).max(initial=0))
-    if r == 0:
-        return np.zeros((c, 0, 0)), np.zeros((c, 0, 0)), np.zeros((0, len(au)), np.float32)
-    pu, pa = _padded(u.T, bounds), _padded(au.T, bounds)  # (C, r, d)
-    gram = pu @ pa.transpose(0, 2, 1)
-    lk = np.linalg.cholesky(np.eye(r) + gram)
-    rows = _unpadded(np.linalg.inv(lk) @ pa, bounds)  # r x r inverses: a batched solve was 4x slower
-    return gram, lk, np.ascontiguousarray(rows, np.float32)
-
-
-@dataclass(frozen=True)
-class HeadSolve:
-    """What fitting the head solved, kept with the served head for the next retrain's update and
-    the calibration folds (:func:`fold_logits`).
-
-    ``A^{-1} = A_0^{-1} - sum_i Z_i M_i^{-1} Z_i^T``: ``chol`` is the lower Cholesky factor of the
-    factored ``A_0`` (``SOLVE_DTYPE``), ``updates`` the (``Z_i``, ``M_i^{-1}``) of the low-rank changes
-    since.  ``anchor`` (:func:`pooled_anchor`), ``shrinkage`` and ``blend`` the fit's; ``trace`` is
-    ``tr(A)``.  Per class (rows in class order): ``w`` (C, d) = ``A^{-1} m_c`` of the ``means``,
-    ``gram`` and ``lk`` (C, r, r) as in :func:`_class_terms`, columns ``bounds[c]:bounds[c + 1]`` of
-    the head's stacked ``rows`` (``B_c^T``) and ``offset`` (``B_c^T m_c``); ``per_class`` the moments
-    they were solved for (their identity says which classes a later retrain kept).
-    """
-
-    chol: np.ndarray
-    updates: tuple[tuple[np.ndarray, np.ndarray], ...]
-    anchor: tuple[float, float]
-    shrinkage: float
-    blend: float
-    trace: float
-    w: np.ndarray
-    means: np.ndarray
-    bounds: np.ndarray
-    gram: np.ndarray
-    lk: np.ndarray
-    rows: np.ndarray
-    offset: np.ndarray
-    per_class: tuple[ClassMoment, ...]
-
-    @property
-    def update_rank(self) -> int:
-        return sum(z.shape[1] for z, _ in self.updates)
-
-    def solve(self, rhs: np.ndarray) -> np.ndarray:
-        """``A^{-1} rhs`` (float64) for a (d, k) ``rhs``: two triangular solves on the stored factor,
-        in ``SOLVE_DTYPE``, less the updates' terms."""
-        rhs = np.asarray(rhs, np.float64)
-        y = solve_triangular(self.chol, rhs.astype(SOLVE_DTYPE), lower=True, check_finite=False)
-        y = solve_triangular(self.chol, y, lower=True, trans="T", check_finite=False, overwrite_b=True)
-        y = y.astype(np.float64)
-        for z, minv in self.updates:
-            y -= z @ (minv @ (z.T @ rhs))
-        return y
-
-    def ua(self, y: np.ndarray) -> np.ndarray:
-        """(R, k) ``U_c^T A^{-1} y`` of every class's columns for a (d, k) ``y``: ``L_c B_c^T y``, one
-        product with the stacked rows (no ``d x R`` factor kept)."""
-        p = (self.rows @ np.asarray(y, np.float32)).astype(np.float64)
-        return _unpadded(self.lk @ _padded(p, self.bounds, self.lk.shape[1]), self.bounds)
-
-    def mean_terms(self) -> np.ndarray:
-        """(C,) ``w_c^T m_c`` (minus twice the bias), computed once."""
-        cached = self.__dict__.get("_mean_terms")
-        if cached is None:
-            cached = np.einsum("cd,cd->c", self.w, self.means)
-            object.__setattr__(self, "_mean_terms", cached)
-        return cached
-
-    def column_terms(self) -> tuple[np.ndarray, np.ndarray]:
-        """(R,) ``U_c^T w_c`` per column and (C, r, r) every ``gram[c]``: the same for every
-        calibration fold, so computed once."""
-        cached = self.__dict__.get("_column_terms")
-        if cached is None:
-            p = self.offset.astype(np.float64)[:, None]
-            uw = _unpadded(self.lk @ _padded(p, self.bounds, self.lk.shape[1]), self.bounds)[:, 0]
-            cached = (uw, self.gram)
-            object.__setattr__(self, "_column_terms", cached)
-        return cached
-
-
-def fit_blended_head_factor(memory: ClusterMemory, shrinkage: float = 0.5, blend: float = 1.0,
-                            moments: PooledMoments | None = None, temperature: float = 1.0,
-                            shared: np.ndarray | None = None,
-                            previous: HeadSolve | None = None) -> tuple[BlendedSnapshot, HeadSolve]:
-    """:func:`fit_blended_head` and what it solved (:class:`HeadSolve`).
-
-    With ``previous`` (the fit of the served head, with the same ``shared``) and the same anchor
-    (:func:`pooled_anchor`), the change of ``A`` (the classes added, removed or retaught) is of low
-    rank and applied as a Woodbury update: the kept classes' solutions change by a rank-k term
-    (``O((C + R) d k)``) and only the new classes are solved, instead of a ``d x d`` Cholesky and a
-    solve for every class.  The result equals the full fit to rounding.  Otherwise one Cholesky of
-    ``A`` and one pair of triangular solves for all classes' means and factors together.
-    """
-    if not blend >= 0.0 or not np.isfinite(blend):
-        raise ValueError(f"blend must be a finite number >= 0, got {blend!r}")
-    if not 0.0 <= shrinkage <= 1.0:
-        raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage!r}")
-    if moments is None:
-        moments = PooledMoments.from_memory(memory)
-    elif moments.classes != memory.classes:
-        raise ValueError(f"moments are of classes {moments.classes[:5]}..., not of this memory's")
-    anchor = pooled_anchor(moments, shared)
-    if previous is not None:
-        done = _updated_fit(previous, moments, memory.classes, anchor, shrinkage, blend, temperature)
-        if done is not None:
-            return done
-    means = moments.means()
-    d, c = memory.feature_dim, len(means)
-    chol = pd_cholesky(anchored_pooled(moments, shrinkage, shared, anchor))
-    trace, chol = float((chol * chol).sum()), np.asfortranarray(chol, SOLVE_DTYPE)  # d x d float64 not kept
-    ranks = [m.factor.shape[1] if blend > 0 else 0 for m in moments.per_class]
-    u = (np.concatenate([m.factor for m in moments.per_class], axis=1) * np.sqrt(blend)
-         if sum(ranks) else np.zeros((d, 0)))
-    bounds = np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64)
-    base = HeadSolve(chol, (), anchor, shrinkage, blend, trace,
-                     np.zeros((0, d)), means, bounds, np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
-                     np.zeros((0, d), np.float32), np.zeros(0, np.float32), moments.per_class)
-    sol = base.solve(np.concatenate([means.T, u], axis=1))
-    w, au = sol[:, :c].T, sol[:, c:]
-    gram, lk, rows = _class_terms(u, au, bounds)
-    return _finished(base, memory.classes, w, means, bounds, gram, lk, rows, temperature)
-
-
-def _finished(base: HeadSolve, classes: tuple[str, ...], w: np.ndarray, means: np.ndarray, bounds: np.ndarray,
-              gram: np.ndarray, lk: np.ndarray, rows: np.ndarray,
-              temperature: float) -> tuple[BlendedSnapshot, HeadSolve]:
-    """The snapshot of the solved terms, and the :class:`HeadSolve` holding them."""
-    w = np.ascontiguousarray(w)
-    bias = -0.5 * np.einsum("cd,cd->c", w, means)
-    snap = BlendedSnapshot.of_rows(classes, w.astype(np.float32), bias, means.astype(np.float32), rows, bounds,
-                                   float(temperature))
-    solve = dataclasses.replace(base, w=w, means=means, bounds=bounds, gram=gram, lk=lk, rows=snap._rows,
-                                offset=snap._offset)
-    return snap, solve
-
-
-def _updated_fit(prev: HeadSolve, moments: PooledMoments, classes: tuple[str, ...], anchor: tuple[float, float],
-                 shrinkage: float, blend: float,
-                 temperature: float) -> tuple[BlendedSnapshot, HeadSolve] | None:
-    """The fit of ``moments`` from ``prev`` by a low-rank update, or None when that does not apply
-    (another anchor or setting, a diagonal-mode class, a change of too high a rank, the kept
-    classes reordered)."""
-    if (prev.anchor != anchor or prev.shrinkage != shrinkage or prev.blend != blend
-            or len(moments.per_class) <= ANCHOR_MIN_CLASSES or not anchor[1] > 0):
-        return None
-    pos = {id(m): i for i, m in enumerate(prev.per_class)}
-    to_old = np.array([pos.get(id(m), -1) for m in moments.per_class], np.int64)
-    kept_new = np.flatnonzero(to_old >= 0)
-    kept_old = to_old[kept_new]
-    if len(kept_old) and np.any(np.diff(kept_old) <= 0):
-        return None
-    added = np.flatnonzero(to_old < 0)
-    removed = np.setdiff1d(np.arange(len(prev.per_class)), kept_old)
-    changed = [moments.per_class[j] for j in added] + [prev.per_class[i] for i in removed]
-    if any(m.diag is not None for m in changed):
-        return None
-    n_add = sum(moments.per_class[j].factor.shape[1] for j in added)
-    k = sum(m.factor.shape[1] for m in changed)
-    if k > UPDATE_MAX_RANK or prev.update_rank + k > UPDATES_MAX_RANK:
-        return None
-    d = len(moments.within_sum)
-    sq = np.sqrt(blend)
-    solve = prev
-    w, means = prev.w[kept_old], prev.means[kept_old]
-    kb = np.concatenate([[0], np.cumsum(np.diff(prev.bounds)[kept_old])]).astype(np.int64)
-    gram, lk = prev.gram[kept_old], prev.lk[kept_old]
-    if len(kept_old) == len(prev.per_class):
-        rows = prev.rows
-    else:
-        cols = np.concatenate([np.arange(prev.bounds[i], prev.bounds[i + 1]) for i in kept_old]) \
-            if len(kept_old) else np.zeros(0, np.int64)
-        rows = prev.rows[cols]
-    if k:
-        # A' = A + P S P^T:  A'^{-1} = A^{-1} - Z M^{-1} Z^T,  Z = A^{-1} P,  M = S + P^T Z
-        p = np.concatenate([m.factor for m in changed], axis=1) * np.sqrt((1.0 - shrinkage) / anchor[0])
-        sign = np.r_[np.ones(n_add), -np.ones(k - n_add)]
-        z = prev.solve(p)
-        minv = np.linalg.inv(np.diag(sign) + p.T @ z)
-        minv = 0.5 * (minv + minv.T)
-        solve = dataclasses.replace(prev, updates=prev.updates + ((z, minv),),
-                                    trace=prev.trace + float(sign @ (p * p).sum(axis=0)))
-        w = w - (w @ p) @ minv @ z.T
-        if len(rows):
-            # the kept classes' U_c^T A^{-1} P (= L_c B_c^T P), their Gram matrices and rows, all at once
-            yu = lk @ _padded((rows @ p.astype(np.float32)).astype(np.float64), kb)  # (K, r, k)
-            ym = yu @ minv
-            gram = gram - ym @ yu.transpose(0, 2, 1)
-            lk_new = np.linalg.cholesky(np.eye(gram.shape[1]) + gram)
-            t = np.linalg.solve(lk_new, lk).astype(np.float32)
-            n = _unpadded(np.linalg.solve(lk_new, ym), kb).astype(np.float32)
-            rows = _unpadded(t @ _padded(rows, kb), kb) - n @ z.T.astype(np.float32)
-            lk = lk_new
-    # the added classes (new, or retaught: their moments are new objects), solved against A'
-    ranks_a = [moments.per_class[j].factor.shape[1] if blend > 0 else 0 for j in added]
-    ab = np.concatenate([[0], np.cumsum(ranks_a)]).astype(np.int64)
-    ma = np.stack([moments.per_class[j].mean for j in added]) if len(added) else np.zeros((0, d))
-    ua = (np.concatenate([moments.per_class[j].factor for j in added], axis=1) * sq
-          if int(ab[-1]) else np.zeros((d, 0)))
-    sol = solve.solve(np.concatenate([ma.T, ua], axis=1))
-    gram_a, lk_a, rows_a = _class_terms(ua, sol[:, len(added):], ab)
-    # every array in the new class order
-    c = len(moments.per_class)
-    order = np.empty(c, np.int64)  # position in [kept..., added...]
-    order[kept_new] = np.arange(len(kept_new))
-    order[added] = len(kept_new) + np.arange(len(added))
-    r = max(gram.shape[1], gram_a.shape[1])
-    gram_all, lk_all = np.zeros((c, r, r)), np.tile(np.eye(r), (c, 1, 1))
-    for dst, src in ((kept_new, (gram, lk)), (added, (gram_a, lk_a))):
-        q = src[0].shape[1]
-        gram_all[dst, :q, :q], lk_all[dst, :q, :q] = src
-    w_all = np.concatenate([w, sol[:, :len(added)].T])[order]
-    means_all = np.concatenate([means, ma])[order]
-    ranks = np.concatenate([np.diff(kb), ranks_a]).astype(np.int64)
-    bounds = np.concatenate([[0], np.cumsum(ranks[order])]).astype(np.int64)
-    rows_all = np.concatenate([rows, rows_a]) if len(rows_a) else rows
-    if np.any(order != np.arange(c)):
-        starts = np.concatenate([[0], np.cumsum(ranks)])[order]
-        lens = ranks[order]
-        ends = np.cumsum(lens)
-        rows_all = rows_all[np.repeat(starts - (ends - lens), lens) + np.arange(int(ends[-1]) if c else 0)]
-    solve = dataclasses.replace(solve, per_class=moments.per_class)
-    return _finished(solve, classes, w_all, means_all, bounds, gram_all, lk_all,
-                     np.ascontiguousarray(rows_all, np.float32), temperature)
 
 
 def fold_logits(solve: HeadSolve, moments: PooledMoments, shrinkage: float, blend: float,
