@@ -33,7 +33,8 @@ from .classifiers.gaussian import ClassMoment, PooledMoments
 from .clustering import ClassClusters
 from .memory import ClusterMemory
 
-__all__ = ["fit_temperature", "pooled_temperature", "prior_temperature", "held_out_fold_logits", "POOL_ROWS",
+__all__ = ["fit_temperature", "pooled_temperature", "prior_temperature", "prior_temperature_of_variance",
+           "held_out_fold_logits", "POOL_ROWS",
            "SHOT_EXPONENT", "PRIOR_TEMPERATURE_SCALE", "MAX_TEMPERATURE_WEIGHT"]
 
 POOL_ROWS = 200
@@ -94,8 +95,12 @@ def prior_temperature(chol_a: np.ndarray, gate_distance: float, scale: float = P
     0.04
     """
     l = np.asarray(chol_a, np.float64)
-    sigma2 = float((l * l).sum()) / len(l)
-    t = scale * float(gate_distance) ** 2 / (2.0 * sigma2)
+    return prior_temperature_of_variance(float((l * l).sum()) / len(l), gate_distance, scale)
+
+
+def prior_temperature_of_variance(sigma2: float, gate_distance: float, scale: float = PRIOR_TEMPERATURE_SCALE) -> float:
+    """:func:`prior_temperature` from ``sigma2 = tr(A) / dim`` (what a head's fit keeps)."""
+    t = scale * float(gate_distance) ** 2 / (2.0 * float(sigma2))
     return float(np.clip(t, np.exp(_LOG_T_RANGE[0]), np.exp(_LOG_T_RANGE[1])))
 
 
@@ -107,6 +112,12 @@ def pooled_temperature(old: float, old_weight: float, new: float, new_weight: fl
         return 1.0, 0.0
     t = float(np.exp((old_weight * np.log(old) + new_weight * np.log(new)) / w))
     return t, float(min(w, MAX_TEMPERATURE_WEIGHT))
+
+
+def _fold_columns(moments: "PooledMoments", new: Mapping[int, ClassMoment], x: np.ndarray) -> np.ndarray:
+    """``[V, x^T]`` of a fold as :func:`~.classifiers.blended.fold_logits` orders them."""
+    ks = sorted(new)
+    return np.concatenate([new[k].factor for k in ks] + [moments.per_class[k].factor for k in ks] + [x.T], axis=1)
 
 
 def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shrinkage: float, blend: float,
@@ -147,18 +158,29 @@ def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shri
     data = {c: np.asarray(x, np.float64) for c, x in held.items() if len(x) >= 2}
     folds = min(max((len(x) for x in data.values()), default=0), int(max_folds))
     rows, labels = [], []
-    fast = all(m.diag is None for m in moments.per_class)
+    fast_mode = all(m.diag is None for m in moments.per_class)
+    folds_out = []
     for j in range(folds):
         out = [(c, x[j]) for c, x in data.items() if j < len(x)]
         new = {index[c]: ClassMoment.of(ClassClusters.empty(memory.feature_dim, memory.covariance).extend(
             np.delete(data[c], j, axis=0), distance_threshold)) for c, _ in out}
-        x = np.stack([v for _, v in out])
-        # Woodbury pays while the change is of low rank (a teach of a few classes); else refit the fold
-        rank = sum(m.factor.shape[1] + moments.per_class[k].factor.shape[1] for k, m in new.items())
-        if fast and rank <= max(64, memory.feature_dim // 8):
-            if solve is None:
-                solve = fit_blended_head_factor(memory, shrinkage, blend, moments, shared=shared)[1]
-            logits = fold_logits(solve, moments, shrinkage, blend, new, x)
+        folds_out.append((out, new, np.stack([v for _, v in out])))
+    # Woodbury pays while the change is of low rank (a teach of a few classes); else refit the fold
+    fast = [fast_mode and sum(m.factor.shape[1] + moments.per_class[k].factor.shape[1] for k, m in new.items())
+            <= max(64, memory.feature_dim // 8) for _, new, _ in folds_out]
+    columns: list = [None] * folds
+    if any(fast):
+        if solve is None:
+            solve = fit_blended_head_factor(memory, shrinkage, blend, moments, shared=shared)[1]
+        # every fast fold's U^T A^{-1} [V, x] in one product with the head's stacked rows
+        parts = [_fold_columns(moments, new, x) for (_, new, x), f in zip(folds_out, fast) if f]
+        both = solve.ua(np.concatenate(parts, axis=1))
+        ends = np.cumsum([p.shape[1] for p in parts])
+        split = iter(np.split(both, ends[:-1], axis=1))
+        columns = [next(split) if f else None for f in fast]
+    for (out, new, x), f, cols in zip(folds_out, fast, columns):
+        if f:
+            logits = fold_logits(solve, moments, shrinkage, blend, new, x, cols)
         else:
             per = list(moments.per_class)
             within = np.array(moments.within_sum)

@@ -60,20 +60,38 @@ def posterior_distance(prior: float, prior_dof: float, scatter_trace: float, dof
     return float(np.sqrt(2.0 * (0.5 * prior_dof * prior ** 2 + scatter_trace) / (prior_dof + dof)))
 
 
-def memory_distance(memory, prior: float, prior_dof: float = PRIOR_DOF) -> float:
-    """:func:`posterior_distance` with the within-class scatter held by a cluster memory (exact)."""
+def memory_distance(memory, prior: float, prior_dof: float = PRIOR_DOF, cache: dict | None = None) -> float:
+    """:func:`posterior_distance` with the within-class scatter held by a cluster memory (exact).
+
+    ``cache`` (a dict the caller keeps between calls) holds each class's scatter by its clusters
+    object, so that a retrain reads only the classes that changed; it is left holding the
+    memory's classes alone."""
     total, dof = 0.0, 0.0
+    seen = {}
     for _, cc in memory.items():
-        n = cc.counts.astype(np.float64)
-        mu_k = cc.means.astype(np.float64)
-        mu = (n[:, None] * mu_k).sum(axis=0) / n.sum()
-        total += float((n * ((mu_k - mu) ** 2).sum(axis=1)).sum())
-        if cc.diag is not None:
-            total += float(np.asarray(cc.diag, np.float64).sum())
-        else:
-            total += float(sum((np.asarray(f, np.float64) ** 2).sum() for f in cc.factors))
-        dof += n.sum() - 1.0
+        hit = cache.get(id(cc)) if cache is not None else None
+        if hit is None or hit[0] is not cc:
+            hit = (cc, *_class_scatter(cc))
+        seen[id(cc)] = hit
+        total += hit[1]
+        dof += hit[2]
+    if cache is not None:
+        cache.clear()
+        cache.update(seen)
     return posterior_distance(prior, prior_dof, total, dof)
+
+
+def _class_scatter(cc) -> tuple[float, float]:
+    """One class's summed squared deviations from its mean, and its degrees of freedom."""
+    n = cc.counts.astype(np.float64)
+    mu_k = cc.means.astype(np.float64)
+    mu = (n[:, None] * mu_k).sum(axis=0) / n.sum()
+    total = float((n * ((mu_k - mu) ** 2).sum(axis=1)).sum())
+    if cc.diag is not None:
+        total += float(np.asarray(cc.diag, np.float64).sum())
+    else:
+        total += float(sum((np.asarray(f, np.float64) ** 2).sum() for f in cc.factors))
+    return total, float(n.sum() - 1.0)
 
 
 def estimate_distance_threshold(shots: Mapping[str, np.ndarray], seed: int = 0, prior: float | None = None,

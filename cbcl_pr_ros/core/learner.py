@@ -40,9 +40,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .calibration import POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature, prior_temperature
+from .calibration import (POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature,
+                          prior_temperature_of_variance)
 from .classifiers.base import LinearSnapshot, Snapshot
-from .classifiers.blended import BlendedSnapshot, fit_blended_head_factor
+from .classifiers.blended import ANCHOR_MIN_CLASSES, BlendedSnapshot, fit_blended_head_factor
 from .classifiers.gaussian import PooledMoments, fit_gaussian_head
 from .classifiers.ncm import fit_ncm
 from .classifiers.vote import fit_weighted_vote
@@ -318,7 +319,7 @@ class _Served:
     gate: DistanceGate | None
     model_version: int
     moments: PooledMoments | None = None  # cache for the next incremental retrain (gaussian / ncm)
-    solve: Any = None  # what the blended head's fit solved, for this teach's calibration folds only
+    solve: Any = None  # what the blended head's fit solved: the next retrain's update, the calibration folds
 
 
 class CBCLPRLearner:
@@ -368,6 +369,8 @@ class CBCLPRLearner:
         self._provenance: dict[str, tuple[Contribution, ...]] = {}
         self.robot_name = ""
         self._served = _Served((), None, None, 0)
+        # each class's within-class scatter for the gate's D, by clusters object (written under the lock)
+        self._scatter_cache: dict = {}
 
     # ------------------------------------------------------------------ read-only state
     @property
@@ -465,14 +468,15 @@ class CBCLPRLearner:
             with fit_threads(self.config.fit_threads):
                 memory = old.with_taught(data, dist)
                 served = self._build(memory, dist, self.increments_, real=data, prior=prior, spread=spread,
-                                     keep_solve=True, negatives=negatives)
+                                     negatives=negatives)
                 if isinstance(served.head, BlendedSnapshot) and self.config.calibrate:
                     served, temperature = self._calibrated(served, memory, old, data, dist, temperature, spread)
                     if temperature[1] <= 0 and served.gate is not None:  # no held-out shot yet: the prior
-                        t0 = prior_temperature(served.solve.chol, served.gate.distance_threshold)
+                        t0 = prior_temperature_of_variance(served.solve.trace / self.feature_dim,
+                                                           served.gate.distance_threshold)
                         served = dataclasses.replace(served, head=served.head.with_temperature(t0))
                         temperature = (t0, 0.0, temperature[2])
-            served = dataclasses.replace(served, solve=None)  # d x d float64: not kept beyond this teach
+            served = _lean(served)
             # commit: nothing above changed self
             self.view_spread_ = spread
             self.negatives_ = negatives
@@ -557,7 +561,7 @@ class CBCLPRLearner:
                 served = self._build(memory, self.distance_threshold_, self.increments_, head=new_head)
             else:
                 with fit_threads(self.config.fit_threads):
-                    served = self._build(memory, self.distance_threshold_, self.increments_)
+                    served = _lean(self._build(memory, self.distance_threshold_, self.increments_))
             self._memory = memory
             self._provenance = {c: p for c, p in self._provenance.items() if c != label}
             self._served = served
@@ -622,7 +626,7 @@ class CBCLPRLearner:
         with frame_threads():  # a frame's few vectors: one BLAS thread, whatever the process's setting
             scores = served.head.scores(x)
             k = min(int(top_k), scores.shape[1])
-            top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+            top = _top(scores, k)
             best = top[:, 0]
             conf = scores[np.arange(len(x)), best]
             if cfg.open_set == "distance" and served.gate is not None:
@@ -633,14 +637,13 @@ class CBCLPRLearner:
         if cfg.open_set in ("distance", "confidence") and cfg.min_confidence > 0:
             known &= conf >= cfg.min_confidence
         conf = conf * inside
+        top_scores = (np.take_along_axis(scores, top, axis=1) * inside[:, None]).tolist()
+        names = served.classes
         out = []
-        for i in range(len(x)):
-            name = served.classes[best[i]]
-            out.append(Prediction(
-                name if known[i] else "", float(conf[i]), bool(known[i]),
-                tuple(served.classes[j] for j in top[i]), tuple(float(scores[i, j] * inside[i]) for j in top[i]),
-                name, float(dist[i]),
-            ))
+        for b, kn, c, d, row, row_scores in zip(best.tolist(), known.tolist(), conf.tolist(), dist.tolist(),
+                                                top.tolist(), top_scores):
+            out.append(Prediction(names[b] if kn else "", c, kn, tuple(names[j] for j in row), tuple(row_scores),
+                                  names[b], d))
         return out
 
     # ------------------------------------------------------------------ state and persistence
@@ -703,7 +706,7 @@ class CBCLPRLearner:
         if version < 0:
             raise ValueError(f"model_version must be >= 0, got {version}")
         with fit_threads(config.fit_threads):
-            served = learner._build(mem, dist, int(state.increments), head=head, version=version)
+            served = _lean(learner._build(mem, dist, int(state.increments), head=head, version=version))
         learner._memory = mem
         learner._provenance = filled_provenance(state)
         learner.distance_threshold_ = dist
@@ -781,8 +784,10 @@ class CBCLPRLearner:
             prev = self._served.moments
             moments = prev.updated(memory) if prev is not None else PooledMoments.from_memory(memory)
             if cfg.classifier == "blended":
+                # the served fit is updated (a low-rank change) unless the views' shared spread changed
+                previous = self._served.solve if spread is self.view_spread_ else None
                 head, solve = fit_blended_head_factor(memory, cfg.shrinkage, cfg.blend, moments,
-                                                      self.temperature_, _shared(spread))
+                                                      self.temperature_, _shared(spread), previous)
                 return head, moments, solve
             if cfg.classifier == "gaussian":
                 return fit_gaussian_head(memory, cfg.shrinkage, moments, _shared(spread)), moments, None
@@ -819,7 +824,7 @@ class CBCLPRLearner:
         ``GATE_FLOOR`` x the prior: near-identical shots of one view say nothing about its other views."""
         if self.config.distance_threshold is not None or prior is None:
             return float(dist)
-        return max(GATE_FLOOR * float(prior), memory_distance(memory, prior))
+        return max(GATE_FLOOR * float(prior), memory_distance(memory, prior, cache=self._scatter_cache))
 
     def _gate(self, memory: ClusterMemory, gate_distance: float, negatives: NegativeStore) -> DistanceGate:
         """The distance gate, with per-class radii where the negatives tighten them."""
@@ -841,12 +846,13 @@ class CBCLPRLearner:
     def _build(self, memory: ClusterMemory, dist: float | None, increment: int,
                real: Mapping[str, np.ndarray] | None = None, head: Snapshot | None = None,
                version: int | None = None, prior: float | None = None,
-               spread: ViewSpread | None = None, keep_solve: bool = False,
+               spread: ViewSpread | None = None,
                negatives: NegativeStore | None = None) -> _Served:
         if len(memory) == 0:
             return _Served((), None, None, min(self._served.model_version + 1, MAX_COUNTER) if version is None else version)
         moments = self._served.moments  # still a valid cache: it is keyed by cluster objects
-        solve = None
+        # a given head (a rename) keeps the served fit: same classes in the same places
+        solve = self._served.solve if isinstance(head, BlendedSnapshot) else None
         if head is None:
             head, moments, solve = self._fit_head(memory, increment, real,
                                                   self.view_spread_ if spread is None else spread)
@@ -855,7 +861,30 @@ class CBCLPRLearner:
                           self.negatives_ if negatives is None else negatives) if dist is not None else None
         return _Served(memory.classes, head, gate,
                        min(self._served.model_version + 1, MAX_COUNTER) if version is None else version, moments,
-                       solve if keep_solve else None)
+                       solve)
+
+
+def _lean(served: _Served) -> _Served:
+    """``served`` without its head's fit where the next retrain refactors anyway (few classes: the
+    fit's ``d x d`` factor is kept only where a teach can update it)."""
+    if served.solve is not None and len(served.classes) <= ANCHOR_MIN_CLASSES:
+        return dataclasses.replace(served, solve=None)
+    return served
+
+
+def _top(scores: np.ndarray, k: int) -> np.ndarray:
+    """(n, k) column indices of each row's ``k`` highest scores, best first, ties in column order (as
+    a stable sort of all columns gives them; a partition first: a frame asks 16 of 1000 classes)."""
+    if k >= scores.shape[1] or k > 64:
+        return np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    # the k-th score may be tied with columns left out: take every column scoring at least it
+    kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+    if np.count_nonzero(scores >= kth) > k * len(scores):
+        return np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    part.sort(axis=1)  # column order, so the stable sort below breaks ties as a full one would
+    vals = np.take_along_axis(scores, part, axis=1)
+    return np.take_along_axis(part, np.argsort(-vals, axis=1, kind="stable"), axis=1)
 
 
 def _shared(spread: ViewSpread) -> np.ndarray | None:

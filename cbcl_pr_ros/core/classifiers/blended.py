@@ -7,9 +7,16 @@ the cluster memory's moments.  With one shot per class everything is ``A`` (near
 transformed space); as shots arrive each class's own spread widens its Gaussian along the directions
 it actually varies in (the FeCAM idea, computed from Agg-Var's stored moments instead of the raw
 features).  ``W_c`` has rank at most the class's shots, so ``S_c^{-1}`` is applied by Woodbury:
-one ``d x d`` Cholesky for ``A`` per retrain and an ``r x r`` system per class, and scoring costs a
-linear layer plus ``sum_c r_c`` extra dot products.  The term ``x^T A^{-1} x`` is common to every
-class and left out of the logits (it cancels in the softmax and the argmax).
+one ``d x d`` Cholesky for ``A`` and an ``r x r`` system per class, and scoring costs a linear layer
+plus ``sum_c r_c`` extra dot products.  The term ``x^T A^{-1} x`` is common to every class and left
+out of the logits (it cancels in the softmax and the argmax).
+
+Many classes: above ``ANCHOR_MIN_CLASSES`` the class count and mean variance that scale ``A`` move
+on a grid (:func:`pooled_anchor`), so that teaching, reteaching or forgetting a few classes changes
+``A`` by their scatter alone.  That change is applied to the served fit as a low-rank update
+(:func:`fit_blended_head_factor` with ``previous``): a teach then costs ``O((C + R) d k)`` for the
+kept classes instead of a new factor and a solve for every class, and gives the full fit's head to
+rounding.
 
 In diagonal memory mode only the spread of a class's cluster means enters ``W_c`` (the per-cluster
 diagonal scatters still enter ``A``); see docs/core.md.
@@ -25,6 +32,7 @@ diagonal scatters still enter ``A``); see docs/core.md.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,10 +43,11 @@ from scipy.linalg import solve_triangular
 from ..clustering import ClassClusters
 from ..memory import ClusterMemory
 from .base import softmax
-from .gaussian import ClassMoment, PooledMoments, pd_cholesky, shrunk_pooled
+from .gaussian import ClassMoment, PooledMoments, pd_cholesky
 
-__all__ = ["PREFILTER_CLASSES", "PREFILTER_MIN_CLASSES", "BlendedSnapshot", "HeadSolve", "fit_blended_head", "fit_blended_head_factor", "fold_logits",
-           "leave_one_out_logits"]
+__all__ = ["ANCHOR_MIN_CLASSES", "PREFILTER_CLASSES", "PREFILTER_MIN_CLASSES", "BlendedSnapshot", "HeadSolve",
+           "anchored_pooled", "fit_blended_head", "fit_blended_head_factor", "fold_logits", "leave_one_out_logits",
+           "pooled_anchor"]
 
 
 @dataclass(frozen=True)
@@ -58,8 +67,6 @@ class BlendedSnapshot:
     temperature: float = 1.0
 
     def __post_init__(self) -> None:
-        for a in (self.weight, self.bias, self.means, *self.low_rank):
-            a.setflags(write=False)
         # every class's B_c^T stacked row-wise (class c in rows bounds[c]:bounds[c + 1]), so that scoring
         # is one matrix product for all classes, or a gather of a few classes' rows (:meth:`scores`)
         d = self.weight.shape[1]
@@ -67,12 +74,36 @@ class BlendedSnapshot:
         bounds = np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64)
         rows = (np.concatenate([b.T for b in self.low_rank], axis=0) if int(bounds[-1])
                 else np.zeros((0, d), np.float32))
-        rows = np.ascontiguousarray(rows, np.float32)
-        owner = np.repeat(np.arange(len(ranks)), ranks)
-        offset = np.einsum("rd,rd->r", rows, self.means[owner]) if len(owner) else np.zeros(0, np.float32)
-        for name, a in (("_rows", rows), ("_offset", offset.astype(np.float32)), ("_bounds", bounds)):
+        self._stacked(np.ascontiguousarray(rows, np.float32), bounds)
+
+    def _stacked(self, rows: np.ndarray, bounds: np.ndarray) -> None:
+        # stored column-major: ``x @ weight.T`` then reads a row-major (d, C) matrix, which one BLAS
+        # thread multiplied 2.5x faster than the transposed view of a row-major (C, d) one
+        object.__setattr__(self, "weight", np.asfortranarray(self.weight))
+        for a in (self.weight, self.bias, self.means, *self.low_rank):
+            a.setflags(write=False)
+        owner = np.repeat(np.arange(len(bounds) - 1), np.diff(bounds))
+        offset = np.zeros(len(rows), np.float32)
+        for lo in range(0, len(rows), 4096):  # B_c^T m_c, a few thousand rows at a time: no (R, d) gather
+            hi = min(len(rows), lo + 4096)
+            offset[lo:hi] = np.einsum("rd,rd->r", rows[lo:hi], self.means[owner[lo:hi]])
+        for name, a in (("_rows", rows), ("_offset", offset), ("_bounds", bounds)):
             a.setflags(write=False)
             object.__setattr__(self, name, a)
+
+    @classmethod
+    def of_rows(cls, classes: tuple[str, ...], weight: np.ndarray, bias: np.ndarray, means: np.ndarray,
+                rows: np.ndarray, bounds: np.ndarray, temperature: float = 1.0) -> "BlendedSnapshot":
+        """The head with its ``B_c^T`` given stacked (R, d) float32, class ``c`` in rows
+        ``bounds[c]:bounds[c + 1]`` (what the fit computes; no per-class arrays to stack again)."""
+        rows.setflags(write=False)
+        low = tuple(rows[lo:hi].T for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+        new = object.__new__(cls)
+        for name, value in (("kind", "blended"), ("classes", tuple(classes)), ("weight", weight), ("bias", bias),
+                            ("means", means), ("low_rank", low), ("temperature", float(temperature))):
+            object.__setattr__(new, name, value)
+        new._stacked(rows, bounds)
+        return new
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """Uncalibrated logits (temperature not applied), every class's own-covariance term exact."""
@@ -94,22 +125,25 @@ class BlendedSnapshot:
         n, c = len(x), len(self.classes)
         if c <= PREFILTER_MIN_CLASSES or not len(self._rows) or n == 0:
             return self.logits(x)
-        out = (x @ self.weight.T).astype(np.float64) + self.bias
+        out = (x @ self.weight.T).astype(np.float64)
+        out += self.bias
         k = PREFILTER_CLASSES
-        cand = np.argpartition(-out, k - 1, axis=1)[:, :k].ravel()  # (n k,), vector-major
-        lo, lens = self._bounds[cand], self._bounds[cand + 1] - self._bounds[cand]
-        ends = np.cumsum(lens)
-        total = int(ends[-1]) if len(ends) else 0
-        if total == 0:
-            return out
-        rows = np.repeat(lo - (ends - lens), lens) + np.arange(total)  # every candidate's rows, in order
-        vec = np.repeat(np.repeat(np.arange(n), k), lens)  # the vector each gathered row is scored for
-        proj = (self._rows[rows] @ x.T)[np.arange(total), vec] - self._offset[rows]
-        sq = np.concatenate([[0.0], np.cumsum(proj.astype(np.float64) ** 2)])
-        own = 0.5 * (sq[ends] - sq[ends - lens]).reshape(n, k)
+        cand = np.argpartition(-out, k - 1, axis=1)[:, :k]
+        own = np.empty((n, k))
+        for i in range(n):  # each vector's own rows only (a gather of all vectors' rows was 6x the work)
+            lo = self._bounds[cand[i]]
+            lens = self._bounds[cand[i] + 1] - lo
+            ends = np.cumsum(lens)
+            rows = np.repeat(lo - (ends - lens), lens) + np.arange(int(ends[-1]))
+            proj = self._rows[rows] @ x[i]
+            proj -= self._offset[rows]
+            sq = np.zeros(len(proj) + 1)
+            np.cumsum(np.square(proj, dtype=np.float64), out=sq[1:])
+            own[i] = 0.5 * (sq[ends] - sq[ends - lens])
         # the other classes' own terms are not computed: each gets the median of the vector's computed ones
-        out += np.median(own, axis=1, keepdims=True)
-        out[np.repeat(np.arange(n), k), cand] += (own - np.median(own, axis=1, keepdims=True)).ravel()
+        med = np.median(own, axis=1, keepdims=True)
+        out += med
+        out[np.arange(n)[:, None], cand] += own - med
         return out
 
     def scores(self, features: np.ndarray) -> np.ndarray:
@@ -159,68 +193,207 @@ def _segment_sums(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return cs[:, bounds[1:]] - cs[:, bounds[:-1]]
 
 
-#: dtype of the triangular solves with ``A``'s Cholesky factor (the factor itself is float64): the
-#: solved vectors are stored in float32 anyway, and a triangular solve's error grows with the
-#: factor's condition number, the square root of ``A``'s (shrinkage keeps it small)
+#: dtype of the triangular solves with ``A``'s Cholesky factor: the solved vectors are stored in
+#: float32 anyway, and a triangular solve's error grows with the factor's condition number, the
+#: square root of ``A``'s (shrinkage keeps it small)
 SOLVE_DTYPE = np.float32
+
+#: Up to this many classes the pooled covariance is the class-balanced mean ``W / C`` shrunk towards
+#: ``tr(S)/d I``.  Above it, ``C`` and ``tr(S)/d`` are taken on a grid (``C`` down to the nearest
+#: ``ANCHOR_MIN_CLASSES * ANCHOR_COUNT_STEP**k``, the variance to the nearest power of
+#: ``ANCHOR_VARIANCE_STEP``): between two grid points a teach changes ``A`` by its classes' scatter
+#: alone, a low-rank change that :func:`fit_blended_head_factor` applies as an update instead of a new
+#: ``d x d`` factor and a solve for every class.  The shrinkage's weight moves by under 5 % of itself.
+ANCHOR_MIN_CLASSES = 64
+ANCHOR_COUNT_STEP = 1.05
+ANCHOR_VARIANCE_STEP = 1.01
+#: the largest rank of one retrain's change of ``A`` applied as an update (a bulk teach refactors),
+#: and of all updates since the last factorisation (each one costs every later solve a little)
+UPDATE_MAX_RANK = 64
+UPDATES_MAX_RANK = 512
+
+
+def pooled_anchor(moments: PooledMoments, shared: np.ndarray | None = None) -> tuple[float, float]:
+    """(count, variance): what the pooled scatter is divided by and the mean variance the shrinkage
+    target is scaled to; on a grid above ``ANCHOR_MIN_CLASSES`` classes (see there)."""
+    c = len(moments.per_class)
+    d = len(moments.within_sum)
+    var = (float(np.trace(moments.within_sum)) / max(c, 1) + (float(np.trace(shared)) if shared is not None else 0.0)) / d
+    if c <= ANCHOR_MIN_CLASSES or not var > 0.0:
+        return float(max(c, 1)), var
+    steps = np.floor(np.log(c / ANCHOR_MIN_CLASSES) / np.log(ANCHOR_COUNT_STEP))
+    count = ANCHOR_MIN_CLASSES * ANCHOR_COUNT_STEP ** steps
+    var = ANCHOR_VARIANCE_STEP ** np.round(np.log(var) / np.log(ANCHOR_VARIANCE_STEP))
+    return float(count), float(var)
+
+
+def anchored_pooled(moments: PooledMoments, shrinkage: float, shared: np.ndarray | None = None,
+                    anchor: tuple[float, float] | None = None) -> np.ndarray:
+    """A new (d, d) array ``A = (1 - a) (W / count + shared) + a variance I`` of the anchor
+    (:func:`pooled_anchor`; identity when no class has any spread yet).  With ``ANCHOR_MIN_CLASSES``
+    classes or fewer it is :func:`~.gaussian.shrunk_pooled`."""
+    if not 0.0 <= shrinkage <= 1.0:
+        raise ValueError(f"shrinkage must be in [0, 1], got {shrinkage!r}")
+    count, var = pooled_anchor(moments, shared) if anchor is None else anchor
+    d = len(moments.within_sum)
+    means = moments.means()
+    residue = 1e-12 * (float(np.mean(means * means)) if means.size else 0.0)
+    if not var > residue:
+        return np.eye(d)
+    cov = moments.within_sum / count
+    if shared is not None:
+        cov += shared
+    cov *= 1.0 - shrinkage
+    cov[np.diag_indices(d)] += shrinkage * var
+    return cov
+
+
+def _padding(bounds: np.ndarray, width: int | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """(C, r) column indices and mask of every class's columns padded to ``width`` (default: the
+    largest rank ``r``)."""
+    ranks = np.diff(bounds)
+    r = int(ranks.max(initial=0)) if width is None else int(width)
+    mask = np.arange(r)[None, :] < ranks[:, None]
+    idx = np.where(mask, bounds[:-1, None] + np.arange(r)[None, :], 0)
+    return idx, mask, r
+
+
+def _padded(a: np.ndarray, bounds: np.ndarray, width: int | None = None) -> np.ndarray:
+    """(C, r, ...) per-class blocks of the rows of ``a`` (R, ...), zero beyond a class's rank (a
+    reshape when all ranks are ``r``)."""
+    ranks = np.diff(bounds)
+    c = len(ranks)
+    r = int(ranks.max(initial=0)) if width is None else int(width)
+    if c and np.all(ranks == r):
+        return a.reshape(c, r, *a.shape[1:])
+    idx, mask, _ = _padding(bounds, r)
+    out = a[idx]
+    out[~mask] = 0
+    return out
+
+
+def _unpadded(a: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`_padded`: (R, ...) rows in column order."""
+    ranks = np.diff(bounds)
+    c, r = len(ranks), a.shape[1]
+    if c and np.all(ranks == r):
+        return a.reshape(c * r, *a.shape[2:])
+    return a[_padding(bounds, r)[1]]
+
+
+def _rank_groups(bounds: np.ndarray, chunk: int = 512) -> list[tuple[np.ndarray, int, np.ndarray]]:
+    """(classes, rank q, their (n q,) row indices) for the classes of each rank above 0, at most
+    ``chunk`` classes a group: batched per-class work without padding every class to the largest
+    rank (a few two-cluster classes made that 2x the rows)."""
+    ranks = np.diff(bounds)
+    out = []
+    for q in np.unique(ranks[ranks > 0]).tolist():
+        every = np.flatnonzero(ranks == q)
+        for lo in range(0, len(every), chunk):
+            cls = every[lo:lo + chunk]
+            out.append((cls, q, (bounds[cls][:, None] + np.arange(q)).ravel()))
+    return out
+
+
+def _class_terms(ut: np.ndarray, aut: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every class's ``U_c^T A^{-1} U_c`` and the lower Cholesky factor ``L_c`` of ``I`` plus it, padded
+    (C, r, r) (identity beyond a class's rank), and the stacked rows ``B_c^T = L_c^{-1} (A^{-1}
+    U_c)^T`` (R, d) float32 with ``B_c B_c^T = A^{-1} - (A + U_c U_c^T)^{-1}`` (Woodbury), from
+    ``ut`` = ``U^T`` and ``aut`` = ``(A^{-1} U)^T`` (R, d): classes of one rank at once."""
+    c, r = len(bounds) - 1, int(np.diff(bounds).max(initial=0))
+    gram, lk = np.zeros((c, r, r)), np.tile(np.eye(r), (c, 1, 1))
+    rows = np.empty((int(bounds[-1]), aut.shape[1]), np.float32)
+    for cls, q, cols in _rank_groups(bounds):
+        pu, pa = ut[cols].reshape(len(cls), q, -1), aut[cols].reshape(len(cls), q, -1)
+        g = pu @ pa.transpose(0, 2, 1)
+        lq = np.linalg.cholesky(np.eye(q) + g)
+        gram[cls, :q, :q], lk[cls, :q, :q] = g, lq
+        rows[cols] = (np.linalg.inv(lq) @ pa).reshape(len(cols), -1)  # q x q inverses: 4x a batched solve
+    return gram, lk, rows
 
 
 @dataclass(frozen=True)
 class HeadSolve:
-    """What fitting the head solved, kept for the calibration folds (:func:`fold_logits`).
+    """What fitting the head solved, kept with the served head for the next retrain's update and
+    the calibration folds (:func:`fold_logits`).
 
-    ``chol``: the lower Cholesky factor of ``A`` (float64); ``u`` (d, R): every class's ``U_c =
-    sqrt(blend) F_c`` side by side, class ``c`` in columns ``bounds[c]:bounds[c + 1]``; ``au`` = ``A^{-1} u``;
-    ``gram[c]`` = ``U_c^T A^{-1} U_c``; ``w`` (C, d) = ``A^{-1} m_c`` of the ``means`` (C, d).
+    ``A^{-1} = A_0^{-1} - sum_i Z_i M_i^{-1} Z_i^T``: ``chol`` is the lower Cholesky factor of the
+    factored ``A_0`` (``SOLVE_DTYPE``), ``updates`` the (``Z_i``, ``M_i^{-1}``) of the low-rank changes
+    since.  ``anchor`` (:func:`pooled_anchor`), ``shrinkage`` and ``blend`` the fit's; ``trace`` is
+    ``tr(A)``.  Per class (rows in class order): ``w`` (C, d) = ``A^{-1} m_c`` of the ``means``,
+    ``gram`` and ``lk`` (C, r, r) as in :func:`_class_terms`, columns ``bounds[c]:bounds[c + 1]`` of
+    the head's stacked ``rows`` (``B_c^T``) and ``offset`` (``B_c^T m_c``); ``per_class`` the moments
+    they were solved for (their identity says which classes a later retrain kept).
     """
 
     chol: np.ndarray
-    u: np.ndarray
-    au: np.ndarray
-    bounds: np.ndarray
-    gram: tuple[np.ndarray, ...]
+    updates: tuple[tuple[np.ndarray, np.ndarray], ...]
+    anchor: tuple[float, float]
+    shrinkage: float
+    blend: float
+    trace: float
     w: np.ndarray
     means: np.ndarray
+    bounds: np.ndarray
+    gram: np.ndarray
+    lk: np.ndarray
+    rows: np.ndarray
+    offset: np.ndarray
+    per_class: tuple[ClassMoment, ...]
 
-    def column_terms(self) -> tuple[np.ndarray, np.ndarray]:
-        """(R,) ``U_c^T w_c`` per column of ``u`` and (C, r, r) every ``gram[c]`` padded to the largest
-        rank: the same for every calibration fold, so computed once (per fold they were an (R, d)
-        gather and a loop over the classes: most of a fold's time with 1000 classes)."""
-        cached = self.__dict__.get("_column_terms")
-        if cached is None:
-            ranks = np.diff(self.bounds)
-            owner = np.repeat(np.arange(len(ranks)), ranks)
-            uw = np.zeros(self.u.shape[1])
-            for lo in range(0, len(owner), 512):  # a few hundred columns at a time: no (R, d) copy
-                hi = min(len(owner), lo + 512)
-                uw[lo:hi] = np.einsum("dr,rd->r", self.u[:, lo:hi], self.w[owner[lo:hi]])
-            r = int(ranks.max(initial=0))
-            g = np.zeros((len(ranks), r, r))
-            for e in np.flatnonzero(ranks):
-                g[e, :ranks[e], :ranks[e]] = self.gram[e]
-            cached = (uw, g)
-            object.__setattr__(self, "_column_terms", cached)
-        return cached
+    @property
+    def update_rank(self) -> int:
+        return sum(z.shape[1] for z, _ in self.updates)
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         """``A^{-1} rhs`` (float64) for a (d, k) ``rhs``: two triangular solves on the stored factor,
-        in ``SOLVE_DTYPE``."""
-        chol = self.chol if self.chol.dtype == SOLVE_DTYPE else self.__dict__.get("_chol_cast")
-        if chol is None:
-            chol = np.asfortranarray(self.chol, SOLVE_DTYPE)
-            object.__setattr__(self, "_chol_cast", chol)
-        y = solve_triangular(chol, np.asarray(rhs, SOLVE_DTYPE), lower=True, check_finite=False)
-        y = solve_triangular(chol, y, lower=True, trans="T", check_finite=False, overwrite_b=True)
-        return y.astype(np.float64, copy=False)
+        in ``SOLVE_DTYPE``, less the updates' terms."""
+        rhs = np.asarray(rhs, np.float64)
+        y = solve_triangular(self.chol, rhs.astype(SOLVE_DTYPE), lower=True, check_finite=False)
+        y = solve_triangular(self.chol, y, lower=True, trans="T", check_finite=False, overwrite_b=True)
+        y = y.astype(np.float64)
+        for z, minv in self.updates:
+            y -= z @ (minv @ (z.T @ rhs))
+        return y
+
+    def ua(self, y: np.ndarray) -> np.ndarray:
+        """(R, k) ``U_c^T A^{-1} y`` of every class's columns for a (d, k) ``y``: ``L_c B_c^T y``, one
+        product with the stacked rows (no ``d x R`` factor kept)."""
+        p = (self.rows @ np.asarray(y, np.float32)).astype(np.float64)
+        return _unpadded(self.lk @ _padded(p, self.bounds, self.lk.shape[1]), self.bounds)
+
+    def mean_terms(self) -> np.ndarray:
+        """(C,) ``w_c^T m_c`` (minus twice the bias), computed once."""
+        cached = self.__dict__.get("_mean_terms")
+        if cached is None:
+            cached = np.einsum("cd,cd->c", self.w, self.means)
+            object.__setattr__(self, "_mean_terms", cached)
+        return cached
+
+    def column_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(R,) ``U_c^T w_c`` per column and (C, r, r) every ``gram[c]``: the same for every
+        calibration fold, so computed once."""
+        cached = self.__dict__.get("_column_terms")
+        if cached is None:
+            p = self.offset.astype(np.float64)[:, None]
+            uw = _unpadded(self.lk @ _padded(p, self.bounds, self.lk.shape[1]), self.bounds)[:, 0]
+            cached = (uw, self.gram)
+            object.__setattr__(self, "_column_terms", cached)
+        return cached
 
 
 def fit_blended_head_factor(memory: ClusterMemory, shrinkage: float = 0.5, blend: float = 1.0,
                             moments: PooledMoments | None = None, temperature: float = 1.0,
-                            shared: np.ndarray | None = None) -> tuple[BlendedSnapshot, HeadSolve]:
-    """:func:`fit_blended_head` and what it solved (:class:`HeadSolve`, for the calibration folds).
+                            shared: np.ndarray | None = None,
+                            previous: HeadSolve | None = None) -> tuple[BlendedSnapshot, HeadSolve]:
+    """:func:`fit_blended_head` and what it solved (:class:`HeadSolve`).
 
-    One Cholesky of ``A`` and one pair of triangular solves for all classes' means and low-rank
-    factors together (a solve per class was most of a teach's time at 100 classes).
+    With ``previous`` (the fit of the served head, with the same ``shared``) and the same anchor
+    (:func:`pooled_anchor`), the change of ``A`` (the classes added, removed or retaught) is of low
+    rank and applied as a Woodbury update: the kept classes' solutions change by a rank-k term
+    (``O((C + R) d k)``) and only the new classes are solved, instead of a ``d x d`` Cholesky and a
+    solve for every class.  The result equals the full fit to rounding.  Otherwise one Cholesky of
+    ``A`` and one pair of triangular solves for all classes' means and factors together.
     """
     if not blend >= 0.0 or not np.isfinite(blend):
         raise ValueError(f"blend must be a finite number >= 0, got {blend!r}")
@@ -230,42 +403,150 @@ def fit_blended_head_factor(memory: ClusterMemory, shrinkage: float = 0.5, blend
         moments = PooledMoments.from_memory(memory)
     elif moments.classes != memory.classes:
         raise ValueError(f"moments are of classes {moments.classes[:5]}..., not of this memory's")
+    anchor = pooled_anchor(moments, shared)
+    if previous is not None:
+        done = _updated_fit(previous, moments, memory.classes, anchor, shrinkage, blend, temperature)
+        if done is not None:
+            return done
     means = moments.means()
     d, c = memory.feature_dim, len(means)
-    chol = pd_cholesky(shrunk_pooled(moments, shrinkage, shared))
+    chol = pd_cholesky(anchored_pooled(moments, shrinkage, shared, anchor))
+    trace, chol = float((chol * chol).sum()), np.asfortranarray(chol, SOLVE_DTYPE)  # d x d float64 not kept
     ranks = [m.factor.shape[1] if blend > 0 else 0 for m in moments.per_class]
-    u = (np.concatenate([m.factor for m in moments.per_class], axis=1) * np.sqrt(blend)
-         if sum(ranks) else np.zeros((d, 0)))
+    ut = (np.concatenate([m.factor.T for m in moments.per_class]) * np.sqrt(blend)
+          if sum(ranks) else np.zeros((0, d)))  # U^T (R, d): a class's columns are rows here
     bounds = np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64)
-    solve = HeadSolve(chol, u, np.zeros((d, 0)), bounds, (), np.zeros((0, d)), means)
-    sol = solve.solve(np.concatenate([means.T, u], axis=1))
-    w, au = sol[:, :c].T, sol[:, c:]
-    gram = tuple(u[:, lo:hi].T @ au[:, lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:]))
-    solve = HeadSolve(chol, u, au, bounds, gram, w, means)
-    low = tuple(_low_rank(au[:, lo:hi], g) for lo, hi, g in zip(bounds[:-1], bounds[1:], gram))
+    base = HeadSolve(chol, (), anchor, shrinkage, blend, trace,
+                     np.zeros((0, d)), means, bounds, np.zeros((0, 0, 0)), np.zeros((0, 0, 0)),
+                     np.zeros((0, d), np.float32), np.zeros(0, np.float32), moments.per_class)
+    sol = base.solve(np.concatenate([means.T, ut.T], axis=1))
+    gram, lk, rows = _class_terms(ut, sol[:, c:].T, bounds)
+    w = sol[:, :c].T
+    return _finished(base, memory.classes, w, means, bounds, gram, lk, rows, temperature)
+
+
+def _finished(base: HeadSolve, classes: tuple[str, ...], w: np.ndarray, means: np.ndarray, bounds: np.ndarray,
+              gram: np.ndarray, lk: np.ndarray, rows: np.ndarray,
+              temperature: float) -> tuple[BlendedSnapshot, HeadSolve]:
+    """The snapshot of the solved terms, and the :class:`HeadSolve` holding them."""
+    w = np.ascontiguousarray(w)
     bias = -0.5 * np.einsum("cd,cd->c", w, means)
-    snap = BlendedSnapshot("blended", memory.classes, w.astype(np.float32), bias, means.astype(np.float32),
-                           low, float(temperature))
+    snap = BlendedSnapshot.of_rows(classes, w.astype(np.float32), bias, means.astype(np.float32), rows, bounds,
+                                   float(temperature))
+    solve = dataclasses.replace(base, w=w, means=means, bounds=bounds, gram=gram, lk=lk, rows=snap._rows,
+                                offset=snap._offset)
     return snap, solve
 
 
-def _low_rank(au: np.ndarray, gram: np.ndarray) -> np.ndarray:
-    """``B`` with ``B B^T = A^{-1} - (A + U U^T)^{-1}`` (Woodbury) from ``A^{-1} U`` and ``U^T A^{-1} U``."""
-    if au.shape[1] == 0:
-        return np.zeros((len(au), 0), np.float32)
-    lk = np.linalg.cholesky(np.eye(len(gram)) + gram)  # I + U^T A^{-1} U = L L^T
-    return np.ascontiguousarray(solve_triangular(lk, au.T, lower=True, check_finite=False).T, np.float32)
+def _updated_fit(prev: HeadSolve, moments: PooledMoments, classes: tuple[str, ...], anchor: tuple[float, float],
+                 shrinkage: float, blend: float,
+                 temperature: float) -> tuple[BlendedSnapshot, HeadSolve] | None:
+    """The fit of ``moments`` from ``prev`` by a low-rank update, or None when that does not apply
+    (another anchor or setting, a diagonal-mode class, a change of too high a rank, the kept
+    classes reordered)."""
+    if (prev.anchor != anchor or prev.shrinkage != shrinkage or prev.blend != blend
+            or len(moments.per_class) <= ANCHOR_MIN_CLASSES or not anchor[1] > 0):
+        return None
+    pos = {id(m): i for i, m in enumerate(prev.per_class)}
+    to_old = np.array([pos.get(id(m), -1) for m in moments.per_class], np.int64)
+    kept_new = np.flatnonzero(to_old >= 0)
+    kept_old = to_old[kept_new]
+    if len(kept_old) and np.any(np.diff(kept_old) <= 0):
+        return None
+    added = np.flatnonzero(to_old < 0)
+    removed = np.setdiff1d(np.arange(len(prev.per_class)), kept_old)
+    changed = [moments.per_class[j] for j in added] + [prev.per_class[i] for i in removed]
+    if any(m.diag is not None for m in changed):
+        return None
+    n_add = sum(moments.per_class[j].factor.shape[1] for j in added)
+    k = sum(m.factor.shape[1] for m in changed)
+    if k > UPDATE_MAX_RANK or prev.update_rank + k > UPDATES_MAX_RANK:
+        return None
+    d, c = len(moments.within_sum), len(moments.per_class)
+    every = len(kept_old) == len(prev.per_class)  # nothing removed: the kept arrays are prev's
+    w = prev.w if every else prev.w[kept_old]
+    means = prev.means if every else prev.means[kept_old]
+    gram, lk = (prev.gram, prev.lk) if every else (prev.gram[kept_old], prev.lk[kept_old])
+    kb = np.concatenate([[0], np.cumsum(np.diff(prev.bounds)[kept_old])]).astype(np.int64)
+    rows = prev.rows
+    if not every and len(kept_old):
+        rows = rows[np.concatenate([np.arange(prev.bounds[i], prev.bounds[i + 1]) for i in kept_old])]
+    ranks_a = np.array([moments.per_class[j].factor.shape[1] if blend > 0 else 0 for j in added], np.int64)
+    r = max(int(np.diff(kb).max(initial=0)), int(ranks_a.max(initial=0)))
+    if gram.shape[1] != r:  # every class's blocks padded to the new largest rank
+        g2, l2 = np.zeros((len(gram), r, r)), np.tile(np.eye(r), (len(gram), 1, 1))
+        q = min(r, gram.shape[1])
+        g2[:, :q, :q], l2[:, :q, :q] = gram[:, :q, :q], lk[:, :q, :q]
+        gram, lk = g2, l2
+    out_rows = np.empty((int(kb[-1]) + int(ranks_a.sum()), d), np.float32)
+    solve = prev
+    if k:
+        # A' = A + P S P^T:  A'^{-1} = A^{-1} - Z M^{-1} Z^T,  Z = A^{-1} P,  M = S + P^T Z
+        p = np.concatenate([m.factor for m in changed], axis=1) * np.sqrt((1.0 - shrinkage) / anchor[0])
+        sign = np.r_[np.ones(n_add), -np.ones(k - n_add)]
+        z = prev.solve(p)
+        minv = np.linalg.inv(np.diag(sign) + p.T @ z)
+        minv = 0.5 * (minv + minv.T)
+        solve = dataclasses.replace(prev, updates=prev.updates + ((z, minv),),
+                                    trace=prev.trace + float(sign @ (p * p).sum(axis=0)))
+        w = w - ((w @ p) @ minv) @ z.T
+        gram, lk = gram.copy(), lk.copy()
+        p32, zt = p.astype(np.float32), z.T.astype(np.float32)
+        for cls, q, cols in _rank_groups(kb):  # the kept classes' U_c^T A^{-1} P = L_c B_c^T P, Grams, rows
+            blk = rows[cols]
+            yu = lk[cls, :q, :q] @ (blk @ p32).astype(np.float64).reshape(len(cls), q, k)
+            ym = yu @ minv
+            g = gram[cls, :q, :q] - ym @ yu.transpose(0, 2, 1)
+            l_new = np.linalg.cholesky(np.eye(q) + g)
+            t = np.linalg.solve(l_new, lk[cls, :q, :q]).astype(np.float32)  # B_c'^T = T_c B_c^T - N_c Z^T
+            new = (t @ blk.reshape(len(cls), q, d)).reshape(len(cols), d)
+            new -= np.linalg.solve(l_new, ym).reshape(len(cols), k).astype(np.float32) @ zt
+            out_rows[cols] = new
+            gram[cls, :q, :q], lk[cls, :q, :q] = g, l_new
+    else:
+        out_rows[:int(kb[-1])] = rows
+    # the added classes (new, or retaught: their moments are new objects), solved against A'
+    ab = np.concatenate([[0], np.cumsum(ranks_a)]).astype(np.int64)
+    ma = np.stack([moments.per_class[j].mean for j in added]) if len(added) else np.zeros((0, d))
+    ua = (np.concatenate([moments.per_class[j].factor for j in added], axis=1) * np.sqrt(blend)
+          if int(ab[-1]) else np.zeros((d, 0)))
+    sol = solve.solve(np.concatenate([ma.T, ua], axis=1))
+    gram_a, lk_a, rows_a = _class_terms(ua.T, sol[:, len(added):].T, ab)
+    out_rows[int(kb[-1]):] = rows_a
+    q = gram_a.shape[1]
+    g2, l2 = np.zeros((len(added), r, r)), np.tile(np.eye(r), (len(added), 1, 1))
+    g2[:, :q, :q], l2[:, :q, :q] = gram_a, lk_a
+    # every array in the new class order: kept ones first, then added ones, unless a class was retaught
+    gram, lk = np.concatenate([gram, g2]), np.concatenate([lk, l2])
+    w = np.concatenate([w, sol[:, :len(added)].T]) if len(added) else w
+    means = np.concatenate([means, ma]) if len(added) else means
+    ranks = np.concatenate([np.diff(kb), ranks_a]).astype(np.int64)
+    order = np.empty(c, np.int64)  # position in [kept..., added...]
+    order[kept_new] = np.arange(len(kept_new))
+    order[added] = len(kept_new) + np.arange(len(added))
+    if np.any(order != np.arange(c)):
+        starts = np.concatenate([[0], np.cumsum(ranks)])[order]
+        lens = ranks[order]
+        ends = np.cumsum(lens)
+        out_rows = out_rows[np.repeat(starts - (ends - lens), lens) + np.arange(int(ends[-1]) if c else 0)]
+        gram, lk, w, means, ranks = gram[order], lk[order], w[order], means[order], ranks[order]
+    bounds = np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64)
+    solve = dataclasses.replace(solve, per_class=moments.per_class)
+    return _finished(solve, classes, w, means, bounds, gram, lk, out_rows, temperature)
 
 
 def fold_logits(solve: HeadSolve, moments: PooledMoments, shrinkage: float, blend: float,
-                replaced: Mapping[int, ClassMoment], x: np.ndarray) -> np.ndarray:
+                replaced: Mapping[int, ClassMoment], x: np.ndarray,
+                columns: np.ndarray | None = None) -> np.ndarray:
     """(n, C) logits of ``x`` under the head with the classes ``replaced`` (index -> new moment),
     from the served fit's :class:`HeadSolve` instead of a new ``d x d`` Cholesky.
 
     The pooled covariance loses the replaced classes' old moments and gains their new ones, a
-    low-rank change of ``A`` applied by Woodbury; the shrinkage target ``a tr(S)/d I`` stays the
-    served head's (the only approximation: a held-out shot moves that trace by about 1/C of its
-    class's share).  Full-covariance moments only (``diag`` None).
+    low-rank change of ``A`` applied by Woodbury; the anchor (:func:`pooled_anchor`: the shrinkage
+    target and the scatter's divisor) stays the served head's (below ``ANCHOR_MIN_CLASSES`` classes
+    the only approximation: a held-out shot moves that trace by about 1/C of its class's share).
+    Full-covariance moments only (``diag`` None).  ``columns``: ``solve.ua`` of ``[V, x^T]`` (the
+    replaced classes' new factors, their old ones, ``x``), when computed for several folds at once.
     """
     x = np.atleast_2d(np.asarray(x, np.float64))
     c, sq = len(solve.means), np.sqrt(blend)
@@ -275,45 +556,53 @@ def fold_logits(solve: HeadSolve, moments: PooledMoments, shrinkage: float, blen
     v = np.concatenate(new_f + old_f, axis=1)
     n_new = sum(f.shape[1] for f in new_f)
     sign = np.r_[np.ones(n_new), -np.ones(v.shape[1] - n_new)]
-    means, w = solve.means.copy(), solve.w.copy()
-    means[ks] = [replaced[k].mean for k in ks]
-    sol = solve.solve(np.concatenate([v, means[ks].T, x.T], axis=1))
+    mk = np.stack([replaced[e].mean for e in ks]) if ks else np.zeros((0, x.shape[1]))
+    sol = solve.solve(np.concatenate([v, mk.T, x.T], axis=1))
     k = v.shape[1]
-    av, w[ks], z = sol[:, :k], sol[:, k:k + len(ks)].T, sol[:, k + len(ks):].T
-    scale = (1.0 - shrinkage) / c
+    av, wk, z = sol[:, :k], sol[:, k:k + len(ks)].T, sol[:, k + len(ks):].T
+    # x w_c and w_c m_c of the served fit with the replaced classes' put in; the low-rank change of
+    # every w_c below is applied to these products (no C x d copy per fold)
+    xw = x @ solve.w.T
+    xw[:, ks] = x @ wk.T
+    wm = solve.mean_terms().copy()
+    wm[ks] = np.einsum("cd,cd->c", wk, mk)
+    scale = (1.0 - shrinkage) / solve.anchor[0]
     minv = None
     shift = None  # (k, C): w_c moved by -AV shift[:, c]
     if scale > 0 and k:  # A_f^{-1} y = A^{-1} y - AV M^{-1} AV^T y,  M = (scale J)^{-1} + V^T A^{-1} V
         minv = np.linalg.inv(np.diag(sign / scale) + v.T @ av)
-        shift = minv @ (av.T @ means.T)
-        w -= (av @ shift).T
+        ma = solve.means @ av  # (C, k)
+        ma[ks] = mk @ av
+        shift = minv @ ma.T
+        xw -= (x @ av) @ shift
+        wm -= np.einsum("ck,kc->c", ma, shift)
+        wk = wk - (av @ shift[:, ks]).T
         z -= (av @ (minv @ (av.T @ x.T))).T
-    out = x @ w.T - 0.5 * np.einsum("cd,cd->c", w, means)
+    out = xw - 0.5 * wm
     if blend <= 0:
         return out
     # the other classes keep their U_c and U_c^T A^{-1} U_c: all of them in one batch, padded to the
     # largest rank (a padded column is zero, its Gram block the identity)
     bounds = solve.bounds
     ranks = np.diff(bounds)
-    ranks[ks] = 0
-    r = int(ranks.max(initial=0))
-    if r:
-        idx = bounds[:-1, None] + np.arange(r)[None, :]
-        mask = np.arange(r)[None, :] < ranks[:, None]
-        idx = np.where(mask, idx, 0)
-        owner = np.repeat(np.arange(c), np.diff(bounds))
+    idx, mask, r = _padding(bounds)
+    mask[ks] = False  # the replaced classes' columns: added below, with their new factors
+    if r and mask.any():
+        owner = np.repeat(np.arange(c), ranks)
         # U_c^T w_c from the served fit's (kept on the solve: the same for every fold) and the low-rank
         # shift (the replaced classes' columns are masked out below)
         uw, g_all = solve.column_terms()
-        uav = av.T @ solve.u  # (k, R)
+        both = solve.ua(np.concatenate([v, x.T], axis=1)) if columns is None else columns  # U^T A^{-1} [V, x]
+        uav, p_flat = both[:, :k].T, both[:, k:]  # (k, R), (R, n)
         if shift is not None:
             uw = uw - np.einsum("kr,kr->r", uav, shift[:, owner])
-        p_flat = solve.u.T @ z.T - uw[:, None]  # U_c^T (z - w_c)
+            p_flat = p_flat - uav.T @ (minv @ (av.T @ x.T))
+        p_flat = p_flat - uw[:, None]  # U_c^T (z - w_c)
         p = p_flat[idx] * mask[..., None]
         g = g_all[:, :r, :r] * (mask[:, :, None] & mask[:, None, :])
         if minv is not None:
             q = uav[:, idx] * mask[None]  # (k, C, r)
-            g -= np.einsum("kcr,kl,lcs->crs", q, minv, q)
+            g -= q.transpose(1, 2, 0) @ np.tensordot(minv, q, axes=(0, 0)).transpose(1, 0, 2)  # q^T M^{-1} q
         t = np.linalg.solve(np.linalg.cholesky(g + np.eye(r)), p)
         out += 0.5 * np.einsum("crn,crn->nc", t, t)
     n_cols = [f.shape[1] for f in new_f]
@@ -327,7 +616,7 @@ def fold_logits(solve: HeadSolve, moments: PooledMoments, shrinkage: float, blen
             q = av.T @ u
             gram = gram - q.T @ minv @ q
         lk = np.linalg.cholesky(np.eye(len(gram)) + gram)
-        t = solve_triangular(lk, u.T @ (z - w[e]).T, lower=True, check_finite=False)
+        t = solve_triangular(lk, u.T @ (z - wk[i]).T, lower=True, check_finite=False)
         out[:, e] += 0.5 * np.einsum("rn,rn->n", t, t)
     return out
 

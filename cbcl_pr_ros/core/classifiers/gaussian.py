@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky
+from scipy.linalg.blas import dsyrk
 
 from ..clustering import ClassClusters
 from ..memory import ClusterMemory
@@ -52,7 +53,8 @@ class ClassMoment:
         total = n.sum()
         mu_k = cc.means.astype(np.float64)
         mu = (n[:, None] * mu_k).sum(axis=0) / total
-        cols = [((mu_k - mu) * np.sqrt(n / total)[:, None]).T]
+        # the spread of the cluster means (none with one cluster: a zero column only costs every solve)
+        cols = [((mu_k - mu) * np.sqrt(n / total)[:, None]).T] if cc.n_clusters > 1 else []
         diag = None if cc.mode == "full" else np.zeros(cc.feature_dim)
         for k in range(cc.n_clusters):
             if n[k] < 2:
@@ -63,7 +65,8 @@ class ClassMoment:
                 cols.append(s * np.sqrt(w))
             else:
                 diag += s * w
-        return cls(cc, mu, np.ascontiguousarray(np.concatenate(cols, axis=1)), diag)
+        factor = np.concatenate(cols, axis=1) if cols else np.zeros((cc.feature_dim, 0))
+        return cls(cc, mu, np.ascontiguousarray(factor), diag)
 
 
 
@@ -73,7 +76,9 @@ def _accumulate(acc: np.ndarray, moments: list[ClassMoment] | tuple[ClassMoment,
         return
     f = np.concatenate([m.factor for m in moments], axis=1)
     if f.shape[1]:
-        prod = f @ f.T
+        # one triangle (a symmetric rank-k product: half a general product's work), then mirrored
+        prod = dsyrk(1.0, f.T, trans=1)
+        prod += np.triu(prod, 1).T
         if sign > 0:
             acc += prod
         else:
