@@ -14,14 +14,18 @@ source each taught instance standing there is a *target*:
 
 Two match rules, both reported: ``iou50`` (IoU >= 0.5 with the labelled box) and ``centre`` (the
 found box's centre inside the labelled box: the windows' boxes are coarser than a proposal's mask).
-**False finds**: search boxes whose class is not the labelled instance they match by that rule,
-split by what they stand on (a never-taught object, another taught object, background), per frame.
+**False finds**: search boxes that match no labelled instance of their class by that rule, per
+frame, split by where their centre lies: on the right object with too loose a box (``loose_box``,
+iou50 only), on another taught object, on a never-taught one, on background.
 
-The search's ``min_confidence`` is chosen **leave-one-source-out**: for each source, the lowest value
-of ``GRID`` whose false finds on the *other* sources stay at or below ``FALSE_CAP`` per frame (match
-rule ``iou50``) and whose recall gain there is positive (else the search is off for that source),
-scored on the held-out one. Every value's figures over all sources are also given (``sweep``), which
-are not results (chosen on themselves).
+Variants (``VARIANTS``): one refinement round (the shipped ``SearchSettings``), two rounds, one
+round with the box fitted to the depth surface, and smaller windows (more of them, two rounds). Each
+is run at every ``min_confidence`` of ``GRID``. The choice is made **leave-one-source-out**, per
+variant and over all of them (``any``), per match rule: for each source, the setting with the
+highest recall on the *other* sources among those whose false finds there stay at or below
+``FALSE_CAP`` per frame and that find more than the proposals alone (else the search is off for
+that source), scored on the held-out one. Every setting's figures over all sources are also given
+(``sweep_all_sources_not_a_result``): chosen on themselves, they are not results.
 
 Time: CPU milliseconds of one search per frame (process time, ONNX Runtime on one thread, the
 backbone uncached) on the first frame of each source, with the shipped settings, and the windows
@@ -51,6 +55,9 @@ from bench_common import out_path  # noqa: E402
 
 GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 FALSE_CAP = 0.1  # false finds per frame the choice allows on the other sources
+VARIANTS = {"refine1": {}, "refine2": {"refine": 2}, "refine1_depth_fit": {"fit_depth": True},
+            "small_windows": {"scales": (0.15, 0.25, 0.4), "max_windows": 128, "refine": 2}}
+KINDS = ("loose_box", "taught_other", "never_taught", "background")
 MAX_PROPOSALS = 16  # the extractor's max_objects default
 
 
@@ -171,8 +178,8 @@ def score_frame(fr, prep, learner, taught, teach_frame, bb, settings_list) -> di
                     got.add(f.label)
                     continue
                 on = [n for n, b in fr.objects if _centre_in(f.box, b)]
-                kind = ("background" if not on else "taught_other" if any(n in taught for n in on)
-                        else "never_taught")
+                kind = ("background" if not on else "loose_box" if f.label in on
+                        else "taught_other" if any(n in taught for n in on) else "never_taught")
                 out[f"{tag}/{rule}/false_{kind}"] += 1
                 out[f"{tag}/{rule}/false"] += 1
             out[f"{tag}/{rule}/found"] = len(got & {n for n, _ in targets})
@@ -187,13 +194,44 @@ def figures(c: dict, tag: str, rule: str) -> dict:
             "recall_proposals": round(g(f"{rule}/found_props") / t, 3),
             "recall_with_search": round(g(f"{tag}/{rule}/found") / t, 3),
             "false_finds_per_frame": round(g(f"{tag}/{rule}/false") / fr, 3),
-            "false_finds": {k: g(f"{tag}/{rule}/false_{k}") for k in ("never_taught", "taught_other", "background")},
+            "false_finds": {k: g(f"{tag}/{rule}/false_{k}") for k in KINDS},
+            "located_by_proposals": round(g("located_props") / t, 3),
             "proposal_false_names_per_frame": round(g(f"{rule}/false_names_props") / fr, 3)}
 
 
 def add(into: dict, c: dict) -> None:
     for k, v in c.items():
         into[k] = into.get(k, 0) + v
+
+
+RULES = ("iou50", "centre")
+
+
+def loso(counts: dict, tags: list[str], rule: str) -> dict:
+    """Leave-one-source-out: per held-out source, the setting among ``tags`` with the highest recall on
+    the other sources among those whose false finds there stay within ``FALSE_CAP`` per frame and
+    that find more than the proposals alone (else the search is off), scored on the held-out one."""
+    per, pooled = {}, {}
+    for held in sorted(counts):
+        others: dict = {}
+        for s, c in counts.items():
+            if s != held:
+                add(others, c)
+        ok = [(figures(others, t, rule), t) for t in tags]
+        ok = [(f["recall_with_search"], -i, t) for i, (f, t) in enumerate(ok)
+              if f["false_finds_per_frame"] <= FALSE_CAP and f["recall_with_search"] > f["recall_proposals"]]
+        chosen = max(ok)[2] if ok else None
+        c = counts[held]
+        keep = {k: c.get(k, 0) for k in ("targets", "frames", "located_props", f"{rule}/found_props",
+                                          f"{rule}/false_names_props")}
+        if chosen is None:  # the search off: what the proposals found, no false finds
+            mine = {"held/" + rule + "/found": c.get(f"{rule}/found_props", 0)}
+        else:
+            mine = {f"held/{rule}/{k}": c.get(f"{chosen}/{rule}/{k}", 0)
+                    for k in ("found", "false", *(f"false_{x}" for x in KINDS))}
+        add(pooled, keep | mine)
+        per[held] = {"chosen": chosen, **figures(keep | mine, "held", rule)}
+    return {"per_source": per, "pooled": figures(pooled, "held", rule)}
 
 
 def time_search(frames, base, prep, settings) -> dict:
@@ -239,7 +277,6 @@ def main() -> None:
     ap.add_argument("--frames", default=os.environ.get("CBCL_REAL_RGBD", str(ROOT / "data/real_rgbd")))
     ap.add_argument("--cache", default=str(ROOT / "cache/taught_search_vectors.pkl"))
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--no-refine", action="store_true", help="score the coarse windows only")
     ap.add_argument("--skip-time", action="store_true")
     ap.add_argument("--sources", default="", help="comma-separated sources (default: all)")
     ap.add_argument("--out", default=str(out_path("taught_search.json")))
@@ -259,8 +296,9 @@ def main() -> None:
     frames = load_frames(args.labels, args.frames, ids)
     bb = CachedBackbone(make_backbone("efficientnet_lite0", runtime="onnx", threads=1), Path(args.cache))
     prep = prepare(frames, bb)
-    base = SearchSettings(refine=not args.no_refine)
-    settings_list = [(str(v), replace(base, min_confidence=v)) for v in GRID]
+    base = SearchSettings()
+    settings_list = [(f"{name}/{v}", replace(base, min_confidence=v, **over)) for name, over in VARIANTS.items()
+                     for v in GRID]
     by_source = defaultdict(list)
     for f in frames:
         by_source[f.source].append(f)
@@ -276,52 +314,24 @@ def main() -> None:
                 add(c, score_frame(fr, prep, learner, names, teach_frame, bb, settings_list))
         if c:
             counts[src] = c
-            print(src, json.dumps(figures(c, "0.7", "iou50")), flush=True)
+            print(src, json.dumps(figures(c, "refine1/0.8", "centre")), flush=True)
         bb.save()
     res: dict = {"benchmark": "bench_taught_search", "machine": machine_info(),
                  "loadavg_before": [round(v, 2) for v in load0], "seeds": args.seeds, "grid": list(GRID),
-                 "false_cap_per_frame": FALSE_CAP, "settings": {k: getattr(base, k) for k in base.__dataclass_fields__},
+                 "variants": VARIANTS, "false_cap_per_frame": FALSE_CAP,
+                 "settings": {k: getattr(base, k) for k in base.__dataclass_fields__},
                  "backbone_vectors_computed": bb.computed}
-    sweep = {}
-    for tag, _ in settings_list:
-        sweep[tag] = {}
-        for rule in ("iou50", "centre"):
-            total: dict = {}
-            for c in counts.values():
-                add(total, c)
-            sweep[tag][rule] = figures(total, tag, rule)
-    res["sweep_all_sources_not_a_result"] = sweep
-    loso, pooled = {}, {"iou50": {}, "centre": {}}
-    for held in sorted(counts):
-        others: dict = {}
-        for s, c in counts.items():
-            if s != held:
-                add(others, c)
-        chosen = None
-        for tag, _ in settings_list:
-            f = figures(others, tag, "iou50")
-            if f["false_finds_per_frame"] <= FALSE_CAP and f["recall_with_search"] > f["recall_proposals"]:
-                chosen = tag
-                break
-        entry = {"chosen_min_confidence": None if chosen is None else float(chosen)}
-        c = counts[held]
-        for rule in ("iou50", "centre"):
-            tag = chosen or GRID[-1]
-            f = figures(c, tag, rule)
-            base_keys = {k: c.get(k, 0) for k in ("targets", "frames", f"{rule}/found_props",
-                                                    f"{rule}/false_names_props")}
-            if chosen is None:  # the search off: what the proposals found, no false finds
-                f["recall_with_search"], f["false_finds_per_frame"], f["false_finds"] = f["recall_proposals"], 0.0, {}
-                held_keys = {f"held/{rule}/found": c[f"{rule}/found_props"]}
-            else:
-                held_keys = {f"held/{rule}/{k}": c.get(f"{chosen}/{rule}/{k}", 0) for k in
-                             ("found", "false", "false_never_taught", "false_taught_other", "false_background")}
-            add(pooled[rule], base_keys | held_keys)
-            entry[rule] = f
-        loso[held] = entry
-    res["leave_one_source_out"] = {"per_source": loso,
-                                   "pooled": {rule: figures(pooled[rule], "held", rule) for rule in pooled}}
-    print("loso pooled", json.dumps(res["leave_one_source_out"]["pooled"]), flush=True)
+    total: dict = {}
+    for c in counts.values():
+        add(total, c)
+    res["sweep_all_sources_not_a_result"] = {tag: {rule: figures(total, tag, rule) for rule in RULES}
+                                             for tag, _ in settings_list}
+    res["leave_one_source_out"] = {}
+    for name in [*VARIANTS, "any"]:
+        tags = [t for t, _ in settings_list if name == "any" or t.startswith(name + "/")]
+        res["leave_one_source_out"][name] = {rule: loso(counts, tags, rule) for rule in RULES}
+        print("loso", name, json.dumps({r: v["pooled"] for r, v in res["leave_one_source_out"][name].items()}),
+              flush=True)
     if not args.skip_time:
         res["time_per_frame"] = time_search(frames, base, prep, base)
         print("time", json.dumps({k: v for k, v in res["time_per_frame"].items() if k != "per_frame"}), flush=True)

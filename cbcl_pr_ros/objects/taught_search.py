@@ -12,12 +12,15 @@ in the picture, and the learner knows what it looks like. :func:`search_taught` 
 3. a window counts only when the gate calls it known, names a class being searched, and its
    confidence is at least ``min_confidence``; non-maximum suppression per class, ``per_class``
    finds of a class; at most ``max_finds``;
-4. each find refined once (``refine``): shifted, scaled and stretched copies in one more batch,
-   the best of the same class kept, so the box fits the object rather than the grid;
-5. with depth, a 3D position from the median depth of the box's centre region (NaN without depth
+4. each find refined (``refine`` rounds): shifted, scaled and stretched copies in one more batch
+   per round, the best of the same class kept, so the box fits the object rather than the grid;
+5. with depth and ``fit_depth``, the box is fitted to the surface at its centre: the readings
+   within ``DEPTH_SPAN`` of the centre's depth, connected to the centre, inside the box grown by a
+   quarter (kept only when it stays a plausible part of the box);
+6. with depth, a 3D position from the median depth of the box's centre region (NaN without depth
    or without enough readings: no 3D rather than a wrong one).
 
-The work per frame is bounded by the settings (windows, classes, finds, one refinement batch) and
+The work per frame is bounded by the settings (windows, classes, finds, refinement rounds) and
 nothing in it is random. The vectors come from the same backbone and crops as a proposal's, so the
 learner's distance gate means the same for a window as for an object.
 """
@@ -32,12 +35,16 @@ import numpy as np
 from cbcl_pr_ros.perception.boxes import box_iou, clip_box, crop_images
 from cbcl_pr_ros.perception.types import CameraIntrinsics, Proposal
 
-__all__ = ["SearchSettings", "TaughtFind", "search_windows", "search_taught", "refine_boxes", "box_position"]
+__all__ = ["SearchSettings", "TaughtFind", "search_windows", "search_taught", "refine_boxes", "box_position",
+           "depth_box"]
 
 Box = tuple[int, int, int, int]
 
 #: the most pixels on a side of a frame searched (a larger frame is a stranger's mistake, not a scene)
 MAX_SIDE = 8192
+#: metres of depth one object's visible surface spans around its centre's reading (a box's face
+#: and sides, a mug's rim); the neighbours and the wall behind lie further off
+DEPTH_SPAN = 0.05
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,8 @@ class SearchSettings:
     searched per frame; ``min_confidence``: the least confidence of a find (on top of the gate);
     ``nms_iou``: finds of one class overlapping more are one; ``per_class``: finds of one class per frame
     (a class taught from one object is usually one thing in the picture); ``max_finds``: finds per frame;
-    ``refine``: score shifted/scaled/stretched copies of each find once and keep the best."""
+    ``refine``: rounds of scoring shifted/scaled/stretched copies of each find, keeping the best;
+    ``fit_depth``: fit each find's box to the depth surface at its centre."""
 
     scales: tuple[float, ...] = (0.25, 0.4, 0.6)
     stride: float = 0.6
@@ -61,7 +69,8 @@ class SearchSettings:
     nms_iou: float = 0.3
     per_class: int = 1
     max_finds: int = 3
-    refine: bool = True
+    refine: int = 1
+    fit_depth: bool = False
 
     def __post_init__(self) -> None:
         if not self.scales or len(self.scales) > 6 or not all(
@@ -69,10 +78,12 @@ class SearchSettings:
             raise ValueError(f"scales must be 1-6 fractions in [0.05, 1], got {self.scales!r}")
         if not 0.1 <= float(self.stride) <= 1.0:
             raise ValueError(f"stride must be in [0.1, 1], got {self.stride!r}")
-        for name, top in (("max_windows", 512), ("max_classes", 256), ("per_class", 32), ("max_finds", 32)):
+        for name, top in (("max_windows", 512), ("max_classes", 256), ("per_class", 32), ("max_finds", 32),
+                          ("refine", 3)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= top:
-                raise ValueError(f"{name} must be an integer in [1, {top}], got {v!r}")
+            low = 0 if name == "refine" else 1
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not low <= v <= top:
+                raise ValueError(f"{name} must be an integer in [{low}, {top}], got {v!r}")
         for name in ("covered_iou", "min_confidence", "nms_iou"):
             if not 0.0 <= float(getattr(self, name)) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
@@ -166,6 +177,38 @@ def box_position(box: Sequence[int], depth: np.ndarray | None, K: CameraIntrinsi
     return np.array([(u - K.cx) * z / K.fx, (v - K.cy) * z / K.fy, z])
 
 
+def depth_box(box: Sequence[int], depth: np.ndarray, grow: float = 0.25, min_share: float = 0.15) -> Box | None:
+    """The box of the depth surface at ``box``'s centre: readings within ``DEPTH_SPAN`` of the centre
+    region's median depth, 4-connected to the centre region, inside ``box`` grown by ``grow`` of its
+    sides. None (keep the box) without enough readings, or when the surface covers less than
+    ``min_share`` of the box (a thin rim, a hole) ."""
+    import cv2
+
+    h, w = depth.shape[:2]
+    x0, y0, x1, y1 = (int(v) for v in box)
+    bw, bh = x1 - x0, y1 - y0
+    region = clip_box((x0 - grow * bw, y0 - grow * bh, x1 + grow * bw, y1 + grow * bh), (h, w))
+    centre = box_position(box, depth, CameraIntrinsics(1.0, 1.0, 0.0, 0.0))
+    if region is None or not np.isfinite(centre[2]):
+        return None
+    rx0, ry0, rx1, ry1 = region
+    patch = np.asarray(depth[ry0:ry1, rx0:rx1], dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        near = (np.abs(patch - centre[2]) <= DEPTH_SPAN).astype(np.uint8)
+    n, labels = cv2.connectedComponents(near, connectivity=4)
+    qx, qy = bw // 4, bh // 4
+    core = labels[y0 + qy - ry0:y1 - qy - ry0, x0 + qx - rx0:x1 - qx - rx0]
+    counts = np.bincount(core.ravel(), minlength=n)
+    counts[0] = 0
+    if n < 2 or counts.max() == 0:
+        return None
+    ys, xs = np.nonzero(labels == int(np.argmax(counts)))
+    fit = (rx0 + int(xs.min()), ry0 + int(ys.min()), rx0 + int(xs.max()) + 1, ry0 + int(ys.max()) + 1)
+    if (fit[2] - fit[0]) * (fit[3] - fit[1]) < min_share * bw * bh:
+        return None
+    return fit
+
+
 def _score(rgb: np.ndarray, boxes: list[Box], backbone: Any, classify: Callable, wanted: set[str],
            min_conf: float) -> list[tuple[float, str, Box]]:
     """(confidence, class, box) of each box the learner names as a wanted class, known, confident enough."""
@@ -218,7 +261,7 @@ def search_taught(rgb: np.ndarray, backbone: Any, classify: Callable[[np.ndarray
     windows = search_windows(rgb.shape, [p.box for p in proposals], settings)
     hits = _nms(_score(rgb, windows, backbone, classify, wanted, settings.min_confidence),
                 settings.nms_iou, settings.per_class, settings.max_finds)
-    if settings.refine and hits:
+    for _ in range(settings.refine if hits else 0):
         variants = [(i, b) for i, (_, _, box) in enumerate(hits) for b in refine_boxes(box, rgb.shape)]
         scored = _score(rgb, [b for _, b in variants], backbone, classify, wanted, settings.min_confidence)
         best = list(hits)
@@ -226,5 +269,9 @@ def search_taught(rgb: np.ndarray, backbone: Any, classify: Callable[[np.ndarray
         for i, b in variants:
             if b in by_box and by_box[b][1] == hits[i][1] and by_box[b][0] > best[i][0]:
                 best[i] = (by_box[b][0], hits[i][1], b)
+        if best == hits:
+            break
         hits = _nms(best, settings.nms_iou, settings.per_class, settings.max_finds)
+    if settings.fit_depth and depth is not None:
+        hits = [(c, lab, depth_box(b, depth) or b) for c, lab, b in hits]
     return [TaughtFind(b, label, conf, box_position(b, depth, intrinsics)) for conf, label, b in hits]
