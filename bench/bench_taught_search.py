@@ -18,9 +18,10 @@ found box's centre inside the labelled box: the windows' boxes are coarser than 
 frame, split by where their centre lies: on the right object with too loose a box (``loose_box``,
 iou50 only), on another taught object, on a never-taught one, on background.
 
-Variants (``VARIANTS``): one refinement round (the shipped ``SearchSettings``), two rounds, one
-round with the box fitted to the depth surface, and smaller windows (more of them, two rounds). Each
-is run at every ``min_confidence`` of ``GRID``. The choice is made **leave-one-source-out**, per
+Variants (``VARIANTS``): the shipped ``SearchSettings`` (windows of 0.15-0.4 of the shorter side, two
+refinement rounds); larger windows (0.25-0.6) with one round, two rounds, one round and the box
+fitted to the depth surface; smaller windows (0.1-0.28). Each is run at every ``min_confidence`` of
+``GRID``. The choice is made **leave-one-source-out**, per
 variant and over all of them (``any``), per match rule: for each source, the setting with the
 highest recall on the *other* sources among those whose false finds there stay at or below
 ``FALSE_CAP`` per frame and that find more than the proposals alone (else the search is off for
@@ -28,8 +29,7 @@ that source), scored on the held-out one. Every setting's figures over all sourc
 (``sweep_all_sources_not_a_result``): chosen on themselves, they are not results.
 
 Time: CPU milliseconds of one search per frame (process time, ONNX Runtime on one thread, the
-backbone uncached) on the first frame of each source, with the shipped settings, and the windows
-and backbone images it took. Backbone vectors are cached by crop content in ``--cache`` for the
+backbone uncached) on the first frame of each source, per variant, and the backbone images it took. Backbone vectors are cached by crop content in ``--cache`` for the
 recall figures (the same crop gives the same vector). Run:
 
     source scripts/env.sh && python -P bench/bench_taught_search.py   # -> runs/bench/taught_search.json
@@ -55,8 +55,10 @@ from bench_common import out_path  # noqa: E402
 
 GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 FALSE_CAP = 0.1  # false finds per frame the choice allows on the other sources
-VARIANTS = {"refine1": {}, "refine2": {"refine": 2}, "refine1_depth_fit": {"fit_depth": True},
-            "small_windows": {"scales": (0.15, 0.25, 0.4), "max_windows": 128, "refine": 2}}
+LARGE = {"scales": (0.25, 0.4, 0.6), "max_windows": 64, "refine": 1}
+VARIANTS = {"large_windows": LARGE, "large_windows_refine2": LARGE | {"refine": 2},
+            "large_windows_depth_fit": LARGE | {"fit_depth": True}, "shipped": {},
+            "smaller_windows": {"scales": (0.1, 0.17, 0.28), "max_windows": 160}}
 KINDS = ("loose_box", "taught_other", "never_taught", "background")
 MAX_PROPOSALS = 16  # the extractor's max_objects default
 
@@ -234,41 +236,42 @@ def loso(counts: dict, tags: list[str], rule: str) -> dict:
     return {"per_source": per, "pooled": figures(pooled, "held", rule)}
 
 
-def time_search(frames, base, prep, settings) -> dict:
-    """CPU ms of one uncached search per frame (first frame of each source, shipped settings): the
+def time_search(frames, prep, settings: dict) -> dict:
+    """CPU ms of one uncached search per frame (first frame of each source) per named setting: the
     learner of seed 0 of its source; every taught class not named by a proposal searched."""
     from cbcl_pr_ros.features import make_backbone
-    from cbcl_pr_ros.objects.taught_search import search_taught, search_windows
+    from cbcl_pr_ros.objects.taught_search import search_taught
 
     bb = make_backbone("efficientnet_lite0", runtime="onnx", threads=1)
     bb.extract([frames[0].rgb[:64, :64]])  # warm
+
+    class Counting:
+        images = 0
+
+        def extract(self, images):
+            Counting.images += len(images)
+            return bb.extract(images)
+
     by_source = defaultdict(list)
     for f in frames:
         by_source[f.source].append(f)
-    out = {}
+    out: dict = {}
     for src, frs in sorted(by_source.items()):
         taught = teach(frs, prep, 0)
         if taught is None:
             continue
         learner, names, _ = taught
-        fr = frs[0]
-
-        class Counting:
-            images = 0
-
-            def extract(self, images):
-                Counting.images += len(images)
-                return bb.extract(images)
-        t0 = time.process_time()
-        search_taught(fr.rgb, Counting(), lambda x: learner.predict(x, top_k=1), sorted(names), prep[fr.id]["props"],
-                      fr.depth_m, fr.intrinsics, settings)
-        ms = 1000 * (time.process_time() - t0)
-        out[fr.id] = {"cpu_ms": round(ms, 1), "backbone_images": Counting.images,
-                      "windows": len(search_windows(fr.rgb.shape, [q.box for q in prep[fr.id]["props"]], settings)),
-                      "image": list(fr.rgb.shape[:2])}
-    ms = [v["cpu_ms"] for v in out.values()]
-    return {"per_frame": out, "median_cpu_ms": round(float(np.median(ms)), 1) if ms else None,
-            "max_cpu_ms": round(float(max(ms)), 1) if ms else None}
+        fr, p = frs[0], prep[frs[0].id]
+        named = {q.label for q in learner.predict(p["prop_feats"], top_k=1) if q.known} if len(p["props"]) else set()
+        for name, s in settings.items():
+            Counting.images = 0
+            t0 = time.process_time()
+            search_taught(fr.rgb, Counting(), lambda x: learner.predict(x, top_k=1), sorted(set(names) - named),
+                          p["props"], fr.depth_m, fr.intrinsics, s)
+            out.setdefault(name, {})[fr.id] = {"cpu_ms": round(1000 * (time.process_time() - t0), 1),
+                                              "backbone_images": Counting.images, "image": list(fr.rgb.shape[:2])}
+    return {name: {"per_frame": v, "median_cpu_ms": round(float(np.median([x["cpu_ms"] for x in v.values()])), 1),
+                   "max_cpu_ms": round(float(max(x["cpu_ms"] for x in v.values())), 1)} for name, v in out.items()}
 
 
 def main() -> None:
@@ -314,7 +317,7 @@ def main() -> None:
                 add(c, score_frame(fr, prep, learner, names, teach_frame, bb, settings_list))
         if c:
             counts[src] = c
-            print(src, json.dumps(figures(c, "refine1/0.8", "centre")), flush=True)
+            print(src, json.dumps(figures(c, "shipped/0.8", "centre")), flush=True)
         bb.save()
     res: dict = {"benchmark": "bench_taught_search", "machine": machine_info(),
                  "loadavg_before": [round(v, 2) for v in load0], "seeds": args.seeds, "grid": list(GRID),
@@ -333,8 +336,9 @@ def main() -> None:
         print("loso", name, json.dumps({r: v["pooled"] for r, v in res["leave_one_source_out"][name].items()}),
               flush=True)
     if not args.skip_time:
-        res["time_per_frame"] = time_search(frames, base, prep, base)
-        print("time", json.dumps({k: v for k, v in res["time_per_frame"].items() if k != "per_frame"}), flush=True)
+        res["time_per_frame"] = time_search(frames, prep, {n: replace(base, **o) for n, o in VARIANTS.items()})
+        print("time", json.dumps({n: {k: v for k, v in t.items() if k != "per_frame"}
+                                  for n, t in res["time_per_frame"].items()}), flush=True)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")

@@ -60,16 +60,16 @@ class SearchSettings:
     ``refine``: rounds of scoring shifted/scaled/stretched copies of each find, keeping the best;
     ``fit_depth``: fit each find's box to the depth surface at its centre."""
 
-    scales: tuple[float, ...] = (0.25, 0.4, 0.6)
+    scales: tuple[float, ...] = (0.15, 0.25, 0.4)
     stride: float = 0.6
-    max_windows: int = 64
+    max_windows: int = 128
     covered_iou: float = 0.7
     max_classes: int = 8
-    min_confidence: float = 0.7
+    min_confidence: float = 0.8
     nms_iou: float = 0.3
     per_class: int = 1
     max_finds: int = 3
-    refine: int = 1
+    refine: int = 2
     fit_depth: bool = False
 
     def __post_init__(self) -> None:
