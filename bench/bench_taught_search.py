@@ -20,7 +20,10 @@ iou50 only), on another taught object, on a never-taught one, on background.
 
 Variants (``VARIANTS``): the shipped ``SearchSettings`` (windows of 0.15-0.4 of the shorter side, two
 refinement rounds); larger windows (0.25-0.6) with one round, two rounds, one round and the box
-fitted to the depth surface; smaller windows (0.1-0.28). Each is run at every ``min_confidence`` of
+fitted to the depth surface; smaller windows (0.1-0.28). ``MAP_VARIANTS``: the shipped and the
+larger windows scored from EfficientNet-Lite0's dense feature map of the whole frame (PyTorch, the
+frame's shorter side at ``MAP_SHORT_SIDE``, each window the mean of the cells under it; only the
+refinements are cropped). Each is run at every ``min_confidence`` of
 ``GRID``. The choice is made **leave-one-source-out**, per
 variant and over all of them (``any``), per match rule: for each source, the setting with the
 highest recall on the *other* sources among those whose false finds there stay at or below
@@ -59,6 +62,9 @@ LARGE = {"scales": (0.25, 0.4, 0.6), "max_windows": 64, "refine": 1}
 VARIANTS = {"large_windows": LARGE, "large_windows_refine2": LARGE | {"refine": 2},
             "large_windows_depth_fit": LARGE | {"fit_depth": True}, "shipped": {},
             "smaller_windows": {"scales": (0.1, 0.17, 0.28), "max_windows": 160}}
+#: variants whose windows are scored from the backbone's dense map of the whole frame (refinements cropped)
+MAP_VARIANTS = {"dense_map": {}, "dense_map_large_windows": LARGE}
+MAP_SHORT_SIDE = 448  # the frame's shorter side for the dense map (14 cells of 32 pixels)
 KINDS = ("loose_box", "taught_other", "never_taught", "background")
 MAX_PROPOSALS = 16  # the extractor's max_objects default
 
@@ -101,18 +107,43 @@ def _match(box, target, rule: str) -> bool:
     return box_iou(box, target) >= 0.5 if rule == "iou50" else _centre_in(box, target)
 
 
+class DenseMap:
+    """EfficientNet-Lite0's (1280, rows, cols) feature map of a whole frame, before pooling (PyTorch,
+    one thread): the frame resized to ``MAP_SHORT_SIDE`` on its shorter side, sides multiples of 32."""
+
+    def __init__(self) -> None:
+        import torch
+
+        from cbcl_pr_ros.features.backbones import build_torch_model, resolve_weights
+
+        torch.set_num_threads(1)
+        self.torch = torch
+        self.model, _ = build_torch_model("efficientnet_lite0", resolve_weights("efficientnet_lite0"))
+
+    def __call__(self, rgb: np.ndarray) -> np.ndarray:
+        import cv2
+
+        h, w = rgb.shape[:2]
+        k = MAP_SHORT_SIDE / min(h, w)
+        size = (max(32, int(round(w * k / 32)) * 32), max(32, int(round(h * k / 32)) * 32))
+        x = (cv2.resize(rgb, size, interpolation=cv2.INTER_AREA).astype(np.float32) - 127.0) / 128.0  # Lite0's spec
+        with self.torch.no_grad():
+            return self.model.net.extract_features(self.torch.from_numpy(x.transpose(2, 0, 1)[None].copy()))[0].numpy()
+
+
 def prepare(frames, bb) -> dict:
-    """Per frame: the proposals, their masked crops' vectors, the labelled boxes' teaching vectors."""
+    """Per frame: the proposals, their masked crops' vectors, the labelled boxes' teaching vectors and
+    the dense feature map."""
     from bench_real import MaskedCrops
 
     from cbcl_pr_ros.perception import crop_images, propose
 
-    crops, out = MaskedCrops(), {}
+    crops, out, dense = MaskedCrops(), {}, DenseMap()
     for fr in frames:
         props = propose(fr.rgb, fr.depth_m, fr.intrinsics)[:MAX_PROPOSALS]
         pf = bb.extract(crop_images(fr.rgb, props, 0.1, mask_background=True)) if props else np.empty((0, 1280))
         teach = bb.extract(crops(fr, [b for _, b in fr.objects]))
-        out[fr.id] = dict(props=props, prop_feats=pf, teach=teach)
+        out[fr.id] = dict(props=props, prop_feats=pf, teach=teach, map=dense(fr.rgb))
     return out
 
 
@@ -167,9 +198,9 @@ def score_frame(fr, prep, learner, taught, teach_frame, bb, settings_list) -> di
             and not any(n == q.label and _match(pr.box, b, rule) for n, b in fr.objects))
     out["located_props"] = sum(any(_match(pr.box, b, "iou50") for pr in p["props"]) for _, b in targets)
     search_for = sorted(set(taught) - named)
-    for tag, s in settings_list:
+    for tag, s, use_map in settings_list:
         finds = search_taught(fr.rgb, bb, lambda x: learner.predict(x, top_k=1), search_for, p["props"],
-                              fr.depth_m, fr.intrinsics, s)
+                              fr.depth_m, fr.intrinsics, s, p["map"] if use_map else None)
         out[f"{tag}/finds"] = len(finds)
         out[f"{tag}/finds_with_3d"] = sum(bool(np.all(np.isfinite(f.centroid))) for f in finds)
         for rule in ("iou50", "centre"):
@@ -237,13 +268,15 @@ def loso(counts: dict, tags: list[str], rule: str) -> dict:
 
 
 def time_search(frames, prep, settings: dict) -> dict:
-    """CPU ms of one uncached search per frame (first frame of each source) per named setting: the
-    learner of seed 0 of its source; every taught class not named by a proposal searched."""
+    """CPU ms of one uncached search per frame (first frame of each source) per named (setting, from
+    the dense map): the learner of seed 0 of its source; every taught class not named by a proposal
+    searched; with the map, its forward pass included."""
     from cbcl_pr_ros.features import make_backbone
     from cbcl_pr_ros.objects.taught_search import search_taught
 
     bb = make_backbone("efficientnet_lite0", runtime="onnx", threads=1)
     bb.extract([frames[0].rgb[:64, :64]])  # warm
+    dense = DenseMap()
 
     class Counting:
         images = 0
@@ -263,11 +296,12 @@ def time_search(frames, prep, settings: dict) -> dict:
         learner, names, _ = taught
         fr, p = frs[0], prep[frs[0].id]
         named = {q.label for q in learner.predict(p["prop_feats"], top_k=1) if q.known} if len(p["props"]) else set()
-        for name, s in settings.items():
+        for name, (s, use_map) in settings.items():
             Counting.images = 0
             t0 = time.process_time()
+            fmap = dense(fr.rgb) if use_map else None  # the map's forward pass counts
             search_taught(fr.rgb, Counting(), lambda x: learner.predict(x, top_k=1), sorted(set(names) - named),
-                          p["props"], fr.depth_m, fr.intrinsics, s)
+                          p["props"], fr.depth_m, fr.intrinsics, s, fmap)
             out.setdefault(name, {})[fr.id] = {"cpu_ms": round(1000 * (time.process_time() - t0), 1),
                                               "backbone_images": Counting.images, "image": list(fr.rgb.shape[:2])}
     return {name: {"per_frame": v, "median_cpu_ms": round(float(np.median([x["cpu_ms"] for x in v.values()])), 1),
@@ -300,8 +334,8 @@ def main() -> None:
     bb = CachedBackbone(make_backbone("efficientnet_lite0", runtime="onnx", threads=1), Path(args.cache))
     prep = prepare(frames, bb)
     base = SearchSettings()
-    settings_list = [(f"{name}/{v}", replace(base, min_confidence=v, **over)) for name, over in VARIANTS.items()
-                     for v in GRID]
+    settings_list = [(f"{name}/{v}", replace(base, min_confidence=v, **over), name in MAP_VARIANTS)
+                     for name, over in (VARIANTS | MAP_VARIANTS).items() for v in GRID]
     by_source = defaultdict(list)
     for f in frames:
         by_source[f.source].append(f)
@@ -321,22 +355,24 @@ def main() -> None:
         bb.save()
     res: dict = {"benchmark": "bench_taught_search", "machine": machine_info(),
                  "loadavg_before": [round(v, 2) for v in load0], "seeds": args.seeds, "grid": list(GRID),
-                 "variants": VARIANTS, "false_cap_per_frame": FALSE_CAP,
+                 "variants": VARIANTS, "map_variants": MAP_VARIANTS, "map_short_side": MAP_SHORT_SIDE,
+                 "false_cap_per_frame": FALSE_CAP,
                  "settings": {k: getattr(base, k) for k in base.__dataclass_fields__},
                  "backbone_vectors_computed": bb.computed}
     total: dict = {}
     for c in counts.values():
         add(total, c)
     res["sweep_all_sources_not_a_result"] = {tag: {rule: figures(total, tag, rule) for rule in RULES}
-                                             for tag, _ in settings_list}
+                                             for tag, _, _ in settings_list}
     res["leave_one_source_out"] = {}
-    for name in [*VARIANTS, "any"]:
-        tags = [t for t, _ in settings_list if name == "any" or t.startswith(name + "/")]
+    for name in [*VARIANTS, *MAP_VARIANTS, "any"]:
+        tags = [t for t, _, _ in settings_list if name == "any" or t.startswith(name + "/")]
         res["leave_one_source_out"][name] = {rule: loso(counts, tags, rule) for rule in RULES}
         print("loso", name, json.dumps({r: v["pooled"] for r, v in res["leave_one_source_out"][name].items()}),
               flush=True)
     if not args.skip_time:
-        res["time_per_frame"] = time_search(frames, prep, {n: replace(base, **o) for n, o in VARIANTS.items()})
+        res["time_per_frame"] = time_search(frames, prep, {n: (replace(base, **o), n in MAP_VARIANTS)
+                                                           for n, o in (VARIANTS | MAP_VARIANTS).items()})
         print("time", json.dumps({n: {k: v for k, v in t.items() if k != "per_frame"}
                                   for n, t in res["time_per_frame"].items()}), flush=True)
     res["seconds"] = round(time.perf_counter() - t0, 1)

@@ -7,8 +7,11 @@ in the picture, and the learner knows what it looks like. :func:`search_taught` 
 1. a grid of square windows at a few scales over the frame (:func:`search_windows`), less those a
    proposal already is (IoU with a proposal at or above ``covered_iou``), at most ``max_windows``,
    picked evenly over the grid, always the same ones for the same frame and proposals;
-2. ONE backbone batch of their crops (cropped as a proposal without a mask is), each vector named by
-   ``classify`` (the learner's own prediction: nearest class, distance gate, confidence);
+2. ONE backbone batch of their crops (cropped as a proposal without a mask is), or, when the
+   caller has the backbone's dense feature map of the whole frame (before pooling), each window's
+   mean of the map's cells under it (:func:`map_vectors`: one forward pass for every window);
+   each vector named by ``classify`` (the learner's own prediction: nearest class, distance gate,
+   confidence);
 3. a window counts only when the gate calls it known, names a class being searched, and its
    confidence is at least ``min_confidence``; non-maximum suppression per class, ``per_class``
    finds of a class; at most ``max_finds``;
@@ -36,7 +39,7 @@ from cbcl_pr_ros.perception.boxes import box_iou, clip_box, crop_images
 from cbcl_pr_ros.perception.types import CameraIntrinsics, Proposal
 
 __all__ = ["SearchSettings", "TaughtFind", "search_windows", "search_taught", "refine_boxes", "box_position",
-           "depth_box"]
+           "depth_box", "map_vectors"]
 
 Box = tuple[int, int, int, int]
 
@@ -209,13 +212,46 @@ def depth_box(box: Sequence[int], depth: np.ndarray, grow: float = 0.25, min_sha
     return fit
 
 
+#: the most cells a side of a dense feature map may have (a 32-pixel stride over an 8192-pixel side)
+MAX_MAP_CELLS = 256
+
+
+def _check_map(feature_map: Any) -> np.ndarray:
+    f = np.asarray(feature_map) if isinstance(feature_map, np.ndarray) else None
+    if f is None or f.ndim != 3 or not (1 <= f.shape[1] <= MAX_MAP_CELLS and 1 <= f.shape[2] <= MAX_MAP_CELLS) \
+            or f.shape[0] < 1 or not np.issubdtype(f.dtype, np.floating) or not np.isfinite(f).all():
+        raise ValueError(f"feature_map must be a finite float (d, rows, cols) array with 1-{MAX_MAP_CELLS} "
+                         f"cells a side, got {getattr(feature_map, 'shape', type(feature_map).__name__)}")
+    return f
+
+
+def map_vectors(feature_map: np.ndarray, boxes: Sequence[Sequence[int]], shape: Sequence[int]) -> np.ndarray:
+    """(n, d) vectors of ``boxes`` (pixels of an image of ``shape``) from a dense (d, rows, cols)
+    feature map of the whole image: the mean of the cells a box covers (at least one)."""
+    f = _check_map(feature_map)
+    d, gh, gw = f.shape
+    h, w = int(shape[0]), int(shape[1])
+    out = np.empty((len(boxes), d), np.float32)
+    for i, (x0, y0, x1, y1) in enumerate(boxes):
+        cx0 = min(gw - 1, int(x0 * gw / w))
+        cy0 = min(gh - 1, int(y0 * gh / h))
+        cx1 = max(cx0 + 1, min(gw, int(math.ceil(x1 * gw / w))))
+        cy1 = max(cy0 + 1, min(gh, int(math.ceil(y1 * gh / h))))
+        out[i] = f[:, cy0:cy1, cx0:cx1].mean(axis=(1, 2))
+    return out
+
+
 def _score(rgb: np.ndarray, boxes: list[Box], backbone: Any, classify: Callable, wanted: set[str],
-           min_conf: float) -> list[tuple[float, str, Box]]:
-    """(confidence, class, box) of each box the learner names as a wanted class, known, confident enough."""
+           min_conf: float, feature_map: np.ndarray | None = None) -> list[tuple[float, str, Box]]:
+    """(confidence, class, box) of each box the learner names as a wanted class, known, confident enough;
+    the boxes' vectors from their crops, or from ``feature_map`` when given."""
     if not boxes:
         return []
-    props = [Proposal(b, None, np.full(3, np.nan), np.full(3, np.nan), 0.0) for b in boxes]
-    feats = np.asarray(backbone.extract(crop_images(rgb, props, margin=0.0, mask_background=False)), np.float32)
+    if feature_map is not None:
+        feats = map_vectors(feature_map, boxes, rgb.shape)
+    else:
+        props = [Proposal(b, None, np.full(3, np.nan), np.full(3, np.nan), 0.0) for b in boxes]
+        feats = np.asarray(backbone.extract(crop_images(rgb, props, margin=0.0, mask_background=False)), np.float32)
     if feats.ndim != 2 or len(feats) != len(boxes):
         raise ValueError(f"the backbone gave {getattr(feats, 'shape', None)} vectors for {len(boxes)} windows")
     preds = classify(feats)
@@ -243,23 +279,27 @@ def _nms(hits: list[tuple[float, str, Box]], iou: float, per_class: int, limit: 
 
 def search_taught(rgb: np.ndarray, backbone: Any, classify: Callable[[np.ndarray], Sequence[Any]],
                   classes: Sequence[str], proposals: Sequence[Proposal] = (), depth: np.ndarray | None = None,
-                  intrinsics: CameraIntrinsics | None = None,
-                  settings: SearchSettings = SearchSettings()) -> list[TaughtFind]:
+                  intrinsics: CameraIntrinsics | None = None, settings: SearchSettings = SearchSettings(),
+                  feature_map: np.ndarray | None = None) -> list[TaughtFind]:
     """The taught ``classes`` found in the frame away from the ``proposals`` (see the module docstring).
 
     ``backbone.extract(images)`` gives (n, d) vectors; ``classify(vectors)`` gives one prediction per
     vector with ``label`` ("" = unknown), ``known`` and ``confidence`` (the learner's ``predict``).
     ``classes``: the classes to look for (the first ``max_classes`` of them, in sorted order); none
     means nothing is searched and the backbone is not called. Depth (metres, NaN = no reading) must
-    be the image's size to give 3D; otherwise the finds have none."""
+    be the image's size to give 3D; otherwise the finds have none. ``feature_map``: the backbone's
+    (d, rows, cols) map of the whole frame, to score the windows from (the refinements are still
+    cropped)."""
     h, w = _check_image(rgb)
+    if feature_map is not None:
+        feature_map = _check_map(feature_map)
     wanted = set(sorted({str(c) for c in classes if str(c)})[:settings.max_classes])
     if not wanted:
         return []
     if depth is not None and (not isinstance(depth, np.ndarray) or depth.shape[:2] != (h, w)):
         depth = None
     windows = search_windows(rgb.shape, [p.box for p in proposals], settings)
-    hits = _nms(_score(rgb, windows, backbone, classify, wanted, settings.min_confidence),
+    hits = _nms(_score(rgb, windows, backbone, classify, wanted, settings.min_confidence, feature_map),
                 settings.nms_iou, settings.per_class, settings.max_finds)
     for _ in range(settings.refine if hits else 0):
         variants = [(i, b) for i, (_, _, box) in enumerate(hits) for b in refine_boxes(box, rgb.shape)]

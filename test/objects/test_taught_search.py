@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 
-from cbcl_pr_ros.objects.taught_search import (SearchSettings, box_position, depth_box, refine_boxes, search_taught,
-                                               search_windows)
+from cbcl_pr_ros.objects.taught_search import (SearchSettings, box_position, depth_box, map_vectors, refine_boxes,
+                                               search_taught, search_windows)
 from cbcl_pr_ros.perception.boxes import box_iou, crop_images
 from cbcl_pr_ros.perception.types import CameraIntrinsics, Proposal
 
@@ -135,6 +135,44 @@ def test_the_box_fits_the_depth_surface_at_its_centre() -> None:
     speck = np.full_like(depth, np.nan)
     speck[255:265, 355:365] = 1.0
     assert depth_box(RED, speck) is None
+
+
+def colour_map(rgb: np.ndarray, cell: int = 32) -> np.ndarray:
+    """A stand-in dense map: each 32-pixel cell's mean colour (0-1), (3, rows, cols)."""
+    h, w = rgb.shape[:2]
+    cells = rgb[: h // cell * cell, : w // cell * cell].reshape(h // cell, cell, w // cell, cell, 3).mean(axis=(1, 3))
+    return (cells / 255.0).transpose(2, 0, 1).astype(np.float32)
+
+
+def test_map_vectors_are_the_mean_of_the_cells_under_a_box() -> None:
+    f = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)  # 3 rows, 4 cols of a 300 x 400 image
+    v = map_vectors(f, [(0, 0, 100, 100), (100, 0, 300, 200), (399, 299, 400, 300)], (300, 400))
+    assert v[0].tolist() == f[:, 0, 0].tolist()
+    assert v[1].tolist() == f[:, 0:2, 1:3].mean(axis=(1, 2)).tolist()
+    assert v[2].tolist() == f[:, 2, 3].tolist()  # a box of one pixel still covers a cell
+
+
+def test_windows_scored_from_a_dense_map_crop_only_the_refinements() -> None:
+    rgb, depth = scene()
+    bb = MeanColour()
+    finds = search_taught(rgb, bb, redness, ["red"], (), depth, K, LOOSE, feature_map=colour_map(rgb))
+    assert finds and finds[0].label == "red"
+    x0, y0, x1, y1 = finds[0].box  # on the object (the map's cells are coarser than the crops)
+    assert RED[0] <= (x0 + x1) / 2 < RED[2] and RED[1] <= (y0 + y1) / 2 < RED[3]
+    assert len(bb.calls) <= LOOSE.refine and all(n <= LOOSE.max_finds * 8 for n in bb.calls)
+    again = search_taught(rgb, MeanColour(), redness, ["red"], (), depth, K, LOOSE, feature_map=colour_map(rgb))
+    assert [(f.box, f.label, f.confidence) for f in finds] == [(f.box, f.label, f.confidence) for f in again]
+
+
+@pytest.mark.parametrize("bad", [np.zeros((3, 4), np.float32), np.zeros((3, 0, 4), np.float32),
+                                 np.full((3, 4, 4), np.nan, np.float32), np.zeros((3, 4, 4), np.int64),
+                                 np.zeros((3, 300, 4), np.float32), [[[0.0]]]])
+def test_a_bad_feature_map_is_refused_before_any_work(bad) -> None:
+    rgb, _ = scene()
+    bb = MeanColour()
+    with pytest.raises(ValueError, match="feature_map"):
+        search_taught(rgb, bb, redness, ["red"], feature_map=bad)
+    assert bb.calls == []
 
 
 def test_refined_boxes_stay_in_the_image() -> None:
