@@ -32,8 +32,9 @@ that source), scored on the held-out one. Every setting's figures over all sourc
 (``sweep_all_sources_not_a_result``): chosen on themselves, they are not results.
 
 Time: CPU milliseconds of one search per frame (process time, ONNX Runtime on one thread, the
-backbone uncached) on the first frame of each source, per variant, and the backbone images it took. Backbone vectors are cached by crop content in ``--cache`` for the
-recall figures (the same crop gives the same vector). Run:
+backbone uncached) on the first frame of each source, per variant, and the backbone images it took.
+Backbone vectors are cached by crop content in ``--cache`` for the recall figures (the same crop
+gives the same vector). Run:
 
     source scripts/env.sh && python -P bench/bench_taught_search.py   # -> runs/bench/taught_search.json
 """

@@ -77,7 +77,8 @@ class SearchSettings:
 
     def __post_init__(self) -> None:
         if not self.scales or len(self.scales) > 6 or not all(
-                isinstance(s, (int, float)) and not isinstance(s, bool) and 0.05 <= float(s) <= 1.0 for s in self.scales):
+                isinstance(s, (int, float)) and not isinstance(s, bool) and 0.05 <= float(s) <= 1.0
+                for s in self.scales):
             raise ValueError(f"scales must be 1-6 fractions in [0.05, 1], got {self.scales!r}")
         if not 0.1 <= float(self.stride) <= 1.0:
             raise ValueError(f"stride must be in [0.1, 1], got {self.stride!r}")
