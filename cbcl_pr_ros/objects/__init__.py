@@ -11,6 +11,9 @@ Read in this order (docs/architecture.md, "Following one frame to ``detections``
   of them in one table, :class:`PiecePolicy`.
 * :mod:`.stream` — the learner's side: :class:`ObjectStream` classifies, joins and tracks each frame.
 * :mod:`.tracks` — everything kept per track, in one store: :class:`TrackStore`.
+* :mod:`.taught_search` — taught classes looked for in windows of the whole frame where no proposal
+  stands (:func:`~.taught_search.search_taught`); measured by ``bench/bench_taught_search.py``, not
+  called by the extractor or the learner.
 
 The proposals, crops, tracker and camera poses these build on are in :mod:`cbcl_pr_ros.perception`.
 """
