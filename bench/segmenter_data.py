@@ -249,7 +249,8 @@ class SceneMaker:
             base = q[4] if q[5] else q[4] - 0.3 * (q[4] - top)  # on a flat top, or sunk into a round one
         else:
             for _ in range(20):
-                x, y = rng.uniform(x0 + radius, x1 - radius), rng.uniform(y0 + radius, y1 - radius)
+                mx, my = min(radius, (x1 - x0) / 2), min(radius, (y1 - y0) / 2)
+                x, y = rng.uniform(x0 + mx, x1 - mx), rng.uniform(y0 + my, y1 - my)
                 if all(math.hypot(x - q[1], y - q[2]) > q[3] + radius for q in placed):
                     break
         x, y = float(np.clip(x, x0, x1)), float(np.clip(y, y0, y1))

@@ -1,0 +1,273 @@
+"""Learned class-agnostic proposals: a small network trained only on rendered table scenes.
+
+A U-Net of about 40 k weights reads a frame at ``WORK_WIDTH`` pixels wide (depth cues: surface
+normals, depth relative to the frame and to its surroundings, depth edges, where readings are; and
+colour) and says per pixel: background, object inside, or object boundary. Objects are the connected
+insides, grown over their boundary pixels; the support plane of the geometry method then gives each
+its 3D centroid and extent and drops what does not stand on the support (``refine``).
+
+The forward pass is plain NumPy (3x3 convolutions as one matrix product each), so it needs no deep
+learning framework at run time and gives the same answer in every process. The weights are a
+safetensors file; :func:`load_segmenter` refuses any file whose tensors are not those the network
+expects. ``bench/train_segmenter.py`` makes the scenes and the weights (docs/perception.md).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+from scipy import ndimage
+
+from .types import CameraIntrinsics, Proposal
+
+__all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "Segmenter", "load_segmenter", "input_features", "instances",
+           "layer_shapes"]
+
+WORK_WIDTH = 160
+#: the input channels (``input_features``)
+CHANNELS = ("valid", "normal_x", "normal_y", "normal_z", "log_depth", "protrusion", "depth_edge", "red", "green", "blue")
+#: the network: (name, input channels, output channels) of each 3x3 convolution (1x1 for the head)
+_W = (8, 16, 32, 32)
+LAYERS = (
+    ("enc1a", len(CHANNELS), _W[0]), ("enc1b", _W[0], _W[0]),
+    ("enc2a", _W[0], _W[1]), ("enc2b", _W[1], _W[1]),
+    ("enc3a", _W[1], _W[2]), ("enc3b", _W[2], _W[2]),
+    ("mid_a", _W[2], _W[3]), ("mid_b", _W[3], _W[3]),
+    ("dec3a", _W[3] + _W[2], _W[2]), ("dec3b", _W[2], _W[2]),
+    ("dec2a", _W[2] + _W[1], _W[1]), ("dec2b", _W[1], _W[1]),
+    ("dec1a", _W[1] + _W[0], _W[0]), ("dec1b", _W[0], _W[0]),
+    ("head", _W[0], 3),
+)
+_MAX_FILE_BYTES = 8 * 1024 * 1024
+_MIN_SEED_PX = 6  # an inside smaller than this (work pixels) is noise
+_MIN_OBJECT_PX = 12  # an object smaller than this (work pixels) is dropped
+_GROW_PX = 3  # boundary pixels join the inside within this many pixels
+
+
+def layer_shapes() -> dict[str, tuple[int, ...]]:
+    """The tensors a weights file must hold: per layer a weight (out, in, k, k) and a bias (out,)."""
+    out = {}
+    for name, cin, cout in LAYERS:
+        k = 1 if name == "head" else 3
+        out[f"{name}.weight"] = (cout, cin, k, k)
+        out[f"{name}.bias"] = (cout,)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- inputs
+def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.ndarray | None:
+    """The network's input (len(CHANNELS), h, w) float32 from colour ``rgb`` (h, w, 3) uint8, depth ``z``
+    (h, w) metres (NaN or <= 0 = no reading) and the intrinsics of this size; None when under 5 % of the
+    pixels hold a reading. Holes are filled from the nearest reading for the normals and depths, and
+    flagged in the ``valid`` channel."""
+    h, w = z.shape
+    valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
+    if valid.sum() < max(20, 0.05 * z.size):
+        return None
+    idx = ndimage.distance_transform_edt(~valid, return_distances=False, return_indices=True)
+    zf = np.where(valid, z, 0.0).astype(np.float32)[idx[0], idx[1]]
+    xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
+    ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
+    P = cv2.blur(np.stack([xs, ys, zf], axis=-1), (3, 3))
+    dx = np.zeros_like(P)
+    dy = np.zeros_like(P)
+    dx[:, 1:-1] = P[:, 2:] - P[:, :-2]
+    dy[1:-1] = P[2:] - P[:-2]
+    n = np.cross(dy, dx)
+    norm = np.linalg.norm(n, axis=-1, keepdims=True)
+    n = np.where(norm > 1e-12, n / np.maximum(norm, 1e-12), np.array([0, 0, -1], np.float32))
+    n = np.where((n * P).sum(-1, keepdims=True) > 0, -n, n)  # facing the camera
+    logz = np.log(zf)
+    rel = np.clip(logz - float(np.median(logz[valid])), -1.0, 1.0)
+    around = cv2.blur(zf, (15, 15))
+    protrusion = np.clip((around - zf) / zf * 5.0, -1.0, 1.0)
+    gx = np.zeros_like(logz)
+    gy = np.zeros_like(logz)
+    gx[:, 1:-1] = np.abs(logz[:, 2:] - logz[:, :-2])
+    gy[1:-1] = np.abs(logz[2:] - logz[:-2])
+    edge = np.tanh(20.0 * (gx + gy))
+    col = rgb.astype(np.float32) / 255.0
+    col = (col - col.reshape(-1, 3).mean(axis=0)) / (float(col.std()) + 0.05)
+    feats = np.concatenate([valid[..., None].astype(np.float32), n, rel[..., None], protrusion[..., None],
+                            edge[..., None], col], axis=-1)
+    return np.ascontiguousarray(feats.transpose(2, 0, 1), dtype=np.float32)
+
+
+# ------------------------------------------------------------------------------------------- network
+def _conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, relu: bool = True) -> np.ndarray:
+    """A same-padded convolution of x (c, h, w) as one matrix product (im2col)."""
+    cout, cin, k, _ = weight.shape
+    c, h, w = x.shape
+    if k == 1:
+        y = weight.reshape(cout, cin) @ x.reshape(c, h * w)
+    else:
+        xp = np.pad(x, ((0, 0), (1, 1), (1, 1)))
+        cols = np.empty((cin, 9, h, w), np.float32)
+        for i in range(3):
+            for j in range(3):
+                cols[:, 3 * i + j] = xp[:, i:i + h, j:j + w]
+        y = weight.reshape(cout, cin * 9) @ cols.reshape(cin * 9, h * w)
+    y = y.reshape(cout, h, w) + bias[:, None, None]
+    return np.maximum(y, 0.0, out=y) if relu else y
+
+
+def _pool(x: np.ndarray) -> np.ndarray:
+    c, h, w = x.shape
+    return x.reshape(c, h // 2, 2, w // 2, 2).max(axis=(2, 4))
+
+
+def _up(x: np.ndarray) -> np.ndarray:
+    return x.repeat(2, axis=1).repeat(2, axis=2)
+
+
+@dataclass(frozen=True)
+class Segmenter:
+    """The network's weights (float32 arrays by ``layer_shapes`` name), ready to run."""
+
+    weights: dict
+
+    def logits(self, feats: np.ndarray) -> np.ndarray:
+        """(3, h, w) class scores (background, inside, boundary) of input features (c, h, w)."""
+        c, h, w = feats.shape
+        ph, pw = (-h) % 8, (-w) % 8
+        x = np.pad(feats, ((0, 0), (0, ph), (0, pw)), mode="edge") if ph or pw else feats
+        W = self.weights
+
+        def block(x: np.ndarray, name: str) -> np.ndarray:
+            x = _conv(x, W[f"{name}a.weight"], W[f"{name}a.bias"])
+            return _conv(x, W[f"{name}b.weight"], W[f"{name}b.bias"])
+
+        e1 = block(x, "enc1")
+        e2 = block(_pool(e1), "enc2")
+        e3 = block(_pool(e2), "enc3")
+        m = _conv(_conv(_pool(e3), W["mid_a.weight"], W["mid_a.bias"]), W["mid_b.weight"], W["mid_b.bias"])
+        d3 = block(np.concatenate([_up(m), e3]), "dec3")
+        d2 = block(np.concatenate([_up(d3), e2]), "dec2")
+        d1 = block(np.concatenate([_up(d2), e1]), "dec1")
+        return _conv(d1, W["head.weight"], W["head.bias"], relu=False)[:, :h, :w]
+
+
+def load_segmenter(path: str | Path) -> Segmenter:
+    """The segmenter of a safetensors file; ``ValueError`` when the file is too large, not safetensors,
+    or holds other tensors, shapes or non-finite values than the network's (``layer_shapes``)."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load
+
+    path = Path(path)
+    if path.stat().st_size > _MAX_FILE_BYTES:
+        raise ValueError(f"{path}: {path.stat().st_size} bytes, more than a segmenter's {_MAX_FILE_BYTES}")
+    try:
+        tensors = load(path.read_bytes())
+    except (SafetensorError, ValueError, OSError) as exc:
+        raise ValueError(f"{path}: not a safetensors file ({exc})") from None
+    want = layer_shapes()
+    if set(tensors) != set(want):
+        raise ValueError(f"{path}: tensors {sorted(set(tensors) ^ set(want))[:4]} differ from the segmenter's")
+    out = {}
+    for name, shape in want.items():
+        t = tensors[name]
+        if tuple(t.shape) != shape or t.dtype.kind != "f" or not np.all(np.isfinite(t)):
+            raise ValueError(f"{path}: {name} is {t.dtype}{tuple(t.shape)}, want finite float{shape}")
+        out[name] = np.ascontiguousarray(t, dtype=np.float32)
+    return Segmenter(out)
+
+
+# ------------------------------------------------------------------------------------------- instances
+def instances(logits: np.ndarray) -> np.ndarray:
+    """Label image (0 = none) of the objects in class scores (3, h, w): connected insides of at least
+    ``_MIN_SEED_PX`` pixels, grown over the object pixels (inside or boundary) within ``_GROW_PX``."""
+    cls = np.argmax(logits, axis=0)
+    inside = (cls == 1).astype(np.uint8)
+    n, lab, stats, _ = cv2.connectedComponentsWithStats(inside, connectivity=4)
+    keep = np.zeros(n, np.int32)
+    big = 1 + np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= _MIN_SEED_PX)
+    keep[big] = np.arange(1, len(big) + 1)
+    lab = keep[lab]
+    if not len(big):
+        return lab
+    dist, idx = ndimage.distance_transform_edt(lab == 0, return_indices=True)
+    grown = lab[idx[0], idx[1]]
+    objects = (cls > 0) & (dist <= _GROW_PX)
+    lab = np.where(objects, grown, 0)
+    areas = np.bincount(lab.ravel(), minlength=len(big) + 1)
+    keep = np.zeros(len(big) + 1, np.int32)
+    ok = 1 + np.flatnonzero(areas[1:] >= _MIN_OBJECT_PX)
+    keep[ok] = np.arange(1, len(ok) + 1)
+    return keep[lab]
+
+
+def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np.ndarray, config) -> tuple[np.ndarray, list]:
+    """Per object (centroid, size, score), with the geometry method's support plane when there is one:
+    objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered)."""
+    from .proposals import _geometry as plane_geometry, _noise_sigma, _support_region, choose_support, refine_plane, \
+        support_planes
+
+    h, w = z.shape
+    valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
+    zf = np.where(valid, z, 0.0).astype(np.float32)
+    xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
+    ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
+    P = np.stack([xs, ys, zf], axis=-1)
+    plane = choose_support(support_planes(P[valid], config), config, P, valid) if valid.sum() >= 100 else None
+    prob = np.exp(logits - logits.max(axis=0))
+    prob = prob / prob.sum(axis=0)
+    out = np.zeros_like(labels)
+    geo = []
+    if plane is not None:
+        plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
+        height = np.where(valid, P @ plane.normal.astype(np.float32) + np.float32(plane.offset), np.nan).astype(np.float32)
+        sigma = _noise_sigma(height, zf, valid, config)
+        with np.errstate(invalid="ignore"):
+            fg = valid & (height > np.maximum(config.min_height_m, config.height_sigmas * sigma)) & (height < config.max_size_m)
+        surface = (_support_region(valid & (np.abs(height) < 2 * config.rules.plane_tolerance_m), config.rules.support_patch_share)
+                   if config.on_support_only else None)
+    for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
+        if sl is None:
+            continue
+        m = labels[sl] == lab
+        score = float(1.0 - prob[0][sl][m].mean())
+        if plane is not None:
+            g = plane_geometry(m, sl, fg, P, height, plane, surface, K, config)
+            if g is None:
+                continue
+            g = (g[0], g[1], score)
+        else:
+            pts = P[sl][m & valid[sl]]
+            if len(pts) < 10:
+                continue
+            lo, hi = np.quantile(pts, [0.02, 0.98], axis=0)
+            if not config.min_size_m <= float((hi - lo).max()) <= config.max_size_m:
+                continue
+            g = ((lo + hi) / 2, hi - lo, score)
+        out[sl][m] = len(geo) + 1
+        geo.append(g)
+    return out, geo
+
+
+def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
+                    config=None) -> list[Proposal] | None:
+    """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
+    them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
+    readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``."""
+    from .proposals import ProposalConfig, _assemble, _check_rgb, _usable_depth
+
+    config = config or ProposalConfig()
+    rgb = _check_rgb(rgb)
+    h, w = rgb.shape[:2]
+    d = _usable_depth(depth, (h, w))
+    if d is None:
+        return None
+    scale = min(1.0, WORK_WIDTH / w)
+    sw, sh = max(8, int(round(w * scale))), max(8, int(round(h * scale)))
+    small = cv2.resize(rgb, (sw, sh), interpolation=cv2.INTER_AREA)
+    z = cv2.resize(d, (sw, sh), interpolation=cv2.INTER_NEAREST)
+    K = intrinsics.scaled(sw / w, sh / h)
+    feats = input_features(small, z, K)
+    if feats is None:
+        return None
+    logits = segmenter.logits(feats)
+    labels, geo = _geometry(instances(logits), z, K, logits, config)
+    return _assemble(labels, geo, (h, w), config)
