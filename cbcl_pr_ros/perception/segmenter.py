@@ -24,7 +24,7 @@ from scipy import ndimage
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "Segmenter", "load_segmenter", "input_features", "instances",
-           "layer_shapes"]
+           "layer_shapes", "propose_learned"]
 
 WORK_WIDTH = 160
 #: the input channels (``input_features``)
@@ -199,7 +199,8 @@ def instances(logits: np.ndarray) -> np.ndarray:
     return keep[lab]
 
 
-def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np.ndarray, config) -> tuple[np.ndarray, list]:
+def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np.ndarray, config,
+              use_plane: bool = True) -> tuple[np.ndarray, list]:
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered)."""
     from .proposals import _geometry as plane_geometry, _noise_sigma, _support_region, choose_support, refine_plane, \
@@ -211,7 +212,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np
     xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
-    plane = choose_support(support_planes(P[valid], config), config, P, valid) if valid.sum() >= 100 else None
+    plane = choose_support(support_planes(P[valid], config), config, P, valid) if use_plane and valid.sum() >= 100 else None
     prob = np.exp(logits - logits.max(axis=0))
     prob = prob / prob.sum(axis=0)
     out = np.zeros_like(labels)
@@ -248,10 +249,12 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np
 
 
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
-                    config=None) -> list[Proposal] | None:
+                    config=None, *, plane: bool = True, colour: bool = True) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
-    readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``."""
+    readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
+    ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
+    network depth alone: what each is worth is measured (bench/bench_segmenter.py)."""
     from .proposals import ProposalConfig, _assemble, _check_rgb, _usable_depth
 
     config = config or ProposalConfig()
@@ -268,6 +271,8 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     feats = input_features(small, z, K)
     if feats is None:
         return None
+    if not colour:
+        feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
     logits = segmenter.logits(feats)
-    labels, geo = _geometry(instances(logits), z, K, logits, config)
+    labels, geo = _geometry(instances(logits), z, K, logits, config, plane)
     return _assemble(labels, geo, (h, w), config)
