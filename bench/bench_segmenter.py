@@ -7,7 +7,8 @@ For every frame of bench/real_rgbd (``CBCL_REAL_RGBD`` or --frames: the assemble
   bench_real computes them (the height test's noise multiples chosen on the other sources);
 - ``learned``: ``perception.segmenter.propose_learned`` with the weights (--weights; by default the trained
   ones in runs/bench/segmenter/), in each variant of ``VARIANTS`` (with or without the support plane's
-  refinement, with or without colour). Leave-one-source-out: the variant best on the other sources
+  refinement, with or without colour; or the geometry's proposals corrected by the network's,
+  ``segmenter.combine``). Leave-one-source-out: the variant best on the other sources
   (F1 at IoU 0.5 less 0.05 per merge in 10 frames, as bench_real) is scored on the held-out one;
 - recall and precision at IoU 0.5, merges, per source, pooled; CPU milliseconds per 640x480 frame on one
   core (best of 3, process CPU time with one BLAS/OpenCV thread); whether 20 runs of one frame agree.
@@ -38,7 +39,9 @@ from bench_real import _figures, _objective, leave_one_source_out  # noqa: E402
 from real_rgbd_set import ProposalScore, failure_kinds, load_frames, score_proposals  # noqa: E402
 
 VARIANTS = {"plane+colour": {"plane": True, "colour": True}, "plane": {"plane": True, "colour": False},
-            "colour": {"plane": False, "colour": True}, "depth_only": {"plane": False, "colour": False}}
+            "colour": {"plane": False, "colour": True}, "depth_only": {"plane": False, "colour": False},
+            "geometry_corrected": {"plane": True, "colour": True, "combine": True},
+            "geometry_corrected_depth_only": {"plane": True, "colour": False, "combine": True}}
 
 
 def _score(frames, run) -> tuple[dict, dict, dict]:
@@ -79,7 +82,7 @@ def _cpu_ms(frames, run, repeats: int = 3) -> dict:
 
 def main() -> None:
     from cbcl_pr_ros.perception import ProposalConfig, propose
-    from cbcl_pr_ros.perception.segmenter import load_segmenter, propose_learned
+    from cbcl_pr_ros.perception.segmenter import combine, load_segmenter, propose_learned
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--frames", type=Path, default=Path(os.environ.get("CBCL_REAL_RGBD", "/work/real_rgbd")))
@@ -101,7 +104,10 @@ def main() -> None:
         return propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
 
     def learned(variant):
-        return lambda fr: propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **VARIANTS[variant])
+        opts = dict(VARIANTS[variant])
+        if opts.pop("combine", False):  # the geometry's proposals, corrected by the network's
+            return lambda fr: combine(geometry(fr), propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts) or [])
+        return lambda fr: propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts)
 
     per, frame_figs, kinds = _score(frames, geometry)
     out["geometry"] = {"pooled": _figures(_pooled(per), len(frames)),

@@ -24,7 +24,7 @@ from scipy import ndimage
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "Segmenter", "load_segmenter", "input_features", "instances",
-           "layer_shapes", "propose_learned"]
+           "layer_shapes", "propose_learned", "combine"]
 
 WORK_WIDTH = 160
 #: the input channels (``input_features``)
@@ -276,3 +276,50 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     logits = segmenter.logits(feats)
     labels, geo = _geometry(instances(logits), z, K, logits, config, plane)
     return _assemble(labels, geo, (h, w), config)
+
+
+_PIECE_SHARE = 0.6  # a proposal with this share of its mask inside another is a piece of it
+_NEW_IOU = 0.1  # a learned object overlapping no geometry proposal by more than this mask IoU is one it missed
+
+
+def _inside(a: Proposal, b: Proposal) -> float:
+    """Share of ``a``'s mask inside ``b``'s (boxes first: most pairs do not touch)."""
+    ax0, ay0, ax1, ay1 = a.box
+    bx0, by0, bx1, by1 = b.box
+    if ax1 <= bx0 or bx1 <= ax0 or ay1 <= by0 or by1 <= ay0:
+        return 0.0
+    y0, y1, x0, x1 = max(ay0, by0), min(ay1, by1), max(ax0, bx0), min(ax1, bx1)
+    inter = int((a.mask[y0:y1, x0:x1] & b.mask[y0:y1, x0:x1]).sum())
+    return inter / max(int(a.mask[ay0:ay1, ax0:ax1].sum()), 1)
+
+
+def combine(geometry: list[Proposal], learned: list[Proposal], max_proposals: int = 32) -> list[Proposal]:
+    """The geometry's proposals corrected by the network's: a geometry proposal holding two or more learned
+    objects (two touching objects joined) gives way to them; two or more geometry pieces inside one learned
+    object (an object cut in pieces) give way to it; a learned object no geometry proposal overlaps is added.
+    Highest score first, at most ``max_proposals``."""
+    if not learned:
+        return geometry[:max_proposals]
+    if not geometry:
+        return learned[:max_proposals]
+    G, L = len(geometry), len(learned)
+    g_in_l = np.array([[_inside(g, l) for l in learned] for g in geometry])  # (G, L)
+    l_in_g = np.array([[_inside(l, g) for g in geometry] for l in learned])  # (L, G)
+    drop_g, add_l = set(), set()
+    for j in range(L):  # pieces of one learned object
+        pieces = np.flatnonzero(g_in_l[:, j] >= _PIECE_SHARE)
+        if len(pieces) >= 2:
+            drop_g.update(int(i) for i in pieces)
+            add_l.add(j)
+    for i in range(G):  # one geometry proposal holding several learned objects
+        held = np.flatnonzero(l_in_g[:, i] >= _PIECE_SHARE)
+        if len(held) >= 2 and i not in drop_g:
+            drop_g.add(i)
+            add_l.update(int(j) for j in held)
+    for j in range(L):  # objects the geometry missed
+        overlap = max((_inside(learned[j], g) for g in geometry), default=0.0)
+        if overlap < _NEW_IOU and g_in_l[:, j].max() < _NEW_IOU:
+            add_l.add(j)
+    out = [g for i, g in enumerate(geometry) if i not in drop_g] + [learned[j] for j in sorted(add_l)]
+    out.sort(key=lambda p: (-p.score, p.box))
+    return out[:max_proposals]

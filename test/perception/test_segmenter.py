@@ -178,3 +178,27 @@ def test_rendered_scenes_are_the_same_whatever_the_order_they_are_made_in(tmp_pa
     assert a["rgb"].shape == (3, H, W, 3) and a["depth"].shape == a["inst"].shape == (3, H, W)
     assert (a["inst"] >= 0).any()
     assert np.isfinite(a["depth"].astype(np.float32)).mean() > 0.3  # a depth camera's holes, not an empty frame
+
+
+def _prop(shape, box, score=0.5) -> Proposal:
+    m = np.zeros(shape, bool)
+    x0, y0, x1, y1 = box
+    m[y0:y1, x0:x1] = True
+    return Proposal(box, m, np.full(3, np.nan), np.full(3, np.nan), score)
+
+
+def test_combine_splits_merges_joins_pieces_and_adds_misses():
+    from cbcl_pr_ros.perception.segmenter import combine
+
+    s = (100, 100)
+    merged = _prop(s, (0, 0, 40, 20))  # the geometry joined two touching objects ...
+    pieces = [_prop(s, (50, 50, 60, 70)), _prop(s, (60, 50, 70, 70))]  # ... and cut another in two
+    kept = _prop(s, (0, 80, 10, 90))
+    learned = [_prop(s, (0, 0, 20, 20), 0.9), _prop(s, (20, 0, 40, 20), 0.8),  # the two touching objects
+               _prop(s, (50, 50, 70, 70), 0.7),  # the one in pieces, whole
+               _prop(s, (85, 5, 95, 15), 0.6),  # one the geometry missed
+               _prop(s, (1, 81, 9, 89), 0.6)]  # one the geometry found too
+    out = combine([merged, *pieces, kept], learned)
+    assert sorted(p.box for p in out) == sorted([(0, 0, 20, 20), (20, 0, 40, 20), (50, 50, 70, 70), (85, 5, 95, 15),
+                                                 (0, 80, 10, 90)])
+    assert combine([kept], []) == [kept] and combine([], [kept]) == [kept]
