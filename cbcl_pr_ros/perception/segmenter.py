@@ -1,6 +1,6 @@
 """Learned class-agnostic proposals: a small network trained only on rendered table scenes.
 
-A U-Net of about 40 k weights reads a frame at ``WORK_WIDTH`` pixels wide (depth cues: surface
+A U-Net of 76 k weights reads a frame at ``WORK_WIDTH`` pixels wide (depth cues: surface
 normals, depth relative to the frame and to its surroundings, depth edges, where readings are; and
 colour) and says per pixel: background, object inside, or object boundary. Objects are the connected
 insides, grown over their boundary pixels; the support plane of the geometry method then gives each
@@ -176,11 +176,14 @@ def load_segmenter(path: str | Path) -> Segmenter:
 
 
 # ------------------------------------------------------------------------------------------- instances
-def instances(logits: np.ndarray) -> np.ndarray:
-    """Label image (0 = none) of the objects in class scores (3, h, w): connected insides of at least
-    ``_MIN_SEED_PX`` pixels, grown over the object pixels (inside or boundary) within ``_GROW_PX``."""
+def instances(logits: np.ndarray, inside_p: float = 0.5) -> np.ndarray:
+    """Label image (0 = none) of the objects in class scores (3, h, w): connected insides (pixels whose
+    probability of "inside" is at least ``inside_p``) of at least ``_MIN_SEED_PX`` pixels, grown over the
+    object pixels (inside or boundary) within ``_GROW_PX``. A higher ``inside_p`` parts touching objects
+    whose boundary the network sees only faintly."""
     cls = np.argmax(logits, axis=0)
-    inside = (cls == 1).astype(np.uint8)
+    e = np.exp(logits - logits.max(axis=0))
+    inside = ((e[1] / e.sum(axis=0)) >= inside_p).astype(np.uint8)
     n, lab, stats, _ = cv2.connectedComponentsWithStats(inside, connectivity=4)
     keep = np.zeros(n, np.int32)
     big = 1 + np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= _MIN_SEED_PX)
@@ -249,12 +252,13 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np
 
 
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
-                    config=None, *, plane: bool = True, colour: bool = True) -> list[Proposal] | None:
+                    config=None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
     readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
     ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
-    network depth alone: what each is worth is measured (bench/bench_segmenter.py)."""
+    network depth alone, ``inside_p`` is :func:`instances`' threshold: what each is worth is measured
+    (bench/bench_segmenter.py)."""
     from .proposals import ProposalConfig, _assemble, _check_rgb, _usable_depth
 
     config = config or ProposalConfig()
@@ -274,7 +278,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     if not colour:
         feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
     logits = segmenter.logits(feats)
-    labels, geo = _geometry(instances(logits), z, K, logits, config, plane)
+    labels, geo = _geometry(instances(logits, inside_p), z, K, logits, config, plane)
     return _assemble(labels, geo, (h, w), config)
 
 
