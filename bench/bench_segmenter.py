@@ -7,7 +7,7 @@ For every frame of bench/real_rgbd (``CBCL_REAL_RGBD`` or --frames: the assemble
   bench_real computes them (the height test's noise multiples chosen on the other sources);
 - ``learned``: ``perception.segmenter.propose_learned`` with the weights (--weights; by default the trained
   ones in runs/bench/segmenter/), in each variant of ``VARIANTS`` (with or without the support plane's
-  refinement, with or without colour, the threshold on "inside"; or the geometry's proposals corrected by the network's,
+  refinement, with or without colour, the threshold on "inside", the work width; or the geometry's proposals corrected by the network's,
   ``segmenter.combine``). Leave-one-source-out: the variant best on the other sources
   (F1 at IoU 0.5 less 0.05 per merge in 10 frames, as bench_real) is scored on the held-out one;
 - recall and precision at IoU 0.5, merges, per source, pooled; CPU milliseconds per 640x480 frame on one
@@ -45,7 +45,11 @@ VARIANTS = {"plane+colour": {"plane": True, "colour": True}, "plane": {"plane": 
             "plane+colour_inside70": {"plane": True, "colour": True, "inside_p": 0.7},
             "plane+colour_inside85": {"plane": True, "colour": True, "inside_p": 0.85},
             "geometry_corrected_inside70": {"plane": True, "colour": True, "combine": True, "inside_p": 0.7},
-            "geometry_corrected_inside85": {"plane": True, "colour": True, "combine": True, "inside_p": 0.85}}
+            "geometry_corrected_inside85": {"plane": True, "colour": True, "combine": True, "inside_p": 0.85},
+            "plane+colour_240px": {"plane": True, "colour": True, "width": 240},
+            "plane+colour_320px": {"plane": True, "colour": True, "width": 320},
+            "geometry_corrected_240px": {"plane": True, "colour": True, "combine": True, "width": 240},
+            "geometry_corrected_320px": {"plane": True, "colour": True, "combine": True, "width": 320}}
 
 
 def _score(frames, run) -> tuple[dict, dict, dict]:

@@ -21,6 +21,9 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
+from .proposals import ProposalConfig, _assemble, _check_rgb, _noise_sigma, _support_region, _usable_depth, \
+    choose_support, refine_plane, support_planes
+from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "Segmenter", "load_segmenter", "input_features", "instances",
@@ -202,13 +205,10 @@ def instances(logits: np.ndarray, inside_p: float = 0.5) -> np.ndarray:
     return keep[lab]
 
 
-def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np.ndarray, config,
+def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np.ndarray, config: ProposalConfig,
               use_plane: bool = True) -> tuple[np.ndarray, list]:
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered)."""
-    from .proposals import _geometry as plane_geometry, _noise_sigma, _support_region, choose_support, refine_plane, \
-        support_planes
-
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0).astype(np.float32)
@@ -252,22 +252,24 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np
 
 
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
-                    config=None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5) -> list[Proposal] | None:
+                    config: ProposalConfig | None = None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5,
+                    width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
     readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
     ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
-    network depth alone, ``inside_p`` is :func:`instances`' threshold: what each is worth is measured
+    network depth alone, ``inside_p`` is :func:`instances`' threshold, ``width`` the work width (the network
+    was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is worth is measured
     (bench/bench_segmenter.py)."""
-    from .proposals import ProposalConfig, _assemble, _check_rgb, _usable_depth
-
     config = config or ProposalConfig()
     rgb = _check_rgb(rgb)
     h, w = rgb.shape[:2]
     d = _usable_depth(depth, (h, w))
     if d is None:
         return None
-    scale = min(1.0, WORK_WIDTH / w)
+    if not 32 <= int(width) <= 1024:
+        raise ValueError(f"width must be in [32, 1024], got {width}")
+    scale = min(1.0, int(width) / w)
     sw, sh = max(8, int(round(w * scale))), max(8, int(round(h * scale)))
     small = cv2.resize(rgb, (sw, sh), interpolation=cv2.INTER_AREA)
     z = cv2.resize(d, (sw, sh), interpolation=cv2.INTER_NEAREST)

@@ -156,6 +156,8 @@ def test_bad_colour_is_refused(weights_file):
         propose_learned(seg, rgb.astype(np.float32), depth, K)
     with pytest.raises(ValueError):
         propose_learned(seg, rgb[..., :2], depth, K)
+    with pytest.raises(ValueError):
+        propose_learned(seg, rgb, depth, K, width=8)
 
 
 def test_input_features_shape_and_no_reading():
