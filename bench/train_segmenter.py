@@ -1,0 +1,234 @@
+"""Make the rendered scenes and train the learned proposal segmenter on them, reproducibly, on the CPU.
+
+One command regenerates everything::
+
+    source scripts/env.sh && nice -n 5 python -P bench/train_segmenter.py
+
+1. ``--scenes`` rendered table scenes (``segmenter_data.make_scenes``, each from its own seed), cached
+   under runs/bench/segmenter/ by their count and seed;
+2. the network's input features of each (``perception.segmenter.input_features``) and its targets:
+   background, object inside, object boundary (object pixels beside another object or the background);
+   objects too small to see are ignored;
+3. ``--steps`` steps of AdamW (batch ``--batch`` of ``--crop`` crops, horizontal flips, the colour channels dropped in one
+   sample of five so depth alone must do), fixed seeds, ``--threads`` torch threads, deterministic
+   algorithms; the last ``--val`` scenes are never trained on and give the validation figures;
+4. batch norms folded into the convolutions, weights written as safetensors (runs/bench/segmenter/
+   segmenter.safetensors, or ``--weights``), checked by the runtime loader, and the NumPy forward pass
+   compared with torch's on the validation scenes; the log (loss per 100 steps, validation pixel and
+   object figures, time) goes to runs/bench/segmenter/train_log.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
+from bench_common import out_path  # noqa: E402
+
+from cbcl_pr_ros.perception.segmenter import CHANNELS, LAYERS, input_features, instances, load_segmenter  # noqa: E402
+from cbcl_pr_ros.perception.types import CameraIntrinsics  # noqa: E402
+
+IGNORE = 255
+
+
+def targets(inst: np.ndarray) -> np.ndarray:
+    """Per pixel 0 background, 1 inside, 2 boundary (an object pixel with a 4-neighbour of another id),
+    ``IGNORE`` for objects too small to learn from."""
+    t = np.where(inst >= 0, 1, 0).astype(np.uint8)
+    p = np.pad(inst, 1, mode="edge")
+    differ = np.zeros(inst.shape, bool)
+    for dy, dx in ((0, 1), (2, 1), (1, 0), (1, 2)):
+        differ |= p[dy:dy + inst.shape[0], dx:dx + inst.shape[1]] != inst
+    t[(inst >= 0) & differ] = 2
+    t[inst < -1] = IGNORE
+    return t
+
+
+def build_data(scenes: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(features (n, c, h, w) float16, targets (n, h, w) uint8, the raw scenes) for ``scenes`` scenes."""
+    from segmenter_data import make_scenes
+
+    cache = out_path(f"segmenter/scenes_{scenes}_{seed}.npz")
+    if cache.exists():
+        raw = dict(np.load(cache))
+    else:
+        t0 = time.time()
+        raw = make_scenes(scenes, seed, progress=True)
+        np.savez(cache, **raw)
+        print(f"rendered {scenes} scenes in {time.time() - t0:.0f} s -> {cache}", flush=True)
+    n, h, w = raw["depth"].shape
+    feats = np.zeros((n, len(CHANNELS), h, w), np.float16)
+    tg = np.zeros((n, h, w), np.uint8)
+    for i in range(n):
+        K = CameraIntrinsics(*map(float, raw["K"][i]))
+        f = input_features(raw["rgb"][i], raw["depth"][i].astype(np.float32), K)
+        if f is None:
+            tg[i] = IGNORE
+            continue
+        feats[i] = f
+        tg[i] = targets(raw["inst"][i])
+    return feats, tg, raw
+
+
+def make_net():
+    """The torch twin of the NumPy network: each 3x3 convolution followed by batch norm and ReLU."""
+    import torch
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.convs = nn.ModuleDict()
+            self.norms = nn.ModuleDict()
+            for name, cin, cout in LAYERS:
+                self.convs[name] = nn.Conv2d(cin, cout, 1 if name == "head" else 3, padding=0 if name == "head" else 1)
+                if name != "head":
+                    self.norms[name] = nn.BatchNorm2d(cout)
+
+        def c(self, x, name):
+            return torch.relu(self.norms[name](self.convs[name](x)))
+
+        def block(self, x, name):
+            return self.c(self.c(x, name + "a"), name + "b")
+
+        def forward(self, x):
+            pool = nn.functional.max_pool2d
+            up = lambda t: nn.functional.interpolate(t, scale_factor=2, mode="nearest")  # noqa: E731
+            e1 = self.block(x, "enc1")
+            e2 = self.block(pool(e1, 2), "enc2")
+            e3 = self.block(pool(e2, 2), "enc3")
+            m = self.c(self.c(pool(e3, 2), "mid_a"), "mid_b")
+            d3 = self.block(torch.cat([up(m), e3], 1), "dec3")
+            d2 = self.block(torch.cat([up(d3), e2], 1), "dec2")
+            d1 = self.block(torch.cat([up(d2), e1], 1), "dec1")
+            return self.convs["head"](d1)
+
+    return Net()
+
+
+def folded(net) -> dict[str, np.ndarray]:
+    """The network's weights with each batch norm folded into its convolution (what the runtime runs)."""
+    out = {}
+    for name, conv in net.convs.items():
+        w = conv.weight.detach().double().numpy()
+        b = conv.bias.detach().double().numpy()
+        if name in net.norms:
+            bn = net.norms[name]
+            s = bn.weight.detach().double().numpy() / np.sqrt(bn.running_var.double().numpy() + bn.eps)
+            w = w * s[:, None, None, None]
+            b = (b - bn.running_mean.double().numpy()) * s + bn.bias.detach().double().numpy()
+        out[f"{name}.weight"] = np.ascontiguousarray(w, np.float32)
+        out[f"{name}.bias"] = np.ascontiguousarray(b, np.float32)
+    return out
+
+
+def object_figures(pred: np.ndarray, inst: np.ndarray) -> tuple[int, int, int]:
+    """(objects, found at mask IoU 0.5, predicted objects) of one scene."""
+    ids = [i for i in np.unique(inst) if i >= 0 and (inst == i).sum() >= 30]
+    found = 0
+    for i in ids:
+        m = inst == i
+        labs, counts = np.unique(pred[m], return_counts=True)
+        for lab, c in zip(labs, counts):
+            if lab > 0 and c / (m.sum() + (pred == lab).sum() - c) >= 0.5:
+                found += 1
+                break
+    return len(ids), found, int(pred.max())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scenes", type=int, default=4000)
+    ap.add_argument("--val", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--crop", type=int, nargs=2, default=(64, 96), help="training crop (height, width), multiples of 8")
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--weights", type=Path, default=None)
+    args = ap.parse_args()
+
+    import torch
+    from safetensors.numpy import save_file
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True)
+    t_start = time.time()
+    feats, tg, raw = build_data(args.scenes, args.seed)
+    print(f"features ready ({time.time() - t_start:.0f} s)", flush=True)
+    n_train = len(feats) - args.val
+    net = make_net()
+    opt = torch.optim.AdamW(net.parameters(), lr=args.lr, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.steps, pct_start=0.1)
+    loss_fn = torch.nn.CrossEntropyLoss(weight=torch.tensor([1.0, 1.0, 3.0]), ignore_index=IGNORE)
+    rng = np.random.default_rng(args.seed)
+    colour = [CHANNELS.index(c) for c in ("red", "green", "blue")]
+    nx = CHANNELS.index("normal_x")
+    log = {"args": vars(args) | {"weights": str(args.weights) if args.weights else None}, "loss": []}
+    net.train()
+    running, t0 = 0.0, time.time()
+    for step in range(args.steps):
+        idx = rng.integers(0, n_train, args.batch)
+        cy, cx = int(rng.integers(0, feats.shape[2] - args.crop[0] + 1)), int(rng.integers(0, feats.shape[3] - args.crop[1] + 1))
+        x = feats[idx, :, cy:cy + args.crop[0], cx:cx + args.crop[1]].astype(np.float32)
+        y = tg[idx, cy:cy + args.crop[0], cx:cx + args.crop[1]].astype(np.int64)
+        flip = rng.random(args.batch) < 0.5
+        x[flip] = x[flip][..., ::-1]
+        x[flip, nx] *= -1
+        y[flip] = y[flip][..., ::-1]
+        drop = rng.random(args.batch) < 0.2
+        x[np.ix_(drop, colour)] = 0.0
+        out = net(torch.from_numpy(np.ascontiguousarray(x)))
+        loss = loss_fn(out, torch.from_numpy(np.ascontiguousarray(y)))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        running += loss.item()
+        if (step + 1) % 100 == 0:
+            log["loss"].append([step + 1, round(running / 100, 4), round(time.time() - t0, 1)])
+            print(f"step {step + 1}: loss {running / 100:.4f} ({time.time() - t0:.0f} s)", flush=True)
+            running = 0.0
+    net.eval()
+    weights = folded(net)
+    path = args.weights or out_path("segmenter/segmenter.safetensors")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(weights, str(path), metadata={"channels": ",".join(CHANNELS), "scenes": str(args.scenes),
+                                            "steps": str(args.steps)})
+    seg = load_segmenter(path)
+    # validation: pixel accuracy per class, objects found at mask IoU 0.5, NumPy against torch
+    conf = np.zeros((3, 3), np.int64)
+    objs = found = preds = 0
+    worst = 0.0
+    with torch.no_grad():
+        for i in range(n_train, len(feats)):
+            f = feats[i].astype(np.float32)
+            lg = seg.logits(f)
+            ref = net(torch.from_numpy(f[None]))[0].numpy()
+            worst = max(worst, float(np.abs(lg - ref).max()))
+            pred_cls = lg.argmax(0)
+            ok = tg[i] != IGNORE
+            np.add.at(conf, (tg[i][ok], pred_cls[ok]), 1)
+            o, fd, pr = object_figures(instances(lg), raw["inst"][i])
+            objs, found, preds = objs + o, found + fd, preds + pr
+    log["validation"] = {"scenes": args.val, "pixel_recall_per_class": [round(float(conf[k, k] / max(conf[k].sum(), 1)), 3)
+                                                                       for k in range(3)],
+                         "objects": objs, "found_iou50": found, "recall_iou50": round(found / max(objs, 1), 3),
+                         "predicted_objects": preds, "numpy_vs_torch_max_abs": worst}
+    log["seconds"] = round(time.time() - t_start, 1)
+    log["weights_bytes"] = path.stat().st_size
+    log["parameters"] = int(sum(v.size for v in weights.values()))
+    out = out_path("segmenter/train_log.json")
+    out.write_text(json.dumps(log, indent=1))
+    print(json.dumps(log["validation"]), f"-> {path}, {out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,331 @@
+"""Learned class-agnostic proposals: a small network trained only on rendered table scenes.
+
+A U-Net of 76 k weights reads a frame at ``WORK_WIDTH`` pixels wide (depth cues: surface
+normals, depth relative to the frame and to its surroundings, depth edges, where readings are; and
+colour) and says per pixel: background, object inside, or object boundary. Objects are the connected
+insides, grown over their boundary pixels; the support plane of the geometry method then gives each
+its 3D centroid and extent and drops what does not stand on the support (``refine``).
+
+The forward pass is plain NumPy (3x3 convolutions as one matrix product each), so it needs no deep
+learning framework at run time and gives the same answer in every process. The weights are a
+safetensors file; :func:`load_segmenter` refuses any file whose tensors are not those the network
+expects. ``bench/train_segmenter.py`` makes the scenes and the weights (docs/perception.md).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+from scipy import ndimage
+
+from .proposals import ProposalConfig, _assemble, _check_rgb, _noise_sigma, _support_region, _usable_depth, \
+    choose_support, refine_plane, support_planes
+from .proposals import _geometry as plane_geometry
+from .types import CameraIntrinsics, Proposal
+
+__all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "Segmenter", "load_segmenter", "input_features", "instances",
+           "layer_shapes", "propose_learned", "combine"]
+
+WORK_WIDTH = 160
+#: the input channels (``input_features``)
+CHANNELS = ("valid", "normal_x", "normal_y", "normal_z", "log_depth", "protrusion", "depth_edge", "red", "green", "blue")
+#: the network: (name, input channels, output channels) of each 3x3 convolution (1x1 for the head)
+_W = (8, 16, 32, 32)
+LAYERS = (
+    ("enc1a", len(CHANNELS), _W[0]), ("enc1b", _W[0], _W[0]),
+    ("enc2a", _W[0], _W[1]), ("enc2b", _W[1], _W[1]),
+    ("enc3a", _W[1], _W[2]), ("enc3b", _W[2], _W[2]),
+    ("mid_a", _W[2], _W[3]), ("mid_b", _W[3], _W[3]),
+    ("dec3a", _W[3] + _W[2], _W[2]), ("dec3b", _W[2], _W[2]),
+    ("dec2a", _W[2] + _W[1], _W[1]), ("dec2b", _W[1], _W[1]),
+    ("dec1a", _W[1] + _W[0], _W[0]), ("dec1b", _W[0], _W[0]),
+    ("head", _W[0], 3),
+)
+_MAX_FILE_BYTES = 8 * 1024 * 1024
+_MIN_SEED_PX = 6  # an inside smaller than this (work pixels) is noise
+_MIN_OBJECT_PX = 12  # an object smaller than this (work pixels) is dropped
+_GROW_PX = 3  # boundary pixels join the inside within this many pixels
+
+
+def layer_shapes() -> dict[str, tuple[int, ...]]:
+    """The tensors a weights file must hold: per layer a weight (out, in, k, k) and a bias (out,)."""
+    out = {}
+    for name, cin, cout in LAYERS:
+        k = 1 if name == "head" else 3
+        out[f"{name}.weight"] = (cout, cin, k, k)
+        out[f"{name}.bias"] = (cout,)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- inputs
+def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.ndarray | None:
+    """The network's input (len(CHANNELS), h, w) float32 from colour ``rgb`` (h, w, 3) uint8, depth ``z``
+    (h, w) metres (NaN or <= 0 = no reading) and the intrinsics of this size; None when under 5 % of the
+    pixels hold a reading. Holes are filled from the nearest reading for the normals and depths, and
+    flagged in the ``valid`` channel."""
+    h, w = z.shape
+    valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
+    if valid.sum() < max(20, 0.05 * z.size):
+        return None
+    idx = ndimage.distance_transform_edt(~valid, return_distances=False, return_indices=True)
+    zf = np.where(valid, z, 0.0).astype(np.float32)[idx[0], idx[1]]
+    xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
+    ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
+    P = cv2.blur(np.stack([xs, ys, zf], axis=-1), (3, 3))
+    dx = np.zeros_like(P)
+    dy = np.zeros_like(P)
+    dx[:, 1:-1] = P[:, 2:] - P[:, :-2]
+    dy[1:-1] = P[2:] - P[:-2]
+    n = np.cross(dy, dx)
+    norm = np.linalg.norm(n, axis=-1, keepdims=True)
+    n = np.where(norm > 1e-12, n / np.maximum(norm, 1e-12), np.array([0, 0, -1], np.float32))
+    n = np.where((n * P).sum(-1, keepdims=True) > 0, -n, n)  # facing the camera
+    logz = np.log(zf)
+    rel = np.clip(logz - float(np.median(logz[valid])), -1.0, 1.0)
+    around = cv2.blur(zf, (15, 15))
+    protrusion = np.clip((around - zf) / zf * 5.0, -1.0, 1.0)
+    gx = np.zeros_like(logz)
+    gy = np.zeros_like(logz)
+    gx[:, 1:-1] = np.abs(logz[:, 2:] - logz[:, :-2])
+    gy[1:-1] = np.abs(logz[2:] - logz[:-2])
+    edge = np.tanh(20.0 * (gx + gy))
+    col = rgb.astype(np.float32) / 255.0
+    col = (col - col.reshape(-1, 3).mean(axis=0)) / (float(col.std()) + 0.05)
+    feats = np.concatenate([valid[..., None].astype(np.float32), n, rel[..., None], protrusion[..., None],
+                            edge[..., None], col], axis=-1)
+    return np.ascontiguousarray(feats.transpose(2, 0, 1), dtype=np.float32)
+
+
+# ------------------------------------------------------------------------------------------- network
+def _conv(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, relu: bool = True) -> np.ndarray:
+    """A same-padded convolution of x (c, h, w) as one matrix product (im2col)."""
+    cout, cin, k, _ = weight.shape
+    c, h, w = x.shape
+    if k == 1:
+        y = weight.reshape(cout, cin) @ x.reshape(c, h * w)
+    else:
+        xp = np.pad(x, ((0, 0), (1, 1), (1, 1)))
+        cols = np.empty((cin, 9, h, w), np.float32)
+        for i in range(3):
+            for j in range(3):
+                cols[:, 3 * i + j] = xp[:, i:i + h, j:j + w]
+        y = weight.reshape(cout, cin * 9) @ cols.reshape(cin * 9, h * w)
+    y = y.reshape(cout, h, w) + bias[:, None, None]
+    return np.maximum(y, 0.0, out=y) if relu else y
+
+
+def _pool(x: np.ndarray) -> np.ndarray:
+    c, h, w = x.shape
+    return x.reshape(c, h // 2, 2, w // 2, 2).max(axis=(2, 4))
+
+
+def _up(x: np.ndarray) -> np.ndarray:
+    return x.repeat(2, axis=1).repeat(2, axis=2)
+
+
+@dataclass(frozen=True)
+class Segmenter:
+    """The network's weights (float32 arrays by ``layer_shapes`` name), ready to run."""
+
+    weights: dict
+
+    def logits(self, feats: np.ndarray) -> np.ndarray:
+        """(3, h, w) class scores (background, inside, boundary) of input features (c, h, w)."""
+        c, h, w = feats.shape
+        ph, pw = (-h) % 8, (-w) % 8
+        x = np.pad(feats, ((0, 0), (0, ph), (0, pw)), mode="edge") if ph or pw else feats
+        W = self.weights
+
+        def block(x: np.ndarray, name: str) -> np.ndarray:
+            x = _conv(x, W[f"{name}a.weight"], W[f"{name}a.bias"])
+            return _conv(x, W[f"{name}b.weight"], W[f"{name}b.bias"])
+
+        e1 = block(x, "enc1")
+        e2 = block(_pool(e1), "enc2")
+        e3 = block(_pool(e2), "enc3")
+        m = _conv(_conv(_pool(e3), W["mid_a.weight"], W["mid_a.bias"]), W["mid_b.weight"], W["mid_b.bias"])
+        d3 = block(np.concatenate([_up(m), e3]), "dec3")
+        d2 = block(np.concatenate([_up(d3), e2]), "dec2")
+        d1 = block(np.concatenate([_up(d2), e1]), "dec1")
+        return _conv(d1, W["head.weight"], W["head.bias"], relu=False)[:, :h, :w]
+
+
+def load_segmenter(path: str | Path) -> Segmenter:
+    """The segmenter of a safetensors file; ``ValueError`` when the file is too large, not safetensors,
+    or holds other tensors, shapes or non-finite values than the network's (``layer_shapes``)."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load
+
+    path = Path(path)
+    if path.stat().st_size > _MAX_FILE_BYTES:
+        raise ValueError(f"{path}: {path.stat().st_size} bytes, more than a segmenter's {_MAX_FILE_BYTES}")
+    try:
+        tensors = load(path.read_bytes())
+    except (SafetensorError, ValueError, OSError) as exc:
+        raise ValueError(f"{path}: not a safetensors file ({exc})") from None
+    want = layer_shapes()
+    if set(tensors) != set(want):
+        raise ValueError(f"{path}: tensors {sorted(set(tensors) ^ set(want))[:4]} differ from the segmenter's")
+    out = {}
+    for name, shape in want.items():
+        t = tensors[name]
+        if tuple(t.shape) != shape or t.dtype.kind != "f" or not np.all(np.isfinite(t)):
+            raise ValueError(f"{path}: {name} is {t.dtype}{tuple(t.shape)}, want finite float{shape}")
+        out[name] = np.ascontiguousarray(t, dtype=np.float32)
+    return Segmenter(out)
+
+
+# ------------------------------------------------------------------------------------------- instances
+def instances(logits: np.ndarray, inside_p: float = 0.5) -> np.ndarray:
+    """Label image (0 = none) of the objects in class scores (3, h, w): connected insides (pixels whose
+    probability of "inside" is at least ``inside_p``) of at least ``_MIN_SEED_PX`` pixels, grown over the
+    object pixels (inside or boundary) within ``_GROW_PX``. A higher ``inside_p`` parts touching objects
+    whose boundary the network sees only faintly."""
+    cls = np.argmax(logits, axis=0)
+    e = np.exp(logits - logits.max(axis=0))
+    inside = ((e[1] / e.sum(axis=0)) >= inside_p).astype(np.uint8)
+    n, lab, stats, _ = cv2.connectedComponentsWithStats(inside, connectivity=4)
+    keep = np.zeros(n, np.int32)
+    big = 1 + np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= _MIN_SEED_PX)
+    keep[big] = np.arange(1, len(big) + 1)
+    lab = keep[lab]
+    if not len(big):
+        return lab
+    dist, idx = ndimage.distance_transform_edt(lab == 0, return_indices=True)
+    grown = lab[idx[0], idx[1]]
+    objects = (cls > 0) & (dist <= _GROW_PX)
+    lab = np.where(objects, grown, 0)
+    areas = np.bincount(lab.ravel(), minlength=len(big) + 1)
+    keep = np.zeros(len(big) + 1, np.int32)
+    ok = 1 + np.flatnonzero(areas[1:] >= _MIN_OBJECT_PX)
+    keep[ok] = np.arange(1, len(ok) + 1)
+    return keep[lab]
+
+
+def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np.ndarray, config: ProposalConfig,
+              use_plane: bool = True) -> tuple[np.ndarray, list]:
+    """Per object (centroid, size, score), with the geometry method's support plane when there is one:
+    objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered)."""
+    h, w = z.shape
+    valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
+    zf = np.where(valid, z, 0.0).astype(np.float32)
+    xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
+    ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
+    P = np.stack([xs, ys, zf], axis=-1)
+    plane = choose_support(support_planes(P[valid], config), config, P, valid) if use_plane and valid.sum() >= 100 else None
+    prob = np.exp(logits - logits.max(axis=0))
+    prob = prob / prob.sum(axis=0)
+    out = np.zeros_like(labels)
+    geo = []
+    if plane is not None:
+        plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
+        height = np.where(valid, P @ plane.normal.astype(np.float32) + np.float32(plane.offset), np.nan).astype(np.float32)
+        sigma = _noise_sigma(height, zf, valid, config)
+        with np.errstate(invalid="ignore"):
+            fg = valid & (height > np.maximum(config.min_height_m, config.height_sigmas * sigma)) & (height < config.max_size_m)
+        surface = (_support_region(valid & (np.abs(height) < 2 * config.rules.plane_tolerance_m), config.rules.support_patch_share)
+                   if config.on_support_only else None)
+    for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
+        if sl is None:
+            continue
+        m = labels[sl] == lab
+        score = float(1.0 - prob[0][sl][m].mean())
+        if plane is not None:
+            g = plane_geometry(m, sl, fg, P, height, plane, surface, K, config)
+            if g is None:
+                continue
+            g = (g[0], g[1], score)
+        else:
+            pts = P[sl][m & valid[sl]]
+            if len(pts) < 10:
+                continue
+            lo, hi = np.quantile(pts, [0.02, 0.98], axis=0)
+            if not config.min_size_m <= float((hi - lo).max()) <= config.max_size_m:
+                continue
+            g = ((lo + hi) / 2, hi - lo, score)
+        out[sl][m] = len(geo) + 1
+        geo.append(g)
+    return out, geo
+
+
+def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
+                    config: ProposalConfig | None = None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5,
+                    width: int = WORK_WIDTH) -> list[Proposal] | None:
+    """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
+    them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
+    readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
+    ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
+    network depth alone, ``inside_p`` is :func:`instances`' threshold, ``width`` the work width (the network
+    was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is worth is measured
+    (bench/bench_segmenter.py)."""
+    config = config or ProposalConfig()
+    rgb = _check_rgb(rgb)
+    h, w = rgb.shape[:2]
+    d = _usable_depth(depth, (h, w))
+    if d is None:
+        return None
+    if not 32 <= int(width) <= 1024:
+        raise ValueError(f"width must be in [32, 1024], got {width}")
+    scale = min(1.0, int(width) / w)
+    sw, sh = max(8, int(round(w * scale))), max(8, int(round(h * scale)))
+    small = cv2.resize(rgb, (sw, sh), interpolation=cv2.INTER_AREA)
+    z = cv2.resize(d, (sw, sh), interpolation=cv2.INTER_NEAREST)
+    K = intrinsics.scaled(sw / w, sh / h)
+    feats = input_features(small, z, K)
+    if feats is None:
+        return None
+    if not colour:
+        feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
+    logits = segmenter.logits(feats)
+    labels, geo = _geometry(instances(logits, inside_p), z, K, logits, config, plane)
+    return _assemble(labels, geo, (h, w), config)
+
+
+_PIECE_SHARE = 0.6  # a proposal with this share of its mask inside another is a piece of it
+_NEW_IOU = 0.1  # a learned object overlapping no geometry proposal by more than this mask IoU is one it missed
+
+
+def _inside(a: Proposal, b: Proposal) -> float:
+    """Share of ``a``'s mask inside ``b``'s (boxes first: most pairs do not touch)."""
+    ax0, ay0, ax1, ay1 = a.box
+    bx0, by0, bx1, by1 = b.box
+    if ax1 <= bx0 or bx1 <= ax0 or ay1 <= by0 or by1 <= ay0:
+        return 0.0
+    y0, y1, x0, x1 = max(ay0, by0), min(ay1, by1), max(ax0, bx0), min(ax1, bx1)
+    inter = int((a.mask[y0:y1, x0:x1] & b.mask[y0:y1, x0:x1]).sum())
+    return inter / max(int(a.mask[ay0:ay1, ax0:ax1].sum()), 1)
+
+
+def combine(geometry: list[Proposal], learned: list[Proposal], max_proposals: int = 32) -> list[Proposal]:
+    """The geometry's proposals corrected by the network's: a geometry proposal holding two or more learned
+    objects (two touching objects joined) gives way to them; two or more geometry pieces inside one learned
+    object (an object cut in pieces) give way to it; a learned object no geometry proposal overlaps is added.
+    Highest score first, at most ``max_proposals``."""
+    if not learned:
+        return geometry[:max_proposals]
+    if not geometry:
+        return learned[:max_proposals]
+    G, L = len(geometry), len(learned)
+    g_in_l = np.array([[_inside(g, l) for l in learned] for g in geometry])  # (G, L)
+    l_in_g = np.array([[_inside(l, g) for g in geometry] for l in learned])  # (L, G)
+    drop_g, add_l = set(), set()
+    for j in range(L):  # pieces of one learned object
+        pieces = np.flatnonzero(g_in_l[:, j] >= _PIECE_SHARE)
+        if len(pieces) >= 2:
+            drop_g.update(int(i) for i in pieces)
+            add_l.add(j)
+    for i in range(G):  # one geometry proposal holding several learned objects
+        held = np.flatnonzero(l_in_g[:, i] >= _PIECE_SHARE)
+        if len(held) >= 2 and i not in drop_g:
+            drop_g.add(i)
+            add_l.update(int(j) for j in held)
+    for j in range(L):  # objects the geometry missed
+        overlap = max((_inside(learned[j], g) for g in geometry), default=0.0)
+        if overlap < _NEW_IOU and g_in_l[:, j].max() < _NEW_IOU:
+            add_l.add(j)
+    out = [g for i, g in enumerate(geometry) if i not in drop_g] + [learned[j] for j in sorted(add_l)]
+    out.sort(key=lambda p: (-p.score, p.box))
+    return out[:max_proposals]

@@ -1,0 +1,206 @@
+"""The learned proposal segmenter: its weights file, its NumPy forward pass against the torch network it
+was trained as, determinism, bad frames, and the rendered training scenes' determinism."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+from synthetic import SynthObject, scene
+
+from cbcl_pr_ros.perception import Proposal
+from cbcl_pr_ros.perception.segmenter import (CHANNELS, Segmenter, input_features, instances, layer_shapes,
+                                              load_segmenter, propose_learned)
+
+
+def _weights(seed: int = 0) -> dict[str, np.ndarray]:
+    """Random weights of the right shapes, scaled so activations neither vanish nor explode; the head
+    leans to "inside" so that a frame gives objects."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, shape in layer_shapes().items():
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        out[name] = (rng.normal(0, np.sqrt(2.0 / fan_in), shape) if len(shape) > 1 else rng.normal(0, 0.05, shape)).astype(np.float32)
+    out["head.bias"] = np.array([0.0, 0.6, -0.6], np.float32)
+    return out
+
+
+def _protrusion_weights() -> dict[str, np.ndarray]:
+    """Weights of a network that calls "inside" what stands out of its surroundings (the protrusion
+    channel) through the first and last blocks, every other path zero: a segmenter whose answer is known."""
+    w = {name: np.zeros(shape, np.float32) for name, shape in layer_shapes().items()}
+    w["enc1a.weight"][0, CHANNELS.index("protrusion"), 1, 1] = 1.0
+    w["enc1b.weight"][0, 0, 1, 1] = 1.0
+    up_channels = layer_shapes()["dec2b.bias"][0]  # dec1a reads [upsampled dec2, enc1]
+    w["dec1a.weight"][0, up_channels, 1, 1] = 1.0
+    w["dec1b.weight"][0, 0, 1, 1] = 1.0
+    w["head.weight"][1, 0, 0, 0] = 20.0
+    w["head.bias"][:] = [1.0, 0.0, -5.0]
+    return w
+
+
+@pytest.fixture()
+def weights_file(tmp_path):
+    path = tmp_path / "seg.safetensors"
+    save_file(_weights(), str(path))
+    return path
+
+
+def _frame():
+    return scene([SynthObject((60, 80, 110, 140), 0.06, (200, 40, 40)), SynthObject((112, 90, 160, 150), 0.05, (40, 40, 200)),
+                  SynthObject((200, 60, 240, 120), 0.10, (40, 200, 40))], seed=1)
+
+
+def test_weights_load_through_our_loader(weights_file):
+    seg = load_segmenter(weights_file)
+    assert set(seg.weights) == set(layer_shapes())
+    for name, shape in layer_shapes().items():
+        assert seg.weights[name].shape == shape and seg.weights[name].dtype == np.float32
+
+
+@pytest.mark.parametrize("change", ["missing", "extra", "shape", "nan", "garbage"])
+def test_a_weights_file_that_is_not_the_segmenters_is_refused(tmp_path, change):
+    w = _weights()
+    if change == "missing":
+        del w["head.bias"]
+    elif change == "extra":
+        w["spare.weight"] = np.zeros((2, 2), np.float32)
+    elif change == "shape":
+        w["enc1a.weight"] = np.zeros((3, 3, 3, 3), np.float32)
+    elif change == "nan":
+        w["dec2b.bias"][0] = np.nan
+    path = tmp_path / "bad.safetensors"
+    if change == "garbage":
+        path.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not a header at all")
+    else:
+        save_file(w, str(path))
+    with pytest.raises(ValueError):
+        load_segmenter(path)
+
+
+def test_numpy_forward_pass_matches_the_torch_network_it_was_trained_as():
+    torch = pytest.importorskip("torch")
+    from train_segmenter import folded, make_net
+
+    torch.manual_seed(0)
+    net = make_net()
+    with torch.no_grad():  # batch norms with statistics of their own, so that folding them matters
+        for bn in net.norms.values():
+            bn.running_mean.uniform_(-0.2, 0.2)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.1, 0.1)
+    net.eval()
+    seg = Segmenter(folded(net))
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 1, (len(CHANNELS), 40, 56)).astype(np.float32)
+    with torch.no_grad():
+        ref = net(torch.from_numpy(x[None]))[0].numpy()
+    np.testing.assert_allclose(seg.logits(x), ref, atol=1e-4)
+    # a size that is no multiple of 8 is padded and cropped back
+    assert seg.logits(x[:, :37, :50]).shape == (3, 37, 50)
+
+
+def test_the_same_frame_gives_the_same_proposals_twenty_times(weights_file):
+    rgb, depth, K, _ = _frame()
+    seg = load_segmenter(weights_file)
+    feats = input_features(rgb, depth, K)
+    ref = seg.logits(feats)
+    assert all(np.array_equal(seg.logits(feats), ref) for _ in range(20))
+    seg = Segmenter(_protrusion_weights())
+    first = propose_learned(seg, rgb, depth, K, plane=False)
+    assert first, "the frame should give proposals for this check to mean anything"
+    assert all(isinstance(p, Proposal) and p.mask.shape == rgb.shape[:2] for p in first)
+    for _ in range(20):
+        again = propose_learned(seg, rgb, depth, K, plane=False)
+        assert [p.box for p in again] == [p.box for p in first]
+        assert [p.score for p in again] == [p.score for p in first]
+        assert all(np.array_equal(a.mask, b.mask) for a, b in zip(again, first))
+        assert all(np.array_equal(a.centroid, b.centroid) for a, b in zip(again, first))
+
+
+def test_instances_part_insides_and_give_boundary_pixels_to_them():
+    logits = np.zeros((3, 20, 30), np.float32)
+    logits[0] = 1.0
+    logits[1, 5:15, 3:12] = 2.0  # two insides ...
+    logits[1, 5:15, 14:25] = 2.0
+    logits[2, 4:16, 12:14] = 3.0  # ... with a boundary between them
+    lab = instances(logits)
+    assert lab.max() == 2
+    assert lab[10, 5] != lab[10, 20] and lab[10, 5] > 0 and lab[10, 20] > 0
+    assert (lab[4:16, 12:14] > 0).all()  # the boundary belongs to the objects
+    assert lab[0, 0] == 0
+
+
+@pytest.mark.parametrize("bad", ["all_nan", "zeros", "holes_everywhere", "other_aspect", "none"])
+def test_bad_depth_gives_no_answer_and_no_crash(weights_file, bad):
+    seg = load_segmenter(weights_file)
+    rgb, depth, K, _ = _frame()
+    if bad == "all_nan":
+        depth = np.full_like(depth, np.nan)
+    elif bad == "zeros":
+        depth = np.zeros_like(depth)
+    elif bad == "holes_everywhere":
+        depth = depth.copy()
+        depth[np.random.default_rng(0).random(depth.shape) < 0.97] = np.nan
+    elif bad == "other_aspect":
+        depth = depth[:, :100]
+    elif bad == "none":
+        depth = None
+    assert propose_learned(seg, rgb, depth, K) is None
+
+
+def test_bad_colour_is_refused(weights_file):
+    seg = load_segmenter(weights_file)
+    rgb, depth, K, _ = _frame()
+    with pytest.raises(TypeError):
+        propose_learned(seg, rgb.astype(np.float32), depth, K)
+    with pytest.raises(ValueError):
+        propose_learned(seg, rgb[..., :2], depth, K)
+    with pytest.raises(ValueError):
+        propose_learned(seg, rgb, depth, K, width=8)
+
+
+def test_input_features_shape_and_no_reading():
+    rgb, depth, K, _ = _frame()
+    f = input_features(rgb, depth, K)
+    assert f.shape == (len(CHANNELS), *depth.shape) and f.dtype == np.float32 and np.isfinite(f).all()
+    assert input_features(rgb, np.full_like(depth, np.nan), K) is None
+
+
+def test_rendered_scenes_are_the_same_whatever_the_order_they_are_made_in(tmp_path):
+    pytest.importorskip("pybullet")
+    from segmenter_data import H, W, make_scenes
+
+    a = make_scenes(3, seed=5, start=0, texture_dir=tmp_path)
+    b = make_scenes(2, seed=5, start=1, texture_dir=tmp_path)
+    for k in ("rgb", "inst", "K"):
+        np.testing.assert_array_equal(a[k][1:], b[k])
+    np.testing.assert_array_equal(np.isnan(a["depth"][1:]), np.isnan(b["depth"]))
+    np.testing.assert_array_equal(np.nan_to_num(a["depth"][1:]), np.nan_to_num(b["depth"]))
+    assert a["rgb"].shape == (3, H, W, 3) and a["depth"].shape == a["inst"].shape == (3, H, W)
+    assert (a["inst"] >= 0).any()
+    assert np.isfinite(a["depth"].astype(np.float32)).mean() > 0.3  # a depth camera's holes, not an empty frame
+
+
+def _prop(shape, box, score=0.5) -> Proposal:
+    m = np.zeros(shape, bool)
+    x0, y0, x1, y1 = box
+    m[y0:y1, x0:x1] = True
+    return Proposal(box, m, np.full(3, np.nan), np.full(3, np.nan), score)
+
+
+def test_combine_splits_merges_joins_pieces_and_adds_misses():
+    from cbcl_pr_ros.perception.segmenter import combine
+
+    s = (100, 100)
+    merged = _prop(s, (0, 0, 40, 20))  # the geometry joined two touching objects ...
+    pieces = [_prop(s, (50, 50, 60, 70)), _prop(s, (60, 50, 70, 70))]  # ... and cut another in two
+    kept = _prop(s, (0, 80, 10, 90))
+    learned = [_prop(s, (0, 0, 20, 20), 0.9), _prop(s, (20, 0, 40, 20), 0.8),  # the two touching objects
+               _prop(s, (50, 50, 70, 70), 0.7),  # the one in pieces, whole
+               _prop(s, (85, 5, 95, 15), 0.6),  # one the geometry missed
+               _prop(s, (1, 81, 9, 89), 0.6)]  # one the geometry found too
+    out = combine([merged, *pieces, kept], learned)
+    assert sorted(p.box for p in out) == sorted([(0, 0, 20, 20), (20, 0, 40, 20), (50, 50, 70, 70), (85, 5, 95, 15),
+                                                 (0, 80, 10, 90)])
+    assert combine([kept], []) == [kept] and combine([], [kept]) == [kept]
