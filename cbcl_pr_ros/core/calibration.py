@@ -5,8 +5,10 @@ mean it helped to compute.  Scoring each shot against its class estimated *witho
 that look like those of an unseen view, and the single temperature ``T`` minimising their
 negative log-likelihood makes ``softmax(logits / T)`` a probability (Guo et al. 2017's temperature
 scaling, on held-out shots instead of a validation set, so no test data and no extra data are
-needed).  The rows come from folds that leave one shot of every class taught in the call out at once
-(:func:`held_out_fold_logits`), rescaled to the served head's shot count.  Each teach adds its
+needed).  The rows come from folds that leave one view of every class taught in the call out at once
+(:func:`held_out_fold_logits`; copies of one view are one view, :func:`view_groups`), rescaled to the
+served head's shot count; shots that are all one view give no row, and the prior
+(:func:`head_prior_temperature`) stays.  Each teach adds its
 held-out rows to a bounded pool (:data:`POOL_ROWS`, the most recent)
 and ``T`` is refitted on the whole pool, so it is refined as shots arrive and never hinges on one
 increment's handful of shots; a file keeps ``T`` and the number of rows behind it, and after a load
@@ -190,7 +192,12 @@ def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shri
                          held: Mapping[str, np.ndarray], distance_threshold: float,
                          max_folds: int = 10, shared: np.ndarray | None = None,
                          solve: "HeadSolve | None" = None, same_view: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """Logits of every taught shot under the head refitted with one shot of *each* held class left out.
+    """Logits of every taught view under the head refitted with one view of *each* held class left out.
+
+    A view is a group of :func:`view_groups` at ``same_view`` (0: every shot its own view): a fold
+    leaves the whole group out and scores its first shot, since a copy of a kept shot scores as the
+    kept shot does and says nothing of how a new view scores.  The paragraphs below speak of shots:
+    read views.
 
     Fold ``j`` removes shot ``j`` from every class in ``held`` at once (a class taught from scratch
     in this call; ``held`` maps it to all its vectors), rebuilds those classes' moments as the memory
