@@ -89,8 +89,11 @@ def _conf_quality(conf: list[float], right: list[bool], bins: int = 10) -> dict:
               for b in range(bins) if (idx == b).any())
     r, w = c[ok > 0], c[ok == 0]
     pairs = float((w[:, None] < r[None, :]).mean()) if len(r) and len(w) else float("nan")
+    reliability = [[b / bins, int((idx == b).sum()), round(float(c[idx == b].mean()), 3),
+                    round(float(ok[idx == b].mean()), 3)] for b in range(bins) if (idx == b).any()]
     return {"ece": round(float(ece), 3), "wrong_below_right_pairs": round(pairs, 3),
-            "mean_confidence": round(float(c.mean()), 3), "right": round(float(ok.mean()), 3), "n": len(c)}
+            "mean_confidence": round(float(c.mean()), 3), "right": round(float(ok.mean()), 3), "n": len(c),
+            "reliability_bin_count_confidence_right": reliability}
 
 
 def taught_split(frs: list[dict], seed: int) -> tuple[dict, set[str]] | None:
@@ -255,6 +258,43 @@ def loso(by_source: dict, regimes: dict[tuple[str, str], int]) -> dict:
                                                   for reg, x in sweep[(v, g)].items()} for v, g in RULES}}
 
 
+# the one-view prior temperature's scale (calibration.ONE_VIEW_TEMPERATURE_SCALE) compared leave-one-source-out
+ONE_VIEW_SCALES = (1.0, 2.0, 4.0, 8.0, 16.0)
+
+
+def calibration_loso(by_source: dict, seeds: int, shots_list: list[int]) -> dict:
+    """Teaching-frame protocol at several shots (one view, jittered copies): per held-out source, the
+    one-view temperature scale chosen on the other sources (ECE <= 0.10 at every number of shots, then
+    the largest share of wrong answers less confident than right ones; else the smallest ECE) and
+    scored on the held-out one; and every scale over all sources."""
+    from cbcl_pr_ros.core import calibration
+
+    shipped = calibration.ONE_VIEW_TEMPERATURE_SCALE
+    runs: dict = {}
+    try:
+        for k in ONE_VIEW_SCALES:
+            calibration.ONE_VIEW_TEMPERATURE_SCALE = k
+            runs[k] = {n: {(src, seed): run_source(frs, seed, n) for src, frs in by_source.items()
+                           for seed in range(seeds)} for n in shots_list}
+    finally:
+        calibration.ONE_VIEW_TEMPERATURE_SCALE = shipped
+
+    def quality(k, n, keep):
+        parts = [v for (src, _), v in runs[k][n].items() if keep(src)]
+        return _conf_quality([c for p in parts for c in p["conf"]], [r for p in parts for r in p["conf_right"]])
+
+    def score(k, held):
+        qs = [quality(k, n, lambda s: s != held) for n in shots_list]
+        ece = max(q.get("ece", 1.0) for q in qs)
+        return (1, min(q.get("wrong_below_right_pairs", 0.0) for q in qs)) if ece <= 0.10 else (0, -ece)
+
+    chosen = {src: max(ONE_VIEW_SCALES, key=lambda k: score(k, src)) for src in by_source}
+    held = {f"{n}_shot": summary([v for src in by_source for (s2, _), v in runs[chosen[src]][n].items() if s2 == src])
+            for n in shots_list}
+    return {"loso": held | {"scale_chosen": chosen},
+            "sweep": {str(k): {f"{n}_shot": quality(k, n, lambda s: True) for n in shots_list} for k in ONE_VIEW_SCALES}}
+
+
 def shots_runs(by_source: dict, seeds: int, shots_list: list[int], protocol: str, negatives: str) -> dict:
     """The shipped rule at each number of shots: all sources, and per source."""
     out = {}
@@ -279,6 +319,8 @@ def main() -> None:
     ap.add_argument("--shots", default="1,5,10")
     ap.add_argument("--out", default=str(out_path("first_shot.json")))
     ap.add_argument("--no-loso", action="store_true", help="the shipped rule only")
+    ap.add_argument("--calibration-loso", action="store_true",
+                    help="also the one-view temperature scale, leave-one-source-out (teaching-frame protocol)")
     ap.add_argument("--protocols", default="teaching_frame,stream", help=f"of {', '.join(PLANS)}")
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -306,6 +348,9 @@ def main() -> None:
                 res["results"] |= part  # the keys of the earlier runs
             else:
                 res["results"][f"{protocol}/{negatives}"] = part
+    if args.calibration_loso:
+        res["results"]["calibration_loso"] = calibration_loso(by_source, args.seeds, [n for n in shots_list if n > 1])
+        print("calibration loso", json.dumps(res["results"]["calibration_loso"]["loso"]), flush=True)
     if not args.no_loso:
         res["results"] |= loso(by_source, {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
                                            for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")})

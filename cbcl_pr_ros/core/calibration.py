@@ -5,8 +5,10 @@ mean it helped to compute.  Scoring each shot against its class estimated *witho
 that look like those of an unseen view, and the single temperature ``T`` minimising their
 negative log-likelihood makes ``softmax(logits / T)`` a probability (Guo et al. 2017's temperature
 scaling, on held-out shots instead of a validation set, so no test data and no extra data are
-needed).  The rows come from folds that leave one shot of every class taught in the call out at once
-(:func:`held_out_fold_logits`), rescaled to the served head's shot count.  Each teach adds its
+needed).  The rows come from folds that leave one view of every class taught in the call out at once
+(:func:`held_out_fold_logits`; copies of one view are one view, :func:`view_groups`), rescaled to the
+served head's shot count; shots that are all one view give no row, and the prior
+(:func:`head_prior_temperature`) stays.  Each teach adds its
 held-out rows to a bounded pool (:data:`POOL_ROWS`, the most recent)
 and ``T`` is refitted on the whole pool, so it is refined as shots arrive and never hinges on one
 increment's handful of shots; a file keeps ``T`` and the number of rows behind it, and after a load
@@ -34,7 +36,8 @@ from .clustering import ClassClusters
 from .memory import ClusterMemory
 
 __all__ = ["fit_temperature", "pooled_temperature", "prior_temperature", "prior_temperature_of_variance",
-           "held_out_fold_logits", "POOL_ROWS",
+           "between_class_variance", "head_prior_temperature", "view_groups", "held_out_fold_logits", "POOL_ROWS",
+           "SAME_VIEW", "ONE_VIEW_TEMPERATURE_SCALE",
            "SHOT_EXPONENT", "PRIOR_TEMPERATURE_SCALE", "MAX_TEMPERATURE_WEIGHT"]
 
 POOL_ROWS = 200
@@ -51,7 +54,17 @@ PRIOR_TEMPERATURE_SCALE = 0.125
 # with n shots is multiplied by ((n - 1) / n) ** SHOT_EXPONENT (see held_out_fold_logits)
 SHOT_EXPONENT = 2.0
 
-_LOG_T_RANGE = (-5.0, 7.0)  # T in [0.0067, 1097]: wide; logits are in squared-distance units
+# shots closer than SAME_VIEW x the gate's D to one another (chained) are one view: the folds hold
+# out whole views (view_groups); jittered or still-frame copies of one view are 0.4 D apart (median;
+# 0.7 D at the 95th percentile on real crops), other views of one object 0.9 D
+SAME_VIEW = 0.75
+# while no held-out view exists and a class was taught several shots (all of one view), the prior
+# temperature is this many times softer: such a head's own-covariance terms are fitted to one view's
+# copies and sharpen its softmax between classes beyond what the head's variance says
+ONE_VIEW_TEMPERATURE_SCALE = 4.0
+
+_LOG_T_RANGE = (-5.0, 12.0)  # T in [0.0067, 1.6e5]: wide; logits are in squared-distance units, and a
+# head fitted on copies of one view has variances 1e-5 of those of a one-shot head
 
 
 def fit_temperature(logits: np.ndarray | Sequence[np.ndarray], labels: np.ndarray | Sequence[int]) -> float:
@@ -104,6 +117,33 @@ def prior_temperature_of_variance(sigma2: float, gate_distance: float, scale: fl
     return float(np.clip(t, np.exp(_LOG_T_RANGE[0]), np.exp(_LOG_T_RANGE[1])))
 
 
+def between_class_variance(solve: "HeadSolve", fallback: float) -> float:
+    """The head's variance along the directions its classes differ in: the median over classes of
+    ``|m_c - m|^2 / (m_c - m)^T A^{-1} (m_c - m)`` (``m``: the mean of the class means); ``fallback``
+    with fewer than two classes.  ``tr(A) / dim`` averages every direction; a head fitted on shots of
+    one view has a large variance along those shots' few directions and a small one elsewhere, so
+    its softmax is much sharper between classes than that average says."""
+    means = np.asarray(solve.means, np.float64)
+    if len(means) < 2:
+        return float(fallback)
+    delta = (means - means.mean(axis=0)).T
+    quad = (delta * solve.solve(delta)).sum(axis=0)
+    sq = (delta * delta).sum(axis=0)
+    ok = (quad > 0) & (sq > 0)
+    return float(np.median(sq[ok] / quad[ok])) if ok.any() else float(fallback)
+
+
+def head_prior_temperature(solve: "HeadSolve", dim: int, gate_distance: float, one_view_shots: bool,
+                           scale: float = PRIOR_TEMPERATURE_SCALE) -> float:
+    """The prior temperature of a served head (:func:`prior_temperature_of_variance` at the head's
+    :func:`between_class_variance`), :data:`ONE_VIEW_TEMPERATURE_SCALE` times softer when
+    ``one_view_shots`` (a class holds several shots and none of them is another view)."""
+    t = prior_temperature_of_variance(between_class_variance(solve, solve.trace / dim), gate_distance, scale)
+    if one_view_shots:
+        t = float(np.clip(t * ONE_VIEW_TEMPERATURE_SCALE, np.exp(_LOG_T_RANGE[0]), np.exp(_LOG_T_RANGE[1])))
+    return t
+
+
 def pooled_temperature(old: float, old_weight: float, new: float, new_weight: float) -> tuple[float, float]:
     """Weighted geometric mean of two temperature estimates, and the summed weight (at most
     :data:`MAX_TEMPERATURE_WEIGHT`)."""
@@ -112,6 +152,34 @@ def pooled_temperature(old: float, old_weight: float, new: float, new_weight: fl
         return 1.0, 0.0
     t = float(np.exp((old_weight * np.log(old) + new_weight * np.log(new)) / w))
     return t, float(min(w, MAX_TEMPERATURE_WEIGHT))
+
+
+def view_groups(shots: np.ndarray, same_view: float) -> list[np.ndarray]:
+    """The shots' indices grouped into views: shots closer than ``same_view`` to one another (chained)
+    are one view; groups in the order of their first shot, each listing its first shot first.
+
+    >>> [g.tolist() for g in view_groups(np.array([[0.0], [0.1], [5.0], [0.15]]), 0.5)]
+    [[0, 1, 3], [2]]
+    """
+    x = np.asarray(shots, np.float64)
+    n = len(x)
+    if same_view <= 0:
+        return [np.array([i]) for i in range(n)]
+    sq = (x * x).sum(1)
+    near = sq[:, None] + sq[None, :] - 2.0 * x @ x.T < float(same_view) ** 2
+    group = np.full(n, -1)
+    k = 0
+    for i in range(n):
+        if group[i] >= 0:
+            continue
+        group[i], todo = k, [i]
+        while todo:
+            j = todo.pop()
+            for m in np.flatnonzero(near[j] & (group < 0)):
+                group[m] = k
+                todo.append(int(m))
+        k += 1
+    return [np.flatnonzero(group == g) for g in range(k)]
 
 
 def _fold_columns(moments: "PooledMoments", new: Mapping[int, ClassMoment], x: np.ndarray) -> np.ndarray:
@@ -123,8 +191,13 @@ def _fold_columns(moments: "PooledMoments", new: Mapping[int, ClassMoment], x: n
 def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shrinkage: float, blend: float,
                          held: Mapping[str, np.ndarray], distance_threshold: float,
                          max_folds: int = 10, shared: np.ndarray | None = None,
-                         solve: "HeadSolve | None" = None) -> tuple[np.ndarray, np.ndarray]:
-    """Logits of every taught shot under the head refitted with one shot of *each* held class left out.
+                         solve: "HeadSolve | None" = None, same_view: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Logits of every taught view under the head refitted with one view of *each* held class left out.
+
+    A view is a group of :func:`view_groups` at ``same_view`` (0: every shot its own view): a fold
+    leaves the whole group out and scores its first shot, since a copy of a kept shot scores as the
+    kept shot does and says nothing of how a new view scores.  The paragraphs below speak of shots:
+    read views.
 
     Fold ``j`` removes shot ``j`` from every class in ``held`` at once (a class taught from scratch
     in this call; ``held`` maps it to all its vectors), rebuilds those classes' moments as the memory
@@ -156,14 +229,15 @@ def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shri
     """
     index = {c: k for k, c in enumerate(memory.classes)}
     data = {c: np.asarray(x, np.float64) for c, x in held.items() if len(x) >= 2}
-    folds = min(max((len(x) for x in data.values()), default=0), int(max_folds))
+    views = {c: v for c, v in ((c, view_groups(x, same_view)) for c, x in data.items()) if len(v) >= 2}
+    folds = min(max((len(v) for v in views.values()), default=0), int(max_folds))
     rows, labels = [], []
     fast_mode = all(m.diag is None for m in moments.per_class)
     folds_out = []
     for j in range(folds):
-        out = [(c, x[j]) for c, x in data.items() if j < len(x)]
+        out = [(c, data[c][v[j][0]]) for c, v in views.items() if j < len(v)]
         new = {index[c]: ClassMoment.of(ClassClusters.empty(memory.feature_dim, memory.covariance).extend(
-            np.delete(data[c], j, axis=0), distance_threshold)) for c, _ in out}
+            np.delete(data[c], views[c][j], axis=0), distance_threshold)) for c, _ in out}
         folds_out.append((out, new, np.stack([v for _, v in out])))
     # Woodbury pays while the change is of low rank (a teach of a few classes); else refit the fold
     fast = [fast_mode and sum(m.factor.shape[1] + moments.per_class[k].factor.shape[1] for k, m in new.items())
@@ -190,7 +264,7 @@ def held_out_fold_logits(memory: "ClusterMemory", moments: "PooledMoments", shri
             snap, _ = fit_blended_head_factor(memory, shrinkage, blend,
                                               PooledMoments(memory.classes, tuple(per), within), shared=shared)
             logits = snap.logits(x)
-        gain = np.array([((len(data[c]) - 1) / len(data[c])) ** SHOT_EXPONENT for c, _ in out])
+        gain = np.array([((len(views[c]) - 1) / len(views[c])) ** SHOT_EXPONENT for c, _ in out])
         rows += list(logits * gain[:, None])
         labels += [index[c] for c, _ in out]
     if not rows:

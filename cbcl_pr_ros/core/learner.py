@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .calibration import (POOL_ROWS, fit_temperature, held_out_fold_logits, pooled_temperature,
-                          prior_temperature_of_variance)
+from .calibration import (POOL_ROWS, SAME_VIEW, fit_temperature, head_prior_temperature, held_out_fold_logits,
+                          pooled_temperature)
 from .classifiers.base import LinearSnapshot, Snapshot
 from .classifiers.blended import ANCHOR_MIN_CLASSES, BlendedSnapshot, fit_blended_head_factor
 from .classifiers.gaussian import PooledMoments, fit_gaussian_head
@@ -471,9 +471,10 @@ class CBCLPRLearner:
                                      negatives=negatives)
                 if isinstance(served.head, BlendedSnapshot) and self.config.calibrate:
                     served, temperature = self._calibrated(served, memory, old, data, dist, temperature, spread)
-                    if temperature[1] <= 0 and served.gate is not None:  # no held-out shot yet: the prior
-                        t0 = prior_temperature_of_variance(served.solve.trace / self.feature_dim,
-                                                           served.gate.distance_threshold)
+                    if temperature[1] <= 0 and served.gate is not None:  # no held-out view yet: the prior
+                        several = any(int(np.sum(cc.counts)) > 1 for _, cc in memory.items())
+                        t0 = head_prior_temperature(served.solve, self.feature_dim, served.gate.distance_threshold,
+                                                    several)
                         served = dataclasses.replace(served, head=served.head.with_temperature(t0))
                         temperature = (t0, 0.0, temperature[2])
             served = _lean(served)
@@ -811,8 +812,11 @@ class CBCLPRLearner:
         if not held:
             return served, temperature
         cfg = self.config
+        view = SAME_VIEW * (served.gate.distance_threshold if served.gate is not None else dist)
         logits, labels = held_out_fold_logits(memory, served.moments, cfg.shrinkage, cfg.blend, held, dist,
-                                              shared=_shared(spread), solve=served.solve)
+                                              shared=_shared(spread), solve=served.solve, same_view=view)
+        if not len(labels):
+            return served, temperature
         pool = (self._calib_pool + tuple(zip(logits, labels.tolist())))[-POOL_ROWS:]
         t_pool = fit_temperature([r for r, _ in pool], [k for _, k in pool])
         t, w = pooled_temperature(*self._calib_base, t_pool, float(len(pool)))
