@@ -637,14 +637,11 @@ class CBCLPRLearner:
         if cfg.open_set in ("distance", "confidence") and cfg.min_confidence > 0:
             known &= conf >= cfg.min_confidence
         conf = conf * inside
-        top_scores = (np.take_along_axis(scores, top, axis=1) * inside[:, None]).tolist()
-        names = served.classes
-        out = []
-        for b, kn, c, d, row, row_scores in zip(best.tolist(), known.tolist(), conf.tolist(), dist.tolist(),
-                                                top.tolist(), top_scores):
-            out.append(Prediction(names[b] if kn else "", c, kn, tuple(names[j] for j in row), tuple(row_scores),
-                                  names[b], d))
-        return out
+        top_scores = (scores[np.arange(len(x))[:, None], top] * inside[:, None]).tolist()
+        name = served.classes.__getitem__
+        return [Prediction(name(b) if kn else "", c, kn, tuple(map(name, row)), tuple(row_scores), name(b), d)
+                for b, kn, c, d, row, row_scores in zip(best.tolist(), known.tolist(), conf.tolist(), dist.tolist(),
+                                                        top.tolist(), top_scores)]
 
     # ------------------------------------------------------------------ state and persistence
     def to_state(self) -> LearnerState:
@@ -878,13 +875,13 @@ def _top(scores: np.ndarray, k: int) -> np.ndarray:
     if k >= scores.shape[1] or k > 64:
         return np.argsort(-scores, axis=1, kind="stable")[:, :k]
     part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    rows = np.arange(len(scores))[:, None]
     # the k-th score may be tied with columns left out: take every column scoring at least it
-    kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+    kth = scores[rows, part].min(axis=1, keepdims=True)
     if np.count_nonzero(scores >= kth) > k * len(scores):
         return np.argsort(-scores, axis=1, kind="stable")[:, :k]
     part.sort(axis=1)  # column order, so the stable sort below breaks ties as a full one would
-    vals = np.take_along_axis(scores, part, axis=1)
-    return np.take_along_axis(part, np.argsort(-vals, axis=1, kind="stable"), axis=1)
+    return part[rows, np.argsort(-scores[rows, part], axis=1, kind="stable")]
 
 
 def _shared(spread: ViewSpread) -> np.ndarray | None:
