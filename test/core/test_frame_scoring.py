@@ -66,8 +66,14 @@ def test_top_is_the_stable_sort_ties_included(k):
     rng = np.random.default_rng(k)
     spread = rng.random((6, 1000))
     tied = rng.integers(0, 40, (6, 1000)).astype(np.float64)  # many ties at every rank
-    for scores in (spread, tied):
-        np.testing.assert_array_equal(_top(scores, k), np.argsort(-scores, axis=1, kind="stable")[:, :k])
+    zeros = np.where(rng.random((6, 1000)) < 0.05, spread, 0.0)  # most columns tied at 0 (an underflow)
+    for scores in (spread, tied, zeros):
+        want = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        np.testing.assert_array_equal(_top(scores, k), want)
+        # any k or more distinct columns a row as the hint: the same answer
+        for m in (k, k + 7):
+            hint = np.stack([rng.choice(1000, m, replace=False) for _ in range(6)])
+            np.testing.assert_array_equal(_top(scores, k, hint), want)
 
 
 def test_predict_of_many_classes_is_its_scores_top_and_repeats():

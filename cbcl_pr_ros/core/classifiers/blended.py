@@ -121,10 +121,21 @@ class BlendedSnapshot:
         lower bound: the own term is >= 0).  The cost then grows with the classes by one ``C x d``
         product instead of ``sum_c r_c x d``: 6 vectors against 1000 five-shot classes read about 8 MB
         instead of 31 MB (docs/core.md "Many classes on a busy machine")."""
+        return self._frame(features)[0]
+
+    def frame_scores(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`scores` and, with more than ``PREFILTER_MIN_CLASSES`` classes, the (n, k) columns
+        whose own terms were computed, k distinct ones a row (None otherwise): a row's best k lie
+        among the columns scoring at least the lowest of them, a cheaper search than all columns."""
+        logits, cand = self._frame(features)
+        logits /= self.temperature
+        return softmax(logits), cand
+
+    def _frame(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         x = np.asarray(features, np.float32)
         n, c = len(x), len(self.classes)
         if c <= PREFILTER_MIN_CLASSES or not len(self._rows) or n == 0:
-            return self.logits(x)
+            return self.logits(x), None
         out = _shared_product(x, self.weight).astype(np.float64)
         out += self.bias
         k = PREFILTER_CLASSES
@@ -137,7 +148,7 @@ class BlendedSnapshot:
         lens = self._bounds[cand + 1].ravel() - lo
         ends = np.cumsum(lens)
         rows = np.repeat(lo - (ends - lens), lens) + np.arange(int(ends[-1]))
-        picked = self._rows[rows]
+        picked = np.take(self._rows, rows, axis=0)
         proj = np.empty(len(rows), np.float32)
         cut = np.concatenate([[0], ends[k - 1::k]]).tolist()
         for i in range(n):
@@ -153,10 +164,10 @@ class BlendedSnapshot:
         out += med[:, None]
         flat = (cand + (np.arange(n) * c)[:, None]).ravel()
         out.ravel()[flat] += own.ravel()
-        return out
+        return out, cand
 
     def scores(self, features: np.ndarray) -> np.ndarray:
-        return softmax(self.frame_logits(features) / self.temperature)
+        return self.frame_scores(features)[0]
 
     def with_temperature(self, temperature: float) -> "BlendedSnapshot":
         return self._sharing(temperature=float(temperature))
