@@ -625,9 +625,10 @@ class CBCLPRLearner:
         dist = np.full(len(x), np.nan)
         inside = np.ones(len(x))
         with frame_threads():  # a frame's few vectors: one BLAS thread, whatever the process's setting
-            scores = served.head.scores(x)
+            frame = getattr(served.head, "frame_scores", None)  # scores and a hint of each row's best
+            scores, hint = frame(x) if frame is not None else (served.head.scores(x), None)
             k = min(int(top_k), scores.shape[1])
-            top = _top(scores, k)
+            top = _top(scores, k, hint)
             best = top[:, 0]
             conf = scores[np.arange(len(x)), best]
             if cfg.open_set == "distance" and served.gate is not None:
@@ -638,14 +639,11 @@ class CBCLPRLearner:
         if cfg.open_set in ("distance", "confidence") and cfg.min_confidence > 0:
             known &= conf >= cfg.min_confidence
         conf = conf * inside
-        top_scores = (np.take_along_axis(scores, top, axis=1) * inside[:, None]).tolist()
-        names = served.classes
-        out = []
-        for b, kn, c, d, row, row_scores in zip(best.tolist(), known.tolist(), conf.tolist(), dist.tolist(),
-                                                top.tolist(), top_scores):
-            out.append(Prediction(names[b] if kn else "", c, kn, tuple(names[j] for j in row), tuple(row_scores),
-                                  names[b], d))
-        return out
+        top_scores = (scores[np.arange(len(x))[:, None], top] * inside[:, None]).tolist()
+        name = served.classes.__getitem__
+        return [Prediction(name(b) if kn else "", c, kn, tuple(map(name, row)), tuple(row_scores), name(b), d)
+                for b, kn, c, d, row, row_scores in zip(best.tolist(), known.tolist(), conf.tolist(), dist.tolist(),
+                                                        top.tolist(), top_scores)]
 
     # ------------------------------------------------------------------ state and persistence
     def to_state(self) -> LearnerState:
@@ -876,19 +874,31 @@ def _lean(served: _Served) -> _Served:
     return served
 
 
-def _top(scores: np.ndarray, k: int) -> np.ndarray:
+def _top(scores: np.ndarray, k: int, hint: np.ndarray | None = None) -> np.ndarray:
     """(n, k) column indices of each row's ``k`` highest scores, best first, ties in column order (as
-    a stable sort of all columns gives them; a partition first: a frame asks 16 of 1000 classes)."""
+    a stable sort of all columns gives them; a partition first: a frame asks 16 of 1000 classes).
+
+    ``hint`` (n, m), m >= k distinct columns a row: the row's best k then lie among the columns
+    scoring at least the lowest of its hinted ones, and only those are sorted."""
+    n = len(scores)
+    if hint is not None and k <= hint.shape[1] and n:
+        rows = np.arange(n)[:, None]
+        at_least = scores >= scores[rows, hint].min(axis=1, keepdims=True)
+        r, cols = np.nonzero(at_least)  # row by row, each in column order
+        if len(cols) <= 4 * hint.shape[1] * n:
+            order = np.lexsort((-scores[r, cols], r))  # stable: ties stay in column order
+            start = np.concatenate([[0], np.cumsum(np.count_nonzero(at_least, axis=1))[:-1]])
+            return cols[order][start[:, None] + np.arange(k)]
     if k >= scores.shape[1] or k > 64:
         return np.argsort(-scores, axis=1, kind="stable")[:, :k]
     part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    rows = np.arange(len(scores))[:, None]
     # the k-th score may be tied with columns left out: take every column scoring at least it
-    kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+    kth = scores[rows, part].min(axis=1, keepdims=True)
     if np.count_nonzero(scores >= kth) > k * len(scores):
         return np.argsort(-scores, axis=1, kind="stable")[:, :k]
     part.sort(axis=1)  # column order, so the stable sort below breaks ties as a full one would
-    vals = np.take_along_axis(scores, part, axis=1)
-    return np.take_along_axis(part, np.argsort(-vals, axis=1, kind="stable"), axis=1)
+    return part[rows, np.argsort(-scores[rows, part], axis=1, kind="stable")]
 
 
 def _shared(spread: ViewSpread) -> np.ndarray | None:

@@ -34,13 +34,13 @@ def two_blas_threads():
 def _recording(monkeypatch) -> list[int]:
     """Record the BLAS threads in force whenever the blended head computes its logits."""
     seen: list[int] = []
-    real = blended.BlendedSnapshot.scores
+    real = blended.BlendedSnapshot._frame  # behind scores and frame_scores
 
-    def scores(self, features):
+    def frame(self, features):
         seen.append(threads.blas_threads_in_force())
         return real(self, features)
 
-    monkeypatch.setattr(blended.BlendedSnapshot, "scores", scores)
+    monkeypatch.setattr(blended.BlendedSnapshot, "_frame", frame)
     return seen
 
 

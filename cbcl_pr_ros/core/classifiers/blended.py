@@ -121,33 +121,53 @@ class BlendedSnapshot:
         lower bound: the own term is >= 0).  The cost then grows with the classes by one ``C x d``
         product instead of ``sum_c r_c x d``: 6 vectors against 1000 five-shot classes read about 8 MB
         instead of 31 MB (docs/core.md "Many classes on a busy machine")."""
+        return self._frame(features)[0]
+
+    def frame_scores(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """:meth:`scores` and, with more than ``PREFILTER_MIN_CLASSES`` classes, the (n, k) columns
+        whose own terms were computed, k distinct ones a row (None otherwise): a row's best k lie
+        among the columns scoring at least the lowest of them, a cheaper search than all columns."""
+        logits, cand = self._frame(features)
+        logits /= self.temperature
+        return softmax(logits), cand
+
+    def _frame(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         x = np.asarray(features, np.float32)
         n, c = len(x), len(self.classes)
         if c <= PREFILTER_MIN_CLASSES or not len(self._rows) or n == 0:
-            return self.logits(x)
-        out = (x @ self.weight.T).astype(np.float64)
+            return self.logits(x), None
+        out = _shared_product(x, self.weight).astype(np.float64)
         out += self.bias
         k = PREFILTER_CLASSES
         cand = np.argpartition(-out, k - 1, axis=1)[:, :k]
-        own = np.empty((n, k))
-        for i in range(n):  # each vector's own rows only (a gather of all vectors' rows was 6x the work)
-            lo = self._bounds[cand[i]]
-            lens = self._bounds[cand[i] + 1] - lo
-            ends = np.cumsum(lens)
-            rows = np.repeat(lo - (ends - lens), lens) + np.arange(int(ends[-1]))
-            proj = self._rows[rows] @ x[i]
-            proj -= self._offset[rows]
-            sq = np.zeros(len(proj) + 1)
-            np.cumsum(np.square(proj, dtype=np.float64), out=sq[1:])
-            own[i] = 0.5 * (sq[ends] - sq[ends - lens])
+        # every vector's candidates' rows in one gather (vector i's in one block, its classes in the
+        # order of ``cand[i]``), then one matrix-vector product per vector on its own block: six
+        # small gathers cost twice one gather of the same rows, and a product of every vector with
+        # every gathered row would be six times the work
+        lo = self._bounds[cand].ravel()
+        lens = self._bounds[cand + 1].ravel() - lo
+        ends = np.cumsum(lens)
+        rows = np.repeat(lo - (ends - lens), lens) + np.arange(int(ends[-1]))
+        picked = np.take(self._rows, rows, axis=0)
+        proj = np.empty(len(rows), np.float32)
+        cut = np.concatenate([[0], ends[k - 1::k]]).tolist()
+        for i in range(n):
+            np.matmul(picked[cut[i]:cut[i + 1]], x[i], out=proj[cut[i]:cut[i + 1]])
+        proj -= self._offset[rows]
+        sq = np.zeros(len(proj) + 1)
+        np.cumsum(np.square(proj, dtype=np.float64), out=sq[1:])
+        own = 0.5 * (sq[ends] - sq[ends - lens]).reshape(n, k)
         # the other classes' own terms are not computed: each gets the median of the vector's computed ones
-        med = np.median(own, axis=1, keepdims=True)
-        out += med
-        out[np.arange(n)[:, None], cand] += own - med
-        return out
+        mid = np.sort(own, axis=1)
+        med = mid[:, k // 2] if k % 2 else (mid[:, k // 2 - 1] + mid[:, k // 2]) / 2.0
+        own -= med[:, None]
+        out += med[:, None]
+        flat = (cand + (np.arange(n) * c)[:, None]).ravel()
+        out.ravel()[flat] += own.ravel()
+        return out, cand
 
     def scores(self, features: np.ndarray) -> np.ndarray:
-        return softmax(self.frame_logits(features) / self.temperature)
+        return self.frame_scores(features)[0]
 
     def with_temperature(self, temperature: float) -> "BlendedSnapshot":
         return self._sharing(temperature=float(temperature))
@@ -184,6 +204,27 @@ def fit_blended_head(memory: ClusterMemory, shrinkage: float = 0.5, blend: float
 #: classes (docs/core.md "Many classes on a busy machine")
 PREFILTER_CLASSES = 16
 PREFILTER_MIN_CLASSES = 64
+
+
+#: a frame's shared product ``x @ weight.T`` is taken in blocks of classes of at most this many
+#: multiply-adds (vectors x classes x width): OpenBLAS multiplies a product that small without first
+#: copying the weights into its packed layout; 6 vectors x 1000 classes x 1280 in blocks of 128
+#: classes took 0.18 ms of one core against 0.35 ms as one product (docs/core.md "A frame of many classes")
+SMALL_PRODUCT = 1_000_000
+
+
+def _shared_product(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``x @ weight.T`` (n, C) float32, in blocks of classes when a block of 16 or more classes
+    keeps under ``SMALL_PRODUCT`` (a single vector is one matrix-vector product anyway)."""
+    n, d = x.shape
+    c = len(weight)
+    step = SMALL_PRODUCT // max(n * d, 1) // 16 * 16  # a multiple of 16 classes: aligned blocks
+    if n < 2 or step < 16 or step >= c:
+        return x @ weight.T
+    out = np.empty((n, c), np.float32)
+    for lo in range(0, c, step):
+        np.matmul(x, weight[lo:lo + step].T, out=out[:, lo:lo + step])
+    return out
 
 
 def _segment_sums(values: np.ndarray, bounds: np.ndarray) -> np.ndarray:
