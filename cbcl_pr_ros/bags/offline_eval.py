@@ -35,7 +35,7 @@ from cbcl_pr_ros.objects.stream import ObjectStream
 from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 from cbcl_pr_ros.service.controller import ClassifyOutcome, LearnerController
 from cbcl_pr_ros.service.teaching import Teacher, TeachRequest, TeachSettings
-from cbcl_pr_ros.service.validation import RequestLimits
+from cbcl_pr_ros.request_checks import RequestLimits
 from cbcl_pr_ros.settings.params import (
     EXTRACTOR,
     LEARNER,

@@ -55,7 +55,7 @@ def check_label(label: object, *, name: str = "label") -> str:
     :data:`MAX_LABEL_CHARS` printable characters, without surrounding whitespace.
 
     Control characters are refused: a NUL would cut the name in C code, a newline forge a log line.
-    The core takes names as they are; the request boundary (``service.validation.check_label``)
+    The core takes names as they are; the request boundary (``request_checks.check_label``)
     strips surrounding whitespace from what a person typed and then applies this same rule.
     Messages quote at most a short prefix of the name.
     """

@@ -47,7 +47,7 @@ from cbcl_pr_ros.msg import Detections
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
 from cbcl_pr_ros.robot.look_poses import LookRefused, look_target, solve_look
-from cbcl_pr_ros.service.validation import RequestError, check_label
+from cbcl_pr_ros.request_checks import RequestError, check_label
 from cbcl_pr_ros.srv import LookAt, PointAt
 from cbcl_pr_ros.stamps import stamp_to_s
 from cbcl_pr_ros.nodes.cli_help import exit_on_help

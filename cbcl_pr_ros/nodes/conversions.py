@@ -23,7 +23,7 @@ from cbcl_pr_ros.msg import (
 )
 from cbcl_pr_ros.service.classify_scope import ClassifyRequest, object_in_view
 from cbcl_pr_ros.service.teaching import TeachRequest
-from cbcl_pr_ros.service.validation import features_from_msgs  # ROS-free: the service layer checks vectors too
+from cbcl_pr_ros.request_checks import features_from_msgs  # ROS-free: the service layer checks vectors too
 from cbcl_pr_ros.stamps import split_ns, stamp_to_ns  # noqa: F401 (stamp_to_ns: re-exported)
 
 __all__ = [

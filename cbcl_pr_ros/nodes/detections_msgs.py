@@ -22,7 +22,7 @@ from cbcl_pr_ros.objects.frame import ObjectFrame, ObjectJoins
 from cbcl_pr_ros.objects.pieces import MAX_CANDIDATES
 from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.perception.camera_pose import CameraPose
-from cbcl_pr_ros.service.validation import check_feature_values, check_vectors_fit, values_array
+from cbcl_pr_ros.request_checks import check_feature_values, check_vectors_fit, values_array
 from cbcl_pr_ros.settings.params import PARAMS
 from cbcl_pr_ros.stamps import seconds_to_ns, split_ns
 

@@ -58,7 +58,7 @@ from cbcl_pr_ros.objects import DepthPairing, ExtractSettings, ObjectReuse, PIEC
 from cbcl_pr_ros.perception import CameraIntrinsics
 from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
 from cbcl_pr_ros.runtime.stage_times import StageTimes
-from cbcl_pr_ros.service.validation import RequestError, RequestLimits, check_count, check_image_fields
+from cbcl_pr_ros.request_checks import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for
 from cbcl_pr_ros.srv import ExtractFeatures
 from cbcl_pr_ros.stamps import stamp_to_s

@@ -15,7 +15,7 @@ import numpy as np
 
 from cbcl_pr_ros.perception import crop_images, propose
 from cbcl_pr_ros.perception.boxes import pick_in_view
-from cbcl_pr_ros.service.validation import decode_request_images, features_from_msgs
+from cbcl_pr_ros.request_checks import decode_request_images, features_from_msgs
 
 __all__ = ["SCOPE_DEFAULT", "SCOPE_OBJECTS", "SCOPE_FRAME", "ClassifyPlan", "plan_classify", "object_in_view",
            "image_object_crop", "ClassifyRequest", "ClassifyPort", "classify_vectors"]

@@ -37,7 +37,7 @@ from cbcl_pr_ros.core.persistence import MAX_COUNTER, MemoryFileError, checked_b
 from cbcl_pr_ros.core.provenance import ids
 from cbcl_pr_ros.runtime.heap import release_freed_memory
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
-from cbcl_pr_ros.service.validation import (
+from cbcl_pr_ros.request_checks import (
     RequestError,
     RequestLimits,
     check_count,

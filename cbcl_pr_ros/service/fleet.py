@@ -48,7 +48,7 @@ from cbcl_pr_ros.core import MemoryFileError, state_from_bytes, state_to_bytes
 from cbcl_pr_ros.core.merge import PeerRules, one_class_state
 from cbcl_pr_ros.core.provenance import ids
 from cbcl_pr_ros.runtime.rate_limit import RateLimiter
-from cbcl_pr_ros.service.validation import RequestError, check_label, quote
+from cbcl_pr_ros.request_checks import RequestError, check_label, quote
 
 __all__ = ["LEARNED", "FORGOTTEN", "RENAMED", "DIGEST", "REQUEST", "OPS", "FleetSettings", "ClassUpdate", "Received",
            "FleetMember", "MAX_IDS", "NAME_PATTERN", "MAX_SENDERS", "REQUESTS_PER_DIGEST", "DIGEST_CHUNK_BYTES",

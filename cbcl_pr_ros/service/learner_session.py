@@ -36,7 +36,7 @@ from cbcl_pr_ros.service.frame_waiters import StreamWaiters
 from cbcl_pr_ros.service.memory_files import earlier_memory_note, store_from_params
 from cbcl_pr_ros.objects import ObjectFrame, ObjectStream
 from cbcl_pr_ros.service.teaching import FeatureSourceError, Teacher, TeachRequest, TeachSettings
-from cbcl_pr_ros.service.validation import RequestLimits, check_count, features_from_msgs
+from cbcl_pr_ros.request_checks import RequestLimits, check_count, features_from_msgs
 from cbcl_pr_ros.settings.params import feature_dim_for, learner_factory
 from cbcl_pr_ros.stamps import stamp_to_s
 

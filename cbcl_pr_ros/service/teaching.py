@@ -2,7 +2,7 @@
 
 The learner node copies a TeachClass message into a :class:`TeachRequest` (nothing checked yet),
 calls :meth:`Teacher.teach` and fills the response from the :class:`TeachOutcome` it returns. The
-Teacher checks every field (``service/validation.py``), plans where the examples come from
+Teacher checks every field (``request_checks.py``), plans where the examples come from
 (``service/object_teaching.py``: feature vectors, request images, camera frames or one track's views;
 the whole frame, the object in view or given boxes), gathers them through a :class:`TeachingPort`
 that the node implements (backbone, stream frames, the time), and commits through the same port,
@@ -22,7 +22,7 @@ from cbcl_pr_ros.perception import select_teaching_proposal
 from cbcl_pr_ros.perception.boxes import choose_in_box, pick_in_view
 from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
 from cbcl_pr_ros.service.object_teaching import Roi, TeachPlan, one_shot_per_view, plan_teach, roi_box, teaching_crops
-from cbcl_pr_ros.service.validation import (
+from cbcl_pr_ros.request_checks import (
     RequestLimits,
     check_count,
     check_label,

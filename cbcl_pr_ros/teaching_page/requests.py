@@ -1,7 +1,7 @@
 """Checks on every page request, before anything reaches the robot.
 
 A page request is as untrusted as a service request: names go through the services' own
-:func:`~cbcl_pr_ros.service.validation.check_label`, a track id must be on the newest frame, a box
+:func:`~cbcl_pr_ros.request_checks.check_label`, a track id must be on the newest frame, a box
 must lie inside it. Each check raises :class:`RequestError` with one sentence for the page.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from cbcl_pr_ros.service.validation import RequestError, check_label, quote
+from cbcl_pr_ros.request_checks import RequestError, check_label, quote
 from cbcl_pr_ros.teaching_page.client import Box
 
 __all__ = ["RequestError", "TeachRequest", "parse_teach", "parse_label", "parse_rename"]

@@ -104,6 +104,14 @@ def test_the_learner_session_is_ros_free_and_the_node_only_calls_it():
         f"nodes/learner.py builds service objects itself ({sorted(service)}): the session owns them")
 
 
+def test_the_extractor_and_the_object_package_use_nothing_of_the_learners_service():
+    """The extractor's object path lives in ``objects`` and builds no learner-side type: neither the
+    extractor node nor the object package imports ``cbcl_pr_ros.service``."""
+    paths = [PACKAGE / "nodes" / "feature_extractor.py", *sorted((PACKAGE / "objects").glob("*.py"))]
+    found = {p.name: sorted(m for m in _imports(p) if m.startswith("cbcl_pr_ros.service")) for p in paths}
+    assert not {k: v for k, v in found.items() if v}, found
+
+
 def _methods(path: Path, cls: str) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     (found,) = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls]

@@ -31,7 +31,7 @@ def decodes(monkeypatch):
     import cbcl_pr_ros.features as features
     import cbcl_pr_ros.features.preprocessing as preprocessing
     import cbcl_pr_ros.nodes.conversions as conversions
-    import cbcl_pr_ros.service.validation as validation
+    import cbcl_pr_ros.request_checks as validation
 
     calls: list[tuple[int, int]] = []
     real = preprocessing.image_to_rgb

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
-from cbcl_pr_ros.service.validation import RequestLimits
+from cbcl_pr_ros.request_checks import RequestLimits
 
 D = 8
 NO_FEATURE = SimpleNamespace(values=[], backbone="", dimension=0, header="none")

@@ -16,7 +16,7 @@ from cbcl_pr_ros.core import persistence
 from cbcl_pr_ros.service.controller import LearnerController
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore, memory_dir_for
 from cbcl_pr_ros.settings.params import feature_dim_for, validate_parameter
-from cbcl_pr_ros.service.validation import (
+from cbcl_pr_ros.request_checks import (
     MAX_LABEL_CHARS,
     RequestError,
     RequestLimits,

@@ -5,8 +5,8 @@ import pytest
 
 from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS
 from cbcl_pr_ros.core.validation import check_label as core_check
-from cbcl_pr_ros.service.validation import RequestError
-from cbcl_pr_ros.service.validation import check_label as request_check
+from cbcl_pr_ros.request_checks import RequestError
+from cbcl_pr_ros.request_checks import check_label as request_check
 
 
 def test_the_boundary_strips_and_the_core_takes_names_as_they_are():

@@ -25,7 +25,7 @@ from cbcl_pr_ros.service.teaching import (
     TeachSettings,
     Teacher,
 )
-from cbcl_pr_ros.service.validation import RequestLimits, decode_request_images
+from cbcl_pr_ros.request_checks import RequestLimits, decode_request_images
 
 D = 8
 NAN3 = np.full(3, np.nan)

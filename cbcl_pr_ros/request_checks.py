@@ -1,4 +1,4 @@
-"""Limits on every field of a learner or extractor request, as pure functions.
+"""Limits on every field a stranger sends (learner, extractor, arm and page requests), as pure functions.
 
 Every request field is untrusted: any process on the ROS domain may call these services.  Each
 check returns the clean value or raises :class:`RequestError` with one sentence fit for a service
