@@ -117,8 +117,8 @@ class BlendedSnapshot:
     def frame_logits(self, features: np.ndarray) -> np.ndarray:
         """:meth:`logits` as a frame's scoring computes them: with more than ``PREFILTER_MIN_CLASSES``
         classes, each vector's own-covariance terms only for its ``PREFILTER_CLASSES`` best classes
-        by the shared part (their ``B_c`` rows gathered), the others keep the shared part alone (a
-        lower bound: the own term is >= 0).  The cost then grows with the classes by one ``C x d``
+        by the shared part (their ``B_c`` rows gathered); the others get the median of the vector's
+        computed own terms, so no class is ranked on its shared part alone.  The cost then grows with the classes by one ``C x d``
         product instead of ``sum_c r_c x d``: 6 vectors against 1000 five-shot classes read about 8 MB
         instead of 31 MB (docs/core.md "Many classes on a busy machine")."""
         return self._frame(features)[0]
