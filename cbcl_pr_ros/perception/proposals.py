@@ -375,7 +375,7 @@ def choose_support(planes: list[_Plane], config: ProposalConfig, P: np.ndarray, 
     """The plane the objects in front of the camera stand on, or None when no plane is level.
 
     Candidates are the planes within ``max_tilt_deg`` of level (``up_axis`` when the camera pose is
-    known, else the largest plane's normal). Each is scored by what the camera sees of it and on it
+    known, and then seen from above, else the largest plane's normal). Each is scored by what the camera sees of it and on it
     near the middle of the view (``P``: the (h, w, 3) points, ``valid``: which are readings; pixels
     weighted by a Gaussian about the image centre): its own readings, and the readings standing on it
     (2 cm to ``max_size_m`` above it, over its image region, not on another candidate). A floor around a
@@ -389,7 +389,10 @@ def choose_support(planes: list[_Plane], config: ProposalConfig, P: np.ndarray, 
     else:
         up = planes[0].normal
     cos_tilt = math.cos(math.radians(config.max_tilt_deg))
-    level = [p for p in planes if abs(float(p.normal @ up)) >= cos_tilt]
+    # with gravity known a support faces up on the camera's side (normals point to the camera): one seen
+    # from below is a ceiling or a pose upside down, and positions placed with that pose would be wrong
+    facing = (lambda c: c) if config.up_axis is not None else abs
+    level = [p for p in planes if facing(float(p.normal @ up)) >= cos_tilt]
     if len(level) <= 1:
         return level[0] if level else None
     h, w = valid.shape
@@ -641,7 +644,7 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     P = np.stack([xs, ys, zf], axis=-1)
     plane = choose_support(support_planes(P[valid], config), config, P, valid)
     if plane is None:
-        _say("no_support", "depth: no level surface in view (a wall, a tilted camera pose, no plane in the readings): "
+        _say("no_support", "depth: no level surface in view (a wall, a camera pose tilted or upside down, no plane in the readings): "
              "the RGB method, no 3D")
         return None
     plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)

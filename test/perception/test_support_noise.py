@@ -211,6 +211,49 @@ def test_a_camera_pose_that_says_no_surface_is_level_gives_no_3d(caplog):
     assert any("no level surface" in r.getMessage() for r in caplog.records)
 
 
+def _desk_pose(roll_deg: float = 0.0, pitch_deg: float = 0.0):
+    """The desk camera's optical frame in the desk's frame (z up), turned ``roll_deg`` about its optical
+    axis and ``pitch_deg`` about its x axis (what a pose publisher may say)."""
+    from scipy.spatial.transform import Rotation
+
+    from cbcl_pr_ros.perception.camera_pose import CameraPose
+
+    eye = np.asarray(DESK_EYE, float)
+    fwd = (np.asarray(DESK_TARGET, float) - eye) / np.linalg.norm(np.subtract(DESK_TARGET, DESK_EYE))
+    right = np.cross(fwd, [0.0, 0.0, 1.0])
+    right /= np.linalg.norm(right)
+    rot = Rotation.from_matrix(np.stack([right, np.cross(fwd, right), fwd], axis=1))
+    return CameraPose(eye, rot * Rotation.from_euler("zx", [roll_deg, pitch_deg], degrees=True), "desk")
+
+
+def test_an_upside_down_camera_with_its_pose_places_the_objects_where_they_are():
+    from cbcl_pr_ros.objects.extract import up_axis
+
+    rgb, depth, K, index = _desk()
+    flipped = [np.ascontiguousarray(a[::-1, ::-1]) for a in (rgb, depth, index)]
+    pose = _desk_pose(roll_deg=180.0)  # the camera turned over about its optical axis, and its pose says so
+    props = propose(flipped[0], flipped[1], K, ProposalConfig(up_axis=up_axis(pose)))
+    found = _found(props, flipped[2], 3)
+    assert sorted(map(sorted, found)) == [[1], [2], [3]]
+    for p, (i,) in zip(props, found):
+        centre = np.add(*DESK_BOXES[i - 1]) / 2  # in the desk's frame, as the learner's position is
+        assert np.linalg.norm(pose.to_fixed(p.centroid[None])[0] - centre) < 0.01
+
+
+def test_a_pose_with_the_camera_below_the_surface_gives_no_3d(caplog):
+    """A pose that says the camera looks up at the surface it sees (turned over about its x axis) makes
+    the table a ceiling: nothing stands on a ceiling, and the pose would put every object a metre off."""
+    from cbcl_pr_ros.objects.extract import up_axis
+    from cbcl_pr_ros.perception import proposals
+
+    rgb, depth, K, _ = _desk()
+    proposals._SAID.clear()
+    with caplog.at_level(logging.WARNING, logger="cbcl_pr_ros.perception.proposals"):
+        props = propose(rgb, depth, K, ProposalConfig(up_axis=up_axis(_desk_pose(pitch_deg=180.0))))
+    assert _valid_3d(props) == []
+    assert any("no level surface" in r.getMessage() for r in caplog.records)
+
+
 def test_a_frame_too_sparse_for_depth_says_so(caplog):
     from cbcl_pr_ros.perception import proposals
 
