@@ -1,7 +1,7 @@
 """The camera's pose in a fixed frame, kept by stamp: what lets tracks live in the base frame.
 
 Poses arrive as plain numbers (position in metres, unit quaternion x, y, z, w of the optical frame,
-the fixed frame's name) with the image's stamp and, where the transport tells, who published them.
+the fixed frame's name, never empty) with the image's stamp and, where the transport tells, who published them.
 :class:`CameraPoses` keeps a bounded history and refuses a pose that is not finite, not a rotation,
 that jumps (moved faster than a camera on an arm moves, or changed frame, since the last pose *kept*),
 or that comes from a second publisher while the one whose poses are kept still publishes. A refused
@@ -41,7 +41,8 @@ class CameraPose:
 
     @classmethod
     def checked(cls, position: Sequence[float], quaternion: Sequence[float], frame: str) -> "CameraPose":
-        """A pose from numbers; ValueError when they are not finite or the quaternion is not a unit one."""
+        """A pose from numbers; ValueError when they are not finite, the quaternion is not a unit one or
+        ``frame`` names no frame (tf frames have names; positions in "" would pass for the camera's own)."""
         p = np.asarray(position, dtype=float).reshape(-1)
         q = np.asarray(quaternion, dtype=float).reshape(-1)
         if p.size != 3 or q.size != 4:
@@ -52,6 +53,8 @@ class CameraPose:
             raise ValueError(f"orientation is not a unit quaternion (norm {float(np.linalg.norm(q)):.3g})")
         if np.any(np.abs(p) > 1e4):
             raise ValueError("position is more than 10 km from the frame's origin")
+        if not str(frame).strip():
+            raise ValueError("the pose names no frame (an empty frame_id): a fixed frame's name is needed")
         return cls(p, Rotation.from_quat(q), str(frame)[:64])
 
     def to_fixed(self, points: np.ndarray) -> np.ndarray:

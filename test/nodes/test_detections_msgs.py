@@ -194,6 +194,8 @@ def test_detections_message_carries_tracks_with_the_image_header() -> None:
 def test_detections_carry_base_frame_positions_when_the_camera_pose_is_known() -> None:
     """With the pose the tracks were placed with, each object says where it is in that pose's frame
     (and the message which frame, and the pose); without one, positions are NaN and the frame ""."""
+    from scipy.spatial.transform import Rotation
+
     from cbcl_pr_ros.nodes.detections_msgs import make_detections_msg
     from cbcl_pr_ros.perception.camera_pose import CameraPose
 
@@ -213,7 +215,7 @@ def test_detections_carry_base_frame_positions_when_the_camera_pose_is_known() -
     assert math.isnan(b.position.x)  # no depth: no place
     plain = make_detections_msg(_header(), _tracks(), 1)
     assert plain.position_frame == "" and all(math.isnan(o.position.x) for o in plain.objects)
-    unnamed = CameraPose.checked([0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0], "")
+    unnamed = CameraPose(np.zeros(3), Rotation.identity(), "")  # CameraPose.checked refuses it; built past it
     assert make_detections_msg(_header(), _tracks(), 1, unnamed).position_frame == ""  # no frame: no place
 
 

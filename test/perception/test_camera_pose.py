@@ -38,6 +38,17 @@ def test_bad_pose_is_refused_and_kept_out(position, quat, match):
     assert poses.pose_at(S // 10) is None  # nothing kept for that stamp (0.1 s from the kept one)
 
 
+@pytest.mark.parametrize("frame", ["", "   "])
+def test_a_pose_that_names_no_frame_is_refused(frame):
+    """tf frames have names: a pose in "" would be taken for the camera frame's own positions."""
+    with pytest.raises(ValueError, match="names no frame"):
+        CameraPose.checked((0.0, 0.0, 0.0), UP, frame)
+    poses = CameraPoses()
+    assert "names no frame" in poses.add(0, (0.0, 0.0, 0.0), UP, frame)
+    assert poses.refused == 1 and poses.pose_at(0) is None
+    assert poses.add(S // 10, (0.0, 0.0, 0.0), UP, "base") == ""  # the next named pose is the first kept
+
+
 def test_exact_stamp_then_interpolation_then_nothing():
     poses = CameraPoses(max_gap_s=0.25, tolerance_s=0.02)
     q0, q1 = Rotation.identity().as_quat(), Rotation.from_euler("z", 0.2).as_quat()
