@@ -19,7 +19,9 @@ import collections
 import threading
 from typing import Any
 
+from cbcl_pr_ros.core.validation import check_label
 from cbcl_pr_ros.msg import Detections
+from cbcl_pr_ros.nodes.detections_msgs import built_within_bounds, detections_from_serialized
 from cbcl_pr_ros.nodes.qos import result_qos, service_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service, wait_ready
 from cbcl_pr_ros.nodes.spin import spin_until
@@ -27,6 +29,9 @@ from cbcl_pr_ros.srv import Classify, ForgetClass, ListClasses, RenameClass, Tea
 from cbcl_pr_ros.stamps import stamp_to_ns
 
 __all__ = ["LearnerClient", "LearnerUnavailable"]
+
+#: the most ranked names an object of a kept Detections may carry (a learner sends its tracks' top 3)
+MAX_TOP_LABELS = 16
 
 
 class LearnerUnavailable(ServiceUnavailable):
@@ -51,7 +56,8 @@ class LearnerClient:
         self._latest: Detections | None = None
         self._recent: collections.deque[Detections] = collections.deque(maxlen=64)
         self._new = threading.Condition()
-        node.create_subscription(Detections, "detections", self._on_detections, result_qos(2), callback_group=group)
+        node.create_subscription(Detections, "detections", self._on_detections, result_qos(2), callback_group=group,
+                                 raw=True)  # bytes: a message larger than a learner's is refused unbuilt
         self._owned: tuple[Any, Any, threading.Thread] | None = None
 
     # ------------------------------------------------------------------ own context
@@ -133,7 +139,24 @@ class LearnerClient:
         return self._call(self._rename, RenameClass.Request(old_label=old, new_label=new), self.timeout_s)
 
     # ------------------------------------------------------------------ detections
-    def _on_detections(self, msg: Detections) -> None:
+    def _on_detections(self, msg: Detections | bytes) -> None:
+        """Keep one Detections, built from its bytes only when it is of a size a learner sends
+        (``detections_msgs.detections_from_serialized``) and every name in it is one a learner
+        gives (printable, at most MAX_LABEL_CHARS, at most ``MAX_TOP_LABELS`` per object): a
+        script prints what it keeps. Anything else is dropped with a throttled warning."""
+        msg = built_within_bounds(msg, detections_from_serialized, self.node.get_logger(), "detections")
+        if msg is None:
+            return
+        try:
+            for o in msg.objects:
+                if len(o.top_labels) > MAX_TOP_LABELS:
+                    raise ValueError(f"an object with {len(o.top_labels)} ranked names; the most is {MAX_TOP_LABELS}")
+                for name in (o.label, *o.top_labels):
+                    if name:
+                        check_label(name)
+        except ValueError as exc:
+            self.node.get_logger().warning(f"detections ignored: {exc}", throttle_duration_sec=10.0)
+            return
         with self._new:
             self._latest = msg
             self._recent.append(msg)

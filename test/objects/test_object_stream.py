@@ -52,6 +52,21 @@ def test_taught_objects_are_labelled_with_the_version_that_answered():
     assert len(stream.track_views(first, 5).rows) == 1  # the track keeps its vector for TeachClass by track
 
 
+def test_with_one_class_taught_a_stranger_is_reported_unknown_and_unsure():
+    """What the Detections (and a script's LearnerClient) show of an object never taught: unknown, and a
+    confidence below one half over the track's frames, not the lone class's softmax of 1."""
+    rng = np.random.default_rng(3)
+    c = _controller()
+    c.teach("mug", rng.normal(3, 0.2, (8, D)))
+    stream = _stream()
+    for t in range(6):
+        _, tracks = stream.classify_and_track(_frame(np.stack([np.full(D, 3.0), np.full(D, -3.0)])), c, 1.0 + t)
+    mug, stranger = sorted(tracks, key=lambda t: t.proposal.box[0])
+    assert mug.known and mug.label == "mug" and mug.confidence > 0.5
+    assert not stranger.known and stranger.label == "" and stranger.top_labels == ["mug"]
+    assert stranger.confidence < 0.5 and all(s < 0.5 for s in stranger.top_scores)
+
+
 def test_a_frame_without_objects_tracks_nothing():
     c = _controller()
     c.teach("mug", np.random.default_rng(1).normal(3, 0.2, (8, D)))
