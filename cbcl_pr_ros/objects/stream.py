@@ -100,17 +100,23 @@ class ObjectStream:
         """Classify the frame's objects in one batch with ``controller`` (a LearnerController), then
         track them (in ``pose``'s fixed frame when given); (model version of the answers, tracks).
         Nothing taught yet, or no object: the objects are tracked unlabelled."""
-        version, predictions, unions = controller.model_version, None, None
-        if frame.proposals and controller.classes:
-            n, joins = len(frame.proposals), frame.joins
-            rows = frame.features if not joins.pairs else np.concatenate([frame.features, joins.features])
-            # pieces and unions in one batch; the tracker fuses the best STREAM_TOP_K scores of each (a
-            # class absent from a frame counts 0), so its work per frame does not grow with the household
-            out = controller.classify(rows, top_k=min(len(controller.classes), STREAM_TOP_K))
-            if out.success:
-                version, predictions = out.model_version, out.predictions[:n]
-                unions = out.predictions[n:] if joins.pairs else None
+        version, predictions, unions = _classified(frame, controller)
         return version, self.update(frame, predictions, stamp_s, pose, unions)
+
+    def as_shown(self, frame: ObjectFrame, controller: Any) -> ObjectFrame:
+        """``frame``'s objects as the detections show them, untracked: the pieces recognition joins as
+        one object each (with the union's vector), the parts of a larger object dropped. A teach of
+        "the object in view" picks among these, so it learns the object the detections name, and no
+        piece of it is a negative. A join the stream holds through a near tie is not held here."""
+        _, predictions, unions = _classified(frame, controller)
+        if predictions is not None and unions is not None and frame.joins.pairs:
+            frame, predictions, _ = join_recognised(frame, predictions, unions, set(), self.policy)
+        labels = None if predictions is None else [pr.label if pr.known else "" for pr in predictions]
+        parts = nested_parts(frame.proposals, labels, self.policy)
+        if not parts:
+            return frame
+        keep = [i for i in range(len(frame.proposals)) if i not in parts]  # the joins' indices no longer hold
+        return ObjectFrame([frame.proposals[i] for i in keep], frame.features[keep], frame.shape)
 
     def _held(self, unions: Sequence[Proposal], pose: CameraPose | None) -> set[int]:
         """Indices of ``unions`` that lie where a union was joined in the last frame (in the same frame
@@ -138,6 +144,22 @@ class ObjectStream:
         """A live track's last ``n`` frames (vectors, boxes, the other tracks' vectors); ValueError
         naming the live tracks otherwise."""
         return self.tracks.track_views(track_id, n)
+
+
+def _classified(frame: ObjectFrame, controller: Any) -> tuple[int, Sequence[Any] | None, Sequence[Any] | None]:
+    """(model version, a prediction per object, one per candidate join) of one frame, in one batch;
+    None for both before anything is taught, for a frame without objects or a failed answer."""
+    version = controller.model_version
+    if not (frame.proposals and controller.classes):
+        return version, None, None
+    n, joins = len(frame.proposals), frame.joins
+    rows = frame.features if not joins.pairs else np.concatenate([frame.features, joins.features])
+    # pieces and unions in one batch; the tracker fuses the best STREAM_TOP_K scores of each (a
+    # class absent from a frame counts 0), so its work per frame does not grow with the household
+    out = controller.classify(rows, top_k=min(len(controller.classes), STREAM_TOP_K))
+    if not out.success:
+        return version, None, None
+    return out.model_version, out.predictions[:n], (out.predictions[n:] if joins.pairs else None)
 
 
 def _placed(centroids: Sequence[np.ndarray], pose: CameraPose | None) -> tuple[str, np.ndarray]:

@@ -139,7 +139,7 @@ class Teacher:
             if plan.target == "frame":
                 (feats, views, source), others, taught = self._whole_frames(c, req, s), None, Taught()
             else:
-                feats, views, source, others, taught = self._objects(req, plan, s)
+                feats, views, source, others, taught = self._objects(c, req, plan, s)
         except NothingLearned as exc:
             return c.refused(str(exc))
         except (TypeError, ValueError, FeatureSourceError) as exc:  # RequestError is a ValueError
@@ -181,7 +181,7 @@ class Teacher:
         return shots, views, f" + {s.views} views each"
 
     # ------------------------------------------------------------------ objects
-    def _objects(self, req: TeachRequest, plan: TeachPlan,
+    def _objects(self, c: LearnerController, req: TeachRequest, plan: TeachPlan,
                  s: TeachSettings) -> Gathered:
         """The object in view, the given boxes or one track: from request images or the object stream;
         with the vectors of the other objects of the teaching frames (None where there are none)."""
@@ -202,7 +202,7 @@ class Teacher:
             taught = Taught(int(plan.track_id), tuple(int(v) for v in track.boxes[-1]))  # type: ignore[arg-type]
             return shots, None, (f"views of track {plan.track_id} (its last {len(track.rows)} frames as "
                                  f"{_views(len(shots))}; last at {box_text(track.boxes[-1])})"), negatives, taught
-        return self._object_frames(req, plan, n, s)
+        return self._object_frames(c, req, plan, n, s)
 
     def _upstream(self, stream: str) -> str:
         """" (...)": which node feeds ``stream`` and from which camera, where the port can tell."""
@@ -226,11 +226,12 @@ class Teacher:
         parts = [x for x in (frame_negatives, stream) if x is not None and len(x)]
         return np.vstack(parts).astype(np.float32) if parts else None
 
-    def _object_frames(self, req: TeachRequest, plan: TeachPlan, n: int,
+    def _object_frames(self, c: LearnerController, req: TeachRequest, plan: TeachPlan, n: int,
                        s: TeachSettings) -> Gathered:
-        """The object in view (or the object mostly inside the one box, its pieces together) of each of
-        the next ``n`` object frames, and the vectors of the other objects of those frames (natural
-        negatives; at most :data:`MAX_FRAME_NEGATIVES`, None when there are none)."""
+        """The object in view (among the objects as the detections show them, ``ObjectStream.as_shown``)
+        or the object mostly inside the one box (its pieces together) of each of the next ``n`` object
+        frames, and the vectors of the other objects of those frames (natural negatives; at most
+        :data:`MAX_FRAME_NEGATIVES`, None when there are none)."""
         shape = self.objects.last_shape
         if plan.target == "roi" and shape is not None:
             roi_box(plan.rois[0], shape, "camera image")  # fail now, not after waiting
@@ -246,6 +247,7 @@ class Teacher:
                 choice = choose_in_box(f.proposals, f.shape, roi_box(plan.rois[0], f.shape, "camera image"))
                 picked, reason = choice.indices, choice.reason or reason
             else:
+                f = self.objects.as_shown(f, c)
                 k = pick_in_view([p.box for p in f.proposals], f.shape)
                 picked = () if k is None else (k,)
             if not picked:

@@ -203,6 +203,36 @@ def test_object_frames_teach_the_object_in_view_or_inside_the_box():
     assert port.collected[-1][2] == "objects" and len(port.collected) == 2  # refused before any wait
 
 
+def test_the_object_in_view_is_the_object_detections_show_its_recognised_pieces_together():
+    """Pieces the learner joins into one object (its union nearer the taught class than the larger piece
+    alone) are one object to teach too: the union's vector is learned, and no piece of it becomes a
+    negative of the class it belongs to."""
+    from cbcl_pr_ros.objects.frame import ObjectJoins
+    from cbcl_pr_ros.objects.pieces import union_proposal
+
+    rng = np.random.default_rng(2)
+    c = _controller()
+    assert c.teach("duck", rng.normal(3, 0.2, (8, D)).astype(np.float32)).success
+    assert c.teach("box", rng.normal(-3, 0.2, (8, D)).astype(np.float32)).success
+    head, beak, whole = np.full(D, 3.0), np.full(D, 3.0), np.full(D, 3.0)
+    head[: D // 2] += 0.6  # the head alone is a poorer duck than the whole
+    beak[D // 2:] -= 4.0  # the beak alone is no duck
+    big = Proposal((250, 180, 390, 300), None, np.array([0.0, 0.0, 0.8]), np.array([0.08] * 3), 0.9)
+    small = Proposal((390, 220, 420, 250), None, np.array([0.06, 0.0, 0.8]), np.array([0.03] * 3), 0.9)
+    joins = ObjectJoins(((0, 1),), (union_proposal(big, small),), whole.astype(np.float32).reshape(1, D))
+    frame = ObjectFrame([big, small], np.stack([head, beak]).astype(np.float32), (480, 640), joins)
+    port = FakePort(settings=TeachSettings(teach_from="object", num_frames=1))
+    teacher, objects = _teacher(port)
+    port.frames["objects"] = [frame]
+    objects.arrived(frame, port.clock)
+    shown = objects.classify_and_track(frame, c, 1.0)[1]
+    assert [t.proposal.box for t in shown] == [(250, 180, 420, 300)]  # what detections show: one duck
+    out = teacher.teach(c, TeachRequest(label="duck"))
+    assert out.success and out.taught_box == (250, 180, 420, 300), out.message
+    assert np.allclose(port.last_feats, whole) and port.last_negatives is None
+    assert out.taught_track_id == shown[0].id and "the object at (250, 180)-(420, 300)" in port.commits[-1][1]
+
+
 def test_the_other_objects_of_teaching_frames_become_negatives_unless_taught():
     """Issue 20: the other objects of a teaching frame are natural negatives for the open-set gate; one
     the memory already knows (a taught class standing beside the new object) is not one."""
