@@ -375,7 +375,7 @@ def choose_support(planes: list[_Plane], config: ProposalConfig, P: np.ndarray, 
     """The plane the objects in front of the camera stand on, or None when no plane is level.
 
     Candidates are the planes within ``max_tilt_deg`` of level (``up_axis`` when the camera pose is
-    known, and then seen from above, else the largest plane's normal). Each is scored by what the camera sees of it and on it
+    known, else the largest plane's normal). Each is scored by what the camera sees of it and on it
     near the middle of the view (``P``: the (h, w, 3) points, ``valid``: which are readings; pixels
     weighted by a Gaussian about the image centre): its own readings, and the readings standing on it
     (2 cm to ``max_size_m`` above it, over its image region, not on another candidate). A floor around a
@@ -389,8 +389,8 @@ def choose_support(planes: list[_Plane], config: ProposalConfig, P: np.ndarray, 
     else:
         up = planes[0].normal
     cos_tilt = math.cos(math.radians(config.max_tilt_deg))
-    # with gravity known a support faces up on the camera's side (normals point to the camera): one seen
-    # from below is a ceiling or a pose upside down, and positions placed with that pose would be wrong
+    # with gravity known a support is seen from above (its normal, turned to the camera, points up): one
+    # seen from below is a ceiling or a pose upside down, and positions placed with that pose would be wrong
     facing = (lambda c: c) if config.up_axis is not None else abs
     level = [p for p in planes if facing(float(p.normal @ up)) >= cos_tilt]
     if len(level) <= 1:
