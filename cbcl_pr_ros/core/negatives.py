@@ -44,8 +44,8 @@ MIN_NEGATIVES = 1
 RADIUS_MIN_NEGATIVES = 20
 # and only a class taught from several views has one: its shots' RMS distance to their mean is at least
 # this many D_gate (half of calibration.SAME_VIEW, 0.75: two shots that far apart are two views). One
-# view (one shot, or jittered and still-frame copies of it: 0.2-0.36 D_gate) keeps the global radius and
-# the veto: its other views lie as far from it as the other objects of its table do
+# view (one shot, or jittered and still-frame copies of it: mostly 0.2-0.35 D_gate) keeps the global
+# radius and the veto: its other views lie as far from it as the other objects of its table do
 RADIUS_MIN_EXTENT = 0.375
 # the most vectors one add_negatives call takes (a frame of 50 objects times a few frames fits)
 MAX_OFFERED = 4096
