@@ -37,7 +37,9 @@ def _d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def prepare(run: dict) -> dict:
-    """Distances every rule needs, once per run."""
+    """Distances every rule needs, once per run: each vector to its best class (``dc``) and to every
+    negative (``dxn``), each class to every negative (``dcn``); per class its shots' extent (RMS
+    distance to their mean, in D_gate) and its centroids' views (chained within ``SAME_VIEW``)."""
     from cbcl_pr_ros.core.calibration import SAME_VIEW, view_groups
 
     D = run["D"]
@@ -49,63 +51,45 @@ def prepare(run: dict) -> dict:
     dxn = _d(x, neg) if len(neg) else np.full((len(x), 0), np.inf)
     dcn = np.stack([_d(c, neg).min(axis=0) for c in cents]) if len(neg) else np.zeros((len(cents), 0))
     views = np.array([len(view_groups(c, SAME_VIEW * D)) for c in cents])
-    wide = np.array([float(_d(c, c).max()) / D for c in cents])  # the class's widest pair of centroids, in D
     return dict(D=D, factor=run["factor"], dc=dc, dxn=dxn, dcn=dcn, best=best, kind=run["kind"], views=views,
-                m=len(neg), wide=wide, spread=np.asarray(run["spread"]), shot_views=np.asarray(run["shot_views"]),
-                n_shots=np.asarray(run["n_shots"]))
+                m=len(neg), extent=np.asarray(run["extent"]))
 
 
 def known(p: dict, rule: dict) -> np.ndarray:
-    """The gate's answer under ``rule``: radius (``radius``: 'all' | 'off' | 'views2'; ``quantile``,
-    ``margin``, ``min_count``, ``hood``: only negatives within hood*D of the class count) and veto
-    (``veto`` * m ** ``growth``; ``side``: a negative vetoes only a vector nearer to it than the
-    class is; ``growth_views1``: the growth only for one-view classes)."""
+    """The gate's answer under ``rule``. Radius (``radius``): ``all`` (every class gets the negatives'
+    quantile radius from 20 negatives), ``off``, ``several_views`` (only classes whose shots reach
+    ``extent`` D_gate from their mean: the shipped rule) or ``centroid_views`` (only classes whose
+    centroids make two views); ``one_view_factor``: a one-view class's radius ``f D_gate`` in place
+    of ``1.3 D_gate``. Veto: ``veto * m ** growth`` (``local_m``: ``m`` counts only the negatives
+    within ``local_m D_gate`` of the class; ``one_view_veto``: a one-view class's own ratio);
+    ``side``: a negative vetoes only a vector nearer to it than ``side`` times the class's distance to
+    it; ``ball``: also every vector within ``ball`` times that distance of a negative."""
     D, dc, best = p["D"], p["dc"], p["best"]
     base = p["factor"] * D
     nc = len(p["views"])
     radii = np.full(nc, base)
     mode = rule.get("radius", "all")
-    if p["m"] and mode != "off":
+    one_view = p["extent"] < rule.get("extent", 0.375)
+    if p["m"] >= 20 and mode != "off":
         for k in range(nc):
-            if mode == "views2" and p["views"][k] < 2:
+            if (mode == "several_views" and one_view[k]) or (mode == "centroid_views" and p["views"][k] < 2):
                 continue
-            if mode == "wide" and p["wide"][k] < rule.get("wide", 0.75):
-                continue
-            if mode == "spread" and p["spread"][k] < rule.get("spread", 0.3):
-                continue
-            n = max(int(p["n_shots"][k]), 2)  # RMS pairwise distance of the shots = extent * sqrt(2n / (n - 1))
-            if mode == "pairs" and p["spread"][k] * np.sqrt(2 * n / (n - 1)) < rule.get("pairs", 0.75):
-                continue
-            if mode == "shot_views" and p["shot_views"][k] < 2:
-                continue
-            dk = p["dcn"][k]
-            if rule.get("hood"):
-                dk = dk[dk < rule["hood"] * D]
-            if len(dk) < rule.get("min_count", 20):
-                continue
-            r = float(np.quantile(dk, rule.get("quantile", 0.1)))
-            radii[k] = min(base, max(0.5 * D, rule.get("margin", 0.95) * r))
-    if rule.get("one_view_factor"):  # a one-view class's global radius in place of factor * D
-        one = p["spread"] < rule.get("spread", 0.375)
-        radii = np.where(one, np.minimum(radii, rule["one_view_factor"] * D), radii)
+            r = float(np.quantile(p["dcn"][k], 0.1))
+            radii[k] = min(base, max(0.5 * D, 0.95 * r))
+    if rule.get("one_view_factor"):
+        radii = np.where(one_view, np.minimum(radii, rule["one_view_factor"] * D), radii)
     ok = dc < radii[best]
     if p["m"]:
-        m = np.full(len(dc), float(min(p["m"], rule.get("cap", 10**9))))
-        if rule.get("local_m"):  # only the negatives within local_m * D of the class count
+        m = np.full(len(dc), float(p["m"]))
+        if rule.get("local_m"):
             m = np.maximum(1.0, (p["dcn"][best] < rule["local_m"] * D).sum(axis=1))
-        g = np.full(len(dc), rule.get("growth", 0.0))
-        if rule.get("growth_views1"):
-            g = np.where(p["views"][best] < 2, g, 0.0)
-        if rule.get("growth_narrow"):
-            g = np.where(p["wide"][best] < rule.get("wide", 0.75), g, 0.0)
-        v = rule.get("veto", 1.02) * np.power(m, g)
-        if rule.get("one_view_veto"):  # the veto of a one-view class (the others keep theirs)
-            v = np.where(p["spread"][best] < rule.get("spread", 0.375), rule["one_view_veto"], v)
+        v = rule.get("veto", 1.02) * np.power(m, rule.get("growth", 0.0))
+        if rule.get("one_view_veto"):
+            v = np.where(one_view[best], rule["one_view_veto"], v)
         dxn = p["dxn"]
         vetoing = dc[:, None] > v[:, None] * dxn
-        if rule.get("ball"):  # a ball around each negative reaching ball x its distance to the class
-            ball = dxn < rule["ball"] * p["dcn"][best]
-            vetoing = ball if rule.get("ball_only") else vetoing | ball
+        if rule.get("ball"):
+            vetoing |= dxn < rule["ball"] * p["dcn"][best]
         if rule.get("side"):
             vetoing &= dxn < rule["side"] * p["dcn"][best]
         ok &= ~vetoing.any(axis=1)
@@ -204,7 +188,7 @@ def _family(**grid) -> list[dict]:
     return rows
 
 
-EXTENT = {"radius": "spread", "spread": 0.375}
+EXTENT = {"radius": "several_views", "extent": 0.375}
 # the variants compared: each a family of rules whose constants are chosen leave-one-source-out
 VARIANTS = {
     "before: radius for every class, veto 1.02": [{"radius": "all"}],
@@ -221,6 +205,9 @@ VARIANTS = {
                                                  local_m=[1.2, 1.3, 1.4]),
     "veto only on the negative's side (d(x,n) < s d(c,n))": _family(**EXTENT, veto=[1.02, 1.04, 1.06, 1.1],
                                                                    side=[0.9, 1.0]),
+    "and a ball around each negative (d(x,n) < b d(c,n))": _family(**EXTENT, veto=[1.02, 1.06, 1.1],
+                                                                  ball=[0.4, 0.5, 0.6]),
+    "radius only with two centroid views, veto 1.02": [{"radius": "centroid_views"}],
     "one view: radius f D and veto v1, several views as shipped": _family(
         **EXTENT, one_view_veto=[1.02, 1.04, 1.06, 1.08, 1.1, 1.12, 1.14], one_view_factor=[1.1, 1.15, 1.2, 1.25, 1.3]),
     "one view: radius f D": _family(**EXTENT, veto=[1.02, 1.04, 1.06, 1.08, 1.1, 1.12],

@@ -17,16 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 
-def _gate_state(learner, shots: dict | None = None) -> dict:
-    from cbcl_pr_ros.core.calibration import SAME_VIEW, view_groups
+def _gate_state(learner) -> dict:
     from cbcl_pr_ros.core.open_set import class_extents
 
     gate = learner._served.gate
-    classes = tuple(learner._served.classes)
-    views = ([len(view_groups(learner.transform(shots[c]), SAME_VIEW * gate.distance_threshold)) for c in classes]
-             if shots is not None else None)
-    return {"spread": class_extents(learner._memory) / gate.distance_threshold, "shot_views": views,
-            "n_shots": [int(sum(cc.counts)) for _, cc in learner._memory.items()],
+    return {"extent": class_extents(learner._memory) / gate.distance_threshold,
             "cents": [np.asarray(c, np.float32) for c in gate.centroids], "D": float(gate.distance_threshold),
             "factor": float(gate.factor), "neg": np.asarray(learner.negatives_.vectors, np.float32),
             "classes": tuple(learner._served.classes)}
@@ -66,7 +61,7 @@ def capture_first_shot(frs: list[dict], seed: int, shots: int, protocol: str, ne
                 negs.append(f["obj"][rows])
     if negs:
         learner.add_negatives(np.concatenate(negs), away_from=np.concatenate(list(shots_of.values())))
-    out = _gate_state(learner, shots_of)
+    out = _gate_state(learner)
     xs, best, kind = [], [], []
     for f in plan.test:
         preds = learner.predict(f["obj"], top_k=1)
@@ -95,15 +90,12 @@ def capture_gate_sets(fs, other_x: np.ndarray, shots: int, seed: int, pool: np.n
     rng = np.random.default_rng([seed, 99])
     learner = CBCLPRLearner(LearnerConfig(seed=seed), "efficientnet_lite0", fs.dim)
     learner.add_negatives(pool[rng.choice(len(pool), min(negatives, len(pool)), replace=False)])
-    seen, res, taught = [], [], {}
+    seen, res = [], []
     for step in few_shot_incremental(fs.train_y, 2, shots, seed).steps:
-        batch = {str(c): fs.train_x[i] for c, i in step.train_indices.items()}
-        learner.teach_increment(batch)
-        for c, x in batch.items():
-            taught[c] = np.concatenate([taught[c], x]) if c in taught else x
+        learner.teach_increment({str(c): fs.train_x[i] for c, i in step.train_indices.items()})
         seen += [str(c) for c in step.new_classes]
         known = np.isin(fs.test_y.astype(str), seen)
-        st = _gate_state(learner, taught)
+        st = _gate_state(learner)
         pk = learner.predict(fs.test_x[known], top_k=1)
         po = learner.predict(other_x[:400], top_k=1)
         truth = fs.test_y[known].astype(str)
