@@ -10,7 +10,7 @@ its own acceptance radius (:func:`class_radii`): the ``quantile`` of the distanc
 nearest centroid to the stored negatives, times ``margin``, capped by the global radius
 ``factor * D_gate``.  A class that
 sits among many look-alikes gets a tight radius; one far from everything seen keeps the global one.
-Only a class taught from several views gets one (its shots reach ``RADIUS_MIN_EXTENT`` D_gate apart):
+Only a class taught from several views gets one (its shots lie ``RADIUS_MIN_EXTENT`` D_gate from their mean):
 a single view's other views lie about as far from it as the other objects on its table, so a
 quantile of those objects' distances would cut the very views it must still accept, while the veto
 keeps every negative out of it all the same.

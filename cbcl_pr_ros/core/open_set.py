@@ -112,8 +112,8 @@ def class_spreads(memory, fallback: float) -> np.ndarray:
 
 def class_extents(memory) -> np.ndarray:
     """Per class (memory order) the RMS distance of its members to the class's mean: every cluster's
-    scatter plus its centroid's offset from the mean; 0 for a class of one shot (or of copies of
-    one).  Where :func:`class_spreads` says how tight each cluster is, this says how far the class's
+    scatter plus its centroid's offset from the mean; 0 for a class of one shot, small for copies of
+    one.  Where :func:`class_spreads` says how tight each cluster is, this says how far the class's
     shots reach apart: whether it was taught from one view or from several."""
     out = []
     for _, cc in memory.items():
