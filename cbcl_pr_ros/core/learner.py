@@ -51,9 +51,9 @@ from .clustering import COVARIANCE_MODES
 from .distance_threshold import distance_prior, estimate_distance_threshold, memory_distance
 from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
 from .merge import merge_states
-from .negatives import (MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, SAME_OBJECT, NegativeStore,
-                        class_radii, veto_ratio)
-from .open_set import OPEN_SET_MODES, DistanceGate, inside_probability
+from .negatives import (MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, RADIUS_MIN_EXTENT, RADIUS_MIN_NEGATIVES,
+                        SAME_OBJECT, NegativeStore, class_radii, veto_ratio)
+from .open_set import OPEN_SET_MODES, DistanceGate, class_extents, inside_probability
 from .persistence import MAX_COUNTER, CorruptMemoryFileError, LearnerState, filled_provenance, load_state, save_state
 from .provenance import Contribution, check_robot_name, new_contribution, united
 from .rehearsal import REHEARSAL_MODES
@@ -829,14 +829,17 @@ class CBCLPRLearner:
         return max(GATE_FLOOR * float(prior), memory_distance(memory, prior, cache=self._scatter_cache))
 
     def _gate(self, memory: ClusterMemory, gate_distance: float, negatives: NegativeStore) -> DistanceGate:
-        """The distance gate, with per-class radii where the negatives tighten them."""
+        """The distance gate, with per-class radii where the negatives tighten them (classes taught from
+        several views only: :data:`.negatives.RADIUS_MIN_EXTENT`)."""
         cfg = self.config
         cents = tuple(cc.means.astype(np.float32, copy=False) for _, cc in memory.items())
         gate = DistanceGate(cents, gate_distance, cfg.unknown_distance_factor)
         if len(negatives) < MIN_NEGATIVES:
             return gate
+        several = (class_extents(memory) >= RADIUS_MIN_EXTENT * gate_distance
+                   if len(negatives) >= RADIUS_MIN_NEGATIVES else None)  # no radius of its own below that count
         radii = class_radii(cents, negatives, gate.radius, cfg.negative_quantile, cfg.negative_margin,
-                            rank=cfg.negative_rank, floor=NEAR_NEGATIVE * gate_distance)
+                            rank=cfg.negative_rank, floor=NEAR_NEGATIVE * gate_distance, several_views=several)
         return dataclasses.replace(gate, class_radii=radii, negatives=negatives.vectors.astype(np.float32),
                                    veto=veto_ratio(len(negatives)))
 

@@ -10,6 +10,10 @@ its own acceptance radius (:func:`class_radii`): the ``quantile`` of the distanc
 nearest centroid to the stored negatives, times ``margin``, capped by the global radius
 ``factor * D_gate``.  A class that
 sits among many look-alikes gets a tight radius; one far from everything seen keeps the global one.
+Only a class taught from several views gets one (its shots lie ``RADIUS_MIN_EXTENT`` D_gate from their mean):
+a single view's other views lie about as far from it as the other objects on its table, so a
+quantile of those objects' distances would cut the very views it must still accept, while the veto
+keeps every negative out of it all the same.
 
 Measured on real RGB-D crops (docs/core.md "Open set", bench/bench_first_shot.py): one shot, the
 teaching frame's other objects as the only negatives, 91 % of the taught objects' other views
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["NegativeStore", "class_radii", "nearest_distances", "veto_ratio", "MIN_NEGATIVES", "MAX_NEGATIVES",
-           "MAX_OFFERED", "RADIUS_MIN_NEGATIVES", "SAME_OBJECT", "VETO", "VETO_GROWTH"]
+           "MAX_OFFERED", "RADIUS_MIN_EXTENT", "RADIUS_MIN_NEGATIVES", "SAME_OBJECT", "VETO", "VETO_GROWTH"]
 
 # the largest capacity a config may ask for: 4096 x 1280 float16 is 10 MB
 MAX_NEGATIVES = 4096
@@ -38,6 +42,11 @@ MIN_NEGATIVES = 1
 # a class's radius of its own (a quantile of the negatives' distances) needs this many: a quantile of a
 # handful is noise, while the veto below needs none
 RADIUS_MIN_NEGATIVES = 20
+# and only a class taught from several views has one: its shots' RMS distance to their mean is at least
+# this many D_gate (half of calibration.SAME_VIEW, 0.75: two shots that far apart are two views). One
+# view (one shot, or jittered and still-frame copies of it: mostly 0.2-0.35 D_gate) keeps the global
+# radius and the veto: its other views lie as far from it as the other objects of its table do
+RADIUS_MIN_EXTENT = 0.375
 # the most vectors one add_negatives call takes (a frame of 50 objects times a few frames fits)
 MAX_OFFERED = 4096
 # an offered vector closer than this many D_gate to one already kept (or offered just before) is a
@@ -142,20 +151,30 @@ def nearest_distances(x: np.ndarray, store: NegativeStore) -> np.ndarray:
 
 
 def class_radii(centroids: tuple[np.ndarray, ...], store: NegativeStore, base: float, quantile: float,
-                margin: float, min_count: int = RADIUS_MIN_NEGATIVES, rank: int = 0, floor: float = 0.0) -> np.ndarray:
+                margin: float, min_count: int = RADIUS_MIN_NEGATIVES, rank: int = 0, floor: float = 0.0,
+                several_views: np.ndarray | None = None) -> np.ndarray:
     """Per class, ``min(base, margin * r)`` with ``r`` the ``quantile`` of the negatives' distances to
     the class's nearest centroid, or, when ``rank`` >= 1, the distance of its ``rank``-th nearest
     negative (the farthest when fewer are stored): far negatives added later then leave the radius
     as it is, where they raise a quantile; ``base`` for every class when the store holds fewer than
     ``min_count`` vectors.  Never below ``floor``: a negative right beside a class narrows it to
-    ``floor``, it does not make it unteachable."""
+    ``floor``, it does not make it unteachable.  ``several_views`` (one flag per class), when given:
+    only the flagged classes get a radius of their own, the others keep ``base`` (see
+    :data:`RADIUS_MIN_EXTENT`)."""
     radii = np.full(len(centroids), float(base))
+    if several_views is not None:
+        several_views = np.asarray(several_views)
+        if several_views.shape != (len(centroids),) or several_views.dtype != bool:
+            raise ValueError(f"several_views must be {len(centroids)} booleans (one per class), "
+                             f"got {several_views.dtype} of shape {several_views.shape}")
     if len(store) < max(1, min_count) or not len(centroids):
         return radii
     allc = np.concatenate([np.asarray(c, np.float64) for c in centroids])
     owner = np.repeat(np.arange(len(centroids)), [len(c) for c in centroids])
     d2 = _sq_distances(store.vectors, allc)  # negatives x all centroids
     for k in range(len(centroids)):
+        if several_views is not None and not several_views[k]:
+            continue
         nearest = np.sqrt(d2[:, owner == k].min(axis=1))
         if rank >= 1:
             nth = min(rank, len(nearest)) - 1  # the farthest when fewer are stored

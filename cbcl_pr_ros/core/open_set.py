@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["OPEN_SET_MODES", "DistanceGate", "class_spreads", "expected_calibration_error", "inside_probability"]
+__all__ = ["OPEN_SET_MODES", "DistanceGate", "class_extents", "class_spreads", "expected_calibration_error",
+           "inside_probability"]
 
 OPEN_SET_MODES = ("distance", "confidence", "none")
 # how soft the gate's confidence is (:func:`inside_probability`), in units of a class's radius
@@ -106,6 +107,29 @@ def class_spreads(memory, fallback: float) -> np.ndarray:
             tr = float(sum((np.asarray(f, np.float64) ** 2).sum() for f in cc.factors))
         n = int(np.sum(cc.counts))
         out.append(np.sqrt(tr / n) if tr > 0 and n > 0 else fallback)
+    return np.asarray(out)
+
+
+def class_extents(memory) -> np.ndarray:
+    """Per class (memory order) the RMS distance of its members to the class's mean: every cluster's
+    scatter plus its centroid's offset from the mean; 0 for a class of one shot, small for copies of
+    one.  Where :func:`class_spreads` says how tight each cluster is, this says how far the class's
+    shots reach apart: whether it was taught from one view or from several."""
+    out = []
+    for _, cc in memory.items():
+        counts = np.asarray(cc.counts, np.float64)
+        n = float(counts.sum())
+        if n <= 0:
+            out.append(0.0)
+            continue
+        if cc.diag is not None:
+            tr = float(np.asarray(cc.diag, np.float64).sum())
+        else:
+            tr = float(sum((np.asarray(f, np.float64) ** 2).sum() for f in cc.factors))
+        means = np.asarray(cc.means, np.float64)
+        mean = counts @ means / n
+        tr += float(counts @ ((means - mean) ** 2).sum(axis=1))
+        out.append(float(np.sqrt(max(tr, 0.0) / n)))
     return np.asarray(out)
 
 

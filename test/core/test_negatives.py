@@ -39,7 +39,8 @@ def _learner(**cfg):
 def test_negatives_of_a_look_alike_tighten_only_its_neighbour():
     rng, taught, alike, far, draw = _scene()
     learner = _learner(negative_quantile=0.05, negative_margin=0.9)
-    learner.teach_increment({"taught": draw(taught, 3), "far": draw(far, 3)})
+    # six shots that spread as several views do (a radius of its own needs them: RADIUS_MIN_EXTENT)
+    learner.teach_increment({"taught": draw(taught, 6), "far": draw(far, 3)})
     before = learner.predict(draw(alike, 200), top_k=1)
     assert np.mean([p.known for p in before]) > 0.5  # the global radius (1.3 * 3.0) takes the look-alike in
     version = learner.model_version_
@@ -262,3 +263,57 @@ def test_a_veto_that_grows_with_the_count_loosens_as_more_negatives_are_seen(mon
     assert learner._served.gate.veto == pytest.approx(veto_ratio(len(learner.negatives_)))
     assert learner.predict(halfway)[0].known and learner.predict(halfway)[0].label == "taught"
     assert not learner.predict(beside)[0].known  # the negative itself stays outside
+
+
+def test_only_a_class_taught_from_several_views_gets_a_radius_of_its_own():
+    """One shot, or jittered copies of one view, keep the global radius however many negatives are
+    stored (a single view's other views lie as far from it as the look-alikes do); a class whose
+    shots reach ``RADIUS_MIN_EXTENT`` D apart gets the negatives' quantile radius; the veto bounds
+    both from the first negative."""
+    from cbcl_pr_ros.core.negatives import RADIUS_MIN_EXTENT, RADIUS_MIN_NEGATIVES
+    from cbcl_pr_ros.core.open_set import class_extents
+
+    rng, taught, alike, far, draw = _scene(3)
+    learner = _learner(negative_quantile=0.05, negative_margin=0.9)
+    shot = draw(taught, 1)
+    copies = shot + rng.normal(0.0, 0.01, (5, DIM)).astype(np.float32)  # one view, jittered
+    views = draw(far, 8)
+    learner.teach_increment({"one_shot": shot, "copies": copies + 6.0, "views": views})
+    extents = class_extents(learner._memory) / learner._served.gate.distance_threshold
+    k = {c: learner.classes_.index(c) for c in ("one_shot", "copies", "views")}
+    assert extents[k["one_shot"]] == 0.0
+    assert extents[k["copies"]] < RADIUS_MIN_EXTENT <= extents[k["views"]]
+
+    def look_alikes(centre, n):  # other things about 3 (one D) from a class
+        u = rng.normal(0.0, 1.0, (n, DIM))
+        return (centre + 3.0 * u / np.linalg.norm(u, axis=1, keepdims=True)).astype(np.float32)
+
+    negs = np.concatenate([look_alikes(shot[0], 20), look_alikes(copies.mean(0) + 6.0, 20),
+                           look_alikes(views.mean(0), 20)])
+    learner.add_negatives(negs)
+    assert len(learner.negatives_) >= RADIUS_MIN_NEGATIVES
+    gate = learner._served.gate
+    assert gate.class_radii[k["one_shot"]] == pytest.approx(gate.radius)
+    assert gate.class_radii[k["copies"]] == pytest.approx(gate.radius)
+    assert gate.class_radii[k["views"]] < gate.radius
+    # the veto still bounds the one-view classes: a stored negative is never given their name
+    stored = learner.negatives_.vectors.astype(np.float32)
+    assert not any(p.known for p in learner.predict(stored, top_k=1))
+
+
+def test_two_shots_reach_half_their_distance_and_a_wrong_flag_list_is_refused():
+    from cbcl_pr_ros.core.open_set import class_extents
+
+    learner = _learner()
+    a = np.zeros((2, DIM), np.float32)
+    a[1, 0] = 2.0  # two shots 2 apart: each is 1 from their mean
+    learner.teach_increment({"a": a, "b": np.full((1, DIM), 9.0, np.float32)})
+    assert class_extents(learner._memory).tolist() == pytest.approx([1.0, 0.0], abs=1e-3)  # float16 scatters
+    store = NegativeStore(np.arange(1, 41, dtype=np.float16)[:, None], 40, 40)
+    cents = (np.zeros((1, 1)), np.array([[100.0]]))
+    both = class_radii(cents, store, 50.0, 0.1, 1.0, min_count=20, several_views=np.array([True, True]))
+    first = class_radii(cents, store, 50.0, 0.1, 1.0, min_count=20, several_views=np.array([False, True]))
+    assert both[0] < 50.0 and first[0] == 50.0 and first[1] == both[1]
+    for bad in (np.array([True]), np.array([1, 0]), np.array([[True, False]])):
+        with pytest.raises(ValueError, match="several_views"):
+            class_radii(cents, store, 50.0, 0.1, 1.0, min_count=20, several_views=bad)

@@ -1,0 +1,80 @@
+"""bench_gate_rules: the offline gate rules answer as the learner's gate does, so the rules compared there
+stand for the product's. On made-up frames (no features needed) the learner's answers of
+``bench_first_shot.run_source`` are compared with the offline shipped rule on the captured gate inputs,
+for every protocol and negatives kind, at 1 and 5 shots, and with the radius for every class (the rule
+before) where the learner is made to give every class its radius."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bench_gate_rules as rules  # bench/ (pytest.ini)
+from bench_first_shot import run_source
+from gate_capture import capture_first_shot
+
+
+def _frames(n: int = 9) -> list[dict]:
+    """``n`` frames of one crowded table: objects a-l, each in most frames, sparse random vectors (far
+    apart, as distinct objects' features are); the jittered copies of every other object are near
+    copies (one view), of the others unrelated vectors (several views)."""
+    rng = np.random.default_rng(1)
+    names = list("abcdefghijkl")
+    out = []
+    for i in range(n):
+        here = [x for j, x in enumerate(names) if (i + j) % 4]
+        obj = (rng.random((len(here), 16)) ** 4).astype(np.float32)
+        jit = (rng.random((len(here), 9, 16)) ** 4).astype(np.float32)
+        for k, name in enumerate(here):
+            if names.index(name) % 2 == 0:
+                jit[k] = obj[k] * rng.uniform(0.97, 1.03, (9, 16)).astype(np.float32)
+        out.append({"id": f"t_{i}", "source": "t", "names": here, "obj": obj, "jit": jit})
+    return out
+
+
+def _learner_known(out: dict, kinds: np.ndarray) -> np.ndarray:
+    """The learner's known/unknown per classified object, in the capture's order."""
+    taught, untaught = iter(out["taught_accepted"]), iter(out["untaught_rejected"])
+    return np.array([next(taught) if k.startswith("taught") else not next(untaught) for k in kinds])
+
+
+SHIPPED = rules.VARIANTS["shipped: radius only with several views, veto 1.02"][0]
+BEFORE = rules.VARIANTS["before: radius for every class, veto 1.02"][0]
+
+
+@pytest.mark.parametrize("shots", [1, 5])
+@pytest.mark.parametrize("protocol,negatives", [("teaching_frame", "frames"), ("stream", "frames+stream"),
+                                                ("stream", "frames+stream_all"),
+                                                ("stream", "frames+stream_covisible")])
+def test_the_offline_shipped_rule_is_the_learners_gate(protocol, negatives, shots):
+    frs = _frames()
+    for seed in range(3):
+        cap = capture_first_shot(frs, seed, shots, protocol, negatives)
+        assert cap is not None and len(cap["x"])
+        p = rules.prepare(cap)
+        learner = _learner_known(run_source(frs, seed, shots, None, protocol, negatives), cap["kind"])
+        assert np.array_equal(rules.known(p, SHIPPED), learner)
+        if shots == 5 and p["m"] >= 20:  # both kinds of class were in play
+            assert (p["extent"] < 0.375).any() and (p["extent"] >= 0.375).any()
+
+
+def test_the_offline_rules_tell_the_radius_rules_apart_as_the_learner_does(monkeypatch):
+    """Where a one-view class's radius would have refused an object, the learner (one view keeps the
+    global radius) and the offline shipped rule accept it; with every class given its radius the
+    learner answers as the offline rule before."""
+    import cbcl_pr_ros.core.learner as learner_mod
+
+    frs = _frames()
+    caps = {seed: capture_first_shot(frs, seed, 5, "stream", "frames+stream") for seed in range(10)}
+    now = {seed: _learner_known(run_source(frs, seed, 5, None, "stream", "frames+stream"), c["kind"])
+           for seed, c in caps.items()}
+    monkeypatch.setattr(learner_mod, "RADIUS_MIN_EXTENT", 0.0)  # every class counts as several views
+    before = {seed: _learner_known(run_source(frs, seed, 5, None, "stream", "frames+stream"), c["kind"])
+              for seed, c in caps.items()}
+    differ = 0
+    for seed, cap in caps.items():
+        p = rules.prepare(cap)
+        assert np.array_equal(rules.known(p, SHIPPED), now[seed])
+        assert np.array_equal(rules.known(p, BEFORE), before[seed])
+        differ += int((now[seed] != before[seed]).sum())
+        assert (now[seed] >= before[seed]).all()  # the rule only gives back what a radius took
+    assert differ >= 1
