@@ -79,7 +79,7 @@ def test_a_glass_on_the_table_is_one_proposal_without_3d():
 def test_the_same_glass_frame_gives_the_same_proposals_every_time():
     rgb, depth, K, _, _ = _glass_frame()
     first = propose(rgb, depth, K, ON)
-    for _ in range(5):
+    for _ in range(20):
         again = propose(rgb, depth, K, ON)
         assert [p.box for p in again] == [p.box for p in first]
         assert all(np.array_equal(a.mask, b.mask) for a, b in zip(again, first))
