@@ -209,6 +209,8 @@ class ProposalRules:
             raise ValueError("need layer_gap_m >= 0, layer_tilt in (0, 1) and layer_min_part > 0")
         if self.fold_turn < 0 or int(self.fold_span) < 3:
             raise ValueError(f"need fold_turn >= 0 and fold_span >= 3, got {self.fold_turn}, {self.fold_span}")
+        if not 0 <= int(self.table_curve_rounds) <= 10:
+            raise ValueError(f"table_curve_rounds must be in [0, 10], got {self.table_curve_rounds}")
         if not 0 <= self.unseen_ring_share <= 1 or not 0 <= self.unseen_edge_share <= 1:
             raise ValueError(f"unseen_ring_share and unseen_edge_share must be in [0, 1], got {self.unseen_ring_share}, "
                              f"{self.unseen_edge_share}")
@@ -712,8 +714,8 @@ def _add_unseen(kept: np.ndarray, geo: list, small: np.ndarray, valid: np.ndarra
     """``kept`` and ``geo`` with the objects the camera reads no depth on (:func:`regions.unseen_objects`:
     glass, black, shiny), each without 3D: the hole says where the object is, not how high it stands."""
     sh, sw = valid.shape
-    # the table's distance along each pixel's line of sight (where the ray meets the plane), per metre of
-    # image: how wide a hole is on the table
+    # metres per pixel on the table: where each pixel's line of sight meets the plane, its depth over the
+    # focal length (how wide a hole is there)
     rx = ((np.arange(sw, dtype=np.float32) - K.cx) / K.fx)[None, :]
     ry = ((np.arange(sh, dtype=np.float32) - K.cy) / K.fy)[:, None]
     nx, ny, nz = (float(v) for v in plane.normal)
