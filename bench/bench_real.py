@@ -11,7 +11,8 @@ assemble the frames first with bench/real_rgbd/assemble.py). Per frame:
    per seed, and min / mean / max), since the support plane and its noise threshold follow the sample. Every
    figure is also given per source, and **leave-one-source-out** (``leave_one_source_out``): the height test's
    noise multiples are chosen on the other sources from ``LOSO_GRID`` and scored on the held-out one
-   (``--skip-loso`` leaves it out). ``bad_frames``: each frame's depth made bad (holes everywhere, a wall at
+   (``--skip-loso`` leaves it out; ``--loso-also KEY=V1,V2`` adds a setting to choose among, so whether the
+   other sources would turn a rule on is measured too). ``bad_frames``: each frame's depth made bad (holes everywhere, a wall at
    30 cm, random readings, the camera upside down): CPU time and how many proposals claim 3D. Per-frame pictures with the
    labelled boxes (green), matched proposals (blue) and the others (red) go to --pictures.
 2. Recognition from the hand-drawn boxes: per source, instances seen in two or more frames are split
@@ -515,6 +516,9 @@ def main() -> None:
                     help="write per-frame pictures with boxes here (git-ignored: the frames may not be redistributed); \"\" = none")
     ap.add_argument("--skip-recognition", action="store_true")
     ap.add_argument("--skip-loso", action="store_true", help="no leave-one-source-out choice of the height test")
+    ap.add_argument("--loso-also", nargs="*", default=[], metavar="KEY=V1,V2",
+                    help="more settings leave-one-source-out chooses among, beside the height test's, e.g. "
+                         "unseen_ring_share=0,0.6: whether the other sources would turn a rule on")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--rendered-seeds", type=int, default=3, help="rendered tables checked (0 = none)")
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
@@ -586,7 +590,11 @@ def main() -> None:
     res["bad_frames"] = bad_frames(frames, ProposalConfig.with_overrides(method="auto", **overrides))
     log.info("bad frames: %s", res["bad_frames"])
     if not args.skip_loso:
-        res["leave_one_source_out"] = leave_one_source_out(frames, overrides)
+        grid = dict(LOSO_GRID)
+        for kv in args.loso_also:
+            k, v = kv.split("=", 1)
+            grid[k] = tuple(json.loads(x) for x in v.split(","))
+        res["leave_one_source_out"] = leave_one_source_out(frames, overrides, grid)
         for src, v in res["leave_one_source_out"]["per_source"].items():
             log.info("held out %s: %s -> %s", src, v["chosen_on_the_others"], v["held_out"])
     if len(seeds) > 1:

@@ -8,6 +8,9 @@ follows colour where depth is ambiguous), and neighbouring pieces are joined aga
 *whole* shared boundary says two objects: the median depth step across it (pixels a few apart,
 over the mixed pixels), or a crease along most of it between pieces of different colour. A gap in
 a cut line is a few pixels of a boundary, so it no longer decides.
+
+Also here: level tops at different heights (``split_layers``), and objects the depth camera reads no depth
+on, found as holes in its readings enclosed by the table (``unseen_objects``).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from scipy.ndimage import find_objects as ndimage_find_objects
 from scipy.sparse.csgraph import connected_components
 
 __all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "solidity", "split_nonconvex",
-           "flat_pixels", "split_layers"]
+           "flat_pixels", "split_layers", "unseen_objects"]
 
 
 @dataclass(frozen=True)
@@ -326,3 +329,78 @@ def split_layers(labels: np.ndarray, flat: np.ndarray, height: np.ndarray, rgb_s
         if min(int(p.sum()) for p in parts) >= min_pixels:
             nxt = _replace(out, sl, m, parts, nxt)
     return out
+
+
+MOST_HOLES = 64
+
+
+def unseen_objects(valid: np.ndarray, objects: np.ndarray, table: np.ndarray, surface: np.ndarray | None,
+                   edges: np.ndarray, metres_per_px: np.ndarray, min_width_m: float, max_size_m: float,
+                   ring_share: float, edge_share: float, min_pixels: int) -> list[np.ndarray]:
+    """Masks of objects the depth camera cannot see: holes in its readings that lie on the table.
+
+    Glass, clear plastic, black and shiny objects return no reading (or a scattered few). The table
+    around such an object is read, so the object shows as a hole of its size enclosed by the table.
+    A hole counts when at least ``ring_share`` of the pixels around it (a 2-pixel ring) are table
+    readings (``table``) and none are cut off by the image border, it lies on the support's image
+    region (``surface``), it is clear of the objects already found (``objects``, labels) and not mostly
+    inside one's outline (its convex hull: a bowl's shiny inside, a mug's dark inside), and it is at least
+    ``min_width_m`` across where it is widest (twice its largest inscribed radius, at the table's
+    distance ``metres_per_px``): the holes a camera leaves beside depth edges (its shadow bands) are
+    a few pixels wide, an object has a body. And the colour image must see something there: at least
+    ``edge_share`` of the hole's pixels on a colour edge (``edges``: an outline, a rim, a highlight).
+    Where a bright sheet or a dark patch of the table itself returns no reading, the hole looks like the
+    table around it and has no edge at all. Readings scattered inside the hole (seen through the glass)
+    are part of it. The hole gives no height, so such an object gets no 3D. Only the ``MOST_HOLES`` largest
+    holes are looked at, so a frame riddled with holes costs a bounded time."""
+    taken = cv2.dilate((objects > 0).astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+    hole = ~valid & ~taken
+    if not hole.any():
+        return []
+    slices = ndimage_find_objects(objects)
+    hulls: dict[int, np.ndarray] = {}
+    n, lab, stats, _ = cv2.connectedComponentsWithStats(hole.astype(np.uint8), connectivity=8)
+    h, w = valid.shape
+    out = []
+    areas = stats[1:, cv2.CC_STAT_AREA]
+    order = 1 + np.lexsort((np.arange(n - 1), -areas))[:MOST_HOLES]  # largest first, ties by label: deterministic
+    for i in order:
+        x, y, bw, bh, area = (int(v) for v in stats[i])
+        if area < min_pixels or x == 0 or y == 0 or x + bw >= w or y + bh >= h:
+            continue
+        y0, y1, x0, x1 = max(y - 3, 0), min(y + bh + 3, h), max(x - 3, 0), min(x + bw + 3, w)
+        m = binary_fill_holes(lab[y0:y1, x0:x1] == i) & ~taken[y0:y1, x0:x1]
+        ring = cv2.dilate(m.astype(np.uint8), np.ones((5, 5), np.uint8)).astype(bool) & ~m
+        if ring.sum() == 0 or table[y0:y1, x0:x1][ring].mean() < ring_share:
+            continue
+        if surface is not None and surface[y0:y1, x0:x1][m].mean() < 0.5:
+            continue
+        if edges[y0:y1, x0:x1][m].mean() < edge_share:
+            continue  # looks like the table around it: the table itself unread (a bright sheet, a dark patch)
+        around = [o for o, sl in enumerate(slices, start=1) if sl is not None and sl[0].start <= y0 and sl[0].stop >= y1
+                  and sl[1].start <= x0 and sl[1].stop >= x1]  # objects whose box holds the hole's
+        if any(_hull(objects, slices, o, hulls)[y0:y1, x0:x1][m].mean() >= 0.5 for o in around):
+            continue  # inside a found object's outline: that object's unread part
+        scale = float(np.median(metres_per_px[y0:y1, x0:x1][m]))
+        if not np.isfinite(scale) or scale <= 0:
+            continue
+        width = 2.0 * float(distance_transform_edt(np.pad(m, 1))[1:-1, 1:-1].max()) * scale
+        if width < min_width_m or (max(bw, bh) + 1) * scale > max_size_m:
+            continue
+        full = np.zeros((h, w), bool)
+        full[y0:y1, x0:x1] = m
+        out.append(full)
+    return out
+
+
+def _hull(labels: np.ndarray, slices: list, i: int, cache: dict[int, np.ndarray]) -> np.ndarray:
+    """The filled convex hull of region ``i`` of ``labels`` (image-sized, computed once per region)."""
+    if i not in cache:
+        sl = slices[i - 1]
+        pts = cv2.findNonZero((labels[sl] == i).astype(np.uint8))
+        out = np.zeros(labels.shape, np.uint8)
+        if pts is not None:
+            hull = cv2.convexHull(pts) + np.array([sl[1].start, sl[0].start], np.int32)
+            cv2.fillConvexPoly(out, hull, 1)
+        cache[i] = out.astype(bool)
+    return cache[i]
