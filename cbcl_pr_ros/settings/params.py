@@ -200,7 +200,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               "The views' vectors are moved onto their own image's (x + spread (v - mean of its views)): "
               "the class mean stays the taught images', the views only add spread (docs/core.md, Levers)",
               (LEARNER,), min=0.0, max=1.0, read_only=False),
-    ParamSpec("teach_negatives", "frames",
+    ParamSpec("teach_negatives", "frames+stream",
               "Negatives for the open-set gate given with a TeachClass of an object (by box, in view or by "
               "track): frames (the other objects of the teaching frames), frames+stream (and the recent "
               "objects of the stream seen beside the taught track: at most 256 vectors of the last 60 s, one per "
