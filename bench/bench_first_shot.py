@@ -171,13 +171,17 @@ def run_source(frs: list[dict], seed: int, shots: int, rule: tuple[float, float]
         neg_mod.VETO, neg_mod.VETO_GROWTH = shipped
 
 
-def _run_source(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str) -> dict:
+def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str):
+    """One table's plan and a learner taught by it, with the negatives of the regime given.
+
+    Returns ``(plan, learner, in_teach, in_stream)`` (the never-taught names seen in a teaching frame
+    and in the stream), or None when the table gives no plan. Shared with ``gate_capture.py``.
+    """
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 
-    out: dict = defaultdict(list)
     plan = PLANS[protocol](frs, seed)
     if plan is None:
-        return out
+        return None
     taught = plan.taught
     by_id = {f["id"]: f for f in frs}
     shots_of = {}
@@ -203,6 +207,16 @@ def _run_source(frs: list[dict], seed: int, shots: int, protocol: str, negatives
                 negs.append(f["obj"][rows])
     if negs:
         learner.add_negatives(np.concatenate(negs), away_from=np.concatenate(list(shots_of.values())))
+    return plan, learner, in_teach, in_stream
+
+
+def _run_source(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str) -> dict:
+    out: dict = defaultdict(list)
+    built = taught_learner(frs, seed, shots, protocol, negatives)
+    if built is None:
+        return out
+    plan, learner, in_teach, in_stream = built
+    taught = plan.taught
     out["negatives_kept"].append(len(learner.negatives_))
     for f in plan.test:
         preds = learner.predict(f["obj"], top_k=1)

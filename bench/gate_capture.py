@@ -29,38 +29,13 @@ def _gate_state(learner) -> dict:
 
 def capture_first_shot(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str) -> dict | None:
     """As bench_first_shot._run_source, the gate's inputs instead of its answers."""
-    from bench_first_shot import PLANS
+    from bench_first_shot import taught_learner
 
-    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
-
-    plan = PLANS[protocol](frs, seed)
-    if plan is None:
+    built = taught_learner(frs, seed, shots, protocol, negatives)
+    if built is None:
         return None
+    plan, learner, in_teach, in_stream = built
     taught = plan.taught
-    by_id = {f["id"]: f for f in frs}
-    shots_of = {}
-    for name in sorted(taught):
-        f = by_id[plan.teach_frame[name]]
-        k = f["names"].index(name)
-        shots_of[name] = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]])
-    learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0",
-                            feature_dim=int(frs[0]["obj"].shape[1]))
-    learner.teach_increment(shots_of)
-    in_teach, in_stream, negs = set(), set(), []
-    for fid in sorted(set(plan.teach_frame.values())):
-        f = by_id[fid]
-        rows = [i for i, n in enumerate(f["names"]) if n not in taught]
-        in_teach |= {f["names"][i] for i in rows}
-        if rows:
-            negs.append(f["obj"][rows])
-    for f in plan.stream:
-        in_stream |= set(f["names"]) - taught
-        if negatives != "frames" and (negatives != "frames+stream_covisible" or taught & set(f["names"])):
-            rows = [i for i, n in enumerate(f["names"]) if negatives == "frames+stream_all" or n not in taught]
-            if rows:
-                negs.append(f["obj"][rows])
-    if negs:
-        learner.add_negatives(np.concatenate(negs), away_from=np.concatenate(list(shots_of.values())))
     out = _gate_state(learner)
     xs, best, kind = [], [], []
     for f in plan.test:
