@@ -1,7 +1,8 @@
 """Capture what the open-set gate sees, so gate rules can be compared offline (bench_gate_rules.py).
 
 One learner per (source, seed, protocol, negatives, shots) of ``bench_first_shot.py`` and per
-(seed, shots, increment) of ``bench_gate_sets.py``'s rendered-objects stand-in; kept per run: the
+(seed, shots, increment) of ``bench_gate_sets.py``'s rendered-objects stand-in (``--what gate_sets``) and of
+both benchmark sets with the other set to reject (``--what benchmark_sets``); kept per run: the
 gate's centroids and D, the stored negatives, and each classified vector (transformed) with its
 best class and what it is (taught and right, taught, never-taught and where it was seen).
 """
@@ -126,6 +127,21 @@ def main() -> None:
                         for seed in range(args.gate_seeds)}
             print(key, flush=True)
             Path(args.out).write_bytes(pickle.dumps(out))
+    if "benchmark_sets" in args.what:
+        # bench_gate_sets.py --negatives-from real (other set: the other benchmark set's test images):
+        # each set taught with the other one to reject and 128 crops of every real table as negatives
+        from bench_gate_sets import SETS, load
+
+        sets = load("data", "cache/eval", SETS)
+        pool = np.concatenate([np.concatenate([f["obj"], f["jit"].reshape(-1, f["obj"].shape[1])]) for f in data])
+        for name in SETS:
+            other = sets[[n for n in SETS if n != name][0]]
+            for shots in (1, 5, 10):
+                key = ("gate_sets", name, "set", shots)
+                out[key] = {seed: capture_gate_sets(sets[name], other.test_x, shots, seed, pool)
+                            for seed in range(args.gate_seeds)}
+                print(key, flush=True)
+                Path(args.out).write_bytes(pickle.dumps(out))
 
 
 if __name__ == "__main__":

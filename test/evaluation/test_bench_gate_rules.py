@@ -2,8 +2,11 @@
 stand for the product's. On made-up frames (no features needed) the learner's answers of
 ``bench_first_shot.run_source`` are compared with the offline shipped rule on the captured gate inputs,
 for every protocol and negatives kind, at 1 and 5 shots, and with the radius for every class (the rule
-before) where the learner is made to give every class its radius."""
+before) where the learner is made to give every class its radius; on made-up benchmark sets, the
+offline shipped rule gives ``bench_gate_sets.run``'s accepted and rejected figures."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -78,3 +81,41 @@ def test_the_offline_rules_tell_the_radius_rules_apart_as_the_learner_does(monke
         differ += int((now[seed] != before[seed]).sum())
         assert (now[seed] >= before[seed]).all()  # the rule only gives back what a radius took
     assert differ >= 1
+
+
+def _made_up_set(rng: np.random.Generator, classes: int, centre: float) -> SimpleNamespace:
+    """A benchmark set of ``classes`` classes around ``centre``: each class a direction, its images
+    that direction plus noise large enough that some other views lie near a negative."""
+    dim = 16
+    means = centre + rng.random((classes, dim)) ** 3
+
+    def split(n: int) -> tuple[np.ndarray, np.ndarray]:
+        y = np.repeat(np.arange(classes), n)
+        return (means[y] + rng.normal(0, 0.25, (len(y), dim))).astype(np.float32), y
+
+    (train_x, train_y), (test_x, test_y) = split(12), split(20)
+    return SimpleNamespace(train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y, dim=dim)
+
+
+@pytest.mark.parametrize("shots", [1, 5])
+def test_the_offline_shipped_rule_gives_bench_gate_sets_figures(shots):
+    """The benchmark sets' capture scored with the offline shipped rule gives bench_gate_sets's taught
+    accepted and other set rejected (first increment and mean over increments), and the diagnosis
+    accounts for every taught image once (accepted, refused by the radius or by the veto)."""
+    from bench_gate_sets import run
+    from gate_capture import capture_gate_sets
+
+    rng = np.random.default_rng(3)
+    fs, other = _made_up_set(rng, 6, 0.0), _made_up_set(rng, 4, 0.1)  # some of the other set let in
+    pool = (rng.random((300, 16)) ** 3 + 0.5).astype(np.float32)
+    runs = {seed: [rules.prepare(p) for p in capture_gate_sets(fs, other.test_x, shots, seed, pool)] for seed in range(2)}
+    offline = rules.gate_sets_figures(runs, SHIPPED)
+    learner = [run(fs, other, shots, seed, 128, None, pool) for seed in range(2)]
+    for part, key in (("first", "acc_first"), ("mean", "acc_mean")):
+        assert offline[key] == round(float(np.mean([r[part]["accepted_taught"] for r in learner])), 3)
+    for part, key in (("first", "rej_first"), ("mean", "rej_mean")):
+        assert offline[key] == round(float(np.mean([r[part]["rejected_other_set"] for r in learner])), 3)
+    why = rules.diagnose(runs)
+    shares = [why["taught"][f"share_{b}"] for b in ("accepted", "radius", "veto")]
+    assert abs(sum(shares) - 1.0) < 2e-3 and why["taught"]["share_accepted"] == offline["acc_first"]
+    assert why["taught"]["share_radius"] > 0 and why["taught"]["share_veto"] > 0  # both refusals were in play
