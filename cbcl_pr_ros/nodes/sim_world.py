@@ -2,7 +2,8 @@
 
 Publishes (relative names, remappable): ``image`` (sensor_msgs/Image rgb8), ``camera_info``,
 ``depth`` (32FC1, metres), ``camera_pose`` (geometry_msgs/PoseStamped of the optical frame in
-``base``; all four share one stamp, the pose goes out first) at ``rate_hz``, and ``joint_states`` at ``joint_state_rate_hz``.
+``base``; all four share one stamp, the pose goes out first) at ``rate_hz``, and ``joint_states``
+at ``joint_state_rate_hz``.
 
 Takes joint commands the way the real arms do: ``joint_command`` (sensor_msgs/JointState, positions
 by name, as a Baxter's position mode takes them), ``joint_trajectory`` (trajectory_msgs/
