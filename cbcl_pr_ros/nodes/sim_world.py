@@ -2,7 +2,8 @@
 
 Publishes (relative names, remappable): ``image`` (sensor_msgs/Image rgb8), ``camera_info``,
 ``depth`` (32FC1, metres), ``camera_pose`` (geometry_msgs/PoseStamped of the optical frame in
-``base``; all four share one stamp) at ``rate_hz``, and ``joint_states`` at ``joint_state_rate_hz``.
+``base``; all four share one stamp, the pose goes out first) at ``rate_hz``, and ``joint_states``
+at ``joint_state_rate_hz``.
 
 Takes joint commands the way the real arms do: ``joint_command`` (sensor_msgs/JointState, positions
 by name, as a Baxter's position mode takes them), ``joint_trajectory`` (trajectory_msgs/
@@ -320,11 +321,12 @@ class SimWorldNode(Node):
             header.stamp = self.get_clock().now().to_msg()
             frame = self.world.render()
         img, info, depth, pose = frame_messages(frame, header)
+        if self.publish_depth:  # the pose first: a node looks its frame's pose up as soon as the depth is in
+            self.pose_pub.publish(pose)
         self.image_pub.publish(img)
         self.info_pub.publish(info)
         if self.publish_depth:
             self.depth_pub.publish(depth)
-            self.pose_pub.publish(pose)
         self.frames_published += 1
         return header
 

@@ -213,3 +213,15 @@ def test_the_page_parameters_are_checked_like_the_robot_ones():
     for name, bad in (("jpeg_quality", 5), ("max_fps", 0.0), ("port", 70000), ("call_timeout_s", "10")):
         with pytest.raises(ValueError, match=name):
             check_parameters(PAGE_PARAMS, {**shipped, name: bad}.__getitem__)
+
+
+def test_the_teach_mode_comment_users_read_names_the_declared_teach_from_default():
+    """`ros2 interface show` prints the srv's comments: MODE_DEFAULT's must name teach_from's default
+    and only existing choices."""
+    spec = next(p for p in PARAMS if p.name == "teach_from")
+    srv = (REPO / "srv" / "TeachClass.srv").read_text(encoding="utf-8")
+    start = srv.index("uint8 MODE_DEFAULT=0")
+    comment = srv[start:srv.index("uint8 MODE_OBJECT=1")]
+    assert f"({spec.default} unless changed" in comment
+    quoted = [w.strip('"') for w in comment.split() if w.startswith('"')]
+    assert all(w in spec.choices for w in quoted), quoted
