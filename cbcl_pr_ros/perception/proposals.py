@@ -122,9 +122,6 @@ class ProposalRules:
         look like the table around them and have no edge; the shadow bands beside depth edges are narrower.
         Off by default: on the real set it finds transparent objects but did not raise every held-out figure
         (docs/perception.md, "Failures on the nine sources"); 0.6 turns it on.
-    table_curve_rounds : with depth, height is measured from a quadratic surface fitted to the table's readings
-        in this many rounds (0 = off: from the plane). Measured and left off (docs/perception.md, "Failures
-        on the nine sources"): a curved level did not raise the held-out figures.
     """
 
     plane_tolerance_m: float = 0.006
@@ -171,7 +168,6 @@ class ProposalRules:
     join_colour_de: float = 30.0
     unseen_ring_share: float = 0.0
     unseen_edge_share: float = 0.01
-    table_curve_rounds: int = 0
 
     def __post_init__(self) -> None:
         for name in ("plane_tolerance_m", "depth_jump_m"):
@@ -209,8 +205,6 @@ class ProposalRules:
             raise ValueError("need layer_gap_m >= 0, layer_tilt in (0, 1) and layer_min_part > 0")
         if self.fold_turn < 0 or int(self.fold_span) < 3:
             raise ValueError(f"need fold_turn >= 0 and fold_span >= 3, got {self.fold_turn}, {self.fold_span}")
-        if not 0 <= int(self.table_curve_rounds) <= 10:
-            raise ValueError(f"table_curve_rounds must be in [0, 10], got {self.table_curve_rounds}")
         if not 0 <= self.unseen_ring_share <= 1 or not 0 <= self.unseen_edge_share <= 1:
             raise ValueError(f"unseen_ring_share and unseen_edge_share must be in [0, 1], got {self.unseen_ring_share}, "
                              f"{self.unseen_edge_share}")
@@ -669,8 +663,6 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
     nx, ny, nz = (float(v) for v in plane.normal)
     height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
-    if config.rules.table_curve_rounds > 0:
-        height = _level_with_table(height, valid, config.rules.plane_tolerance_m, int(config.rules.table_curve_rounds))
     sigma = _noise_sigma(height, zf, valid, config)
     with np.errstate(invalid="ignore"):
         low = np.maximum(config.min_height_m, config.height_sigmas * sigma)
@@ -745,36 +737,6 @@ def _add_unseen(kept: np.ndarray, geo: list, small: np.ndarray, valid: np.ndarra
 _SIGMA_AT_1M_FLOOR = 0.0008
 _TABLE_BAND_M = 0.03  # readings this near the support plane measure its spread (the table and its noise)
 _GROW_PX = 16  # how far (work pixels) an object grows down its own sides towards the table
-
-
-def _level_with_table(height: np.ndarray, valid: np.ndarray, tolerance: float, rounds: int) -> np.ndarray:
-    """``height`` measured from the table's own level: a smooth (quadratic in the image) surface fitted to the
-    readings near the plane, clipped to the range it takes on them. A long table sags and a depth camera's
-    readings bend towards the image's edges, so a plane leaves a smooth misfit of centimetres that the
-    height test would otherwise have to pass as noise, losing every object lower than it."""
-    sh, sw = height.shape
-    step = max(1, min(sh, sw) // 60)
-    hs = height[::step, ::step]
-    u, v = np.meshgrid(np.linspace(-1, 1, sw, dtype=np.float32)[::step], np.linspace(-1, 1, sh, dtype=np.float32)[::step])
-    with np.errstate(invalid="ignore"):
-        use = valid[::step, ::step] & (np.abs(hs) < 2 * tolerance)
-    if use.sum() < 200:
-        return height
-    A = np.stack([np.ones_like(u), u, v, u * u, u * v, v * v], axis=-1)
-    coef = np.zeros(6, np.float32)
-    for _ in range(rounds):
-        c, *_ = np.linalg.lstsq(A[use].astype(np.float64), hs[use].astype(np.float64), rcond=None)
-        coef = c.astype(np.float32)
-        with np.errstate(invalid="ignore"):
-            nxt = valid[::step, ::step] & (np.abs(hs - A @ coef) < tolerance)
-        if nxt.sum() < 200:
-            break
-        use = nxt
-    fit = A[use] @ coef
-    uu, vv = np.meshgrid(np.linspace(-1, 1, sw, dtype=np.float32), np.linspace(-1, 1, sh, dtype=np.float32))
-    level = coef[0] + coef[1] * uu + coef[2] * vv + coef[3] * uu * uu + coef[4] * uu * vv + coef[5] * vv * vv
-    level = np.clip(level, float(fit.min()), float(fit.max()))
-    return (height - level).astype(np.float32)
 
 
 def _noise_sigma(height: np.ndarray, z: np.ndarray, valid: np.ndarray, config: ProposalConfig) -> np.ndarray:
