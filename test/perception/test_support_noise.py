@@ -17,7 +17,7 @@ import numpy as np
 from cbcl_pr_ros.perception import ProposalConfig, box_iou, propose
 from cbcl_pr_ros.perception.proposals import choose_support, support_planes
 
-from synthetic import camera_rays
+from synthetic import camera_rays, cast_boxes
 
 Box3 = tuple[tuple[float, float, float], tuple[float, float, float]]
 
@@ -33,14 +33,7 @@ def _scene(boxes: list[Box3], surfaces, eye, target, w: int = 320, h: int = 240,
         x, y = eye[0] + t * d[..., 0], eye[1] + t * d[..., 1]
         hit = (t > 0) & (t < t_best) & inside(x, y)
         t_best = np.where(hit, t, t_best)
-    index = np.zeros((h, w), int)
-    for i, (lo, hi) in enumerate(boxes, start=1):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t1, t2 = (np.asarray(lo) - eye) / d, (np.asarray(hi) - eye) / d
-        t_in, t_out = np.nanmax(np.minimum(t1, t2), axis=-1), np.nanmin(np.maximum(t1, t2), axis=-1)
-        hit = (t_in <= t_out) & (t_in > 0) & (t_in < t_best)
-        t_best = np.where(hit, t_in, t_best)
-        index[hit] = i
+    t_best, index = cast_boxes(eye, d, t_best, boxes)
     depth = np.where(np.isfinite(t_best), t_best, np.nan).astype(np.float32)
     return np.full((h, w, 3), 180, np.uint8), depth, K, index
 

@@ -14,7 +14,7 @@ import pytest
 from cbcl_pr_ros.perception import ProposalConfig, box_iou, propose
 from cbcl_pr_ros.perception.proposals import ProposalRules
 
-from synthetic import camera_rays
+from synthetic import camera_rays, cast_boxes
 
 EYE, TARGET = (0.0, -0.40, 0.60), (0.0, 0.15, 0.0)
 BOX = ((-0.16, 0.10, 0.0), (-0.08, 0.18, 0.08))  # an opaque box the camera reads
@@ -28,14 +28,7 @@ def _scene(boxes):
     eye, d, K = camera_rays(EYE, TARGET, 320, 240, 280.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         t_best = np.where(d[..., 2] < 0, -eye[2] / d[..., 2], np.inf)
-    index = np.zeros(t_best.shape, int)
-    for i, (lo, hi) in enumerate(boxes, start=1):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            t1, t2 = (np.asarray(lo) - eye) / d, (np.asarray(hi) - eye) / d
-        t_in, t_out = np.nanmax(np.minimum(t1, t2), axis=-1), np.nanmin(np.maximum(t1, t2), axis=-1)
-        hit = (t_in <= t_out) & (t_in > 0) & (t_in < t_best)
-        t_best = np.where(hit, t_in, t_best)
-        index[hit] = i
+    t_best, index = cast_boxes(eye, d, t_best, boxes)
     depth = np.where(np.isfinite(t_best), t_best, np.nan).astype(np.float32)
     noise = np.random.default_rng(0).normal(0.0, 1.0, depth.shape).astype(np.float32) * 0.002 * depth * depth
     rgb = np.full(depth.shape + (3,), TABLE_GREY, np.uint8)

@@ -60,3 +60,17 @@ def camera_rays(eye=(0.0, -0.28, 0.42), target=(0.0, 0.04, 0.0), w: int = W, h: 
     K = CameraIntrinsics(f, f, (w - 1) / 2, (h - 1) / 2)
     u, v = np.meshgrid(np.arange(w), np.arange(h))
     return eye, np.stack([(u - K.cx) / K.fx, (v - K.cy) / K.fy, np.ones((h, w))], axis=-1) @ R.T, K
+
+
+def cast_boxes(eye: np.ndarray, d: np.ndarray, t_best: np.ndarray, boxes) -> tuple[np.ndarray, np.ndarray]:
+    """(``t_best`` with the axis-aligned ``boxes`` ((lo, hi) corners) cast into it, index: 0 where no box
+    is nearest, i where the i-th box is) for the rays ``d`` from ``eye`` of :func:`camera_rays`."""
+    index = np.zeros(t_best.shape, int)
+    for i, (lo, hi) in enumerate(boxes, start=1):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t1, t2 = (np.asarray(lo) - eye) / d, (np.asarray(hi) - eye) / d
+        t_in, t_out = np.nanmax(np.minimum(t1, t2), axis=-1), np.nanmin(np.maximum(t1, t2), axis=-1)
+        hit = (t_in <= t_out) & (t_in > 0) & (t_in < t_best)
+        t_best = np.where(hit, t_in, t_best)
+        index[hit] = i
+    return t_best, index
