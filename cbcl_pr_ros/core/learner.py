@@ -53,6 +53,7 @@ from .memory import PRECISIONS, REDUCTIONS, ClusterMemory
 from .merge import merge_states
 from .negatives import (MAX_NEGATIVES, MAX_OFFERED, MIN_NEGATIVES, RADIUS_MIN_EXTENT, RADIUS_MIN_NEGATIVES,
                         SAME_OBJECT, NegativeStore, class_radii, veto_ratio)
+from . import one_place as one_place_rule
 from .open_set import OPEN_SET_MODES, DistanceGate, class_extents, inside_probability
 from .persistence import MAX_COUNTER, CorruptMemoryFileError, LearnerState, filled_provenance, load_state, save_state
 from .provenance import Contribution, check_robot_name, new_contribution, united
@@ -756,6 +757,17 @@ class CBCLPRLearner:
         self.distance_prior_ = None if prior is None else float(prior)
         self.temperature_, self.temperature_weight_ = float(t), float(w)
         self._calib_base = (float(t), float(w))  # rows taught after a load are pooled with this
+
+    def seen_together(self, features: np.ndarray, predictions: list[Prediction]) -> list[Prediction]:
+        """``predictions`` of objects seen together in one view (one per row of ``features``), where
+        two that look unlike each other are not both one taught object (:mod:`.one_place`)."""
+        served = self._served
+        if len(predictions) != len(features):
+            raise ValueError(f"{len(predictions)} predictions for {len(features)} vectors")
+        if served.gate is None or self.config.open_set != "distance" or len(predictions) < 2:
+            return list(predictions)
+        x = self.transform(check_features(features, self.feature_dim))
+        return one_place_rule.one_place(x, predictions, served.classes, served.gate, one_place_rule.TWIN)
 
     def predict_versioned(self, features: np.ndarray, top_k: int = 5) -> tuple[list[Prediction], int]:
         """:meth:`predict` plus the model version of the very snapshot that answered."""

@@ -15,7 +15,7 @@ camera frame (the Detections message's meaning).
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -67,13 +67,15 @@ class ObjectStream:
         return now_s - self._last_time < STREAMING_WINDOW_S
 
     def update(self, frame: ObjectFrame, predictions: Sequence[Any] | None, stamp_s: float,
-               pose: CameraPose | None = None, union_predictions: Sequence[Any] | None = None) -> list[Track]:
+               pose: CameraPose | None = None, union_predictions: Sequence[Any] | None = None,
+               together: Callable[[np.ndarray, list], list] | None = None) -> list[Track]:
         """Track one frame; ``predictions`` (one per object, core Predictions) or None when nothing is
         taught yet (objects are still tracked, unlabelled, so that a track id can be taught);
         ``pose``: the camera's pose at the frame's stamp (None: track in the camera frame);
         ``union_predictions``: one per candidate join of the frame, which decide the joins
         (``pieces.recognised_joins``, a join of the last frame held through a near tie); None
-        joins nothing."""
+        joins nothing; ``together``: the learner's rule for objects seen in one view
+        (``CBCLPRLearner.seen_together``), applied to the frame's objects once joined."""
         joined: list[Proposal] = []
         if predictions is not None and union_predictions is not None and frame.joins.pairs:
             held = self._held(frame.joins.unions, pose)
@@ -87,6 +89,9 @@ class ObjectStream:
         parts = nested_parts(frame.proposals, labels, self.policy)  # a piece of a larger proposal is that object
         keep = [i for i in range(len(obs)) if i not in parts]
         obs, features = [obs[i] for i in keep], frame.features[keep]
+        if together is not None and predictions is not None and len(keep) > 1:
+            settled = together(features, [predictions[i] for i in keep])
+            obs = [ObjectObservation(o.proposal, _scores(pr), bool(pr.known)) for o, pr in zip(obs, settled)]
         if pose is not None and obs:
             fixed = pose.to_fixed(np.stack([o.proposal.centroid for o in obs]))
             h, w = frame.shape
@@ -101,7 +106,7 @@ class ObjectStream:
         track them (in ``pose``'s fixed frame when given); (model version of the answers, tracks).
         Nothing taught yet, or no object: the objects are tracked unlabelled."""
         version, predictions, unions = _classified(frame, controller)
-        return version, self.update(frame, predictions, stamp_s, pose, unions)
+        return version, self.update(frame, predictions, stamp_s, pose, unions, controller.seen_together)
 
     def as_shown(self, frame: ObjectFrame, controller: Any) -> ObjectFrame:
         """``frame``'s objects as the detections show them, untracked: the pieces recognition joins as

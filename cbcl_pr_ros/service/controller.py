@@ -607,6 +607,14 @@ class LearnerController:
         return self._outcome(True, f"renamed '{old}' to '{new}'{warn}")
 
     # ------------------------------------------------------------------ classification
+    def seen_together(self, feats: np.ndarray, predictions: list) -> list:
+        """``predictions`` of one view's objects where two that look unlike each other are not both
+        one taught object (the core's ``seen_together``); as they are if the model changed meanwhile."""
+        try:
+            return self.learner_.seen_together(np.asarray(feats, np.float32), list(predictions))
+        except ValueError:
+            return list(predictions)
+
     def classify(self, feats: np.ndarray, top_k: int = 5) -> ClassifyOutcome:
         """Predictions for (n, d) vectors; never waits for a retrain in progress.
 

@@ -123,3 +123,22 @@ def test_a_join_is_held_through_a_near_tie_and_let_go_when_the_union_looks_clear
     assert len(_stream().update(_joined_frame(rows, rows[0]), pieces, 1.1, None, tie)) == 2  # nothing to hold
     assert len(held.update(_joined_frame(rows, rows[0]), pieces, 1.2, None, [_said("teddy", 0.8)])) == 2
     assert len(held.update(_joined_frame(rows, rows[0]), pieces, 1.3, None, tie)) == 2  # let go: not held again
+
+
+def test_a_stranger_beside_the_taught_object_is_not_named_after_it():
+    """One teach, then the taught object and a stranger that the gate alone would accept as it stand
+    in one frame: the stranger's track is unknown and unsure (``CBCLPRLearner.seen_together``)."""
+    c = LearnerController(lambda d: CBCLPRLearner(LearnerConfig(seed=0, transform="none"), backbone="synthetic",
+                                                  feature_dim=d), "synthetic", D)
+    c.teach("mug", np.full((1, D), 3.0, np.float32))
+    gate = c.learner_._served.gate
+    u = np.eye(D)[0]
+    mug = np.full(D, 3.0) + 0.3 * gate.distance_threshold * u
+    strangers = [np.full(D, 3.0) - t * gate.distance_threshold * u for t in np.linspace(0.05, 3.0, 120)]
+    alone = [s for s in strangers if c.classify(s[None]).predictions[0].known
+             and np.linalg.norm(s - mug) > 1.0 * gate.distance_threshold]
+    assert alone, "no stranger the gate alone accepts lies farther than D_gate from the mug's view"
+    _, tracks = _stream().classify_and_track(_frame(np.stack([alone[0], mug])), c, 1.0)
+    stranger, taught = sorted(tracks, key=lambda t: t.proposal.box[0])
+    assert taught.known and taught.label == "mug"
+    assert not stranger.known and stranger.label == "" and stranger.confidence < 0.5

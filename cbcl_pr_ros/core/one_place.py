@@ -1,0 +1,66 @@
+"""One object is in one place: of the objects seen together in one view, two that look unlike each
+other are not both the same taught object.
+
+The gate judges each vector alone, so after one teach a stranger that looks a little like the taught
+object is accepted as it even while the taught object stands beside it. Seen together, the two
+cannot both be it. For each cluster of a class, the objects of the view known as that class and
+nearest that cluster keep the class only when they look alike (within ``TWIN`` ``D_gate`` of the
+nearest of them: two of one kind, such as two equal cans, may both be it); the others are answered
+unknown. The rule works per cluster, not per class, so a class taught from several different objects
+(a class of mugs) still names each of them. Its confidence in the class becomes its own times the
+chance that the nearest one is *not* the class (``1 - inside``, with ``inside`` the gate's
+probability of the kept object, above 0.5 when known): below 0.5, like every unknown answer.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Sequence
+
+import numpy as np
+
+from .open_set import DistanceGate, inside_probability
+
+__all__ = ["TWIN", "one_place"]
+
+#: two objects of one view within this many ``D_gate`` of each other may both be one class (an object
+#: and its twin); ``D_gate`` is the distance within which the gate counts two vectors as one kind
+TWIN = 1.0
+
+
+def one_place(x: np.ndarray, predictions: Sequence, classes: Sequence[str], gate: DistanceGate,
+              twin: float | None = TWIN) -> list:
+    """``predictions`` (one per row of ``x``, transformed vectors of one view) with the rule applied.
+
+    ``classes`` are the gate's class names in its order; a prediction whose label is not among them
+    (a class forgotten meanwhile) is left as it is. ``twin`` None leaves every prediction as it is.
+    """
+    out = list(predictions)
+    if twin is None or len(out) < 2:
+        return out
+    index = {c: i for i, c in enumerate(classes)}
+    groups: dict[tuple[int, int], list[tuple[float, int]]] = defaultdict(list)
+    for i, p in enumerate(out):
+        c = index.get(p.label) if p.known else None
+        if c is None:
+            continue
+        d2 = ((np.asarray(gate.centroids[c], np.float64) - x[i]) ** 2).sum(axis=1)
+        j = int(np.argmin(d2))
+        groups[(c, j)].append((float(d2[j]), i))
+    bound = float(twin) * gate.distance_threshold
+    for (c, _), rows in groups.items():
+        if len(rows) < 2:
+            continue
+        rows.sort()
+        keep = rows[0][1]
+        kept_inside = float(inside_probability(gate.ratios(x[keep:keep + 1], np.array([c])))[0])
+        for _, i in rows[1:]:
+            if float(np.linalg.norm(x[i] - x[keep])) > bound:
+                out[i] = _not_here(out[i], 1.0 - kept_inside)
+    return out
+
+
+def _not_here(p, factor: float):
+    """``p`` answered unknown, its class's score scaled by ``factor`` (< 0.5)."""
+    scores = tuple(s * factor if lab == p.label else s for lab, s in zip(p.top_labels, p.top_scores))
+    return dataclasses.replace(p, label="", known=False, confidence=p.confidence * factor, top_scores=scores)

@@ -1,0 +1,114 @@
+"""Objects seen together in one view: two that look unlike each other are not both one taught object.
+
+After one teach the gate alone accepts a stranger that looks a little like the taught object; seen
+beside the taught object, the stranger is answered unknown (and unsure), while twins of one kind and
+the different objects of a class taught from several keep their name.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+from cbcl_pr_ros.core import one_place
+
+D = 16
+
+
+def _learner() -> CBCLPRLearner:
+    return CBCLPRLearner(LearnerConfig(seed=0, transform="none"), backbone="synthetic", feature_dim=D)
+
+
+def _mug_and_stranger(learner: CBCLPRLearner) -> tuple[np.ndarray, np.ndarray]:
+    """The taught mug's view and a stranger the gate alone accepts as the mug, farther than
+    ``TWIN`` D_gate from that view (found along one direction from the mug's centroid)."""
+    gate = learner._served.gate
+    centre = np.asarray(gate.centroids[0], np.float64)[0]
+    u = np.zeros(D)
+    u[0] = 1.0
+    mug = centre + 0.3 * gate.distance_threshold * u
+    for t in np.linspace(0.05, 3.0, 120):
+        stranger = centre - t * gate.distance_threshold * u
+        if not learner.predict(stranger[None].astype(np.float32))[0].known:
+            break
+        if np.linalg.norm(stranger - mug) > one_place.TWIN * gate.distance_threshold:
+            return mug.astype(np.float32), stranger.astype(np.float32)
+    pytest.fail("no stranger accepted alone lies farther than TWIN D_gate from the mug's view")
+
+
+@pytest.fixture
+def taught():
+    rng = np.random.default_rng(0)
+    learner = _learner()
+    learner.teach("mug", (np.full(D, 2.0) + rng.normal(0, 0.05, (1, D))).astype(np.float32))
+    learner.teach("ball", (np.full(D, -2.0) + rng.normal(0, 0.05, (1, D))).astype(np.float32))
+    return learner
+
+
+def test_a_stranger_beside_the_taught_object_is_unknown_and_unsure(taught):
+    mug, stranger = _mug_and_stranger(taught)
+    x = np.stack([stranger, mug])
+    alone = taught.predict(x)
+    assert [p.label for p in alone] == ["mug", "mug"]  # the gate alone names both
+    together = taught.seen_together(x, alone)
+    assert together[1] == alone[1]  # the nearer keeps its answer untouched
+    assert together[0].label == "" and not together[0].known and together[0].nearest_label == "mug"
+    assert together[0].confidence < 0.5 and together[0].confidence < alone[0].confidence
+    assert together[0].top_scores[0] == pytest.approx(together[0].confidence)
+
+
+def test_the_answer_does_not_depend_on_the_order_of_the_objects(taught):
+    mug, stranger = _mug_and_stranger(taught)
+    a = taught.seen_together(np.stack([stranger, mug]), taught.predict(np.stack([stranger, mug])))
+    b = taught.seen_together(np.stack([mug, stranger]), taught.predict(np.stack([mug, stranger])))
+    assert (a[0], a[1]) == (b[1], b[0])
+
+
+def test_twins_of_one_kind_both_keep_the_name(taught):
+    mug, _ = _mug_and_stranger(taught)
+    twin = mug.copy()
+    twin[1] += 0.2 * taught._served.gate.distance_threshold  # well within TWIN D_gate of the other
+    x = np.stack([mug, twin])
+    assert [p.label for p in taught.seen_together(x, taught.predict(x))] == ["mug", "mug"]
+
+
+def test_a_class_taught_from_two_different_objects_names_both():
+    rng = np.random.default_rng(1)
+    learner = _learner()
+    red, blue = np.full(D, 2.0), np.concatenate([np.full(D // 2, 2.0), np.full(D // 2, -2.0)])
+    learner.teach("mug", np.concatenate([red + rng.normal(0, 0.05, (3, D)),
+                                         blue + rng.normal(0, 0.05, (3, D))]).astype(np.float32))
+    learner.teach("ball", (np.full(D, -2.0) + rng.normal(0, 0.05, (3, D))).astype(np.float32))
+    x = np.stack([red, blue]).astype(np.float32)
+    alone = learner.predict(x)
+    assert [p.label for p in alone] == ["mug", "mug"]
+    assert [p.label for p in learner.seen_together(x, alone)] == ["mug", "mug"]  # one per cluster
+
+
+def test_different_classes_and_single_objects_are_left_as_they_are(taught):
+    x = np.stack([np.full(D, 2.0), np.full(D, -2.0)]).astype(np.float32)
+    alone = taught.predict(x)
+    assert taught.seen_together(x, alone) == alone
+    assert taught.seen_together(x[:1], alone[:1]) == alone[:1]
+
+
+def test_the_rule_turned_off_or_nothing_taught_changes_nothing(taught, monkeypatch):
+    mug, stranger = _mug_and_stranger(taught)
+    x = np.stack([stranger, mug])
+    alone = taught.predict(x)
+    monkeypatch.setattr(one_place, "TWIN", None)
+    assert taught.seen_together(x, alone) == alone
+    fresh = _learner()
+    none = fresh.predict(x)
+    assert fresh.seen_together(x, none) == none
+
+
+def test_bad_input_is_refused(taught):
+    x = np.stack([np.full(D, 2.0), np.full(D, -2.0)]).astype(np.float32)
+    alone = taught.predict(x)
+    with pytest.raises(ValueError, match="2 predictions for 1 vectors"):
+        taught.seen_together(x[:1], alone)
+    bad = x.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError):
+        taught.seen_together(bad, alone)
