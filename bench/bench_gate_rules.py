@@ -3,7 +3,8 @@
 A rule maps (a run's centroids, D_gate, stored negatives, a classified vector and its best class) to
 known / unknown, so a rule costs no learner run. The gate's inputs do not depend on the rule (the
 head picks the best class; the negatives kept are the learner's), so the shipped rule here gives the
-figures of ``bench_first_shot.py`` and ``bench_gate_sets.py`` exactly. A variant is a family of
+figures of ``bench_first_shot.py`` (with the one-place rule over a frame's objects turned off:
+``one_place.TWIN`` None; these rules judge each vector alone) and ``bench_gate_sets.py`` exactly. A variant is a family of
 rules (its constants); per held-out real source the rule is chosen on the other sources (the
 largest never-taught rejection averaged over the teaching-frame protocol and the stream protocol
 with ``frames`` and ``frames+stream_covisible`` negatives at 1 shot, among the rules with >= 0.90
