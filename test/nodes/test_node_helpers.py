@@ -410,9 +410,21 @@ def test_annotate_draws_a_banner_only():
     assert out.shape == rgb.shape and rgb[0, 0, 0] == 30  # input untouched
     assert np.any(out[:20] != 30) and np.all(out[100:] == 30)
     assert caption("mug", 0.93, True) == "mug 0.93"
-    assert caption("", 0.2, False) == "unknown" and "mug?" in caption("mug", 0.3, False)
+    assert caption("", 0.2, False) == "unknown"
     with pytest.raises(ValueError, match="uint8"):
         annotate(rgb.astype(np.float32), "x", 1.0, True)
+
+
+def test_the_debug_caption_writes_names_as_the_teaching_page_does():
+    """An unknown answer is "unknown" (its nearest class's name and score would read as an answer); a
+    known one below the page's confidence for a guess is "mug?", with the page's one threshold."""
+    from cbcl_pr_ros.nodes.debug_image import caption
+    from cbcl_pr_ros.teaching_page.state import UNSURE
+
+    assert caption("mug", 0.3, False) == "unknown"  # a label with known False: still unknown
+    assert caption("mug", 0.45, True) == "mug? 0.45"
+    assert caption("mug", UNSURE, True) == f"mug {UNSURE:.2f}"
+    assert caption("mug", float("nan"), True).startswith("mug? ")
 
 
 def test_frame_buffer_and_collector():
