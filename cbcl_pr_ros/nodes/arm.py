@@ -19,8 +19,8 @@ Every callback is guarded (:mod:`.guard`); a malformed camera_info is dropped.
 placed by the learner with its checked pose history (perception/camera_pose.py); the arm keeps them
 per track (:class:`~cbcl_pr_ros.robot.detected_objects.DetectedObjects`) and ``point_at(label)``
 aims at the object that was detected as that label most, else at a configured ``object_poses``
-entry. Detections without a ``position_frame`` (the learner knew no camera pose for their stamp)
-are ignored with a warning: an optical-frame centroid alone says nothing about where the arm should
+entry. Detections without a ``position_frame`` (the learner knew no camera pose for their stamp, or
+another publisher sent them) are ignored with a warning saying which: an optical-frame centroid alone says nothing about where the arm should
 point. The learner's proposals and tracks are the one segmentation and association.
 """
 from __future__ import annotations
@@ -55,6 +55,18 @@ from cbcl_pr_ros.nodes.cli_help import exit_on_help
 __all__ = ["ArmNode", "main"]
 
 _PARAMS = {spec.name: (spec.default, spec.description) for spec in ARM_PARAMS}
+
+
+def _unplaced(msg: Detections) -> str:
+    """Why detections without a ``position_frame`` say nothing the arm can aim at, as far as the message
+    shows: a learner leaves the frame empty (and the positions NaN) only when it had no camera pose for
+    the stamp; positions without a frame come from some other publisher."""
+    placed = any(np.isfinite([o.position.x, o.position.y, o.position.z]).all() for o in msg.objects)
+    if placed:
+        return ("their objects have positions but position_frame is empty, so they are in no known frame "
+                "(not placed by a learner, which always names the frame it placed objects in)")
+    return ("position_frame is empty and no object has a position: their sender had no camera pose for "
+            "their stamp (a learner's comes from its camera_pose_topic: is it published?)")
 
 
 class ArmNode(Node):
@@ -135,9 +147,7 @@ class ArmNode(Node):
         if msg is None:
             return
         if not msg.position_frame:
-            self.get_logger().warning(
-                "detections ignored: they carry no base-frame positions (the learner had no camera pose "
-                "for their stamp: is its camera_pose_topic published?)", throttle_duration_sec=10.0)
+            self.get_logger().warning(f"detections ignored: {_unplaced(msg)}", throttle_duration_sec=10.0)
             return
         objs = [(o.id, o.label, o.known, o.confidence, (o.position.x, o.position.y, o.position.z),
                  (o.x0, o.y0, o.x1, o.y1)) for o in msg.objects]
