@@ -43,7 +43,7 @@ from scipy.optimize import linear_sum_assignment
 from .types import Proposal
 
 __all__ = ["ObjectObservation", "Track", "ObjectTracker", "fuse_scores", "CUT_SHIFT", "FIXED_LIFETIME",
-           "UNKNOWN_BELOW"]
+           "UNKNOWN_BELOW", "DEFAULT_TOP_K"]
 
 FIXED_LIFETIME = 10  # a fixed-frame track unseen from other views ends after this many times max_missed frames
 CUT_SHIFT = 0.5  # a cut observation this share of max_distance_m or more from its fixed-frame track is not reported
@@ -51,6 +51,8 @@ CUT_SHIFT = 0.5  # a cut observation this share of max_distance_m or more from i
 # observation judged unknown with a higher score (not the learner's) counts just below it
 UNKNOWN_BELOW = 0.5
 _UNKNOWN_TOP = math.nextafter(UNKNOWN_BELOW, 0.0)
+
+DEFAULT_TOP_K = 3  # classes ranked per track (what a learner's detections carry per object)
 
 _BIG = 1e6
 
@@ -173,7 +175,7 @@ class ObjectTracker:
     """
 
     def __init__(self, window: int = 5, max_missed: int = 5, max_distance_m: float = 0.1, min_iou: float = 0.2,
-                 top_k: int = 3) -> None:
+                 top_k: int = DEFAULT_TOP_K) -> None:
         for name, v, lo in (("window", window, 1), ("max_missed", max_missed, 0), ("top_k", top_k, 1)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
