@@ -32,14 +32,13 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Duration
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from cbcl_pr_ros.nodes.ros_params import install_validation
-from cbcl_pr_ros.settings.robot_params import ARM_PARAMS, check_parameters, on_set_check
+from cbcl_pr_ros.nodes.ros_params import declare_read_only
+from cbcl_pr_ros.settings.robot_params import ARM_PARAMS
 from cbcl_pr_ros.nodes.detections_msgs import built_within_bounds, detections_from_serialized
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
@@ -74,12 +73,7 @@ class ArmNode(Node):
 
     def __init__(self, *, node_name: str = "arm", namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
-        for spec in ARM_PARAMS:  # read once, here: read-only, so a later set is refused rather than ignored
-            self.declare_parameter(spec.name, spec.default, ParameterDescriptor(description=spec.description,
-                                                                                read_only=True))
-        g = lambda n: self.get_parameter(n).value  # noqa: E731
-        check_parameters(ARM_PARAMS, g)
-        install_validation(self, ARM_PARAMS, on_set_check(ARM_PARAMS))  # read-only, and checked if ever settable
+        g = declare_read_only(self, ARM_PARAMS)  # read once, here: a later set is refused rather than ignored
         self.backend = check_backend(g("backend"))
         self.side = g("side")
         poses = parse_object_poses([e for e in g("object_poses") if not e.startswith("none:")])
