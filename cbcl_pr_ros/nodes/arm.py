@@ -20,8 +20,9 @@ placed by the learner with its checked pose history (perception/camera_pose.py);
 per track (:class:`~cbcl_pr_ros.robot.detected_objects.DetectedObjects`) and ``point_at(label)``
 aims at the object that was detected as that label most, else at a configured ``object_poses``
 entry. Detections without a ``position_frame`` (the learner knew no camera pose for their stamp, or
-another publisher sent them) are ignored with a warning saying which: an optical-frame centroid alone says nothing about where the arm should
-point. The learner's proposals and tracks are the one segmentation and association.
+another publisher sent them) are ignored with a warning saying which: an optical-frame centroid
+alone says nothing about where the arm should point. The learner's proposals and tracks are the one
+segmentation and association.
 """
 from __future__ import annotations
 

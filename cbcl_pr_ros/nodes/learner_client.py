@@ -23,16 +23,17 @@ from typing import Any
 from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS, check_label
 from cbcl_pr_ros.msg import DetectedObject, Detections
 from cbcl_pr_ros.nodes.detections_msgs import MAX_FRAME_OBJECTS, built_within_bounds, detections_from_serialized
-from cbcl_pr_ros.perception.tracking import DEFAULT_TOP_K
 from cbcl_pr_ros.nodes.qos import result_qos, service_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service, wait_ready
 from cbcl_pr_ros.nodes.spin import spin_until
+from cbcl_pr_ros.perception.tracking import DEFAULT_TOP_K
 from cbcl_pr_ros.srv import Classify, ForgetClass, ListClasses, RenameClass, TeachClass
 from cbcl_pr_ros.stamps import stamp_to_ns
 
 __all__ = ["LearnerClient", "LearnerUnavailable", "learner_detections_bytes"]
 
-#: the most ranked names (and scores) an object of a kept Detections may carry: a learner sends its tracks' top
+#: the most ranked names (and scores) an object of a kept Detections may carry: a learner sends each
+#: track's best few classes (the tracker's top_k)
 MAX_TOP_LABELS = DEFAULT_TOP_K
 #: the longest frame name (image header, position_frame) counted in a learner's largest message
 MAX_FRAME_NAME_CHARS = 256

@@ -87,7 +87,8 @@ class Track:
 
     ``label`` is the fused best class, or "" when the track is judged unknown (as in
     ``core.Prediction``); ``nearest_label`` is the fused best class regardless; ``confidence``
-    its fused score (below ``UNKNOWN_BELOW`` when unknown: fused over the observations that said so); ``hits`` the observations so far; ``age`` the updates since it began;
+    its fused score (below ``UNKNOWN_BELOW`` when unknown: fused over the observations that said so);
+    ``hits`` the observations so far; ``age`` the updates since it began;
     ``missed`` the updates since it was last seen (0 when seen in the latest one);
     ``position``/``frame`` where the track is (``frame`` "" = the camera's optical frame, else the fixed
     frame of the camera pose); ``observation`` the index, among the observations of the update that

@@ -69,9 +69,10 @@ def test_the_client_keeps_no_more_than_a_learner_sends():
             client = LearnerClient(node)
             said: list[str] = []
             node.get_logger = lambda: type("L", (), {"warning": lambda _s, t, **_k: said.append(t)})()
-            biggest = _detections(1, label="m" * 128, top=["m" * 128] * 3)
+            biggest = _detections(1)
             biggest.header.frame_id = biggest.position_frame = "f" * 256
-            biggest.objects = [DetectedObject(id=i, label="m" * 128, known=True, confidence=0.9, top_labels=["m" * 128] * 3,
+            name = "m" * 128
+            biggest.objects = [DetectedObject(id=i, label=name, known=True, confidence=0.9, top_labels=[name] * 3,
                                               top_scores=[0.3] * 3) for i in range(MAX_FRAME_OBJECTS)]
             raw = serialize_message(biggest)
             assert len(raw) == most
