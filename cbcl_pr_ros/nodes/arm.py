@@ -19,9 +19,10 @@ Every callback is guarded (:mod:`.guard`); a malformed camera_info is dropped.
 placed by the learner with its checked pose history (perception/camera_pose.py); the arm keeps them
 per track (:class:`~cbcl_pr_ros.robot.detected_objects.DetectedObjects`) and ``point_at(label)``
 aims at the object that was detected as that label most, else at a configured ``object_poses``
-entry. Detections without a ``position_frame`` (the learner knew no camera pose for their stamp)
-are ignored with a warning: an optical-frame centroid alone says nothing about where the arm should
-point. The learner's proposals and tracks are the one segmentation and association.
+entry. Detections without a ``position_frame`` (the learner knew no camera pose for their stamp, or
+another publisher sent them) are ignored with a warning saying which: an optical-frame centroid
+alone says nothing about where the arm should point. The learner's proposals and tracks are the one
+segmentation and association.
 """
 from __future__ import annotations
 
@@ -32,14 +33,13 @@ from typing import Any
 
 import numpy as np
 from builtin_interfaces.msg import Duration
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, JointState
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from cbcl_pr_ros.nodes.ros_params import install_validation
-from cbcl_pr_ros.settings.robot_params import ARM_PARAMS, check_parameters, on_set_check
+from cbcl_pr_ros.nodes.ros_params import declare_read_only
+from cbcl_pr_ros.settings.robot_params import ARM_PARAMS
 from cbcl_pr_ros.nodes.detections_msgs import built_within_bounds, detections_from_serialized
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
@@ -57,17 +57,24 @@ __all__ = ["ArmNode", "main"]
 _PARAMS = {spec.name: (spec.default, spec.description) for spec in ARM_PARAMS}
 
 
+def _unplaced(msg: Detections) -> str:
+    """Why detections without a ``position_frame`` say nothing the arm can aim at, as far as the message
+    shows: a learner leaves the frame empty (and the positions NaN) only when it had no camera pose for
+    the stamp; positions without a frame come from some other publisher."""
+    placed = any(np.isfinite([o.position.x, o.position.y, o.position.z]).all() for o in msg.objects)
+    if placed:
+        return ("their objects have positions but position_frame is empty, so they are in no known frame "
+                "(not placed by a learner, which always names the frame it placed objects in)")
+    return ("position_frame is empty and no object has a position: their sender had no camera pose for "
+            "their stamp (a learner's comes from its camera_pose_topic: is it published?)")
+
+
 class ArmNode(Node):
     """ROS adapter around :class:`~cbcl_pr_ros.robot.arm_logic.ArmController`."""
 
     def __init__(self, *, node_name: str = "arm", namespace: str | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, namespace=namespace, **kwargs)
-        for spec in ARM_PARAMS:  # read once, here: read-only, so a later set is refused rather than ignored
-            self.declare_parameter(spec.name, spec.default, ParameterDescriptor(description=spec.description,
-                                                                                read_only=True))
-        g = lambda n: self.get_parameter(n).value  # noqa: E731
-        check_parameters(ARM_PARAMS, g)
-        install_validation(self, ARM_PARAMS, on_set_check(ARM_PARAMS))  # read-only, and checked if ever settable
+        g = declare_read_only(self, ARM_PARAMS)  # read once, here: a later set is refused rather than ignored
         self.backend = check_backend(g("backend"))
         self.side = g("side")
         poses = parse_object_poses([e for e in g("object_poses") if not e.startswith("none:")])
@@ -135,9 +142,7 @@ class ArmNode(Node):
         if msg is None:
             return
         if not msg.position_frame:
-            self.get_logger().warning(
-                "detections ignored: they carry no base-frame positions (the learner had no camera pose "
-                "for their stamp: is its camera_pose_topic published?)", throttle_duration_sec=10.0)
+            self.get_logger().warning(f"detections ignored: {_unplaced(msg)}", throttle_duration_sec=10.0)
             return
         objs = [(o.id, o.label, o.known, o.confidence, (o.position.x, o.position.y, o.position.z),
                  (o.x0, o.y0, o.x1, o.y1)) for o in msg.objects]

@@ -12,6 +12,8 @@ from typing import Generic, Hashable, TypeVar
 import cv2
 import numpy as np
 
+from cbcl_pr_ros.teaching_page.state import shown_name
+
 __all__ = ["annotate", "caption", "FrameBuffer"]
 
 _GREEN = (40, 200, 40)
@@ -20,12 +22,11 @@ T = TypeVar("T")
 
 
 def caption(label: str, confidence: float, known: bool) -> str:
-    """Text drawn on the frame: ``mug 0.93``, or ``unknown (mug? 0.31)`` when the open-set test says no."""
-    if known and label:
-        return f"{label} {confidence:.2f}"
-    if label:
-        return f"unknown ({label}? {confidence:.2f})"
-    return "unknown"
+    """Text drawn on the frame, written as the teaching page writes it (``teaching_page.state.shown_name``):
+    ``mug 0.93``, ``mug? 0.45`` below its confidence for a guess, ``unknown`` when the open-set test
+    says no (the nearest class's name and score would read as an answer)."""
+    name = shown_name(label, known, confidence)
+    return f"{name} {confidence:.2f}" if name else "unknown"
 
 
 def annotate(rgb: np.ndarray, label: str, confidence: float, known: bool) -> np.ndarray:

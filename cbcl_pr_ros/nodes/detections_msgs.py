@@ -18,6 +18,7 @@ from std_msgs.msg import Header
 
 from cbcl_pr_ros.msg import DetectedObject, Detections, ObjectFeatures
 from cbcl_pr_ros.nodes.conversions import copy_header
+from cbcl_pr_ros.nodes.debug_image import caption
 from cbcl_pr_ros.objects.frame import ObjectFrame, ObjectJoins
 from cbcl_pr_ros.objects.pieces import MAX_CANDIDATES
 from cbcl_pr_ros.perception import Proposal
@@ -302,8 +303,8 @@ def make_detections_msg(header: Header, tracks: Sequence[Any], model_version: in
 
 
 def _caption(o: DetectedObject) -> str:
-    name = o.label if o.known and o.label else (f"unknown ({o.top_labels[0]}?)" if o.top_labels else "unknown")
-    return f"#{o.id} {name} {o.confidence:.2f}"
+    """``#3 mug 0.93``, ``#3 mug? 0.45`` or ``#3 unknown``: names as the teaching page writes them."""
+    return f"#{o.id} {caption(o.label, o.confidence, o.known)}"
 
 
 def make_marker_array(det: Detections, lifetime_s: float = 1.0) -> Any:

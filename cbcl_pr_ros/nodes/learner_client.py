@@ -16,22 +16,53 @@ your executor completes, so call it from a callback group other than the one tha
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 from typing import Any
 
-from cbcl_pr_ros.core.validation import check_label
-from cbcl_pr_ros.msg import Detections
-from cbcl_pr_ros.nodes.detections_msgs import built_within_bounds, detections_from_serialized
+from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS, check_label
+from cbcl_pr_ros.msg import DetectedObject, Detections
+from cbcl_pr_ros.nodes.detections_msgs import MAX_FRAME_OBJECTS, built_within_bounds, detections_from_serialized
 from cbcl_pr_ros.nodes.qos import result_qos, service_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service, wait_ready
 from cbcl_pr_ros.nodes.spin import spin_until
+from cbcl_pr_ros.perception.tracking import DEFAULT_TOP_K
 from cbcl_pr_ros.srv import Classify, ForgetClass, ListClasses, RenameClass, TeachClass
 from cbcl_pr_ros.stamps import stamp_to_ns
 
-__all__ = ["LearnerClient", "LearnerUnavailable"]
+__all__ = ["LearnerClient", "LearnerUnavailable", "learner_detections_bytes"]
 
-#: the most ranked names an object of a kept Detections may carry (a learner sends its tracks' top 3)
-MAX_TOP_LABELS = 16
+#: the most ranked names (and scores) an object of a kept Detections may carry: a learner sends each
+#: track's best few classes (the tracker's top_k)
+MAX_TOP_LABELS = DEFAULT_TOP_K
+#: the longest frame name (image header, position_frame) counted in a learner's largest message
+MAX_FRAME_NAME_CHARS = 256
+#: the most Detections kept for ``detections_after`` (about two seconds of a 30 Hz camera)
+RECENT = 64
+
+
+@functools.cache
+def learner_detections_bytes() -> int:
+    """Serialized size of the largest Detections a learner sends: as many objects as an extractor sends
+    at most, each named and ranked with names of the longest a learner accepts, frame names of
+    :data:`MAX_FRAME_NAME_CHARS`. Anything larger is not a learner's, and is refused before it is built."""
+    from rclpy.serialization import serialize_message
+
+    name, frame = "m" * MAX_LABEL_CHARS, "f" * MAX_FRAME_NAME_CHARS
+    msg = Detections(position_frame=frame)
+    msg.header.frame_id = frame
+    msg.objects = [DetectedObject(label=name, top_labels=[name] * MAX_TOP_LABELS, top_scores=[1.0] * MAX_TOP_LABELS)
+                   for _ in range(MAX_FRAME_OBJECTS)]
+    return len(serialize_message(msg))
+
+
+def _learner_sized(raw: bytes) -> Detections:
+    """A Detections from its bytes, refused (ValueError) unbuilt when larger than a learner's largest."""
+    most = learner_detections_bytes()
+    if len(raw) > most:
+        raise ValueError(f"a message of {len(raw)} bytes; a learner's is at most {most} ({MAX_FRAME_OBJECTS} "
+                         f"objects of {MAX_TOP_LABELS} ranked names, names up to {MAX_LABEL_CHARS} characters)")
+    return detections_from_serialized(raw)
 
 
 class LearnerUnavailable(ServiceUnavailable):
@@ -54,7 +85,7 @@ class LearnerClient:
         self._list, self._forget = mk(ListClasses, "list_classes"), mk(ForgetClass, "forget_class")
         self._rename = mk(RenameClass, "rename_class")
         self._latest: Detections | None = None
-        self._recent: collections.deque[Detections] = collections.deque(maxlen=64)
+        self._recent: collections.deque[Detections] = collections.deque(maxlen=RECENT)
         self._new = threading.Condition()
         node.create_subscription(Detections, "detections", self._on_detections, result_qos(2), callback_group=group,
                                  raw=True)  # bytes: a message larger than a learner's is refused unbuilt
@@ -140,17 +171,19 @@ class LearnerClient:
 
     # ------------------------------------------------------------------ detections
     def _on_detections(self, msg: Detections | bytes) -> None:
-        """Keep one Detections, built from its bytes only when it is of a size a learner sends
-        (``detections_msgs.detections_from_serialized``) and every name in it is one a learner
-        gives (printable, at most MAX_LABEL_CHARS, at most ``MAX_TOP_LABELS`` per object): a
-        script prints what it keeps. Anything else is dropped with a throttled warning."""
-        msg = built_within_bounds(msg, detections_from_serialized, self.node.get_logger(), "detections")
+        """Keep one Detections, built from its bytes only when it is no larger than a learner's
+        largest (:func:`learner_detections_bytes`: the :data:`RECENT` kept hold at most that many
+        times it) and every name in it is one a learner gives (printable, at most MAX_LABEL_CHARS,
+        at most ``MAX_TOP_LABELS`` per object): a script prints what it keeps. Anything else is
+        dropped with a throttled warning."""
+        msg = built_within_bounds(msg, _learner_sized, self.node.get_logger(), "detections")
         if msg is None:
             return
         try:
             for o in msg.objects:
-                if len(o.top_labels) > MAX_TOP_LABELS:
-                    raise ValueError(f"an object with {len(o.top_labels)} ranked names; the most is {MAX_TOP_LABELS}")
+                if max(len(o.top_labels), len(o.top_scores)) > MAX_TOP_LABELS:
+                    raise ValueError(f"an object with {len(o.top_labels)} ranked names and {len(o.top_scores)} "
+                                     f"scores; the most is {MAX_TOP_LABELS}")
                 for name in (o.label, *o.top_labels):
                     if name:
                         check_label(name)

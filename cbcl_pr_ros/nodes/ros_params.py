@@ -4,6 +4,7 @@ The table itself and its validation live in :mod:`cbcl_pr_ros.settings.params` (
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Iterable
 
 from cbcl_pr_ros.settings.params import (
@@ -11,12 +12,14 @@ from cbcl_pr_ros.settings.params import (
     REMOVED,
     ParamSpec,
     aliases_for,
+    check_value,
     cross_check,
     normalise,
     removed_parameters,
     resolve_aliases,
     specs_for,
     validate_parameter,
+    wrong_type,
 )
 from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
 
@@ -53,7 +56,7 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
     specs = specs_for(kind)
     for spec in specs:
         default = overrides.get(spec.name, spec.default)
-        node.declare_parameter(spec.name, default, _descriptor(spec))
+        _declare(node, spec, default, _descriptor(spec))
         if spec.name in renamed and node.get_parameter(spec.name).value != renamed[spec.name]:
             node.get_logger().warning(f"{spec.name} is set too: its earlier name is ignored")
         reason = validate_parameter(spec.name, node.get_parameter(spec.name).value)
@@ -64,6 +67,27 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
     if reason:
         raise ValueError(f"parameter {reason}")
     install_validation(node, specs, lambda name, value, current: validate_parameter(name, value, current))
+
+
+def _declare(node: Any, spec: ParamSpec, default: Any, descriptor: Any) -> None:
+    """Declare one parameter; a start value (YAML, launch) of the wrong type or out of range stops the
+    start with the parameter's name, what it takes and the value given (rclpy says "Wrong parameter
+    type" in its own terms); a whole number given for a decimal parameter is that number."""
+    from rcl_interfaces.msg import ParameterDescriptor
+    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+
+    try:
+        node.declare_parameter(spec.name, default, descriptor)
+        return
+    except (InvalidParameterTypeException, InvalidParameterValueException):
+        pass  # refused and left undeclared: read the value given to say why
+    given = node.declare_parameter(spec.name, None, ParameterDescriptor(dynamic_typing=True)).value
+    node.undeclare_parameter(spec.name)
+    if isinstance(spec.default, float) and isinstance(given, int) and not isinstance(given, bool) \
+            and check_value(spec, given) is None:
+        node.declare_parameter(spec.name, float(given), descriptor, ignore_override=True)
+        return
+    raise ValueError(f"parameter {check_value(spec, given) or wrong_type(spec, given)}")
 
 
 def _refuse_removed(node: Any) -> None:
@@ -109,8 +133,7 @@ def declare_read_only(node: Any, specs: Iterable[ParamSpec]) -> Callable[[str], 
 
     specs = tuple(specs)
     for spec in specs:
-        node.declare_parameter(spec.name, spec.default,
-                               ParameterDescriptor(description=spec.description, read_only=True))
+        _declare(node, spec, spec.default, ParameterDescriptor(description=spec.description, read_only=True))
     value = lambda name: node.get_parameter(name).value  # noqa: E731
     check_parameters(specs, value)
     install_validation(node, specs, on_set_check(specs))
@@ -120,20 +143,36 @@ def declare_read_only(node: Any, specs: Iterable[ParamSpec]) -> Callable[[str], 
 def install_validation(node: Any, specs: Iterable[ParamSpec],
                        check: Callable[[str, Any, dict[str, Any]], str | None]) -> None:
     """An on-set-parameters callback that refuses a value ``check(name, value, values after the
-    change)`` finds a reason against, with that reason (a user's mistake: logged as a warning)."""
+    change)`` finds a reason against, with that reason (a user's mistake: logged as a warning).
+
+    rclpy checks a value's type against the declared one before any on-set callback, and refuses in
+    its own terms ("Wrong parameter type, expected '2' got '4'"). So a pre-set callback puts the
+    current value in place of one of the wrong type and notes why; the on-set callback then refuses
+    the change with that reason, and nothing changes. A whole number for a decimal parameter is that
+    number (``ros2 param set ... teach_timeout_s 30``)."""
     from rcl_interfaces.msg import SetParametersResult
 
-    names = [spec.name for spec in specs]
+    by_name = {spec.name: spec for spec in specs}
+    wrong = threading.local()  # the pre-set and on-set callbacks of one set run on one thread
+
+    def _pre_set(params: list[Any]) -> list[Any]:
+        wrong.reasons = {}
+        try:
+            return [_typed(node, by_name, p, wrong.reasons) for p in params]
+        except Exception:  # never in the way of a set: rclpy then decides as without this callback
+            wrong.reasons = {}
+            return list(params)
 
     def _on_set(params: Iterable[Any]) -> SetParametersResult:
+        noted, wrong.reasons = getattr(wrong, "reasons", {}), {}
         try:
             params = list(params)
-            current = {n: node.get_parameter(n).value for n in names if node.has_parameter(n)}
-            current.update({p.name: p.value for p in params if p.name in names})
+            current = {n: node.get_parameter(n).value for n in by_name if node.has_parameter(n)}
+            current.update({p.name: p.value for p in params if p.name in by_name})
             for p in params:
-                if p.name not in names:
+                if p.name not in by_name:
                     continue  # not ours (use_sim_time, qos_overrides...): ROS decides
-                reason = check(p.name, p.value, current)
+                reason = noted.get(p.name) or check(p.name, p.value, current)
                 if reason:
                     node.get_logger().warning(f"parameter change refused: {reason}")
                     return SetParametersResult(successful=False, reason=reason)
@@ -141,7 +180,26 @@ def install_validation(node: Any, specs: Iterable[ParamSpec],
             return SetParametersResult(successful=False, reason=f"refused ({type(exc).__name__})")
         return SetParametersResult(successful=True)
 
+    node.add_pre_set_parameters_callback(_pre_set)
     node.add_on_set_parameters_callback(_on_set)
+
+
+def _typed(node: Any, by_name: dict[str, ParamSpec], param: Any, reasons: dict[str, str]) -> Any:
+    """``param`` as the set goes on with it: unchanged unless it is ours, settable, statically typed and
+    of another type than declared; then a whole number for a decimal one as that decimal, else the
+    current value (the change is refused with the reason noted in ``reasons``)."""
+    from rclpy.parameter import Parameter
+
+    spec = by_name.get(param.name)
+    if spec is None or param.type_ == Parameter.Type.NOT_SET or not node.has_parameter(param.name):
+        return param
+    declared = node.describe_parameter(param.name)
+    if declared.dynamic_typing or declared.read_only or param.type_.value == declared.type:
+        return param  # rclpy refuses a read-only one in plain words; an on/off enum takes any type
+    if declared.type == Parameter.Type.DOUBLE.value and param.type_ == Parameter.Type.INTEGER:
+        return Parameter(param.name, value=float(param.value))
+    reasons[param.name] = wrong_type(spec, param.value)
+    return node.get_parameter(param.name)
 
 
 def read_parameters(node: Any, kind: str) -> dict[str, Any]:

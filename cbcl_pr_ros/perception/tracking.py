@@ -25,7 +25,10 @@ found its track in the same frame starts none (one object's second sliver at the
 
 A track's label is the argmax of its class scores averaged over its last ``window`` observations
 (a class missing from one frame's scores counts 0 there), and it is known when most of those
-observations were; so one bad view does not flip a label that several good views agree on.
+observations were; so one bad view does not flip a label that several good views agree on. A track
+judged unknown reports the scores averaged over the observations that said unknown, each below
+``UNKNOWN_BELOW`` (as a core Prediction's): two sure views among three unknown ones do not make an
+unknown object read as sure of a class.
 """
 from __future__ import annotations
 
@@ -39,10 +42,17 @@ from scipy.optimize import linear_sum_assignment
 
 from .types import Proposal
 
-__all__ = ["ObjectObservation", "Track", "ObjectTracker", "fuse_scores", "CUT_SHIFT", "FIXED_LIFETIME"]
+__all__ = ["ObjectObservation", "Track", "ObjectTracker", "fuse_scores", "CUT_SHIFT", "FIXED_LIFETIME",
+           "UNKNOWN_BELOW", "DEFAULT_TOP_K"]
 
 FIXED_LIFETIME = 10  # a fixed-frame track unseen from other views ends after this many times max_missed frames
 CUT_SHIFT = 0.5  # a cut observation this share of max_distance_m or more from its fixed-frame track is not reported
+# an unknown answer's scores stay below this (the distance gate's boundary, core.Prediction): an
+# observation judged unknown with a higher score (not the learner's) counts just below it
+UNKNOWN_BELOW = 0.5
+_UNKNOWN_TOP = math.nextafter(UNKNOWN_BELOW, 0.0)
+
+DEFAULT_TOP_K = 3  # classes ranked per track (what a learner's detections carry per object)
 
 _BIG = 1e6
 
@@ -77,7 +87,8 @@ class Track:
 
     ``label`` is the fused best class, or "" when the track is judged unknown (as in
     ``core.Prediction``); ``nearest_label`` is the fused best class regardless; ``confidence``
-    its fused score; ``hits`` the observations so far; ``age`` the updates since it began;
+    its fused score (below ``UNKNOWN_BELOW`` when unknown: fused over the observations that said so);
+    ``hits`` the observations so far; ``age`` the updates since it began;
     ``missed`` the updates since it was last seen (0 when seen in the latest one);
     ``position``/``frame`` where the track is (``frame`` "" = the camera's optical frame, else the fixed
     frame of the camera pose); ``observation`` the index, among the observations of the update that
@@ -165,7 +176,7 @@ class ObjectTracker:
     """
 
     def __init__(self, window: int = 5, max_missed: int = 5, max_distance_m: float = 0.1, min_iou: float = 0.2,
-                 top_k: int = 3) -> None:
+                 top_k: int = DEFAULT_TOP_K) -> None:
         for name, v, lo in (("window", window, 1), ("max_missed", max_missed, 0), ("top_k", top_k, 1)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
                 raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
@@ -281,10 +292,15 @@ class ObjectTracker:
 
     # ------------------------------------------------------------------ queries
     def _snapshot(self, t: _State) -> Track:
-        fused = fuse_scores(list(t.scores))
+        known = sum(t.known) * 2 > len(t.known)
+        if known:
+            fused = fuse_scores(list(t.scores))
+        else:  # the frames that said unknown say how sure: each below the gate's boundary
+            fused = fuse_scores([{k: min(v, _UNKNOWN_TOP) for k, v in s.items()}
+                                 for s, k_ in zip(t.scores, t.known) if not k_])
         ranked = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[: self.top_k]
         nearest, conf = ranked[0] if ranked else ("", 0.0)
-        known = bool(ranked) and sum(t.known) * 2 > len(t.known)
+        known = known and bool(ranked)
         return Track(t.id, t.proposal, nearest if known else "", known, float(conf), [k for k, _ in ranked],
                      [float(v) for _, v in ranked], t.hits, t.age, t.last_stamp, t.missed, nearest,
                      np.array(t.position, float), t.frame, t.observation)

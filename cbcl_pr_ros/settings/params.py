@@ -27,6 +27,8 @@ __all__ = [
     "removed_parameters",
     "validate_parameter",
     "check_value",
+    "expected_value",
+    "wrong_type",
     "cross_check",
     "normalise",
     "default_config_path",
@@ -417,6 +419,28 @@ def normalise(spec: ParamSpec, value: Any) -> Any:
     return value
 
 
+_KINDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list"}
+
+
+def expected_value(spec: ParamSpec) -> str:
+    """What ``spec`` takes, in words: ``an integer from 0 to 64``, ``one of on, off, auto``..."""
+    if spec.choices is not None:
+        return f"one of {', '.join(spec.choices)}" + (" (or true/false)" if spec.yaml_bools else "")
+    kind = "a list of strings" if isinstance(spec.default, list) else _KINDS.get(type(spec.default), "a value")
+    if spec.min is not None and spec.max is not None:
+        return f"{kind} from {spec.min} to {spec.max}"
+    if spec.min is not None:
+        return f"{kind} >= {spec.min}"
+    return f"{kind} <= {spec.max}" if spec.max is not None else kind
+
+
+def wrong_type(spec: ParamSpec, value: Any) -> str:
+    """The refusal of a value of another type than ``spec``'s: its name, what it takes, what was given."""
+    kind = "a boolean" if isinstance(value, bool) else _KINDS.get(type(value), type(value).__name__)
+    given = "nothing" if value is None else f"{short(value)} ({kind})"
+    return f"{spec.name} must be {expected_value(spec)}, got {given}"
+
+
 def check_value(spec: ParamSpec, value: Any) -> str | None:
     """Type, finiteness, choices and range of ``value`` against ``spec`` (None: acceptable)."""
     name = spec.name
@@ -425,9 +449,9 @@ def check_value(spec: ParamSpec, value: Any) -> str | None:
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if want is bool and not isinstance(value, bool) or want is not bool and isinstance(value, bool):
-        return f"{name} must be {want.__name__}, got {type(value).__name__} {short(value)}"
+        return wrong_type(spec, value)
     if not isinstance(value, want):
-        return f"{name} must be {want.__name__}, got {type(value).__name__} {short(value)}"
+        return wrong_type(spec, value)
     if isinstance(value, float) and not math.isfinite(value):
         return f"{name} must be finite, got {value!r}"
     if spec.choices is not None and value not in spec.choices:

@@ -11,9 +11,22 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["DETECTIONS", "TRACK_KEEP_S", "DetectedBox", "Frame", "PageState"]
+__all__ = ["DETECTIONS", "TRACK_KEEP_S", "UNSURE", "DetectedBox", "Frame", "PageState", "shown_name"]
 
 Listener = Callable[[str], None]
+
+
+# Below this confidence a known object's name is written as a guess ("mug?"): near the edge of its
+# class's region (docs/core.md "Open set"). The page, the debug image and RViz all write names so.
+UNSURE = 0.6
+
+
+def shown_name(label: str, known: bool, confidence: float) -> str:
+    """The name a person is shown for an answer: ``mug``, ``mug?`` below :data:`UNSURE`, or "" for an
+    unknown object (never the nearest class's name or score: that would read as an answer)."""
+    if not (known and label):
+        return ""
+    return f"{label}?" if not confidence >= UNSURE else label
 
 
 @dataclass(frozen=True)
@@ -30,7 +43,8 @@ class DetectedBox:
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "label": self.label, "known": self.known,
-                "confidence": round(float(self.confidence), 3), "box": [self.x0, self.y0, self.x1, self.y1]}
+                "confidence": round(float(self.confidence), 3), "box": [self.x0, self.y0, self.x1, self.y1],
+                "shown": shown_name(self.label, self.known, self.confidence)}
 
 
 # How the objects of a frame came: made on this very frame; the newest ones seen, made on an earlier

@@ -232,6 +232,21 @@ def test_markers_skip_objects_without_depth_and_clear_old_ones() -> None:
     assert "mug" in ma.markers[2].text and ma.markers[1].header.frame_id == "cam"
 
 
+def test_rviz_and_debug_captions_show_an_unknown_object_as_unknown() -> None:
+    """The caption of an unknown track names no class and no score (its nearest class's score read as
+    an answer); a known one below the page's confidence for a guess is written "mug?"."""
+    from cbcl_pr_ros.nodes.detections_msgs import _caption, make_detections_msg
+
+    tr = ObjectTracker(window=3)
+    obs = [ObjectObservation(_prop((10, 10, 50, 60), (0.0, 0.0, 0.5)), {"mug": 0.9, "duck": 0.1}, True),
+           ObjectObservation(_prop((80, 10, 120, 60), (0.2, 0.0, 0.5)), {"mug": 0.45, "duck": 0.4}, True),
+           ObjectObservation(_prop((130, 10, 150, 60), (0.4, 0.0, 0.5)), {"mug": 0.48, "duck": 0.1}, False)]
+    sure, guess, stranger = make_detections_msg(_header(), tr.update(obs, 1.0), 1).objects
+    assert _caption(sure) == f"#{sure.id} mug 0.90"
+    assert _caption(guess) == f"#{guess.id} mug? 0.45"
+    assert _caption(stranger) == f"#{stranger.id} unknown"
+
+
 def test_debug_drawing_marks_boxes_and_refuses_bad_frames() -> None:
     from cbcl_pr_ros.nodes.detections_msgs import draw_detections, make_detections_msg
 

@@ -277,8 +277,9 @@ def test_parameter_validation():
     assert ">= 0.0" in validate_parameter("distance_threshold", -1.0)
     assert validate_parameter("distance_threshold", 0) is None  # int accepted for a float
     assert "finite" in validate_parameter("max_prediction_rate", float("inf"))
-    assert "must be int" in validate_parameter("max_clusters", 1.5)
-    assert "must be bool" in validate_parameter("debug_image", 1)
+    assert "max_clusters must be an integer from 0 to" in validate_parameter("max_clusters", 1.5)
+    assert "got 1.5 (a number)" in validate_parameter("max_clusters", 1.5)
+    assert "debug_image must be true or false, got 1 (an integer)" in validate_parameter("debug_image", 1)
     assert "<= 1.0" in validate_parameter("min_confidence", 1.5)
     assert "empty" in validate_parameter("backbone", " ")
     assert validate_parameter("use_sim_time", True) is None
@@ -343,6 +344,55 @@ def test_declared_parameters_have_ranges_and_reject_bad_values():
         assert r.successful and node.get_parameter("max_prediction_rate").value == 10.0
         assert not node.set_parameters([Parameter("backbone", value="resnet18")])[0].successful  # read-only
         node.destroy_node()
+
+
+def test_a_parameter_of_the_wrong_type_is_refused_in_words_and_changes_nothing():
+    """`ros2 param set /learner teach_num_frames abc` (and a string where a number is expected, a list
+    where a number is) used to answer rclpy's "Wrong parameter type, expected 'Type.INTEGER' got 'Type.STRING'",
+    without the parameter's name, its range or the value given; the refusal now says all three."""
+    import rclpy
+    from rclpy.parameter import Parameter
+    from ros_testing import domain, isolated_context
+
+    from cbcl_pr_ros.nodes.ros_params import declare_parameters, declare_read_only
+    from cbcl_pr_ros.settings.params import LEARNER
+    from cbcl_pr_ros.settings.robot_params import PAGE_PARAMS
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = rclpy.create_node("params_probe", context=ctx)
+        declare_parameters(node, LEARNER)
+        before = {n: node.get_parameter(n).value for n in ("teach_num_frames", "teach_timeout_s", "debug_image")}
+        cases = (("teach_num_frames", "abc", ("teach_num_frames", "an integer from 1 to 10000", "'abc'")),
+                 ("teach_timeout_s", "high", ("teach_timeout_s", "a number from 0.1 to 3600.0", "'high'")),
+                 ("debug_image", "yes", ("debug_image", "true or false", "'yes'")),
+                 ("teach_num_frames", [1, 2], ("teach_num_frames", "an integer", "[1, 2]")))
+        for name, value, words in cases:
+            r = node.set_parameters([Parameter(name, value=value)])[0]
+            assert not r.successful and all(w in r.reason for w in words), r.reason
+            assert "Type." not in r.reason
+        assert {n: node.get_parameter(n).value for n in before} == before
+        # a whole number for a decimal one is that number, as a decimal
+        assert node.set_parameters([Parameter("teach_timeout_s", value=30)])[0].successful
+        assert node.get_parameter("teach_timeout_s").value == 30.0
+        assert isinstance(node.get_parameter("teach_timeout_s").value, float)
+        assert node.set_parameters([Parameter("teach_num_frames", value=3)])[0].successful  # the right type sets
+        r = node.set_parameters([Parameter("max_clusters", value="abc")])[0]  # read-only: said so, as before
+        assert not r.successful and "read-only" in r.reason
+        node.destroy_node()
+        # at start, from a YAML file or a launch override: the same words, and the node does not start
+        for kind, name, value, words in ((LEARNER, "max_clusters", "abc", ("an integer from 0 to", "'abc'")),
+                                         (LEARNER, "max_clusters", -1, ("max_clusters", ">= 0", "-1")),
+                                         (None, "port", "http", ("port", "an integer from 0 to 65535", "'http'"))):
+            probe = rclpy.create_node("start_probe", context=ctx,
+                                      parameter_overrides=[Parameter(name, value=value)])
+            with pytest.raises(ValueError) as err:
+                declare_parameters(probe, kind) if kind else declare_read_only(probe, PAGE_PARAMS)
+            assert name in str(err.value) and all(w in str(err.value) for w in words), str(err.value)
+            probe.destroy_node()
+        probe = rclpy.create_node("start_probe", context=ctx, parameter_overrides=[Parameter("max_fps", value=5)])
+        value = declare_read_only(probe, PAGE_PARAMS)  # 5 for 5.0 starts
+        assert value("max_fps") == 5.0 and isinstance(value("max_fps"), float)
+        probe.destroy_node()
 
 
 def test_parameters_on_set_agree_with_their_descriptions():
@@ -410,9 +460,21 @@ def test_annotate_draws_a_banner_only():
     assert out.shape == rgb.shape and rgb[0, 0, 0] == 30  # input untouched
     assert np.any(out[:20] != 30) and np.all(out[100:] == 30)
     assert caption("mug", 0.93, True) == "mug 0.93"
-    assert caption("", 0.2, False) == "unknown" and "mug?" in caption("mug", 0.3, False)
+    assert caption("", 0.2, False) == "unknown"
     with pytest.raises(ValueError, match="uint8"):
         annotate(rgb.astype(np.float32), "x", 1.0, True)
+
+
+def test_the_debug_caption_writes_names_as_the_teaching_page_does():
+    """An unknown answer is "unknown" (its nearest class's name and score would read as an answer); a
+    known one below the page's confidence for a guess is "mug?", with the page's one threshold."""
+    from cbcl_pr_ros.nodes.debug_image import caption
+    from cbcl_pr_ros.teaching_page.state import UNSURE
+
+    assert caption("mug", 0.3, False) == "unknown"  # a label with known False: still unknown
+    assert caption("mug", 0.45, True) == "mug? 0.45"
+    assert caption("mug", UNSURE, True) == f"mug {UNSURE:.2f}"
+    assert caption("mug", float("nan"), True).startswith("mug? ")
 
 
 def test_frame_buffer_and_collector():

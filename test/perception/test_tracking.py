@@ -492,3 +492,26 @@ def test_a_close_up_piece_half_inside_the_larger_extent_is_a_part_farther_than_o
     assert nested_parts(far, ["teddy", "bottle"]) == set()
     off = Proposal(foot.box, None, teddy.centroid + [-0.09, 0.0, 0.0], foot.size, 1.0)  # 9 cm: beyond the reach
     assert nested_parts([teddy, off]) == set()
+
+
+def test_an_unknown_track_never_reads_as_sure_of_a_class():
+    """A track judged unknown (most recent frames unknown) reports the scores of the frames that said
+    unknown, below 0.5 as a core Prediction's: two sure known frames must not lift it to 0.5 or more."""
+    t = ObjectTracker(window=5)
+    p = prop(0.0)
+    views = [(0.95, True), (0.95, True), (0.45, False), (0.40, False), (0.35, False)]
+    for f, (score, known) in enumerate(views):
+        tr = t.update([ObjectObservation(p, {"mug": score, "duck": 0.05}, known)], f)[0]
+    assert not tr.known and tr.label == "" and tr.nearest_label == "mug"
+    assert tr.confidence == pytest.approx((0.45 + 0.40 + 0.35) / 3) and tr.confidence < 0.5
+    assert tr.top_scores[0] == tr.confidence and all(s < 0.5 for s in tr.top_scores)
+    # an observation source that calls an object unknown yet sure of its class is not believed
+    t2 = ObjectTracker(window=3)
+    for f in range(3):
+        tr2 = t2.update([obs(p, "mug", 0.99, known=False)], f)[0]
+    assert not tr2.known and tr2.confidence < 0.5 and max(tr2.top_scores) < 0.5
+    # a known track is fused over all its recent frames, as before
+    t3 = ObjectTracker(window=3)
+    for f, (score, known) in enumerate([(0.9, True), (0.3, False), (0.9, True)]):
+        tr3 = t3.update([obs(p, "mug", score, known=known)], f)[0]
+    assert tr3.known and tr3.confidence == pytest.approx(0.7)

@@ -57,6 +57,38 @@ def test_detections_without_a_base_frame_are_ignored():
             node.destroy_node()
 
 
+class _Warnings:
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def warning(self, text: str, **_kw) -> None:
+        self.said.append(text)
+
+
+def test_the_warning_for_unplaced_detections_says_what_happened():
+    """Detections with no position_frame: from a learner (NaN positions) it had no camera pose for the
+    stamp; with positions but no frame, the sender is not a learner, and the warning says so instead of
+    blaming the learner's camera pose."""
+    from cbcl_pr_ros.nodes.arm import ArmNode
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = ArmNode(context=ctx)
+        try:
+            log = _Warnings()
+            node.get_logger = lambda: log
+            node._on_detections(_detections(10.0, frame=""))  # as a learner without a pose sends them
+            stranger = _detections(11.0, frame="")
+            stranger.objects[0].position.x, stranger.objects[0].position.y, stranger.objects[0].position.z = 0.7, 0, 1
+            node._on_detections(stranger)
+            assert node.detections_used == 0 and node.logic.detected.objects_ == []
+            learner_said, stranger_said = log.said
+            assert "camera pose" in learner_said and "position_frame" in learner_said
+            assert "camera pose" not in stranger_said and "not placed by a learner" in stranger_said
+            assert "position_frame" in stranger_said
+        finally:
+            node.destroy_node()
+
+
 def test_point_at_refuses_an_oversized_label_without_echoing_it():
     from cbcl_pr_ros.nodes.arm import ArmNode
     from cbcl_pr_ros.srv import PointAt

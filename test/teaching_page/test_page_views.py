@@ -294,3 +294,18 @@ def test_put_objects_on_the_table_says_what_it_put_and_why_it_stopped(page_node,
     monkeypatch.setattr(page_node, "_call", lambda *a: SimpleNamespace(success=False, message="no world"))
     out = page_node.place_objects()
     assert not out.ok and out.message == "nothing put on the table: no world"
+
+
+def test_the_page_is_sent_each_name_as_shown_with_one_rule_for_a_guess():
+    """The server writes "mug" / "mug?" (below UNSURE) / "" (unknown) for the page, so the page, the
+    debug image and RViz share one threshold; the page's script keeps no threshold of its own."""
+    from pathlib import Path
+
+    from cbcl_pr_ros.teaching_page import state as page_state
+    from cbcl_pr_ros.teaching_page.state import UNSURE
+
+    assert MUG.as_dict()["shown"] == "mug"
+    assert DetectedBox(5, "mug", True, UNSURE - 0.01, 0, 0, 1, 1).as_dict()["shown"] == "mug?"
+    assert DetectedBox(5, "mug", False, 0.45, 0, 0, 1, 1).as_dict()["shown"] == ""
+    script = (Path(page_state.__file__).parent / "static" / "page.js").read_text(encoding="utf-8")
+    assert "o.shown" in script and "UNSURE =" not in script and "0.6" not in script

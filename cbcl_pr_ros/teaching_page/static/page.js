@@ -89,12 +89,10 @@ function setConnection(on) {
 }
 
 // ------------------------------------------------------------------ picture and boxes
-// below this confidence a known object's name is written as a guess ("mug?"): near the edge of the
-// class's region (docs/core.md "Open set")
-const UNSURE = 0.6;
-
+// the server writes the name as a person is shown it ("mug", "mug?" below UNSURE in
+// teaching_page/state.py, "" when unknown): one rule for the page, the debug image and RViz
 function caption(o) {
-  if (o.known && o.label) return `${o.label}${o.confidence < UNSURE ? "?" : ""} ${o.confidence.toFixed(2)}`;
+  if (o.shown) return `${o.shown} ${o.confidence.toFixed(2)}`;
   return "What is this?";
 }
 
