@@ -767,7 +767,9 @@ class CBCLPRLearner:
         if served.gate is None or self.config.open_set != "distance" or len(predictions) < 2:
             return list(predictions)
         x = self.transform(check_features(features, self.feature_dim))
-        return one_place_rule.one_place(x, predictions, served.classes, served.gate, one_place_rule.TWIN)
+        # in D_gate, but never less than the prior's: shots of one view shrink D_gate, not an object's twin
+        unit = max(served.gate.distance_threshold, self.distance_prior_ or 0.0)
+        return one_place_rule.one_place(x, predictions, served.classes, served.gate, one_place_rule.TWIN, unit)
 
     def predict_versioned(self, features: np.ndarray, top_k: int = 5) -> tuple[list[Prediction], int]:
         """:meth:`predict` plus the model version of the very snapshot that answered."""

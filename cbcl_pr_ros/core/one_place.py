@@ -5,8 +5,9 @@ The gate judges each vector alone, so after one teach a stranger that looks a li
 object is accepted as it even while the taught object stands beside it. Seen together, the two
 cannot both be it. For each cluster of a class, the objects of the view known as that class and
 nearest that cluster keep the class only when they look alike (within ``TWIN`` ``D_gate`` of the
-nearest of them: two of one kind, such as two equal cans, may both be it); the others are answered
-unknown. The rule works per cluster, not per class, so a class taught from several different objects
+nearest of them, and never less than ``TWIN`` times the backbone's prior distance, since shots of
+one view shrink ``D_gate`` but not what two of one kind look like: two equal cans may both be it);
+the others are answered unknown. The rule works per cluster, not per class, so a class taught from several different objects
 (a class of mugs) still names each of them. Its confidence in the class becomes its own times the
 chance that the nearest one is *not* the class (``1 - inside``, with ``inside`` the gate's
 probability of the kept object, above 0.5 when known): below 0.5, like every unknown answer.
@@ -29,11 +30,12 @@ TWIN = 1.0
 
 
 def one_place(x: np.ndarray, predictions: Sequence, classes: Sequence[str], gate: DistanceGate,
-              twin: float | None = TWIN) -> list:
+              twin: float | None = TWIN, unit: float | None = None) -> list:
     """``predictions`` (one per row of ``x``, transformed vectors of one view) with the rule applied.
 
     ``classes`` are the gate's class names in its order; a prediction whose label is not among them
     (a class forgotten meanwhile) is left as it is. ``twin`` None leaves every prediction as it is.
+    ``unit``: the distance ``twin`` counts in (default the gate's ``D_gate``).
     """
     out = list(predictions)
     if twin is None or len(out) < 2:
@@ -47,7 +49,7 @@ def one_place(x: np.ndarray, predictions: Sequence, classes: Sequence[str], gate
         d2 = ((np.asarray(gate.centroids[c], np.float64) - x[i]) ** 2).sum(axis=1)
         j = int(np.argmin(d2))
         groups[(c, j)].append((float(d2[j]), i))
-    bound = float(twin) * gate.distance_threshold
+    bound = float(twin) * (gate.distance_threshold if unit is None else float(unit))
     for (c, _), rows in groups.items():
         if len(rows) < 2:
             continue

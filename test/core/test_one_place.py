@@ -112,3 +112,21 @@ def test_bad_input_is_refused(taught):
     bad[0, 0] = np.nan
     with pytest.raises(ValueError):
         taught.seen_together(bad, alone)
+
+
+def test_more_shots_of_one_view_do_not_shrink_what_counts_as_a_twin():
+    """Five near-identical shots take ``D_gate`` to its floor (0.9 of the prior); two objects 0.95
+    prior apart, both inside the gate, are twins by the prior all the same."""
+    rng = np.random.default_rng(2)
+    learner = CBCLPRLearner(LearnerConfig(seed=0, transform="none", distance_prior=1.0), backbone="synthetic",
+                            feature_dim=D)
+    learner.teach("mug", (np.full(D, 2.0) + rng.normal(0, 0.001, (5, D))).astype(np.float32))
+    learner.teach("ball", (np.full(D, -2.0) + rng.normal(0, 0.001, (5, D))).astype(np.float32))
+    assert learner._served.gate.distance_threshold == pytest.approx(0.9)  # shrunk to the floor
+    u = np.eye(D)[0]
+    x = np.stack([np.full(D, 2.0) + 0.45 * u, np.full(D, 2.0) - 0.5 * u]).astype(np.float32)  # 0.95 apart
+    alone = learner.predict(x)
+    assert [p.label for p in alone] == ["mug", "mug"]
+    assert [p.label for p in learner.seen_together(x, alone)] == ["mug", "mug"]
+    far = np.stack([np.full(D, 2.0) + 0.5 * u, np.full(D, 2.0) - 0.55 * u]).astype(np.float32)  # 1.05 apart
+    assert [p.label for p in learner.seen_together(far, learner.predict(far))] == ["mug", ""]
