@@ -35,7 +35,8 @@ Needs ``cache/real_first_shot.pkl`` and, for the accuracy check, the benchmark s
 from the Debian package; the rendered objects under ``data/``; Lite0 vectors cached in
 ``cache/eval``). Run:
 
-    source scripts/env.sh && python -P bench/eval_nuisance.py   # -> runs/bench/eval_nuisance.json
+    source scripts/env.sh && python -P bench/eval_nuisance.py --results bench/results/nuisance.json
+    # -> runs/bench/eval_nuisance.json (everything) and the compact copy
 """
 from __future__ import annotations
 
@@ -217,6 +218,29 @@ def paired_bootstrap(a: dict, b: dict, n: int = 1000, seed: int = 0) -> dict:
     return out
 
 
+def rejected_at(pos, neg, accepted: float = 0.9) -> float:
+    """Never-taught rejected when the gate distance's threshold accepts ``accepted`` of the taught
+    views (an operating point that does not depend on the served prior)."""
+    if not len(pos) or not len(neg):
+        return float("nan")
+    return float(np.mean(np.asarray(neg) > np.quantile(pos, accepted)))
+
+
+def compact(res: dict) -> dict:
+    """The figures without the per-fold detail, for bench/results/."""
+    out = {k: res[k] for k in ("benchmark", "machine", "loadavg_before", "loadavg_after", "seconds", "seeds",
+                               "stream_seeds", "candidates", "fitted_on_all", "accuracy") if k in res}
+    out["chosen_per_held_out_source"] = {s: f["chosen"] for s, f in res["folds"].items()}
+    out["auroc_held_out"] = {
+        label: {"pooled": row["pooled"], "rejected_at_0.90_accepted": row["rejected_at_0.90_accepted"]}
+        | {s: r["gate_distance_pooled"] for s, r in row.items() if isinstance(r, dict) and "gate_distance_pooled" in r}
+        | ({"minus_lite0_diff_p05_p95": {s: [d["diff"], d["p05"], d["p95"]] for s, d in row["minus_lite0"].items()}}
+           if "minus_lite0" in row else {})
+        for label, row in res["auroc_held_out"].items()}
+    out["first_shot_1_shot_held_out"] = res.get("first_shot_1_shot_held_out", {})
+    return out
+
+
 def make_learner_fn(prior: float):
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 
@@ -299,6 +323,7 @@ def main() -> None:
     ap.add_argument("--first-shot", default="chosen", choices=("chosen", "all", "none"),
                     help="first-shot figures for the plain and the chosen projections, or every candidate")
     ap.add_argument("--out", default=str(out_path("eval_nuisance.json")))
+    ap.add_argument("--results", default="", help="also write a compact copy of the figures to this path (the curated copy)")
     args = ap.parse_args()
     import bench_accuracy as ba
     from eval_adapter import _auroc, auroc_table
@@ -359,13 +384,14 @@ def main() -> None:
     auroc = {}
     for label, tab in tables.items():
         row = {s: {k: v for k, v in r.items() if not k.startswith("_")} for s, r in tab.items()}
-        row["pooled"] = round(_auroc(sum((r["_pos"] for r in tab.values()), []),
-                                     sum((r["_neg"] for r in tab.values()), [])), 3)
+        pos, neg = sum((r["_pos"] for r in tab.values()), []), sum((r["_neg"] for r in tab.values()), [])
+        row["pooled"] = round(_auroc(pos, neg), 3)
+        row["rejected_at_0.90_accepted"] = round(rejected_at(pos, neg), 3)
         if label != "lite0":
             row["minus_lite0"] = paired_bootstrap(with_pool(tables["lite0"]), with_pool(tab))
         auroc[label] = row
     res["auroc_held_out"] = auroc
-    print("auroc pooled", {k: v["pooled"] for k, v in auroc.items()}, flush=True)
+    print("auroc pooled", {k: (v["pooled"], v["rejected_at_0.90_accepted"]) for k, v in auroc.items()}, flush=True)
     if fs_runs:
         res["first_shot_1_shot_held_out"] = {label: first_shot_summary(r) for label, r in fs_runs.items()}
         for label, r in res["first_shot_1_shot_held_out"].items():
@@ -383,6 +409,9 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print("->", args.out)
+    if args.results:
+        Path(args.results).write_text(json.dumps(compact(res), indent=1) + "\n")
+        print("->", args.results)
 
 
 if __name__ == "__main__":
