@@ -57,6 +57,7 @@ _MIN_OBJECT_PX = 12  # an object smaller than this (work pixels) is dropped
 _GROW_PX = 3  # boundary pixels join the inside within this many pixels
 _MIN_CORE_PX = 3  # a core smaller than this (work pixels) is a bump of the distance, not an object
 _FLOOD_STEP = 0.1  # the flood's levels of border distance (a fraction of DIST_CLIP_PX: half a pixel)
+_PEAK_FLOOR = 0.25  # with peaks, new objects start on levels down to this (half of the border ring excluded)
 _FLOOD_PASSES = 4  # nearest-label passes per level (bounded work; the last level gets four times as many)
 
 
@@ -195,13 +196,15 @@ def _probabilities(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=0)
 
 
-def instances(outputs: np.ndarray, inside_p: float = 0.5, core: float | None = 0.4) -> np.ndarray:
+def instances(outputs: np.ndarray, inside_p: float = 0.5, core: float | None = 0.4, peaks: bool = False) -> np.ndarray:
     """Label image (0 = none) of the objects in the network's outputs (len(OUTPUTS), h, w).
 
     With ``core`` (a fraction of ``DIST_CLIP_PX``): object pixels (not background) whose predicted border
     distance is at least ``core`` form connected cores of at least ``_MIN_CORE_PX`` pixels; each is flooded
     over its object pixels in order of falling distance, so that where two objects touch the valley of the
-    distance parts them (bounded work: a fixed number of levels and passes); a connected group of object pixels without a core is one object. Without
+    distance parts them (bounded work: a fixed number of levels and passes); with ``peaks``, a part of a
+    lower level that no flood has reached (a smaller object beside a larger one, whose own distance never
+    reaches ``core``) starts an object of its own down to ``_PEAK_FLOOR``; a connected group of object pixels without a core is one object. Without
     ``core``: connected insides (probability of "inside" at least ``inside_p``) of at least
     ``_MIN_SEED_PX`` pixels grown over object pixels within ``_GROW_PX``. Objects under ``_MIN_OBJECT_PX``
     pixels are dropped."""
@@ -210,7 +213,7 @@ def instances(outputs: np.ndarray, inside_p: float = 0.5, core: float | None = 0
     if core is None:
         lab = _grown_insides(prob, objects, inside_p)
     else:
-        lab = _flooded_cores(np.clip(outputs[3], 0.0, 1.0), objects, float(core))
+        lab = _flooded_cores(np.clip(outputs[3], 0.0, 1.0), objects, float(core), peaks)
     n = int(lab.max())
     areas = np.bincount(lab.ravel(), minlength=n + 1)
     keep = np.zeros(n + 1, np.int32)
@@ -232,34 +235,37 @@ def _grown_insides(prob: np.ndarray, objects: np.ndarray, inside_p: float) -> np
     return np.where(objects & (dist <= _GROW_PX), lab[idx[0], idx[1]], 0).astype(np.int32)
 
 
-def _flooded_cores(dist: np.ndarray, objects: np.ndarray, core: float) -> np.ndarray:
+def _flooded_cores(dist: np.ndarray, objects: np.ndarray, core: float, peaks: bool = False) -> np.ndarray:
     """Cores of ``dist`` >= ``core`` within ``objects``, flooded over ``objects`` level by level of falling
     distance (a watershed in ``_FLOOD_STEP`` levels): at each level a pixel takes the label of its nearest
     labelled pixel when that one lies in its own connected part of the level, so no label crosses the
-    background or a valley of the distance another label reached first."""
+    background or a valley of the distance another label reached first. On the last level (all object
+    pixels) a group no core reached is one object; with ``peaks`` so is an unreached part of any level
+    down to ``_PEAK_FLOOR``."""
     n, cores, stats, _ = cv2.connectedComponentsWithStats((objects & (dist >= core)).astype(np.uint8), connectivity=4)
     keep = np.zeros(n, np.int32)
     big = 1 + np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= _MIN_CORE_PX)
     keep[big] = np.arange(1, len(big) + 1)
     lab = keep[cores]
-    m, groups = cv2.connectedComponents(objects.astype(np.uint8), connectivity=4)
-    seeded = np.zeros(m, bool)
-    seeded[groups[lab > 0]] = True
-    lonely = (groups > 0) & ~seeded[groups]  # object pixels of a group without a core: one object each
-    if lonely.any():
-        ids = np.unique(groups[lonely])
-        renum = np.zeros(m, np.int32)
-        renum[ids] = len(big) + 1 + np.arange(len(ids))
-        lab = np.where(lonely, renum[groups], lab)
-    if lab.max() == 0:
+    if not objects.any():
         return lab
     levels = [*np.arange(core - _FLOOD_STEP, 0.0, -_FLOOD_STEP), 0.0]
     for i, level in enumerate(levels):
         region = (objects & (dist >= level)) | (lab > 0)
-        _, part = cv2.connectedComponents(region.astype(np.uint8), connectivity=4)
+        n_parts, part = cv2.connectedComponents(region.astype(np.uint8), connectivity=4)
+        if level == 0.0 or (peaks and level >= _PEAK_FLOOR):  # parts no label reaches start objects of their own
+            reached = np.zeros(n_parts, bool)
+            reached[part[lab > 0]] = True
+            size = np.bincount(part.ravel(), minlength=n_parts)
+            new = np.flatnonzero(~reached & (size >= (_MIN_CORE_PX if level > 0.0 else 1)))
+            new = new[new > 0]
+            if len(new):
+                renum = np.zeros(n_parts, np.int32)
+                renum[new] = int(lab.max()) + 1 + np.arange(len(new))
+                lab = np.where(lab == 0, renum[part], lab)
         for _ in range(_FLOOD_PASSES if i < len(levels) - 1 else 4 * _FLOOD_PASSES):
             todo = region & (lab == 0)
-            if not todo.any():
+            if not todo.any() or not lab.any():
                 break
             idx = ndimage.distance_transform_edt(lab == 0, return_distances=False, return_indices=True)
             take = todo & (part[idx[0], idx[1]] == part)
@@ -316,12 +322,12 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
 
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
                     config: ProposalConfig | None = None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5,
-                    core: float | None = 0.4, width: int = WORK_WIDTH) -> list[Proposal] | None:
+                    core: float | None = 0.4, peaks: bool = False, width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
     readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
     ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
-    network depth alone, ``core`` and ``inside_p`` are :func:`instances`' thresholds, ``width`` the work width (the network
+    network depth alone, ``core``, ``peaks`` and ``inside_p`` are :func:`instances`' choices, ``width`` the work width (the network
     was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is worth is measured
     (bench/bench_segmenter.py)."""
     config = config or ProposalConfig()
@@ -345,7 +351,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     if not colour:
         feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
     out = segmenter.outputs(feats)
-    labels, geo = _geometry(instances(out, inside_p, core), z, K, out, config, plane)
+    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane)
     return _assemble(labels, geo, (h, w), config)
 
 

@@ -176,6 +176,35 @@ def test_an_object_too_thin_for_a_core_is_kept_and_a_cores_flood_stops_at_the_ba
     assert len(strap) == 1 and strap[0] > 0 and strap[0] not in np.unique(lab[inst >= 0])
 
 
+def test_peaks_part_a_small_object_whose_distance_never_reaches_the_core_from_its_large_neighbour():
+    from train_segmenter import distance_targets
+
+    inst = np.full((24, 40), -1)
+    inst[3:21, 4:22] = 0  # large: its distance reaches 1
+    inst[8:16, 22:25] = 1  # three pixels wide against it: its distance peaks at 0.4
+    out = np.zeros((len(OUTPUTS), 24, 40), np.float32)
+    out[0] = 3.0
+    out[0][inst >= 0] = -3.0
+    out[3] = distance_targets(inst)
+    merged = instances(out, core=0.55)
+    assert merged.max() == 1  # no core of its own: the large one's flood takes it
+    lab = instances(out, core=0.55, peaks=True)
+    assert lab.max() == 2
+    assert len(np.unique(lab[inst == 0])) == 1 and np.unique(lab[inst == 1]).tolist() == [2 if lab[10, 10] == 1 else 1]
+    assert all(np.array_equal(instances(out, core=0.55, peaks=True), lab) for _ in range(5))
+
+
+def test_no_core_anywhere_gives_each_object_group_one_object():
+    out = np.zeros((len(OUTPUTS), 20, 30), np.float32)
+    out[0] = 3.0
+    out[0, 2:6, 2:20] = -3.0  # two thin straps, distance nowhere above the core
+    out[0, 10:13, 2:20] = -3.0
+    out[3] = 0.1
+    for peaks in (False, True):
+        lab = instances(out, core=0.4, peaks=peaks)
+        assert lab.max() == 2 and lab[3, 5] != lab[11, 5] and (lab[out[0] > 0] == 0).all()
+
+
 def test_instances_are_the_same_twenty_times_and_bounded_by_the_frame():
     out, _ = _touching_boxes()
     rng = np.random.default_rng(0)
