@@ -108,7 +108,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--skip-geometry-loso", action="store_true")
     ap.add_argument("--summary", type=Path, default=None,
-                    help="also write a small copy here (no per-frame figures; failure kinds of the chosen variants only)")
+                    help="also write a small copy here (no per-frame figures, per source recall/precision/merges, "
+                         "failure kinds of the variants chosen leave-one-source-out only)")
     args = ap.parse_args()
     cv2.setNumThreads(1)
     frames = load_frames(args.labels, args.frames)
@@ -165,9 +166,12 @@ def main() -> None:
     path.write_text(json.dumps(out, indent=1))
     if args.summary:
         chosen = {v["chosen_on_the_others"] for v in loso.values()}
-        small = dict(out, learned={name: {k: v for k, v in fig.items() if k != "per_frame" and (k != "failure_kinds" or name in chosen)}
+        brief = ("recall", "precision", "merges")
+        small = dict(out, learned={name: {"pooled": fig["pooled"],
+                                          "per_source": {s: {k: f[k] for k in brief} for s, f in fig["per_source"].items()},
+                                          **({"failure_kinds": fig["failure_kinds"]} if name in chosen else {})}
                                    for name, fig in out["learned"].items()})
-        args.summary.write_text(json.dumps(small, indent=1))
+        args.summary.write_text(json.dumps(small, separators=(",", ":")) + "\n")
     print(json.dumps({"geometry": out["geometry"]["pooled"],
                       "geometry_loso": out["geometry"].get("leave_one_source_out", {}).get("held_out_pooled"),
                       "learned_loso": out["learned_leave_one_source_out"]["held_out_pooled"],

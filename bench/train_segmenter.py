@@ -170,7 +170,7 @@ def main() -> None:
     ap.add_argument("--scenes", type=int, default=4000)
     ap.add_argument("--val", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--steps", type=int, default=6000)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--crop", type=int, nargs=2, default=(64, 96), help="training crop (height, width), multiples of 8")
     ap.add_argument("--lr", type=float, default=3e-3)
