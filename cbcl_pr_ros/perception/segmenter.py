@@ -28,8 +28,8 @@ from .proposals import ProposalConfig, _assemble, _check_rgb, _noise_sigma, _sup
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
-__all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "OUTPUTS", "DIST_CLIP_PX", "Segmenter", "load_segmenter", "input_features", "instances",
-           "layer_shapes", "propose_learned", "combine"]
+__all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "OUTPUTS", "DIST_CLIP_PX", "Segmenter", "load_segmenter",
+           "input_features", "instances", "layer_shapes", "propose_learned", "combine"]
 
 WORK_WIDTH = 160
 #: the input channels (``input_features``)
@@ -197,17 +197,18 @@ def _probabilities(scores: np.ndarray) -> np.ndarray:
 
 
 def instances(outputs: np.ndarray, inside_p: float = 0.5, core: float | None = 0.4, peaks: bool = False) -> np.ndarray:
-    """Label image (0 = none) of the objects in the network's outputs (len(OUTPUTS), h, w).
+    """Label image (0 = none) of the objects in the network's outputs (len(OUTPUTS), h, w); object pixels
+    are those whose background probability is under 0.5.
 
-    With ``core`` (a fraction of ``DIST_CLIP_PX``): object pixels (not background) whose predicted border
-    distance is at least ``core`` form connected cores of at least ``_MIN_CORE_PX`` pixels; each is flooded
-    over its object pixels in order of falling distance, so that where two objects touch the valley of the
-    distance parts them (bounded work: a fixed number of levels and passes); with ``peaks``, a part of a
-    lower level that no flood has reached (a smaller object beside a larger one, whose own distance never
-    reaches ``core``) starts an object of its own down to ``_PEAK_FLOOR``; a connected group of object pixels without a core is one object. Without
-    ``core``: connected insides (probability of "inside" at least ``inside_p``) of at least
-    ``_MIN_SEED_PX`` pixels grown over object pixels within ``_GROW_PX``. Objects under ``_MIN_OBJECT_PX``
-    pixels are dropped."""
+    With ``core`` (a fraction of ``DIST_CLIP_PX``): object pixels whose predicted border distance is at
+    least ``core`` form connected cores of at least ``_MIN_CORE_PX`` pixels; each is flooded over its
+    object pixels in order of falling distance, so that where two objects touch the valley of the distance
+    parts them (bounded work: a fixed number of levels and passes). A connected group of object pixels
+    no core reaches is one object; with ``peaks`` so is a part of any level down to ``_PEAK_FLOOR`` that
+    no flood has reached (a small object beside a larger one, whose own distance never reaches ``core``).
+    Without ``core``: connected insides (probability of "inside" at least ``inside_p``) of at least
+    ``_MIN_SEED_PX`` pixels grown over object pixels within ``_GROW_PX``. Objects under
+    ``_MIN_OBJECT_PX`` pixels are dropped."""
     prob = _probabilities(outputs[:3])
     objects = prob[0] < 0.5
     if core is None:
@@ -223,6 +224,7 @@ def instances(outputs: np.ndarray, inside_p: float = 0.5, core: float | None = 0
 
 
 def _grown_insides(prob: np.ndarray, objects: np.ndarray, inside_p: float) -> np.ndarray:
+    """Connected insides of at least ``_MIN_SEED_PX`` pixels, grown over ``objects`` within ``_GROW_PX``."""
     inside = (prob[1] >= inside_p).astype(np.uint8)
     n, lab, stats, _ = cv2.connectedComponentsWithStats(inside, connectivity=4)
     keep = np.zeros(n, np.int32)
@@ -327,9 +329,9 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
     readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
     ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
-    network depth alone, ``core``, ``peaks`` and ``inside_p`` are :func:`instances`' choices, ``width`` the work width (the network
-    was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is worth is measured
-    (bench/bench_segmenter.py)."""
+    network depth alone, ``core``, ``peaks`` and ``inside_p`` are :func:`instances`' choices, ``width`` the
+    work width (the network was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is
+    worth is measured (bench/bench_segmenter.py)."""
     config = config or ProposalConfig()
     rgb = _check_rgb(rgb)
     h, w = rgb.shape[:2]

@@ -59,7 +59,7 @@ def test_weights_load_through_our_loader(weights_file):
         assert seg.weights[name].shape == shape and seg.weights[name].dtype == np.float32
 
 
-@pytest.mark.parametrize("change", ["missing", "extra", "shape", "nan", "garbage"])
+@pytest.mark.parametrize("change", ["missing", "extra", "shape", "three_outputs", "nan", "garbage"])
 def test_a_weights_file_that_is_not_the_segmenters_is_refused(tmp_path, change):
     w = _weights()
     if change == "missing":
@@ -68,6 +68,8 @@ def test_a_weights_file_that_is_not_the_segmenters_is_refused(tmp_path, change):
         w["spare.weight"] = np.zeros((2, 2), np.float32)
     elif change == "shape":
         w["enc1a.weight"] = np.zeros((3, 3, 3, 3), np.float32)
+    elif change == "three_outputs":  # a head without the border distance
+        w["head.weight"], w["head.bias"] = w["head.weight"][:3], w["head.bias"][:3]
     elif change == "nan":
         w["dec2b.bias"][0] = np.nan
     path = tmp_path / "bad.safetensors"
