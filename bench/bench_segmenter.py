@@ -7,7 +7,9 @@ For every frame of bench/real_rgbd (``CBCL_REAL_RGBD`` or --frames: the assemble
   bench_real computes them (the height test's noise multiples chosen on the other sources);
 - ``learned``: ``perception.segmenter.propose_learned`` with the weights (--weights; by default the trained
   ones in runs/bench/segmenter/), in each variant of ``VARIANTS`` (with or without the support plane's
-  refinement, with or without colour, the threshold on "inside", the work width; or the geometry's proposals corrected by the network's,
+  refinement, with or without colour, the objects from the border-distance cores at thresholds 0.25-0.7, with or without
+  new objects at lower peaks of the distance, or from the
+  "inside" class at 0.5/0.7; or the geometry's proposals corrected by the network's,
   ``segmenter.combine``). Leave-one-source-out: the variant best on the other sources
   (F1 at IoU 0.5 less 0.05 per merge in 10 frames, as bench_real) is scored on the held-out one;
 - recall and precision at IoU 0.5, merges, per source, pooled; CPU milliseconds per 640x480 frame on one
@@ -38,18 +40,25 @@ from bench_common import REPO, out_path  # noqa: E402
 from bench_real import _figures, _objective, leave_one_source_out  # noqa: E402
 from real_rgbd_set import ProposalScore, failure_kinds, load_frames, score_proposals  # noqa: E402
 
-VARIANTS = {"plane+colour": {"plane": True, "colour": True}, "plane": {"plane": True, "colour": False},
-            "colour": {"plane": False, "colour": True}, "depth_only": {"plane": False, "colour": False},
-            "geometry_corrected": {"plane": True, "colour": True, "combine": True},
-            "geometry_corrected_depth_only": {"plane": True, "colour": False, "combine": True},
-            "plane+colour_inside70": {"plane": True, "colour": True, "inside_p": 0.7},
-            "plane+colour_inside85": {"plane": True, "colour": True, "inside_p": 0.85},
-            "geometry_corrected_inside70": {"plane": True, "colour": True, "combine": True, "inside_p": 0.7},
-            "geometry_corrected_inside85": {"plane": True, "colour": True, "combine": True, "inside_p": 0.85},
-            "plane+colour_240px": {"plane": True, "colour": True, "width": 240},
-            "plane+colour_320px": {"plane": True, "colour": True, "width": 320},
-            "geometry_corrected_240px": {"plane": True, "colour": True, "combine": True, "width": 240},
-            "geometry_corrected_320px": {"plane": True, "colour": True, "combine": True, "width": 320}}
+VARIANTS = {"core40": {"plane": True, "colour": True, "core": 0.4},
+            "core25": {"plane": True, "colour": True, "core": 0.25},
+            "core55": {"plane": True, "colour": True, "core": 0.55},
+            "core70": {"plane": True, "colour": True, "core": 0.7},
+            "core40_peaks": {"plane": True, "colour": True, "core": 0.4, "peaks": True},
+            "core55_peaks": {"plane": True, "colour": True, "core": 0.55, "peaks": True},
+            "core70_peaks": {"plane": True, "colour": True, "core": 0.7, "peaks": True},
+            "core40_depth_only": {"plane": True, "colour": False, "core": 0.4},
+            "core40_no_plane": {"plane": False, "colour": True, "core": 0.4},
+            "classes_inside50": {"plane": True, "colour": True, "core": None, "inside_p": 0.5},
+            "classes_inside70": {"plane": True, "colour": True, "core": None, "inside_p": 0.7},
+            "geometry_corrected_core25": {"plane": True, "colour": True, "combine": True, "core": 0.25},
+            "geometry_corrected_core40": {"plane": True, "colour": True, "combine": True, "core": 0.4},
+            "geometry_corrected_core55": {"plane": True, "colour": True, "combine": True, "core": 0.55},
+            "geometry_corrected_core70": {"plane": True, "colour": True, "combine": True, "core": 0.7},
+            "geometry_corrected_core40_peaks": {"plane": True, "colour": True, "combine": True, "core": 0.4, "peaks": True},
+            "geometry_corrected_core55_peaks": {"plane": True, "colour": True, "combine": True, "core": 0.55, "peaks": True},
+            "geometry_corrected_classes_inside50": {"plane": True, "colour": True, "combine": True, "core": None,
+                                                    "inside_p": 0.5}}
 
 
 def _score(frames, run) -> tuple[dict, dict, dict]:
@@ -98,6 +107,9 @@ def main() -> None:
     ap.add_argument("--weights", type=Path, default=out_path("segmenter/segmenter.safetensors"))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--skip-geometry-loso", action="store_true")
+    ap.add_argument("--summary", type=Path, default=None,
+                    help="also write a small copy here (no per-frame figures, per source recall/precision/merges, "
+                         "failure kinds of the variants chosen leave-one-source-out only)")
     args = ap.parse_args()
     cv2.setNumThreads(1)
     frames = load_frames(args.labels, args.frames)
@@ -152,6 +164,14 @@ def main() -> None:
     out["learned_deterministic_20_runs"] = bool(same)
     path = args.out or out_path("segmenter.json")
     path.write_text(json.dumps(out, indent=1))
+    if args.summary:
+        chosen = {v["chosen_on_the_others"] for v in loso.values()}
+        brief = ("recall", "precision", "merges")
+        small = dict(out, learned={name: {"pooled": fig["pooled"],
+                                          "per_source": {s: {k: f[k] for k in brief} for s, f in fig["per_source"].items()},
+                                          **({"failure_kinds": fig["failure_kinds"]} if name in chosen else {})}
+                                   for name, fig in out["learned"].items()})
+        args.summary.write_text(json.dumps(small, separators=(",", ":")) + "\n")
     print(json.dumps({"geometry": out["geometry"]["pooled"],
                       "geometry_loso": out["geometry"].get("leave_one_source_out", {}).get("held_out_pooled"),
                       "learned_loso": out["learned_leave_one_source_out"]["held_out_pooled"],

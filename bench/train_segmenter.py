@@ -7,9 +7,11 @@ One command regenerates everything::
 1. ``--scenes`` rendered table scenes (``segmenter_data.make_scenes``, each from its own seed), cached
    under runs/bench/segmenter/ by their count and seed;
 2. the network's input features of each (``perception.segmenter.input_features``) and its targets:
-   background, object inside, object boundary (object pixels beside another object or the background);
-   objects too small to see are ignored;
-3. ``--steps`` steps of AdamW (batch ``--batch`` of ``--crop`` crops, horizontal flips, the colour channels dropped in one
+   background, object inside, object boundary (object pixels beside another object or the background),
+   and each object pixel's distance to the nearest pixel not of its object (clipped at
+   ``DIST_CLIP_PX``, as a fraction of it; 0 on the background); objects too small to see are ignored;
+3. ``--steps`` steps of AdamW on cross-entropy (boundary weighted 3) plus ``--dist-weight`` times the
+   squared error of the distance (batch ``--batch`` of ``--crop`` crops, horizontal flips, the colour channels dropped in one
    sample of five so depth alone must do), fixed seeds, ``--threads`` torch threads, deterministic
    algorithms; the last ``--val`` scenes are never trained on and give the validation figures;
 4. batch norms folded into the convolutions, weights written as safetensors (runs/bench/segmenter/
@@ -30,7 +32,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
 from bench_common import out_path  # noqa: E402
 
-from cbcl_pr_ros.perception.segmenter import CHANNELS, LAYERS, input_features, instances, load_segmenter  # noqa: E402
+from scipy import ndimage  # noqa: E402
+
+from cbcl_pr_ros.perception.segmenter import CHANNELS, DIST_CLIP_PX, LAYERS, input_features, instances, \
+    load_segmenter  # noqa: E402
 from cbcl_pr_ros.perception.types import CameraIntrinsics  # noqa: E402
 
 IGNORE = 255
@@ -49,8 +54,25 @@ def targets(inst: np.ndarray) -> np.ndarray:
     return t
 
 
-def build_data(scenes: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
-    """(features (n, c, h, w) float16, targets (n, h, w) uint8, the raw scenes) for ``scenes`` scenes."""
+def distance_targets(inst: np.ndarray) -> np.ndarray:
+    """Per pixel the distance (pixels) to the nearest pixel not of its object, clipped at ``DIST_CLIP_PX``
+    and divided by it; 0 on the background and on objects too small to learn from (those are ignored by
+    the loss through the class targets). The frame's edge is no border: an object cut by it goes on."""
+    out = np.zeros(inst.shape, np.float32)
+    ids = np.where(inst >= 0, inst.astype(np.int32) + 1, 0)
+    for lab, sl in enumerate(ndimage.find_objects(ids), start=1):
+        if sl is None:
+            continue
+        y0, y1 = max(sl[0].start - 1, 0), min(sl[0].stop + 1, inst.shape[0])
+        x0, x1 = max(sl[1].start - 1, 0), min(sl[1].stop + 1, inst.shape[1])
+        m = ids[y0:y1, x0:x1] == lab  # with a ring of other pixels, except at the frame's edge
+        out[y0:y1, x0:x1][m] = ndimage.distance_transform_edt(m)[m]
+    return np.minimum(out, DIST_CLIP_PX) / DIST_CLIP_PX
+
+
+def build_data(scenes: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """(features (n, c, h, w) float16, class targets (n, h, w) uint8, distance targets (n, h, w) float16,
+    the raw scenes) for ``scenes`` scenes."""
     from segmenter_data import make_scenes
 
     cache = out_path(f"segmenter/scenes_{scenes}_{seed}.npz")
@@ -64,6 +86,7 @@ def build_data(scenes: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
     n, h, w = raw["depth"].shape
     feats = np.zeros((n, len(CHANNELS), h, w), np.float16)
     tg = np.zeros((n, h, w), np.uint8)
+    dist = np.zeros((n, h, w), np.float16)
     for i in range(n):
         K = CameraIntrinsics(*map(float, raw["K"][i]))
         f = input_features(raw["rgb"][i], raw["depth"][i].astype(np.float32), K)
@@ -72,7 +95,8 @@ def build_data(scenes: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
             continue
         feats[i] = f
         tg[i] = targets(raw["inst"][i])
-    return feats, tg, raw
+        dist[i] = distance_targets(raw["inst"][i])
+    return feats, tg, dist, raw
 
 
 def make_net():
@@ -146,10 +170,11 @@ def main() -> None:
     ap.add_argument("--scenes", type=int, default=4000)
     ap.add_argument("--val", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=6000)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--crop", type=int, nargs=2, default=(64, 96), help="training crop (height, width), multiples of 8")
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--dist-weight", type=float, default=10.0, help="weight of the distance's squared error")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--weights", type=Path, default=None)
     args = ap.parse_args()
@@ -161,7 +186,7 @@ def main() -> None:
     torch.manual_seed(args.seed)
     torch.use_deterministic_algorithms(True)
     t_start = time.time()
-    feats, tg, raw = build_data(args.scenes, args.seed)
+    feats, tg, dist, raw = build_data(args.scenes, args.seed)
     print(f"features ready ({time.time() - t_start:.0f} s)", flush=True)
     n_train = len(feats) - args.val
     net = make_net()
@@ -179,14 +204,19 @@ def main() -> None:
         cy, cx = int(rng.integers(0, feats.shape[2] - args.crop[0] + 1)), int(rng.integers(0, feats.shape[3] - args.crop[1] + 1))
         x = feats[idx, :, cy:cy + args.crop[0], cx:cx + args.crop[1]].astype(np.float32)
         y = tg[idx, cy:cy + args.crop[0], cx:cx + args.crop[1]].astype(np.int64)
+        yd = dist[idx, cy:cy + args.crop[0], cx:cx + args.crop[1]].astype(np.float32)
         flip = rng.random(args.batch) < 0.5
         x[flip] = x[flip][..., ::-1]
         x[flip, nx] *= -1
         y[flip] = y[flip][..., ::-1]
+        yd[flip] = yd[flip][..., ::-1]
         drop = rng.random(args.batch) < 0.2
         x[np.ix_(drop, colour)] = 0.0
         out = net(torch.from_numpy(np.ascontiguousarray(x)))
-        loss = loss_fn(out, torch.from_numpy(np.ascontiguousarray(y)))
+        yt = torch.from_numpy(np.ascontiguousarray(y))
+        seen = (yt != IGNORE).float()
+        sq = (out[:, 3] - torch.from_numpy(np.ascontiguousarray(yd))) ** 2
+        loss = loss_fn(out[:, :3], yt) + args.dist_weight * (sq * seen).sum() / seen.sum().clamp(min=1.0)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -206,22 +236,31 @@ def main() -> None:
     # validation: pixel accuracy per class, objects found at mask IoU 0.5, NumPy against torch
     conf = np.zeros((3, 3), np.int64)
     objs = found = preds = 0
+    cls_found = cls_preds = 0
+    dist_err, dist_n = 0.0, 0
     worst = 0.0
     with torch.no_grad():
         for i in range(n_train, len(feats)):
             f = feats[i].astype(np.float32)
-            lg = seg.logits(f)
+            lg = seg.outputs(f)
             ref = net(torch.from_numpy(f[None]))[0].numpy()
             worst = max(worst, float(np.abs(lg - ref).max()))
-            pred_cls = lg.argmax(0)
+            pred_cls = lg[:3].argmax(0)
             ok = tg[i] != IGNORE
             np.add.at(conf, (tg[i][ok], pred_cls[ok]), 1)
+            on = ok & (tg[i] > 0)
+            dist_err += float(np.abs(np.clip(lg[3], 0, 1) - dist[i].astype(np.float32))[on].sum()) * DIST_CLIP_PX
+            dist_n += int(on.sum())
             o, fd, pr = object_figures(instances(lg), raw["inst"][i])
             objs, found, preds = objs + o, found + fd, preds + pr
+            _, fd, pr = object_figures(instances(lg, core=None), raw["inst"][i])
+            cls_found, cls_preds = cls_found + fd, cls_preds + pr
     log["validation"] = {"scenes": args.val, "pixel_recall_per_class": [round(float(conf[k, k] / max(conf[k].sum(), 1)), 3)
                                                                        for k in range(3)],
                          "objects": objs, "found_iou50": found, "recall_iou50": round(found / max(objs, 1), 3),
-                         "predicted_objects": preds, "numpy_vs_torch_max_abs": worst}
+                         "predicted_objects": preds, "numpy_vs_torch_max_abs": worst,
+                         "border_distance_mean_abs_error_px": round(dist_err / max(dist_n, 1), 3),
+                         "classes_only": {"recall_iou50": round(cls_found / max(objs, 1), 3), "predicted_objects": cls_preds}}
     log["seconds"] = round(time.time() - t_start, 1)
     log["weights_bytes"] = path.stat().st_size
     log["parameters"] = int(sum(v.size for v in weights.values()))

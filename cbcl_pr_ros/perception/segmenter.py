@@ -2,9 +2,11 @@
 
 A U-Net of 76 k weights reads a frame at ``WORK_WIDTH`` pixels wide (depth cues: surface
 normals, depth relative to the frame and to its surroundings, depth edges, where readings are; and
-colour) and says per pixel: background, object inside, or object boundary. Objects are the connected
-insides, grown over their boundary pixels; the support plane of the geometry method then gives each
-its 3D centroid and extent and drops what does not stand on the support (``refine``).
+colour) and says per pixel: background, object inside, or object boundary, and how far the pixel lies
+from its object's border. Objects are the connected cores (pixels far from any border: two touching
+objects have cores apart even where the boundary between them is one pixel wide) flooded back over the
+object pixels along the predicted distance (a watershed); the support plane of the geometry method then
+gives each its 3D centroid and extent and drops what does not stand on the support.
 
 The forward pass is plain NumPy (3x3 convolutions as one matrix product each), so it needs no deep
 learning framework at run time and gives the same answer in every process. The weights are a
@@ -26,12 +28,17 @@ from .proposals import ProposalConfig, _assemble, _check_rgb, _noise_sigma, _sup
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
-__all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "Segmenter", "load_segmenter", "input_features", "instances",
-           "layer_shapes", "propose_learned", "combine"]
+__all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "OUTPUTS", "DIST_CLIP_PX", "Segmenter", "load_segmenter",
+           "input_features", "instances", "layer_shapes", "propose_learned", "combine"]
 
 WORK_WIDTH = 160
 #: the input channels (``input_features``)
 CHANNELS = ("valid", "normal_x", "normal_y", "normal_z", "log_depth", "protrusion", "depth_edge", "red", "green", "blue")
+#: the head's outputs: three class scores, then the distance to the object's border (see DIST_CLIP_PX)
+OUTPUTS = ("background", "inside", "boundary", "border_distance")
+#: the distance output is a pixel's distance to the nearest pixel not of its object, in work pixels,
+#: clipped at this and divided by it (0 on the background): beyond a few pixels it parts nothing
+DIST_CLIP_PX = 5.0
 #: the network: (name, input channels, output channels) of each 3x3 convolution (1x1 for the head)
 _W = (8, 16, 32, 32)
 LAYERS = (
@@ -42,12 +49,16 @@ LAYERS = (
     ("dec3a", _W[3] + _W[2], _W[2]), ("dec3b", _W[2], _W[2]),
     ("dec2a", _W[2] + _W[1], _W[1]), ("dec2b", _W[1], _W[1]),
     ("dec1a", _W[1] + _W[0], _W[0]), ("dec1b", _W[0], _W[0]),
-    ("head", _W[0], 3),
+    ("head", _W[0], len(OUTPUTS)),
 )
 _MAX_FILE_BYTES = 8 * 1024 * 1024
 _MIN_SEED_PX = 6  # an inside smaller than this (work pixels) is noise
 _MIN_OBJECT_PX = 12  # an object smaller than this (work pixels) is dropped
 _GROW_PX = 3  # boundary pixels join the inside within this many pixels
+_MIN_CORE_PX = 3  # a core smaller than this (work pixels) is a bump of the distance, not an object
+_FLOOD_STEP = 0.1  # the flood's levels of border distance (a fraction of DIST_CLIP_PX: half a pixel)
+_PEAK_FLOOR = 0.25  # with peaks, new objects start on levels down to this (half of the border ring excluded)
+_FLOOD_PASSES = 4  # nearest-label passes per level (bounded work; the last level gets four times as many)
 
 
 def layer_shapes() -> dict[str, tuple[int, ...]]:
@@ -132,8 +143,9 @@ class Segmenter:
 
     weights: dict
 
-    def logits(self, feats: np.ndarray) -> np.ndarray:
-        """(3, h, w) class scores (background, inside, boundary) of input features (c, h, w)."""
+    def outputs(self, feats: np.ndarray) -> np.ndarray:
+        """(len(OUTPUTS), h, w) of input features (c, h, w): class scores (background, inside, boundary)
+        and the border distance (a fraction of ``DIST_CLIP_PX``)."""
         c, h, w = feats.shape
         ph, pw = (-h) % 8, (-w) % 8
         x = np.pad(feats, ((0, 0), (0, ph), (0, pw)), mode="edge") if ph or pw else feats
@@ -179,14 +191,41 @@ def load_segmenter(path: str | Path) -> Segmenter:
 
 
 # ------------------------------------------------------------------------------------------- instances
-def instances(logits: np.ndarray, inside_p: float = 0.5) -> np.ndarray:
-    """Label image (0 = none) of the objects in class scores (3, h, w): connected insides (pixels whose
-    probability of "inside" is at least ``inside_p``) of at least ``_MIN_SEED_PX`` pixels, grown over the
-    object pixels (inside or boundary) within ``_GROW_PX``. A higher ``inside_p`` parts touching objects
-    whose boundary the network sees only faintly."""
-    cls = np.argmax(logits, axis=0)
-    e = np.exp(logits - logits.max(axis=0))
-    inside = ((e[1] / e.sum(axis=0)) >= inside_p).astype(np.uint8)
+def _probabilities(scores: np.ndarray) -> np.ndarray:
+    e = np.exp(scores - scores.max(axis=0))
+    return e / e.sum(axis=0)
+
+
+def instances(outputs: np.ndarray, inside_p: float = 0.5, core: float | None = 0.4, peaks: bool = False) -> np.ndarray:
+    """Label image (0 = none) of the objects in the network's outputs (len(OUTPUTS), h, w); object pixels
+    are those whose background probability is under 0.5.
+
+    With ``core`` (a fraction of ``DIST_CLIP_PX``): object pixels whose predicted border distance is at
+    least ``core`` form connected cores of at least ``_MIN_CORE_PX`` pixels; each is flooded over its
+    object pixels in order of falling distance, so that where two objects touch the valley of the distance
+    parts them (bounded work: a fixed number of levels and passes). A connected group of object pixels
+    no core reaches is one object; with ``peaks`` so is a part of any level down to ``_PEAK_FLOOR`` that
+    no flood has reached (a small object beside a larger one, whose own distance never reaches ``core``).
+    Without ``core``: connected insides (probability of "inside" at least ``inside_p``) of at least
+    ``_MIN_SEED_PX`` pixels grown over object pixels within ``_GROW_PX``. Objects under
+    ``_MIN_OBJECT_PX`` pixels are dropped."""
+    prob = _probabilities(outputs[:3])
+    objects = prob[0] < 0.5
+    if core is None:
+        lab = _grown_insides(prob, objects, inside_p)
+    else:
+        lab = _flooded_cores(np.clip(outputs[3], 0.0, 1.0), objects, float(core), peaks)
+    n = int(lab.max())
+    areas = np.bincount(lab.ravel(), minlength=n + 1)
+    keep = np.zeros(n + 1, np.int32)
+    ok = 1 + np.flatnonzero(areas[1:] >= _MIN_OBJECT_PX)
+    keep[ok] = np.arange(1, len(ok) + 1)
+    return keep[lab]
+
+
+def _grown_insides(prob: np.ndarray, objects: np.ndarray, inside_p: float) -> np.ndarray:
+    """Connected insides of at least ``_MIN_SEED_PX`` pixels, grown over ``objects`` within ``_GROW_PX``."""
+    inside = (prob[1] >= inside_p).astype(np.uint8)
     n, lab, stats, _ = cv2.connectedComponentsWithStats(inside, connectivity=4)
     keep = np.zeros(n, np.int32)
     big = 1 + np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= _MIN_SEED_PX)
@@ -195,17 +234,50 @@ def instances(logits: np.ndarray, inside_p: float = 0.5) -> np.ndarray:
     if not len(big):
         return lab
     dist, idx = ndimage.distance_transform_edt(lab == 0, return_indices=True)
-    grown = lab[idx[0], idx[1]]
-    objects = (cls > 0) & (dist <= _GROW_PX)
-    lab = np.where(objects, grown, 0)
-    areas = np.bincount(lab.ravel(), minlength=len(big) + 1)
-    keep = np.zeros(len(big) + 1, np.int32)
-    ok = 1 + np.flatnonzero(areas[1:] >= _MIN_OBJECT_PX)
-    keep[ok] = np.arange(1, len(ok) + 1)
-    return keep[lab]
+    return np.where(objects & (dist <= _GROW_PX), lab[idx[0], idx[1]], 0).astype(np.int32)
 
 
-def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np.ndarray, config: ProposalConfig,
+def _flooded_cores(dist: np.ndarray, objects: np.ndarray, core: float, peaks: bool = False) -> np.ndarray:
+    """Cores of ``dist`` >= ``core`` within ``objects``, flooded over ``objects`` level by level of falling
+    distance (a watershed in ``_FLOOD_STEP`` levels): at each level a pixel takes the label of its nearest
+    labelled pixel when that one lies in its own connected part of the level, so no label crosses the
+    background or a valley of the distance another label reached first. On the last level (all object
+    pixels) a group no core reached is one object; with ``peaks`` so is an unreached part of any level
+    down to ``_PEAK_FLOOR``."""
+    n, cores, stats, _ = cv2.connectedComponentsWithStats((objects & (dist >= core)).astype(np.uint8), connectivity=4)
+    keep = np.zeros(n, np.int32)
+    big = 1 + np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= _MIN_CORE_PX)
+    keep[big] = np.arange(1, len(big) + 1)
+    lab = keep[cores]
+    if not objects.any():
+        return lab
+    levels = [*np.arange(core - _FLOOD_STEP, 0.0, -_FLOOD_STEP), 0.0]
+    for i, level in enumerate(levels):
+        region = (objects & (dist >= level)) | (lab > 0)
+        n_parts, part = cv2.connectedComponents(region.astype(np.uint8), connectivity=4)
+        if level == 0.0 or (peaks and level >= _PEAK_FLOOR):  # parts no label reaches start objects of their own
+            reached = np.zeros(n_parts, bool)
+            reached[part[lab > 0]] = True
+            size = np.bincount(part.ravel(), minlength=n_parts)
+            new = np.flatnonzero(~reached & (size >= (_MIN_CORE_PX if level > 0.0 else 1)))
+            new = new[new > 0]
+            if len(new):
+                renum = np.zeros(n_parts, np.int32)
+                renum[new] = int(lab.max()) + 1 + np.arange(len(new))
+                lab = np.where(lab == 0, renum[part], lab)
+        for _ in range(_FLOOD_PASSES if i < len(levels) - 1 else 4 * _FLOOD_PASSES):
+            todo = region & (lab == 0)
+            if not todo.any() or not lab.any():
+                break
+            idx = ndimage.distance_transform_edt(lab == 0, return_distances=False, return_indices=True)
+            take = todo & (part[idx[0], idx[1]] == part)
+            if not take.any():
+                break
+            lab = np.where(take, lab[idx[0], idx[1]], lab)
+    return lab
+
+
+def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np.ndarray, config: ProposalConfig,
               use_plane: bool = True) -> tuple[np.ndarray, list]:
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered)."""
@@ -216,8 +288,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
     plane = choose_support(support_planes(P[valid], config), config, P, valid) if use_plane and valid.sum() >= 100 else None
-    prob = np.exp(logits - logits.max(axis=0))
-    prob = prob / prob.sum(axis=0)
+    prob = _probabilities(scores[:3])
     out = np.zeros_like(labels)
     geo = []
     if plane is not None:
@@ -253,14 +324,14 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, logits: np
 
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
                     config: ProposalConfig | None = None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5,
-                    width: int = WORK_WIDTH) -> list[Proposal] | None:
+                    core: float | None = 0.4, peaks: bool = False, width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
     readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
     ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
-    network depth alone, ``inside_p`` is :func:`instances`' threshold, ``width`` the work width (the network
-    was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is worth is measured
-    (bench/bench_segmenter.py)."""
+    network depth alone, ``core``, ``peaks`` and ``inside_p`` are :func:`instances`' choices, ``width`` the
+    work width (the network was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is
+    worth is measured (bench/bench_segmenter.py)."""
     config = config or ProposalConfig()
     rgb = _check_rgb(rgb)
     h, w = rgb.shape[:2]
@@ -269,6 +340,8 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
         return None
     if not 32 <= int(width) <= 1024:
         raise ValueError(f"width must be in [32, 1024], got {width}")
+    if core is not None and not 0.0 < float(core) <= 1.0:
+        raise ValueError(f"core must be in (0, 1], got {core}")
     scale = min(1.0, int(width) / w)
     sw, sh = max(8, int(round(w * scale))), max(8, int(round(h * scale)))
     small = cv2.resize(rgb, (sw, sh), interpolation=cv2.INTER_AREA)
@@ -279,8 +352,8 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
         return None
     if not colour:
         feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
-    logits = segmenter.logits(feats)
-    labels, geo = _geometry(instances(logits, inside_p), z, K, logits, config, plane)
+    out = segmenter.outputs(feats)
+    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane)
     return _assemble(labels, geo, (h, w), config)
 
 

@@ -8,8 +8,8 @@ from safetensors.numpy import save_file
 from synthetic import SynthObject, scene
 
 from cbcl_pr_ros.perception import Proposal
-from cbcl_pr_ros.perception.segmenter import (CHANNELS, Segmenter, input_features, instances, layer_shapes,
-                                              load_segmenter, propose_learned)
+from cbcl_pr_ros.perception.segmenter import (CHANNELS, DIST_CLIP_PX, OUTPUTS, Segmenter, input_features, instances,
+                                              layer_shapes, load_segmenter, propose_learned)
 
 
 def _weights(seed: int = 0) -> dict[str, np.ndarray]:
@@ -20,13 +20,14 @@ def _weights(seed: int = 0) -> dict[str, np.ndarray]:
     for name, shape in layer_shapes().items():
         fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
         out[name] = (rng.normal(0, np.sqrt(2.0 / fan_in), shape) if len(shape) > 1 else rng.normal(0, 0.05, shape)).astype(np.float32)
-    out["head.bias"] = np.array([0.0, 0.6, -0.6], np.float32)
+    out["head.bias"] = np.array([0.0, 0.6, -0.6, 0.5], np.float32)
     return out
 
 
 def _protrusion_weights() -> dict[str, np.ndarray]:
     """Weights of a network that calls "inside" what stands out of its surroundings (the protrusion
-    channel) through the first and last blocks, every other path zero: a segmenter whose answer is known."""
+    channel), and far from a border the more it stands out, through the first and last blocks, every other
+    path zero: a segmenter whose answer is known."""
     w = {name: np.zeros(shape, np.float32) for name, shape in layer_shapes().items()}
     w["enc1a.weight"][0, CHANNELS.index("protrusion"), 1, 1] = 1.0
     w["enc1b.weight"][0, 0, 1, 1] = 1.0
@@ -34,7 +35,8 @@ def _protrusion_weights() -> dict[str, np.ndarray]:
     w["dec1a.weight"][0, up_channels, 1, 1] = 1.0
     w["dec1b.weight"][0, 0, 1, 1] = 1.0
     w["head.weight"][1, 0, 0, 0] = 20.0
-    w["head.bias"][:] = [1.0, 0.0, -5.0]
+    w["head.weight"][3, 0, 0, 0] = 5.0
+    w["head.bias"][:] = [1.0, 0.0, -5.0, 0.0]
     return w
 
 
@@ -57,7 +59,7 @@ def test_weights_load_through_our_loader(weights_file):
         assert seg.weights[name].shape == shape and seg.weights[name].dtype == np.float32
 
 
-@pytest.mark.parametrize("change", ["missing", "extra", "shape", "nan", "garbage"])
+@pytest.mark.parametrize("change", ["missing", "extra", "shape", "three_outputs", "nan", "garbage"])
 def test_a_weights_file_that_is_not_the_segmenters_is_refused(tmp_path, change):
     w = _weights()
     if change == "missing":
@@ -66,6 +68,8 @@ def test_a_weights_file_that_is_not_the_segmenters_is_refused(tmp_path, change):
         w["spare.weight"] = np.zeros((2, 2), np.float32)
     elif change == "shape":
         w["enc1a.weight"] = np.zeros((3, 3, 3, 3), np.float32)
+    elif change == "three_outputs":  # a head without the border distance
+        w["head.weight"], w["head.bias"] = w["head.weight"][:3], w["head.bias"][:3]
     elif change == "nan":
         w["dec2b.bias"][0] = np.nan
     path = tmp_path / "bad.safetensors"
@@ -95,17 +99,18 @@ def test_numpy_forward_pass_matches_the_torch_network_it_was_trained_as():
     x = rng.normal(0, 1, (len(CHANNELS), 40, 56)).astype(np.float32)
     with torch.no_grad():
         ref = net(torch.from_numpy(x[None]))[0].numpy()
-    np.testing.assert_allclose(seg.logits(x), ref, atol=1e-4)
+    assert ref.shape == (len(OUTPUTS), 40, 56)
+    np.testing.assert_allclose(seg.outputs(x), ref, atol=1e-4)
     # a size that is no multiple of 8 is padded and cropped back
-    assert seg.logits(x[:, :37, :50]).shape == (3, 37, 50)
+    assert seg.outputs(x[:, :37, :50]).shape == (len(OUTPUTS), 37, 50)
 
 
 def test_the_same_frame_gives_the_same_proposals_twenty_times(weights_file):
     rgb, depth, K, _ = _frame()
     seg = load_segmenter(weights_file)
     feats = input_features(rgb, depth, K)
-    ref = seg.logits(feats)
-    assert all(np.array_equal(seg.logits(feats), ref) for _ in range(20))
+    ref = seg.outputs(feats)
+    assert all(np.array_equal(seg.outputs(feats), ref) for _ in range(20))
     seg = Segmenter(_protrusion_weights())
     first = propose_learned(seg, rgb, depth, K, plane=False)
     assert first, "the frame should give proposals for this check to mean anything"
@@ -119,16 +124,112 @@ def test_the_same_frame_gives_the_same_proposals_twenty_times(weights_file):
 
 
 def test_instances_part_insides_and_give_boundary_pixels_to_them():
-    logits = np.zeros((3, 20, 30), np.float32)
+    logits = np.zeros((len(OUTPUTS), 20, 30), np.float32)
     logits[0] = 1.0
     logits[1, 5:15, 3:12] = 2.0  # two insides ...
     logits[1, 5:15, 14:25] = 2.0
     logits[2, 4:16, 12:14] = 3.0  # ... with a boundary between them
-    lab = instances(logits)
+    lab = instances(logits, core=None)
     assert lab.max() == 2
     assert lab[10, 5] != lab[10, 20] and lab[10, 5] > 0 and lab[10, 20] > 0
     assert (lab[4:16, 12:14] > 0).all()  # the boundary belongs to the objects
     assert lab[0, 0] == 0
+
+
+def _touching_boxes() -> tuple[np.ndarray, np.ndarray]:
+    """Outputs of a network that sees two touching boxes as object everywhere, with no boundary pixel
+    between them (what it says at a one-pixel seam), and the true border distance of each box; and the
+    two boxes' ids (-1 background)."""
+    inst = np.full((24, 40), -1)
+    inst[5:19, 4:18] = 0
+    inst[5:19, 18:34] = 1
+    from train_segmenter import distance_targets
+
+    out = np.zeros((len(OUTPUTS), 24, 40), np.float32)
+    out[0] = 3.0
+    out[0][inst >= 0] = -3.0
+    out[1][inst >= 0] = 2.0
+    out[3] = distance_targets(inst)
+    return out, inst
+
+
+def test_border_distance_cores_part_touching_objects_the_classes_merge():
+    out, inst = _touching_boxes()
+    assert instances(out, core=None).max() == 1  # no boundary seen: the insides are one object
+    for core in (0.25, 0.4, 0.55, 0.7):
+        lab = instances(out, core=core)
+        assert lab.max() == 2, core
+        major = []
+        for i in (0, 1):  # each box is one object, all of it
+            ids, counts = np.unique(lab[inst == i], return_counts=True)
+            assert len(ids) == 1 and ids[0] > 0
+            major.append(ids[counts.argmax()])
+        assert major[0] != major[1]
+        assert (lab[inst < 0] == 0).all()
+
+
+def test_an_object_too_thin_for_a_core_is_kept_and_a_cores_flood_stops_at_the_background():
+    out, inst = _touching_boxes()
+    out[0, 21:23, 5:30] = -3.0  # a thin strap apart from the boxes: object, but nowhere far from a border
+    out[3, 21:23, 5:30] = 0.2
+    lab = instances(out, core=0.4)
+    assert lab.max() == 3
+    strap = np.unique(lab[21:23, 5:30])
+    assert len(strap) == 1 and strap[0] > 0 and strap[0] not in np.unique(lab[inst >= 0])
+
+
+def test_peaks_part_a_small_object_whose_distance_never_reaches_the_core_from_its_large_neighbour():
+    from train_segmenter import distance_targets
+
+    inst = np.full((24, 40), -1)
+    inst[3:21, 4:22] = 0  # large: its distance reaches 1
+    inst[8:16, 22:25] = 1  # three pixels wide against it: its distance peaks at 0.4
+    out = np.zeros((len(OUTPUTS), 24, 40), np.float32)
+    out[0] = 3.0
+    out[0][inst >= 0] = -3.0
+    out[3] = distance_targets(inst)
+    merged = instances(out, core=0.55)
+    assert merged.max() == 1  # no core of its own: the large one's flood takes it
+    lab = instances(out, core=0.55, peaks=True)
+    assert lab.max() == 2
+    assert len(np.unique(lab[inst == 0])) == 1 and np.unique(lab[inst == 1]).tolist() == [2 if lab[10, 10] == 1 else 1]
+    assert all(np.array_equal(instances(out, core=0.55, peaks=True), lab) for _ in range(5))
+
+
+def test_no_core_anywhere_gives_each_object_group_one_object():
+    out = np.zeros((len(OUTPUTS), 20, 30), np.float32)
+    out[0] = 3.0
+    out[0, 2:6, 2:20] = -3.0  # two thin straps, distance nowhere above the core
+    out[0, 10:13, 2:20] = -3.0
+    out[3] = 0.1
+    for peaks in (False, True):
+        lab = instances(out, core=0.4, peaks=peaks)
+        assert lab.max() == 2 and lab[3, 5] != lab[11, 5] and (lab[out[0] > 0] == 0).all()
+
+
+def test_instances_are_the_same_twenty_times_and_bounded_by_the_frame():
+    out, _ = _touching_boxes()
+    rng = np.random.default_rng(0)
+    out = out + rng.normal(0, 0.3, out.shape).astype(np.float32)
+    first = instances(out)
+    assert first.shape == out.shape[1:] and first.dtype.kind == "i"
+    assert all(np.array_equal(instances(out), first) for _ in range(20))
+
+
+def test_distance_targets_measure_to_the_nearest_other_pixel_but_not_to_the_frame_edge():
+    from train_segmenter import IGNORE, distance_targets, targets
+
+    inst = np.full((20, 30), -1)
+    inst[2:18, 0:12] = 0  # cut by the frame's left edge
+    inst[2:18, 12:28] = 1  # touching it
+    inst[0, 29] = -2  # too small to learn from
+    d = distance_targets(inst)
+    assert d.shape == inst.shape and d.dtype == np.float32
+    assert (d[inst < 0] == 0).all() and (d[inst >= 0] > 0).all() and d.max() == 1.0
+    assert d[10, 11] == d[10, 12] == pytest.approx(1.0 / DIST_CLIP_PX)  # either side of the seam: one pixel
+    assert d[10, 0] == 1.0  # the frame's edge is no border
+    assert d[2, 5] == pytest.approx(1.0 / DIST_CLIP_PX) and d[4, 5] == pytest.approx(3.0 / DIST_CLIP_PX)
+    assert targets(inst)[0, 29] == IGNORE
 
 
 @pytest.mark.parametrize("bad", ["all_nan", "zeros", "holes_everywhere", "other_aspect", "none"])
@@ -158,6 +259,9 @@ def test_bad_colour_is_refused(weights_file):
         propose_learned(seg, rgb[..., :2], depth, K)
     with pytest.raises(ValueError):
         propose_learned(seg, rgb, depth, K, width=8)
+    for core in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError):
+            propose_learned(seg, rgb, depth, K, core=core)
 
 
 def test_input_features_shape_and_no_reading():
