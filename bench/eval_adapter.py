@@ -133,9 +133,10 @@ def auroc_table(by_source: dict, seeds: int, make_learner) -> dict:
     return res
 
 
-def paired_bootstrap(a: dict, b: dict, n: int = 1000, seed: int = 0) -> dict:
+def paired_bootstrap(a: dict, b: dict, n: int = 1000, seed: int = 0, score=_auroc) -> dict:
     """AUROC(b) - AUROC(a) of the gate distance per source, with a 90 % interval from resampling the
-    same objects in both spaces (the lists are aligned: same frames, seeds and taught sets)."""
+    same objects in both spaces (the lists are aligned: same frames, seeds and taught sets); ``score``
+    computes the AUROC of (taught, never-taught) distances."""
     rng, out = np.random.default_rng(seed), {}
     for src in a:
         if src == "all" or src not in b:
@@ -144,8 +145,8 @@ def paired_bootstrap(a: dict, b: dict, n: int = 1000, seed: int = 0) -> dict:
         diffs = []
         for _ in range(n):
             i, j = rng.integers(0, len(pa), len(pa)), rng.integers(0, len(na), len(na))
-            diffs.append(_auroc(pb[i], nb[j]) - _auroc(pa[i], na[j]))
-        out[src] = {"diff": round(_auroc(pb, nb) - _auroc(pa, na), 3),
+            diffs.append(score(pb[i], nb[j]) - score(pa[i], na[j]))
+        out[src] = {"diff": round(score(pb, nb) - score(pa, na), 3),
                     "p05": round(float(np.percentile(diffs, 5)), 3), "p95": round(float(np.percentile(diffs, 95)), 3)}
     return out
 

@@ -201,23 +201,6 @@ def _auroc_ranks(pos: np.ndarray, neg: np.ndarray) -> float:
     return float((r.sum() - len(neg) * (len(neg) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def paired_bootstrap(a: dict, b: dict, n: int = 1000, seed: int = 0) -> dict:
-    """``eval_adapter.paired_bootstrap`` (the same objects resampled in both spaces, 90 % interval of
-    AUROC(b) - AUROC(a)) with a rank-sum AUROC, so that every candidate can be bootstrapped."""
-    rng, out = np.random.default_rng(seed), {}
-    for src in a:
-        if src not in b:
-            continue
-        pa, na, pb, nb = (np.asarray(x, float) for x in (a[src]["_pos"], a[src]["_neg"], b[src]["_pos"], b[src]["_neg"]))
-        diffs = []
-        for _ in range(n):
-            i, j = rng.integers(0, len(pa), len(pa)), rng.integers(0, len(na), len(na))
-            diffs.append(_auroc_ranks(pb[i], nb[j]) - _auroc_ranks(pa[i], na[j]))
-        out[src] = {"diff": round(_auroc_ranks(pb, nb) - _auroc_ranks(pa, na), 3),
-                    "p05": round(float(np.percentile(diffs, 5)), 3), "p95": round(float(np.percentile(diffs, 95)), 3)}
-    return out
-
-
 def rejected_at(pos, neg, accepted: float = 0.9) -> float:
     """Never-taught rejected when the gate distance's threshold accepts ``accepted`` of the taught
     views (an operating point that does not depend on the served prior)."""
@@ -326,7 +309,7 @@ def main() -> None:
     ap.add_argument("--results", default="", help="also write a compact copy of the figures to this path (the curated copy)")
     args = ap.parse_args()
     import bench_accuracy as ba
-    from eval_adapter import _auroc, auroc_table
+    from eval_adapter import _auroc, auroc_table, paired_bootstrap
     from cbcl_pr_ros.evaluation.experiments import machine_info
 
     t0 = time.perf_counter()
@@ -388,7 +371,7 @@ def main() -> None:
         row["pooled"] = round(_auroc(pos, neg), 3)
         row["rejected_at_0.90_accepted"] = round(rejected_at(pos, neg), 3)
         if label != "lite0":
-            row["minus_lite0"] = paired_bootstrap(with_pool(tables["lite0"]), with_pool(tab))
+            row["minus_lite0"] = paired_bootstrap(with_pool(tables["lite0"]), with_pool(tab), score=_auroc_ranks)
         auroc[label] = row
     res["auroc_held_out"] = auroc
     print("auroc pooled", {k: (v["pooled"], v["rejected_at_0.90_accepted"]) for k, v in auroc.items()}, flush=True)

@@ -81,17 +81,17 @@ class ObjectStream:
             held = self._held(frame.joins.unions, pose)
             frame, predictions, joined = join_recognised(frame, predictions, union_predictions, held, self.policy)
         self._joined = _placed([u.centroid for u in joined], pose)
-        if predictions is None:
-            obs = [ObjectObservation(p, {}, False) for p in frame.proposals]
-        else:
-            obs = [ObjectObservation(p, _scores(pr), bool(pr.known)) for p, pr in zip(frame.proposals, predictions)]
         labels = None if predictions is None else [pr.label if pr.known else "" for pr in predictions]
         parts = nested_parts(frame.proposals, labels, self.policy)  # a piece of a larger proposal is that object
-        keep = [i for i in range(len(obs)) if i not in parts]
-        obs, features = [obs[i] for i in keep], frame.features[keep]
-        if together is not None and predictions is not None and len(keep) > 1:
-            settled = together(features, [predictions[i] for i in keep])
-            obs = [ObjectObservation(o.proposal, _scores(pr), bool(pr.known)) for o, pr in zip(obs, settled)]
+        keep = [i for i in range(len(frame.proposals)) if i not in parts]
+        proposals, features = [frame.proposals[i] for i in keep], frame.features[keep]
+        if predictions is None:
+            obs = [ObjectObservation(p, {}, False) for p in proposals]
+        else:
+            kept = [predictions[i] for i in keep]
+            if together is not None and len(kept) > 1:
+                kept = together(features, kept)
+            obs = [ObjectObservation(p, _scores(pr), bool(pr.known)) for p, pr in zip(proposals, kept)]
         if pose is not None and obs:
             fixed = pose.to_fixed(np.stack([o.proposal.centroid for o in obs]))
             h, w = frame.shape

@@ -448,9 +448,7 @@ def check_value(spec: ParamSpec, value: Any) -> str | None:
     want = type(spec.default)
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if want is bool and not isinstance(value, bool) or want is not bool and isinstance(value, bool):
-        return wrong_type(spec, value)
-    if not isinstance(value, want):
+    if (want is bool) != isinstance(value, bool) or not isinstance(value, want):
         return wrong_type(spec, value)
     if isinstance(value, float) and not math.isfinite(value):
         return f"{name} must be finite, got {value!r}"
