@@ -23,7 +23,8 @@ from cbcl_pr_ros.settings.params import (
 )
 from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
 
-__all__ = ["declare_parameters", "declare_read_only", "read_parameters", "install_validation", "parameter"]
+__all__ = ["declare_parameters", "declare_read_only", "read_parameters", "install_validation", "parameter",
+           "ParameterRefused"]
 
 
 def _descriptor(spec: ParamSpec):
@@ -44,6 +45,11 @@ def _descriptor(spec: ParamSpec):
     return d
 
 
+class ParameterRefused(ValueError):
+    """A value given at start (YAML, launch, -p) the node cannot run with; the message names the
+    parameter and why. ``spin.run_nodes`` prints it as one line and exits, without a traceback."""
+
+
 def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = None) -> None:
     """Declare the parameters of ``kind`` on an rclpy node and install the validating on-set callback.
 
@@ -61,11 +67,11 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
             node.get_logger().warning(f"{spec.name} is set too: its earlier name is ignored")
         reason = validate_parameter(spec.name, node.get_parameter(spec.name).value)
         if reason:
-            raise ValueError(f"parameter {reason}")
+            raise ParameterRefused(f"parameter {reason}")
     values = read_parameters(node, kind)
     reason = cross_check(values)
     if reason:
-        raise ValueError(f"parameter {reason}")
+        raise ParameterRefused(f"parameter {reason}")
     install_validation(node, specs, lambda name, value, current: validate_parameter(name, value, current))
 
 
@@ -87,7 +93,7 @@ def _declare(node: Any, spec: ParamSpec, default: Any, descriptor: Any) -> None:
             and check_value(spec, given) is None:
         node.declare_parameter(spec.name, float(given), descriptor, ignore_override=True)
         return
-    raise ValueError(f"parameter {check_value(spec, given) or wrong_type(spec, given)}")
+    raise ParameterRefused(f"parameter {check_value(spec, given) or wrong_type(spec, given)}")
 
 
 def _refuse_removed(node: Any) -> None:
@@ -103,7 +109,7 @@ def _refuse_removed(node: Any) -> None:
         node.undeclare_parameter(name)
     reason = removed_parameters(given)
     if reason:
-        raise ValueError(reason)
+        raise ParameterRefused(reason)
 
 
 def _declare_aliases(node: Any, kind: str) -> dict[str, Any]:
@@ -135,7 +141,10 @@ def declare_read_only(node: Any, specs: Iterable[ParamSpec]) -> Callable[[str], 
     for spec in specs:
         _declare(node, spec, spec.default, ParameterDescriptor(description=spec.description, read_only=True))
     value = lambda name: node.get_parameter(name).value  # noqa: E731
-    check_parameters(specs, value)
+    try:
+        check_parameters(specs, value)
+    except ValueError as exc:
+        raise ParameterRefused(str(exc)) from None
     install_validation(node, specs, on_set_check(specs))
     return value
 

@@ -46,6 +46,7 @@ from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedEx
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from cbcl_pr_ros.core.threads import set_blas_threads
+from cbcl_pr_ros.nodes.ros_params import ParameterRefused
 
 __all__ = ["run_node", "run_nodes", "executor_for", "executors_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
            "domain_id_problem"]
@@ -219,6 +220,9 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
                     node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except ParameterRefused as exc:  # a user's start value: one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

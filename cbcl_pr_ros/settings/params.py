@@ -6,6 +6,7 @@ and unit-tested), and the test that ``config/cbcl_pr.yaml`` holds every paramete
 """
 from __future__ import annotations
 
+import array
 import math
 import os
 import re
@@ -436,6 +437,8 @@ def expected_value(spec: ParamSpec) -> str:
 
 def wrong_type(spec: ParamSpec, value: Any) -> str:
     """The refusal of a value of another type than ``spec``'s: its name, what it takes, what was given."""
+    if isinstance(value, array.array):  # how rclpy hands over an integer or double array
+        value = value.tolist()
     kind = "a boolean" if isinstance(value, bool) else _KINDS.get(type(value), type(value).__name__)
     given = "nothing" if value is None else f"{short(value)} ({kind})"
     return f"{spec.name} must be {expected_value(spec)}, got {given}"

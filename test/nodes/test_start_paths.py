@@ -417,3 +417,20 @@ def test_teaching_session_memory_per_use(argv, want, tmp_path):
     files = session.session_params_files(opts, kinds) + session.memory_files(opts, kinds, str(tmp_path))
     args = session.build_ros_args(files)[1:]
     assert _probe(args, "learner", "")["memory_path"] == want
+
+
+def test_a_start_value_the_node_cannot_run_with_is_one_line_not_a_traceback(tmp_path):
+    """`ros2 run cbcl_pr_ros learner_node --ros-args -p max_clusters:=abc` printed a 20-line Python
+    traceback ending in the reason; the reason alone is what the user needs."""
+    import subprocess
+
+    from ros_testing import domain, installed_executable, ros_env
+
+    with domain() as dom:
+        r = subprocess.run([sys.executable, str(installed_executable("learner_node")), "--ros-args",
+                            "-p", f"memory_path:={tmp_path / 'm.cbcl'}", "-p", "max_clusters:=abc"],
+                           env=ros_env(dom), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert "error: parameter max_clusters must be an integer from 0 to 10000000, got 'abc' (a string)" in r.stderr
+    assert not (tmp_path / "m.cbcl").exists()

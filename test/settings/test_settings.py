@@ -225,3 +225,14 @@ def test_the_teach_mode_comment_users_read_names_the_declared_teach_from_default
     assert f"({spec.default} unless changed" in comment
     quoted = [w.strip('"') for w in comment.split() if w.startswith('"')]
     assert all(w in spec.choices for w in quoted), quoted
+
+
+def test_a_wrong_type_refusal_writes_an_array_as_the_list_it_was_given():
+    """rclpy hands an integer array set with `ros2 param set ... "[1, 2]"` over as array('q', ...)."""
+    import array
+
+    from cbcl_pr_ros.settings.params import specs_for, wrong_type, LEARNER
+
+    spec = next(s for s in specs_for(LEARNER) if s.name == "teach_num_frames")
+    assert wrong_type(spec, array.array("q", [1, 2])) == \
+        "teach_num_frames must be an integer from 1 to 10000, got [1, 2] (a list)"
