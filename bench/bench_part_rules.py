@@ -92,7 +92,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dumps", nargs="*", default=[], help="bench_tracks.py --dump files")
     ap.add_argument("--labels", default=str(ROOT / "bench/real_rgbd/labels.json"))
-    ap.add_argument("--frames", default=str(ROOT / "data/real_rgbd"))
+    ap.add_argument("--frames", default=os.environ.get("CBCL_REAL_RGBD", str(ROOT / "data/real_rgbd")))
     ap.add_argument("--out", default=str(out_path("part_rules.json")))
     args = ap.parse_args()
     result = {"loadavg": [round(v, 2) for v in os.getloadavg()],

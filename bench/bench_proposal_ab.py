@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--a", nargs="*", default=[], metavar="KEY=VALUE", help="ProposalConfig overrides of A")
     ap.add_argument("--b", nargs="*", default=[], metavar="KEY=VALUE", help="ProposalConfig overrides of B")
     ap.add_argument("--labels", default=str(ROOT / "bench/real_rgbd/labels.json"))
-    ap.add_argument("--frames", default=str(ROOT / "data/real_rgbd"))
+    ap.add_argument("--frames", default=os.environ.get("CBCL_REAL_RGBD", str(ROOT / "data/real_rgbd")))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", default="", help="also write the result here (JSON)")
     args = ap.parse_args()

@@ -511,7 +511,7 @@ def bench_recognition(frames, seeds: int, shots_list=(1, 5), streams=NEGATIVE_ST
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labels", default=str(ROOT / "bench/real_rgbd/labels.json"))
-    ap.add_argument("--frames", default=str(ROOT / "data/real_rgbd"))
+    ap.add_argument("--frames", default=os.environ.get("CBCL_REAL_RGBD", str(ROOT / "data/real_rgbd")))
     ap.add_argument("--pictures", default=str(out_path("real_pictures")),
                     help="write per-frame pictures with boxes here (git-ignored: the frames may not be redistributed); \"\" = none")
     ap.add_argument("--skip-recognition", action="store_true")

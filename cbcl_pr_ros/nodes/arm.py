@@ -19,9 +19,10 @@ Every callback is guarded (:mod:`.guard`); a malformed camera_info is dropped.
 placed by the learner with its checked pose history (perception/camera_pose.py); the arm keeps them
 per track (:class:`~cbcl_pr_ros.robot.detected_objects.DetectedObjects`) and ``point_at(label)``
 aims at the object that was detected as that label most, else at a configured ``object_poses``
-entry. Detections without a ``position_frame`` (the learner knew no camera pose for their stamp, or
-another publisher sent them) are ignored with a warning saying which: an optical-frame centroid
-alone says nothing about where the arm should point. The learner's proposals and tracks are the one
+entry. Only detections whose ``position_frame`` is ``base_frame`` (the fixed frame of the learner's
+camera poses) are used: those without one (the learner knew no camera pose for their stamp, or
+another publisher sent them) or in another frame are ignored with a throttled warning saying which,
+since a position in a frame the arm does not know says nothing about where it should point. The learner's proposals and tracks are the one
 segmentation and association.
 """
 from __future__ import annotations
@@ -47,7 +48,7 @@ from cbcl_pr_ros.msg import Detections
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
 from cbcl_pr_ros.robot.look_poses import LookRefused, look_target, solve_look
-from cbcl_pr_ros.request_checks import RequestError, check_label
+from cbcl_pr_ros.request_checks import RequestError, check_label, quote
 from cbcl_pr_ros.srv import LookAt, PointAt
 from cbcl_pr_ros.stamps import stamp_to_s
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
@@ -55,6 +56,16 @@ from cbcl_pr_ros.nodes.cli_help import exit_on_help
 __all__ = ["ArmNode", "main"]
 
 _PARAMS = {spec.name: (spec.default, spec.description) for spec in ARM_PARAMS}
+
+
+def _unusable(msg: Detections, base_frame: str) -> str | None:
+    """Why the arm cannot aim at ``msg``'s positions, or None when they are in ``base_frame``."""
+    if not msg.position_frame:
+        return _unplaced(msg)
+    if msg.position_frame != base_frame:
+        return (f"their positions are in frame {quote(msg.position_frame)}, not in this arm's base_frame "
+                f"{quote(base_frame)} (is the learner's camera_pose_topic in another frame?)")
+    return None
 
 
 def _unplaced(msg: Detections) -> str:
@@ -81,6 +92,7 @@ class ArmNode(Node):
         self.logic = ArmController(self.side, float(g("table_height")), float(g("pointing_tolerance_m")), poses,
                                    float(g("min_confidence")))
         self.max_velocity = float(g("max_joint_velocity"))
+        self.base_frame = str(g("base_frame"))
         self._lock = threading.Lock()
         self._logic_lock = threading.Lock()  # the controller is not thread-safe
         self._joints: dict[str, float] = {}
@@ -141,8 +153,9 @@ class ArmNode(Node):
         msg = built_within_bounds(msg, detections_from_serialized, self.get_logger(), "detections")
         if msg is None:
             return
-        if not msg.position_frame:
-            self.get_logger().warning(f"detections ignored: {_unplaced(msg)}", throttle_duration_sec=10.0)
+        why = _unusable(msg, self.base_frame)
+        if why is not None:
+            self.get_logger().warning(f"detections ignored: {why}", throttle_duration_sec=10.0)
             return
         objs = [(o.id, o.label, o.known, o.confidence, (o.position.x, o.position.y, o.position.z),
                  (o.x0, o.y0, o.x1, o.y1)) for o in msg.objects]
@@ -203,7 +216,7 @@ class ArmNode(Node):
         resp.success, resp.message = ok, message
         if result is not None:
             target, sol = result
-            resp.target.header.frame_id = "base"
+            resp.target.header.frame_id = self.base_frame
             resp.target.header.stamp = self.get_clock().now().to_msg()
             resp.target.point.x, resp.target.point.y, resp.target.point.z = (float(v) for v in target)
             resp.joint_names = list(sol.joint_names)

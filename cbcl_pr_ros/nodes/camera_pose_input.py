@@ -42,7 +42,7 @@ def add_pose_msg(history: CameraPoses, msg: PoseStamped, info: Any = None) -> st
     """Offer one PoseStamped to ``history``; "" when kept, else why it was refused."""
     p, q = msg.pose.position, msg.pose.orientation
     return history.add(stamp_to_ns(msg.header.stamp), (p.x, p.y, p.z), (q.x, q.y, q.z, q.w),
-                       msg.header.frame_id[:40], pose_source(info))
+                       msg.header.frame_id, pose_source(info))
 
 
 class CameraPoseInput:

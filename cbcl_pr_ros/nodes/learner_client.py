@@ -28,15 +28,13 @@ from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service, wai
 from cbcl_pr_ros.nodes.spin import spin_until
 from cbcl_pr_ros.perception.tracking import DEFAULT_TOP_K
 from cbcl_pr_ros.srv import Classify, ForgetClass, ListClasses, RenameClass, TeachClass
-from cbcl_pr_ros.stamps import stamp_to_ns
+from cbcl_pr_ros.stamps import MAX_FRAME_NAME_CHARS, stamp_to_ns  # the learner refuses longer frame names
 
 __all__ = ["LearnerClient", "LearnerUnavailable", "learner_detections_bytes"]
 
 #: the most ranked names (and scores) an object of a kept Detections may carry: a learner sends each
 #: track's best few classes (the tracker's top_k)
 MAX_TOP_LABELS = DEFAULT_TOP_K
-#: the longest frame name (image header, position_frame) counted in a learner's largest message
-MAX_FRAME_NAME_CHARS = 256
 #: the most Detections kept for ``detections_after`` (about two seconds of a 30 Hz camera)
 RECENT = 64
 

@@ -26,6 +26,8 @@ from typing import Sequence
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
+from cbcl_pr_ros.stamps import check_frame_name
+
 __all__ = ["CameraPose", "CameraPoses"]
 
 _NS = 1_000_000_000
@@ -42,7 +44,8 @@ class CameraPose:
     @classmethod
     def checked(cls, position: Sequence[float], quaternion: Sequence[float], frame: str) -> "CameraPose":
         """A pose from numbers; ValueError when they are not finite, the quaternion is not a unit one or
-        ``frame`` names no frame (tf frames have names; positions in "" would pass for the camera's own)."""
+        ``frame`` names no frame (tf frames have names; positions in "" would pass for the camera's own)
+        or is not a frame name a learner passes on (:func:`check_frame_name`: never cut)."""
         p = np.asarray(position, dtype=float).reshape(-1)
         q = np.asarray(quaternion, dtype=float).reshape(-1)
         if p.size != 3 or q.size != 4:
@@ -55,7 +58,7 @@ class CameraPose:
             raise ValueError("position is more than 10 km from the frame's origin")
         if not str(frame).strip():
             raise ValueError("the pose names no frame (an empty frame_id): a fixed frame's name is needed")
-        return cls(p, Rotation.from_quat(q), str(frame)[:64])
+        return cls(p, Rotation.from_quat(q), check_frame_name(frame, "the pose's frame_id"))
 
     def to_fixed(self, points: np.ndarray) -> np.ndarray:
         """(n, 3) optical-frame points -> the fixed frame (NaN rows stay NaN)."""

@@ -38,7 +38,7 @@ from cbcl_pr_ros.objects import ObjectFrame, ObjectStream
 from cbcl_pr_ros.service.teaching import FeatureSourceError, Teacher, TeachRequest, TeachSettings
 from cbcl_pr_ros.request_checks import RequestLimits, check_count, features_from_msgs
 from cbcl_pr_ros.settings.params import feature_dim_for, learner_factory
-from cbcl_pr_ros.stamps import stamp_to_s
+from cbcl_pr_ros.stamps import check_frame_name, stamp_to_s
 
 __all__ = ["ACTIVE", "INACTIVE", "ClassifyAnswer", "LearnerPort", "LearnerSession", "SETTABLE_TEACH_PARAMS"]
 
@@ -310,6 +310,7 @@ class LearnerSession:
         c = self.controller
         if c is None or not self.port.active():
             return  # a message already queued when the stream was paused
+        check_frame_name(msg.header.frame_id)  # echoed into predictions and Classify answers
         self._stamp_age("stamp_to_callback", msg.header.stamp)
         self._latest = msg
         self.waiters.offer("features", msg)
@@ -337,6 +338,7 @@ class LearnerSession:
         c = self.controller
         if c is None or not self.port.active():
             return  # a message already queued when the stream was paused
+        check_frame_name(msg.header.frame_id)  # echoed into every detection: within what readers take
         self._stamp_age("objects_stamp_to_callback", msg.header.stamp)
         t0, c0 = time.perf_counter(), time.thread_time()
         frame = to_frame(msg, self.backbone, c.feature_dim or None, self.limits.max_feature_abs)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from cbcl_pr_ros.settings.params import ParamSpec, check_value
+from cbcl_pr_ros.stamps import check_frame_name
 
 __all__ = ["ARM", "SIM_WORLD", "PAGE", "ARM_PARAMS", "SIM_WORLD_PARAMS", "PAGE_PARAMS", "check_parameters",
            "check_robot_parameter", "on_set_check"]
@@ -36,6 +37,9 @@ ARM_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("min_confidence", 0.0, "Detections below this fused confidence are no pointing target", (ARM,), min=0.0, max=1.0),
     ParamSpec("object_poses", ["none:0,0,0"],
               "Configured object positions 'label:x,y,z' (for robots without depth)", (ARM,)),
+    ParamSpec("base_frame", "base", "The fixed frame the arm points in: detections are used only when their "
+              "position_frame is this frame (the frame_id of the learner's camera_pose_topic); others are "
+              "ignored with a warning", (ARM,)),
 )
 
 SIM_WORLD_PARAMS: tuple[ParamSpec, ...] = (
@@ -90,8 +94,13 @@ def check_robot_parameter(spec: ParamSpec, value: Any) -> str | None:
     reason = check_value(spec, value)
     if reason is None and isinstance(value, list) and not all(isinstance(v, str) for v in value):
         reason = f"{spec.name} must be a list of strings"
-    if reason is None and spec.name in ("frame_id", "camera_frame_id") and not str(value).strip():
+    if reason is None and spec.name in ("frame_id", "camera_frame_id", "base_frame") and not str(value).strip():
         reason = f"{spec.name} must not be empty"
+    if reason is None and spec.name == "base_frame":
+        try:
+            check_frame_name(value, spec.name)
+        except ValueError as exc:
+            reason = str(exc)
     return reason
 
 

@@ -69,3 +69,23 @@ def test_tests_import_shared_helpers_instead_of_loading_files():
     bad = [f"{p.relative_to(ROOT)}" for p in sorted((ROOT / "test").rglob("*.py"))
            if p != Path(__file__) and "spec_from_file_location" in p.read_text(encoding="utf-8")]
     assert not bad, "tests import bench scripts and test/support helpers by name (pytest.ini):\n" + "\n".join(bad)
+
+
+def test_every_bench_that_reads_the_real_frames_honours_CBCL_REAL_RGBD():
+    """The real RGB-D frames may not be redistributed and live where each machine keeps them: every
+    bench with a ``--frames`` option takes its default from ``$CBCL_REAL_RGBD``, as the tests do, so
+    one variable points all of them at the set (a bench that ignored it ran on a missing folder)."""
+    found, ignoring = [], []
+    for path in _scripts():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for call in ast.walk(tree):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "add_argument" and call.args and isinstance(call.args[0], ast.Constant)
+                    and call.args[0].value == "--frames"):
+                continue
+            found.append(path.name)
+            default = next((k.value for k in call.keywords if k.arg == "default"), None)
+            if default is None or "CBCL_REAL_RGBD" not in ast.unparse(default):
+                ignoring.append(f"{path.relative_to(ROOT)}:{call.lineno}")
+    assert "bench_real.py" in found and len(found) >= 5, found
+    assert not ignoring, "--frames must default to $CBCL_REAL_RGBD: " + ", ".join(ignoring)

@@ -222,3 +222,34 @@ def test_a_huge_object_frame_is_refused_on_receipt_with_one_warning(make_learner
     small = make_object_features_msg(_stamp(2_100_000_000), "test", "", props[:2], np.zeros((2, 8)), (480, 640))
     node._on_objects(serialize_message(small))  # a normal frame, serialized: answered
     assert node.session.detections_published == 2
+
+
+def test_frame_names_are_bounded_so_every_detection_fits_what_its_readers_take(make_learner):
+    """The learner echoes the objects' frame_id and the pose's frame into every Detections: a name over
+    the bound is refused on receipt (nothing published), and a message with both names at the bound and
+    objects of the longest names is within LearnerClient's cap (and so the arm's)."""
+    from rclpy.serialization import serialize_message
+
+    from cbcl_pr_ros.nodes.detections_msgs import MAX_DETECTIONS_BYTES, make_object_features_msg
+    from cbcl_pr_ros.nodes.learner_client import MAX_FRAME_NAME_CHARS, _learner_sized, learner_detections_bytes
+
+    node = make_learner()
+    warnings = []
+    node.get_logger = lambda: type("L", (), {"warning": lambda self, t, **kw: warnings.append(t),
+                                             "info": lambda self, t, **kw: None})()
+    props = [Proposal((20, 220, 60, 260), None, np.array([0.0, 0.0, 0.5]), np.full(3, 0.04), 0.9)]
+    huge = make_object_features_msg(_stamp(1_000_000_000), "test", "", props, np.zeros((1, 8)), (480, 640))
+    huge.header.frame_id = "c" * 100_000
+    node._on_objects(serialize_message(huge))  # noqa: SLF001
+    assert node.session.detections_published == 0 and node.session.last_detections is None
+    assert any("frame_id has 100000 characters" in w for w in warnings), warnings
+    edge = "f" * MAX_FRAME_NAME_CHARS
+    node.camera_poses._on_pose(_pose(2_000_000_000, 0.5, frame=edge))  # noqa: SLF001
+    ok = make_object_features_msg(_stamp(2_000_000_000), "test", "", props, np.zeros((1, 8)), (480, 640))
+    ok.header.frame_id = edge
+    node._on_objects(ok)  # noqa: SLF001
+    det = node.session.last_detections[0]
+    assert det.position_frame == edge and det.header.frame_id == edge
+    raw = serialize_message(det)
+    assert len(raw) <= learner_detections_bytes() <= MAX_DETECTIONS_BYTES
+    assert _learner_sized(raw).position_frame == edge

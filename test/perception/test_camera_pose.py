@@ -49,6 +49,22 @@ def test_a_pose_that_names_no_frame_is_refused(frame):
     assert poses.add(S // 10, (0.0, 0.0, 0.0), UP, "base") == ""  # the next named pose is the first kept
 
 
+def test_a_frame_name_is_kept_whole_or_refused_never_cut():
+    """A cut name is another frame: a 100-character frame is kept as it is (it used to be cut to 64, so
+    positions said a frame nobody named); one over the bound, or with a control character, is refused."""
+    MAX_FRAME_NAME_CHARS = 256  # what LearnerClient counts in a learner's largest Detections
+
+    long_name = "robot1/" + "b" * 93
+    assert CameraPose.checked((0.0, 0.0, 0.0), UP, long_name).frame == long_name
+    poses = CameraPoses()
+    for bad, why in (("f" * (MAX_FRAME_NAME_CHARS + 1), f"the most is {MAX_FRAME_NAME_CHARS}"),
+                     ("base\n[ERROR] forged", "unprintable"), ("x" * 1_000_000, "1000000 characters")):
+        said = poses.add(0, (0.0, 0.0, 0.0), UP, bad)
+        assert why in said and len(said) < 200, said[:300]
+    assert poses.refused == 3 and poses.pose_at(0) is None
+    assert poses.add(0, (0.0, 0.0, 0.0), UP, "f" * MAX_FRAME_NAME_CHARS) == ""  # at the bound: kept
+
+
 def test_exact_stamp_then_interpolation_then_nothing():
     poses = CameraPoses(max_gap_s=0.25, tolerance_s=0.02)
     q0, q1 = Rotation.identity().as_quat(), Rotation.from_euler("z", 0.2).as_quat()

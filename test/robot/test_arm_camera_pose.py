@@ -57,12 +57,55 @@ def test_detections_without_a_base_frame_are_ignored():
             node.destroy_node()
 
 
+def test_detections_in_another_frame_are_ignored_with_a_throttled_warning():
+    """Only positions in the arm's base_frame are pointed at: a stranger's (or a mis-set learner's)
+    detections in 'map' or 'odom' change nothing, one throttled warning names the frame; with
+    base_frame set to that frame they are used, and point_at answers in it."""
+    from rclpy.parameter import Parameter
+
+    from cbcl_pr_ros.nodes.arm import ArmNode
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = ArmNode(context=ctx)
+        try:
+            log = _Warnings()
+            node.get_logger = lambda: log
+            for frame in ("map", "base_link", "Base", "base ", "\x1b[2Jbase"):
+                node._on_detections(_detections(10.0, frame=frame))
+            assert node.detections_used == 0 and node.logic.detected.objects_ == []
+            assert len(log.said) == 5 and "'map'" in log.said[0] and "base_frame 'base'" in log.said[0]
+            assert all("\x1b" not in text for text in log.said)  # a control character is shown escaped
+            assert all(kw >= 1.0 for kw in log.throttles)
+        finally:
+            node.destroy_node()
+        node = ArmNode(context=ctx, parameter_overrides=[Parameter("base_frame", value="map")])
+        try:
+            node._on_detections(_detections(10.0, frame="map"))
+            node._on_detections(_detections(10.5, frame="base", x=0.2))
+            assert node.detections_used == 1
+            assert node.logic.detected.best("mug").centre == pytest.approx([0.7, 0.0, 1.1])
+        finally:
+            node.destroy_node()
+
+
+def test_an_unusable_base_frame_is_refused_at_start():
+    from cbcl_pr_ros.settings import robot_params
+
+    specs = robot_params.ARM_PARAMS
+    for bad, why in (("", "must not be empty"), ("b" * 300, "the most is 256"), ("base\n", "unprintable")):
+        values = {s.name: s.default for s in specs} | {"base_frame": bad}
+        with pytest.raises(ValueError, match=why):
+            robot_params.check_parameters(specs, values.__getitem__)
+
+
 class _Warnings:
     def __init__(self) -> None:
         self.said: list[str] = []
+        self.throttles: list[float] = []
 
-    def warning(self, text: str, **_kw) -> None:
+    def warning(self, text: str, **kw) -> None:
         self.said.append(text)
+        self.throttles.append(kw.get("throttle_duration_sec", 0.0))
 
 
 def test_the_warning_for_unplaced_detections_says_what_happened():
