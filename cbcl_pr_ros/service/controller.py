@@ -452,13 +452,23 @@ class LearnerController:
         return Outcome(True, f"merged {origin}: {report.summary()}; {n} classes{self.ram_only_note()}",
                        int(new.model_version_), n)
 
+    def _taught_here(self, label: str) -> bool:
+        """Whether ``label`` holds teaching of this robot's own (in its name, or of unknown origin: taught
+        before it had one). Contribution ids travel in every update, so a peer could name all of ours."""
+        own = self.learner_.robot_name
+        return any(c.robot in (own, "") for c in self.learner_.provenance_.get(label, ()))
+
     def forget_covered(self, label: str, covering: frozenset, origin: str) -> Outcome:
-        """Forget ``label`` for a peer that forgot it, only when every contribution of ours is among
-        ``covering`` (the peer's, as it forgot it): what the peer never knew is not lost."""
+        """Forget ``label`` for a peer that forgot it, only when it is known from peers alone and every
+        contribution of ours is among ``covering`` (the peer's, as it forgot it): what the peer never
+        knew is not lost, and a class this robot was taught is forgotten only by a request here."""
         with self._mutate:
             mine = self.learner_.provenance_.get(label)
             if mine is None:
                 return self._outcome(True, f"no class '{label}' to forget for {origin}")
+            if self._taught_here(label):
+                return self._outcome(False, f"kept '{label}' that {origin} forgot: this robot was taught it "
+                                     "(forget it here to remove it)")
             if not ids(mine) <= covering:
                 return self._outcome(False, f"kept '{label}' that {origin} forgot: it holds teaching {origin} "
                                      "never had")
@@ -470,10 +480,14 @@ class LearnerController:
         return self._outcome(True, f"forgot '{label}' as {origin} did{self.ram_only_note()}")
 
     def rename_covered(self, old: str, new: str, covering: frozenset, origin: str) -> Outcome:
-        """Rename ``old`` to ``new`` for a peer that renamed it, only when every contribution of ours
-        to ``old`` is among ``covering`` (the renamed class's, at the peer)."""
+        """Rename ``old`` to ``new`` for a peer that renamed it, only when ``old`` is known from peers
+        alone and every contribution of ours to it is among ``covering`` (the renamed class's, at the
+        peer): a class this robot was taught keeps the name it was taught under."""
         with self._mutate:
             mine = self.learner_.provenance_.get(old)
+            if mine is not None and self._taught_here(old):
+                return self._outcome(False, f"rename of '{old}' by {origin} not applied here: this robot was "
+                                     "taught it under that name (rename it here to change it)")
             if mine is None or not ids(mine) <= covering or new in self.learner_.classes_:
                 return self._outcome(False, f"rename of '{old}' by {origin} not applied here: the class is "
                                      "unknown, holds teaching the peer never had, or the new name is taken")

@@ -71,19 +71,57 @@ def test_taught_on_one_robot_named_by_the_other_and_forget_follows(fleet):
     assert not r.applied and "forgotten" in r.message and "mug" not in c2.classes
 
 
-def test_rename_follows_and_teaching_on_both_sides_pools(fleet):
+def test_rename_follows_where_the_class_came_from_peers_and_teaching_on_both_sides_pools(fleet, tmp_path):
     bus, c1, c2, m1, m2 = fleet
+    c3 = _controller(tmp_path, "r3")
+    m3 = bus.member(c3, "robot3")
     c1.teach("mug", _shots(1.0))
     bus.deliver(m2)
     n = len(bus.sent)
     c2.teach("mug", _shots(1.1, seed=3))  # more shots on robot2: its copy now covers robot1's
     bus.deliver(m1, n)
     assert c1.learner_.memory["mug"].n_samples == 12 == c2.learner_.memory["mug"].n_samples
+    bus.deliver(m3)
+    assert c3.learner_.memory["mug"].n_samples == 12  # robot3 knows the mug from peers alone
     n = len(bus.sent)
     assert c1.rename("mug", "cup").success
     assert [u.op for u in bus.sent[n:]] == [RENAMED, LEARNED]
-    bus.deliver(m2, n)
-    assert c2.classes == ["cup"] and c2.learner_.memory["cup"].n_samples == 12
+    said = bus.deliver(m2, n)
+    # robot2 was taught 'mug' itself: it keeps the name it was taught under, and says why
+    assert c2.classes == ["mug"] and c2.learner_.memory["mug"].n_samples == 12
+    assert not said[0].applied and "was taught it under that name" in said[0].message
+    bus.deliver(m3, n)
+    assert c3.classes == ["cup"] and c3.learner_.memory["cup"].n_samples == 12
+
+
+def test_a_peer_naming_our_contribution_ids_cannot_forget_or_rename_a_class_we_were_taught(tmp_path):
+    """Contribution ids are no secret (every update and digest carries them): a peer that copies ours
+    into a FORGOTTEN or RENAMED used to make this robot forget or rename a class whose teach answered
+    success. Now a class taught here is changed only by a request here; a restart loads it."""
+    bus = Bus()
+    c1, c2 = _controller(tmp_path, "r1"), _controller(tmp_path, "r2")
+    m1 = bus.member(c1, "robot1")
+    assert c1.teach("mug", _shots(1.0)).success and c1.teach("box", _shots(3.0, seed=1)).success
+    mine = {u.class_name: u.contribution_ids for u in bus.sent}
+    before = _fingerprint(c1)
+    forged = [ClassUpdate("home", "mallory", 1, FORGOTTEN, "mug", "", mine["mug"]),
+              ClassUpdate("home", "mallory", 2, RENAMED, "box", "junk", mine["box"])]
+    said = [m1.receive(u) for u in forged]
+    assert [r.applied for r in said] == [False, False], said
+    assert "this robot was taught it" in said[0].message and "was taught it under that name" in said[1].message
+    assert _fingerprint(c1) == before
+    again = _controller(tmp_path, "r1")  # a restart
+    assert again.load_at_startup(move_aside=True) and sorted(again.classes) == ["box", "mug"]
+    # a class known from a peer alone still follows that peer's forget
+    m2 = bus.member(c2, "robot2")
+    n = len(bus.sent)
+    assert c2.teach("cup", _shots(5.0, seed=2)).success
+    cup = bus.sent[n]
+    assert cup.class_name == "cup" and m1.receive(cup).applied and "cup" in c1.classes
+    n = len(bus.sent)
+    assert c2.forget("cup").success and bus.sent[n].op == FORGOTTEN
+    out = m1.receive(bus.sent[n])
+    assert out.applied and "cup" not in c1.classes and sorted(c1.classes) == ["box", "mug"]
 
 
 def _fingerprint(c) -> tuple:
