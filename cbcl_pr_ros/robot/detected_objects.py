@@ -5,6 +5,11 @@ it with the camera pose of the image's stamp) and that pose. Objects seen from e
 kept (the camera looks at one part of the table at a time) until a later view shows their place
 without them. A detection is the remembered object of its track id; only a track id not remembered
 (its track began anew, e.g. after long out of view) is matched by place. Pure numpy, no ROS.
+
+Whoever publishes on ``detections`` is a stranger: a detection is used only when its position is
+finite and within :data:`MAX_PLACE_M` of the base, its confidence a number in [0, 1] and its label
+empty or a valid class name; at most :data:`MAX_REMEMBERED` objects are kept (the least recently
+seen go first), so the work of one message stays bounded however many objects were sent before.
 """
 from __future__ import annotations
 
@@ -13,9 +18,31 @@ from typing import Sequence
 
 import numpy as np
 
+from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS
+
 from .world import quaternion_to_matrix
 
-__all__ = ["SeenObject", "DetectedObjects", "project"]
+__all__ = ["SeenObject", "DetectedObjects", "project", "MAX_REMEMBERED", "MAX_PLACE_M"]
+
+#: objects remembered at most: a table holds far fewer; without a bound, objects of fresh track ids out
+#: of view piled up and every message cost seconds (10,000 after 40 messages of 256)
+MAX_REMEMBERED = 256
+#: farthest a usable detection lies from the base frame's origin (metres), as far as a camera pose may
+MAX_PLACE_M = 1e4
+
+
+def _usable(x: np.ndarray, conf: object, label: object) -> bool:
+    """Whether a detection can vote: a finite place within MAX_PLACE_M, a confidence in [0, 1] (NaN, inf
+    or 1e308 would outvote every real view), a label that is "" or a printable name of at most
+    MAX_LABEL_CHARS characters (what a learner sends)."""
+    try:
+        c = float(conf)
+    except (TypeError, ValueError):
+        return False
+    if not (np.all(np.isfinite(x)) and float(np.max(np.abs(x))) <= MAX_PLACE_M and 0.0 <= c <= 1.0):
+        return False
+    return isinstance(label, str) and len(label) <= MAX_LABEL_CHARS and label.isprintable() \
+        and label == label.strip()
 
 
 def project(points: np.ndarray, K: np.ndarray, cam_pos: Sequence[float], cam_quat: Sequence[float]) -> np.ndarray:
@@ -46,6 +73,7 @@ class SeenObject:
     seq: int
     votes: dict[str, float] = field(default_factory=dict)
     model_version: int = 0
+    seen: int = 0  # the update that saw it last (which objects are forgotten first past MAX_REMEMBERED)
 
     @property
     def label(self) -> str:
@@ -76,6 +104,7 @@ class DetectedObjects:
         self.border_weight = float(border_weight)
         self.objects_: list[SeenObject] = []
         self._seq = 0
+        self._updates = 0
 
     def update(self, detections: Sequence[tuple], stamp: float, camera: tuple[Sequence[float], Sequence[float]] | None = None,
                K: np.ndarray | None = None, image_size: tuple[int, int] | None = None, model_version: int = 0) -> int:
@@ -89,10 +118,11 @@ class DetectedObjects:
         how many detections had a usable (finite) position.
         """
         fresh = []
+        self._updates += 1
         for d in detections:
             tid, label, known, conf, x = d[:5]
             x = np.asarray(x, float).reshape(3)
-            if not np.all(np.isfinite(x)):
+            if not _usable(x, conf, label):
                 continue
             weight = float(conf)
             if len(d) > 5 and image_size is not None:
@@ -109,7 +139,7 @@ class DetectedObjects:
                 if int(model_version) != o.model_version:
                     o.votes, o.model_version = {}, int(model_version)
                 o.votes[name] = o.votes.get(name, 0.0) + weight
-                o.centre, o.track_id, o.stamp = centre, tid, float(stamp)
+                o.centre, o.track_id, o.stamp, o.seen = centre, tid, float(stamp), self._updates
             elif k not in near_any and camera is not None and K is not None and image_size is not None \
                     and self._in_view(o.centre, K, np.asarray(camera[0], float), camera[1], image_size):
                 continue  # its place is in view and nothing is detected there: gone
@@ -118,7 +148,11 @@ class DetectedObjects:
         for i, (tid, name, weight, centre) in enumerate(fresh):
             if i not in used:
                 self._seq += 1
-                keep.append(SeenObject(tid, centre, float(stamp), self._seq, {name: weight}, int(model_version)))
+                keep.append(SeenObject(tid, centre, float(stamp), self._seq, {name: weight}, int(model_version),
+                                       self._updates))
+        if len(keep) > MAX_REMEMBERED:  # the least recently seen go first; the others keep their order
+            dropped = {id(o) for o in sorted(keep, key=lambda o: (o.seen, o.seq))[:len(keep) - MAX_REMEMBERED]}
+            keep = [o for o in keep if id(o) not in dropped]
         self.objects_ = keep
         return len(fresh)
 
@@ -132,12 +166,15 @@ class DetectedObjects:
             if k is not None and k not in match:
                 match[k] = i
         used, near_any = set(match.values()), set()
-        for k, o in enumerate(self.objects_):
-            dist = [(float(np.linalg.norm(o.centre[:2] - f[3][:2])), i) for i, f in enumerate(fresh)]
-            near = [(d, i) for d, i in dist if d < self.merge_m]
-            if near:
-                near_any.add(k)
-            free = [(d, i) for d, i in near if i not in used]
+        if not self.objects_ or not fresh:
+            return match, near_any
+        centres = np.array([o.centre[:2] for o in self.objects_], float)
+        places = np.array([f[3][:2] for f in fresh], float)
+        dist = np.linalg.norm(centres[:, None, :] - places[None, :, :], axis=-1)  # (remembered, fresh)
+        for k in np.flatnonzero((dist < self.merge_m).any(axis=1)):
+            k = int(k)
+            near_any.add(k)
+            free = [(float(dist[k, i]), int(i)) for i in np.flatnonzero(dist[k] < self.merge_m) if int(i) not in used]
             if k not in match and free:
                 match[k] = min(free)[1]
                 used.add(match[k])

@@ -181,3 +181,47 @@ def test_world_place_draws_the_instance_from_a_given_seed() -> None:
         assert len(world.objects) == 2
     finally:
         world.close()
+
+
+def test_a_flood_of_fresh_objects_keeps_the_memory_bounded_and_the_real_object() -> None:
+    """Objects of fresh track ids out of view used to pile up without end (10,240 after 40 messages of
+    256, each message then costing seconds); now the least recently seen go first past MAX_REMEMBERED,
+    and an object seen in every message stays."""
+    from cbcl_pr_ros.robot.detected_objects import MAX_REMEMBERED
+
+    mem = DetectedObjects()
+    mug = np.array([0.72, -0.05, -0.14])
+    tid = 100
+    for k in range(40):
+        junk = [(tid + i, "junk", True, 0.9, (50.0 + 0.1 * (tid + i), 0.0, 0.0)) for i in range(255)]
+        tid += 255
+        mem.update([(1, "mug", True, 0.8, mug), *junk], float(k))
+        assert len(mem.objects_) <= MAX_REMEMBERED
+    assert len(mem.objects_) == MAX_REMEMBERED
+    np.testing.assert_allclose(mem.best("mug").centre, mug)
+    newest = max(o.track_id for o in mem.objects_)
+    assert newest == tid - 1  # the newest junk is kept, the oldest went first
+
+
+@pytest.mark.parametrize("bad", [
+    (7, "mug", True, float("nan"), [0.65, -0.2, -0.15]),
+    (7, "mug", True, float("inf"), [0.65, -0.2, -0.15]),
+    (7, "mug", True, 1e308, [0.65, -0.2, -0.15]),
+    (7, "mug", True, -1.0, [0.65, -0.2, -0.15]),
+    (7, "mug", True, 1.5, [0.65, -0.2, -0.15]),
+    (7, "mug", True, 0.9, [1e30, 0.0, 0.0]),
+    (7, "m" * 1000, True, 0.9, [0.65, -0.2, -0.15]),
+    (7, "mug\nERROR forged", True, 0.9, [0.65, -0.2, -0.15]),
+    (7, "mug", True, "lots", [0.65, -0.2, -0.15]),
+])
+def test_a_detection_out_of_range_votes_for_nothing(bad) -> None:
+    """A confidence outside [0, 1] (NaN, inf, 1e308 outvoted every real view), a place beyond 10 km or
+    a label no learner sends: the detection is not used and the honest view is still the target."""
+    mem = DetectedObjects()
+    honest = np.array([0.72, -0.05, -0.14])
+    mem.update([(1, "mug", True, 0.6, honest)], 1.0)
+    for k in range(3):
+        assert mem.update([bad], 2.0 + k) == 0
+    assert len(mem.objects_) == 1
+    np.testing.assert_allclose(mem.best("mug").centre, honest)
+    assert mem.best("mug").votes == {"mug": 0.6}
