@@ -96,6 +96,7 @@ class ArmNode(Node):
         self._lock = threading.Lock()
         self._logic_lock = threading.Lock()  # the controller is not thread-safe
         self._joints: dict[str, float] = {}
+        self._joint_set = frozenset(self.logic.joint_names)
         self._K: np.ndarray | None = None
         self._info: CameraInfo | None = None
         self.commands_sent = 0
@@ -136,7 +137,9 @@ class ArmNode(Node):
 
     # ------------------------------------------------------------------ inputs
     def _on_joints(self, msg: JointState) -> None:
-        pairs = [(str(n), float(p)) for n, p in zip(msg.name, msg.position) if np.isfinite(p)]
+        """Only this arm's joints are kept (the IK seed): a stranger's million names grow nothing."""
+        known = self._joint_set
+        pairs = [(n, float(p)) for n, p in zip(msg.name, msg.position) if n in known and np.isfinite(p)]
         with self._lock:
             self._joints.update(pairs)
 

@@ -169,3 +169,22 @@ def test_the_arm_takes_detections_as_bytes_and_refuses_an_oversized_message_unbu
             assert seen is not None and seen.centre == pytest.approx([0.7, 0.0, 1.1])
         finally:
             node.destroy_node()
+
+
+def test_joint_states_keep_only_this_arms_joints():
+    """The IK seed reads the arm's own joints: a JointState of 20,000 invented names used to grow the
+    arm's joint table by 20,000 entries per message (and NaN positions are not taken)."""
+    from sensor_msgs.msg import JointState
+
+    from cbcl_pr_ros.nodes.arm import ArmNode
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = ArmNode(context=ctx)
+        try:
+            own = list(node.logic.joint_names)
+            junk = [f"junk_{i}" for i in range(20_000)]
+            node._on_joints(JointState(name=[*junk, *own], position=[0.1] * len(junk) + [0.2] * len(own)))
+            node._on_joints(JointState(name=own[:1], position=[math.nan]))
+            assert node._joints == {n: pytest.approx(0.2) for n in own}
+        finally:
+            node.destroy_node()
