@@ -48,7 +48,7 @@ from cbcl_pr_ros.srv import ForgetClass, ListClasses, LookAt, PlaceObject, Point
 from cbcl_pr_ros.stamps import stamp_to_ns, stamp_to_s
 from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
 from cbcl_pr_ros.teaching_page.client import Box, Outcome
-from cbcl_pr_ros.teaching_page.state import DetectedBox, Frame, PageState
+from cbcl_pr_ros.teaching_page.state import MAX_SHOWN_CLASSES, DetectedBox, Frame, PageState, checked_status
 
 __all__ = ["TeachingPageNode", "CAMERA_SILENT_S", "main"]
 
@@ -219,10 +219,15 @@ class TeachingPageNode(Node):
 
     # ------------------------------------------------------------------ learner status and classes
     def _on_status(self, msg: LearnerStatus) -> None:
-        self.state.set_status({"num_classes": int(msg.num_classes), "num_clusters": int(msg.num_clusters),
-                               "cluster_budget": int(msg.cluster_budget), "memory_bytes": int(msg.memory_bytes),
-                               "model_version": int(msg.model_version), "training": bool(msg.training),
-                               "backbone": msg.backbone, "class_names": list(msg.class_names)[:1000]})
+        try:
+            status = checked_status({"num_classes": int(msg.num_classes), "num_clusters": int(msg.num_clusters),
+                                     "cluster_budget": int(msg.cluster_budget), "memory_bytes": int(msg.memory_bytes),
+                                     "model_version": int(msg.model_version)}, msg.backbone,
+                                    msg.class_names[:MAX_SHOWN_CLASSES])
+        except ValueError as exc:
+            self.get_logger().warning(f"status ignored: {exc}", throttle_duration_sec=10.0)
+            return
+        self.state.set_status({**status, "training": bool(msg.training)})
         if int(msg.model_version) != self._listed_version:
             self._listed_version = int(msg.model_version)
             self._refresh_classes()

@@ -11,7 +11,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["DETECTIONS", "TRACK_KEEP_S", "UNSURE", "DetectedBox", "Frame", "PageState", "shown_name"]
+from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS, check_label
+
+__all__ = ["DETECTIONS", "TRACK_KEEP_S", "UNSURE", "DetectedBox", "Frame", "PageState", "shown_name",
+           "checked_status", "MAX_SHOWN_CLASSES"]
 
 Listener = Callable[[str], None]
 
@@ -19,6 +22,26 @@ Listener = Callable[[str], None]
 # Below this confidence a known object's name is written as a guess ("mug?"): near the edge of its
 # class's region (docs/core.md "Open set"). The page, the debug image and RViz all write names so.
 UNSURE = 0.6
+
+
+MAX_SHOWN_CLASSES = 1000  # class names of a status the page keeps and sends to every open page
+
+
+def checked_status(num: dict[str, Any], backbone: str, class_names: list[str]) -> dict[str, Any]:
+    """A learner status for the page, checked as a stranger's (anyone may publish ``status``): counts
+    whole and >= 0, a backbone name and class names as a learner sends them (printable, at most
+    MAX_LABEL_CHARS characters), the first MAX_SHOWN_CLASSES names. ValueError otherwise: a status of
+    megabyte names would go to every open page with every change."""
+    for key, v in num.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"status field {key} must be a whole number >= 0")
+    if not isinstance(backbone, str) or len(backbone) > MAX_LABEL_CHARS or not backbone.isprintable():
+        raise ValueError(f"the backbone name is not one a learner sends (printable, at most {MAX_LABEL_CHARS} "
+                         "characters)")
+    names = list(class_names[:MAX_SHOWN_CLASSES])
+    for name in names:
+        check_label(name, name="a class name of the status")
+    return {**num, "backbone": backbone, "class_names": names}
 
 
 def shown_name(label: str, known: bool, confidence: float) -> str:

@@ -145,3 +145,36 @@ def test_the_page_node_refuses_an_oversized_detections_message_unbuilt_and_keeps
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+def test_a_stranger_status_with_huge_names_is_refused_and_the_last_one_stays():
+    """Anyone may publish ``status``: a backbone or class names of a megabyte used to go into the page's
+    state (and from there to every open page on every change). Now such a status is ignored with one
+    throttled warning and the page keeps the last good one; a status of 5,000 names shows the first 1,000."""
+    import rclpy
+
+    from cbcl_pr_ros.msg import LearnerStatus
+    from cbcl_pr_ros.nodes.teaching_page import TeachingPageNode
+
+    MAX_SHOWN_CLASSES = 1000  # teaching_page.state.MAX_SHOWN_CLASSES
+    context = rclpy.Context()
+    rclpy.init(args=["page"], context=context)
+    node = TeachingPageNode(start_server=False, context=context)
+    said = []
+    node.get_logger = lambda: type("L", (), {"warning": lambda self, t, **kw: said.append((t, kw))})()
+    try:
+        node._on_status(LearnerStatus(num_classes=1, backbone="efficientnet_lite0", class_names=["mug"]))
+        good = node.state.snapshot()[1]["status"]
+        assert good["class_names"] == ["mug"] and good["backbone"] == "efficientnet_lite0"
+        for bad in (LearnerStatus(num_classes=1, backbone="b" * (1 << 20), class_names=["mug"]),
+                    LearnerStatus(num_classes=2, backbone="x", class_names=["mug", "c" * (1 << 20)]),
+                    LearnerStatus(num_classes=2, backbone="x", class_names=["mug", "a\nb"])):
+            node._on_status(bad)
+            assert node.state.snapshot()[1]["status"] == good
+        assert len(said) == 3 and all(kw.get("throttle_duration_sec", 0) >= 1 for _, kw in said)
+        assert all(len(t) < 300 for t, _ in said)
+        node._on_status(LearnerStatus(num_classes=5000, backbone="x", class_names=[f"c{i}" for i in range(5000)]))
+        assert len(node.state.snapshot()[1]["status"]["class_names"]) == MAX_SHOWN_CLASSES
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
