@@ -61,7 +61,7 @@ from cbcl_pr_ros.runtime.stage_times import StageTimes
 from cbcl_pr_ros.request_checks import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for
 from cbcl_pr_ros.srv import ExtractFeatures
-from cbcl_pr_ros.stamps import stamp_to_s
+from cbcl_pr_ros.stamps import check_frame_name, stamp_to_s
 
 __all__ = ["FeatureExtractorNode", "frame_fingerprint", "no_frame_hint", "main"]
 
@@ -296,6 +296,7 @@ class FeatureExtractorNode(ManagedNode):
         backbone, pub = self.backbone, self.features_pub
         if backbone is None or pub is None or self.phase != ACTIVE:
             return  # deactivated or cleaned up while the frame waited: a stream frame, dropped
+        check_frame_name(msg.header.frame_id)  # a learner refuses longer ones: no backbone pass for them
         times = self.times
         with times.stage("decode"):
             rgb = self._decode(msg)

@@ -34,3 +34,26 @@ def test_a_still_picture_keeps_its_frame_vector_and_a_change_recomputes_it():
         show(node, changed, depth, 4)
         assert len(backbone.batches) == 2 and backbone.batches[1] >= 1, backbone.batches
         assert not np.array_equal(sent[-1].values, sent[0].values)  # the frame's vector was computed again
+
+
+def test_a_frame_whose_frame_id_a_learner_refuses_costs_no_backbone_pass():
+    """A camera frame named by more than 256 characters: every learner refuses its vectors, so the
+    extractor skips it before the backbone (it used to spend a pass and publish it); the next frame
+    goes through."""
+    from extractor_table import MeanColourBackbone, extractor, messages, two_objects
+
+    rgb, depth, k = two_objects()
+    backbone = MeanColourBackbone()
+    with extractor(backbone, k) as node:
+        sent = []
+        node.features_pub.publish = sent.append
+        m, d = messages(rgb, depth, 0)
+        m.header.frame_id = "c" * 10_000
+        node._on_depth(d)
+        with pytest.raises(ValueError, match="frame_id has 10000 characters"):
+            node._process(m)  # the worker logs it, throttled, and takes the next frame
+        assert backbone.batches == [] and sent == []
+        m, d = messages(rgb, depth, 1)
+        node._on_depth(d)
+        node._process(m)
+        assert len(sent) == 1 and backbone.batches
