@@ -31,7 +31,10 @@ A *peer's* class (a fleet update: ``peer`` given, :class:`PeerRules`) changes on
 * each peer cluster's mean squared radius is at most ``(spread_factor D)^2`` (D: the receiver's),
   the scale Agg-Var clusters at, so no spread can flatten every class's confidence;
 * a contribution in this robot's name that the robot does not hold is refused (a peer cannot speak
-  for it), and classes known only from peers are limited to ``max_peer_classes``.
+  for it), and classes known only from peers are limited to ``max_peer_classes``;
+* a peer's copy of a class this robot was taught never replaces ours, even when its provenance
+  claims all of ours (contribution ids are no secret): it is pooled, at most as many shots as the
+  teaching it holds that we lack, so our own clusters stay exactly as taught.
 
 Provenance (:mod:`.provenance`) decides what "both sides hold" means: if one copy's contributions
 already include all of the other's (the same teaching came back, or a newer copy of it), the
@@ -282,9 +285,11 @@ def merge_states(a: LearnerState, b: LearnerState, peer: PeerRules | None = None
             continue
         what = "added" if name not in classes else _decide(name, prov_a[name], prov_b[name])
         extra = None
-        if peer is not None and what == "replaced" and cc.n_samples < classes[name].n_samples:
-            # a copy scaled on the way (a relay of ours) must not shrink our own teaching: it adds the
-            # shots of the teaching we lack, at its statistics
+        if peer is not None and what == "replaced" and (cc.n_samples < classes[name].n_samples
+                                                        or _own_shots(prov_a[name], peer.robot, 1) > 0):
+            # a peer's copy never overwrites this robot's own teaching (it could claim our ids, which
+            # are no secret), nor shrinks a class (a copy scaled on the way): it adds the shots of the
+            # teaching we lack, at its statistics, and our clusters stay as they are
             what, extra = "pooled", sum(c.shots for c in prov_b[name] if c.id not in ids(prov_a[name]))
         done[what].append(name)
         if what == "kept":

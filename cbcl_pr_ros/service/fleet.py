@@ -14,10 +14,12 @@ of the other robots of its fleet (docs/nodes.md "Fleet mode", docs/security.md "
   named in the allow-list (empty: any), within the rate limit and the size limit, and validates
   its payload exactly as a memory file (:func:`~cbcl_pr_ros.core.persistence.state_from_bytes`, with
   this learner's backbone and width).  ``LEARNED`` is merged (:meth:`.controller.LearnerController.
-  merge_state`; a copy we already hold adds nothing, a newer copy replaces ours, separate teaching
-  pools); ``FORGOTTEN`` and ``RENAMED`` apply only to a class known from peers alone, and only when the
-  peer's contributions cover all of ours: a class taught here is changed only by a request here.  Forgotten contributions are remembered
-  (bounded), so a stale ``LEARNED`` relayed by a third robot does not bring a forgotten class back.
+  merge_state`; a copy we already hold adds nothing, a newer copy replaces ours unless this robot
+  was taught the class (then it is pooled), separate teaching pools); ``FORGOTTEN`` and ``RENAMED``
+  apply only to a class known from peers alone, and only when the peer's contributions cover all of
+  ours: a class taught here is changed only by a request here.  Forgotten contributions are
+  remembered (bounded), so a stale ``LEARNED`` relayed by a third robot does not bring a forgotten
+  class back.
   A peer's class changes only that class (:class:`~cbcl_pr_ros.core.merge.PeerRules`): the memory-wide
   fields stay this robot's, the class's count and spread are bounded by this robot's own teaching
   of it, and classes known from peers alone fill at most half of the cluster budget K.

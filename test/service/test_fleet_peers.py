@@ -257,3 +257,26 @@ def test_teaching_from_before_fleet_mode_is_the_robots_own_and_a_peers_unnamed_t
     assert {x.robot for x in c.learner_.provenance_["plate"]} == {"robot3"}  # recorded as the sender's
     took = [m.receive(_peer_update(_peer_class(f"p{i}", 30.0 + 2 * i, seed=i), f"p{i}")).applied for i in range(3)]
     assert took == [True, True, False]  # 3 of K = 6 for classes known from peers alone: the own 3 do not count
+
+
+def test_a_peer_claiming_our_ids_cannot_overwrite_a_class_we_were_taught(tmp_path, robot):
+    """Our contribution ids travel in every update, so a peer can send a 'newer copy' of our mug whose
+    provenance holds all of ours plus one of its own, with statistics of something else entirely. That
+    copy used to replace ours (every cluster of the mug became the peer's); now it is pooled at the
+    weight of the teaching we lacked, our own clusters stay exactly as taught, and a restart loads them."""
+    c, m = robot
+    mine = c.learner_.memory["mug"]
+    own_means, own_counts = mine.means.copy(), mine.counts.copy()
+    fake = _peer_class("mug", 20.0, robot="mallory", seed=9)  # something else, under our name
+    claimed = (*c.learner_.provenance_["mug"], *fake.provenance["mug"])
+    forged = dataclasses.replace(fake, provenance={"mug": claimed})
+    r = m.receive(_peer_update(forged, "mug", robot="mallory"))
+    assert r.applied, r.message
+    after = c.learner_.memory["mug"]
+    for mean, count in zip(own_means, own_counts):  # each cluster we taught is still there, unchanged
+        assert any(np.allclose(mean, m2, atol=1e-3) and n2 == count for m2, n2 in zip(after.means, after.counts))
+    assert after.n_samples <= mine.n_samples + 6  # at most the shots of the teaching we lacked
+    assert c.classify(_shots(1.0, 3, seed=0)).predictions[0].label == "mug"
+    again = _controller(tmp_path)
+    assert again.load_at_startup(move_aside=True) and not again.moved_aside_
+    assert sorted(again.classes) == sorted(_wide())
