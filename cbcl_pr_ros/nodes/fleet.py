@@ -18,7 +18,12 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from cbcl_pr_ros.msg import ClassUpdate as ClassUpdateMsg
 from cbcl_pr_ros.service.fleet import ClassUpdate, FleetSettings, Received
 
-__all__ = ["class_update_from_msg", "class_update_msg", "fleet_line", "fleet_qos", "log_received"]
+__all__ = ["class_update_from_msg", "class_update_msg", "class_update_received", "fleet_line", "fleet_qos",
+           "log_received", "FIELDS_BYTES"]
+
+#: what a ClassUpdate holds besides its class statistics, at most: names and 64 contribution ids take a
+#: few KiB; a message larger than the statistics' cap plus this is no fleet member's
+FIELDS_BYTES = 64 * 1024
 
 
 def fleet_qos(depth: int) -> QoSProfile:
@@ -40,6 +45,22 @@ def class_update_from_msg(msg: ClassUpdateMsg) -> ClassUpdate:
     """A received message as a plain class update (the fleet member checks every field)."""
     return ClassUpdate(msg.fleet, msg.robot, int(msg.sequence), int(msg.op), msg.class_name, msg.new_name,
                        tuple(msg.contribution_ids), bytes(msg.class_memory))
+
+
+def class_update_received(msg: ClassUpdateMsg | bytes, max_update_bytes: int, logger: Any) -> ClassUpdate | None:
+    """The plain update of a message the (raw) subscription delivered, or None after one throttled
+    warning when its serialized size is over ``max_update_bytes`` + :data:`FIELDS_BYTES`: refused
+    before rclpy builds it, so a peer's million ids or gigabyte payload costs a length check."""
+    if isinstance(msg, (bytes, bytearray)):
+        if len(msg) > int(max_update_bytes) + FIELDS_BYTES:
+            logger.warning(f"fleet update ignored: a message of {len(msg)} bytes; one holds at most "
+                           f"fleet_max_update_bytes ({int(max_update_bytes)}) of statistics and "
+                           f"{FIELDS_BYTES} of names and ids", throttle_duration_sec=1.0)
+            return None
+        from rclpy.serialization import deserialize_message
+
+        msg = deserialize_message(bytes(msg), ClassUpdateMsg)
+    return class_update_from_msg(msg)
 
 
 def fleet_line(settings: FleetSettings, topic: str) -> str:

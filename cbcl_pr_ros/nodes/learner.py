@@ -41,7 +41,7 @@ from cbcl_pr_ros.nodes.conversions import (classify_request_from_msg, fill_class
 from cbcl_pr_ros.nodes.detections_msgs import (built_within_bounds, make_detections_msg, make_marker_array,
                                                object_features_from_serialized, object_frame_from_msg)
 from cbcl_pr_ros.nodes.feature_source import ServiceFeatureSource
-from cbcl_pr_ros.nodes.fleet import class_update_from_msg, class_update_msg, fleet_line, fleet_qos, log_received
+from cbcl_pr_ros.nodes.fleet import class_update_msg, class_update_received, fleet_line, fleet_qos, log_received
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.learner_debug import DebugImage, debug_wanted
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, ManagedNode, overridable
@@ -144,7 +144,7 @@ class LearnerNode(ManagedNode):
         if fleet is not None:
             self.fleet_sub = self.create_subscription(
                 ClassUpdateMsg, p["fleet_topic"], guard_callback(self, self._on_class_update, "class update"),
-                fleet_qos(p["fleet_history_depth"]), callback_group=self._fleet_group)
+                fleet_qos(p["fleet_history_depth"]), callback_group=self._fleet_group, raw=True)  # sized first
             if fleet.settings.digest_s > 0:
                 self.fleet_timer = self.create_timer(fleet.settings.digest_s, guard_callback(
                     self, fleet.tick, "fleet digest"), callback_group=self._fleet_group)
@@ -207,8 +207,9 @@ class LearnerNode(ManagedNode):
         except ValueError as exc:
             self.get_logger().warning(f"object features ignored: {exc}", throttle_duration_sec=10.0)
 
-    def _on_class_update(self, msg: ClassUpdateMsg) -> None:
-        res = self.session.receive(class_update_from_msg(msg))
+    def _on_class_update(self, msg: ClassUpdateMsg | bytes) -> None:
+        update = class_update_received(msg, self.session.fleet.settings.max_update_bytes, self.get_logger())
+        res = self.session.receive(update) if update is not None else None
         if res is not None:
             log_received(self.get_logger(), res)
 

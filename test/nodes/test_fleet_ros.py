@@ -224,3 +224,45 @@ def test_a_missed_update_comes_back_from_the_digest_while_another_name_floods(he
         for proc in (p1, p2):
             if proc is not None:
                 proc.stop()
+
+
+def test_the_fleet_subscription_sizes_a_message_before_it_is_built(tmp_path):
+    """The learner's fleet subscription takes serialized bytes: a ClassUpdate larger than its statistics'
+    cap plus a few KiB of names and ids (here 300,000 contribution ids, 5 MiB) is refused by its length
+    with one throttled warning, before rclpy builds 300,000 Python strings; a peer's real update is
+    still merged."""
+    import rclpy
+    from rclpy.parameter import Parameter
+    from rclpy.serialization import serialize_message
+
+    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig, state_to_bytes
+    from cbcl_pr_ros.core.merge import one_class_state
+    from cbcl_pr_ros.msg import ClassUpdate
+    from cbcl_pr_ros.nodes.learner import LearnerNode
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=0)  # nothing is spun: the callback is called directly
+    node = LearnerNode(feature_source=object(), context=ctx, parameter_overrides=[
+        *(Parameter(k, value=v) for k, v in FLEET.items()), Parameter("robot_name", value="robot2"),
+        Parameter("memory_dir", value=str(tmp_path)), Parameter("fleet_max_update_bytes", value=1 << 20)])
+    said = []
+    node.get_logger = lambda: type("L", (), {"warning": lambda self, t, **kw: said.append((t, kw)),
+                                             "info": lambda self, t, **kw: said.append((t, kw))})()
+    try:
+        flood = ClassUpdate(fleet="home", robot="mallory", op=ClassUpdate.FORGOTTEN, class_name="mug",
+                            contribution_ids=[f"{i:016x}" for i in range(300_000)])
+        node._on_class_update(serialize_message(flood))
+        assert len(said) == 1 and "fleet update ignored: a message of" in said[0][0]
+        assert said[0][1].get("throttle_duration_sec", 0) >= 1.0
+        peer = CBCLPRLearner(LearnerConfig(seed=0), "test", D)
+        peer.set_robot_name("robot1")
+        peer.teach("mug", np.random.default_rng(0).normal(0, 1, (6, D)))
+        state = one_class_state(peer.to_state(), "mug")
+        real = ClassUpdate(fleet="home", robot="robot1", op=ClassUpdate.LEARNED, class_name="mug",
+                           contribution_ids=[x.id for x in state.provenance["mug"]])
+        real.class_memory = state_to_bytes(state)
+        node._on_class_update(serialize_message(real))
+        assert node.session.controller.classes == ["mug"], said
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=ctx)
