@@ -46,6 +46,7 @@ from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import Detections
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
+from cbcl_pr_ros.robot.detected_objects import camera_problem
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
 from cbcl_pr_ros.robot.look_poses import LookRefused, look_target, solve_look
 from cbcl_pr_ros.request_checks import RequestError, check_label, quote
@@ -59,13 +60,16 @@ _PARAMS = {spec.name: (spec.default, spec.description) for spec in ARM_PARAMS}
 
 
 def _unusable(msg: Detections, base_frame: str) -> str | None:
-    """Why the arm cannot aim at ``msg``'s positions, or None when they are in ``base_frame``."""
+    """Why the arm cannot aim at ``msg``'s positions, or None when they are in ``base_frame`` with a
+    camera pose a learner sends."""
     if not msg.position_frame:
         return _unplaced(msg)
     if msg.position_frame != base_frame:
         return (f"their positions are in frame {quote(msg.position_frame)}, not in this arm's base_frame "
                 f"{quote(base_frame)} (is the learner's camera_pose_topic in another frame?)")
-    return None
+    c = msg.camera_pose
+    return camera_problem((c.position.x, c.position.y, c.position.z),
+                          (c.orientation.x, c.orientation.y, c.orientation.z, c.orientation.w))
 
 
 def _unplaced(msg: Detections) -> str:

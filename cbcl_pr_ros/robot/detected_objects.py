@@ -22,13 +22,27 @@ from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS
 
 from .world import quaternion_to_matrix
 
-__all__ = ["SeenObject", "DetectedObjects", "project", "MAX_REMEMBERED", "MAX_PLACE_M"]
+__all__ = ["SeenObject", "DetectedObjects", "project", "camera_problem", "MAX_REMEMBERED", "MAX_PLACE_M"]
 
 #: objects remembered at most: a table holds far fewer; without a bound, objects of fresh track ids out
 #: of view piled up and every message cost seconds (10,000 after 40 messages of 256)
 MAX_REMEMBERED = 256
 #: farthest a usable detection lies from the base frame's origin (metres), as far as a camera pose may
 MAX_PLACE_M = 1e4
+
+
+def camera_problem(position: Sequence[float], quaternion: Sequence[float]) -> str | None:
+    """Why a detections message's camera pose cannot be used, or None: finite numbers, a position within
+    MAX_PLACE_M and a unit quaternion (x, y, z, w), as a learner sends. A pose that is no rotation would
+    make every remembered object look in view and unconfirmed, and so forgotten."""
+    p, q = np.asarray(position, float).reshape(-1), np.asarray(quaternion, float).reshape(-1)
+    if p.size != 3 or q.size != 4 or not (np.all(np.isfinite(p)) and np.all(np.isfinite(q))):
+        return "its camera pose is not 3 + 4 finite numbers"
+    if float(np.max(np.abs(p))) > MAX_PLACE_M:
+        return f"its camera pose is more than {MAX_PLACE_M:g} m from the base"
+    if abs(float(np.linalg.norm(q)) - 1.0) > 0.01:
+        return f"its camera orientation is not a unit quaternion (norm {float(np.linalg.norm(q)):.3g})"
+    return None
 
 
 def _usable(x: np.ndarray, conf: object, label: object) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.ros
@@ -186,5 +187,35 @@ def test_joint_states_keep_only_this_arms_joints():
             node._on_joints(JointState(name=[*junk, *own], position=[0.1] * len(junk) + [0.2] * len(own)))
             node._on_joints(JointState(name=own[:1], position=[math.nan]))
             assert node._joints == {n: pytest.approx(0.2) for n in own}
+        finally:
+            node.destroy_node()
+
+
+@pytest.mark.parametrize("quat, pos", [((0.0, 0.0, 0.0, 0.0), (0.7, 0.0, 0.5)), ((0.0, 0.0, 0.0, 50.0), (0.7, 0.0, 0.5)),
+                                       ((0.0, 0.0, 0.0, math.nan), (0.7, 0.0, 0.5)), ((0.0, 0.0, 0.0, 1.0), (1e9, 0, 0))])
+def test_detections_with_a_camera_pose_that_is_no_pose_change_nothing(quat, pos):
+    """A camera pose that is no rotation (a zero or scaled quaternion reads as looking straight up at the
+    mug), not finite, or 1e9 m away was taken: an empty message with it wiped the mug, which the real
+    camera (looking down, away from it) had never seen leave. Now such a message is ignored, warned."""
+    from cbcl_pr_ros.nodes.arm import ArmNode
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = ArmNode(context=ctx)
+        try:
+            log = _Warnings()
+            node.get_logger = lambda: log
+            node._K = np.array([[500.0, 0, 320], [0, 500.0, 240], [0, 0, 1]])
+            node._info = type("Info", (), {"width": 640, "height": 480})()
+            seen = _detections(10.0)
+            seen.camera_pose.orientation.x, seen.camera_pose.orientation.w = 1.0, 0.0  # looking down
+            node._on_detections(seen)
+            bad = _detections(10.5)
+            bad.objects = []
+            c = bad.camera_pose
+            c.orientation.x, c.orientation.y, c.orientation.z, c.orientation.w = quat
+            c.position.x, c.position.y, c.position.z = pos
+            node._on_detections(bad)
+            assert node.detections_used == 1 and node.logic.detected.best("mug") is not None
+            assert len(log.said) == 1 and "camera" in log.said[0]
         finally:
             node.destroy_node()
