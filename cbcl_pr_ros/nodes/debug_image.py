@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Generic, Hashable, TypeVar
+from typing import Callable, Generic, Hashable, TypeVar
 
 import cv2
 import numpy as np
@@ -55,26 +55,46 @@ def annotate(rgb: np.ndarray, label: str, confidence: float, known: bool) -> np.
 
 
 class FrameBuffer(Generic[T]):
-    """The last ``capacity`` items keyed by stamp, thread-safe; old ones fall out first."""
+    """The last ``capacity`` items keyed by stamp, thread-safe; old ones fall out first. With
+    ``max_bytes`` and ``size`` (an item's bytes), old ones also fall out while the items held take more
+    than ``max_bytes`` together (the newest stays): camera frames come from whoever publishes them, in
+    any size, and 64 frames of 64 MiB would be 4 GiB."""
 
-    def __init__(self, capacity: int = 8) -> None:
+    def __init__(self, capacity: int = 8, max_bytes: int | None = None,
+                 size: Callable[[T], int] | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
-        self.capacity = capacity
-        self._items: OrderedDict[Hashable, T] = OrderedDict()
+        if (max_bytes is None) != (size is None):
+            raise ValueError("max_bytes and size go together")
+        self.capacity, self.max_bytes, self._size = capacity, max_bytes, size
+        self._items: OrderedDict[Hashable, tuple[T, int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def put(self, key: Hashable, item: T) -> None:
+        n = int(self._size(item)) if self._size is not None else 0
         with self._lock:
-            self._items[key] = item
-            self._items.move_to_end(key)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+            old = self._items.pop(key, None)
+            self._bytes -= old[1] if old is not None else 0
+            self._items[key] = (item, n)
+            self._bytes += n
+            while len(self._items) > self.capacity or (
+                    self.max_bytes is not None and self._bytes > self.max_bytes and len(self._items) > 1):
+                self._bytes -= self._items.popitem(last=False)[1][1]
+
+    @property
+    def bytes_held(self) -> int:
+        with self._lock:
+            return self._bytes
 
     def pop(self, key: Hashable) -> T | None:
         """The item stored under ``key`` (removed), or None when it is not (or no longer) held."""
         with self._lock:
-            return self._items.pop(key, None)
+            got = self._items.pop(key, None)
+            if got is None:
+                return None
+            self._bytes -= got[1]
+            return got[0]
 
     def __len__(self) -> int:
         with self._lock:

@@ -64,6 +64,7 @@ CAMERA_SILENT_S = 5.0  # no picture for this long: the page and the log say wher
 LATE_FOR_S = 30.0
 MAX_OBJECTS = 100  # objects of one detections message the page shows (a message is a stranger's)
 MAX_LABEL = 128  # characters of a detection's label the page keeps and shows
+FRAME_BYTES = 256 * 1024 * 1024  # camera frames held for their detections, at most (the newest always)
 
 
 def page_boxes(msg: Detections) -> tuple[DetectedBox, ...]:
@@ -88,7 +89,8 @@ class TeachingPageNode(Node):
         self.plain_after = float(g("plain_after_s"))
         self.teach_timeout, self.call_timeout = float(g("teach_timeout_s")), float(g("call_timeout_s"))
         self.state = PageState()
-        self._frames: FrameBuffer[Image] = FrameBuffer(capacity=64)
+        self._frames: FrameBuffer[Image] = FrameBuffer(capacity=64, max_bytes=FRAME_BYTES,
+                                                       size=lambda m: len(m.data))  # a stranger's sizes
         self._last_sent = 0.0
         self._last_detections: float | None = None
         self._last_objects: tuple[DetectedBox, ...] = ()

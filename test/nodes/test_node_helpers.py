@@ -493,6 +493,25 @@ def test_frame_buffer_and_collector():
         FrameCollector(0)
 
 
+def test_frame_buffer_bounds_the_bytes_it_holds():
+    """Camera frames come in any size: with a byte budget the oldest fall out while the frames held
+    take more than it (the newest always stays), and a popped frame gives its bytes back."""
+    from cbcl_pr_ros.nodes.debug_image import FrameBuffer
+
+    b = FrameBuffer(64, max_bytes=100, size=len)
+    for i in range(10):
+        b.put(i, b"x" * 30)
+    assert len(b) == 3 and b.bytes_held == 90 and b.pop(6) is None and b.pop(9) == b"x" * 30
+    assert b.bytes_held == 60
+    b.put(10, b"y" * 500)  # larger than the budget alone: kept, the others go
+    assert len(b) == 1 and b.bytes_held == 500 and b.pop(10) == b"y" * 500 and b.bytes_held == 0
+    b.put(11, b"z" * 10)
+    b.put(11, b"z" * 20)  # the same stamp again replaces, not adds
+    assert len(b) == 1 and b.bytes_held == 20
+    with pytest.raises(ValueError):
+        FrameBuffer(4, max_bytes=10)
+
+
 def test_no_frame_hints_name_the_cause():
     from cbcl_pr_ros.nodes.feature_extractor import no_frame_hint
 

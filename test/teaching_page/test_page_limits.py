@@ -178,3 +178,25 @@ def test_a_stranger_status_with_huge_names_is_refused_and_the_last_one_stays():
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+def test_the_page_holds_camera_frames_to_a_byte_budget():
+    """The page keeps recent camera frames until their detections come; a stranger's frames of 64 MiB
+    each used to be held 64 at a time (4 GiB). Now the frames held take at most FRAME_BYTES."""
+    import rclpy
+    from sensor_msgs.msg import Image
+
+    from cbcl_pr_ros.nodes.teaching_page import FRAME_BYTES, TeachingPageNode
+
+    context = rclpy.Context()
+    rclpy.init(args=["page"], context=context)
+    node = TeachingPageNode(start_server=False, context=context)
+    try:
+        assert node._frames.max_bytes == FRAME_BYTES <= 256 * 1024 * 1024
+        img = Image(height=10, width=10, encoding="rgb8", step=30)
+        img.data = bytes(300)
+        node._frames.put(1, img)
+        assert node._frames.bytes_held == 300
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
