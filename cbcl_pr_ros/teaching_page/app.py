@@ -147,6 +147,8 @@ async def _guard(request: web.Request, handler: Callable[[web.Request], Awaitabl
     except Exception as exc:  # noqa: BLE001 - one line in the log, no traceback to the caller
         if path == "/ws":
             raise
+        if isinstance(exc, OSError) and path.startswith("/static/"):  # a name the file system refuses
+            return _json(False, "no such file", 404)  # (over 255 bytes): no file of ours, nothing to log
         log.warning("page request %s %s failed: %s", request.method, path[:60], type(exc).__name__)
         return _json(False, f"internal error ({type(exc).__name__}); nothing was changed", 500)
     resp.headers["Content-Security-Policy"] = ("default-src 'self'; img-src 'self' blob: data:; "

@@ -193,6 +193,33 @@ def test_idle_and_half_sent_connections_are_closed():
     assert robot.calls == []
 
 
+def _get(port: int, path: str) -> bytes:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        sock.settimeout(30.0)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
+
+
+def test_no_static_path_reaches_outside_the_page_files_and_a_long_name_is_a_plain_404(served, caplog):
+    """Encoded dots, backslashes, NUL and absolute paths get 404; a 5,000-character file name used to
+    answer 500 "internal error (OSError)" with a warning in the log per request (the file system refuses
+    the name): now a plain 404, nothing logged."""
+    server, _state, robot = served
+    assert _get(server.port, "/static/page.js").startswith(b"HTTP/1.1 200")
+    caplog.set_level(logging.WARNING)
+    for path in ("/static/../app.py", "/static/%2e%2e/app.py", "/static/..%2fapp.py", "/static/..%5capp.py",
+                 "/static//etc/passwd", "/static/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/static/page.js%00.png",
+                 "/../../etc/passwd", "/static/" + "a" * 5000, "/static/" + "%2e" * 2000):
+        answer = _get(server.port, path)
+        assert answer.startswith(b"HTTP/1.1 404"), (path[:60], answer[:200])
+        assert b"def " not in answer and b"root:" not in answer
+    assert not [r for r in caplog.records if "page request" in r.getMessage()]
+    assert robot.calls == []
+
+
 def test_one_clients_flood_does_not_cost_another_clients_clicks():
     """Two pages, each loaded once (each gets its own client id), and a script without one: a flood of
     forgets from the second page and from the script is cut to their own buckets, and the first
