@@ -96,7 +96,7 @@ def check_robot_parameter(spec: ParamSpec, value: Any) -> str | None:
         reason = f"{spec.name} must be a list of strings"
     if reason is None and spec.name in ("frame_id", "camera_frame_id", "base_frame") and not str(value).strip():
         reason = f"{spec.name} must not be empty"
-    if reason is None and spec.name == "base_frame":
+    if reason is None and spec.name in ("frame_id", "camera_frame_id", "base_frame"):  # a learner's rule
         try:
             check_frame_name(value, spec.name)
         except ValueError as exc:

@@ -71,6 +71,7 @@ def test_shipped_yaml_passes_the_range_check(yaml_name, table):
     ("SIM_WORLD_PARAMS", "width", 0, "width must be >="),
     ("SIM_WORLD_PARAMS", "rate_hz", "fast", "rate_hz must be a number from"),
     ("SIM_WORLD_PARAMS", "camera_frame_id", " ", "camera_frame_id must not be empty"),
+    ("SIM_WORLD_PARAMS", "camera_frame_id", "c" * 300, "the most is 256"),  # every learner would refuse its frames
 ])
 def test_out_of_range_parameters_are_named_in_the_error(table, name, bad, needle):
     from cbcl_pr_ros.settings import robot_params
