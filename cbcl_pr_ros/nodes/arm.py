@@ -22,8 +22,8 @@ aims at the object that was detected as that label most, else at a configured ``
 entry. Only detections whose ``position_frame`` is ``base_frame`` (the fixed frame of the learner's
 camera poses) are used: those without one (the learner knew no camera pose for their stamp, or
 another publisher sent them) or in another frame are ignored with a throttled warning saying which,
-since a position in a frame the arm does not know says nothing about where it should point. The learner's proposals and tracks are the one
-segmentation and association.
+since a position in a frame the arm does not know says nothing about where it should point. The
+learner's proposals and tracks are the one segmentation and association.
 """
 from __future__ import annotations
 
