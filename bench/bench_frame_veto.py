@@ -15,7 +15,8 @@ class dropped (the negatives the shot would claim as itself); a class of one vie
 ``factor`` x max(D_gate, prior) as its radius when jittered copies shrank D_gate; the frame's nearest
 object to each class cluster vetoed more loosely (ratio x ``1 + t``). ``--centring``: also whether
 centring each frame's vectors on their mean (a nuisance shared by one frame's objects) separates
-taught from never-taught views better (AUROC of the veto's statistic, 1 shot, no rule).
+taught from never-taught views better (AUROC of the veto's statistic, 1 shot, no rule). And what more
+views of the taught object would do: its views in the stream taught with the shot (``track_views``).
 
     source scripts/env.sh && python -P bench/bench_frame_veto.py   # -> runs/bench/frame_veto.json
 """
@@ -48,13 +49,14 @@ def _d(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2 * a @ b.T, 0.0))
 
 
-def capture(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str) -> list[dict]:
-    """Per classified frame: what the gate and the one-place rule need, and what each object is."""
+def capture(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str, track: bool = False) -> list[dict]:
+    """Per classified frame: what the gate and the one-place rule need, and what each object is
+    (``track``: the taught objects' stream views taught too, ``taught_learner``)."""
     from cbcl_pr_ros.core import one_place
     from cbcl_pr_ros.core.negatives import RADIUS_MIN_EXTENT
     from cbcl_pr_ros.core.open_set import class_extents
 
-    built = taught_learner(frs, seed, shots, protocol, negatives)
+    built = taught_learner(frs, seed, shots, protocol, negatives, track)
     if built is None:
         return []
     plan, learner, in_teach, in_stream = built
@@ -268,6 +270,11 @@ def main() -> None:
                 w = lambda v: round(sum(x * k for x, k in v if k) / max(1, sum(k for _, k in v)), 3)  # noqa: E731
                 res["loso"][name][f"{p}/{n}/{s}_shot"] = {"correct": w(cor), "accepted": w(acc), "rejected": w(rej)}
         print(name, json.dumps(res["loso"][name]), flush=True)
+    # what more views would do: the taught objects' views in the stream taught with the shot (the shipped rule)
+    res["track_views"] = {f"{n}/{s}_shot": figures([fr for frs in by_source.values() for seed in range(10)
+                                                    for fr in capture(frs, seed, s, "stream", n, True)], None, 0.0)
+                          for n in ("frames", "frames+stream_covisible") for s in (1, 5, 10)}
+    print("track_views", json.dumps(res["track_views"]), flush=True)
     if args.centring:
         res["centring"] = centring(data)
     res["seconds"] = round(time.perf_counter() - t0, 1)

@@ -81,7 +81,7 @@ def trace(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str)
             c = classes.index(p.nearest_label)
             dc = float(np.sqrt(((np.asarray(gate.centroids[c], np.float64) - xt[i]) ** 2).sum(1).min()))
             radius = float(gate.radii(np.array([c]))[0])
-            row = {"source": f["source"], "seed": seed, "frame": f["id"], "name": name, "best_right": p.nearest_label == name,
+            row = {"source": f["source"], "seed": seed, "frame": f["id"], "index": i, "name": name, "best_right": p.nearest_label == name,
                    "known_alone": bool(p.known), "known": bool(q.known), "d_class": dc / D, "radius": radius / D,
                    "shot_to_view": float(np.linalg.norm(xt[i] - shot_x[name])) / D}
             if len(neg):
@@ -163,13 +163,23 @@ def main() -> None:
     # the same views at 1, 5 and 10 shots (covisible stream): which turn refused or accepted
     for protocol, negatives, _ in REGIMES:
         base = f"{protocol}/{negatives}"
-        k1 = {(r["source"], r["seed"], r["frame"], r["name"]): r["known"] for r in every[f"{base}/1_shot"]}
+        k1 = {(r["source"], r["seed"], r["frame"], r["index"]): r["known"] for r in every[f"{base}/1_shot"]}
         for n in (5, 10):
-            kn = {(r["source"], r["seed"], r["frame"], r["name"]): r for r in every[f"{base}/{n}_shot"]}
+            kn = {(r["source"], r["seed"], r["frame"], r["index"]): r for r in every[f"{base}/{n}_shot"]}
             res["results"][f"{base}/1_vs_{n}_shot"] = {
                 "refused_at_1_accepted_at_n": sum(k1[k] is False and r["known"] for k, r in kn.items()),
                 "accepted_at_1_refused_at_n": sum(k1[k] and not r["known"] for k, r in kn.items()),
                 "newly_refused_by": dict(Counter(r["refused_by"] for k, r in kn.items() if k1[k] and not r["known"]))}
+    # what the stream's negatives add: taught views refused with them and accepted with the teaching frames' alone
+    for n in (1, 5, 10):
+        alone = {(r["source"], r["seed"], r["frame"], r["index"]): r["known"] for r in every[f"stream/frames/{n}_shot"]}
+        more = [r for r in every[f"stream/frames+stream_covisible/{n}_shot"]
+                if not r["known"] and alone[(r["source"], r["seed"], r["frame"], r["index"])]]
+        res["results"][f"stream/refused_only_with_the_stream/{n}_shot"] = {
+            "refused": len(more), "accepted_only_with_the_stream": sum(
+                r["known"] and not alone[(r["source"], r["seed"], r["frame"], r["index"])]
+                for r in every[f"stream/frames+stream_covisible/{n}_shot"]),
+            "by": [f"{r['refused_by']}: {r['name']} <- {r.get('neg_name')} ({r.get('neg_origin')})" for r in more]}
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
