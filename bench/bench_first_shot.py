@@ -173,11 +173,13 @@ def run_source(frs: list[dict], seed: int, shots: int, rule: tuple[float, float]
         neg_mod.VETO, neg_mod.VETO_GROWTH = shipped
 
 
-def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str):
+def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str, track: bool = False):
     """One table's plan and a learner taught by it, with the negatives of the regime given.
 
     Returns ``(plan, learner, in_teach, in_stream)`` (the never-taught names seen in a teaching frame
     and in the stream), or None when the table gives no plan. Shared with ``gate_capture.py``.
+    ``track``: each taught object's views in the stream are taught with its shots (the robot kept its
+    track while it watched, and the teach takes the track's views, as a teach by track does).
     """
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 
@@ -190,7 +192,9 @@ def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negati
     for name in sorted(taught):
         f = by_id[plan.teach_frame[name]]
         k = f["names"].index(name)
-        shots_of[name] = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]])
+        shots_of[name] = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]]
+                                        + [g["obj"][g["names"].index(name)][None] for g in plan.stream
+                                           if track and name in g["names"]])
     learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0",
                             feature_dim=int(frs[0]["obj"].shape[1]))
     learner.teach_increment(shots_of)
