@@ -48,7 +48,8 @@ from cbcl_pr_ros.srv import ForgetClass, ListClasses, LookAt, PlaceObject, Point
 from cbcl_pr_ros.stamps import stamp_to_ns, stamp_to_s
 from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
 from cbcl_pr_ros.teaching_page.client import Box, Outcome
-from cbcl_pr_ros.teaching_page.state import MAX_SHOWN_CLASSES, DetectedBox, Frame, PageState, checked_status
+from cbcl_pr_ros.teaching_page.state import (MAX_SHOWN_CLASSES, DetectedBox, Frame, PageState, checked_classes,
+                                             checked_status)
 
 __all__ = ["TeachingPageNode", "CAMERA_SILENT_S", "main"]
 
@@ -239,12 +240,16 @@ class TeachingPageNode(Node):
             return
         fut = self.list_cli.call_async(ListClasses.Request())
 
-        def done(f: Any) -> None:
-            res = f.result()
-            if res is not None:
-                self.state.set_classes([{"name": c.name, "num_clusters": int(c.num_clusters),
-                                         "num_examples": int(c.num_examples)} for c in res.classes])
-        fut.add_done_callback(done)
+        fut.add_done_callback(lambda f: self._on_class_list(f.result()))
+
+    def _on_class_list(self, res: Any) -> None:
+        if res is None:
+            return
+        try:
+            rows = [(c.name, int(c.num_clusters), int(c.num_examples)) for c in res.classes[:MAX_SHOWN_CLASSES]]
+            self.state.set_classes(checked_classes(rows))
+        except ValueError as exc:
+            self.get_logger().warning(f"class list ignored: {exc}", throttle_duration_sec=10.0)
 
     def _probe_robot(self) -> None:
         robot = {"arm": self.point_cli.service_is_ready(), "look": self.look_cli.service_is_ready(),

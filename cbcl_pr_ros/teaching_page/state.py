@@ -14,7 +14,7 @@ from typing import Any, Callable
 from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS, check_label
 
 __all__ = ["DETECTIONS", "TRACK_KEEP_S", "UNSURE", "DetectedBox", "Frame", "PageState", "shown_name",
-           "checked_status", "MAX_SHOWN_CLASSES"]
+           "checked_status", "checked_classes", "MAX_SHOWN_CLASSES"]
 
 Listener = Callable[[str], None]
 
@@ -27,14 +27,18 @@ UNSURE = 0.6
 MAX_SHOWN_CLASSES = 1000  # class names of a status the page keeps and sends to every open page
 
 
+def _check_counts(num: dict[str, Any]) -> None:
+    for key, v in num.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{key} must be a whole number >= 0")
+
+
 def checked_status(num: dict[str, Any], backbone: str, class_names: list[str]) -> dict[str, Any]:
     """A learner status for the page, checked as a stranger's (anyone may publish ``status``): counts
     whole and >= 0, a backbone name and class names as a learner sends them (printable, at most
     MAX_LABEL_CHARS characters), the first MAX_SHOWN_CLASSES names. ValueError otherwise: a status of
     megabyte names would go to every open page with every change."""
-    for key, v in num.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"status field {key} must be a whole number >= 0")
+    _check_counts(num)
     if not isinstance(backbone, str) or len(backbone) > MAX_LABEL_CHARS or not backbone.isprintable():
         raise ValueError(f"the backbone name is not one a learner sends (printable, at most {MAX_LABEL_CHARS} "
                          "characters)")
@@ -42,6 +46,19 @@ def checked_status(num: dict[str, Any], backbone: str, class_names: list[str]) -
     for name in names:
         check_label(name, name="a class name of the status")
     return {**num, "backbone": backbone, "class_names": names}
+
+
+def checked_classes(rows: list[tuple[Any, Any, Any]]) -> list[dict[str, Any]]:
+    """The page's class list from ListClasses answers (name, clusters, examples), checked as
+    :func:`checked_status` checks names (whoever answers ``list_classes`` may be a stranger): the first
+    MAX_SHOWN_CLASSES; ValueError when a name is not a class name or a count not a whole number >= 0."""
+    out = []
+    for name, clusters, examples in rows[:MAX_SHOWN_CLASSES]:
+        check_label(name, name="a class name of the list")
+        counts = {"num_clusters": clusters, "num_examples": examples}
+        _check_counts(counts)
+        out.append({"name": name, **counts})
+    return out
 
 
 def shown_name(label: str, known: bool, confidence: float) -> str:

@@ -200,3 +200,31 @@ def test_the_page_holds_camera_frames_to_a_byte_budget():
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+def test_a_class_list_with_a_name_no_learner_gives_is_not_shown():
+    """Whoever answers list_classes may be a stranger: a list with a megabyte or control-character name
+    is ignored with one throttled warning (it used to go to every open page); a good list is shown."""
+    import rclpy
+
+    from cbcl_pr_ros.msg import ClassInfo
+    from cbcl_pr_ros.nodes.teaching_page import TeachingPageNode
+    from cbcl_pr_ros.srv import ListClasses
+
+    context = rclpy.Context()
+    rclpy.init(args=["page"], context=context)
+    node = TeachingPageNode(start_server=False, context=context)
+    said = []
+    node.get_logger = lambda: type("L", (), {"warning": lambda self, t, **kw: said.append((t, kw))})()
+    try:
+        good = ListClasses.Response(classes=[ClassInfo(name="mug", num_clusters=2, num_examples=9)])
+        node._on_class_list(good)
+        shown = node.state.snapshot()[1]["classes"]
+        assert shown == [{"name": "mug", "num_clusters": 2, "num_examples": 9}]
+        for name in ("m" * (1 << 20), "mug\x1b[2J"):
+            node._on_class_list(ListClasses.Response(classes=[ClassInfo(name="cup"), ClassInfo(name=name)]))
+            assert node.state.snapshot()[1]["classes"] == shown
+        assert len(said) == 2 and all(len(t) < 300 and kw.get("throttle_duration_sec", 0) >= 1 for t, kw in said)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
