@@ -452,7 +452,7 @@ class LearnerController:
         return Outcome(True, f"merged {origin}: {report.summary()}; {n} classes{self.ram_only_note()}",
                        int(new.model_version_), n)
 
-    def _taught_here(self, label: str) -> bool:
+    def taught_here(self, label: str) -> bool:
         """Whether ``label`` holds teaching of this robot's own (in its name, or of unknown origin: taught
         before it had one). Contribution ids travel in every update, so a peer could name all of ours."""
         own = self.learner_.robot_name
@@ -466,7 +466,7 @@ class LearnerController:
             mine = self.learner_.provenance_.get(label)
             if mine is None:
                 return self._outcome(True, f"no class '{label}' to forget for {origin}")
-            if self._taught_here(label):
+            if self.taught_here(label):
                 return self._outcome(False, f"kept '{label}' that {origin} forgot: this robot was taught it "
                                      "(forget it here to remove it)")
             if not ids(mine) <= covering:
@@ -485,7 +485,7 @@ class LearnerController:
         peer): a class this robot was taught keeps the name it was taught under."""
         with self._mutate:
             mine = self.learner_.provenance_.get(old)
-            if mine is not None and self._taught_here(old):
+            if mine is not None and self.taught_here(old):
                 return self._outcome(False, f"rename of '{old}' by {origin} not applied here: this robot was "
                                      "taught it under that name (rename it here to change it)")
             if mine is None or not ids(mine) <= covering or new in self.learner_.classes_:

@@ -268,7 +268,8 @@ class FleetMember:
         if u.op == FORGOTTEN:
             if not covering:
                 raise ValueError("a forget must name the contributions forgotten")
-            self._remember_forgotten(covering)
+            if not c.taught_here(name):  # a class kept as taught here: its teaching is not forgotten
+                self._remember_forgotten(covering)
             out = c.forget_covered(name, covering, who)
             return Received(out.success, out.message)
         if u.op == RENAMED:

@@ -110,6 +110,7 @@ def test_a_peer_naming_our_contribution_ids_cannot_forget_or_rename_a_class_we_w
     assert [r.applied for r in said] == [False, False], said
     assert "this robot was taught it" in said[0].message and "was taught it under that name" in said[1].message
     assert _fingerprint(c1) == before
+    assert not set(mine["mug"]) & m1._forgotten.keys()  # our teaching is not marked forgotten either
     again = _controller(tmp_path, "r1")  # a restart
     assert again.load_at_startup(move_aside=True) and sorted(again.classes) == ["box", "mug"]
     # a class known from a peer alone still follows that peer's forget
