@@ -23,13 +23,13 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
-from .proposals import ProposalConfig, _assemble, _check_rgb, _noise_sigma, _support_region, _usable_depth, \
-    choose_support, refine_plane, support_planes
+from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _support_region, \
+    _usable_depth, choose_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "OUTPUTS", "DIST_CLIP_PX", "Segmenter", "load_segmenter",
-           "input_features", "instances", "layer_shapes", "propose_learned", "combine"]
+           "input_features", "instances", "join_pieces", "layer_shapes", "propose_learned", "combine"]
 
 WORK_WIDTH = 160
 #: the input channels (``input_features``)
@@ -59,6 +59,9 @@ _MIN_CORE_PX = 3  # a core smaller than this (work pixels) is a bump of the dist
 _FLOOD_STEP = 0.1  # the flood's levels of border distance (a fraction of DIST_CLIP_PX: half a pixel)
 _PEAK_FLOOR = 0.25  # with peaks, new objects start on levels down to this (half of the border ring excluded)
 _FLOOD_PASSES = 4  # nearest-label passes per level (bounded work; the last level gets four times as many)
+_MIN_SEAM_PX = 3  # two objects whose seam has fewer readings on both sides than this are not compared
+#: the seam test looks across at most this many pixels (1: touching; 2: a one-pixel gap between the two)
+_SEAM_REACH = 2
 
 
 def layer_shapes() -> dict[str, tuple[int, ...]]:
@@ -277,10 +280,77 @@ def _flooded_cores(dist: np.ndarray, objects: np.ndarray, core: float, peaks: bo
     return lab
 
 
+def join_pieces(labels: np.ndarray, z: np.ndarray, sigma: np.ndarray, sigmas: float = 3.0) -> np.ndarray:
+    """``labels`` (0 = none) with the objects joined that the depth shows to be one surface: across their
+    seam (pixel pairs one step apart, or two with a gap pixel between, each with two more pixels of its
+    own object behind it on the same line) the depth continues the line each side makes, with neither a
+    step nor a bend. Per pair the second difference of the depth along the line through the seam, taken
+    from each side, is divided by the noise it would have from the sensor alone (``sigma``: the per-pixel
+    depth noise, metres; a second difference of three readings has sqrt(6) times one reading's noise);
+    two objects are joined when the median of those ratios over their seam is at most ``sigmas`` and the
+    seam has at least ``_MIN_SEAM_PX`` pairs with readings (a seam lined with holes is a depth edge).
+    Joins are transitive; labels are renumbered 1.. in order of their first pixel (row by row). ``z`` is
+    the depth (metres, NaN or <= 0 = no reading) at the labels' size."""
+    lab = np.asarray(labels, np.int32)
+    n = int(lab.max()) if lab.size else 0
+    if n < 2:
+        return lab.copy()
+    h, w = lab.shape
+    pad = 3 * _SEAM_REACH
+    L = np.pad(lab, pad)
+    with np.errstate(invalid="ignore"):
+        Z = np.pad(np.where(np.isfinite(z) & (z > 0), z, np.nan).astype(np.float64), pad, constant_values=np.nan)
+    S = np.pad(np.asarray(sigma, np.float64), pad, constant_values=np.nan) * math.sqrt(6.0)
+
+    def at(k: int, dy: int, dx: int, arr: np.ndarray) -> np.ndarray:
+        return arr[pad + k * dy:pad + k * dy + h, pad + k * dx:pad + k * dx + w]
+
+    keys, ratios = [], []
+    for d in range(1, _SEAM_REACH + 1):
+        for dy, dx in ((0, d), (d, 0)):
+            a, b = at(0, dy, dx, L), at(1, dy, dx, L)  # p and q = p + s
+            ok = (a > 0) & (b > 0) & (a != b) & (at(-1, dy, dx, L) == a) & (at(2, dy, dx, L) == b)
+            if not ok.any():
+                continue
+            z0, zp, zq, z1 = (at(k, dy, dx, Z)[ok] for k in (-1, 0, 1, 2))
+            with np.errstate(invalid="ignore"):
+                r = np.maximum(np.abs(z0 - 2 * zp + zq) / at(0, dy, dx, S)[ok], np.abs(zp - 2 * zq + z1) / at(1, dy, dx, S)[ok])
+            seen = np.isfinite(r)
+            lo, hi = np.minimum(a[ok], b[ok])[seen], np.maximum(a[ok], b[ok])[seen]
+            keys.append(lo.astype(np.int64) * (n + 1) + hi)
+            ratios.append(r[seen])
+    parent = np.arange(n + 1)
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = int(parent[i])
+        return i
+
+    if keys:
+        key, ratio = np.concatenate(keys), np.concatenate(ratios)
+        order = np.argsort(key, kind="stable")
+        key, ratio = key[order], ratio[order]
+        uniq, start, count = np.unique(key, return_index=True, return_counts=True)
+        for k, s0, c in zip(uniq, start, count):
+            if c >= _MIN_SEAM_PX and float(np.median(ratio[s0:s0 + c])) <= sigmas:
+                ra, rb = root(int(k // (n + 1))), root(int(k % (n + 1)))
+                parent[max(ra, rb)] = min(ra, rb)
+    roots = np.array([root(i) for i in range(n + 1)])
+    merged = roots[lab]
+    _, first = np.unique(merged.ravel(), return_index=True)
+    ordered = merged.ravel()[np.sort(first)]
+    renum = np.zeros(n + 1, np.int32)
+    renum[ordered[ordered > 0]] = np.arange(1, int((ordered > 0).sum()) + 1)
+    return renum[merged]
+
+
 def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np.ndarray, config: ProposalConfig,
-              use_plane: bool = True) -> tuple[np.ndarray, list]:
+              use_plane: bool = True, join: float | None = None) -> tuple[np.ndarray, list]:
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
-    objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered)."""
+    objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
+    With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
+    ``join`` noise sigmas; the noise scale measured on the support, its floor without one)."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0).astype(np.float32)
@@ -299,6 +369,9 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
             fg = valid & (height > np.maximum(config.min_height_m, config.height_sigmas * sigma)) & (height < config.max_size_m)
         surface = (_support_region(valid & (np.abs(height) < 2 * config.rules.plane_tolerance_m), config.rules.support_patch_share)
                    if config.on_support_only else None)
+    if join is not None:
+        noise = sigma if plane is not None else (_SIGMA_AT_1M_FLOOR * zf * zf).astype(np.float32)
+        labels = join_pieces(labels, np.where(valid, zf, np.nan), noise, join)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
@@ -324,12 +397,14 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
 
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
                     config: ProposalConfig | None = None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5,
-                    core: float | None = 0.4, peaks: bool = False, width: int = WORK_WIDTH) -> list[Proposal] | None:
+                    core: float | None = 0.4, peaks: bool = False, join: float | None = None,
+                    width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
     readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
     ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
-    network depth alone, ``core``, ``peaks`` and ``inside_p`` are :func:`instances`' choices, ``width`` the
+    network depth alone, ``core``, ``peaks`` and ``inside_p`` are :func:`instances`' choices, ``join`` joins
+    objects whose seam the depth does not show (:func:`join_pieces` at that many noise sigmas), ``width`` the
     work width (the network was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is
     worth is measured (bench/bench_segmenter.py)."""
     config = config or ProposalConfig()
@@ -342,6 +417,8 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
         raise ValueError(f"width must be in [32, 1024], got {width}")
     if core is not None and not 0.0 < float(core) <= 1.0:
         raise ValueError(f"core must be in (0, 1], got {core}")
+    if join is not None and not 0.0 < float(join) <= 100.0:
+        raise ValueError(f"join must be in (0, 100] noise sigmas, got {join}")
     scale = min(1.0, int(width) / w)
     sw, sh = max(8, int(round(w * scale))), max(8, int(round(h * scale)))
     small = cv2.resize(rgb, (sw, sh), interpolation=cv2.INTER_AREA)
@@ -353,7 +430,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     if not colour:
         feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
     out = segmenter.outputs(feats)
-    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane)
+    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join)
     return _assemble(labels, geo, (h, w), config)
 
 
