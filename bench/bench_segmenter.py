@@ -65,7 +65,13 @@ VARIANTS = {"core40": {"plane": True, "colour": True, "core": 0.4},
             "classes_inside70_join3": {"plane": True, "colour": True, "core": None, "inside_p": 0.7, "join": 3.0},
             "core40_join3": {"plane": True, "colour": True, "core": 0.4, "join": 3.0},
             "geometry_corrected_classes_inside50_join3": {"plane": True, "colour": True, "combine": True, "core": None,
-                                                          "inside_p": 0.5, "join": 3.0}}
+                                                          "inside_p": 0.5, "join": 3.0},
+            # and small objects inside another's box given to it (segmenter.fold_inner)
+            "classes_inside50_inner": {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "inner": True},
+            "classes_inside50_join3_inner": {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 3.0,
+                                             "inner": True},
+            "geometry_corrected_classes_inside50_join3_inner": {"plane": True, "colour": True, "combine": True, "core": None,
+                                                                "inside_p": 0.5, "join": 3.0, "inner": True}}
 
 
 def _score(frames, run) -> tuple[dict, dict, dict]:

@@ -29,7 +29,7 @@ from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "OUTPUTS", "DIST_CLIP_PX", "Segmenter", "load_segmenter",
-           "input_features", "instances", "join_pieces", "layer_shapes", "propose_learned", "combine"]
+           "fold_inner", "input_features", "instances", "join_pieces", "layer_shapes", "propose_learned", "combine"]
 
 WORK_WIDTH = 160
 #: the input channels (``input_features``)
@@ -280,6 +280,15 @@ def _flooded_cores(dist: np.ndarray, objects: np.ndarray, core: float, peaks: bo
     return lab
 
 
+def _renumbered(lab: np.ndarray, n: int) -> np.ndarray:
+    """Labels (values 0..n) renumbered 1.. in order of their first pixel, row by row (0 stays 0)."""
+    _, first = np.unique(lab.ravel(), return_index=True)
+    ordered = lab.ravel()[np.sort(first)]
+    renum = np.zeros(n + 1, np.int32)
+    renum[ordered[ordered > 0]] = np.arange(1, int((ordered > 0).sum()) + 1)
+    return renum[lab]
+
+
 def join_pieces(labels: np.ndarray, z: np.ndarray, sigma: np.ndarray, sigmas: float = 3.0) -> np.ndarray:
     """``labels`` (0 = none) with the objects joined that the depth shows to be one surface: across their
     seam (pixel pairs one step apart, or two with a gap pixel between, each with two more pixels of its
@@ -337,20 +346,42 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigma: np.ndarray, sigmas: fl
                 ra, rb = root(int(k // (n + 1))), root(int(k % (n + 1)))
                 parent[max(ra, rb)] = min(ra, rb)
     roots = np.array([root(i) for i in range(n + 1)])
-    merged = roots[lab]
-    _, first = np.unique(merged.ravel(), return_index=True)
-    ordered = merged.ravel()[np.sort(first)]
-    renum = np.zeros(n + 1, np.int32)
-    renum[ordered[ordered > 0]] = np.arange(1, int((ordered > 0).sum()) + 1)
-    return renum[merged]
+    return _renumbered(roots[lab], n)
+
+
+def fold_inner(labels: np.ndarray, share: float = 0.25) -> np.ndarray:
+    """``labels`` (0 = none) with each object whose bounding box lies wholly inside a larger object's box
+    and whose area is under ``share`` of that one's given to it (a label, a rim or a highlight the network
+    parted from its object); the smallest such container takes it. Renumbered 1.. in order of their first
+    pixel (row by row)."""
+    lab = np.asarray(labels, np.int32)
+    n = int(lab.max()) if lab.size else 0
+    if n < 2:
+        return lab.copy()
+    area = np.bincount(lab.ravel(), minlength=n + 1)
+    boxes = {i: (sl[0].start, sl[0].stop, sl[1].start, sl[1].stop)
+             for i, sl in enumerate(ndimage.find_objects(lab), start=1) if sl is not None}
+    to = np.arange(n + 1)
+    for i, (y0, y1, x0, x1) in boxes.items():
+        holders = [j for j, (v0, v1, u0, u1) in boxes.items()
+                   if j != i and v0 <= y0 and y1 <= v1 and u0 <= x0 and x1 <= u1 and area[i] < share * area[j]]
+        if holders:
+            to[i] = min(holders, key=lambda j: (area[j], j))
+    for _ in range(n):  # a piece of a piece goes to the outermost
+        nxt = to[to]
+        if np.array_equal(nxt, to):
+            break
+        to = nxt
+    return _renumbered(to[lab], n)
 
 
 def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np.ndarray, config: ProposalConfig,
-              use_plane: bool = True, join: float | None = None) -> tuple[np.ndarray, list]:
+              use_plane: bool = True, join: float | None = None, inner: bool = False) -> tuple[np.ndarray, list]:
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
     With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
-    ``join`` noise sigmas; the noise scale measured on the support, its floor without one)."""
+    ``join`` noise sigmas; the noise scale measured on the support, its floor without one); with ``inner``
+    small objects inside another's box are given to it (:func:`fold_inner`)."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0).astype(np.float32)
@@ -372,6 +403,8 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     if join is not None:
         noise = sigma if plane is not None else (_SIGMA_AT_1M_FLOOR * zf * zf).astype(np.float32)
         labels = join_pieces(labels, np.where(valid, zf, np.nan), noise, join)
+    if inner:
+        labels = fold_inner(labels)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
@@ -398,13 +431,14 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
                     config: ProposalConfig | None = None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5,
                     core: float | None = 0.4, peaks: bool = False, join: float | None = None,
-                    width: int = WORK_WIDTH) -> list[Proposal] | None:
+                    inner: bool = False, width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
     readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
     ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
     network depth alone, ``core``, ``peaks`` and ``inside_p`` are :func:`instances`' choices, ``join`` joins
-    objects whose seam the depth does not show (:func:`join_pieces` at that many noise sigmas), ``width`` the
+    objects whose seam the depth does not show (:func:`join_pieces` at that many noise sigmas), ``inner``
+    gives small objects inside another's box to it (:func:`fold_inner`), ``width`` the
     work width (the network was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is
     worth is measured (bench/bench_segmenter.py)."""
     config = config or ProposalConfig()
@@ -430,7 +464,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     if not colour:
         feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
     out = segmenter.outputs(feats)
-    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join)
+    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner)
     return _assemble(labels, geo, (h, w), config)
 
 

@@ -380,3 +380,19 @@ def test_the_same_frame_gives_the_same_joined_proposals_twenty_times():
     for join in (0.0, -1.0, float("nan"), 1e9):
         with pytest.raises(ValueError):
             propose_learned(seg, rgb, depth, K, join=join)
+
+
+def test_a_small_object_inside_a_larger_ones_box_is_given_to_it_and_others_are_not():
+    from cbcl_pr_ros.perception.segmenter import fold_inner
+
+    lab = np.zeros((60, 80), np.int32)
+    lab[5:45, 5:45] = 1
+    lab[20:26, 20:26] = 2  # a label printed on it, parted by the network
+    lab[10:30, 50:70] = 3  # an object of its own, outside
+    lab[40:44, 47:49] = 4  # small, but not inside anyone's box
+    out = fold_inner(lab)
+    assert out[22, 22] == out[10, 10] == 1 and out[15, 55] == 2 and out[41, 47] == 3 and out.max() == 3
+    assert all(np.array_equal(fold_inner(lab), out) for _ in range(20))
+    lab[20:26, 20:26] = 0
+    lab[10:40, 10:40] = 2  # inside the box but too large to be a piece of it
+    assert np.array_equal(fold_inner(lab), lab)
