@@ -59,9 +59,9 @@ VARIANTS = {"core40": {"plane": True, "colour": True, "core": 0.4},
             "geometry_corrected_core55_peaks": {"plane": True, "colour": True, "combine": True, "core": 0.55, "peaks": True},
             "geometry_corrected_classes_inside50": {"plane": True, "colour": True, "combine": True, "core": None,
                                                     "inside_p": 0.5},
-            # objects whose seam the depth does not show joined (segmenter.join_pieces, at 3 or 5 noise sigmas)
+            # objects whose seam the depth does not show joined (segmenter.join_pieces, at 2 or 3 noise sigmas)
             "classes_inside50_join3": {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 3.0},
-            "classes_inside50_join5": {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 5.0},
+            "classes_inside50_join2": {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 2.0},
             "classes_inside70_join3": {"plane": True, "colour": True, "core": None, "inside_p": 0.7, "join": 3.0},
             "core40_join3": {"plane": True, "colour": True, "core": 0.4, "join": 3.0},
             "geometry_corrected_classes_inside50_join3": {"plane": True, "colour": True, "combine": True, "core": None,

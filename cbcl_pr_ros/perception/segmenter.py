@@ -289,27 +289,37 @@ def _renumbered(lab: np.ndarray, n: int) -> np.ndarray:
     return renum[lab]
 
 
-def join_pieces(labels: np.ndarray, z: np.ndarray, sigma: np.ndarray, sigmas: float = 3.0) -> np.ndarray:
+def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.ndarray:
     """``labels`` (0 = none) with the objects joined that the depth shows to be one surface: across their
-    seam (pixel pairs one step apart, or two with a gap pixel between, each with two more pixels of its
-    own object behind it on the same line) the depth continues the line each side makes, with neither a
-    step nor a bend. Per pair the second difference of the depth along the line through the seam, taken
-    from each side, is divided by the noise it would have from the sensor alone (``sigma``: the per-pixel
-    depth noise, metres; a second difference of three readings has sqrt(6) times one reading's noise);
-    two objects are joined when the median of those ratios over their seam is at most ``sigmas`` and the
-    seam has at least ``_MIN_SEAM_PX`` pairs with readings (a seam lined with holes is a depth edge).
-    Joins are transitive; labels are renumbered 1.. in order of their first pixel (row by row). ``z`` is
-    the depth (metres, NaN or <= 0 = no reading) at the labels' size."""
+    seam the depth continues the line each side makes, with neither a step nor a bend.
+
+    The seam is the pixel pairs of two objects one step apart, or two with a gap pixel between (rows and
+    columns), each with one more pixel of its own object behind it on the same line. Per pair, the second
+    difference of the depth along that line (from each side; the larger) is compared with the noise of a
+    second difference in this frame: its robust spread (1.4826 x median absolute value, over every line
+    of three pixels inside one object, divided by depth squared since depth noise grows so; at least
+    ``_SIGMA_AT_1M_FLOOR`` x sqrt(6)). Two objects are joined when the median of those ratios over their
+    seam is at most ``sigmas`` and the seam has at least ``_MIN_SEAM_PX`` pairs with readings (a seam
+    lined with holes is a depth edge). Joins are transitive; labels are renumbered 1.. in order of their
+    first pixel (row by row). ``z`` is the depth (metres, NaN or <= 0 = no reading) at the labels' size."""
     lab = np.asarray(labels, np.int32)
     n = int(lab.max()) if lab.size else 0
     if n < 2:
         return lab.copy()
     h, w = lab.shape
+    with np.errstate(invalid="ignore"):
+        zz = np.where(np.isfinite(z) & (z > 0), z, np.nan).astype(np.float64)
+    inner = []
+    for a, d in ((lab, zz), (lab.T, zz.T)):  # second differences inside one object: the frame's noise
+        one = (a[:-2] > 0) & (a[:-2] == a[1:-1]) & (a[1:-1] == a[2:])
+        d2 = np.abs(d[:-2] - 2 * d[1:-1] + d[2:])[one] / d[1:-1][one] ** 2
+        inner.append(d2[np.isfinite(d2)])
+    inner = np.concatenate(inner)
+    scale = max(1.4826 * float(np.median(inner)) if len(inner) >= 50 else 0.0, _SIGMA_AT_1M_FLOOR * math.sqrt(6.0))
     pad = 3 * _SEAM_REACH
     L = np.pad(lab, pad)
-    with np.errstate(invalid="ignore"):
-        Z = np.pad(np.where(np.isfinite(z) & (z > 0), z, np.nan).astype(np.float64), pad, constant_values=np.nan)
-    S = np.pad(np.asarray(sigma, np.float64), pad, constant_values=np.nan) * math.sqrt(6.0)
+    Z = np.pad(zz, pad, constant_values=np.nan)
+    S = scale * Z * Z
 
     def at(k: int, dy: int, dx: int, arr: np.ndarray) -> np.ndarray:
         return arr[pad + k * dy:pad + k * dy + h, pad + k * dx:pad + k * dx + w]
@@ -380,7 +390,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
     With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
-    ``join`` noise sigmas; the noise scale measured on the support, its floor without one); with ``inner``
+    ``join`` noise sigmas); with ``inner``
     small objects inside another's box are given to it (:func:`fold_inner`)."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
@@ -401,8 +411,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
         surface = (_support_region(valid & (np.abs(height) < 2 * config.rules.plane_tolerance_m), config.rules.support_patch_share)
                    if config.on_support_only else None)
     if join is not None:
-        noise = sigma if plane is not None else (_SIGMA_AT_1M_FLOOR * zf * zf).astype(np.float32)
-        labels = join_pieces(labels, np.where(valid, zf, np.nan), noise, join)
+        labels = join_pieces(labels, np.where(valid, zf, np.nan), join)
     if inner:
         labels = fold_inner(labels)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
