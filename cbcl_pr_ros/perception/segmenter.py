@@ -3,10 +3,13 @@
 A U-Net of 76 k weights reads a frame at ``WORK_WIDTH`` pixels wide (depth cues: surface
 normals, depth relative to the frame and to its surroundings, depth edges, where readings are; and
 colour) and says per pixel: background, object inside, or object boundary, and how far the pixel lies
-from its object's border. Objects are the connected cores (pixels far from any border: two touching
-objects have cores apart even where the boundary between them is one pixel wide) flooded back over the
-object pixels along the predicted distance (a watershed); the support plane of the geometry method then
-gives each its 3D centroid and extent and drops what does not stand on the support.
+from its object's border. By default objects are the connected insides grown over the object pixels;
+two of them whose seam the depth does not show (no step, no bend beyond the frame's own noise) are one
+object cut by the network and are joined, and a small one inside a larger one's box is given to it.
+Optionally objects are the connected cores of the distance (pixels far from any border) flooded back
+over the object pixels (a watershed). The support plane of the geometry method then gives each its 3D
+centroid and extent and drops what does not stand on the support. Each of these choices was made on
+real frames of other sources than the one it was scored on (docs/perception.md).
 
 The forward pass is plain NumPy (3x3 convolutions as one matrix product each), so it needs no deep
 learning framework at run time and gives the same answer in every process. The weights are a
@@ -439,8 +442,8 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
 
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
                     config: ProposalConfig | None = None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5,
-                    core: float | None = 0.4, peaks: bool = False, join: float | None = None,
-                    inner: bool = False, width: int = WORK_WIDTH) -> list[Proposal] | None:
+                    core: float | None = None, peaks: bool = False, join: float | None = 2.0,
+                    inner: bool = True, width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
     readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
