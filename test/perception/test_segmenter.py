@@ -396,3 +396,20 @@ def test_a_small_object_inside_a_larger_ones_box_is_given_to_it_and_others_are_n
     lab[20:26, 20:26] = 0
     lab[10:40, 10:40] = 2  # inside the box but too large to be a piece of it
     assert np.array_equal(fold_inner(lab), lab)
+
+
+def test_propose_learneds_defaults_are_the_rule_chosen_leave_one_source_out():
+    """The curated bench run (bench/results/segmenter_pieces.json) chose a variant on each fold from
+    the other sources; the function's defaults must be the one the folds chose, not an older rule."""
+    import inspect
+    import json
+    from collections import Counter
+
+    from bench_common import CURATED
+
+    run = json.loads((CURATED / "segmenter_pieces.json").read_text(encoding="utf-8"))["learned_leave_one_source_out"]
+    chosen, _ = Counter(v["chosen_on_the_others"] for v in run["per_source"].values()).most_common(1)[0]
+    opts = {"join": None, "inner": False} | run["variants"][chosen]  # as bench_segmenter runs a variant
+    assert not opts.pop("combine", False), "a combined variant is no default of propose_learned"
+    defaults = {k: p.default for k, p in inspect.signature(propose_learned).parameters.items()}
+    assert {k: defaults[k] for k in opts} == opts
