@@ -372,14 +372,15 @@ def fold_inner(labels: np.ndarray, share: float = 0.25) -> np.ndarray:
     if n < 2:
         return lab.copy()
     area = np.bincount(lab.ravel(), minlength=n + 1)
-    boxes = {i: (sl[0].start, sl[0].stop, sl[1].start, sl[1].stop)
-             for i, sl in enumerate(ndimage.find_objects(lab), start=1) if sl is not None}
+    ids = np.array([i for i, sl in enumerate(ndimage.find_objects(lab), start=1) if sl is not None])
+    box = np.array([(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop) for sl in ndimage.find_objects(lab) if sl is not None])
+    y0, y1, x0, x1 = (box[:, k] for k in range(4))
+    holds = ((y0[:, None] <= y0[None]) & (y1[None] <= y1[:, None]) & (x0[:, None] <= x0[None]) & (x1[None] <= x1[:, None])
+             & (area[ids][None] < share * area[ids][:, None]))  # [j, i]: j's box holds i's, i small beside j
+    rank = np.lexsort((ids, area[ids]))  # smallest container first, ties by label
     to = np.arange(n + 1)
-    for i, (y0, y1, x0, x1) in boxes.items():
-        holders = [j for j, (v0, v1, u0, u1) in boxes.items()
-                   if j != i and v0 <= y0 and y1 <= v1 and u0 <= x0 and x1 <= u1 and area[i] < share * area[j]]
-        if holders:
-            to[i] = min(holders, key=lambda j: (area[j], j))
+    for col in np.flatnonzero(holds.any(axis=0)):
+        to[ids[col]] = ids[rank[holds[rank, col]][0]]
     for _ in range(n):  # a piece of a piece goes to the outermost
         nxt = to[to]
         if np.array_equal(nxt, to):
