@@ -336,7 +336,8 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.nd
                 continue
             z0, zp, zq, z1 = (at(k, dy, dx, Z)[ok] for k in (-1, 0, 1, 2))
             with np.errstate(invalid="ignore"):
-                r = np.maximum(np.abs(z0 - 2 * zp + zq) / at(0, dy, dx, S)[ok], np.abs(zp - 2 * zq + z1) / at(1, dy, dx, S)[ok])
+                r = np.maximum(np.abs(z0 - 2 * zp + zq) / at(0, dy, dx, S)[ok],
+                               np.abs(zp - 2 * zq + z1) / at(1, dy, dx, S)[ok])
             seen = np.isfinite(r)
             lo, hi = np.minimum(a[ok], b[ok])[seen], np.maximum(a[ok], b[ok])[seen]
             keys.append(lo.astype(np.int64) * (n + 1) + hi)
@@ -373,10 +374,11 @@ def fold_inner(labels: np.ndarray, share: float = 0.25) -> np.ndarray:
         return lab.copy()
     area = np.bincount(lab.ravel(), minlength=n + 1)
     ids = np.array([i for i, sl in enumerate(ndimage.find_objects(lab), start=1) if sl is not None])
-    box = np.array([(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop) for sl in ndimage.find_objects(lab) if sl is not None])
+    box = np.array([(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop)
+                    for sl in ndimage.find_objects(lab) if sl is not None])
     y0, y1, x0, x1 = (box[:, k] for k in range(4))
-    holds = ((y0[:, None] <= y0[None]) & (y1[None] <= y1[:, None]) & (x0[:, None] <= x0[None]) & (x1[None] <= x1[:, None])
-             & (area[ids][None] < share * area[ids][:, None]))  # [j, i]: j's box holds i's, i small beside j
+    holds = ((y0[:, None] <= y0[None]) & (y1[None] <= y1[:, None]) & (x0[:, None] <= x0[None])
+             & (x1[None] <= x1[:, None]) & (area[ids][None] < share * area[ids][:, None]))  # [j, i]: j holds i
     rank = np.lexsort((ids, area[ids]))  # smallest container first, ties by label
     to = np.arange(n + 1)
     for col in np.flatnonzero(holds.any(axis=0)):
