@@ -10,7 +10,9 @@ For every frame of bench/real_rgbd (``CBCL_REAL_RGBD`` or --frames: the assemble
   refinement, with or without colour, the objects from the border-distance cores at thresholds 0.25-0.7, with or without
   new objects at lower peaks of the distance, or from the
   "inside" class at 0.5/0.7; or the geometry's proposals corrected by the network's,
-  ``segmenter.combine``). Leave-one-source-out: the variant best on the other sources
+  ``segmenter.combine``; with or without objects whose seam the depth does not show joined,
+  ``segmenter.join_pieces`` at 2 or 3 noise sigmas, and small objects inside a larger one's box given to
+  it, ``segmenter.fold_inner``). Leave-one-source-out: the variant best on the other sources
   (F1 at IoU 0.5 less 0.05 per merge in 10 frames, as bench_real) is scored on the held-out one;
 - recall and precision at IoU 0.5, merges, per source, pooled; CPU milliseconds per 640x480 frame on one
   core (best of 3, process CPU time with one BLAS/OpenCV thread); whether 20 runs of one frame agree.
@@ -58,7 +60,24 @@ VARIANTS = {"core40": {"plane": True, "colour": True, "core": 0.4},
             "geometry_corrected_core40_peaks": {"plane": True, "colour": True, "combine": True, "core": 0.4, "peaks": True},
             "geometry_corrected_core55_peaks": {"plane": True, "colour": True, "combine": True, "core": 0.55, "peaks": True},
             "geometry_corrected_classes_inside50": {"plane": True, "colour": True, "combine": True, "core": None,
-                                                    "inside_p": 0.5}}
+                                                    "inside_p": 0.5},
+            # objects whose seam the depth does not show joined (segmenter.join_pieces, at 2 or 3 noise sigmas)
+            "classes_inside50_join3": {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 3.0},
+            "classes_inside50_join2": {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 2.0},
+            "classes_inside70_join3": {"plane": True, "colour": True, "core": None, "inside_p": 0.7, "join": 3.0},
+            "core40_join3": {"plane": True, "colour": True, "core": 0.4, "join": 3.0},
+            "geometry_corrected_classes_inside50_join3": {"plane": True, "colour": True, "combine": True, "core": None,
+                                                          "inside_p": 0.5, "join": 3.0},
+            # and small objects inside another's box given to it (segmenter.fold_inner)
+            "classes_inside50_inner": {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "inner": True},
+            "classes_inside50_join3_inner": {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 3.0,
+                                             "inner": True},
+            "classes_inside50_join2_inner": {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 2.0,
+                                             "inner": True},
+            "geometry_corrected_classes_inside50_join2_inner": {"plane": True, "colour": True, "combine": True, "core": None,
+                                                                "inside_p": 0.5, "join": 2.0, "inner": True},
+            "geometry_corrected_classes_inside50_join3_inner": {"plane": True, "colour": True, "combine": True, "core": None,
+                                                                "inside_p": 0.5, "join": 3.0, "inner": True}}
 
 
 def _score(frames, run) -> tuple[dict, dict, dict]:
@@ -97,6 +116,17 @@ def _cpu_ms(frames, run, repeats: int = 3) -> dict:
     return {"median": round(float(np.median(times)), 1), "p90": round(float(np.quantile(times, 0.9)), 1)}
 
 
+def brief(out: dict) -> dict:
+    """The small copy of a run (``--summary``): no per-frame figures; per source recall, precision and merges
+    and the failure kinds only for the variants some fold chose, the others pooled."""
+    chosen = {v["chosen_on_the_others"] for v in out["learned_leave_one_source_out"]["per_source"].values()}
+    keep = ("recall", "precision", "merges")
+    return dict(out, learned={name: {"pooled": fig["pooled"],
+                                     **({"per_source": {s: {k: f[k] for k in keep} for s, f in fig["per_source"].items()},
+                                         "failure_kinds": fig["failure_kinds"]} if name in chosen else {})}
+                              for name, fig in out["learned"].items()})
+
+
 def main() -> None:
     from cbcl_pr_ros.perception import ProposalConfig, propose
     from cbcl_pr_ros.perception.segmenter import combine, load_segmenter, propose_learned
@@ -124,7 +154,7 @@ def main() -> None:
         return propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
 
     def learned(variant):
-        opts = dict(VARIANTS[variant])
+        opts = {"join": None, "inner": False} | VARIANTS[variant]  # what a variant does not name, it does not do
         if opts.pop("combine", False):  # the geometry's proposals, corrected by the network's
             return lambda fr: combine(geometry(fr), propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts) or [])
         return lambda fr: propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts)
@@ -165,13 +195,7 @@ def main() -> None:
     path = args.out or out_path("segmenter.json")
     path.write_text(json.dumps(out, indent=1))
     if args.summary:
-        chosen = {v["chosen_on_the_others"] for v in loso.values()}
-        brief = ("recall", "precision", "merges")
-        small = dict(out, learned={name: {"pooled": fig["pooled"],
-                                          "per_source": {s: {k: f[k] for k in brief} for s, f in fig["per_source"].items()},
-                                          **({"failure_kinds": fig["failure_kinds"]} if name in chosen else {})}
-                                   for name, fig in out["learned"].items()})
-        args.summary.write_text(json.dumps(small, separators=(",", ":")) + "\n")
+        args.summary.write_text(json.dumps(brief(out), separators=(",", ":")) + "\n")
     print(json.dumps({"geometry": out["geometry"]["pooled"],
                       "geometry_loso": out["geometry"].get("leave_one_source_out", {}).get("held_out_pooled"),
                       "learned_loso": out["learned_leave_one_source_out"]["held_out_pooled"],
