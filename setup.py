@@ -30,7 +30,9 @@ setup(
                 for sub, pattern in (("config", "*.*"), ("msg", "*.msg"), ("srv", "*.srv"))],
     install_requires=_requirements("core.txt"),
     extras_require={"test": _requirements("test.txt"), "page": _requirements("page.txt")},
-    package_data={"cbcl_pr_ros": ["py.typed"], "cbcl_pr_ros.teaching_page": ["static/*"]},
+    # the learned proposals' weights and their training log ship with the package (a few hundred kB)
+    package_data={"cbcl_pr_ros": ["py.typed"], "cbcl_pr_ros.teaching_page": ["static/*"],
+                  "cbcl_pr_ros.perception": ["weights/*"]},
     entry_points={"console_scripts": [
         "cbcl-bag-eval=cbcl_pr_ros.cli.bag_eval:main",
         "cbcl-bag-record=cbcl_pr_ros.cli.record:main",

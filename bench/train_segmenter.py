@@ -1,8 +1,9 @@
 """Make the rendered scenes and train the learned proposal segmenter on them, reproducibly, on the CPU.
 
-One command regenerates everything::
+One command regenerates everything, and with ``--install`` puts the weights and the log where the package
+ships them (cbcl_pr_ros/perception/weights/)::
 
-    source scripts/env.sh && nice -n 5 python -P bench/train_segmenter.py
+    source scripts/env.sh && nice -n 5 python -P bench/train_segmenter.py --install
 
 1. ``--scenes`` rendered table scenes (``segmenter_data.make_scenes``, each from its own seed), cached
    under runs/bench/segmenter/ by their count and seed;
@@ -17,12 +18,16 @@ One command regenerates everything::
 4. batch norms folded into the convolutions, weights written as safetensors (runs/bench/segmenter/
    segmenter.safetensors, or ``--weights``), checked by the runtime loader, and the NumPy forward pass
    compared with torch's on the validation scenes; the log (loss per 100 steps, validation pixel and
-   object figures, time) goes to runs/bench/segmenter/train_log.json.
+   object figures, time, the weights' sha256) goes to runs/bench/segmenter/train_log.json;
+5. with ``--install``, both copied into the package (``SHIPPED_WEIGHTS``, ``SHIPPED_LOG``) once the loader
+   has taken the weights.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -34,8 +39,8 @@ from bench_common import out_path  # noqa: E402
 
 from scipy import ndimage  # noqa: E402
 
-from cbcl_pr_ros.perception.segmenter import CHANNELS, DIST_CLIP_PX, LAYERS, input_features, instances, \
-    load_segmenter  # noqa: E402
+from cbcl_pr_ros.perception.segmenter import CHANNELS, DIST_CLIP_PX, LAYERS, SHIPPED_LOG, SHIPPED_WEIGHTS, \
+    input_features, instances, load_segmenter  # noqa: E402
 from cbcl_pr_ros.perception.types import CameraIntrinsics  # noqa: E402
 
 IGNORE = 255
@@ -165,6 +170,24 @@ def object_figures(pred: np.ndarray, inst: np.ndarray) -> tuple[int, int, int]:
     return len(ids), found, int(pred.max())
 
 
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def install(weights: Path, log: Path) -> None:
+    """Copy ``weights`` and the training ``log`` into the package, where the extractor's learned proposals
+    load them from; refused (ValueError) when the loader refuses the weights or the log is not of them."""
+    load_segmenter(weights)
+    record = json.loads(log.read_text())
+    digest = sha256(weights)
+    if record.setdefault("weights_sha256", digest) != digest or record.get("weights_bytes") != weights.stat().st_size:
+        raise ValueError(f"{log} is the log of other weights than {weights}")
+    SHIPPED_WEIGHTS.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(weights, SHIPPED_WEIGHTS)
+    SHIPPED_LOG.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"installed {weights} (sha256 {digest}) -> {SHIPPED_WEIGHTS}, log -> {SHIPPED_LOG}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scenes", type=int, default=4000)
@@ -178,7 +201,14 @@ def main() -> None:
                     help="weight of the distance's squared error (0: the class head alone, what held out best)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--weights", type=Path, default=None)
+    ap.add_argument("--install", action="store_true",
+                    help="copy the weights and the log into the package (cbcl_pr_ros/perception/weights/): what ships")
+    ap.add_argument("--install-only", action="store_true",
+                    help="no training: install the weights (--weights, or the default output) and their log as made")
     args = ap.parse_args()
+    if args.install_only:
+        install(args.weights or out_path("segmenter/segmenter.safetensors"), out_path("segmenter/train_log.json"))
+        return
 
     import torch
     from safetensors.numpy import save_file
@@ -264,10 +294,13 @@ def main() -> None:
                          "classes_only": {"recall_iou50": round(cls_found / max(objs, 1), 3), "predicted_objects": cls_preds}}
     log["seconds"] = round(time.time() - t_start, 1)
     log["weights_bytes"] = path.stat().st_size
+    log["weights_sha256"] = sha256(path)
     log["parameters"] = int(sum(v.size for v in weights.values()))
     out = out_path("segmenter/train_log.json")
     out.write_text(json.dumps(log, indent=1))
     print(json.dumps(log["validation"]), f"-> {path}, {out}", flush=True)
+    if args.install:
+        install(path, out)
 
 
 if __name__ == "__main__":

@@ -52,9 +52,10 @@ from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array, make_object_fe
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos, service_qos
-from cbcl_pr_ros.nodes.ros_params import declare_parameters, parameter, read_parameters
+from cbcl_pr_ros.nodes.ros_params import ParameterRefused, declare_parameters, parameter, read_parameters
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.objects import DepthPairing, ExtractSettings, ObjectReuse, PIECES, extract_objects
+from cbcl_pr_ros.objects.extract import proposal_segmenter
 from cbcl_pr_ros.perception import CameraIntrinsics
 from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
 from cbcl_pr_ros.runtime.stage_times import StageTimes
@@ -100,6 +101,18 @@ def no_frame_hint(topic: str, waited_s: float, qos_text: str, msg_type: str,
     return f"{head} {len(publishers)} publisher(s) ({names}) match but send nothing: is the camera streaming?"
 
 
+def start_segmenter(p: dict[str, Any], logger: Any) -> Any:
+    """The segmenter of ``object_proposals`` learned (None for depth), loaded at start; weights our loader
+    refuses stop the start with one line (``ParameterRefused``), not on the first frame."""
+    try:
+        seg = proposal_segmenter(str(p["object_proposals"]), str(p["segmenter_weights"]))
+    except ValueError as exc:
+        raise ParameterRefused(f"parameter {exc}") from None
+    if seg is not None:
+        logger.info(f"object proposals: learned (segmenter {p['segmenter_weights'] or 'shipped with the package'})")
+    return seg
+
+
 class FeatureExtractorNode(ManagedNode):
     """Camera → feature vectors, as a lifecycle node. ``backbone`` may be injected (tests, the
     one-process session); then configure uses it and cleanup only drops the reference.
@@ -123,6 +136,7 @@ class FeatureExtractorNode(ManagedNode):
         declare_parameters(self, EXTRACTOR)
         p = read_parameters(self, EXTRACTOR)
         self.params = p
+        self.segmenter = start_segmenter(p, self.get_logger())  # once: the learned proposals' network, or None
         self._injected = backbone
         self.backbone: Any = None
         self.limits = RequestLimits.from_params(p)
@@ -387,7 +401,8 @@ class FeatureExtractorNode(ManagedNode):
             crop_margin=float(self.get_parameter("crop_margin").value),
             mask_crops=bool(parameter(self, "mask_crops")),
             reuse_still_crops=bool(parameter(self, "reuse_still_crops")),
-            policy=replace(PIECES, join_candidates=int(parameter(self, "join_candidates"))))
+            policy=replace(PIECES, join_candidates=int(parameter(self, "join_candidates"))),
+            segmenter=self.segmenter)
         pose = self.camera_poses.pose_for(msg.header.stamp) if depth is not None else None
         out = extract_objects(rgb, depth, K, pose, backbone, self._reuse, settings, calibrated_size=size,
                               times=self.times, turn=self.backbone_lock)

@@ -7,7 +7,9 @@ and an :class:`~cbcl_pr_ros.objects.frame.ObjectFrame`:
 1. the depth is checked against the image (:func:`usable_depth`): intrinsics calibrated for another
    size are scaled, of another aspect ratio dropped; depth not aligned, empty or in the wrong unit
    is dropped (RGB-only proposals and no 3D rather than a wrong one), with the reason to warn about;
-2. the proposals (``perception.propose``, with gravity from the pose when it is known) and the
+2. the proposals (``perception.propose``, with gravity from the pose when it is known; or, with a
+   segmenter in the settings, the learned ones of ``perception.segmenter.propose_learned``, which fall
+   back to ``propose`` on a frame without usable depth) and the
    candidate joins of touching pieces (``pieces.candidate_pairs``, ``pieces.union_proposal``), or
    those kept for a still picture (``reuse.ProposalReuse``);
 3. the crops of every proposal and every union (``perception.crop_images``);
@@ -19,7 +21,7 @@ The node converts the messages, calls this and publishes; everything here is tes
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,6 +29,7 @@ import numpy as np
 from cbcl_pr_ros.perception.boxes import crop_images
 from cbcl_pr_ros.perception.camera_pose import CameraPose
 from cbcl_pr_ros.perception.proposals import ProposalConfig, depth_problem, propose
+from cbcl_pr_ros.perception.segmenter import Segmenter, load_segmenter, propose_learned
 from cbcl_pr_ros.perception.types import CameraIntrinsics, Proposal, intrinsics_for_image
 from cbcl_pr_ros.runtime.stage_times import StageTimes
 
@@ -34,21 +37,28 @@ from .frame import ObjectFrame, ObjectJoins
 from .pieces import PIECES, PiecePolicy, candidate_pairs, union_proposal
 from .reuse import CropFeatureReuse, ProposalReuse
 
-__all__ = ["ExtractSettings", "ExtractedFrame", "ObjectReuse", "extract_objects", "frame_proposals", "usable_depth",
-           "up_axis"]
+__all__ = ["PROPOSAL_METHODS", "ExtractSettings", "ExtractedFrame", "ObjectReuse", "extract_objects",
+           "frame_proposals", "proposal_segmenter", "usable_depth", "up_axis"]
+
+#: how the objects of a frame are found: the depth's geometry, or the learned segmenter (its objects
+#: placed by the same support plane; the geometry still serves frames without usable depth)
+PROPOSAL_METHODS = ("depth", "learned")
 
 
 @dataclass(frozen=True)
 class ExtractSettings:
     """The extractor's per-object settings (its parameters of those names): most objects per frame,
     the crops' context margin and background fill, whether a still picture keeps its proposals and
-    vectors, and the piece policy (``join_candidates``: candidate joins per frame)."""
+    vectors, the piece policy (``join_candidates``: candidate joins per frame), and the segmenter whose
+    learned proposals replace the geometry's where the depth is usable (None: the geometry's; see
+    :func:`proposal_segmenter`)."""
 
     max_objects: int = 16
     crop_margin: float = 0.1
     mask_crops: bool = True
     reuse_still_crops: bool = True
     policy: PiecePolicy = PIECES
+    segmenter: Segmenter | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.max_objects, bool) or not isinstance(self.max_objects, (int, np.integer)) \
@@ -58,6 +68,22 @@ class ExtractSettings:
             raise ValueError(f"crop_margin must be in [0, 2], got {self.crop_margin!r}")
         if not isinstance(self.policy, PiecePolicy):
             raise TypeError(f"policy must be a PiecePolicy, got {type(self.policy).__name__}")
+        if self.segmenter is not None and not isinstance(self.segmenter, Segmenter):
+            raise TypeError(f"segmenter must be a Segmenter or None, got {type(self.segmenter).__name__}")
+
+
+def proposal_segmenter(method: str, weights: str = "") -> Segmenter | None:
+    """The segmenter for ``ExtractSettings`` of the extractor's ``object_proposals`` method: None for
+    "depth"; for "learned" the network of ``weights`` ('' = the weights shipped with the package), loaded
+    once. ``ValueError`` with one line saying why for another method, or weights our loader refuses."""
+    if method not in PROPOSAL_METHODS:
+        raise ValueError(f"object_proposals must be one of {', '.join(PROPOSAL_METHODS)}, got {method!r}")
+    if method == "depth":
+        return None
+    try:
+        return load_segmenter(weights) if weights else load_segmenter()
+    except ValueError as exc:
+        raise ValueError(f"object_proposals learned: the segmenter's weights are unusable: {exc}") from None
 
 
 class ObjectReuse:
@@ -120,18 +146,29 @@ def frame_proposals(rgb: np.ndarray, depth: np.ndarray | None, K: CameraIntrinsi
     (``still``; None = computed every frame)."""
     limit, up = settings.policy.join_candidates, up_axis(pose)
     key = (depth is not None, None if K is None else (K.fx, K.fy, K.cx, K.cy), rgb.shape, settings.max_objects,
-           limit, None if up is None else tuple(round(v, 3) for v in up))
+           limit, None if up is None else tuple(round(v, 3) for v in up), id(settings.segmenter))
     props, grid = still.lookup(rgb, key) if still is not None else (None, None)
     if props is not None:
         pairs, unions = still.kept_joins
         return props, list(pairs), list(unions)
     config = ProposalConfig(up_axis=up) if up is not None else None
-    props = propose(rgb, depth, K, config)[:settings.max_objects]
+    props = _propose(rgb, depth, K, config, settings.segmenter)[:settings.max_objects]
     pairs = candidate_pairs(props, depth, K, settings.policy)
     unions = [union_proposal(props[i], props[j]) for i, j in pairs]
     if still is not None:
         still.keep(grid, key, props, (pairs, unions))
     return props, pairs, unions
+
+
+def _propose(rgb: np.ndarray, depth: np.ndarray | None, K: CameraIntrinsics | None, config: ProposalConfig | None,
+             segmenter: Segmenter | None) -> list[Proposal]:
+    """The learned proposals with a segmenter and usable depth; otherwise (and when the segmenter finds the
+    depth unusable) the geometry's, which then go RGB-only as they do without a segmenter."""
+    if segmenter is not None and depth is not None and K is not None:
+        learned = propose_learned(segmenter, rgb, depth, K, config)
+        if learned is not None:
+            return learned
+    return propose(rgb, depth, K, config)
 
 
 def extract_objects(rgb: np.ndarray, depth: np.ndarray | None, intrinsics: CameraIntrinsics | None,

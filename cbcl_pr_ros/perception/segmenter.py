@@ -14,7 +14,9 @@ real frames of other sources than the one it was scored on (docs/perception.md).
 The forward pass is plain NumPy (3x3 convolutions as one matrix product each), so it needs no deep
 learning framework at run time and gives the same answer in every process. The weights are a
 safetensors file; :func:`load_segmenter` refuses any file whose tensors are not those the network
-expects. ``bench/train_segmenter.py`` makes the scenes and the weights (docs/perception.md).
+expects. The package ships trained weights (``SHIPPED_WEIGHTS``, with their training log beside them);
+``bench/train_segmenter.py --install`` makes the scenes and the weights again and puts them there
+(docs/perception.md).
 """
 from __future__ import annotations
 
@@ -31,9 +33,13 @@ from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
-__all__ = ["WORK_WIDTH", "CHANNELS", "LAYERS", "OUTPUTS", "DIST_CLIP_PX", "Segmenter", "load_segmenter",
+__all__ = ["SHIPPED_WEIGHTS", "SHIPPED_LOG",
+           "WORK_WIDTH", "CHANNELS", "LAYERS", "OUTPUTS", "DIST_CLIP_PX", "Segmenter", "load_segmenter",
            "fold_inner", "input_features", "instances", "join_pieces", "layer_shapes", "propose_learned", "combine"]
 
+#: the weights that ship with the package, and the log of the training that made them
+SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights" / "segmenter.safetensors"
+SHIPPED_LOG = SHIPPED_WEIGHTS.with_name("segmenter_train_log.json")
 WORK_WIDTH = 160
 #: the input channels (``input_features``)
 CHANNELS = ("valid", "normal_x", "normal_y", "normal_z", "log_depth", "protrusion", "depth_edge", "red", "green", "blue")
@@ -171,13 +177,16 @@ class Segmenter:
         return _conv(d1, W["head.weight"], W["head.bias"], relu=False)[:, :h, :w]
 
 
-def load_segmenter(path: str | Path) -> Segmenter:
-    """The segmenter of a safetensors file; ``ValueError`` when the file is too large, not safetensors,
-    or holds other tensors, shapes or non-finite values than the network's (``layer_shapes``)."""
+def load_segmenter(path: str | Path = SHIPPED_WEIGHTS) -> Segmenter:
+    """The segmenter of a safetensors file (by default the shipped one); ``ValueError`` when there is no
+    such file, or it is too large, not safetensors, or holds other tensors, shapes or non-finite values
+    than the network's (``layer_shapes``)."""
     from safetensors import SafetensorError
     from safetensors.numpy import load
 
     path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
     if path.stat().st_size > _MAX_FILE_BYTES:
         raise ValueError(f"{path}: {path.stat().st_size} bytes, more than a segmenter's {_MAX_FILE_BYTES}")
     try:
