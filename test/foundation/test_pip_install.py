@@ -49,6 +49,9 @@ def test_pip_install_gives_working_bag_tools(tmp_path: Path, checkout_copy: Path
     assert all((site / "cbcl_pr_ros" / "teaching_page" / "static" / f).is_file()
                for f in ("index.html", "page.js", "page.css"))
     assert (share / "config" / "cbcl_pr.yaml").is_file() and (share / "msg" / "TeachingEvent.msg").is_file()
+    # and so do the learned proposals' weights and their training log (object_proposals: learned)
+    assert all((site / "cbcl_pr_ros" / "perception" / "weights" / f).is_file()
+               for f in ("segmenter.safetensors", "segmenter_train_log.json"))
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "AMENT_PREFIX_PATH", "CBCL_PR_ROS_MSG_DIR", "COLCON_PREFIX_PATH")}
     env["PYTHONPATH"] = str(site)
