@@ -1,5 +1,5 @@
-"""The extractor with ``object_proposals: learned``: the shipped segmenter is loaded once at start and
-finds the frame's objects; weights the loader refuses stop the start with one line, and the value cannot
+"""The extractor with ``object_proposals: learned``: the segmenter (``segmenter_weights``; here one whose
+answer is known) is loaded once at start and finds the frame's objects; weights the loader refuses stop the start with one line, and the value cannot
 be changed on a running node (the weights are loaded at start). Callbacks are called directly (no spin)."""
 from __future__ import annotations
 
@@ -10,15 +10,20 @@ pytestmark = pytest.mark.ros
 rclpy = pytest.importorskip("rclpy")
 
 
-def test_learned_proposals_are_what_the_node_sends_and_the_method_is_fixed_at_start():
+def test_learned_proposals_are_what_the_node_sends_and_the_method_is_fixed_at_start(tmp_path):
     from extractor_table import MeanColourBackbone, extractor, show, two_objects
+    from known_segmenter import protrusion_weights
     from rclpy.parameter import Parameter
+    from safetensors.numpy import save_file
 
     from cbcl_pr_ros.perception.segmenter import propose_learned
 
     rgb, depth, k = two_objects()
+    weights = tmp_path / "seg.safetensors"
+    save_file(protrusion_weights(), str(weights))
     sent = []
-    with extractor(MeanColourBackbone(), k, object_proposals="learned", reuse_still_crops=False) as node:
+    with extractor(MeanColourBackbone(), k, object_proposals="learned", segmenter_weights=str(weights),
+                   reuse_still_crops=False) as node:
         assert node.segmenter is not None
         node.objects_pub.publish = sent.append
         show(node, rgb, depth, 0)

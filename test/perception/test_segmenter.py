@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from known_segmenter import protrusion_weights as _protrusion_weights
 from safetensors.numpy import save_file
 from synthetic import SynthObject, scene
 
@@ -22,22 +23,6 @@ def _weights(seed: int = 0) -> dict[str, np.ndarray]:
         out[name] = (rng.normal(0, np.sqrt(2.0 / fan_in), shape) if len(shape) > 1 else rng.normal(0, 0.05, shape)).astype(np.float32)
     out["head.bias"] = np.array([0.0, 0.6, -0.6, 0.5], np.float32)
     return out
-
-
-def _protrusion_weights() -> dict[str, np.ndarray]:
-    """Weights of a network that calls "inside" what stands out of its surroundings (the protrusion
-    channel), and far from a border the more it stands out, through the first and last blocks, every other
-    path zero: a segmenter whose answer is known."""
-    w = {name: np.zeros(shape, np.float32) for name, shape in layer_shapes().items()}
-    w["enc1a.weight"][0, CHANNELS.index("protrusion"), 1, 1] = 1.0
-    w["enc1b.weight"][0, 0, 1, 1] = 1.0
-    up_channels = layer_shapes()["dec2b.bias"][0]  # dec1a reads [upsampled dec2, enc1]
-    w["dec1a.weight"][0, up_channels, 1, 1] = 1.0
-    w["dec1b.weight"][0, 0, 1, 1] = 1.0
-    w["head.weight"][1, 0, 0, 0] = 20.0
-    w["head.weight"][3, 0, 0, 0] = 5.0
-    w["head.bias"][:] = [1.0, 0.0, -5.0, 0.0]
-    return w
 
 
 @pytest.fixture()
