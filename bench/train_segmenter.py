@@ -18,7 +18,8 @@ ships them (cbcl_pr_ros/perception/weights/)::
 4. batch norms folded into the convolutions, weights written as safetensors (runs/bench/segmenter/
    segmenter.safetensors, or ``--weights``), checked by the runtime loader, and the NumPy forward pass
    compared with torch's on the validation scenes; the log (loss per 100 steps, validation pixel and
-   object figures, time, the weights' sha256) goes to runs/bench/segmenter/train_log.json;
+   object figures, time, the sha256 of the file, whose header is written with sorted keys so that the
+   same weights give the same bytes) goes to runs/bench/segmenter/train_log.json;
 5. with ``--install``, both copied into the package (``SHIPPED_WEIGHTS``, ``SHIPPED_LOG``) once the loader
    has taken the weights.
 """
@@ -27,7 +28,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import shutil
+import struct
 import sys
 import time
 from pathlib import Path
@@ -170,20 +171,30 @@ def object_figures(pred: np.ndarray, inst: np.ndarray) -> tuple[int, int, int]:
     return len(ids), found, int(pred.max())
 
 
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def canonical_bytes(path: Path) -> bytes:
+    """The safetensors file's bytes with its header's keys sorted: the library writes its metadata in an
+    order that changes from process to process, so the same weights would not give the same file."""
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.dumps(json.loads(raw[8:8 + n]), sort_keys=True, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)  # the tensors stay 8-byte aligned
+    return struct.pack("<Q", len(header)) + header + raw[8 + n:]
 
 
 def install(weights: Path, log: Path) -> None:
-    """Copy ``weights`` and the training ``log`` into the package, where the extractor's learned proposals
-    load them from; refused (ValueError) when the loader refuses the weights or the log is not of them."""
-    load_segmenter(weights)
+    """Copy ``weights`` (canonical bytes) and the training ``log`` into the package, where the extractor's
+    learned proposals load them from; refused (ValueError) when the loader refuses the weights or the log
+    is not of them."""
+    data = canonical_bytes(weights)
+    digest = hashlib.sha256(data).hexdigest()
     record = json.loads(log.read_text())
-    digest = sha256(weights)
-    if record.setdefault("weights_sha256", digest) != digest or record.get("weights_bytes") != weights.stat().st_size:
+    if record.setdefault("weights_sha256", digest) != digest or record.get("weights_bytes") != len(data):
         raise ValueError(f"{log} is the log of other weights than {weights}")
     SHIPPED_WEIGHTS.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(weights, SHIPPED_WEIGHTS)
+    tmp = SHIPPED_WEIGHTS.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    load_segmenter(tmp)  # nothing ships that the loader refuses
+    tmp.replace(SHIPPED_WEIGHTS)
     SHIPPED_LOG.write_text(json.dumps(record, indent=1) + "\n")
     print(f"installed {weights} (sha256 {digest}) -> {SHIPPED_WEIGHTS}, log -> {SHIPPED_LOG}", flush=True)
 
@@ -263,6 +274,7 @@ def main() -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(weights, str(path), metadata={"channels": ",".join(CHANNELS), "scenes": str(args.scenes),
                                             "steps": str(args.steps)})
+    path.write_bytes(canonical_bytes(path))  # the same weights, the same file (and sha256)
     seg = load_segmenter(path)
     # validation: pixel accuracy per class, objects found at mask IoU 0.5, NumPy against torch
     conf = np.zeros((3, 3), np.int64)
@@ -294,7 +306,7 @@ def main() -> None:
                          "classes_only": {"recall_iou50": round(cls_found / max(objs, 1), 3), "predicted_objects": cls_preds}}
     log["seconds"] = round(time.time() - t_start, 1)
     log["weights_bytes"] = path.stat().st_size
-    log["weights_sha256"] = sha256(path)
+    log["weights_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     log["parameters"] = int(sum(v.size for v in weights.values()))
     out = out_path("segmenter/train_log.json")
     out.write_text(json.dumps(log, indent=1))
