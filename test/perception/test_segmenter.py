@@ -398,3 +398,50 @@ def test_propose_learneds_defaults_are_the_rule_chosen_leave_one_source_out():
     assert not opts.pop("combine", False), "a combined variant is no default of propose_learned"
     defaults = {k: p.default for k, p in inspect.signature(propose_learned).parameters.items()}
     assert {k: defaults[k] for k in opts} == opts
+
+
+def _reordered(path, tmp_path):
+    """The same safetensors file with its header's keys in reverse order (as another process may write it)."""
+    import json
+    import struct
+
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    header["__metadata__"] = dict(reversed(list(header["__metadata__"].items())))
+    text = json.dumps(dict(reversed(list(header.items())))).encode()
+    text += b" " * (-len(text) % 8)
+    out = tmp_path / "reordered.safetensors"
+    out.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+    return out
+
+
+def test_the_same_weights_give_the_same_file_and_install_copies_only_weights_of_their_log(tmp_path, monkeypatch):
+    import hashlib
+    import json
+
+    import train_segmenter
+
+    path = tmp_path / "seg.safetensors"
+    save_file(_weights(), str(path), metadata={"channels": ",".join(CHANNELS), "scenes": "4", "steps": "6"})
+    other = _reordered(path, tmp_path)
+    assert other.read_bytes() != path.read_bytes()
+    assert train_segmenter.canonical_bytes(other) == train_segmenter.canonical_bytes(path)
+    path.write_bytes(train_segmenter.canonical_bytes(path))
+    assert train_segmenter.canonical_bytes(path) == path.read_bytes()  # already canonical: unchanged
+    seg = load_segmenter(path)
+    assert all(np.array_equal(seg.weights[k], v) for k, v in _weights().items())
+    # install: into the package (here a temporary one), refused for a log of other weights
+    shipped = tmp_path / "pkg" / "segmenter.safetensors"
+    monkeypatch.setattr(train_segmenter, "SHIPPED_WEIGHTS", shipped)
+    monkeypatch.setattr(train_segmenter, "SHIPPED_LOG", shipped.with_name("log.json"))
+    log = tmp_path / "log.json"
+    log.write_text(json.dumps({"weights_bytes": path.stat().st_size, "weights_sha256": "0" * 64}))
+    with pytest.raises(ValueError, match="log of other weights"):
+        train_segmenter.install(other, log)
+    assert not shipped.exists()
+    log.write_text(json.dumps({"weights_bytes": path.stat().st_size}))
+    train_segmenter.install(other, log)
+    assert shipped.read_bytes() == path.read_bytes()
+    assert json.loads(shipped.with_name("log.json").read_text())["weights_sha256"] == \
+        hashlib.sha256(path.read_bytes()).hexdigest()
