@@ -159,7 +159,7 @@ NEGATIVES = ("frames", "frames+stream", "frames+stream_all", "frames+stream_covi
 
 
 def run_source(frs: list[dict], seed: int, shots: int, rule: tuple[float, float] | None = None,
-               protocol: str = "teaching_frame", negatives: str = "frames") -> dict:
+               protocol: str = "teaching_frame", negatives: str = "frames", track: bool | str = False) -> dict:
     """One table, one seed: the per-object outcomes (lists of booleans and confidences); ``rule`` (the
     veto's ratio with one negative and its growth with the count) in place of the shipped one."""
     import cbcl_pr_ros.core.negatives as neg_mod
@@ -168,18 +168,58 @@ def run_source(frs: list[dict], seed: int, shots: int, rule: tuple[float, float]
     if rule is not None:
         neg_mod.VETO, neg_mod.VETO_GROWTH = rule
     try:
-        return _run_source(frs, seed, shots, protocol, negatives)
+        return _run_source(frs, seed, shots, protocol, negatives, track)
     finally:
         neg_mod.VETO, neg_mod.VETO_GROWTH = shipped
 
 
-def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str, track: bool = False):
+# a teach of the object in view takes at most this many earlier views of its track (the learner's
+# default ``teach_num_frames``, the cap of a teach by track: service/teaching.py)
+TRACK_CAP = 5
+_BOXES: dict[str, list] = {}
+
+
+def _boxes(fid: str) -> list:
+    """The labelled boxes of a frame (labels.json, in the cache's order of names)."""
+    if not _BOXES:
+        labels = json.loads((ROOT / "bench/real_rgbd/labels.json").read_text())
+        _BOXES.update({f["id"]: [tuple(o["box"]) for o in f["objects"]] for f in labels["frames"]})
+    return _BOXES[fid]
+
+
+def track_shots(learner, name: str, shots: np.ndarray, teach: dict, stream: tuple[dict, ...],
+                others: np.ndarray | None, guard: str) -> tuple[np.ndarray, dict]:
+    """The shots a teach of the object in view takes from its track, as the product does
+    (``Teacher._object_frames``): the object's last :data:`TRACK_CAP` views of the stream (the robot
+    kept its track while it watched), those the guard finds consistent with the shot
+    (``CBCLPRLearner.one_object`` against ``others``, the other objects the teach saw), one shot per
+    view (``one_shot_per_view``: views whose box overlaps the teaching box are that view again and
+    add nothing). Returns the extra shots and counts of views seen / kept."""
+    from cbcl_pr_ros.service.object_teaching import SAME_VIEW_IOU, one_shot_per_view
+    from cbcl_pr_ros.perception.boxes import box_iou
+
+    seen = [g for g in stream if name in g["names"]][-TRACK_CAP:]
+    rows = np.stack([g["obj"][g["names"].index(name)] for g in seen]) if seen else np.zeros((0, shots.shape[1]))
+    boxes = [_boxes(g["id"])[g["names"].index(name)] for g in seen]
+    if guard == "frame":  # each view's rivals: the other objects of its own frame
+        others = [g["obj"][[i for i, n in enumerate(g["names"]) if n != name]] for g in seen]
+    keep = learner.one_object(shots, rows, others, guard) if len(rows) else np.zeros(0, bool)
+    teach_box = _boxes(teach["id"])[teach["names"].index(name)]
+    rows, boxes = rows[keep], [b for b, k in zip(boxes, keep) if k]
+    new = [i for i, b in enumerate(boxes) if box_iou(teach_box, b) < SAME_VIEW_IOU]
+    extra = one_shot_per_view(rows[new], [boxes[i] for i in new]) if new else np.zeros((0, shots.shape[1]), np.float32)
+    return extra, {"views": len(seen), "kept": int(keep.sum()), "shots": len(extra)}
+
+
+def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str,
+                   track: bool | str = False, counts: dict | None = None):
     """One table's plan and a learner taught by it, with the negatives of the regime given.
 
     Returns ``(plan, learner, in_teach, in_stream)`` (the never-taught names seen in a teaching frame
     and in the stream), or None when the table gives no plan. Shared with ``gate_capture.py``.
-    ``track``: each taught object's views in the stream are taught with its shots (the robot kept its
-    track while it watched, and the teach takes the track's views, as a teach by track does).
+    ``track``: True: each taught object's views in the stream are all taught with its shots (the robot
+    kept its track while it watched); a guard of ``one_place.GUARDS``: as the product's teach of the
+    object in view takes them (:func:`track_shots`; ``counts`` adds up its views seen and kept).
     """
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 
@@ -188,15 +228,27 @@ def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negati
         return None
     taught = plan.taught
     by_id = {f["id"]: f for f in frs}
+    learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0",
+                            feature_dim=int(frs[0]["obj"].shape[1]))
     shots_of = {}
     for name in sorted(taught):
         f = by_id[plan.teach_frame[name]]
         k = f["names"].index(name)
         shots_of[name] = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]]
                                         + [g["obj"][g["names"].index(name)][None] for g in plan.stream
-                                           if track and name in g["names"]])
-    learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0",
-                            feature_dim=int(frs[0]["obj"].shape[1]))
+                                           if track is True and name in g["names"]])
+        if isinstance(track, str):
+            others = [f["obj"][[i for i, n in enumerate(f["names"]) if n != name]]]
+            if negatives != "frames":
+                others += [g["obj"][[i for i, n in enumerate(g["names"]) if n != name and
+                                     (negatives == "frames+stream_all" or n not in taught)]]
+                           for g in plan.stream if negatives != "frames+stream_covisible" or name in g["names"]]
+            others = np.concatenate(others) if others else None
+            extra, c = track_shots(learner, name, shots_of[name], f, plan.stream, others, track)
+            shots_of[name] = np.concatenate([shots_of[name], extra])
+            if counts is not None:
+                for key, v in c.items():
+                    counts[key] = counts.get(key, 0) + v
     learner.teach_increment(shots_of)
     in_teach, in_stream, negs = set(), set(), []
     for fid in sorted(set(plan.teach_frame.values())):
@@ -216,14 +268,18 @@ def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negati
     return plan, learner, in_teach, in_stream
 
 
-def _run_source(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str) -> dict:
+def _run_source(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str,
+                track: bool | str = False) -> dict:
     out: dict = defaultdict(list)
-    built = taught_learner(frs, seed, shots, protocol, negatives)
+    counts: dict = {}
+    built = taught_learner(frs, seed, shots, protocol, negatives, track, counts)
     if built is None:
         return out
     plan, learner, in_teach, in_stream = built
     taught = plan.taught
     out["negatives_kept"].append(len(learner.negatives_))
+    for key, v in counts.items():
+        out[f"track_{key}"].append(v)
     for f in plan.test:
         preds = learner.seen_together(f["obj"], learner.predict(f["obj"], top_k=1))  # one view, as the stream
         for name, p in zip(f["names"], preds):
@@ -249,18 +305,20 @@ def summary(parts: list[dict]) -> dict:
     for p in parts:
         for k, v in p.items():
             agg[k] += v
-    res = {k: round(float(np.mean(v)), 3) for k, v in agg.items() if k not in ("conf", "conf_right") and v}
+    res = {k: round(float(np.mean(v)), 3) for k, v in agg.items()
+           if k not in ("conf", "conf_right") and not k.startswith("track_") and v}
+    res |= {k: int(sum(v)) for k, v in agg.items() if k.startswith("track_")}  # views seen / kept, shots
     res |= {f"n_{k}": len(v) for k, v in agg.items() if k.startswith(("taught", "untaught"))}
     res["confidence"] = _conf_quality(agg["conf"], agg["conf_right"])
     return res
 
 
-def loso(by_source: dict, regimes: dict[tuple[str, str], int]) -> dict:
+def loso(by_source: dict, regimes: dict[tuple[str, str], int], track: bool | str = False) -> dict:
     """1 shot: per held-out source, the rule of :data:`RULES` chosen on the other sources (the one
     whose worst margin to the targets -- taught correct 0.85, taught accepted 0.90, never-taught
     rejected 0.90 -- over ``regimes`` ((protocol, negatives): seeds) is largest), scored on the
     held-out source; and every rule's figures over all sources."""
-    sweep = {rule: {reg: {(src, seed): run_source(frs, seed, 1, rule, *reg) for src, frs in by_source.items()
+    sweep = {rule: {reg: {(src, seed): run_source(frs, seed, 1, rule, *reg, track) for src, frs in by_source.items()
                           for seed in range(n)} for reg, n in regimes.items()} for rule in RULES}
 
     def score(rule, src):
@@ -314,11 +372,12 @@ def calibration_loso(by_source: dict, seeds: int, shots_list: list[int]) -> dict
             "sweep": {str(k): {f"{n}_shot": quality(k, n, lambda s: True) for n in shots_list} for k in ONE_VIEW_SCALES}}
 
 
-def shots_runs(by_source: dict, seeds: int, shots_list: list[int], protocol: str, negatives: str) -> dict:
+def shots_runs(by_source: dict, seeds: int, shots_list: list[int], protocol: str, negatives: str,
+               track: bool | str = False) -> dict:
     """The shipped rule at each number of shots: all sources, and per source."""
     out = {}
     for shots in shots_list:
-        per = {(src, seed): run_source(frs, seed, shots, None, protocol, negatives)
+        per = {(src, seed): run_source(frs, seed, shots, None, protocol, negatives, track)
                for src, frs in by_source.items() for seed in range(seeds)}
         out[f"{shots}_shot"] = summary(list(per.values())) | {
             "per_source": {src: summary([v for (s, _), v in per.items() if s == src]) for src in by_source}}
