@@ -785,7 +785,10 @@ class CBCLPRLearner:
         def mapped(o: Any) -> np.ndarray | None:
             return None if o is None or len(o) == 0 else self.transform(
                 check_features(o, self.feature_dim, name="other objects"))
-        o = [mapped(r) for r in others] if guard == "frame" and others is not None else mapped(others)
+        if guard == "frame":
+            o: Any = None if others is None else [mapped(r) for r in others]
+        else:
+            o = mapped(others) if guard == "nearest" else None
         gate = self._served.gate
         prior = self.distance_prior_ or distance_prior(self.backbone, self.transform.power, self.transform.l2)
         unit = max(gate.distance_threshold if gate is not None else 0.0, prior or 0.0)

@@ -297,16 +297,13 @@ class Teacher:
         views = self.objects.earlier_views(int(track), n, mark)
         if len(views.rows) == 0:
             return [], [], ""
-        try:
-            keep = c.learner_.one_object(np.stack(shots), views.rows, list(views.rivals))
-        except ValueError:  # the memory changed width meanwhile: the teach's own frames only
-            keep = np.zeros(len(views.rows), bool)
+        keep = c.learner_.one_object(np.stack(shots), views.rows, list(views.rivals))
         rows = [r for r, k in zip(views.rows, keep) if k]
         boxes = [tuple(b) for b, k in zip(views.boxes, keep) if k]
         left = len(keep) - len(rows)
-        note = (f" + {len(rows)} earlier {'view' if len(rows) == 1 else 'views'} of its track" if rows else "")
-        return rows, boxes, note + (f" ({left} of its earlier views left out: another object of their frame "
-                                    f"looked more like it)" if left else "")
+        note = f" + {len(rows)} earlier frame{'s' * (len(rows) != 1)} of its track" if rows else ""
+        return rows, boxes, note + (f" ({left} earlier frame{'s' * (left != 1)} of the track left out: another "
+                                    f"object there looked more like it)" if left else "")
 
 
 @dataclass
