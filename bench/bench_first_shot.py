@@ -211,6 +211,44 @@ def track_shots(learner, name: str, shots: np.ndarray, teach: dict, stream: tupl
     return extra, {"views": len(seen), "kept": int(keep.sum()), "shots": len(extra)}
 
 
+def switch_guard(by_source: dict, seeds: int) -> dict:
+    """How often each guard (``one_place.GUARDS``) keeps a track's earlier view, stream protocol, 1 shot:
+    the taught object's own view there (``own``: a track that stayed on its object), and the view of
+    the object whose box lies nearest it in that frame, as if the tracker had switched to it
+    (``switched``, the taught object still in that frame; ``switched_hidden``: it was out of sight)."""
+    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+    from cbcl_pr_ros.core.one_place import GUARDS
+
+    kept: dict = {g: defaultdict(list) for g in GUARDS}
+    for frs in by_source.values():
+        learner = CBCLPRLearner(LearnerConfig(seed=0), backbone="efficientnet_lite0", feature_dim=int(frs[0]["obj"].shape[1]))
+        for seed in range(seeds):
+            plan = stream_plan(frs, seed)
+            if plan is None:
+                continue
+            by_id = {f["id"]: f for f in frs}
+            for name in sorted(plan.taught):
+                f = by_id[plan.teach_frame[name]]
+                shot = f["obj"][f["names"].index(name)][None]
+                teach_others = f["obj"][[i for i, n in enumerate(f["names"]) if n != name]]
+                for g in [g for g in plan.stream if name in g["names"]][-TRACK_CAP:]:
+                    a, boxes = g["names"].index(name), _boxes(g["id"])
+                    if len(g["names"]) < 2:
+                        continue
+                    centre = lambda b: np.array([b[0] + b[2], b[1] + b[3]]) / 2.0  # noqa: E731
+                    b = min((i for i in range(len(boxes)) if i != a),
+                            key=lambda i: float(np.linalg.norm(centre(boxes[i]) - centre(boxes[a]))))
+                    rest = lambda skip: g["obj"][[i for i in range(len(boxes)) if i not in skip]]  # noqa: E731
+                    for case, row, rivals in (("own", a, rest({a})), ("switched", b, rest({b})),
+                                              ("switched_hidden", b, rest({a, b}))):
+                        for guard in GUARDS:
+                            others = [rivals] if guard == "frame" else teach_others
+                            kept[guard][case].append(bool(learner.one_object(shot, g["obj"][row][None], others,
+                                                                             guard)[0]))
+    return {g: {case: round(float(np.mean(v)), 3) for case, v in d.items()} | {"n": len(d["own"])}
+            for g, d in kept.items()}
+
+
 def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str,
                    track: bool | str = False, counts: dict | None = None):
     """One table's plan and a learner taught by it, with the negatives of the regime given.
@@ -400,6 +438,9 @@ def main() -> None:
     ap.add_argument("--calibration-loso", action="store_true",
                     help="also the one-view temperature scale, leave-one-source-out (teaching-frame protocol)")
     ap.add_argument("--protocols", default="teaching_frame,stream", help=f"of {', '.join(PLANS)}")
+    ap.add_argument("--track", default="product",
+                    help="the taught objects' earlier views in the stream: 'product' (as the learner's teach of "
+                         "the object in view takes them, its guard), a guard of one_place.GUARDS, or 'none'")
     args = ap.parse_args()
     t0 = time.perf_counter()
     cache = Path(args.cache)
@@ -418,10 +459,13 @@ def main() -> None:
                  "stream_seeds": args.stream_seeds,
                  "shipped_rule": [neg_mod.VETO, neg_mod.VETO_GROWTH], "results": {}}
     shots_list = [int(s) for s in args.shots.split(",")]
+    from cbcl_pr_ros.core.one_place import GUARD
+    track = {"none": False, "product": GUARD}.get(args.track, args.track)
+    res["track"] = track
     for protocol in args.protocols.split(","):
         seeds = args.seeds if protocol == "teaching_frame" else args.stream_seeds
         for negatives in (("frames",) if protocol == "teaching_frame" else NEGATIVES):
-            part = shots_runs(by_source, seeds, shots_list, protocol, negatives)
+            part = shots_runs(by_source, seeds, shots_list, protocol, negatives, track)
             if protocol == "teaching_frame":
                 res["results"] |= part  # the keys of the earlier runs
             else:
@@ -431,8 +475,11 @@ def main() -> None:
         print("calibration loso", json.dumps(res["results"]["calibration_loso"]["loso"]), flush=True)
     if not args.no_loso:
         res["results"] |= loso(by_source, {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
-                                           for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")})
+                                           for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}, track)
         print("loso", json.dumps(res["results"]["1_shot_loso"]), flush=True)
+    if "stream" in args.protocols.split(","):
+        res["results"]["track_switch_guard"] = switch_guard(by_source, args.stream_seeds)
+        print("track switch guard", json.dumps(res["results"]["track_switch_guard"]), flush=True)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
