@@ -18,6 +18,13 @@ Two protocols, per source (table) and seed, as ``bench_real.py``'s recognition t
   ``frames+stream_covisible`` (only the stream frames in which a taught object stood, the others of
   those frames: seen beside it while it was tracked, so not it, whatever the tracker did elsewhere).
 
+In the stream protocol a taught object's shots also hold its earlier views, as the learner's teach of
+the object in view takes its track's (``--track product``, the default; :func:`track_shots`): its
+last views in the stream (the robot kept its track while it watched), those the product's guard
+keeps (no other object of the view's frame nearer the shot), one shot per view; ``--track none``:
+the teaching frame's shots alone; ``switch_guard``: how often each guard keeps a view of the object's
+nearest neighbour, as if the tracker had switched to it.
+
 Figures: taught correct (known and named right), taught accepted, never-taught rejected (all; and
 split into those seen in the stream, those that stood only in a teaching frame, and those never
 seen), and the confidence: ECE and the share of (wrong, right) answer pairs where the wrong one is

@@ -11,6 +11,10 @@ the others are answered unknown. The rule works per cluster, not per class, so a
 (a class of mugs) still names each of them. Its confidence in the class becomes its own times the
 chance that the nearest one is *not* the class (``1 - inside``, with ``inside`` the gate's
 probability of the kept object, above 0.5 when known): below 0.5, like every unknown answer.
+
+The same principle judges a track's earlier views when a teach of the object in view takes them
+(:func:`one_object`): where the object taught now stood elsewhere in an earlier frame, the track
+was on another object there.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import numpy as np
 
 from .open_set import DistanceGate, inside_probability
 
-__all__ = ["TWIN", "GUARDS", "one_place", "one_object"]
+__all__ = ["TWIN", "GUARD", "GUARDS", "one_place", "one_object"]
 
 #: two objects of one view within this many ``D_gate`` of each other may both be one class (an object
 #: and its twin); ``D_gate`` is the distance within which the gate counts two vectors as one kind
@@ -97,9 +101,12 @@ def one_object(shots: np.ndarray, views: np.ndarray, others: Sequence[np.ndarray
         rivals = list(others)
     keep = np.ones(len(v), bool)
     for i, o in enumerate(rivals):
-        if o is not None and len(o):
-            keep[i] = _distances(np.asarray(shots, np.float64), np.asarray(o, np.float64)).min() > to_shot[i] \
-                if guard == "frame" else to_shot[i] < _distances(v[i:i + 1], o).min()
+        if o is None or not len(o):
+            continue
+        if guard == "frame":  # another object of the view's frame as near a shot, or nearer
+            keep[i] = to_shot[i] < _distances(o, shots).min()
+        else:  # another object of the teach as near the view, or nearer
+            keep[i] = to_shot[i] < _distances(v[i:i + 1], o).min()
     return keep
 
 

@@ -6,7 +6,8 @@ sample of recent vectors.
 to the two memories built on them, so they never disagree about which vector is whose:
 
 * :class:`TrackHistory`: the last frames' vectors and boxes per track id, so that a track can be
-  taught at once (TeachClass by ``track_id``; the boxes tell which frames show one view).
+  taught at once (TeachClass by ``track_id``; the boxes tell which frames show one view), and a teach
+  of the object in view can take the views its track had before the teach (frames are numbered).
 * :class:`StreamNegatives`: a small sample of the recent objects' vectors, free negatives for the
   open-set gate at the next teach. Before and while it is taught, a robot sees many objects it is not
   taught: more, and more varied, than the few other objects of one teaching frame. Vectors only
