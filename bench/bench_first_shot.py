@@ -18,6 +18,13 @@ Two protocols, per source (table) and seed, as ``bench_real.py``'s recognition t
   ``frames+stream_covisible`` (only the stream frames in which a taught object stood, the others of
   those frames: seen beside it while it was tracked, so not it, whatever the tracker did elsewhere).
 
+In the stream protocol a taught object's shots also hold its earlier views, as the learner's teach of
+the object in view takes its track's (``--track product``, the default; :func:`track_shots`): its
+last views in the stream (the robot kept its track while it watched), those the product's guard
+keeps (no other object of the view's frame nearer the shot), one shot per view; ``--track none``:
+the teaching frame's shots alone; ``switch_guard``: how often each guard keeps a view of the object's
+nearest neighbour, as if the tracker had switched to it.
+
 Figures: taught correct (known and named right), taught accepted, never-taught rejected (all; and
 split into those seen in the stream, those that stood only in a teaching frame, and those never
 seen), and the confidence: ECE and the share of (wrong, right) answer pairs where the wrong one is
@@ -159,7 +166,7 @@ NEGATIVES = ("frames", "frames+stream", "frames+stream_all", "frames+stream_covi
 
 
 def run_source(frs: list[dict], seed: int, shots: int, rule: tuple[float, float] | None = None,
-               protocol: str = "teaching_frame", negatives: str = "frames") -> dict:
+               protocol: str = "teaching_frame", negatives: str = "frames", track: bool | str = False) -> dict:
     """One table, one seed: the per-object outcomes (lists of booleans and confidences); ``rule`` (the
     veto's ratio with one negative and its growth with the count) in place of the shipped one."""
     import cbcl_pr_ros.core.negatives as neg_mod
@@ -168,18 +175,96 @@ def run_source(frs: list[dict], seed: int, shots: int, rule: tuple[float, float]
     if rule is not None:
         neg_mod.VETO, neg_mod.VETO_GROWTH = rule
     try:
-        return _run_source(frs, seed, shots, protocol, negatives)
+        return _run_source(frs, seed, shots, protocol, negatives, track)
     finally:
         neg_mod.VETO, neg_mod.VETO_GROWTH = shipped
 
 
-def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str, track: bool = False):
+# a teach of the object in view takes at most this many earlier views of its track (the learner's
+# default ``teach_num_frames``, the cap of a teach by track: service/teaching.py)
+TRACK_CAP = 5
+_BOXES: dict[str, list] = {}
+
+
+def _boxes(fid: str) -> list:
+    """The labelled boxes of a frame (labels.json, in the cache's order of names)."""
+    if not _BOXES:
+        labels = json.loads((ROOT / "bench/real_rgbd/labels.json").read_text())
+        _BOXES.update({f["id"]: [tuple(o["box"]) for o in f["objects"]] for f in labels["frames"]})
+    return _BOXES[fid]
+
+
+def track_shots(learner, name: str, shots: np.ndarray, teach: dict, stream: tuple[dict, ...],
+                others: np.ndarray | None, guard: str) -> tuple[np.ndarray, dict]:
+    """The shots a teach of the object in view takes from its track, as the product does
+    (``Teacher._object_frames``): the object's last :data:`TRACK_CAP` views of the stream (the robot
+    kept its track while it watched), those the guard finds consistent with the shot
+    (``CBCLPRLearner.one_object`` against ``others``, the other objects the teach saw), one shot per
+    view (``one_shot_per_view``: views whose box overlaps the teaching box are that view again and
+    add nothing). Returns the extra shots and counts of views seen / kept."""
+    from cbcl_pr_ros.service.object_teaching import SAME_VIEW_IOU, one_shot_per_view
+    from cbcl_pr_ros.perception.boxes import box_iou
+
+    seen = [g for g in stream if name in g["names"]][-TRACK_CAP:]
+    rows = np.stack([g["obj"][g["names"].index(name)] for g in seen]) if seen else np.zeros((0, shots.shape[1]))
+    boxes = [_boxes(g["id"])[g["names"].index(name)] for g in seen]
+    if guard == "frame":  # each view's rivals: the other objects of its own frame
+        others = [g["obj"][[i for i, n in enumerate(g["names"]) if n != name]] for g in seen]
+    keep = learner.one_object(shots, rows, others, guard) if len(rows) else np.zeros(0, bool)
+    teach_box = _boxes(teach["id"])[teach["names"].index(name)]
+    rows, boxes = rows[keep], [b for b, k in zip(boxes, keep) if k]
+    new = [i for i, b in enumerate(boxes) if box_iou(teach_box, b) < SAME_VIEW_IOU]
+    extra = one_shot_per_view(rows[new], [boxes[i] for i in new]) if new else np.zeros((0, shots.shape[1]), np.float32)
+    return extra, {"views": len(seen), "kept": int(keep.sum()), "shots": len(extra)}
+
+
+def switch_guard(by_source: dict, seeds: int) -> dict:
+    """How often each guard (``one_place.GUARDS``) keeps a track's earlier view, stream protocol, 1 shot:
+    the taught object's own view there (``own``: a track that stayed on its object), and the view of
+    the object whose box lies nearest it in that frame, as if the tracker had switched to it
+    (``switched``, the taught object still in that frame; ``switched_hidden``: it was out of sight)."""
+    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+    from cbcl_pr_ros.core.one_place import GUARDS
+
+    kept: dict = {g: defaultdict(list) for g in GUARDS}
+    for frs in by_source.values():
+        learner = CBCLPRLearner(LearnerConfig(seed=0), backbone="efficientnet_lite0", feature_dim=int(frs[0]["obj"].shape[1]))
+        for seed in range(seeds):
+            plan = stream_plan(frs, seed)
+            if plan is None:
+                continue
+            by_id = {f["id"]: f for f in frs}
+            for name in sorted(plan.taught):
+                f = by_id[plan.teach_frame[name]]
+                shot = f["obj"][f["names"].index(name)][None]
+                teach_others = f["obj"][[i for i, n in enumerate(f["names"]) if n != name]]
+                for g in [g for g in plan.stream if name in g["names"]][-TRACK_CAP:]:
+                    a, boxes = g["names"].index(name), _boxes(g["id"])
+                    if len(g["names"]) < 2:
+                        continue
+                    centre = lambda b: np.array([b[0] + b[2], b[1] + b[3]]) / 2.0  # noqa: E731
+                    b = min((i for i in range(len(boxes)) if i != a),
+                            key=lambda i: float(np.linalg.norm(centre(boxes[i]) - centre(boxes[a]))))
+                    rest = lambda skip: g["obj"][[i for i in range(len(boxes)) if i not in skip]]  # noqa: E731
+                    for case, row, rivals in (("own", a, rest({a})), ("switched", b, rest({b})),
+                                              ("switched_hidden", b, rest({a, b}))):
+                        for guard in GUARDS:
+                            others = [rivals] if guard == "frame" else teach_others
+                            kept[guard][case].append(bool(learner.one_object(shot, g["obj"][row][None], others,
+                                                                             guard)[0]))
+    return {g: {case: round(float(np.mean(v)), 3) for case, v in d.items()} | {"n": len(d["own"])}
+            for g, d in kept.items()}
+
+
+def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str,
+                   track: bool | str = False, counts: dict | None = None):
     """One table's plan and a learner taught by it, with the negatives of the regime given.
 
     Returns ``(plan, learner, in_teach, in_stream)`` (the never-taught names seen in a teaching frame
     and in the stream), or None when the table gives no plan. Shared with ``gate_capture.py``.
-    ``track``: each taught object's views in the stream are taught with its shots (the robot kept its
-    track while it watched, and the teach takes the track's views, as a teach by track does).
+    ``track``: True: each taught object's views in the stream are all taught with its shots (the robot
+    kept its track while it watched); a guard of ``one_place.GUARDS``: as the product's teach of the
+    object in view takes them (:func:`track_shots`; ``counts`` adds up its views seen and kept).
     """
     from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 
@@ -188,15 +273,27 @@ def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negati
         return None
     taught = plan.taught
     by_id = {f["id"]: f for f in frs}
+    learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0",
+                            feature_dim=int(frs[0]["obj"].shape[1]))
     shots_of = {}
     for name in sorted(taught):
         f = by_id[plan.teach_frame[name]]
         k = f["names"].index(name)
         shots_of[name] = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]]
                                         + [g["obj"][g["names"].index(name)][None] for g in plan.stream
-                                           if track and name in g["names"]])
-    learner = CBCLPRLearner(LearnerConfig(seed=seed), backbone="efficientnet_lite0",
-                            feature_dim=int(frs[0]["obj"].shape[1]))
+                                           if track is True and name in g["names"]])
+        if isinstance(track, str):
+            others = [f["obj"][[i for i, n in enumerate(f["names"]) if n != name]]]
+            if negatives != "frames":
+                others += [g["obj"][[i for i, n in enumerate(g["names"]) if n != name and
+                                     (negatives == "frames+stream_all" or n not in taught)]]
+                           for g in plan.stream if negatives != "frames+stream_covisible" or name in g["names"]]
+            others = np.concatenate(others) if others else None
+            extra, c = track_shots(learner, name, shots_of[name], f, plan.stream, others, track)
+            shots_of[name] = np.concatenate([shots_of[name], extra])
+            if counts is not None:
+                for key, v in c.items():
+                    counts[key] = counts.get(key, 0) + v
     learner.teach_increment(shots_of)
     in_teach, in_stream, negs = set(), set(), []
     for fid in sorted(set(plan.teach_frame.values())):
@@ -216,14 +313,18 @@ def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negati
     return plan, learner, in_teach, in_stream
 
 
-def _run_source(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str) -> dict:
+def _run_source(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str,
+                track: bool | str = False) -> dict:
     out: dict = defaultdict(list)
-    built = taught_learner(frs, seed, shots, protocol, negatives)
+    counts: dict = {}
+    built = taught_learner(frs, seed, shots, protocol, negatives, track, counts)
     if built is None:
         return out
     plan, learner, in_teach, in_stream = built
     taught = plan.taught
     out["negatives_kept"].append(len(learner.negatives_))
+    for key, v in counts.items():
+        out[f"track_{key}"].append(v)
     for f in plan.test:
         preds = learner.seen_together(f["obj"], learner.predict(f["obj"], top_k=1))  # one view, as the stream
         for name, p in zip(f["names"], preds):
@@ -249,18 +350,20 @@ def summary(parts: list[dict]) -> dict:
     for p in parts:
         for k, v in p.items():
             agg[k] += v
-    res = {k: round(float(np.mean(v)), 3) for k, v in agg.items() if k not in ("conf", "conf_right") and v}
+    res = {k: round(float(np.mean(v)), 3) for k, v in agg.items()
+           if k not in ("conf", "conf_right") and not k.startswith("track_") and v}
+    res |= {k: int(sum(v)) for k, v in agg.items() if k.startswith("track_")}  # views seen / kept, shots
     res |= {f"n_{k}": len(v) for k, v in agg.items() if k.startswith(("taught", "untaught"))}
     res["confidence"] = _conf_quality(agg["conf"], agg["conf_right"])
     return res
 
 
-def loso(by_source: dict, regimes: dict[tuple[str, str], int]) -> dict:
+def loso(by_source: dict, regimes: dict[tuple[str, str], int], track: bool | str = False) -> dict:
     """1 shot: per held-out source, the rule of :data:`RULES` chosen on the other sources (the one
     whose worst margin to the targets -- taught correct 0.85, taught accepted 0.90, never-taught
     rejected 0.90 -- over ``regimes`` ((protocol, negatives): seeds) is largest), scored on the
     held-out source; and every rule's figures over all sources."""
-    sweep = {rule: {reg: {(src, seed): run_source(frs, seed, 1, rule, *reg) for src, frs in by_source.items()
+    sweep = {rule: {reg: {(src, seed): run_source(frs, seed, 1, rule, *reg, track) for src, frs in by_source.items()
                           for seed in range(n)} for reg, n in regimes.items()} for rule in RULES}
 
     def score(rule, src):
@@ -314,11 +417,12 @@ def calibration_loso(by_source: dict, seeds: int, shots_list: list[int]) -> dict
             "sweep": {str(k): {f"{n}_shot": quality(k, n, lambda s: True) for n in shots_list} for k in ONE_VIEW_SCALES}}
 
 
-def shots_runs(by_source: dict, seeds: int, shots_list: list[int], protocol: str, negatives: str) -> dict:
+def shots_runs(by_source: dict, seeds: int, shots_list: list[int], protocol: str, negatives: str,
+               track: bool | str = False) -> dict:
     """The shipped rule at each number of shots: all sources, and per source."""
     out = {}
     for shots in shots_list:
-        per = {(src, seed): run_source(frs, seed, shots, None, protocol, negatives)
+        per = {(src, seed): run_source(frs, seed, shots, None, protocol, negatives, track)
                for src, frs in by_source.items() for seed in range(seeds)}
         out[f"{shots}_shot"] = summary(list(per.values())) | {
             "per_source": {src: summary([v for (s, _), v in per.items() if s == src]) for src in by_source}}
@@ -341,6 +445,9 @@ def main() -> None:
     ap.add_argument("--calibration-loso", action="store_true",
                     help="also the one-view temperature scale, leave-one-source-out (teaching-frame protocol)")
     ap.add_argument("--protocols", default="teaching_frame,stream", help=f"of {', '.join(PLANS)}")
+    ap.add_argument("--track", default="product",
+                    help="the taught objects' earlier views in the stream: 'product' (as the learner's teach of "
+                         "the object in view takes them, its guard), a guard of one_place.GUARDS, or 'none'")
     args = ap.parse_args()
     t0 = time.perf_counter()
     cache = Path(args.cache)
@@ -359,10 +466,13 @@ def main() -> None:
                  "stream_seeds": args.stream_seeds,
                  "shipped_rule": [neg_mod.VETO, neg_mod.VETO_GROWTH], "results": {}}
     shots_list = [int(s) for s in args.shots.split(",")]
+    from cbcl_pr_ros.core.one_place import GUARD
+    track = {"none": False, "product": GUARD}.get(args.track, args.track)
+    res["track"] = track
     for protocol in args.protocols.split(","):
         seeds = args.seeds if protocol == "teaching_frame" else args.stream_seeds
         for negatives in (("frames",) if protocol == "teaching_frame" else NEGATIVES):
-            part = shots_runs(by_source, seeds, shots_list, protocol, negatives)
+            part = shots_runs(by_source, seeds, shots_list, protocol, negatives, track)
             if protocol == "teaching_frame":
                 res["results"] |= part  # the keys of the earlier runs
             else:
@@ -372,8 +482,11 @@ def main() -> None:
         print("calibration loso", json.dumps(res["results"]["calibration_loso"]["loso"]), flush=True)
     if not args.no_loso:
         res["results"] |= loso(by_source, {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
-                                           for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")})
+                                           for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}, track)
         print("loso", json.dumps(res["results"]["1_shot_loso"]), flush=True)
+    if "stream" in args.protocols.split(","):
+        res["results"]["track_switch_guard"] = switch_guard(by_source, args.stream_seeds)
+        print("track switch guard", json.dumps(res["results"]["track_switch_guard"]), flush=True)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     res["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")

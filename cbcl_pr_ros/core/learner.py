@@ -771,6 +771,29 @@ class CBCLPRLearner:
         unit = max(served.gate.distance_threshold, self.distance_prior_ or 0.0)
         return one_place_rule.one_place(x, predictions, served.classes, served.gate, one_place_rule.TWIN, unit)
 
+    def one_object(self, shots: np.ndarray, views: np.ndarray, others: Any = None,
+                   guard: str = one_place_rule.GUARD) -> np.ndarray:
+        """Which rows of ``views`` (a track's earlier views) are views of the object whose ``shots`` are
+        taught now, not of another object the tracker switched to (boolean mask,
+        :func:`.one_place.one_object`): ``others`` is one (m, d) array per view, the other objects of
+        its frame (``frame``), or one array (``nearest``); the twin distance in max(``D_gate``, prior)."""
+        if len(views) == 0:
+            return np.zeros(0, bool)
+        v = self.transform(check_features(views, self.feature_dim, name="track views"))
+        x = self.transform(check_features(shots, self.feature_dim, name="shots"))
+
+        def mapped(o: Any) -> np.ndarray | None:
+            return None if o is None or len(o) == 0 else self.transform(
+                check_features(o, self.feature_dim, name="other objects"))
+        if guard == "frame":
+            o: Any = None if others is None else [mapped(r) for r in others]
+        else:
+            o = mapped(others) if guard == "nearest" else None
+        gate = self._served.gate
+        prior = self.distance_prior_ or distance_prior(self.backbone, self.transform.power, self.transform.l2)
+        unit = max(gate.distance_threshold if gate is not None else 0.0, prior or 0.0)
+        return one_place_rule.one_object(x, v, o, unit, guard)
+
     def predict_versioned(self, features: np.ndarray, top_k: int = 5) -> tuple[list[Prediction], int]:
         """:meth:`predict` plus the model version of the very snapshot that answered."""
         served = self._served

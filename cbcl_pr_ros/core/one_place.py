@@ -11,6 +11,10 @@ the others are answered unknown. The rule works per cluster, not per class, so a
 (a class of mugs) still names each of them. Its confidence in the class becomes its own times the
 chance that the nearest one is *not* the class (``1 - inside``, with ``inside`` the gate's
 probability of the kept object, above 0.5 when known): below 0.5, like every unknown answer.
+
+The same principle judges a track's earlier views when a teach of the object in view takes them
+(:func:`one_object`): where the object taught now stood elsewhere in an earlier frame, the track
+was on another object there.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import numpy as np
 
 from .open_set import DistanceGate, inside_probability
 
-__all__ = ["TWIN", "one_place"]
+__all__ = ["TWIN", "GUARD", "GUARDS", "one_place", "one_object"]
 
 #: two objects of one view within this many ``D_gate`` of each other may both be one class (an object
 #: and its twin); ``D_gate`` is the distance within which the gate counts two vectors as one kind
@@ -60,6 +64,55 @@ def one_place(x: np.ndarray, predictions: Sequence, classes: Sequence[str], gate
             if float(np.linalg.norm(x[i] - x[keep])) > bound:
                 out[i] = _not_here(out[i], 1.0 - kept_inside)
     return out
+
+
+#: which earlier views of a track are taken as views of the object picked now (:func:`one_object`)
+GUARDS = ("frame", "nearest", "twin", "all")
+GUARD = "frame"
+
+
+def one_object(shots: np.ndarray, views: np.ndarray, others: Sequence[np.ndarray] | np.ndarray | None,
+               unit: float, guard: str = GUARD, twin: float = TWIN) -> np.ndarray:
+    """Which rows of ``views`` (a track's earlier views, transformed) are views of the object whose
+    ``shots`` are taught now, as a boolean mask.
+
+    A tracker may have switched objects on its way (two objects passing each other), so a track's
+    earlier view is taken only where it is consistent with the object picked now. ``frame``: no other
+    object of the view's own frame (``others[i]``, one array per view) lies nearer the nearest shot
+    than the view: an object is in one place, so where the object picked now stood elsewhere in that
+    frame the track was on another object then. ``nearest``: the view lies nearer the nearest shot
+    than any of ``others`` (one array: the other objects seen at the teach); ``twin``: within ``twin``
+    ``unit`` of the nearest shot (the distance within which two objects seen together may both be one
+    object); ``all``: every view.
+    """
+    if guard not in GUARDS:
+        raise ValueError(f"guard must be one of {GUARDS}, got {guard!r}")
+    v = np.asarray(views, np.float64)
+    if guard == "all" or not len(v):
+        return np.ones(len(v), bool)
+    to_shot = _distances(v, shots).min(axis=1)
+    if guard == "twin":
+        return to_shot <= float(twin) * float(unit)
+    if guard == "nearest":
+        rivals = [others] * len(v)
+    else:
+        if others is None or len(others) != len(v):
+            raise ValueError(f"the frame guard needs the other objects of each of the {len(v)} views")
+        rivals = list(others)
+    keep = np.ones(len(v), bool)
+    for i, o in enumerate(rivals):
+        if o is None or not len(o):
+            continue
+        if guard == "frame":  # another object of the view's frame as near a shot, or nearer
+            keep[i] = to_shot[i] < _distances(o, shots).min()
+        else:  # another object of the teach as near the view, or nearer
+            keep[i] = to_shot[i] < _distances(v[i:i + 1], o).min()
+    return keep
+
+
+def _distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return np.sqrt(np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T, 0.0))
 
 
 def _not_here(p, factor: float):

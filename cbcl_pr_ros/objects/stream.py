@@ -150,6 +150,15 @@ class ObjectStream:
         naming the live tracks otherwise."""
         return self.tracks.track_views(track_id, n)
 
+    def history_mark(self) -> int:
+        """The number of the next frame the track history keeps (see :meth:`earlier_views`)."""
+        return self.tracks.mark()
+
+    def earlier_views(self, track_id: int, n: int, before: int) -> TrackViews:
+        """A track's last ``n`` frames kept before frame number ``before`` (:meth:`history_mark`
+        taken when a teach began): the views it had before the teach's own frames; empty when none."""
+        return self.tracks.earlier_views(track_id, n, before)
+
 
 def _classified(frame: ObjectFrame, controller: Any) -> tuple[int, Sequence[Any] | None, Sequence[Any] | None]:
     """(model version, a prediction per object, one per candidate join) of one frame, in one batch;

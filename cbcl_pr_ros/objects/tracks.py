@@ -6,7 +6,8 @@ sample of recent vectors.
 to the two memories built on them, so they never disagree about which vector is whose:
 
 * :class:`TrackHistory`: the last frames' vectors and boxes per track id, so that a track can be
-  taught at once (TeachClass by ``track_id``; the boxes tell which frames show one view).
+  taught at once (TeachClass by ``track_id``; the boxes tell which frames show one view), and a teach
+  of the object in view can take the views its track had before the teach (frames are numbered).
 * :class:`StreamNegatives`: a small sample of the recent objects' vectors, free negatives for the
   open-set gate at the next teach. Before and while it is taught, a robot sees many objects it is not
   taught: more, and more varied, than the few other objects of one teaching frame. Vectors only
@@ -87,15 +88,26 @@ class TrackStore:
             raise ValueError(f"track {track_id} has no recent views to learn from")
         return views
 
+    def mark(self) -> int:
+        """The number of the next frame the history keeps: :meth:`earlier_views` before it."""
+        return self._history.mark()
+
+    def earlier_views(self, track_id: int, n: int, before: int) -> "TrackViews":
+        """A track's last ``n`` frames kept before frame number ``before`` (:meth:`mark`); none when
+        there are none (no error: a teach of the object in view adds them where they exist)."""
+        return self._history.views_of(track_id, n, before)
+
 
 @dataclass(frozen=True)
 class TrackViews:
     """A track's recent frames for a teach: its vectors and boxes (oldest first), and the vectors of the
-    other tracks seen in those frames (natural negatives, like a teaching frame's other objects)."""
+    other tracks seen in those frames (natural negatives, like a teaching frame's other objects;
+    ``rivals``: the same, one array per frame)."""
 
     rows: np.ndarray
     boxes: list[Box]
     others: np.ndarray
+    rivals: tuple[np.ndarray, ...] = ()
 
 
 class TrackHistory:
@@ -106,7 +118,9 @@ class TrackHistory:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
             raise ValueError(f"capacity must be a positive int, got {capacity!r}")
         self.capacity = capacity
-        self._frames: deque[dict[int, tuple[np.ndarray, Box]]] = deque(maxlen=capacity)
+        # (the frame's number, track id: its vector and box)
+        self._frames: deque[tuple[int, dict[int, tuple[np.ndarray, Box]]]] = deque(maxlen=capacity)
+        self._count = 0
         self._lock = threading.Lock()
 
     def add(self, track_ids: Sequence[int], feats: np.ndarray, boxes: Sequence[Sequence[int]]) -> None:
@@ -116,19 +130,27 @@ class TrackHistory:
             raise ValueError(f"{len(track_ids)} track ids and {len(boxes)} boxes for features of shape {f.shape}")
         frame = {int(t): (f[i].copy(), tuple(int(v) for v in boxes[i])) for i, t in enumerate(track_ids)}
         with self._lock:
-            self._frames.append(frame)
+            self._frames.append((self._count, frame))
+            self._count += 1
 
-    def views_of(self, track_id: int, n: int) -> TrackViews:
-        """The ``n`` most recent frames that show the track (all kept when ``n`` <= 0)."""
+    def mark(self) -> int:
+        """The number the next frame added will carry."""
         with self._lock:
-            frames = [fr for fr in self._frames if track_id in fr]
+            return self._count
+
+    def views_of(self, track_id: int, n: int, before: int | None = None) -> TrackViews:
+        """The ``n`` most recent frames that show the track (all kept when ``n`` <= 0), among those
+        added before frame number ``before`` (:meth:`mark`; None: all)."""
+        with self._lock:
+            frames = [fr for k, fr in self._frames if track_id in fr and (before is None or k < before)]
         frames = frames[-int(n):] if n > 0 else frames
         rows = [fr[track_id][0] for fr in frames]
-        others = [v for fr in frames for t, (v, _) in fr.items() if t != track_id]
         d = len(rows[0]) if rows else 0
+        rivals = tuple(np.stack([v for t, (v, _) in fr.items() if t != track_id]) if len(fr) > 1
+                       else np.zeros((0, d), np.float32) for fr in frames)
         return TrackViews(np.stack(rows) if rows else np.zeros((0, d), np.float32),
                           [fr[track_id][1] for fr in frames],
-                          np.stack(others) if others else np.zeros((0, d), np.float32))
+                          np.concatenate(rivals) if rivals else np.zeros((0, d), np.float32), rivals)
 
     def clear(self) -> None:
         with self._lock:

@@ -10,7 +10,7 @@ under the node's commit lock. A refusal says why and changes nothing.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
@@ -230,50 +230,92 @@ class Teacher:
                        s: TeachSettings) -> Gathered:
         """The object in view (among the objects as the detections show them, ``ObjectStream.as_shown``)
         or the object mostly inside the one box (its pieces together) of each of the next ``n`` object
-        frames, and the vectors of the other objects of those frames (natural negatives; at most
+        frames, with up to ``n`` earlier views of its track (:meth:`_earlier`, as a teach by track
+        takes them), and the vectors of the other objects of those frames (natural negatives; at most
         :data:`MAX_FRAME_NEGATIVES`, None when there are none)."""
         shape = self.objects.last_shape
         if plan.target == "roi" and shape is not None:
             roi_box(plan.rois[0], shape, "camera image")  # fail now, not after waiting
         timeout = check_timeout(req.timeout_s, s.timeout_s, s.max_timeout_s)
+        mark = self.objects.history_mark()  # the track's views before this are earlier views
         frames: list[ObjectFrame] = self.port.collect(n, timeout, "objects")
         if not frames:
             raise ValueError(f"no object frames arrived within {timeout:.1f} s on '{self.port.topic('objects')}'"
                              f"{self._upstream('objects')}: is the feature_extractor detecting objects "
                              f"(detect_objects)?")
-        rows, boxes, others, missed, reason, last, pieces = [], [], [], 0, "", None, 1
+        got = self._picked(c, plan, frames)
+        where = " inside the box" if plan.target == "roi" else ""
+        if not got.rows:
+            raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames"
+                             + (f": {got.reason}" if got.reason else ""))
+        negatives = np.stack(got.others[-MAX_FRAME_NEGATIVES:]) if got.others else None
+        track = self.objects.track_at(got.last)
+        negatives = self._with_stream(negatives, s, track)  # never the taught track's own vectors
+        rows, boxes, earlier = self._earlier(c, track, n, mark, got.rows)
+        shots = one_shot_per_view(np.stack(rows + got.rows), boxes + got.boxes)
+        unit = "crops" if got.pieces > 1 else "frames"
+        total = len(rows) + len(got.rows)
+        views = "" if len(shots) == total else f", {total} {unit} as {_views(len(shots))}"
+        what = (f"the object at {box_text(got.last)}" + ("" if track is None else f", track {track}")
+                + (f", {got.pieces} pieces together" if got.pieces > 1 else "") + earlier)
+        return shots, None, (f"object crops of camera frames{where}{views}"
+                             + (f" ({got.missed} of {len(frames)} frames had none)" if got.missed else "")
+                             + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)")
+                             + f"; {what}"), negatives, Taught(-1 if track is None else int(track), got.last)
+
+    def _picked(self, c: LearnerController, plan: TeachPlan, frames: list[ObjectFrame]) -> "_Picked":
+        """The picked object's vectors and boxes in each frame (the box's, or the object in view), the
+        other objects' vectors, and what the answer tells: frames without one, why, its last box."""
+        got = _Picked()
         for f in frames:
             if plan.target == "roi":
                 choice = choose_in_box(f.proposals, f.shape, roi_box(plan.rois[0], f.shape, "camera image"))
-                picked, reason = choice.indices, choice.reason or reason
+                picked, got.reason = choice.indices, choice.reason or got.reason
             else:
                 f = self.objects.as_shown(f, c)
                 k = pick_in_view([p.box for p in f.proposals], f.shape)
                 picked = () if k is None else (k,)
             if not picked:
-                missed += 1
+                got.missed += 1
                 continue
             got_rows, got_boxes = piece_rows(f, picked)
-            rows += got_rows
-            boxes += got_boxes
-            last, pieces = union_box([f.proposals[i].box for i in picked]), len(picked)
-            others += [f.features[j] for j in range(len(f.features)) if j not in picked]
-        where = " inside the box" if plan.target == "roi" else ""
-        if not rows:
-            raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames"
-                             + (f": {reason}" if reason else ""))
-        negatives = np.stack(others[-MAX_FRAME_NEGATIVES:]) if others else None
-        track = self.objects.track_at(last)
-        negatives = self._with_stream(negatives, s, track)
-        shots = one_shot_per_view(np.stack(rows), boxes)
-        unit = "crops" if pieces > 1 else "frames"
-        views = "" if len(shots) == len(rows) else f", {len(rows)} {unit} as {_views(len(shots))}"
-        what = (f"the object at {box_text(last)}" + ("" if track is None else f", track {track}")
-                + (f", {pieces} pieces together" if pieces > 1 else ""))
-        return shots, None, (f"object crops of camera frames{where}{views}"
-                                      + (f" ({missed} of {len(frames)} frames had none)" if missed else "")
-                                      + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)")
-                                      + f"; {what}"), negatives, Taught(-1 if track is None else int(track), last)
+            got.rows += got_rows
+            got.boxes += got_boxes
+            got.last, got.pieces = union_box([f.proposals[i].box for i in picked]), len(picked)
+            got.others += [f.features[j] for j in range(len(f.features)) if j not in picked]
+        return got
+
+    def _earlier(self, c: LearnerController, track: int | None, n: int, mark: int,
+                 shots: list[np.ndarray]) -> tuple[list[np.ndarray], list[tuple[int, ...]], str]:
+        """The picked object's track's last ``n`` views from before the teach (frames kept before
+        ``mark``), those consistent with the object picked now (``CBCLPRLearner.one_object``: no other
+        object of their frame looks more like it, else the track was on another object then), with
+        their boxes and a note for the answer. None without a track: a teach by box or of the object
+        in view then learns its own frames only, as a teach by track learns the track's."""
+        if track is None:
+            return [], [], ""
+        views = self.objects.earlier_views(int(track), n, mark)
+        if len(views.rows) == 0:
+            return [], [], ""
+        keep = c.learner_.one_object(np.stack(shots), views.rows, list(views.rivals))
+        rows = [r for r, k in zip(views.rows, keep) if k]
+        boxes = [tuple(b) for b, k in zip(views.boxes, keep) if k]
+        left = len(keep) - len(rows)
+        note = f" + {len(rows)} earlier frame{'s' * (len(rows) != 1)} of its track" if rows else ""
+        return rows, boxes, note + (f" ({left} earlier frame{'s' * (left != 1)} of the track left out: another "
+                                    f"object there looked more like it)" if left else "")
+
+
+@dataclass
+class _Picked:
+    """What :meth:`Teacher._picked` found in a teach's frames."""
+    rows: list = field(default_factory=list)
+    boxes: list = field(default_factory=list)
+    others: list = field(default_factory=list)
+    missed: int = 0
+    reason: str = ""
+    last: tuple[int, int, int, int] | None = None
+    pieces: int = 1
 
 
 @dataclass(frozen=True)

@@ -130,3 +130,33 @@ def test_more_shots_of_one_view_do_not_shrink_what_counts_as_a_twin():
     assert [p.label for p in learner.seen_together(x, alone)] == ["mug", "mug"]
     far = np.stack([np.full(D, 2.0) + 0.5 * u, np.full(D, 2.0) - 0.55 * u]).astype(np.float32)  # 1.05 apart
     assert [p.label for p in learner.seen_together(far, learner.predict(far))] == ["mug", ""]
+
+
+def test_a_tracks_earlier_view_is_the_taught_object_only_where_nothing_of_its_frame_looks_more_like_it():
+    """The guard on a track's earlier views (a tracker may have switched objects): a view is kept where
+    no other object of its own frame lies nearer the shot ("frame"); "nearest" against the teach's
+    other objects; "twin" within TWIN units; "all" keeps every view."""
+    shot = np.zeros((1, 2))
+    views = np.array([[0.5, 0.0], [0.0, 2.0], [3.0, 0.0]])
+    rivals = [np.array([[2.0, 0.0]]), np.array([[0.0, 1.0]]), np.zeros((0, 2))]
+    np.testing.assert_array_equal(one_place.one_object(shot, views, rivals, 1.0, "frame"), [True, False, True])
+    np.testing.assert_array_equal(one_place.one_object(shot, views, np.array([[2.5, 0.0]]), 1.0, "nearest"),
+                                  [True, True, False])
+    np.testing.assert_array_equal(one_place.one_object(shot, views, None, 1.0, "twin"), [True, False, False])
+    assert one_place.one_object(shot, views, None, 1.0, "all").all()
+    assert one_place.one_object(shot, np.zeros((0, 2)), [], 1.0).shape == (0,)
+    with pytest.raises(ValueError):
+        one_place.one_object(shot, views, rivals[:2], 1.0, "frame")
+    with pytest.raises(ValueError):
+        one_place.one_object(shot, views, None, 1.0, "closest")
+
+
+def test_the_learner_judges_earlier_views_in_its_own_space(taught):
+    """``CBCLPRLearner.one_object``: the same guard on raw vectors, bad input refused."""
+    mug = np.full((1, D), 2.0, np.float32)
+    views = np.stack([np.full(D, 1.9), np.full(D, -1.9)]).astype(np.float32)
+    keep = taught.one_object(mug, views, [np.full((1, D), -2.0, np.float32), np.full((1, D), 2.0, np.float32)])
+    np.testing.assert_array_equal(keep, [True, False])  # the second: the mug stood elsewhere in its frame
+    assert taught.one_object(mug, np.zeros((0, D), np.float32)).shape == (0,)
+    with pytest.raises(ValueError):
+        taught.one_object(mug, np.full((1, D + 1), 1.0, np.float32), [None])

@@ -51,3 +51,28 @@ def test_stream_negatives_split_the_never_taught_objects():
                                                       "untaught_never_seen_rejected"}
     frames_only = run_source(frs, 0, 1, None, "stream", "frames")
     assert out["negatives_kept"][0] > frames_only["negatives_kept"][0]  # the stream added negatives
+
+
+def test_track_views_mirror_the_product_teach(monkeypatch):
+    """``track_shots``: at most TRACK_CAP stream views of the taught object, the product's guard against
+    the other objects of each view's frame, one shot per view (a view in the teaching box adds nothing)."""
+    import bench_first_shot as bfs
+
+    frs = _frames()
+    boxes = {f["id"]: [(40 * j + 5 * i, 0, 40 * j + 30 + 5 * i, 30) for j in range(len(f["names"]))]
+             for i, f in enumerate(frs)}
+    monkeypatch.setattr(bfs, "_BOXES", boxes)
+    plan = stream_plan(frs, 0)
+    name = sorted(plan.taught)[0]
+    teach = next(f for f in frs if f["id"] == plan.teach_frame[name])
+    shot = teach["obj"][teach["names"].index(name)][None]
+    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+
+    learner = CBCLPRLearner(LearnerConfig(seed=0), backbone="efficientnet_lite0", feature_dim=16)
+    extra, counts = bfs.track_shots(learner, name, shot, teach, plan.stream, None, "all")
+    seen = [g for g in plan.stream if name in g["names"]]
+    assert counts["views"] == min(len(seen), bfs.TRACK_CAP) == counts["kept"] and len(extra) == counts["shots"]
+    _, guarded = bfs.track_shots(learner, name, shot, teach, plan.stream, None, "frame")
+    assert guarded["kept"] <= counts["kept"]
+    out = run_source(frs, 0, 1, None, "stream", "frames+stream_covisible", "frame")
+    assert sum(out["track_views"]) >= sum(out["track_kept"]) >= sum(out["track_shots"])

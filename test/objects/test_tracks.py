@@ -49,3 +49,20 @@ def test_track_history_gives_a_tracks_recent_rows() -> None:
         h.add([1, 2, 3], np.zeros((2, 2)), [(0, 0, 1, 1)] * 3)
     with pytest.raises(ValueError):
         h.add([1, 2], np.zeros((2, 2)), [(0, 0, 1, 1)])
+
+
+def test_track_history_numbers_its_frames_so_a_teach_takes_only_the_views_before_it() -> None:
+    h = TrackHistory(capacity=4)
+    for i in range(3):
+        h.add([1, 2], np.array([[i, 0.0], [i, 1.0]], np.float32), [(i, 0, 10, 10), (50, 0, 60, 10)])
+    mark = h.mark()
+    assert mark == 3
+    h.add([1], np.array([[7.0, 7.0]], np.float32), [(7, 0, 10, 10)])  # a frame of the teach itself
+    before = h.views_of(1, 2, before=mark)
+    np.testing.assert_array_equal(before.rows[:, 0], [1, 2])  # the last 2 before the mark, not frame 7
+    assert len(before.rivals) == 2 and all(np.array_equal(r, [[k, 1.0]]) for r, k in zip(before.rivals, (1, 2)))
+    np.testing.assert_array_equal(h.views_of(1, 0).rows[:, 0], [0, 1, 2, 7])
+    assert len(h.views_of(1, 5, before=0).rows) == 0
+    for i in range(4):  # the oldest frames leave; the numbers go on
+        h.add([3], np.zeros((1, 2), np.float32), [(0, 0, 1, 1)])
+    assert h.mark() == 8 and len(h.views_of(1, 5, before=mark).rows) == 0

@@ -419,3 +419,94 @@ def test_a_box_takes_the_object_mostly_inside_it_or_refuses_and_the_answer_names
     port.frames["objects"] = [joined, joined]
     assert teacher.teach(c, TeachRequest(label="teddy", rois=((290, 95, 80, 150),))).success
     assert np.allclose(port.last_feats, 0.55)  # the whole object's crop, as the extractor joined it
+
+
+def _watched(objects: ObjectStream, frames: list[ObjectFrame], start: float = 0.0) -> None:
+    """The robot watched these frames before the teach: each tracked, as the node's stream does."""
+    for i, frame in enumerate(frames):
+        objects.arrived(frame, start + i)
+        objects.update(frame, None, stamp_s=start + i)
+
+
+@dataclass
+class WatchingPort(FakePort):
+    """The node's stream goes on during a teach: each frame handed to the teach is tracked too."""
+    objects: ObjectStream | None = None
+
+    def collect(self, n: int, timeout_s: float, stream: str) -> list[Any]:
+        got = super().collect(n, timeout_s, stream)
+        if stream == "objects" and self.objects is not None:
+            _watched(self.objects, got, start=50.0)
+        return got
+
+
+def test_a_teach_of_the_object_in_view_learns_its_tracks_earlier_views():
+    """The object in view was tracked while the robot moved round it: its track's earlier views (at most
+    ``num_frames``, as a teach by track takes) are taught with the teach's own frames, one shot per view;
+    the teach's own frames, tracked meanwhile, are not taken twice; the other tracks are no negatives
+    of it beyond what the frames show."""
+    port = WatchingPort(settings=TeachSettings(teach_from="object", num_frames=2))
+    teacher, objects = _teacher(port)
+    port.objects = objects
+    corner = np.full(D, -0.5)
+    earlier = [_object_frame([(130 + 40 * i, 180, 270 + 40 * i, 300), (0, 0, 60, 60)],
+                             np.stack([np.full(D, 0.5 + 0.1 * i), corner])) for i in range(3)]
+    _watched(objects, earlier)
+    now = _object_frame([(250, 180, 390, 300), (0, 0, 60, 60)], np.stack([np.full(D, 0.9), corner]))
+    port.frames["objects"] = [now, now]
+    c = _controller()
+    out = teacher.teach(c, TeachRequest(label="mug"))
+    assert out.success, out.message
+    track = out.taught_track_id
+    assert track >= 0 and objects.track_at((250, 180, 390, 300)) == track
+    # the last 2 earlier frames (boxes 40 px apart: two views) and the teach's 2 still frames (one view)
+    assert port.commits[-1][1:3] == ("object crops of camera frames, 4 frames as 3 views; the object at "
+                                     f"(250, 180)-(390, 300), track {track} + 2 earlier frames of its track", (3, D))
+    np.testing.assert_allclose(sorted(port.last_feats[:, 0]), [0.6, 0.7, 0.9], rtol=1e-5)
+    np.testing.assert_allclose(port.last_negatives, np.stack([corner, corner]))  # the teach's frames' other object
+    assert "mug" in c.classes
+
+
+def test_earlier_views_where_the_track_was_on_another_object_are_not_taught():
+    """The tracker follows places: where two objects swapped places, the track's earlier views are the
+    other object's. There the object taught now stood elsewhere in the same frame and looked more like
+    it: those views are left out, and the answer says so."""
+    port = FakePort(settings=TeachSettings(teach_from="object", num_frames=2))
+    teacher, objects = _teacher(port)
+    duck, can = np.linspace(0.0, 1.0, D), np.linspace(1.0, 0.0, D)
+    rng = np.random.default_rng(3)
+    swapped = [_object_frame([(250, 180, 390, 300), (0, 0, 60, 60)],  # the can where the duck stands now
+                             np.stack([can + 0.01 * rng.normal(size=D), duck + 0.01 * rng.normal(size=D)]))
+               for _ in range(2)]
+    _watched(objects, swapped)
+    now = _object_frame([(250, 180, 390, 300), (0, 0, 60, 60)], np.stack([duck, can]))
+    port.frames["objects"] = [now, now]
+    c = _controller()
+    out = teacher.teach(c, TeachRequest(label="duck"))
+    assert out.success, out.message
+    assert port.commits[-1][1:3] == (
+        f"object crops of camera frames, 2 frames as 1 view; the object at (250, 180)-(390, 300), track {out.taught_track_id} "
+        "(2 earlier frames of the track left out: another object there looked more like it)", (1, D))
+    np.testing.assert_allclose(port.last_feats[0], duck, rtol=1e-6)  # the duck only, never the can
+
+
+def test_without_a_track_or_earlier_frames_the_teach_learns_its_own_frames_only():
+    """No track of the object, or a track that begins with the teach: its own frames only, as before."""
+    port = WatchingPort(settings=TeachSettings(teach_from="object", num_frames=2))
+    teacher, objects = _teacher(port)
+    now = _object_frame([(250, 180, 390, 300)], np.full((1, D), 0.9))
+    port.frames["objects"] = [now, now]
+    c = _controller()
+    out = teacher.teach(c, TeachRequest(label="mug"))  # nothing tracked
+    assert out.success and out.taught_track_id == -1
+    assert port.commits[-1][1:3] == ("object crops of camera frames, 2 frames as 1 view; the object at "
+                                     "(250, 180)-(390, 300)", (1, D))
+    port.objects = objects  # tracked from now on: the track begins with the teach's own frames
+    out = teacher.teach(c, TeachRequest(label="mug"))
+    assert out.success and out.taught_track_id >= 0
+    assert port.commits[-1][1:3] == ("object crops of camera frames, 2 frames as 1 view; the object at "
+                                     f"(250, 180)-(390, 300), track {out.taught_track_id}", (1, D))
+    out = teacher.teach(c, TeachRequest(label="mug"))  # the last teach's 2 frames are now earlier frames
+    assert out.success and port.commits[-1][2] == (1, D)  # of the same view: still one shot
+    assert port.commits[-1][1] == ("object crops of camera frames, 4 frames as 1 view; the object at "
+                                   f"(250, 180)-(390, 300), track {out.taught_track_id} + 2 earlier frames of its track")
