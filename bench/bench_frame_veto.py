@@ -35,7 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import out_path  # noqa: E402
+from bench_common import auroc, out_path  # noqa: E402
 from bench_first_shot import taught_learner  # noqa: E402
 
 REGIMES = (("teaching_frame", "frames", 5), ("stream", "frames", 10), ("stream", "frames+stream_covisible", 10),
@@ -163,9 +163,8 @@ NEAREST_LOOSE = [(None, 0.0, 0.0, False, t) for t in (0.02, 0.04, 0.06, 0.08, 0.
 
 
 def _auroc(pos: list[float], neg: list[float]) -> float:
-    """P(a taught view's statistic < a never-taught one's), ties half."""
-    p, n = np.asarray(pos)[:, None], np.asarray(neg)[None, :]
-    return round(float((p < n).mean() + 0.5 * (p == n).mean()), 3)
+    """P(a taught view's statistic < a never-taught one's), ties half (``bench_common.auroc``)."""
+    return round(auroc(neg, pos), 3)
 
 
 def centring(data: list[dict], alphas=(0.0, 0.25, 0.5, 0.75)) -> dict:

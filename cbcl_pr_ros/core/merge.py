@@ -71,7 +71,7 @@ from .clustering import ClassClusters
 from .distance_threshold import distance_prior
 from .memory import ClusterMemory
 from .persistence import MAX_COUNTER, LearnerState, filled_provenance
-from .provenance import MAX_SHOTS, Contribution, ids, united
+from .provenance import MAX_SHOTS, Contribution, ids, own_shots, united
 from .transform import FeatureTransform
 from .view_spread import ViewSpread
 
@@ -203,9 +203,9 @@ def bounded_class(cc: ClassClusters, max_shots: int, max_radius: float | None) -
 
 
 def _own_shots(prov: tuple[Contribution, ...], robot: str, held: int) -> int:
-    """Shots of this robot's own teaching in a class's provenance (in its name, or of unknown origin:
-    taught before it had a name; a peer's are recorded under the peer's), at most those the class holds."""
-    return min(held, sum(c.shots for c in prov if c.robot in (robot, "")))
+    """Shots of this robot's own teaching in a class's provenance (:func:`.provenance.own_shots`), at
+    most those the class holds."""
+    return min(held, own_shots(prov, robot))
 
 
 def _peer_scale(a: LearnerState, b: LearnerState) -> tuple[float | None, float | None]:

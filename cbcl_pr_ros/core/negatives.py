@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["NegativeStore", "class_radii", "nearest_distances", "veto_ratio", "MIN_NEGATIVES", "MAX_NEGATIVES",
+__all__ = ["NegativeStore", "class_radii", "nearest_distances", "sq_distances", "veto_ratio", "MIN_NEGATIVES",
+           "MAX_NEGATIVES",
            "MAX_OFFERED", "RADIUS_MIN_EXTENT", "RADIUS_MIN_NEGATIVES", "SAME_OBJECT", "VETO", "VETO_GROWTH"]
 
 # the largest capacity a config may ask for: 4096 x 1280 float16 is 10 MB
@@ -104,9 +105,9 @@ class NegativeStore:
 
     def _new_rows(self, x: np.ndarray, same: float) -> np.ndarray:
         """The rows of ``x`` that are no copy (closer than ``same``) of a kept row or an earlier row."""
-        near_kept = (_sq_distances(x, self.vectors).min(axis=1) < same * same if len(self.vectors)
+        near_kept = (sq_distances(x, self.vectors).min(axis=1) < same * same if len(self.vectors)
                      else np.zeros(len(x), bool))
-        d2 = _sq_distances(x, x)
+        d2 = sq_distances(x, x)
         keep: list[int] = []
         for i in range(len(x)):
             if not near_kept[i] and not (keep and d2[i, keep].min() < same * same):
@@ -118,7 +119,7 @@ class NegativeStore:
         before it was taught (the very object, from a like view) is no negative of itself."""
         if len(self.vectors) == 0 or len(x) == 0:
             return self
-        d2 = _sq_distances(self.vectors, x)
+        d2 = sq_distances(self.vectors, x)
         keep = d2.min(axis=1) >= radius * radius
         return self if keep.all() else NegativeStore(self.vectors[keep], self.capacity, self.offered)
 
@@ -135,7 +136,7 @@ def veto_ratio(count: int) -> float:
     return float(VETO * max(1, int(count)) ** VETO_GROWTH)
 
 
-def _sq_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def sq_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(len(a), len(b)) squared Euclidean distances, clipped at 0 against rounding."""
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
@@ -147,7 +148,7 @@ def nearest_distances(x: np.ndarray, store: NegativeStore) -> np.ndarray:
     """Distance of each row of ``x`` to its nearest stored negative (inf where the store is empty)."""
     if len(store) == 0:
         return np.full(len(x), np.inf)
-    return np.sqrt(_sq_distances(x, store.vectors).min(axis=1))
+    return np.sqrt(sq_distances(x, store.vectors).min(axis=1))
 
 
 def class_radii(centroids: tuple[np.ndarray, ...], store: NegativeStore, base: float, quantile: float,
@@ -171,7 +172,7 @@ def class_radii(centroids: tuple[np.ndarray, ...], store: NegativeStore, base: f
         return radii
     allc = np.concatenate([np.asarray(c, np.float64) for c in centroids])
     owner = np.repeat(np.arange(len(centroids)), [len(c) for c in centroids])
-    d2 = _sq_distances(store.vectors, allc)  # negatives x all centroids
+    d2 = sq_distances(store.vectors, allc)  # negatives x all centroids
     for k in range(len(centroids)):
         if several_views is not None and not several_views[k]:
             continue

@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .negatives import sq_distances
 from .open_set import DistanceGate, inside_probability
 
 __all__ = ["TWIN", "GUARD", "GUARDS", "one_place", "one_object"]
@@ -111,8 +112,7 @@ def one_object(shots: np.ndarray, views: np.ndarray, others: Sequence[np.ndarray
 
 
 def _distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return np.sqrt(np.maximum((a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T, 0.0))
+    return np.sqrt(sq_distances(a, b))
 
 
 def _not_here(p, factor: float):

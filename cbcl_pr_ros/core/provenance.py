@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["Contribution", "MAX_ENTRIES", "MAX_ROBOT_CHARS", "MAX_SHOTS", "MAX_TIME", "ROBOT_PATTERN",
-           "new_contribution", "legacy_contribution", "united", "total_shots", "ids", "check_robot_name",
+           "new_contribution", "legacy_contribution", "united", "total_shots", "ids", "own_shots", "check_robot_name",
            "provenance_to_json", "provenance_from_json"]
 
 MAX_ENTRIES = 64
@@ -101,6 +101,12 @@ def ids(entries: Iterable[Contribution]) -> frozenset[str]:
 
 def total_shots(entries: Iterable[Contribution]) -> int:
     return int(sum(c.shots for c in entries))
+
+
+def own_shots(entries: Iterable[Contribution], robot: str) -> int:
+    """Shots of ``robot``'s own teaching among ``entries``: in its name, or of unknown origin (taught
+    before it had a name); a peer's are recorded under the peer's."""
+    return sum(c.shots for c in entries if c.robot in (robot, ""))
 
 
 def _folded(entries: Sequence[Contribution]) -> tuple[Contribution, ...]:

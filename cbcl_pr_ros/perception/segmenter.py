@@ -382,9 +382,9 @@ def fold_inner(labels: np.ndarray, share: float = 0.25) -> np.ndarray:
     if n < 2:
         return lab.copy()
     area = np.bincount(lab.ravel(), minlength=n + 1)
-    ids = np.array([i for i, sl in enumerate(ndimage.find_objects(lab), start=1) if sl is not None])
-    box = np.array([(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop)
-                    for sl in ndimage.find_objects(lab) if sl is not None])
+    found = [(i, sl) for i, sl in enumerate(ndimage.find_objects(lab), start=1) if sl is not None]
+    ids = np.array([i for i, _ in found])
+    box = np.array([(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop) for _, sl in found])
     y0, y1, x0, x1 = (box[:, k] for k in range(4))
     holds = ((y0[:, None] <= y0[None]) & (y1[None] <= y1[:, None]) & (x0[:, None] <= x0[None])
              & (x1[None] <= x1[:, None]) & (area[ids][None] < share * area[ids][:, None]))  # [j, i]: j holds i

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS
+from cbcl_pr_ros.core.validation import check_label
 
 from .world import quaternion_to_matrix
 
@@ -47,16 +47,21 @@ def camera_problem(position: Sequence[float], quaternion: Sequence[float]) -> st
 
 def _usable(x: np.ndarray, conf: object, label: object) -> bool:
     """Whether a detection can vote: a finite place within MAX_PLACE_M, a confidence in [0, 1] (NaN, inf
-    or 1e308 would outvote every real view), a label that is "" or a printable name of at most
-    MAX_LABEL_CHARS characters (what a learner sends)."""
+    or 1e308 would outvote every real view), a label that is "" or a class name by the core's one rule
+    (``core.validation.check_label``: what a learner sends)."""
     try:
         c = float(conf)
     except (TypeError, ValueError):
         return False
     if not (np.all(np.isfinite(x)) and float(np.max(np.abs(x))) <= MAX_PLACE_M and 0.0 <= c <= 1.0):
         return False
-    return isinstance(label, str) and len(label) <= MAX_LABEL_CHARS and label.isprintable() \
-        and label == label.strip()
+    if label == "":
+        return True
+    try:
+        check_label(label)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def project(points: np.ndarray, K: np.ndarray, cam_pos: Sequence[float], cam_quat: Sequence[float]) -> np.ndarray:

@@ -34,7 +34,7 @@ import numpy as np
 from cbcl_pr_ros.core.merge import merge_states
 from cbcl_pr_ros.core.negatives import MAX_NEGATIVES
 from cbcl_pr_ros.core.persistence import MAX_COUNTER, MemoryFileError, checked_bytes, state_from_bytes
-from cbcl_pr_ros.core.provenance import ids
+from cbcl_pr_ros.core.provenance import ids, own_shots
 from cbcl_pr_ros.runtime.heap import release_freed_memory
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
 from cbcl_pr_ros.request_checks import (
@@ -455,8 +455,7 @@ class LearnerController:
     def taught_here(self, label: str) -> bool:
         """Whether ``label`` holds teaching of this robot's own (in its name, or of unknown origin: taught
         before it had one). Contribution ids travel in every update, so a peer could name all of ours."""
-        own = self.learner_.robot_name
-        return any(c.robot in (own, "") for c in self.learner_.provenance_.get(label, ()))
+        return own_shots(self.learner_.provenance_.get(label, ()), self.learner_.robot_name) > 0
 
     def forget_covered(self, label: str, covering: frozenset, origin: str) -> Outcome:
         """Forget ``label`` for a peer that forgot it, only when it is known from peers alone and every
