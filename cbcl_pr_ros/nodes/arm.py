@@ -257,7 +257,8 @@ class ArmNode(Node):
 
     def destroy_node(self) -> None:
         try:
-            self.logic.close()
+            if hasattr(self, "logic"):  # not when a start value was refused before it was made
+                self.logic.close()
         finally:
             super().destroy_node()
 

@@ -332,7 +332,8 @@ class SimWorldNode(Node):
 
     def destroy_node(self) -> None:
         try:
-            self.world.close()
+            if hasattr(self, "world"):  # not when a start value was refused before it was made
+                self.world.close()
         finally:
             super().destroy_node()
 

@@ -325,7 +325,7 @@ class TeachingPageNode(Node):
 
     def destroy_node(self) -> None:
         try:
-            if self.server is not None:
+            if getattr(self, "server", None) is not None:  # None too when a start value was refused
                 self.server.stop()
         finally:
             super().destroy_node()

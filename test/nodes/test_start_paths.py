@@ -434,3 +434,22 @@ def test_a_start_value_the_node_cannot_run_with_is_one_line_not_a_traceback(tmp_
     assert "Traceback" not in r.stderr
     assert "error: parameter max_clusters must be an integer from 0 to 10000000, got 'abc' (a string)" in r.stderr
     assert not (tmp_path / "m.cbcl").exists()
+
+
+@pytest.mark.parametrize("executable, given", [("arm_node", "base_frame:=''"), ("sim_world_node", "rate_hz:=abc"),
+                                               ("teaching_page_node", "port:=abc")])
+def test_a_refused_start_value_is_one_line_on_every_node(executable, given):
+    """A node refused at start is destroyed half-made when rclpy shuts down: closing what it never
+    made ended the arm, the simulated world and the page with an AttributeError traceback instead of
+    the reason."""
+    import subprocess
+
+    from ros_testing import domain, installed_executable, ros_env
+
+    with domain() as dom:
+        r = subprocess.run([sys.executable, str(installed_executable(executable)), "--ros-args", "-p", given],
+                           env=ros_env(dom), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "AttributeError" not in r.stderr
+    said = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(said) == 1 and given.split(":=")[0] in said[0], r.stderr[-2000:]
