@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import array
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -67,12 +68,14 @@ def quote(text: str, limit: int = 40) -> str:
 
 
 def check_label(label: Any, what: str = "label") -> str:
-    """A class name from a request: surrounding whitespace stripped, then the core's one rule
-    (:func:`cbcl_pr_ros.core.validation.check_label`), refused as a RequestError with its reason."""
+    """A class name from a request: surrounding whitespace stripped, composed to Unicode NFC, then the
+    core's one rule (:func:`cbcl_pr_ros.core.validation.check_label`), refused as a RequestError with
+    its reason.  NFC because one keyboard sends "café" as ``e`` + combining accent and another as one
+    character: a person (or a peer) typing the same word must reach the same class."""
     if not isinstance(label, str):
         raise RequestError(f"{what} must be a string, got {type(label).__name__}")
     try:
-        return core_check_label(label.strip(), name=what)
+        return core_check_label(unicodedata.normalize("NFC", label.strip()), name=what)
     except ValueError as exc:
         raise RequestError(str(exc)) from None
 

@@ -34,3 +34,10 @@ def test_refusals_never_echo_a_long_name():
         core_check(b"mug")
     with pytest.raises(RequestError, match="must be a string"):
         request_check(3)
+
+
+def test_the_boundary_composes_a_name_so_two_keyboards_reach_one_class():
+    composed, decomposed = "caf\u00e9 mug", "cafe\u0301 mug"
+    assert composed != decomposed
+    assert request_check(decomposed) == request_check(composed) == composed
+    assert len(request_check(" " + decomposed)) == len(composed)

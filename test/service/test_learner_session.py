@@ -146,6 +146,14 @@ def test_teach_and_classify_through_the_gate():
     assert version == session.controller.model_version
 
 
+def test_a_name_typed_composed_or_decomposed_is_one_class():
+    session, _ = _session()
+    assert _teach_vectors(session, "caf\u00e9 mug", 1.0).success
+    assert _teach_vectors(session, "cafe\u0301 mug", 1.0).success  # the same word from another keyboard
+    assert session.controller.classes == ["caf\u00e9 mug"]
+    assert session.rename("cafe\u0301 mug", "mug").success and session.controller.classes == ["mug"]
+
+
 def test_a_change_needs_the_node_active_and_changes_nothing_otherwise():
     session, port = _session()
     assert _teach_vectors(session, "mug", 1.0).success
