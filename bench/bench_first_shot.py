@@ -38,6 +38,12 @@ taught accepted 0.90, never-taught rejected 0.90 -- over the three is largest, a
 on the held-out one; the shipped rule is reported beside it. Objects of one frame are classified
 together (``CBCLPRLearner.seen_together``), as the learner classifies the stream's frames.
 
+``--confidence-loso``: the gate's confidence curve (:func:`confidence_loso`; the answers' parts are
+recorded, so each curve is scored without teaching again), restricted with ``--benchmark-curves`` to
+the curves under which a benchmark set's ECE (``bench_gate_sets.py --curves``) stays within 0.10.
+``--gate-variants``: more shots of one view, the gate's D floor chosen leave-one-source-out and the
+copies of one view taught as their mean (:func:`gate_variants`).
+
 Features are EfficientNet-Lite0 (ONNX) of masked crops, cached in ``--cache`` (a pickle of vectors,
 rebuilt when missing from ``--frames``, default ``$CBCL_REAL_RGBD`` or data/real_rgbd). Run:
 
@@ -256,6 +262,11 @@ def switch_guard(by_source: dict, seeds: int) -> dict:
             for g, d in kept.items()}
 
 
+# how a teach's copies of one view are taught: "shots" (each a shot, the default) or "mean" (one shot,
+# their mean, as the product's teach of frames of one still view does); set by variant_runs
+COPIES = "shots"
+
+
 def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str,
                    track: bool | str = False, counts: dict | None = None):
     """One table's plan and a learner taught by it, with the negatives of the regime given.
@@ -279,9 +290,11 @@ def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negati
     for name in sorted(taught):
         f = by_id[plan.teach_frame[name]]
         k = f["names"].index(name)
-        shots_of[name] = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]]
-                                        + [g["obj"][g["names"].index(name)][None] for g in plan.stream
-                                           if track is True and name in g["names"]])
+        view = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]])
+        if COPIES == "mean":  # the copies of one view as one shot, their mean (object_teaching.one_shot_per_view)
+            view = view.mean(axis=0, keepdims=True)
+        shots_of[name] = np.concatenate([view] + [g["obj"][g["names"].index(name)][None] for g in plan.stream
+                                                  if track is True and name in g["names"]])
         if isinstance(track, str):
             others = [f["obj"][[i for i, n in enumerate(f["names"]) if n != name]]]
             if negatives != "frames":
@@ -367,7 +380,8 @@ def confidence_parts(learner, x: np.ndarray, alone: list, together: list) -> lis
         kept = float("nan")
         if p.known and not q.known:
             rows = [k for k, r in enumerate(alone) if r.known and best[k] == best[i] and nearest[k] == nearest[i]]
-            k = min(rows, key=lambda k: float(((np.asarray(served.gate.centroids[best[i]])[nearest[i]] - xt[k]) ** 2).sum()))
+            centroid = np.asarray(served.gate.centroids[best[i]], np.float64)[nearest[i]]
+            k = min(rows, key=lambda k: float(((centroid - xt[k]) ** 2).sum()))
             kept = float(ratio[k])
         out.append((float(head[i]), float(ratio[i]), kept))
     return out
@@ -518,9 +532,65 @@ def confidence_loso(by_source: dict, regimes: dict[tuple[str, str], int], shots_
     name = lambda key: f"{'/'.join(key[0])}/{key[1]}_shot"  # noqa: E731
     return {"loso": {name(key): quality(key, chosen.get) for key in runs} | {"curve_chosen": chosen},
             "candidates": [list(g) for g in grid],
-            "benchmark_worst_ece": None if benchmark is None else {f"{s}@{c}": round(v, 3) for (s, c), v in benchmark.items()},
+            "benchmark_worst_ece": None if benchmark is None else {f"{s}@{c}": round(v, 3)
+                                                                   for (s, c), v in benchmark.items()},
             "sweep": {f"{s}@{c}": {name(key): quality(key, lambda _: (s, c)) for key in runs}
                       for s in SOFTNESSES for c in CENTRES}}
+
+
+# the gate's D floor (``learner.GATE_FLOOR``, a share of the prior) compared leave-one-source-out at 5 and 10
+# shots of one view: the floor is as far as copies of one view may shrink D_gate, and the radius 1.3 D_gate with it
+FLOORS = (0.9, 0.93, 0.95, 0.97, 1.0)
+
+
+def variant_runs(by_source: dict, regimes: dict[tuple[str, str], int], shots_list: list[int],
+                 floor: float | None = None, copies: str = "shots", track: bool | str = False) -> dict:
+    """Per (regime, shots), per source, the outcomes with the gate's D floor ``floor`` (None: the
+    shipped one) and the copies of one view taught as ``copies`` (:data:`COPIES`)."""
+    import cbcl_pr_ros.core.learner as learner_mod
+
+    global COPIES
+    shipped = (learner_mod.GATE_FLOOR, COPIES)
+    learner_mod.GATE_FLOOR = shipped[0] if floor is None else floor
+    COPIES = copies
+    try:
+        return {(reg, n): {src: [run_source(frs, seed, n, None, *reg, track) for seed in range(seeds)]
+                           for src, frs in by_source.items()} for reg, seeds in regimes.items() for n in shots_list}
+    finally:
+        learner_mod.GATE_FLOOR, COPIES = shipped
+
+
+def _margin(s: dict) -> float:
+    """The worst margin of a summary to the targets (taught correct 0.85, accepted 0.90, never-taught
+    rejected 0.90)."""
+    return min(s.get("taught_correct", 0.0) - 0.85, s.get("taught_accepted", 0.0) - 0.90,
+               s.get("untaught_rejected", 0.0) - 0.90)
+
+
+def gate_variants(by_source: dict, regimes: dict[tuple[str, str], int], shots_list: list[int],
+                  track: bool | str = False) -> dict:
+    """More shots of one view: the gate's D floor of :data:`FLOORS` chosen per held-out source (the
+    one whose worst margin to the targets over ``regimes`` x ``shots_list`` on the other sources is
+    largest), scored on the held-out one; every floor over all sources; and the copies of one view
+    taught as one shot (their mean) at the shipped floor."""
+    name = lambda key: f"{'/'.join(key[0])}/{key[1]}_shot"  # noqa: E731
+    brief = lambda s: {k: v for k, v in s.items() if k in ("taught_correct", "taught_accepted",  # noqa: E731
+                                                           "untaught_rejected", "taught_best_correct")}
+    runs = {f: variant_runs(by_source, regimes, shots_list, f, "shots", track) for f in FLOORS}
+
+    def score(f, held):
+        return min(_margin(summary([p for src, ps in per.items() if src != held for p in ps]))
+                   for per in runs[f].values())
+
+    chosen = {src: max(FLOORS, key=lambda f: score(f, src)) for src in by_source}
+    held = {name(key): brief(summary([p for src in by_source for p in runs[chosen[src]][key][src]]))
+            for key in runs[FLOORS[0]]}
+    mean = variant_runs(by_source, regimes, shots_list, None, "mean", track)
+    return {"floor_loso": held | {"floor_chosen": chosen},
+            "floor_sweep": {str(f): {name(key): brief(summary([p for ps in per.values() for p in ps]))
+                                     for key, per in runs[f].items()} for f in FLOORS},
+            "copies_as_their_mean": {name(key): brief(summary([p for ps in per.values() for p in ps]))
+                                     for key, per in mean.items()}}
 
 
 def shots_runs(by_source: dict, seeds: int, shots_list: list[int], protocol: str, negatives: str,
@@ -552,6 +622,8 @@ def main() -> None:
                     help="also the one-view temperature scale, leave-one-source-out (teaching-frame protocol)")
     ap.add_argument("--confidence-loso", action="store_true",
                     help="also the gate's confidence curve (softness, centre), leave-one-source-out")
+    ap.add_argument("--gate-variants", action="store_true",
+                    help="also the gate's D floor leave-one-source-out and copies of one view taught as their mean")
     ap.add_argument("--benchmark-curves", default="",
                     help="a bench_gate_sets.py --curves output: only curves whose benchmark-set ECE stays within "
                          "BENCHMARK_ECE are candidates of --confidence-loso")
@@ -593,6 +665,11 @@ def main() -> None:
     if args.calibration_loso:
         res["results"]["calibration_loso"] = calibration_loso(by_source, args.seeds, [n for n in shots_list if n > 1])
         print("calibration loso", json.dumps(res["results"]["calibration_loso"]["loso"]), flush=True)
+    if args.gate_variants:
+        regimes = {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
+                   for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}
+        res["results"]["gate_variants"] = gate_variants(by_source, regimes, shots_list, track)
+        print("gate variants", json.dumps(res["results"]["gate_variants"]["floor_loso"]), flush=True)
     if args.confidence_loso:
         regimes = {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
                    for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}

@@ -9,7 +9,10 @@ vector it was offered as (the teaching frame's other objects or the stream's, wi
 name), and measured: its distance to the taught object's shot, to the refused view, and whether the
 shot would claim it as itself (within ``one_place.TWIN`` times the twin unit, the distance within which
 two objects of one frame may both be the class). Also the answers whose best class is wrong, and
-per answer how the same view fared with 1, 5 and 10 shots (why more shots do not raise acceptance).
+per answer how the same view fared with 1, 5 and 10 shots (why more shots do not raise acceptance):
+``what_moved`` lists, for each view whose answer turned, the gate's D, its distance to the class's
+nearest centroid, its radius and the veto's bound at 1 and at n shots. ``--track product`` (the
+default) teaches the taught objects' earlier stream views as ``bench_first_shot.py`` does.
 
     source scripts/env.sh && python -P bench/bench_stream_refusals.py   # -> runs/bench/stream_refusals.json
 """
