@@ -38,6 +38,12 @@ taught accepted 0.90, never-taught rejected 0.90 -- over the three is largest, a
 on the held-out one; the shipped rule is reported beside it. Objects of one frame are classified
 together (``CBCLPRLearner.seen_together``), as the learner classifies the stream's frames.
 
+``--confidence-loso``: the gate's confidence curve (:func:`confidence_loso`; the answers' parts are
+recorded, so each curve is scored without teaching again), restricted with ``--benchmark-curves`` to
+the curves under which a benchmark set's ECE (``bench_gate_sets.py --curves``) stays within 0.10.
+``--gate-variants``: more shots of one view, the gate's D floor chosen leave-one-source-out and the
+copies of one view taught as their mean (:func:`gate_variants`).
+
 Features are EfficientNet-Lite0 (ONNX) of masked crops, cached in ``--cache`` (a pickle of vectors,
 rebuilt when missing from ``--frames``, default ``$CBCL_REAL_RGBD`` or data/real_rgbd). Run:
 
@@ -256,6 +262,11 @@ def switch_guard(by_source: dict, seeds: int) -> dict:
             for g, d in kept.items()}
 
 
+# how a teach's copies of one view are taught: "shots" (each a shot, the default) or "mean" (one shot,
+# their mean, as the product's teach of frames of one still view does); set by variant_runs
+COPIES = "shots"
+
+
 def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str,
                    track: bool | str = False, counts: dict | None = None):
     """One table's plan and a learner taught by it, with the negatives of the regime given.
@@ -279,9 +290,11 @@ def taught_learner(frs: list[dict], seed: int, shots: int, protocol: str, negati
     for name in sorted(taught):
         f = by_id[plan.teach_frame[name]]
         k = f["names"].index(name)
-        shots_of[name] = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]]
-                                        + [g["obj"][g["names"].index(name)][None] for g in plan.stream
-                                           if track is True and name in g["names"]])
+        view = np.concatenate([f["obj"][k:k + 1], f["jit"][k][: shots - 1]])
+        if COPIES == "mean":  # the copies of one view as one shot, their mean (object_teaching.one_shot_per_view)
+            view = view.mean(axis=0, keepdims=True)
+        shots_of[name] = np.concatenate([view] + [g["obj"][g["names"].index(name)][None] for g in plan.stream
+                                                  if track is True and name in g["names"]])
         if isinstance(track, str):
             others = [f["obj"][[i for i, n in enumerate(f["names"]) if n != name]]]
             if negatives != "frames":
@@ -326,13 +339,16 @@ def _run_source(frs: list[dict], seed: int, shots: int, protocol: str, negatives
     for key, v in counts.items():
         out[f"track_{key}"].append(v)
     for f in plan.test:
-        preds = learner.seen_together(f["obj"], learner.predict(f["obj"], top_k=1))  # one view, as the stream
-        for name, p in zip(f["names"], preds):
+        alone = learner.predict(f["obj"], top_k=1)
+        preds = learner.seen_together(f["obj"], alone)  # one view, as the stream
+        parts = confidence_parts(learner, f["obj"], alone, preds)
+        for name, p, part in zip(f["names"], preds, parts):
             if name in taught and f["id"] == plan.teach_frame[name]:
                 continue
             right = name in taught and p.nearest_label == name
             out["conf"].append(float(p.confidence))
             out["conf_right"].append(bool(right))
+            out["conf_parts"].append(part)
             if name in taught:
                 out["taught_correct"].append(bool(p.known and p.label == name))
                 out["taught_accepted"].append(bool(p.known))
@@ -345,13 +361,55 @@ def _run_source(frs: list[dict], seed: int, shots: int, protocol: str, negatives
     return out
 
 
+def confidence_parts(learner, x: np.ndarray, alone: list, together: list) -> list[tuple[float, float, float]]:
+    """Per answer what its confidence is made of, so that the gate's confidence curve can be compared
+    without teaching again: the best class's probability, the answer's ratio (``DistanceGate.ratios``)
+    and, where the one-place rule refused it, the ratio of the object that kept the class (nan
+    otherwise; ``one_place.one_place``'s choice: of the known objects of that class nearest the same
+    cluster, the nearest)."""
+    served = learner._served
+    classes = list(served.classes)
+    xt = learner.transform(x)
+    best = np.array([classes.index(p.nearest_label) for p in alone])
+    head = served.head.scores(xt)[np.arange(len(xt)), best]
+    ratio = served.gate.ratios(xt, best)
+    nearest = [int(np.argmin(((np.asarray(served.gate.centroids[c], np.float64) - v) ** 2).sum(1)))
+               for c, v in zip(best, xt)]
+    out = []
+    for i, (p, q) in enumerate(zip(alone, together)):
+        kept = float("nan")
+        if p.known and not q.known:
+            rows = [k for k, r in enumerate(alone) if r.known and best[k] == best[i] and nearest[k] == nearest[i]]
+            centroid = np.asarray(served.gate.centroids[best[i]], np.float64)[nearest[i]]
+            k = min(rows, key=lambda k: float(((centroid - xt[k]) ** 2).sum()))
+            kept = float(ratio[k])
+        out.append((float(head[i]), float(ratio[i]), kept))
+    return out
+
+
+def gate_confidence(parts: list[tuple[float, float, float]], softness: float, centre: float) -> np.ndarray:
+    """The confidences ``parts`` (:func:`confidence_parts`) give under another curve of the gate:
+    ``open_set.inside_probability`` is ``1 / (1 + exp((ratio - 1) / GATE_SOFTNESS))``; here its
+    softness and the ratio at which it is one half (``centre``; the product's is 1) vary. The
+    one-place rule's factor (the kept object's chance of lying outside) keeps the centre 1, so that an
+    answer it refuses stays below one half."""
+    a = np.asarray(parts, np.float64).reshape(-1, 3)
+
+    def inside(r: np.ndarray, c: float) -> np.ndarray:
+        return 1.0 / (1.0 + np.exp(np.clip((r - c) / softness, -50.0, 50.0)))
+    conf = a[:, 0] * inside(a[:, 1], centre)
+    refused = ~np.isnan(a[:, 2])
+    conf[refused] *= 1.0 - inside(a[refused, 2], 1.0)
+    return conf
+
+
 def summary(parts: list[dict]) -> dict:
     agg: dict = defaultdict(list)
     for p in parts:
         for k, v in p.items():
             agg[k] += v
     res = {k: round(float(np.mean(v)), 3) for k, v in agg.items()
-           if k not in ("conf", "conf_right") and not k.startswith("track_") and v}
+           if k not in ("conf", "conf_right", "conf_parts") and not k.startswith("track_") and v}
     res |= {k: int(sum(v)) for k, v in agg.items() if k.startswith("track_")}  # views seen / kept, shots
     res |= {f"n_{k}": len(v) for k, v in agg.items() if k.startswith(("taught", "untaught"))}
     res["confidence"] = _conf_quality(agg["conf"], agg["conf_right"])
@@ -417,6 +475,124 @@ def calibration_loso(by_source: dict, seeds: int, shots_list: list[int]) -> dict
             "sweep": {str(k): {f"{n}_shot": quality(k, n, lambda s: True) for n in shots_list} for k in ONE_VIEW_SCALES}}
 
 
+# the gate's confidence curve compared leave-one-source-out: its softness (``open_set.GATE_SOFTNESS``) and
+# the ratio at which it is one half (the product's: 1, the boundary)
+SOFTNESSES = (0.03, 0.05, 0.07, 0.1, 0.15)
+CENTRES = (0.9, 0.95, 1.0)
+# a curve is a candidate only where the benchmark set's ECE (``bench_gate_sets.py --curves``) stays within this
+BENCHMARK_ECE = 0.10
+
+
+def benchmark_curves(path: str) -> dict[tuple[float, float], float]:
+    """Per curve the worst ECE a ``bench_gate_sets.py --curves`` output holds (mean over the steps of
+    each set, number of shots and negatives)."""
+    res = json.loads(Path(path).read_text())["results"]
+    worst: dict = {}
+    for part in res.values():
+        for k, v in part["mean"].items():
+            if k.startswith("ece_curve_"):
+                s, c = (float(t) for t in k[len("ece_curve_"):].split("@"))
+                worst[(s, c)] = max(worst.get((s, c), 0.0), float(v))
+    return worst
+
+
+def confidence_loso(by_source: dict, regimes: dict[tuple[str, str], int], shots_list: list[int],
+                    track: bool | str = False, benchmark: dict | None = None) -> dict:
+    """The gate's confidence curve, leave-one-source-out: per held-out source the (softness, centre)
+    of :data:`SOFTNESSES` x :data:`CENTRES` whose worst ECE over ``regimes`` x ``shots_list`` on the
+    other sources is smallest among those with wrong-below-right >= 0.85 in each and, where
+    ``benchmark`` (:func:`benchmark_curves`) is given, a benchmark-set ECE within
+    :data:`BENCHMARK_ECE`; scored on the held-out one (answers pooled over the held-out sources).
+    Also every curve over all sources. The gate's decisions do not depend on the curve: the
+    learners are taught once."""
+    runs = {(reg, n): {src: [run_source(frs, seed, n, None, *reg, track) for seed in range(seeds)]
+                       for src, frs in by_source.items()} for reg, seeds in regimes.items() for n in shots_list}
+    grid = [(s, c) for s in SOFTNESSES for c in CENTRES
+            if benchmark is None or benchmark.get((s, c), 1.0) <= BENCHMARK_ECE]
+
+    def quality(key, pick) -> dict:
+        conf, right = [], []
+        for src, parts in runs[key].items():
+            curve = pick(src)
+            if curve is None:
+                continue
+            for p in parts:
+                conf += gate_confidence(p["conf_parts"], *curve).tolist()
+                right += p["conf_right"]
+        q = _conf_quality(conf, right)
+        q.pop("reliability_bin_count_confidence_right", None)
+        return q
+
+    def score(curve, held):
+        qs = [quality(key, lambda s: None if s == held else curve) for key in runs]
+        ok = all(q.get("wrong_below_right_pairs", 0.0) >= 0.85 for q in qs)
+        return (ok, -max(q.get("ece", 1.0) for q in qs))
+
+    chosen = {src: max(grid, key=lambda g: score(g, src)) for src in by_source}
+    name = lambda key: f"{'/'.join(key[0])}/{key[1]}_shot"  # noqa: E731
+    return {"loso": {name(key): quality(key, chosen.get) for key in runs} | {"curve_chosen": chosen},
+            "candidates": [list(g) for g in grid],
+            "benchmark_worst_ece": None if benchmark is None else {f"{s}@{c}": round(v, 3)
+                                                                   for (s, c), v in benchmark.items()},
+            "sweep": {f"{s}@{c}": {name(key): quality(key, lambda _: (s, c)) for key in runs}
+                      for s in SOFTNESSES for c in CENTRES}}
+
+
+# the gate's D floor (``learner.GATE_FLOOR``, a share of the prior) compared leave-one-source-out at 5 and 10
+# shots of one view: the floor is as far as copies of one view may shrink D_gate, and the radius 1.3 D_gate with it
+FLOORS = (0.9, 0.93, 0.95, 0.97, 1.0)
+
+
+def variant_runs(by_source: dict, regimes: dict[tuple[str, str], int], shots_list: list[int],
+                 floor: float | None = None, copies: str = "shots", track: bool | str = False) -> dict:
+    """Per (regime, shots), per source, the outcomes with the gate's D floor ``floor`` (None: the
+    shipped one) and the copies of one view taught as ``copies`` (:data:`COPIES`)."""
+    import cbcl_pr_ros.core.learner as learner_mod
+
+    global COPIES
+    shipped = (learner_mod.GATE_FLOOR, COPIES)
+    learner_mod.GATE_FLOOR = shipped[0] if floor is None else floor
+    COPIES = copies
+    try:
+        return {(reg, n): {src: [run_source(frs, seed, n, None, *reg, track) for seed in range(seeds)]
+                           for src, frs in by_source.items()} for reg, seeds in regimes.items() for n in shots_list}
+    finally:
+        learner_mod.GATE_FLOOR, COPIES = shipped
+
+
+def _margin(s: dict) -> float:
+    """The worst margin of a summary to the targets (taught correct 0.85, accepted 0.90, never-taught
+    rejected 0.90)."""
+    return min(s.get("taught_correct", 0.0) - 0.85, s.get("taught_accepted", 0.0) - 0.90,
+               s.get("untaught_rejected", 0.0) - 0.90)
+
+
+def gate_variants(by_source: dict, regimes: dict[tuple[str, str], int], shots_list: list[int],
+                  track: bool | str = False) -> dict:
+    """More shots of one view: the gate's D floor of :data:`FLOORS` chosen per held-out source (the
+    one whose worst margin to the targets over ``regimes`` x ``shots_list`` on the other sources is
+    largest), scored on the held-out one; every floor over all sources; and the copies of one view
+    taught as one shot (their mean) at the shipped floor."""
+    name = lambda key: f"{'/'.join(key[0])}/{key[1]}_shot"  # noqa: E731
+    brief = lambda s: {k: v for k, v in s.items() if k in ("taught_correct", "taught_accepted",  # noqa: E731
+                                                           "untaught_rejected", "taught_best_correct")}
+    runs = {f: variant_runs(by_source, regimes, shots_list, f, "shots", track) for f in FLOORS}
+
+    def score(f, held):
+        return min(_margin(summary([p for src, ps in per.items() if src != held for p in ps]))
+                   for per in runs[f].values())
+
+    chosen = {src: max(FLOORS, key=lambda f: score(f, src)) for src in by_source}
+    held = {name(key): brief(summary([p for src in by_source for p in runs[chosen[src]][key][src]]))
+            for key in runs[FLOORS[0]]}
+    mean = variant_runs(by_source, regimes, shots_list, None, "mean", track)
+    return {"floor_loso": held | {"floor_chosen": chosen},
+            "floor_sweep": {str(f): {name(key): brief(summary([p for ps in per.values() for p in ps]))
+                                     for key, per in runs[f].items()} for f in FLOORS},
+            "copies_as_their_mean": {name(key): brief(summary([p for ps in per.values() for p in ps]))
+                                     for key, per in mean.items()}}
+
+
 def shots_runs(by_source: dict, seeds: int, shots_list: list[int], protocol: str, negatives: str,
                track: bool | str = False) -> dict:
     """The shipped rule at each number of shots: all sources, and per source."""
@@ -444,6 +620,13 @@ def main() -> None:
     ap.add_argument("--no-loso", action="store_true", help="the shipped rule only")
     ap.add_argument("--calibration-loso", action="store_true",
                     help="also the one-view temperature scale, leave-one-source-out (teaching-frame protocol)")
+    ap.add_argument("--confidence-loso", action="store_true",
+                    help="also the gate's confidence curve (softness, centre), leave-one-source-out")
+    ap.add_argument("--gate-variants", action="store_true",
+                    help="also the gate's D floor leave-one-source-out and copies of one view taught as their mean")
+    ap.add_argument("--benchmark-curves", default="",
+                    help="a bench_gate_sets.py --curves output: only curves whose benchmark-set ECE stays within "
+                         "BENCHMARK_ECE are candidates of --confidence-loso")
     ap.add_argument("--protocols", default="teaching_frame,stream", help=f"of {', '.join(PLANS)}")
     ap.add_argument("--track", default="product",
                     help="the taught objects' earlier views in the stream: 'product' (as the learner's teach of "
@@ -460,8 +643,10 @@ def main() -> None:
     for f in data:
         by_source[f["source"]].append(f)
     import cbcl_pr_ros.core.negatives as neg_mod
+    from cbcl_pr_ros.core import open_set
     from cbcl_pr_ros.evaluation.experiments import machine_info
     res: dict = {"benchmark": "bench_first_shot", "machine": machine_info(),
+                 "gate_softness": open_set.GATE_SOFTNESS,
                  "loadavg_before": [round(v, 2) for v in os.getloadavg()], "seeds": args.seeds,
                  "stream_seeds": args.stream_seeds,
                  "shipped_rule": [neg_mod.VETO, neg_mod.VETO_GROWTH], "results": {}}
@@ -480,6 +665,17 @@ def main() -> None:
     if args.calibration_loso:
         res["results"]["calibration_loso"] = calibration_loso(by_source, args.seeds, [n for n in shots_list if n > 1])
         print("calibration loso", json.dumps(res["results"]["calibration_loso"]["loso"]), flush=True)
+    if args.gate_variants:
+        regimes = {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
+                   for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}
+        res["results"]["gate_variants"] = gate_variants(by_source, regimes, shots_list, track)
+        print("gate variants", json.dumps(res["results"]["gate_variants"]["floor_loso"]), flush=True)
+    if args.confidence_loso:
+        regimes = {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
+                   for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}
+        bench_sets = benchmark_curves(args.benchmark_curves) if args.benchmark_curves else None
+        res["results"]["confidence_loso"] = confidence_loso(by_source, regimes, shots_list, track, bench_sets)
+        print("confidence loso", json.dumps(res["results"]["confidence_loso"]["loso"]), flush=True)
     if not args.no_loso:
         res["results"] |= loso(by_source, {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
                                            for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}, track)

@@ -54,8 +54,23 @@ def load(data_root: str, cache: str, sets: tuple[str, ...] = SETS) -> dict:
     return out
 
 
+def curve_eces(learner, x: np.ndarray, right: np.ndarray) -> dict[str, float]:
+    """ECE of the taught images' answers under each confidence curve of the gate that
+    ``bench_first_shot.confidence_loso`` compares (``"softness@centre"``; single images: no one-place
+    rule), from the best class's probability and the answer's ratio."""
+    from bench_first_shot import CENTRES, SOFTNESSES, gate_confidence
+
+    served = learner._served
+    xt = learner.transform(x)
+    scores = served.head.scores(xt)
+    best = scores.argmax(axis=1)
+    parts = np.stack([scores[np.arange(len(xt)), best], served.gate.ratios(xt, best), np.full(len(xt), np.nan)], 1)
+    return {f"{s}@{c}": expected_calibration_error(gate_confidence(parts, s, c), right)
+            for s in SOFTNESSES for c in CENTRES}
+
+
 def run(fs, other, shots: int, seed: int, negatives: int, overrides: dict | None = None,
-        pool: np.ndarray | None = None) -> dict:
+        pool: np.ndarray | None = None, curves: bool = False) -> dict:
     rng = np.random.default_rng([seed, 99])
     learner = CBCLPRLearner(LearnerConfig(seed=seed, **(overrides or {})), "efficientnet_lite0", fs.dim)
     pool = other.train_x if pool is None else pool
@@ -79,6 +94,8 @@ def run(fs, other, shots: int, seed: int, negatives: int, overrides: dict | None
                      "rejected_other_set": float(np.mean([not p.known for p in po])),
                      "ece": expected_calibration_error(conf, right),
                      "ece_before_issue20": expected_calibration_error(before, right), "accuracy": float(right.mean())})
+        if curves:
+            rows[-1] |= {f"ece_curve_{k}": v for k, v in curve_eces(learner, fs.test_x[known], right).items()}
     return {"first": rows[0], "last": rows[-1],
             "mean": {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}}
 
@@ -101,6 +118,8 @@ def main() -> None:
                     help="set: the other benchmark set's test images to reject; real: a real table's crops "
                          "(--other-table), never given as negatives (the negatives then come from the other tables)")
     ap.add_argument("--other-table", default="ucn", help="the real set's source whose crops are rejected")
+    ap.add_argument("--curves", action="store_true",
+                    help="also the ECE under each confidence curve bench_first_shot.py --confidence-loso compares")
     args = ap.parse_args()
     if args.other_from == "real" and args.negatives_from != "real":
         ap.error("--other-from real needs --negatives-from real (a table's crops have no train split)")
@@ -132,7 +151,7 @@ def main() -> None:
         other = other_real if other_real is not None else sets[[n for n in SETS if n != name][0]]
         for shots in (int(s) for s in args.shots.split(",")):
             for neg in (0, args.negatives):
-                runs = [run(sets[name], other, shots, seed, neg, over, pool) for seed in range(args.seeds)]
+                runs = [run(sets[name], other, shots, seed, neg, over, pool, args.curves) for seed in range(args.seeds)]
                 key = f"{name}/{shots}_shot/" + ("negatives" if neg else "none")
                 res["results"][key] = {part: {k: round(float(np.mean([r[part][k] for r in runs])), 3) for k in runs[0][part]}
                                        for part in ("first", "mean", "last")}

@@ -9,7 +9,10 @@ vector it was offered as (the teaching frame's other objects or the stream's, wi
 name), and measured: its distance to the taught object's shot, to the refused view, and whether the
 shot would claim it as itself (within ``one_place.TWIN`` times the twin unit, the distance within which
 two objects of one frame may both be the class). Also the answers whose best class is wrong, and
-per answer how the same view fared with 1, 5 and 10 shots (why more shots do not raise acceptance).
+per answer how the same view fared with 1, 5 and 10 shots (why more shots do not raise acceptance):
+``what_moved`` lists, for each view whose answer turned, the gate's D, its distance to the class's
+nearest centroid, its radius and the veto's bound at 1 and at n shots. ``--track product`` (the
+default) teaches the taught objects' earlier stream views as ``bench_first_shot.py`` does.
 
     source scripts/env.sh && python -P bench/bench_stream_refusals.py   # -> runs/bench/stream_refusals.json
 """
@@ -46,11 +49,13 @@ def _offered(frs: list[dict], plan, negatives: str) -> list[tuple[str, str, str,
     return out
 
 
-def trace(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str) -> list[dict]:
-    """One table, one seed: a row per taught answer with what decided it."""
+def trace(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str,
+          track: bool | str = False) -> list[dict]:
+    """One table, one seed: a row per taught answer with what decided it (``track`` as
+    ``taught_learner``'s)."""
     from cbcl_pr_ros.core import one_place
 
-    built = taught_learner(frs, seed, shots, protocol, negatives)
+    built = taught_learner(frs, seed, shots, protocol, negatives, track)
     if built is None:
         return []
     plan, learner, _, _ = built
@@ -83,7 +88,11 @@ def trace(frs: list[dict], seed: int, shots: int, protocol: str, negatives: str)
             radius = float(gate.radii(np.array([c]))[0])
             row = {"source": f["source"], "seed": seed, "frame": f["id"], "index": i, "name": name, "best_right": p.nearest_label == name,
                    "known_alone": bool(p.known), "known": bool(q.known), "d_class": dc / D, "radius": radius / D,
-                   "shot_to_view": float(np.linalg.norm(xt[i] - shot_x[name])) / D}
+                   "shot_to_view": float(np.linalg.norm(xt[i] - shot_x[name])) / D,
+                   # absolute: what the answer was judged by, to compare one view taught 1, 5 or 10 times
+                   "abs": {"D_gate": D, "d_class": dc, "radius": radius, "global_radius": float(gate.radius),
+                           "veto_bound": float(gate.veto) * float(np.sqrt(((neg - xt[i]) ** 2).sum(1)).min())
+                           if len(neg) else float("inf"), "clusters": len(gate.centroids[c])}}
             if len(neg):
                 dn = np.sqrt(((neg - xt[i]) ** 2).sum(1))
                 j = int(np.argmin(dn))
@@ -137,6 +146,32 @@ def report(rows: list[dict]) -> dict:
                                             if r["refused_by"] == "one_place").most_common(20))}
 
 
+def what_moved(pairs: list[tuple[dict, dict]]) -> dict:
+    """For the views whose answer turned between 1 and n shots (accepted -> refused and back), which of
+    the quantities the gate judged them by moved: the gate's D (its global radius is 1.3 D), the
+    distance to the class's nearest centroid (copies pull a cluster's count-weighted mean towards
+    their view), the class's own radius (taken from the negatives once its shots spread over several
+    views), the best class. Distances in absolute units, 1 shot -> n shots, one line per view."""
+    out: dict = {"lost": [], "gained": []}
+    for a, b in pairs:
+        fa, fb = a["abs"], b["abs"]
+        moved = [m for m, hit in (
+            ("D_gate down", fb["D_gate"] < fa["D_gate"] - 1e-6),
+            ("centroid farther", fb["d_class"] > fa["d_class"] + 1e-6),
+            ("centroid nearer", fb["d_class"] < fa["d_class"] - 1e-6),
+            ("own radius", fb["radius"] < fb["global_radius"] - 1e-9),
+            ("best class changed", a["best_right"] != b["best_right"])) if hit]
+        line = (f"{b['source']}/{b['seed']}/{b['name']}: {b.get('refused_by', 'accepted')}; D {fa['D_gate']:.3f}->"
+                f"{fb['D_gate']:.3f}, d {fa['d_class']:.3f}->{fb['d_class']:.3f}, radius {fa['radius']:.3f}->"
+                f"{fb['radius']:.3f}, veto bound {fa['veto_bound']:.3f}->{fb['veto_bound']:.3f}; " + ", ".join(moved))
+        out["lost" if a["known"] else "gained"].append(line)
+    out["counts"] = dict(Counter(m for a, b in pairs if a["known"] for m in
+                                 (["D_gate down"] if b["abs"]["D_gate"] < a["abs"]["D_gate"] - 1e-6 else [])
+                                 + (["centroid farther"] if b["abs"]["d_class"] > a["abs"]["d_class"] + 1e-6 else [])
+                                 + (["own radius"] if b["abs"]["radius"] < b["abs"]["global_radius"] - 1e-9 else [])))
+    return out
+
+
 REGIMES = (("teaching_frame", "frames", 5), ("stream", "frames", 10), ("stream", "frames+stream_covisible", 10))
 
 
@@ -145,33 +180,42 @@ def main() -> None:
     ap.add_argument("--cache", default=str(ROOT / "cache/real_first_shot.pkl"))
     ap.add_argument("--out", default=str(out_path("stream_refusals.json")))
     ap.add_argument("--rows", default="", help="also write every row (a JSON list) here")
+    ap.add_argument("--track", default="product",
+                    help="the taught objects' earlier stream views, as bench_first_shot.py's --track")
+    ap.add_argument("--regimes", default="all", help="'all' or protocol/negatives[,...] of REGIMES")
     args = ap.parse_args()
+    from cbcl_pr_ros.core.one_place import GUARD
+    track = {"none": False, "product": GUARD}.get(args.track, args.track)
+    regimes = [r for r in REGIMES if args.regimes == "all" or f"{r[0]}/{r[1]}" in args.regimes.split(",")]
     t0 = time.perf_counter()
     by_source = defaultdict(list)
     for f in pickle.loads(Path(args.cache).read_bytes()):
         by_source[f["source"]].append(f)
     res: dict = {"benchmark": "bench_stream_refusals", "loadavg_before": [round(v, 2) for v in os.getloadavg()],
-                 "results": {}}
+                 "track": track, "results": {}}
     every = {}
-    for protocol, negatives, seeds in REGIMES:
+    for protocol, negatives, seeds in regimes:
         for shots in (1, 5, 10):
-            rows = [r for src, frs in by_source.items() for s in range(seeds) for r in trace(frs, s, shots, protocol, negatives)]
+            rows = [r for src, frs in by_source.items() for s in range(seeds)
+                    for r in trace(frs, s, shots, protocol, negatives, track)]
             key = f"{protocol}/{negatives}/{shots}_shot"
             every[key] = rows
             res["results"][key] = report(rows)
             print(key, json.dumps({k: v for k, v in res["results"][key].items() if not k.endswith("pairs")}), flush=True)
-    # the same views at 1, 5 and 10 shots (covisible stream): which turn refused or accepted
-    for protocol, negatives, _ in REGIMES:
+    # the same views at 1, 5 and 10 shots: which turn refused or accepted, and which quantity moved
+    for protocol, negatives, _ in regimes:
         base = f"{protocol}/{negatives}"
-        k1 = {(r["source"], r["seed"], r["frame"], r["index"]): r["known"] for r in every[f"{base}/1_shot"]}
+        k1 = {(r["source"], r["seed"], r["frame"], r["index"]): r for r in every[f"{base}/1_shot"]}
         for n in (5, 10):
             kn = {(r["source"], r["seed"], r["frame"], r["index"]): r for r in every[f"{base}/{n}_shot"]}
             res["results"][f"{base}/1_vs_{n}_shot"] = {
-                "refused_at_1_accepted_at_n": sum(k1[k] is False and r["known"] for k, r in kn.items()),
-                "accepted_at_1_refused_at_n": sum(k1[k] and not r["known"] for k, r in kn.items()),
-                "newly_refused_by": dict(Counter(r["refused_by"] for k, r in kn.items() if k1[k] and not r["known"]))}
+                "refused_at_1_accepted_at_n": sum(not k1[k]["known"] and r["known"] for k, r in kn.items()),
+                "accepted_at_1_refused_at_n": sum(k1[k]["known"] and not r["known"] for k, r in kn.items()),
+                "newly_refused_by": dict(Counter(r["refused_by"] for k, r in kn.items()
+                                                 if k1[k]["known"] and not r["known"])),
+                "what_moved": what_moved([(k1[k], r) for k, r in kn.items() if k1[k]["known"] != r["known"]])}
     # what the stream's negatives add: taught views refused with them and accepted with the teaching frames' alone
-    for n in (1, 5, 10):
+    for n in ((1, 5, 10) if all(f"stream/{g}/1_shot" in every for g in ("frames", "frames+stream_covisible")) else ()):
         alone = {(r["source"], r["seed"], r["frame"], r["index"]): r["known"] for r in every[f"stream/frames/{n}_shot"]}
         more = [r for r in every[f"stream/frames+stream_covisible/{n}_shot"]
                 if not r["known"] and alone[(r["source"], r["seed"], r["frame"], r["index"])]]

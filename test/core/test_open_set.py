@@ -7,7 +7,7 @@ import pytest
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 from cbcl_pr_ros.core.distance_threshold import memory_distance
-from cbcl_pr_ros.core.open_set import DistanceGate, class_spreads, expected_calibration_error
+from cbcl_pr_ros.core.open_set import DistanceGate, class_spreads, expected_calibration_error, inside_probability
 
 DIM = 64
 
@@ -109,3 +109,28 @@ def test_expected_calibration_error():
     assert expected_calibration_error(np.array([1.0, 1.0]), np.array([False, False])) == 1.0
     with pytest.raises(ValueError, match="confidence and correct"):
         expected_calibration_error(np.ones(3), np.ones(2, bool))
+
+
+
+def test_an_answer_just_outside_the_gate_is_shown_unsure_and_one_just_inside_keeps_its_class_probability():
+    """On real tables an answer's chance of being right falls off sharply at the gate's boundary, so the
+    gate's confidence does too: 5 % outside the radius an answer is unknown and shown below 0.25,
+    5 % inside it keeps most of its class's probability."""
+    learner, rng, _ = _taught()
+    gate = learner._served.gate
+    c = learner.classes_.index("c0")
+    centroid = np.asarray(gate.centroids[c][0], np.float64)
+    away = rng.normal(0, 1, DIM)
+    away /= np.linalg.norm(away)
+    at = lambda ratio: (centroid + ratio * gate.radii(np.array([c]))[0] * away)[None].astype(np.float32)  # noqa: E731
+    inside, outside = (learner.predict(at(r), top_k=1)[0] for r in (0.95, 1.05))
+    probability = learner.predict_scores(at(0.95))[0, c]
+    assert inside.known and inside.label == "c0" and inside.confidence > 0.75 * probability
+    assert not outside.known and outside.nearest_label == "c0" and outside.confidence < 0.25
+
+
+def test_the_gate_curve_is_one_half_on_the_boundary_and_below_it_wherever_unknown():
+    assert inside_probability(np.array([1.0]))[0] == pytest.approx(0.5)
+    ratios = np.linspace(0.0, 3.0, 61)
+    p = inside_probability(ratios)
+    assert np.all(np.diff(p) <= 0) and np.all(p[ratios > 1.0] < 0.5) and np.all(p[ratios < 1.0] > 0.5)

@@ -76,3 +76,23 @@ def test_track_views_mirror_the_product_teach(monkeypatch):
     assert guarded["kept"] <= counts["kept"]
     out = run_source(frs, 0, 1, None, "stream", "frames+stream_covisible", "frame")
     assert sum(out["track_views"]) >= sum(out["track_kept"]) >= sum(out["track_shots"])
+
+
+def test_the_recorded_confidence_parts_give_back_the_learners_confidence():
+    """``confidence_parts`` and ``gate_confidence``: the product's curve (``GATE_SOFTNESS``, one half on
+    the boundary) recomputed from the recorded parts is the confidence the learner answered, one-place
+    refusals included; another curve changes the confidences, and an unknown answer stays below one half."""
+    from bench_first_shot import gate_confidence
+
+    from cbcl_pr_ros.core.open_set import GATE_SOFTNESS
+
+    frs = _frames()
+    outs = [run_source(frs, seed, 1, None, "stream", "frames+stream") for seed in range(3)]
+    parts = [p for out in outs for p in out["conf_parts"]]
+    conf = np.array([c for out in outs for c in out["conf"]])
+    assert len(parts) == len(conf) > 0
+    assert np.allclose(gate_confidence(parts, GATE_SOFTNESS, 1.0), conf, atol=1e-6)
+    softer = gate_confidence(parts, 0.15, 1.0)
+    assert not np.allclose(softer, conf)
+    ratios = np.array([p[1] for p in parts])
+    assert np.all((softer < 0.5)[ratios >= 1.0])  # unknown answers stay below one half under any curve
