@@ -689,6 +689,9 @@ def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, int
     :func:`part_merged`. ``learned_options`` are :func:`propose_learned`'s. None when the depth is unusable,
     as :func:`propose_learned`."""
     config = config or ProposalConfig()
+    rgb = _check_rgb(rgb)
+    if _usable_depth(depth, rgb.shape[:2]) is None:
+        return None  # the caller's fallback, without running the geometry for nothing
     geometry = propose(rgb, depth, intrinsics, dataclasses.replace(config, method="depth"))
     referee = np.zeros(rgb.shape[:2], np.int32)
     for i, g in enumerate(geometry, start=1):

@@ -404,8 +404,7 @@ def test_the_learned_and_refereed_defaults_are_the_rules_the_bench_chose():
             assert inspect.signature(propose_hybrid).parameters["referee_join"].default == opts.pop("referee_join", None)
         else:
             assert "referee_join" not in opts
-        if family == "alone":
-            assert {k: learned_defaults[k] for k in opts} == opts
+        assert {k: learned_defaults[k] for k in opts} == opts  # propose_hybrid passes them on
 
 
 def _reordered(path, tmp_path):
