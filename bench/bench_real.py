@@ -243,18 +243,14 @@ def seed_spread(frames, seeds: list[int], overrides: dict, first: dict) -> dict:
     return {"seeds": seeds, "per_seed": per_seed, "spread": spread}
 
 
-def rendered_recall(config, seeds: int, scenes: int = 2, views: int = 3) -> dict:
-    """Depth-proposal recall at IoU 0.5 on rendered tables (as bench_detections draws them), so a change
-    made for real frames is checked on the simulated ones too; and how many objects come out in two or
-    more pieces that each would get a track (not a part by ``nested_parts``; a piece: 60 % or more of
-    its mask on the object, at least 5 % of the object's pixels): the source of duplicate tracks."""
-    from cbcl_pr_ros.objects.pieces import nested_parts
-    from cbcl_pr_ros.perception import CameraIntrinsics, box_iou, propose
+def rendered_views(seeds: int, scenes: int = 2, views: int = 3) -> list:
+    """The rendered table frames ``rendered_recall`` scores (as bench_detections draws them), made once so
+    that several proposers can be scored on the same ones."""
     from cbcl_pr_ros.robot.assets import CATALOGUE
     from cbcl_pr_ros.robot.scenes import SceneSpec, make_scene, render_scene_views, table_world
     from cbcl_pr_ros.robot.world import CameraConfig
 
-    hits = total = n_props = frames = in_pieces = 0
+    out = []
     cam = CameraConfig(640, 480, 60.0)
     for seed in range(seeds):
         rng = np.random.default_rng(np.random.SeedSequence([seed, 1212]))
@@ -264,15 +260,30 @@ def rendered_recall(config, seeds: int, scenes: int = 2, views: int = 3) -> dict
             spec = SceneSpec(camera=cam)
             for s in range(scenes):
                 make_scene(world, cats, rng, spec, prefix=f"s{s}_")
-                for sf in render_scene_views(world, rng, views, spec):
-                    props = propose(sf.frame.rgb, sf.frame.depth, CameraIntrinsics.from_k(sf.frame.K), config)
-                    hits += sum(max((box_iou(p.box, o.box) for p in props), default=0.0) >= 0.5 for o in sf.objects)
-                    in_pieces += _objects_in_pieces(sf, props, nested_parts(props))
-                    total += len(sf.objects)
-                    n_props += len(props)
-                    frames += 1
+                out.extend(render_scene_views(world, rng, views, spec))
         finally:
             world.close()
+    return out
+
+
+def rendered_recall(config, seeds: int, scenes: int = 2, views: int = 3, proposer=None, rendered=None) -> dict:
+    """Depth-proposal recall at IoU 0.5 on rendered tables (as bench_detections draws them), so a change
+    made for real frames is checked on the simulated ones too; and how many objects come out in two or
+    more pieces that each would get a track (not a part by ``nested_parts``; a piece: 60 % or more of
+    its mask on the object, at least 5 % of the object's pixels): the source of duplicate tracks.
+    ``proposer(rgb, depth, K, config)`` gives the proposals (default ``propose``; e.g. the learned ones);
+    ``rendered``: the frames of ``rendered_views(seeds, scenes, views)`` made before (else made here)."""
+    from cbcl_pr_ros.objects.pieces import nested_parts
+    from cbcl_pr_ros.perception import CameraIntrinsics, box_iou, propose
+
+    hits = total = n_props = frames = in_pieces = 0
+    for sf in rendered if rendered is not None else rendered_views(seeds, scenes, views):
+        props = (proposer or propose)(sf.frame.rgb, sf.frame.depth, CameraIntrinsics.from_k(sf.frame.K), config) or []
+        hits += sum(max((box_iou(p.box, o.box) for p in props), default=0.0) >= 0.5 for o in sf.objects)
+        in_pieces += _objects_in_pieces(sf, props, nested_parts(props))
+        total += len(sf.objects)
+        n_props += len(props)
+        frames += 1
     return {"seeds": seeds, "frames": frames, "objects": total, "recall_iou50": round(hits / max(total, 1), 3),
             "proposals_per_frame": round(n_props / max(frames, 1), 2), "objects_in_pieces": in_pieces}
 

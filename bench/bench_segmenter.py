@@ -12,10 +12,19 @@ For every frame of bench/real_rgbd (``CBCL_REAL_RGBD`` or --frames: the assemble
   "inside" class at 0.5/0.7; or the geometry's proposals corrected by the network's,
   ``segmenter.combine``; with or without objects whose seam the depth does not show joined,
   ``segmenter.join_pieces`` at 2 or 3 noise sigmas, and small objects inside a larger one's box given to
-  it, ``segmenter.fold_inner``). Leave-one-source-out: the variant best on the other sources
-  (F1 at IoU 0.5 less 0.05 per merge in 10 frames, as bench_real) is scored on the held-out one;
+  it, ``segmenter.fold_inner``; objects showing less surface than a square of 3-8 cm dropped, every
+  one or only those beside a larger object, ``segmenter.drop_small``; the geometry as referee,
+  ``segmenter.propose_hybrid``: pieces inside one geometry proposal joined at 3 noise sigmas or not,
+  the smaller pieces inside one geometry proposal dropped, learned objects holding two or more geometry
+  proposals parted). Leave-one-source-out: the variant best on the other sources
+  (F1 at IoU 0.5 less 0.05 per merge in 10 frames, as bench_real) is scored on the held-out one: among
+  all variants; among those whose recall on the rendered tables (``bench_real.rendered_recall``,
+  --rendered-seeds) is at least 0.98, what a default keeps; and among those no worse there than the rule
+  shipped before (each path alone too: the network alone, refereed). The rules of ``propose_learned``
+  and ``propose_hybrid`` are those best on all sources among the latter;
 - recall and precision at IoU 0.5, merges, per source, pooled; CPU milliseconds per 640x480 frame on one
-  core (best of 3, process CPU time with one BLAS/OpenCV thread); whether 20 runs of one frame agree.
+  core (best of 3, process CPU time with one BLAS/OpenCV thread) of the geometry, the chosen rule and,
+  when it is refereed, the same rule without the referee; whether 20 runs of one frame agree.
 
 Nothing here is chosen on the frame it is scored on. Writes runs/bench/segmenter.json. Run:
 ``source scripts/env.sh && python -P bench/bench_segmenter.py``.
@@ -39,8 +48,11 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
 from bench_common import REPO, out_path  # noqa: E402
-from bench_real import _figures, _objective, leave_one_source_out  # noqa: E402
-from real_rgbd_set import ProposalScore, failure_kinds, load_frames, score_proposals  # noqa: E402
+from bench_real import _figures, _objective, leave_one_source_out, rendered_recall, rendered_views  # noqa: E402
+from real_rgbd_set import ProposalScore, RealFrame, failure_kinds, load_frames, score_proposals  # noqa: E402
+
+RENDERED_FLOOR = 0.98  # recall on the rendered tables a default keeps
+SHIPPED_RULE = "classes_inside50_join2_inner"  # the learned path's rule before the variants below
 
 VARIANTS = {"core40": {"plane": True, "colour": True, "core": 0.4},
             "core25": {"plane": True, "colour": True, "core": 0.25},
@@ -77,7 +89,27 @@ VARIANTS = {"core40": {"plane": True, "colour": True, "core": 0.4},
             "geometry_corrected_classes_inside50_join2_inner": {"plane": True, "colour": True, "combine": True, "core": None,
                                                                 "inside_p": 0.5, "join": 2.0, "inner": True},
             "geometry_corrected_classes_inside50_join3_inner": {"plane": True, "colour": True, "combine": True, "core": None,
-                                                                "inside_p": 0.5, "join": 3.0, "inner": True}}
+                                                                "inside_p": 0.5, "join": 3.0, "inner": True},
+            # objects showing less surface than a square of min_face metres dropped (segmenter.drop_small; every
+            # one, or only those beside a larger object: keep_lone)
+            **{f"classes_inside50_join2_inner_face{round(face * 100) if face else 0}{'_beside' if lone and face else ''}":
+               {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 2.0, "inner": True,
+                "min_face": face, "keep_lone": lone}
+               for face in (None, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08) for lone in ((False, True) if face else (False,))},
+            # and the geometry as referee (segmenter.propose_hybrid): pieces inside one geometry proposal joined at
+            # 3 noise sigmas (segmenter.join_within) or not, then the smaller learned objects inside one geometry
+            # proposal dropped and a learned object holding two or more geometry proposals parted (part_merged)
+            **{f"classes_inside50_join2_inner_refereed{f'_join{round(rj)}' if rj else ''}_face{round(face * 100) if face else 0}"
+               f"{'_beside' if lone and face else ''}":
+               {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 2.0, "inner": True,
+                "min_face": face, "keep_lone": lone, "refereed": True, "referee_join": rj}
+               for rj in (None, 3.0) for face in (None, 0.03, 0.04, 0.05, 0.06)
+               for lone in ((False, True) if face else (False,))}}
+
+
+def _Frame(fid: str, rgb, depth, K) -> RealFrame:
+    """A rendered frame as the proposers here read one (no labels)."""
+    return RealFrame(fid, "rendered", "", [], rgb, depth, K, [], [])
 
 
 def _score(frames, run) -> tuple[dict, dict, dict]:
@@ -129,7 +161,7 @@ def brief(out: dict) -> dict:
 
 def main() -> None:
     from cbcl_pr_ros.perception import ProposalConfig, propose
-    from cbcl_pr_ros.perception.segmenter import combine, load_segmenter, propose_learned
+    from cbcl_pr_ros.perception.segmenter import combine, load_segmenter, part_merged, propose_hybrid, propose_learned
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--frames", type=Path, default=Path(os.environ.get("CBCL_REAL_RGBD", "/work/real_rgbd")))
@@ -137,6 +169,9 @@ def main() -> None:
     ap.add_argument("--weights", type=Path, default=out_path("segmenter/segmenter.safetensors"))
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--skip-geometry-loso", action="store_true")
+    ap.add_argument("--rendered-seeds", type=int, default=3,
+                    help="rendered tables each variant is checked on (bench_real.rendered_recall; 0 = none): only "
+                         f"variants with recall >= {RENDERED_FLOOR} there may be chosen as a default")
     ap.add_argument("--summary", type=Path, default=None,
                     help="also write a small copy here (no per-frame figures, per source recall/precision/merges, "
                          "failure kinds of the variants chosen leave-one-source-out only)")
@@ -153,10 +188,31 @@ def main() -> None:
     def geometry(fr):
         return propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
 
-    def learned(variant):
-        opts = {"join": None, "inner": False} | VARIANTS[variant]  # what a variant does not name, it does not do
+    kept: dict = {}
+
+    def geometry_kept(fr):  # the geometry's proposals of a frame, made once for every variant that reads them
+        if fr.id not in kept:
+            kept[fr.id] = geometry(fr)
+        return kept[fr.id]
+
+    def referee_kept(fr):  # the geometry's proposals as one label image, as propose_hybrid makes it
+        ref = np.zeros(fr.rgb.shape[:2], np.int32)
+        for i, g in enumerate(geometry_kept(fr), start=1):
+            ref[g.mask & (ref == 0)] = i
+        return ref if ref.any() else None
+
+    def learned(variant, timed: bool = False):
+        """The variant's proposer; ``timed``: as the extractor runs it (nothing kept from another call)."""
+        opts = {"join": None, "inner": False, "min_face": None} | VARIANTS[variant]  # what it does not name, it does not do
         if opts.pop("combine", False):  # the geometry's proposals, corrected by the network's
-            return lambda fr: combine(geometry(fr), propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts) or [])
+            return lambda fr: combine(geometry_kept(fr), propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts) or [])
+        if opts.pop("refereed", False):  # the network's objects, the geometry as referee
+            if timed:
+                return lambda fr: propose_hybrid(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts)
+            rj = opts.pop("referee_join", None)
+            return lambda fr: part_merged(
+                propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, referee=referee_kept(fr), referee_join=rj,
+                                **opts) or [], geometry_kept(fr), cfg.max_proposals)
         return lambda fr: propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts)
 
     per, frame_figs, kinds = _score(frames, geometry)
@@ -173,24 +229,60 @@ def main() -> None:
                                                "per_source": {s: _figures(per[s], n_frames[s]) for s in sources},
                                                "failure_kinds": kinds, "per_frame": frame_figs}
         print(name, out["learned"][name]["pooled"], flush=True)
-    loso, total = {}, ProposalScore()
-    for held in sources:
-        rest = sum(n for s, n in n_frames.items() if s != held)
-        best = max(VARIANTS, key=lambda v: (_objective(_pooled(results[v], held), rest), v))
-        loso[held] = {"chosen_on_the_others": best, "others": _figures(_pooled(results[best], held), rest),
-                      "held_out": _figures(results[best][held], n_frames[held])}
-        total.add(results[best][held])
-    out["learned_leave_one_source_out"] = {"variants": VARIANTS, "per_source": loso,
-                                           "held_out_pooled": _figures(total, len(frames))}
-    best_all = max(VARIANTS, key=lambda v: (_objective(_pooled(results[v]), len(frames)), v))
-    out["learned_cpu_ms_per_640x480_frame"] = _cpu_ms(frames, learned(best_all))
+    def choose(names: list) -> dict:
+        """Per held-out source the variant of ``names`` best on the other sources, and its figures there."""
+        loso, total = {}, ProposalScore()
+        for held in sources:
+            rest = sum(n for s, n in n_frames.items() if s != held)
+            best = max(names, key=lambda v: (_objective(_pooled(results[v], held), rest), v))
+            loso[held] = {"chosen_on_the_others": best, "others": _figures(_pooled(results[best], held), rest),
+                          "held_out": _figures(results[best][held], n_frames[held])}
+            total.add(results[best][held])
+        return {"per_source": loso, "held_out_pooled": _figures(total, len(frames))}
+
+    out["learned_leave_one_source_out"] = {"variants": VARIANTS, **choose(list(VARIANTS))}
+    admissible = no_worse = list(VARIANTS)
+    if args.rendered_seeds > 0:  # the simulated tables: what may be a default keeps their recall
+        views = rendered_views(args.rendered_seeds)
+        for name in VARIANTS:
+            run = learned(name, timed=True)
+            out["learned"][name]["rendered"] = rendered_recall(
+                cfg, args.rendered_seeds, rendered=views,
+                proposer=lambda rgb, depth, K, _c, run=run: run(_Frame("", rgb, depth, K)))
+        out["geometry"]["rendered"] = rendered_recall(cfg, args.rendered_seeds, rendered=views)
+        rendered = {v: out["learned"][v]["rendered"]["recall_iou50"] for v in VARIANTS}
+        admissible = [v for v in VARIANTS if rendered[v] >= RENDERED_FLOOR]
+        # the opt-in paths: no worse on the simulated tables than the rule that shipped before
+        no_worse = [v for v in VARIANTS if rendered[v] >= rendered[SHIPPED_RULE]]
+        out["learned_leave_one_source_out_rendered_ok"] = {
+            "rendered_floor": RENDERED_FLOOR, "variants": admissible, **(choose(admissible) if admissible else {})}
+        out["learned_leave_one_source_out_rendered_no_worse"] = {
+            "rendered_floor": rendered[SHIPPED_RULE], "variants": no_worse, **choose(no_worse)}
+        for family, names in (("alone", [v for v in no_worse if not VARIANTS[v].get("refereed")]),
+                              ("refereed", [v for v in no_worse if VARIANTS[v].get("refereed")])):
+            if names:  # each path on its own: the network alone, or with the geometry as referee
+                out[f"learned_leave_one_source_out_rendered_no_worse_{family}"] = {"variants": names, **choose(names)}
+    pick = admissible or no_worse
+    best_all = max(pick, key=lambda v: (_objective(_pooled(results[v]), len(frames)), v))
+    out["learned_chosen_on_all_sources"] = best_all
+    for family, names in (("alone", [v for v in no_worse if not VARIANTS[v].get("refereed")]),
+                          ("refereed", [v for v in no_worse if VARIANTS[v].get("refereed")])):
+        if names:  # each path's rule: best on all sources of those no worse on the simulated tables
+            out[f"learned_{family}_chosen_on_all_sources"] = max(
+                names, key=lambda v: (_objective(_pooled(results[v]), len(frames)), v))
+    out["learned_cpu_ms_per_640x480_frame"] = _cpu_ms(frames, learned(best_all, timed=True))
+    if VARIANTS[best_all].get("refereed"):  # the same without the geometry: what the referee costs
+        alone = {k: v for k, v in VARIANTS[best_all].items() if k not in ("refereed", "referee_join")}
+        VARIANTS["_alone"] = alone
+        out["learned_without_referee_cpu_ms_per_640x480_frame"] = _cpu_ms(frames, learned("_alone", timed=True))
+        del VARIANTS["_alone"]
     # the same frame 20 times: the same boxes, masks and scores
     fr = frames[0]
-    first = learned(best_all)(fr)
+    first = learned(best_all, timed=True)(fr)
     same = all(
         len(p) == len(first) and all(a.box == b.box and a.score == b.score and np.array_equal(a.mask, b.mask)
                                      for a, b in zip(p, first))
-        for p in (learned(best_all)(fr) for _ in range(20)))
+        for p in (learned(best_all, timed=True)(fr) for _ in range(20)))
     out["learned_deterministic_20_runs"] = bool(same)
     path = args.out or out_path("segmenter.json")
     path.write_text(json.dumps(out, indent=1))
@@ -199,7 +291,19 @@ def main() -> None:
     print(json.dumps({"geometry": out["geometry"]["pooled"],
                       "geometry_loso": out["geometry"].get("leave_one_source_out", {}).get("held_out_pooled"),
                       "learned_loso": out["learned_leave_one_source_out"]["held_out_pooled"],
-                      "learned_ms": out["learned_cpu_ms_per_640x480_frame"]}, indent=1))
+                      "learned_loso_rendered_ok": out.get("learned_leave_one_source_out_rendered_ok", {}).get(
+                          "held_out_pooled"),
+                      "learned_loso_rendered_no_worse": out.get("learned_leave_one_source_out_rendered_no_worse", {}).get(
+                          "held_out_pooled"),
+                      **{f"loso_no_worse_{f}": out.get(f"learned_leave_one_source_out_rendered_no_worse_{f}", {}).get(
+                          "held_out_pooled") for f in ("alone", "refereed")},
+                      "learned_chosen_on_all_sources": best_all,
+                      "alone_chosen": out.get("learned_alone_chosen_on_all_sources"),
+                      "refereed_chosen": out.get("learned_refereed_chosen_on_all_sources"),
+                      "its_rendered": out["learned"][best_all].get("rendered"),
+                      "learned_ms": out["learned_cpu_ms_per_640x480_frame"],
+                      "learned_without_referee_ms": out.get("learned_without_referee_cpu_ms_per_640x480_frame"),
+                      "geometry_ms": out["geometry"]["cpu_ms_per_640x480_frame"]}, indent=1))
     print(f"-> {path}")
 
 

@@ -102,14 +102,15 @@ def no_frame_hint(topic: str, waited_s: float, qos_text: str, msg_type: str,
 
 
 def start_segmenter(p: dict[str, Any], logger: Any) -> Any:
-    """The segmenter of ``object_proposals`` learned (None for depth), loaded at start; weights our loader
+    """The segmenter of ``object_proposals`` learned or hybrid (None for depth), loaded at start; weights our loader
     refuses stop the start with one line (``ParameterRefused``), not on the first frame."""
     try:
         seg = proposal_segmenter(str(p["object_proposals"]), str(p["segmenter_weights"]))
     except ValueError as exc:
         raise ParameterRefused(f"parameter {exc}") from None
     if seg is not None:
-        logger.info(f"object proposals: learned (segmenter {p['segmenter_weights'] or 'shipped with the package'})")
+        logger.info(f"object proposals: {p['object_proposals']} "
+                    f"(segmenter {p['segmenter_weights'] or 'shipped with the package'})")
     return seg
 
 
@@ -402,7 +403,7 @@ class FeatureExtractorNode(ManagedNode):
             mask_crops=bool(parameter(self, "mask_crops")),
             reuse_still_crops=bool(parameter(self, "reuse_still_crops")),
             policy=replace(PIECES, join_candidates=int(parameter(self, "join_candidates"))),
-            segmenter=self.segmenter)
+            segmenter=self.segmenter, referee=str(self.get_parameter("object_proposals").value) == "hybrid")
         pose = self.camera_poses.pose_for(msg.header.stamp) if depth is not None else None
         out = extract_objects(rgb, depth, K, pose, backbone, self._reuse, settings, calibrated_size=size,
                               times=self.times, turn=self.backbone_lock)

@@ -8,8 +8,9 @@ and an :class:`~cbcl_pr_ros.objects.frame.ObjectFrame`:
    size are scaled, of another aspect ratio dropped; depth not aligned, empty or in the wrong unit
    is dropped (RGB-only proposals and no 3D rather than a wrong one), with the reason to warn about;
 2. the proposals (``perception.propose``, with gravity from the pose when it is known; or, with a
-   segmenter in the settings, the learned ones of ``perception.segmenter.propose_learned``, which fall
-   back to ``propose`` on a frame without usable depth) and the
+   segmenter in the settings, the learned ones of ``perception.segmenter.propose_learned``, or with
+   ``referee`` those of ``propose_hybrid`` (the geometry referees them), which fall back to ``propose``
+   on a frame without usable depth) and the
    candidate joins of touching pieces (``pieces.candidate_pairs``, ``pieces.union_proposal``), or
    those kept for a still picture (``reuse.ProposalReuse``);
 3. the crops of every proposal and every union (``perception.crop_images``);
@@ -29,7 +30,7 @@ import numpy as np
 from cbcl_pr_ros.perception.boxes import crop_images
 from cbcl_pr_ros.perception.camera_pose import CameraPose
 from cbcl_pr_ros.perception.proposals import ProposalConfig, depth_problem, propose
-from cbcl_pr_ros.perception.segmenter import Segmenter, load_segmenter, propose_learned
+from cbcl_pr_ros.perception.segmenter import Segmenter, load_segmenter, propose_hybrid, propose_learned
 from cbcl_pr_ros.perception.types import CameraIntrinsics, Proposal, intrinsics_for_image
 from cbcl_pr_ros.runtime.stage_times import StageTimes
 
@@ -40,18 +41,21 @@ from .reuse import CropFeatureReuse, ProposalReuse
 __all__ = ["PROPOSAL_METHODS", "ExtractSettings", "ExtractedFrame", "ObjectReuse", "extract_objects",
            "frame_proposals", "proposal_segmenter", "usable_depth", "up_axis"]
 
-#: how the objects of a frame are found: the depth's geometry, or the learned segmenter (its objects
-#: placed by the same support plane; the geometry still serves frames without usable depth)
-PROPOSAL_METHODS = ("depth", "learned")
+#: how the objects of a frame are found: the depth's geometry, the learned segmenter (its objects
+#: placed by the same support plane), or the learned segmenter with the geometry as referee (pieces it
+#: sees as one object joined or dropped, objects it parts parted); the geometry still serves frames
+#: without usable depth
+PROPOSAL_METHODS = ("depth", "learned", "hybrid")
 
 
 @dataclass(frozen=True)
 class ExtractSettings:
     """The extractor's per-object settings (its parameters of those names): most objects per frame,
     the crops' context margin and background fill, whether a still picture keeps its proposals and
-    vectors, the piece policy (``join_candidates``: candidate joins per frame), and the segmenter whose
+    vectors, the piece policy (``join_candidates``: candidate joins per frame), the segmenter whose
     learned proposals replace the geometry's where the depth is usable (None: the geometry's; see
-    :func:`proposal_segmenter`)."""
+    :func:`proposal_segmenter`), and ``referee``: the geometry referees the learned proposals
+    (``object_proposals`` hybrid)."""
 
     max_objects: int = 16
     crop_margin: float = 0.1
@@ -59,6 +63,7 @@ class ExtractSettings:
     reuse_still_crops: bool = True
     policy: PiecePolicy = PIECES
     segmenter: Segmenter | None = field(default=None, compare=False, repr=False)
+    referee: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.max_objects, bool) or not isinstance(self.max_objects, (int, np.integer)) \
@@ -74,7 +79,7 @@ class ExtractSettings:
 
 def proposal_segmenter(method: str, weights: str = "") -> Segmenter | None:
     """The segmenter for ``ExtractSettings`` of the extractor's ``object_proposals`` method: None for
-    "depth"; for "learned" the network of ``weights`` ('' = the weights shipped with the package), loaded
+    "depth"; for "learned" and "hybrid" the network of ``weights`` ('' = the weights shipped with the package), loaded
     once. ``ValueError`` with one line saying why for another method, or weights our loader refuses."""
     if method not in PROPOSAL_METHODS:
         raise ValueError(f"object_proposals must be one of {', '.join(PROPOSAL_METHODS)}, got {method!r}")
@@ -83,7 +88,7 @@ def proposal_segmenter(method: str, weights: str = "") -> Segmenter | None:
     try:
         return load_segmenter(weights) if weights else load_segmenter()
     except ValueError as exc:
-        raise ValueError(f"object_proposals learned: the segmenter's weights are unusable: {exc}") from None
+        raise ValueError(f"object_proposals {method}: the segmenter's weights are unusable: {exc}") from None
 
 
 class ObjectReuse:
@@ -152,7 +157,7 @@ def frame_proposals(rgb: np.ndarray, depth: np.ndarray | None, K: CameraIntrinsi
         pairs, unions = still.kept_joins
         return props, list(pairs), list(unions)
     config = ProposalConfig(up_axis=up) if up is not None else None
-    props = _propose(rgb, depth, K, config, settings.segmenter)[:settings.max_objects]
+    props = _propose(rgb, depth, K, config, settings.segmenter, settings.referee)[:settings.max_objects]
     pairs = candidate_pairs(props, depth, K, settings.policy)
     unions = [union_proposal(props[i], props[j]) for i, j in pairs]
     if still is not None:
@@ -161,11 +166,12 @@ def frame_proposals(rgb: np.ndarray, depth: np.ndarray | None, K: CameraIntrinsi
 
 
 def _propose(rgb: np.ndarray, depth: np.ndarray | None, K: CameraIntrinsics | None, config: ProposalConfig | None,
-             segmenter: Segmenter | None) -> list[Proposal]:
-    """The learned proposals with a segmenter and usable depth; otherwise (and when the segmenter finds the
-    depth unusable) the geometry's, which then go RGB-only as they do without a segmenter."""
+             segmenter: Segmenter | None, referee: bool = False) -> list[Proposal]:
+    """The learned proposals with a segmenter and usable depth (refereed by the geometry with ``referee``);
+    otherwise (and when the segmenter finds the depth unusable) the geometry's, which then go RGB-only as
+    they do without a segmenter."""
     if segmenter is not None and depth is not None and K is not None:
-        learned = propose_learned(segmenter, rgb, depth, K, config)
+        learned = (propose_hybrid if referee else propose_learned)(segmenter, rgb, depth, K, config)
         if learned is not None:
             return learned
     return propose(rgb, depth, K, config)

@@ -5,11 +5,14 @@ normals, depth relative to the frame and to its surroundings, depth edges, where
 colour) and says per pixel: background, object inside, or object boundary, and how far the pixel lies
 from its object's border. By default objects are the connected insides grown over the object pixels;
 two of them whose seam the depth does not show (no step, no bend beyond the frame's own noise) are one
-object cut by the network and are joined, and a small one inside a larger one's box is given to it.
+object cut by the network and are joined, a small one inside a larger one's box is given to it, and
+one that shows the camera less surface than a 4 cm square (``MIN_FACE_M``, from its pixels and its
+depth through the intrinsics) is a piece and is dropped.
 Optionally objects are the connected cores of the distance (pixels far from any border) flooded back
 over the object pixels (a watershed). The support plane of the geometry method then gives each its 3D
-centroid and extent and drops what does not stand on the support. Each of these choices was made on
-real frames of other sources than the one it was scored on (docs/perception.md).
+centroid and extent and drops what does not stand on the support. :func:`propose_hybrid` adds the
+geometry method's proposals as referee (:func:`join_within`, :func:`part_merged`). Each of these choices
+was made on real frames of other sources than the one it was scored on (docs/perception.md).
 
 The forward pass is plain NumPy (3x3 convolutions as one matrix product each), so it needs no deep
 learning framework at run time and gives the same answer in every process. The weights are a
@@ -20,6 +23,7 @@ expects. The package ships trained weights (``SHIPPED_WEIGHTS``, with their trai
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,14 +32,15 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
-from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _support_region, \
+from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _support_region, propose, \
     _usable_depth, choose_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["SHIPPED_WEIGHTS", "SHIPPED_LOG",
            "WORK_WIDTH", "CHANNELS", "LAYERS", "OUTPUTS", "DIST_CLIP_PX", "Segmenter", "load_segmenter",
-           "fold_inner", "input_features", "instances", "join_pieces", "layer_shapes", "propose_learned", "combine"]
+           "fold_inner", "input_features", "instances", "join_pieces", "layer_shapes", "propose_learned", "combine",
+           "MIN_FACE_M", "REFEREE_JOIN_SIGMAS", "drop_small", "join_within", "part_merged", "propose_hybrid", "visible_area_m2"]
 
 #: the weights that ship with the package, and the log of the training that made them
 SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights" / "segmenter.safetensors"
@@ -71,6 +76,11 @@ _FLOOD_PASSES = 4  # nearest-label passes per level (bounded work; the last leve
 _MIN_SEAM_PX = 3  # two objects whose seam has fewer readings on both sides than this are not compared
 #: the seam test looks across at most this many pixels (1: touching; 2: a one-pixel gap between the two)
 _SEAM_REACH = 2
+#: pieces inside one geometry proposal are joined at this many noise sigmas (``propose_hybrid``)
+REFEREE_JOIN_SIGMAS = 3.0
+#: an object shows the camera at least this much of its surface (a face this wide and high): a smaller
+#: object of the network's is a piece of one (a label, a rim, a highlight), whatever its distance
+MIN_FACE_M = 0.04
 
 
 def layer_shapes() -> dict[str, tuple[int, ...]]:
@@ -400,13 +410,92 @@ def fold_inner(labels: np.ndarray, share: float = 0.25) -> np.ndarray:
     return _renumbered(to[lab], n)
 
 
+def visible_area_m2(mask: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> float:
+    """The surface (m^2) the pixels of ``mask`` show at their depth ``z`` (metres, NaN or <= 0 = no
+    reading; the intrinsics of this size): the pixel count times one pixel's footprint (z/fx)(z/fy) at the
+    median depth of its readings; 0 without readings. Resolution-free: the same object covers the same
+    area at any image size."""
+    zs = z[mask]
+    with np.errstate(invalid="ignore"):
+        zs = zs[np.isfinite(zs) & (zs > 0)]
+    if not len(zs):
+        return 0.0
+    zm = float(np.median(zs))
+    return float(mask.sum()) * zm * zm / (float(K.fx) * float(K.fy))
+
+
+def join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, sigmas: float,
+                share: float = 0.6) -> np.ndarray:
+    """``labels`` (0 = none) with the objects that lie inside one region of ``referee`` (labels of the same
+    size, 0 = none; ``share`` of their pixels in it) joined where :func:`join_pieces` at ``sigmas`` would
+    join them; objects of different regions are never joined. Renumbered 1.. in order of their first
+    pixel (row by row). ``z`` as :func:`join_pieces`'s."""
+    lab = np.asarray(labels, np.int32)
+    ref = np.asarray(referee, np.int32)
+    n = int(lab.max()) if lab.size else 0
+    if n < 2 or not ref.any():
+        return lab.copy()
+    px = np.bincount(lab.ravel(), minlength=n + 1)
+    pair = np.bincount(lab.ravel().astype(np.int64) * (int(ref.max()) + 1) + ref.ravel(),
+                       minlength=(n + 1) * (int(ref.max()) + 1)).reshape(n + 1, -1)
+    pair[:, 0] = 0
+    home = np.where(pair.max(axis=1) >= share * np.maximum(px, 1), pair.argmax(axis=1), 0)
+    home[0] = 0
+    to = np.arange(n + 1)
+    for region in np.unique(home[home > 0]):
+        ids = np.flatnonzero(home == region)
+        if len(ids) < 2:
+            continue
+        joined = join_pieces(np.where(np.isin(lab, ids), lab, 0), z, sigmas)
+        for v in range(1, int(joined.max()) + 1):
+            members = np.unique(lab[joined == v])
+            to[members] = members.min()
+    return _renumbered(to[lab], n)
+
+
+def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face: float,
+               keep_lone: bool = True) -> np.ndarray:
+    """``labels`` (0 = none) without the objects that show the camera less surface than a square of side
+    ``min_face`` metres (:func:`visible_area_m2` at depth ``z``, intrinsics ``K`` of this size): pieces of
+    an object the network parted from it (a label, a rim, a highlight, a face). With ``keep_lone`` only
+    those beside a larger object (one not this small, within ``_GROW_PX`` pixels) go: a small object with
+    nothing beside it is an object. Renumbered 1.. in order of their first pixel (row by row)."""
+    lab = np.asarray(labels, np.int32)
+    n = int(lab.max()) if lab.size else 0
+    if n == 0:
+        return lab.copy()
+    found = ndimage.find_objects(lab)
+    small = np.zeros(n + 1, bool)
+    for i, sl in enumerate(found, start=1):
+        if sl is not None:
+            small[i] = visible_area_m2(lab[sl] == i, z[sl], K) < float(min_face) ** 2
+    to = np.arange(n + 1)
+    h, w = lab.shape
+    for i in np.flatnonzero(small):
+        sl = found[i - 1]
+        if keep_lone:  # is a larger object beside it?
+            y0, y1 = max(sl[0].start - _GROW_PX, 0), min(sl[0].stop + _GROW_PX, h)
+            x0, x1 = max(sl[1].start - _GROW_PX, 0), min(sl[1].stop + _GROW_PX, w)
+            win = lab[y0:y1, x0:x1]
+            ring = ndimage.binary_dilation(win == i, iterations=_GROW_PX) & (win > 0) & (win != i)
+            if not (~small[win[ring]]).any():
+                continue
+        to[i] = 0
+    return _renumbered(to[lab], n)
+
+
 def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np.ndarray, config: ProposalConfig,
-              use_plane: bool = True, join: float | None = None, inner: bool = False) -> tuple[np.ndarray, list]:
+              use_plane: bool = True, join: float | None = None, inner: bool = False,
+              min_face: float | None = None, keep_lone: bool = True, referee: np.ndarray | None = None,
+              referee_join: float | None = None) -> tuple[np.ndarray, list]:
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
     With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
     ``join`` noise sigmas); with ``inner``
-    small objects inside another's box are given to it (:func:`fold_inner`)."""
+    small objects inside another's box are given to it (:func:`fold_inner`); with ``min_face`` (metres)
+    objects showing less surface than a square of that side are dropped (:func:`drop_small`); with
+    ``referee`` (labels of this size) pieces inside one of its regions are joined at ``referee_join``
+    sigmas (:func:`join_within`)."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0).astype(np.float32)
@@ -427,8 +516,12 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
                    if config.on_support_only else None)
     if join is not None:
         labels = join_pieces(labels, np.where(valid, zf, np.nan), join)
+    if referee is not None and referee_join is not None:
+        labels = join_within(labels, referee, np.where(valid, zf, np.nan), referee_join)
     if inner:
         labels = fold_inner(labels)
+    if min_face is not None:
+        labels = drop_small(labels, np.where(valid, zf, np.nan), K, min_face, keep_lone)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
@@ -455,14 +548,20 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
                     config: ProposalConfig | None = None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5,
                     core: float | None = None, peaks: bool = False, join: float | None = 2.0,
-                    inner: bool = True, width: int = WORK_WIDTH) -> list[Proposal] | None:
+                    inner: bool = True, min_face: float | None = MIN_FACE_M, keep_lone: bool = False,
+                    referee: np.ndarray | None = None, referee_join: float | None = None,
+                    width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
     readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
     ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
     network depth alone, ``core``, ``peaks`` and ``inside_p`` are :func:`instances`' choices, ``join`` joins
     objects whose seam the depth does not show (:func:`join_pieces` at that many noise sigmas), ``inner``
-    gives small objects inside another's box to it (:func:`fold_inner`), ``width`` the
+    gives small objects inside another's box to it (:func:`fold_inner`), ``min_face`` drops objects that show
+    less surface than a square of that side in metres (``MIN_FACE_M``; None keeps them; with ``keep_lone``
+    only those beside a larger object: :func:`drop_small`), ``referee`` (labels of the frame's size, 0 = none:
+    the geometry's proposals) with ``referee_join`` joins pieces inside one of its regions at that many noise
+    sigmas (:func:`join_within`), ``width`` the
     work width (the network was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is
     worth is measured (bench/bench_segmenter.py)."""
     config = config or ProposalConfig()
@@ -477,6 +576,12 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
         raise ValueError(f"core must be in (0, 1], got {core}")
     if join is not None and not 0.0 < float(join) <= 100.0:
         raise ValueError(f"join must be in (0, 100] noise sigmas, got {join}")
+    if referee_join is not None and not 0.0 < float(referee_join) <= 100.0:
+        raise ValueError(f"referee_join must be in (0, 100] noise sigmas, got {referee_join}")
+    if referee is not None and np.shape(referee) != (h, w):
+        raise ValueError(f"referee must be the frame's size {(h, w)}, got {np.shape(referee)}")
+    if min_face is not None and not 0.0 <= float(min_face) <= 1.0:
+        raise ValueError(f"min_face must be in [0, 1] metres, got {min_face}")
     scale = min(1.0, int(width) / w)
     sw, sh = max(8, int(round(w * scale))), max(8, int(round(h * scale)))
     small = cv2.resize(rgb, (sw, sh), interpolation=cv2.INTER_AREA)
@@ -488,7 +593,12 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     if not colour:
         feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
     out = segmenter.outputs(feats)
-    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner)
+    if referee is not None and referee_join is not None:
+        referee = cv2.resize(np.asarray(referee, np.int32), (sw, sh), interpolation=cv2.INTER_NEAREST)
+    else:
+        referee = None
+    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner, min_face,
+                            keep_lone, referee, referee_join)
     return _assemble(labels, geo, (h, w), config)
 
 
@@ -537,3 +647,57 @@ def combine(geometry: list[Proposal], learned: list[Proposal], max_proposals: in
     out = [g for i, g in enumerate(geometry) if i not in drop_g] + [learned[j] for j in sorted(add_l)]
     out.sort(key=lambda p: (-p.score, p.box))
     return out[:max_proposals]
+
+
+_PART_SHARE = 0.2  # a geometry proposal smaller than this share of a learned object is a piece of it, not an object
+
+
+def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals: int = 32) -> list[Proposal]:
+    """The network's proposals with the depth's geometry as referee where the two disagree:
+
+    - learned objects that one geometry proposal holds (each with ``_PIECE_SHARE`` of its mask inside it:
+      no depth step, crease or level between them) are pieces of one object: the largest stays, the
+      smaller go (a label, a rim or a face the network parted; joining them instead joins the objects
+      the geometry itself merged);
+    - a learned object holding two or more geometry proposals (each with ``_PIECE_SHARE`` of its mask
+      inside it and at least ``_PART_SHARE`` of its area: a depth step, a crease or another level between
+      them) gives way to them.
+
+    Every other learned object stays as it is; geometry proposals elsewhere are not added (on the real
+    frames they added more pieces than objects). Highest score first, at most ``max_proposals``."""
+    if not learned or not geometry:
+        return learned[:max_proposals]
+    area = [int(p.mask.sum()) for p in learned]
+    home = [max(range(len(geometry)), key=lambda i, p=p: (_inside(p, geometry[i]), -i)) for p in learned]
+    home = [h if _inside(p, geometry[h]) >= _PIECE_SHARE else -1 for p, h in zip(learned, home)]
+    out: list[Proposal] = []
+    for k, lp in enumerate(learned):
+        if home[k] >= 0 and any(home[j] == home[k] and (area[j], -j) > (area[k], -k) for j in range(len(learned))):
+            continue  # a smaller piece of what the geometry sees as one object
+        held = [g for g in geometry if _inside(g, lp) >= _PIECE_SHARE and int(g.mask.sum()) >= _PART_SHARE * area[k]]
+        out.extend(held if len(held) >= 2 else [lp])
+    out.sort(key=lambda p: (-p.score, p.box))
+    return out[:max_proposals]
+
+
+def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
+                   config: ProposalConfig | None = None, referee_join: float | None = REFEREE_JOIN_SIGMAS,
+                   **learned_options) -> list[Proposal] | None:
+    """The learned proposals with the depth's geometry (``propose`` with method "depth") as referee: pieces
+    of the network's that lie inside one geometry proposal are joined at ``referee_join`` noise sigmas
+    (:func:`join_pieces`; looser than the join anywhere else, since the geometry saw no step there), then
+    :func:`part_merged`. ``learned_options`` are :func:`propose_learned`'s. None when the depth is unusable,
+    as :func:`propose_learned`."""
+    config = config or ProposalConfig()
+    rgb = _check_rgb(rgb)
+    if _usable_depth(depth, rgb.shape[:2]) is None:
+        return None  # the caller's fallback, without running the geometry for nothing
+    geometry = propose(rgb, depth, intrinsics, dataclasses.replace(config, method="depth"))
+    referee = np.zeros(rgb.shape[:2], np.int32)
+    for i, g in enumerate(geometry, start=1):
+        referee[g.mask & (referee == 0)] = i
+    learned = propose_learned(segmenter, rgb, depth, intrinsics, config, referee=referee if geometry else None,
+                              referee_join=referee_join, **learned_options)
+    if learned is None:
+        return None
+    return part_merged(learned, geometry, config.max_proposals)

@@ -240,12 +240,14 @@ PARAMS: tuple[ParamSpec, ...] = (
               (EXTRACTOR,), min=0.0, max=10.0, read_only=False),
     ParamSpec("object_proposals", "depth",
               "How each frame's objects are found: depth (the geometry of the depth: support plane, heights, "
-              "seams) or learned (the small network shipped with the package, trained on rendered tables, its "
-              "objects placed on the same support plane; more objects found, more pieces; a frame without "
-              "usable depth gets the RGB proposals either way: docs/perception.md, 'Learned proposals')",
-              (EXTRACTOR,), choices=("depth", "learned")),
+              "seams), learned (the small network shipped with the package, trained on rendered tables, its "
+              "objects placed on the same support plane) or hybrid (the network's objects with the geometry as "
+              "referee: pieces it sees as one object joined or dropped, objects it parts parted; about twice "
+              "the time); a frame without usable depth gets the RGB proposals either way: docs/perception.md, "
+              "'Learned proposals'",
+              (EXTRACTOR,), choices=("depth", "learned", "hybrid")),
     ParamSpec("segmenter_weights", "",
-              "With object_proposals learned: a safetensors file of the segmenter's weights (bench/"
+              "With object_proposals learned or hybrid: a safetensors file of the segmenter's weights (bench/"
               "train_segmenter.py makes them); '' = the weights shipped with the package. Loaded once at "
               "start; a file the loader refuses stops the start", (EXTRACTOR,)),
     ParamSpec("max_objects", 16, "Most objects per frame sent through the backbone (highest proposal scores)",

@@ -22,7 +22,7 @@ from cbcl_pr_ros.objects import ExtractSettings, ObjectReuse, extract_objects
 from cbcl_pr_ros.objects.extract import PROPOSAL_METHODS, proposal_segmenter
 from cbcl_pr_ros.perception.proposals import propose
 from cbcl_pr_ros.perception.segmenter import SHIPPED_LOG, SHIPPED_WEIGHTS, Segmenter, layer_shapes, load_segmenter, \
-    propose_learned
+    propose_hybrid, propose_learned
 from cbcl_pr_ros.settings.params import PARAMS, validate_parameter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,6 +98,17 @@ def test_a_frame_gives_the_networks_objects_the_same_on_every_run(known, monkeyp
     assert calls == []  # the geometry was never asked
 
 
+def test_hybrid_gives_the_refereed_proposals_the_same_on_every_run(known):
+    rgb, depth, k = two_objects()
+    settings = ExtractSettings(reuse_still_crops=False, segmenter=known, referee=True)
+    first = extract_objects(rgb, depth, k, None, MeanColourBackbone(), ObjectReuse(), settings).objects.proposals
+    assert len(first) == 2 and all(p.has_depth for p in first)
+    assert _same(first, propose_hybrid(known, rgb, depth, k)[:settings.max_objects])
+    for _ in range(20):
+        again = extract_objects(rgb, depth, k, None, MeanColourBackbone(), ObjectReuse(), settings)
+        assert _same(again.objects.proposals, first)
+
+
 def test_a_still_picture_keeps_the_learned_proposals_and_not_the_geometrys(known):
     rgb, depth, k = two_objects()
     reuse = ObjectReuse(refresh_frames=100)
@@ -133,13 +144,15 @@ def test_depth_too_sparse_for_the_network_gets_the_geometrys_proposals_of_that_d
     assert _same(out.objects.proposals, propose(rgb, sparse, k)[:16])
 
 
-def test_object_proposals_takes_depth_or_learned_and_refuses_anything_else(tmp_path):
+def test_object_proposals_takes_depth_learned_or_hybrid_and_refuses_anything_else(tmp_path):
     spec = next(p for p in PARAMS if p.name == "object_proposals")
     assert spec.default == "depth" and spec.choices == PROPOSAL_METHODS and spec.read_only
     assert validate_parameter("object_proposals", "learned") is None
+    assert validate_parameter("object_proposals", "hybrid") is None
     assert "object_proposals" in validate_parameter("object_proposals", "geometry")
     assert proposal_segmenter("depth") is None and proposal_segmenter("depth", "/nowhere") is None
-    with pytest.raises(ValueError, match="object_proposals must be one of depth, learned"):
+    assert proposal_segmenter("hybrid").weights.keys() == proposal_segmenter("learned").weights.keys()
+    with pytest.raises(ValueError, match="object_proposals must be one of depth, learned, hybrid"):
         proposal_segmenter("network")
     garbage = tmp_path / "seg.safetensors"
     garbage.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not a header at all")

@@ -383,21 +383,28 @@ def test_a_small_object_inside_a_larger_ones_box_is_given_to_it_and_others_are_n
     assert np.array_equal(fold_inner(lab), lab)
 
 
-def test_propose_learneds_defaults_are_the_rule_chosen_leave_one_source_out():
-    """The curated bench run (bench/results/segmenter_pieces.json) chose a variant on each fold from
-    the other sources; the function's defaults must be the one the folds chose, not an older rule."""
+def test_the_learned_and_refereed_defaults_are_the_rules_the_bench_chose():
+    """The curated bench run (bench/results/segmenter_referee.json) chose, among the variants no worse on the
+    rendered tables than the rule shipped before, one rule for the network alone and one with the geometry
+    as referee; the functions' defaults must be those, not an older rule."""
     import inspect
     import json
-    from collections import Counter
 
     from bench_common import CURATED
 
-    run = json.loads((CURATED / "segmenter_pieces.json").read_text(encoding="utf-8"))["learned_leave_one_source_out"]
-    chosen, _ = Counter(v["chosen_on_the_others"] for v in run["per_source"].values()).most_common(1)[0]
-    opts = {"join": None, "inner": False} | run["variants"][chosen]  # as bench_segmenter runs a variant
-    assert not opts.pop("combine", False), "a combined variant is no default of propose_learned"
-    defaults = {k: p.default for k, p in inspect.signature(propose_learned).parameters.items()}
-    assert {k: defaults[k] for k in opts} == opts
+    from cbcl_pr_ros.perception.segmenter import propose_hybrid
+
+    run = json.loads((CURATED / "segmenter_referee.json").read_text(encoding="utf-8"))
+    variants = run["learned_leave_one_source_out"]["variants"]
+    learned_defaults = {k: p.default for k, p in inspect.signature(propose_learned).parameters.items()}
+    for family in ("alone", "refereed"):
+        opts = {"join": None, "inner": False, "min_face": None} | variants[run[f"learned_{family}_chosen_on_all_sources"]]
+        assert not opts.pop("combine", False), "a combined variant is no default of propose_learned"
+        if opts.pop("refereed", False):
+            assert inspect.signature(propose_hybrid).parameters["referee_join"].default == opts.pop("referee_join", None)
+        else:
+            assert "referee_join" not in opts
+        assert {k: learned_defaults[k] for k in opts} == opts  # propose_hybrid passes them on
 
 
 def _reordered(path, tmp_path):
@@ -445,3 +452,88 @@ def test_the_same_weights_give_the_same_file_and_install_copies_only_weights_of_
     assert shipped.read_bytes() == path.read_bytes()
     assert json.loads(shipped.with_name("log.json").read_text())["weights_sha256"] == \
         hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_visible_area_is_the_pixels_footprint_at_their_depth_whatever_the_image_size():
+    from cbcl_pr_ros.perception import CameraIntrinsics
+    from cbcl_pr_ros.perception.segmenter import visible_area_m2
+
+    z = np.full((60, 80), 0.5)
+    m = np.zeros((60, 80), bool)
+    m[10:30, 20:40] = True  # 400 pixels at 0.5 m, f = 100 px: 5 mm a pixel, 10 cm a side
+    K = CameraIntrinsics(100.0, 100.0, 40.0, 30.0)
+    assert visible_area_m2(m, z, K) == pytest.approx(0.01)
+    half = m[::2, ::2]  # the same object in an image half the size
+    assert visible_area_m2(half, z[::2, ::2], K.scaled(0.5, 0.5)) == pytest.approx(0.01)
+    assert visible_area_m2(m, np.full((60, 80), np.nan), K) == 0.0  # no reading: no area
+
+
+def test_small_objects_beside_a_larger_one_are_dropped_and_a_lone_one_only_without_keep_lone():
+    from cbcl_pr_ros.perception import CameraIntrinsics
+    from cbcl_pr_ros.perception.segmenter import drop_small
+
+    K = CameraIntrinsics(100.0, 100.0, 40.0, 30.0)  # at 0.5 m a pixel is 5 mm: a 4 cm face is 64 pixels
+    z = np.full((60, 80), 0.5)
+    lab = np.zeros((60, 80), np.int32)
+    lab[5:35, 5:35] = 1  # 15 cm: an object
+    lab[5:10, 35:40] = 2  # 2.5 cm beside it: a piece of it
+    lab[45:50, 60:65] = 3  # 2.5 cm, nothing beside it
+    lab[40:52, 5:17] = 4  # 6 cm, apart: an object
+    out = drop_small(lab, z, K, 0.04)
+    assert out[6, 36] == 0 and out[46, 61] > 0 and out[10, 10] > 0 and out[45, 10] > 0 and out.max() == 3
+    out = drop_small(lab, z, K, 0.04, keep_lone=False)
+    assert out[6, 36] == 0 and out[46, 61] == 0 and out.max() == 2
+    assert all(np.array_equal(drop_small(lab, z, K, 0.04), drop_small(lab, z, K, 0.04)) for _ in range(20))
+    kept = drop_small(lab, z, K, 0.0)  # nothing is smaller than nothing: all kept (renumbered row by row)
+    assert ((kept > 0) == (lab > 0)).all() and kept.max() == 4
+
+
+def test_pieces_inside_one_region_of_the_referee_are_joined_and_across_two_are_not():
+    from cbcl_pr_ros.perception.segmenter import join_within
+
+    z = _slanted_table()
+    lab = _two_pieces()
+    one = np.zeros_like(lab)
+    one[5:45, 5:55] = 7  # the geometry saw one object around both
+    out = join_within(lab, one, z, 3.0)
+    assert np.unique(out).tolist() == [0, 1] and ((out > 0) == (lab > 0)).all()
+    two = np.zeros_like(lab)
+    two[5:45, 5:30], two[5:45, 30:55] = 1, 2  # the geometry parted them
+    assert np.array_equal(join_within(lab, two, z, 3.0), lab)
+    assert np.array_equal(join_within(lab, np.zeros_like(lab), z, 3.0), lab)
+    assert all(np.array_equal(join_within(lab, one, z, 3.0), out) for _ in range(20))
+
+
+def test_the_geometry_referees_pieces_and_merges_of_the_learned_proposals():
+    from cbcl_pr_ros.perception.segmenter import part_merged
+
+    s = (100, 100)
+    body, label = _prop(s, (10, 10, 40, 40), 0.9), _prop(s, (40, 10, 46, 20), 0.95)  # one object, two pieces
+    pair = _prop(s, (50, 50, 90, 70), 0.8)  # two touching objects the network took for one
+    lone = _prop(s, (5, 80, 15, 90), 0.7)  # an object the geometry missed
+    geometry = [_prop(s, (8, 8, 48, 42)), _prop(s, (50, 50, 70, 70)), _prop(s, (70, 50, 90, 70))]
+    out = part_merged([body, label, pair, lone], geometry)
+    assert sorted(p.box for p in out) == sorted([(10, 10, 40, 40), (50, 50, 70, 70), (70, 50, 90, 70), (5, 80, 15, 90)])
+    assert [p.score for p in out] == sorted((p.score for p in out), reverse=True)
+    assert part_merged([body], []) == [body] and part_merged([], geometry) == []
+    assert all([p.box for p in part_merged([body, label, pair, lone], geometry)] == [p.box for p in out]
+               for _ in range(20))
+
+
+def test_the_same_frame_gives_the_same_refereed_proposals_twenty_times():
+    from cbcl_pr_ros.perception.segmenter import propose_hybrid
+
+    rgb, depth, K, _ = _frame()
+    seg = Segmenter(_protrusion_weights())
+    first = propose_hybrid(seg, rgb, depth, K)
+    assert first and all(p.mask.shape == rgb.shape[:2] for p in first)
+    for _ in range(20):
+        again = propose_hybrid(seg, rgb, depth, K)
+        assert [p.box for p in again] == [p.box for p in first] and [p.score for p in again] == [p.score for p in first]
+        assert all(np.array_equal(a.mask, b.mask) for a, b in zip(again, first))
+    assert propose_hybrid(seg, rgb, np.full_like(depth, np.nan), K) is None
+    for bad in ({"referee_join": 0.0}, {"min_face": -0.1}, {"min_face": float("nan")}):
+        with pytest.raises(ValueError):
+            propose_hybrid(seg, rgb, depth, K, **bad)
+    with pytest.raises(ValueError, match="referee"):
+        propose_learned(seg, rgb, depth, K, referee=np.zeros((3, 3), np.int32), referee_join=3.0)
