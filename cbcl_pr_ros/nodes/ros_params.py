@@ -21,10 +21,11 @@ from cbcl_pr_ros.settings.params import (
     validate_parameter,
     wrong_type,
 )
+from cbcl_pr_ros.settings.param_names import unknown_parameter_note, unknown_parameters
 from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
 
 __all__ = ["declare_parameters", "declare_read_only", "read_parameters", "install_validation", "parameter",
-           "ParameterRefused"]
+           "ParameterRefused", "warn_unknown_parameters"]
 
 
 def _descriptor(spec: ParamSpec):
@@ -73,6 +74,7 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
     if reason:
         raise ParameterRefused(f"parameter {reason}")
     install_validation(node, specs, lambda name, value, current: validate_parameter(name, value, current))
+    warn_unknown_parameters(node, kind, specs)
 
 
 def _declare(node: Any, spec: ParamSpec, default: Any, descriptor: Any) -> None:
@@ -146,7 +148,21 @@ def declare_read_only(node: Any, specs: Iterable[ParamSpec]) -> Callable[[str], 
     except ValueError as exc:
         raise ParameterRefused(str(exc)) from None
     install_validation(node, specs, on_set_check(specs))
+    if specs:
+        warn_unknown_parameters(node, specs[0].nodes[0], specs)
     return value
+
+
+def warn_unknown_parameters(node: Any, kind: str, specs: Iterable[ParamSpec]) -> list[str]:
+    """Log one warning per start value (-p, YAML, launch) whose name no node of the package declares:
+    ROS ignores it, so a misspelt name would otherwise leave the default in place without a word.
+    Returns the warnings."""
+    given = getattr(node, "_parameter_overrides", None) or {}  # rclpy keeps the start values there
+    names = [spec.name for spec in specs]
+    notes = [unknown_parameter_note(name, kind, names) for name in unknown_parameters(given, node.has_parameter)]
+    for note in notes:
+        node.get_logger().warning(note)
+    return notes
 
 
 def install_validation(node: Any, specs: Iterable[ParamSpec],
