@@ -33,6 +33,7 @@ core at 30 Hz with objects; docs/nodes.md).
 """
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import threading
@@ -48,7 +49,7 @@ from rclpy.signals import SignalHandlerOptions
 from cbcl_pr_ros.core.threads import set_blas_threads
 from cbcl_pr_ros.nodes.ros_params import ParameterRefused
 
-__all__ = ["run_node", "run_nodes", "executor_for", "executors_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
+__all__ = ["run_node", "run_nodes", "own_args", "ros_args_problem", "executor_for", "executors_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
            "domain_id_problem"]
 
 N = TypeVar("N", bound=Node)
@@ -187,6 +188,48 @@ def domain_id_problem(value: str | None) -> str | None:
     return None
 
 
+_RCL_SOURCE = re.compile(r", at /\S+:\d+")  # rcl's own source positions: nothing a user can act on
+
+
+def ros_args_problem(error: str) -> str | None:
+    """One plain line when rcl refused the command line's ROS arguments (``error``: the text of rclpy's
+    RCLError), else None. rcl's text names the rule it could not read; what to do is added: an empty
+    value needs YAML's quotes, a params file must exist and be YAML."""
+    import os
+
+    match = re.search(r"Couldn't parse (.+?): '(.*?)'\. Error: (.*)", error, re.S)
+    if not match:
+        return None
+    what, rule, detail = match.group(1), match.group(2), _RCL_SOURCE.sub("", match.group(3)).strip()
+    line = f"the ROS argument '{rule}' cannot be used"
+    if what == "parameter override rule" and rule.rstrip().endswith(":="):
+        name = rule.split()[-1][:-2]
+        return f"{line}: a parameter needs a value; for an empty string quote it: -p \"{name}:=''\""
+    if what == "remap rule":
+        return f"{line}: a remap is -r FROM:=TO (e.g. -r image:=/camera/image_raw)"
+    if what == "params file":
+        path = rule.split(maxsplit=1)[-1]
+        if not os.path.isfile(path):
+            return f"{line}: no parameters file {path!r}"
+        return f"{line}: {path!r} is not a parameters YAML file ({detail})"
+    return f"{line} ({what}: {detail}); the forms are -p NAME:=VALUE, -r FROM:=TO, --params-file FILE"
+
+
+def own_args(argv: Sequence[str], prog: str) -> list[str]:
+    """``argv`` without its ROS arguments (rclpy's ``remove_ros_args``); ROS arguments rcl cannot read
+    end the program with one line (:func:`ros_args_problem`) and exit code 2, not a traceback."""
+    from rclpy.utilities import remove_ros_args
+
+    try:
+        return list(remove_ros_args(list(argv)))
+    except RuntimeError as exc:  # rclpy's RCLInvalidROSArgsError
+        problem = ros_args_problem(str(exc))
+        if problem is None:
+            raise
+        print(f"{prog}: error: {problem}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: list[str] | None = None,
               on_stop: Callable[[Sequence[Node]], None] | None = None) -> int:
     """Build the nodes, spin them until SIGINT/SIGTERM or an external shutdown, stop them in order.
@@ -222,6 +265,12 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
         pass
     except ParameterRefused as exc:  # a user's start value: one line, no traceback
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:  # rclpy's RCLError: rcl could not read the command line's ROS arguments
+        problem = ros_args_problem(str(exc))
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     finally:
         for s, handler in previous.items():

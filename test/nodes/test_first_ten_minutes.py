@@ -47,3 +47,42 @@ def test_a_node_started_with_a_misspelt_parameter_says_so():
         assert len(warned) == 1 and "'backnd'" in warned[0] and "backend?" in warned[0] \
             and "arm_node --help" in warned[0], warned
         arm.destroy_node()
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("ros_args, words", [
+    # what bash makes of the documented `-p camera_pose_topic:=''`
+    (["-p", "camera_pose_topic:="], ["'-p camera_pose_topic:='", "-p \"camera_pose_topic:=''\""]),
+    (["--params-file", "/no/such/params.yaml"], ["no parameters file '/no/such/params.yaml'"]),
+    (["-r", "image"], ["'-r image'", "-r FROM:=TO"]),
+])
+def test_ros_arguments_rcl_cannot_read_end_the_start_with_one_line(ros_args, words, capsys):
+    pytest.importorskip("rclpy")
+    from cbcl_pr_ros.nodes.spin import own_args, run_nodes
+
+    argv = ["learner_node", "--ros-args", *ros_args]
+    built = []
+    assert run_nodes(lambda: built.append(1) or [], threads=1, args=argv) == 2
+    err = capsys.readouterr().err
+    assert not built and "Traceback" not in err and all(w in err for w in words), err
+    assert ".c:" not in err  # rcl's source positions mean nothing to a user
+    with pytest.raises(SystemExit) as stop:  # teaching_session and the bag tools read their own options first
+        own_args(["teaching_session", "--nodes", "learner", "--ros-args", *ros_args], "teaching_session")
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("teaching_session: error: ") and all(w in err for w in words), err
+    assert own_args(["x", "--nodes", "learner", "--ros-args", "-p", "a:=1"], "x") == ["x", "--nodes", "learner"]
+
+
+@pytest.mark.ros
+def test_a_params_file_that_is_not_yaml_is_named_as_such(tmp_path):
+    pytest.importorskip("rclpy")
+    from cbcl_pr_ros.nodes.spin import ros_args_problem
+
+    bad = tmp_path / "p.yaml"
+    bad.write_text("learner:\n  ros__parameters:\n    max_clusters: [1\n")
+    text = (f"failed to initialize rcl: Couldn't parse params file: '--params-file {bad}'. Error: Error parsing a "
+            "event near line 3, at /project/src/parse.c:776, at /project/src/rcl/arguments.c:415")
+    assert ros_args_problem(text) == (f"the ROS argument '--params-file {bad}' cannot be used: '{bad}' is not a "
+                                      "parameters YAML file (Error parsing a event near line 3)")
+    assert ros_args_problem("failed to create node") is None
