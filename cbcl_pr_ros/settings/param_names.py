@@ -36,10 +36,10 @@ def unknown_parameters(given: Iterable[str], declared: Callable[[str], bool]) ->
             and not n.startswith(_ROS_OWNED_PREFIXES)]
 
 
-def unknown_parameter_note(name: str, node: str, candidates: Iterable[str]) -> str:
-    """One line for a start value nobody reads: the name, that it changes nothing, the nearest name of
+def unknown_parameter_note(name: str, node: str, candidates: Iterable[str],
+                           effect: str = "given at start is not a parameter of {node} and changes nothing") -> str:
+    """One line for a value nobody reads: the name, ``effect`` (what became of it), the nearest name of
     ``candidates`` (the node's own parameters) when one is close, and where the list is."""
     close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.75)
     hint = f" (did you mean {close[0]}?)" if close else ""
-    return (f"parameter {name!r} given at start is not a parameter of {node} and changes nothing{hint}; "
-            f"`{node}_node --help` lists them")
+    return f"parameter {name!r} {effect.format(node=node)}{hint}; `{node}_node --help` lists them"

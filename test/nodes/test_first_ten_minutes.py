@@ -86,3 +86,19 @@ def test_a_params_file_that_is_not_yaml_is_named_as_such(tmp_path):
     assert ros_args_problem(text) == (f"the ROS argument '--params-file {bad}' cannot be used: '{bad}' is not a "
                                       "parameters YAML file (Error parsing a event near line 3)")
     assert ros_args_problem("failed to create node") is None
+
+
+def test_offline_evaluation_refuses_a_misspelt_set_instead_of_evaluating_the_default(capsys):
+    from cbcl_pr_ros.bags.offline_eval import learner_params
+    from cbcl_pr_ros.cli.bag_eval import main
+
+    with pytest.raises(ValueError) as err:
+        learner_params(overrides={"classifer": "ncm"})
+    assert "'classifer'" in str(err.value) and "did you mean classifier?" in str(err.value)
+    assert learner_params(overrides={"classifier": "ncm"})["classifier"] == "ncm"
+    assert learner_params(overrides={"cluster_budget": 20})["max_clusters"] == 20  # an earlier name still works
+    assert learner_params(overrides={"linear_sgd": {"rehearsal": "full"}})["linear_sgd.rehearsal"] == "full"
+    assert learner_params(overrides={"runtime": "torch"})["runtime"] == "torch"  # the extractor's, used too
+    # the command says so before it reads the bag
+    assert main(["/no/such/bag", "--set", "classifer=ncm"]) == 2
+    assert "classifer" in capsys.readouterr().err
