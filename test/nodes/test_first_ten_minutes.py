@@ -102,3 +102,17 @@ def test_offline_evaluation_refuses_a_misspelt_set_instead_of_evaluating_the_def
     # the command says so before it reads the bag
     assert main(["/no/such/bag", "--set", "classifer=ncm"]) == 2
     assert "classifer" in capsys.readouterr().err
+
+
+def test_launch_arguments_are_checked_for_the_file_named_on_the_command_line_only():
+    from cbcl_pr_ros.settings.launch_args import unknown_launch_arguments
+
+    declared = ["camera_topic", "namespace", "with_page"]
+    by_path = ["ros2", "launch", "/ws/install/share/cbcl_pr_ros/launch/teaching_session.launch.py",
+               "camera_topc:=/cam", "with_page:=true", "zzz:=1", "--debug"]
+    reason = unknown_launch_arguments(by_path, "/elsewhere/teaching_session.launch.py", declared)
+    assert reason is not None and "'camera_topc' (did you mean camera_topic?)" in reason and "'zzz'" in reason
+    assert "with_page'" not in reason and "camera_topic, namespace, with_page" in reason
+    assert unknown_launch_arguments(by_path[:3] + ["namespace:=r1"], "teaching_session.launch.py", declared) is None
+    # an included file sees its parent's arguments: not checked
+    assert unknown_launch_arguments(by_path, "perception.launch.py", declared) is None
