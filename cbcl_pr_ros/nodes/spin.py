@@ -33,13 +33,15 @@ core at 30 Hz with objects; docs/nodes.md).
 """
 from __future__ import annotations
 
+import os
 import re
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import rclpy
 from rclpy.exceptions import InvalidHandle
@@ -195,8 +197,6 @@ def ros_args_problem(error: str) -> str | None:
     """One plain line when rcl refused the command line's ROS arguments (``error``: the text of rclpy's
     RCLError), else None. rcl's text names the rule it could not read; what to do is added: an empty
     value needs YAML's quotes, a params file must exist and be YAML."""
-    import os
-
     match = re.search(r"Couldn't parse (.+?): '(.*?)'\. Error: (.*)", error, re.S)
     if not match:
         return None
@@ -213,6 +213,43 @@ def ros_args_problem(error: str) -> str | None:
             return f"{line}: no parameters file {path!r}"
         return f"{line}: {path!r} is not a parameters YAML file ({detail})"
     return f"{line} ({what}: {detail}); the forms are -p NAME:=VALUE, -r FROM:=TO, --params-file FILE"
+
+
+def command_line_parameters(args: Sequence[str]) -> dict[str, Any]:
+    """The plain ``-p NAME:=VALUE`` (``--param``) values of the ROS arguments in ``args``, typed as rcl
+    types them (YAML); node-specific ones (``-p learner:NAME:=VALUE``) and unreadable ones are left out."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    in_ros = False
+    for flag, item in zip(args, list(args[1:]) + [""]):
+        if flag in ("--ros-args", "--"):
+            in_ros = flag == "--ros-args"
+        elif in_ros and flag in ("-p", "--param") and ":=" in item:
+            name, value = item.split(":=", 1)
+            if name and ":" not in name and value:
+                try:
+                    out[name] = yaml.safe_load(value)
+                except yaml.YAMLError:
+                    continue
+    return out
+
+
+def with_command_line_parameters_last(args: list[str], folder: str) -> list[str]:
+    """``args`` with their plain ``-p`` values written once more, in a params file read last under the
+    section ``/**/*``. rcl applies a params file's node section (``/**/learner``, as config/cbcl_pr.yaml
+    has) after a plain ``-p`` whenever that file also has a ``/**`` section, so ``--params-file
+    config/cbcl_pr.yaml -p max_clusters:=5`` left max_clusters at the file's value without a word;
+    a section created after the files' comes last, and the command line wins as a user expects."""
+    import yaml
+
+    given = command_line_parameters(args)
+    if not given:
+        return args
+    path = os.path.join(folder, "command_line.params.yaml")
+    with open(path, "w", encoding="utf8") as fh:
+        yaml.safe_dump({"/**/*": {"ros__parameters": given}}, fh)
+    return [*args, "--ros-args", "--params-file", path]
 
 
 def own_args(argv: Sequence[str], prog: str) -> list[str]:
@@ -237,9 +274,6 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
     ``on_stop`` runs after the executors stopped and before the nodes are destroyed. An unusable
     ``ROS_DOMAIN_ID`` ends the process at once with one plain line and exit code 2.
     """
-    import os
-
-
     problem = domain_id_problem(os.environ.get("ROS_DOMAIN_ID"))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -248,8 +282,10 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
     stop = threading.Event()
     handled = (signal.SIGINT, signal.SIGTERM)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
+    folder = tempfile.TemporaryDirectory(prefix="cbcl_args_")
     try:
-        with rclpy.init(args=args if args is not None else sys.argv,
+        with rclpy.init(args=with_command_line_parameters_last(list(args if args is not None else sys.argv),
+                                                               folder.name),
                         signal_handler_options=SignalHandlerOptions.NO):
             nodes: list[Node] = []
             try:
@@ -273,6 +309,7 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
         print(f"error: {problem}", file=sys.stderr)
         return 2
     finally:
+        folder.cleanup()
         for s, handler in previous.items():
             signal.signal(s, handler)
     return 0

@@ -116,3 +116,35 @@ def test_launch_arguments_are_checked_for_the_file_named_on_the_command_line_onl
     assert unknown_launch_arguments(by_path[:3] + ["namespace:=r1"], "teaching_session.launch.py", declared) is None
     # an included file sees its parent's arguments: not checked
     assert unknown_launch_arguments(by_path, "perception.launch.py", declared) is None
+
+
+@pytest.mark.ros
+def test_a_plain_p_wins_over_the_shipped_yaml_as_the_command_line_should(tmp_path):
+    """rcl applies a params file's ``/**/learner`` section after a plain ``-p`` when the file also has
+    a ``/**`` section (config/cbcl_pr.yaml has both): ``learner_node --ros-args --params-file
+    config/cbcl_pr.yaml -p max_clusters:=5`` ran with max_clusters 0, without a word."""
+    rclpy = pytest.importorskip("rclpy")
+    from cbcl_pr_ros.nodes.spin import command_line_parameters, with_command_line_parameters_last
+    from cbcl_pr_ros.settings.params import default_config_path
+
+    def started_with(args: list[str]) -> dict:
+        ctx = rclpy.Context()
+        rclpy.init(args=args, context=ctx)
+        try:
+            node = rclpy.create_node("learner", context=ctx, start_parameter_services=False)
+            got = {k: v.value for k, v in node._parameter_overrides.items()}
+            node.destroy_node()
+            return got
+        finally:
+            ctx.shutdown()
+
+    argv = ["learner_node", "--ros-args", "--params-file", default_config_path(), "-p", "max_clusters:=5",
+            "-p", "memory_path:=''", "--param", "linear_sgd.exemplars_per_class:=12", "-p", "learner:seed:=4"]
+    assert started_with(argv)["max_clusters"] == 0  # what rcl alone does
+    got = started_with(with_command_line_parameters_last(argv, str(tmp_path)))
+    assert (got["max_clusters"], got["memory_path"], got["linear_sgd.exemplars_per_class"], got["seed"]) == (5, "", 12, 4)
+    assert got["classifier"] == "blended"  # the rest of the file still applies
+    # ROS arguments only: a program's own "-p" and arguments after "--" are not parameters
+    assert command_line_parameters(["x", "-p", "a:=1", "--ros-args", "-p", "b:=2", "--", "-p", "c:=3"]) == {"b": 2}
+    assert with_command_line_parameters_last(["x", "--ros-args", "-r", "a:=b"], str(tmp_path)) == \
+        ["x", "--ros-args", "-r", "a:=b"]
