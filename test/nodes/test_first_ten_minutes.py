@@ -148,3 +148,14 @@ def test_a_plain_p_wins_over_the_shipped_yaml_as_the_command_line_should(tmp_pat
     assert command_line_parameters(["x", "-p", "a:=1", "--ros-args", "-p", "b:=2", "--", "-p", "c:=3"]) == {"b": 2}
     assert with_command_line_parameters_last(["x", "--ros-args", "-r", "a:=b"], str(tmp_path)) == \
         ["x", "--ros-args", "-r", "a:=b"]
+
+
+def test_a_misspelt_ros_args_flag_is_left_out_of_the_corrected_command(capsys):
+    from cbcl_pr_ros.nodes.cli_help import exit_on_help
+
+    for typo in ("--ros-arg", "-ros-args", "--rosargs"):
+        with pytest.raises(SystemExit) as stop:
+            exit_on_help(["learner_node", typo, "-p", "max_clusters:=5"], "learner_node", None)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert err.rstrip().endswith("run: learner_node --ros-args -p max_clusters:=5"), err
