@@ -4,6 +4,7 @@ The table itself and its validation live in :mod:`cbcl_pr_ros.settings.params` (
 """
 from __future__ import annotations
 
+import difflib
 import threading
 from typing import Any, Callable, Iterable
 
@@ -182,6 +183,7 @@ def install_validation(node: Any, specs: Iterable[ParamSpec],
 
     def _pre_set(params: list[Any]) -> list[Any]:
         wrong.reasons = {}
+        _refuse_undeclared(node, params)
         try:
             return [_typed(node, by_name, p, wrong.reasons) for p in params]
         except Exception:  # never in the way of a set: rclpy then decides as without this callback
@@ -207,6 +209,29 @@ def install_validation(node: Any, specs: Iterable[ParamSpec],
 
     node.add_pre_set_parameters_callback(_pre_set)
     node.add_on_set_parameters_callback(_on_set)
+
+
+def _refuse_undeclared(node: Any, params: list[Any]) -> None:
+    """Refuse a set of a name the node never declared in words (``ros2 param set /learner max_clustres
+    5``): rclpy's own refusal reads "Invalid access to undeclared parameter(s): []", without the name."""
+    from rclpy.exceptions import ParameterNotDeclaredException
+
+    if getattr(node, "_allow_undeclared_parameters", False):
+        return
+    missing = [p.name for p in params if not node.has_parameter(p.name)]
+    if not missing:
+        return
+    close = difflib.get_close_matches(missing[0], sorted(node.list_parameters([], 0).names), n=1,
+                                    cutoff=0.75)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    reason = (f"{node.get_name()} has no parameter {missing[0]!r}{hint}; "
+              f"`ros2 param list {node.get_fully_qualified_name()}` lists them")
+
+    class NoSuchParameter(ParameterNotDeclaredException):  # the parameter service answers with its text
+        def __init__(self) -> None:
+            Exception.__init__(self, reason)
+
+    raise NoSuchParameter()
 
 
 def _typed(node: Any, by_name: dict[str, ParamSpec], param: Any, reasons: dict[str, str]) -> Any:

@@ -159,3 +159,29 @@ def test_a_misspelt_ros_args_flag_is_left_out_of_the_corrected_command(capsys):
         assert stop.value.code == 2
         err = capsys.readouterr().err
         assert err.rstrip().endswith("run: learner_node --ros-args -p max_clusters:=5"), err
+
+
+@pytest.mark.ros
+def test_ros2_param_set_of_a_misspelt_name_answers_with_the_name_and_the_nearest_one():
+    """rclpy answered ``ros2 param set /learner max_clustres 5`` with "Invalid access to undeclared
+    parameter(s): []"; the answer of the parameter service now names it."""
+    rclpy = pytest.importorskip("rclpy")
+    from rcl_interfaces.srv import SetParameters
+    from rclpy.parameter import Parameter
+    from ros_testing import domain, isolated_context
+
+    from cbcl_pr_ros.nodes.ros_params import declare_parameters
+    from cbcl_pr_ros.settings.params import LEARNER
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = rclpy.create_node("learner", context=ctx)
+        declare_parameters(node, LEARNER)
+        service = node._parameter_service  # what `ros2 param set` reaches
+        request = SetParameters.Request(parameters=[Parameter("max_clustres", value=5).to_parameter_msg()])
+        result = service._set_parameters_callback(request, SetParameters.Response()).results[0]
+        assert not result.successful
+        assert "'max_clustres'" in result.reason and "did you mean max_clusters?" in result.reason, result.reason
+        assert "ros2 param list /learner" in result.reason
+        request = SetParameters.Request(parameters=[Parameter("teach_timeout_s", value=20.0).to_parameter_msg()])
+        assert service._set_parameters_callback(request, SetParameters.Response()).results[0].successful
+        node.destroy_node()
