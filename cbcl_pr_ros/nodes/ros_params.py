@@ -22,7 +22,7 @@ from cbcl_pr_ros.settings.params import (
     validate_parameter,
     wrong_type,
 )
-from cbcl_pr_ros.settings.param_names import unknown_parameter_note, unknown_parameters
+from cbcl_pr_ros.settings.param_names import package_parameter_names, unknown_parameter_note, unknown_parameters
 from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
 
 __all__ = ["declare_parameters", "declare_read_only", "read_parameters", "install_validation", "parameter",
@@ -159,7 +159,7 @@ def warn_unknown_parameters(node: Any, kind: str, specs: Iterable[ParamSpec]) ->
     ROS ignores it, so a misspelt name would otherwise leave the default in place without a word.
     Returns the warnings."""
     given = getattr(node, "_parameter_overrides", None) or {}  # rclpy keeps the start values there
-    names = [spec.name for spec in specs]
+    names = [spec.name for spec in specs] + sorted(package_parameter_names())  # one -p reaches every node
     notes = [unknown_parameter_note(name, kind, names) for name in unknown_parameters(given, node.has_parameter)]
     for note in notes:
         node.get_logger().warning(note)

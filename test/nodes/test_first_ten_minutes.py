@@ -26,7 +26,7 @@ def test_a_node_started_with_a_misspelt_parameter_says_so():
     from ros_testing import domain, isolated_context
 
     from cbcl_pr_ros.nodes.ros_params import declare_parameters, declare_read_only
-    from cbcl_pr_ros.settings.params import LEARNER
+    from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER
     from cbcl_pr_ros.settings.robot_params import ARM_PARAMS
 
     with domain() as dom, isolated_context(dom) as ctx:
@@ -47,6 +47,15 @@ def test_a_node_started_with_a_misspelt_parameter_says_so():
         assert len(warned) == 1 and "'backnd'" in warned[0] and "backend?" in warned[0] \
             and "arm_node --help" in warned[0], warned
         arm.destroy_node()
+
+        # one teaching_session -p reaches every node: the extractor names the learner's parameter too
+        ex = rclpy.create_node("feature_extractor", context=ctx,
+                               parameter_overrides=[Parameter("max_clustres", value=10)])
+        warned = []
+        ex.get_logger().warning = warned.append  # type: ignore[method-assign]
+        declare_parameters(ex, EXTRACTOR)
+        assert len(warned) == 1 and "max_clusters?" in warned[0] and "feature_extractor_node --help" in warned[0]
+        ex.destroy_node()
 
 
 @pytest.mark.ros
