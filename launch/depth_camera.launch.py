@@ -16,9 +16,11 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
+
+from cbcl_pr_ros.settings.launch_args import checked
 
 # realsense2_camera 4.x, align_depth.enable:=true (kept equal to session.CAMERA_PRESETS["realsense"])
 REALSENSE = {"camera_topic": "/camera/camera/color/image_raw",
@@ -43,5 +45,7 @@ def generate_launch_description():
     session = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(os.path.join(share, "launch", "teaching_session.launch.py")),
         launch_arguments={name: LaunchConfiguration(name) for name, _, _ in arguments}.items())
-    return LaunchDescription([*(DeclareLaunchArgument(n, default_value=d, description=t) for n, d, t in arguments),
-                              session])
+    # a misspelt argument stops the launch with one line instead of being ignored (settings/launch_args.py)
+    return LaunchDescription(checked(__file__, [
+        *(DeclareLaunchArgument(n, default_value=d, description=t) for n, d, t in arguments), session],
+        OpaqueFunction))

@@ -11,9 +11,11 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from cbcl_pr_ros.settings.launch_args import checked
 
 
 def generate_launch_description():
@@ -27,7 +29,8 @@ def generate_launch_description():
     # nodes' own relative names, so nothing changes unless they are given
     remap = [("image", camera_topic), ("depth", LaunchConfiguration("depth_topic")),
              ("camera_info", LaunchConfiguration("camera_info_topic"))]
-    return LaunchDescription([
+    # a misspelt argument stops the launch with one line instead of being ignored (settings/launch_args.py)
+    return LaunchDescription(checked(__file__, [
         DeclareLaunchArgument("camera_topic", default_value="/camera/image_raw",
                               description="camera topic (sensor_msgs/Image) the nodes read"),
         DeclareLaunchArgument("depth_topic", default_value="depth",
@@ -49,4 +52,4 @@ def generate_launch_description():
         Node(package="cbcl_pr_ros", executable="learner_node", name="learner",
              namespace=namespace, parameters=params, remappings=remap, output="screen",
              emulate_tty=True, sigterm_timeout="20"),
-    ])
+    ], OpaqueFunction))

@@ -24,6 +24,8 @@ from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from cbcl_pr_ros.settings.launch_args import checked
+
 
 def _replay_defaults(share):
     path = os.path.join(share, "config", "bags.yaml")
@@ -66,7 +68,8 @@ def _tools(context, *args, **kwargs):
 def generate_launch_description():
     share = get_package_share_directory("cbcl_pr_ros")
     defaults = _replay_defaults(share)
-    return LaunchDescription([
+    # a misspelt argument stops the launch with one line instead of being ignored (settings/launch_args.py)
+    return LaunchDescription(checked(__file__, [
         DeclareLaunchArgument("bag", description="bag directory (metadata.yaml + .mcap/.db3)"),
         DeclareLaunchArgument("rate", default_value=str(defaults.get("rate", 1.0)),
                               description="playback rate (1.0 = as recorded)"),
@@ -102,4 +105,4 @@ def generate_launch_description():
                               "autostart": "true"}.items(),  # replay_session needs them active
             condition=IfCondition(LaunchConfiguration("start_nodes"))),
         OpaqueFunction(function=_tools),
-    ])
+    ], OpaqueFunction))

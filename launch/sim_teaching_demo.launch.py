@@ -31,10 +31,12 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from cbcl_pr_ros.settings.launch_args import checked
 
 
 def generate_launch_description():
@@ -49,7 +51,8 @@ def generate_launch_description():
     # the simulated session learns simulated objects: into a memory file of its own, never the robot's
     # (a file keyed like the learner's section of the config: a plain value would lose against that)
     memory = LaunchConfiguration("memory_config")
-    return LaunchDescription([
+    # a misspelt argument stops the launch with one line instead of being ignored (settings/launch_args.py)
+    return LaunchDescription(checked(__file__, [
         DeclareLaunchArgument("namespace", default_value="", description="namespace of every node"),
         DeclareLaunchArgument("seed", default_value="0", description="world seed (texture, lighting)"),
         DeclareLaunchArgument("config", default_value=os.path.join(cfg, "cbcl_pr.yaml"),
@@ -81,4 +84,4 @@ def generate_launch_description():
              sigterm_timeout="20"),  # see perception.launch.py
         Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
              parameters=[arm_cfg], output="screen"),
-    ])
+    ], OpaqueFunction))

@@ -16,11 +16,13 @@ import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
+
+from cbcl_pr_ros.settings.launch_args import checked
 
 
 def generate_launch_description():
@@ -36,7 +38,8 @@ def generate_launch_description():
                           "camera_info_topic": LaunchConfiguration("camera_info_topic"), "namespace": namespace,
                           "config": config, "autostart": LaunchConfiguration("autostart")}.items(),
     )
-    return LaunchDescription([
+    # a misspelt argument stops the launch with one line instead of being ignored (settings/launch_args.py)
+    return LaunchDescription(checked(__file__, [
         DeclareLaunchArgument("camera_topic", default_value="/camera/image_raw",
                               description="camera topic (sensor_msgs/Image) the nodes read"),
         DeclareLaunchArgument("depth_topic", default_value="depth",
@@ -64,4 +67,4 @@ def generate_launch_description():
              output="screen", condition=IfCondition(LaunchConfiguration("with_page"))),
         Node(package="cbcl_pr_ros", executable="arm_node", name="arm", namespace=namespace,
              parameters=[arm_config], output="screen", condition=IfCondition(LaunchConfiguration("with_arm"))),
-    ])
+    ], OpaqueFunction))

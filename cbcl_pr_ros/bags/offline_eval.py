@@ -36,9 +36,11 @@ from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors
 from cbcl_pr_ros.service.controller import ClassifyOutcome, LearnerController
 from cbcl_pr_ros.service.teaching import Teacher, TeachRequest, TeachSettings
 from cbcl_pr_ros.request_checks import RequestLimits
+from cbcl_pr_ros.settings.param_names import unknown_parameter_note
 from cbcl_pr_ros.settings.params import (
     EXTRACTOR,
     LEARNER,
+    aliases_for,
     default_config_path,
     flatten,
     learner_factory,
@@ -159,6 +161,9 @@ def learner_params(config: str | Path | None = None, overrides: Mapping[str, Any
     p = {s.name: s.default for s in specs_for(LEARNER)}
     p.update({s.name: s.default for s in specs_for(EXTRACTOR) if s.name not in p})
     given = [dict(overrides or {})]
+    for name in flatten(given[0]):  # a misspelt --set would evaluate the default without a word
+        if name not in p and name not in aliases_for(LEARNER):
+            raise ValueError(unknown_parameter_note(name, LEARNER, p, "is not a parameter of the {node}"))
     path = Path(config) if config else Path(default_config_path())
     if config or path.is_file():
         p.update(flatten(_load_yaml_params(path, EXTRACTOR)))
@@ -354,10 +359,10 @@ def evaluate_bag(
     e.g. to share one loaded model between bags; by default it is built like the extractor node
     builds it. Raises :class:`BagFormatError` for an unusable bag, before any learning happens.
     """
+    params = learner_params(config, overrides)  # a wrong option is answered before a long bag is read
     session = read_session(path, camera_topic=camera_topic, events_topic=events_topic)
     if not any(ev.kind == EventKind.TEACH for ev in session.events):
         raise BagFormatError(path, "no TEACH event: nothing to evaluate", session.events_topic)
-    params = learner_params(config, overrides)
     if backbone is None:
         backbone = make_backbone(params["backbone"], runtime=params["runtime"],
                                  threads=int(params["threads"]), device=params["device"],

@@ -162,7 +162,10 @@ class ArmNode(Node):
             return
         why = _unusable(msg, self.base_frame)
         if why is not None:
-            self.get_logger().warning(f"detections ignored: {why}", throttle_duration_sec=10.0)
+            # unplaced and empty (a learner's first frames before its first camera pose): nothing to aim at
+            # and nothing wrong, so no warning
+            if msg.objects or msg.position_frame:
+                self.get_logger().warning(f"detections ignored: {why}", throttle_duration_sec=10.0)
             return
         objs = [(o.id, o.label, o.known, o.confidence, (o.position.x, o.position.y, o.position.z),
                  (o.x0, o.y0, o.x1, o.y1)) for o in msg.objects]

@@ -116,5 +116,6 @@ class CameraPoseInput:
             self.logger.info(
                 f"no camera pose on '{self.topic}' (yet): objects are tracked in the camera's own frame. "
                 "For a camera that stays fixed this is right and nothing is lost; for a camera that moves "
-                "(on an arm), publish its pose there. camera_pose_topic:='' silences this line (said once).")
+                "(on an arm), publish its pose there. -p \"camera_pose_topic:=''\" (quoted; "
+                "camera_pose_topic: \"\" in YAML) silences this line (said once).")
         return pose

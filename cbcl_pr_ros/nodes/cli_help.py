@@ -5,6 +5,7 @@ itself. Only the arguments before ``--ros-args`` are looked at: ``-h`` after it 
 """
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 import sys
@@ -87,7 +88,9 @@ def exit_on_help(argv: Sequence[str], prog: str, doc: str | None, params: Params
     if stray:
         own = list(argv[1:])
         cut = own.index("--ros-args") if "--ros-args" in own else len(own)
-        fixed = " ".join([prog, "--ros-args", *own[:cut], *own[cut + 1:]])
+        # a misspelt --ros-args (--ros-arg, -ros-args) is what put them here: left out of the fix
+        mine = [a for a in own[:cut] if a == "--" or not difflib.get_close_matches(a, ["--ros-args"], cutoff=0.8)]
+        fixed = " ".join([prog, "--ros-args", *mine, *own[cut + 1:]])
         print(f"{prog}: {stray[0]} is a ROS argument and only counts after --ros-args (without it the "
               f"node would ignore it); run: {fixed}", file=sys.stderr)
         sys.exit(2)

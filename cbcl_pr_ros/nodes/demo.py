@@ -216,10 +216,10 @@ def print_summary(tr: dict, out: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rclpy.utilities import remove_ros_args
+    from cbcl_pr_ros.nodes.spin import own_args
 
     argv = list(sys.argv if argv is None else argv)
-    opts = parse_args([a for a in remove_ros_args(argv)[1:] if a != "--"])
+    opts = parse_args([a for a in own_args(argv, "run_demo_session")[1:] if a != "--"])
     try:
         tr = run_demo(opts)
     except (ValueError, RuntimeError, TimeoutError) as exc:

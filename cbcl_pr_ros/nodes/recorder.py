@@ -105,11 +105,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rclpy.utilities import remove_ros_args
+    from cbcl_pr_ros.nodes.spin import own_args
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv if argv is None else argv)
-    opts = parse_args(remove_ros_args(argv)[1:])
+    opts = parse_args(own_args(argv, "record_session")[1:])
     try:
         topics = [normalize_topic(t) for t in opts.topics]
         events_topic = normalize_topic(opts.events_topic)

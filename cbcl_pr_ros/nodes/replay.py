@@ -332,11 +332,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rclpy.utilities import remove_ros_args
+    from cbcl_pr_ros.nodes.spin import own_args
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv if argv is None else argv)
-    opts = parse_args(remove_ros_args(argv)[1:])
+    opts = parse_args(own_args(argv, "replay_session")[1:])
     try:
         plan = build_plan(opts.bag, None if opts.fast else opts.rate, opts.topics, opts.events_topic,
                           opts.camera_topic, with_events=not opts.no_events)

@@ -4,6 +4,7 @@ The table itself and its validation live in :mod:`cbcl_pr_ros.settings.params` (
 """
 from __future__ import annotations
 
+import difflib
 import threading
 from typing import Any, Callable, Iterable
 
@@ -21,10 +22,11 @@ from cbcl_pr_ros.settings.params import (
     validate_parameter,
     wrong_type,
 )
+from cbcl_pr_ros.settings.param_names import package_parameter_names, unknown_parameter_note, unknown_parameters
 from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
 
 __all__ = ["declare_parameters", "declare_read_only", "read_parameters", "install_validation", "parameter",
-           "ParameterRefused"]
+           "ParameterRefused", "warn_unknown_parameters"]
 
 
 def _descriptor(spec: ParamSpec):
@@ -73,6 +75,7 @@ def declare_parameters(node: Any, kind: str, overrides: dict[str, Any] | None = 
     if reason:
         raise ParameterRefused(f"parameter {reason}")
     install_validation(node, specs, lambda name, value, current: validate_parameter(name, value, current))
+    warn_unknown_parameters(node, kind, specs)
 
 
 def _declare(node: Any, spec: ParamSpec, default: Any, descriptor: Any) -> None:
@@ -146,7 +149,21 @@ def declare_read_only(node: Any, specs: Iterable[ParamSpec]) -> Callable[[str], 
     except ValueError as exc:
         raise ParameterRefused(str(exc)) from None
     install_validation(node, specs, on_set_check(specs))
+    if specs:
+        warn_unknown_parameters(node, specs[0].nodes[0], specs)
     return value
+
+
+def warn_unknown_parameters(node: Any, kind: str, specs: Iterable[ParamSpec]) -> list[str]:
+    """Log one warning per start value (-p, YAML, launch) whose name no node of the package declares:
+    ROS ignores it, so a misspelt name would otherwise leave the default in place without a word.
+    Returns the warnings."""
+    given = getattr(node, "_parameter_overrides", None) or {}  # rclpy keeps the start values there
+    names = [spec.name for spec in specs] + sorted(package_parameter_names())  # one -p reaches every node
+    notes = [unknown_parameter_note(name, kind, names) for name in unknown_parameters(given, node.has_parameter)]
+    for note in notes:
+        node.get_logger().warning(note)
+    return notes
 
 
 def install_validation(node: Any, specs: Iterable[ParamSpec],
@@ -166,6 +183,7 @@ def install_validation(node: Any, specs: Iterable[ParamSpec],
 
     def _pre_set(params: list[Any]) -> list[Any]:
         wrong.reasons = {}
+        _refuse_undeclared(node, params)
         try:
             return [_typed(node, by_name, p, wrong.reasons) for p in params]
         except Exception:  # never in the way of a set: rclpy then decides as without this callback
@@ -191,6 +209,29 @@ def install_validation(node: Any, specs: Iterable[ParamSpec],
 
     node.add_pre_set_parameters_callback(_pre_set)
     node.add_on_set_parameters_callback(_on_set)
+
+
+def _refuse_undeclared(node: Any, params: list[Any]) -> None:
+    """Refuse a set of a name the node never declared in words (``ros2 param set /learner max_clustres
+    5``): rclpy's own refusal reads "Invalid access to undeclared parameter(s): []", without the name."""
+    from rclpy.exceptions import ParameterNotDeclaredException
+
+    if getattr(node, "_allow_undeclared_parameters", False):
+        return
+    missing = [p.name for p in params if not node.has_parameter(p.name)]
+    if not missing:
+        return
+    close = difflib.get_close_matches(missing[0], sorted(node.list_parameters([], 0).names), n=1,
+                                    cutoff=0.75)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    reason = (f"{node.get_name()} has no parameter {missing[0]!r}{hint}; "
+              f"`ros2 param list {node.get_fully_qualified_name()}` lists them")
+
+    class NoSuchParameter(ParameterNotDeclaredException):  # the parameter service answers with its text
+        def __init__(self) -> None:
+            Exception.__init__(self, reason)
+
+    raise NoSuchParameter()
 
 
 def _typed(node: Any, by_name: dict[str, ParamSpec], param: Any, reasons: dict[str, str]) -> Any:

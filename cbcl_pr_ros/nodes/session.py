@@ -207,13 +207,13 @@ def build_nodes(kinds: list[str], ctx: SessionContext) -> list[Any]:
 
 def main(argv: list[str] | None = None) -> int:
     # local: importing the session (its factories, argument parsing) loads no rclpy
-    from rclpy.utilities import remove_ros_args
+    from cbcl_pr_ros.nodes.spin import own_args
 
     from cbcl_pr_ros.nodes.spin import run_nodes  # local: rclpy loads only when a session starts
 
     argv = list(sys.argv if argv is None else argv)
     ros_extra = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []
-    opts = parse_args([a for a in remove_ros_args(argv)[1:] if a != "--"])
+    opts = parse_args([a for a in own_args(argv, "teaching_session")[1:] if a != "--"])
     kinds = [k.strip() for k in opts.nodes.split(",") if k.strip()]
     if opts.page and "page" not in kinds:
         kinds.append("page")

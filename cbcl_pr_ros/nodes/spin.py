@@ -33,12 +33,15 @@ core at 30 Hz with objects; docs/nodes.md).
 """
 from __future__ import annotations
 
+import os
+import re
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import rclpy
 from rclpy.exceptions import InvalidHandle
@@ -48,7 +51,7 @@ from rclpy.signals import SignalHandlerOptions
 from cbcl_pr_ros.core.threads import set_blas_threads
 from cbcl_pr_ros.nodes.ros_params import ParameterRefused
 
-__all__ = ["run_node", "run_nodes", "executor_for", "executors_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
+__all__ = ["run_node", "run_nodes", "own_args", "ros_args_problem", "executor_for", "executors_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
            "domain_id_problem"]
 
 N = TypeVar("N", bound=Node)
@@ -187,6 +190,83 @@ def domain_id_problem(value: str | None) -> str | None:
     return None
 
 
+_RCL_SOURCE = re.compile(r", at /\S+:\d+")  # rcl's own source positions: nothing a user can act on
+
+
+def ros_args_problem(error: str) -> str | None:
+    """One plain line when rcl refused the command line's ROS arguments (``error``: the text of rclpy's
+    RCLError), else None. rcl's text names the rule it could not read; what to do is added: an empty
+    value needs YAML's quotes, a params file must exist and be YAML."""
+    match = re.search(r"Couldn't parse (.+?): '(.*?)'\. Error: (.*)", error, re.S)
+    if not match:
+        return None
+    what, rule, detail = match.group(1), match.group(2), _RCL_SOURCE.sub("", match.group(3)).strip()
+    line = f"the ROS argument '{rule}' cannot be used"
+    if what == "parameter override rule" and rule.rstrip().endswith(":="):
+        name = rule.split()[-1][:-2]
+        return f"{line}: a parameter needs a value; for an empty string quote it: -p \"{name}:=''\""
+    if what == "remap rule":
+        return f"{line}: a remap is -r FROM:=TO (e.g. -r image:=/camera/image_raw)"
+    if what == "params file":
+        path = rule.split(maxsplit=1)[-1]
+        if not os.path.isfile(path):
+            return f"{line}: no parameters file {path!r}"
+        return f"{line}: {path!r} is not a parameters YAML file ({detail})"
+    return f"{line} ({what}: {detail}); the forms are -p NAME:=VALUE, -r FROM:=TO, --params-file FILE"
+
+
+def command_line_parameters(args: Sequence[str]) -> dict[str, Any]:
+    """The plain ``-p NAME:=VALUE`` (``--param``) values of the ROS arguments in ``args``, typed as rcl
+    types them (YAML); node-specific ones (``-p learner:NAME:=VALUE``) and unreadable ones are left out."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    in_ros = False
+    for flag, item in zip(args, list(args[1:]) + [""]):
+        if flag in ("--ros-args", "--"):
+            in_ros = flag == "--ros-args"
+        elif in_ros and flag in ("-p", "--param") and ":=" in item:
+            name, value = item.split(":=", 1)
+            if name and ":" not in name and value:
+                try:
+                    out[name] = yaml.safe_load(value)
+                except yaml.YAMLError:
+                    continue
+    return out
+
+
+def with_command_line_parameters_last(args: list[str], folder: str) -> list[str]:
+    """``args`` with their plain ``-p`` values written once more, in a params file read last under the
+    section ``/**/*``. rcl applies a params file's node section (``/**/learner``, as config/cbcl_pr.yaml
+    has) after a plain ``-p`` whenever that file also has a ``/**`` section, so ``--params-file
+    config/cbcl_pr.yaml -p max_clusters:=5`` left max_clusters at the file's value without a word;
+    a section created after the files' comes last, and the command line wins as a user expects."""
+    import yaml
+
+    given = command_line_parameters(args)
+    if not given:
+        return args
+    path = os.path.join(folder, "command_line.params.yaml")
+    with open(path, "w", encoding="utf8") as fh:
+        yaml.safe_dump({"/**/*": {"ros__parameters": given}}, fh)
+    return [*args, "--ros-args", "--params-file", path]
+
+
+def own_args(argv: Sequence[str], prog: str) -> list[str]:
+    """``argv`` without its ROS arguments (rclpy's ``remove_ros_args``); ROS arguments rcl cannot read
+    end the program with one line (:func:`ros_args_problem`) and exit code 2, not a traceback."""
+    from rclpy.utilities import remove_ros_args
+
+    try:
+        return list(remove_ros_args(list(argv)))
+    except RuntimeError as exc:  # rclpy's RCLInvalidROSArgsError
+        problem = ros_args_problem(str(exc))
+        if problem is None:
+            raise
+        print(f"{prog}: error: {problem}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: list[str] | None = None,
               on_stop: Callable[[Sequence[Node]], None] | None = None) -> int:
     """Build the nodes, spin them until SIGINT/SIGTERM or an external shutdown, stop them in order.
@@ -194,9 +274,6 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
     ``on_stop`` runs after the executors stopped and before the nodes are destroyed. An unusable
     ``ROS_DOMAIN_ID`` ends the process at once with one plain line and exit code 2.
     """
-    import os
-
-
     problem = domain_id_problem(os.environ.get("ROS_DOMAIN_ID"))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -205,8 +282,10 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
     stop = threading.Event()
     handled = (signal.SIGINT, signal.SIGTERM)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
+    folder = tempfile.TemporaryDirectory(prefix="cbcl_args_")
     try:
-        with rclpy.init(args=args if args is not None else sys.argv,
+        with rclpy.init(args=with_command_line_parameters_last(list(args if args is not None else sys.argv),
+                                                               folder.name),
                         signal_handler_options=SignalHandlerOptions.NO):
             nodes: list[Node] = []
             try:
@@ -223,7 +302,14 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
     except ParameterRefused as exc:  # a user's start value: one line, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # rclpy's RCLError: rcl could not read the command line's ROS arguments
+        problem = ros_args_problem(str(exc))
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     finally:
+        folder.cleanup()
         for s, handler in previous.items():
             signal.signal(s, handler)
     return 0

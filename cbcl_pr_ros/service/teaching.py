@@ -35,6 +35,10 @@ from cbcl_pr_ros.request_checks import (
 __all__ = ["FeatureSourceError", "NothingLearned", "Taught", "TeachRequest", "TeachSettings", "TeachingPort", "Teacher",
            "piece_rows", "union_box"]
 
+# what a person does when the camera saw no object at all (the learner has nothing else to say)
+_NOTHING_IN_VIEW = (": put the object where the camera sees it (on the table, in the picture), or teach the "
+                    "whole picture (mode: 2, MODE_FRAME)")
+
 
 class FeatureSourceError(RuntimeError):
     """The vectors could not be computed; the message is fit for a service response."""
@@ -247,7 +251,7 @@ class Teacher:
         where = " inside the box" if plan.target == "roi" else ""
         if not got.rows:
             raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames"
-                             + (f": {got.reason}" if got.reason else ""))
+                             + (f": {got.reason}" if got.reason else _NOTHING_IN_VIEW))
         negatives = np.stack(got.others[-MAX_FRAME_NEGATIVES:]) if got.others else None
         track = self.objects.track_at(got.last)
         negatives = self._with_stream(negatives, s, track)  # never the taught track's own vectors

@@ -80,6 +80,10 @@ class _Entity:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.args, self.kwargs = args, kwargs
 
+    @property
+    def name(self) -> Any:  # a DeclareLaunchArgument's name
+        return self.args[0] if self.args else None
+
 
 def _fake_launch_modules(share: Path) -> dict[str, types.ModuleType]:
     """Stand-ins for the names the launch files import; they only record what they are given."""
@@ -175,6 +179,35 @@ def test_launch_files_give_each_node_its_own_yaml(launch_share, launch_file, giv
         assert [Path(f).name for f in files] == [OWN_FILE[n["name"]], *extra], f"{launch_file}: {n['name']} reads {files}"
         got = _probe(_launch_ros_args(n["parameters"]), n["name"], n["namespace"])
         _check_node(got, n["name"], n["namespace"], files)
+
+
+@pytest.mark.parametrize("launch_file", ["perception.launch.py", "teaching_session.launch.py", "replay.launch.py",
+                                         "sim_teaching_demo.launch.py", "depth_camera.launch.py"])
+def test_a_misspelt_launch_argument_stops_the_launch_before_any_node(launch_share, launch_file, monkeypatch):
+    """``ros2 launch`` ignores an argument the file does not declare: ``camera_topc:=...`` started the
+    nodes on the default camera topic without a word. Each file now checks, before its first node, the
+    arguments given to it on the command line (not those its parent passes to an included file)."""
+    path = launch_share / "launch" / launch_file
+    module = types.ModuleType(path.stem)
+    module.__file__ = str(path)
+    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102
+    entities = module.generate_launch_description().args[0]
+    kinds = [type(e).__name__ for e in entities]
+    assert "OpaqueFunction" in kinds
+    check = entities[kinds.index("OpaqueFunction")]
+    assert all(k == "DeclareLaunchArgument" for k in kinds[:kinds.index("OpaqueFunction")])
+    declared = [e.args[0] for e in entities if type(e).__name__ == "DeclareLaunchArgument"]
+
+    def run(*given: str) -> Any:
+        monkeypatch.setattr(sys, "argv", ["ros2", "launch", "cbcl_pr_ros", launch_file, *given])
+        return check.kwargs["function"](None, *check.kwargs["args"])
+
+    assert run(*(f"{n}:=x" for n in declared)) == []
+    with pytest.raises(ValueError) as err:
+        run("namespce:=robot1")
+    assert "'namespce' (did you mean namespace?)" in str(err.value) and launch_file in str(err.value)
+    monkeypatch.setattr(sys, "argv", ["ros2", "launch", "my_pkg", "mine.launch.py", "mine_only:=1"])
+    assert check.kwargs["function"](None, *check.kwargs["args"]) == []  # included by another file
 
 
 def test_launch_argument_replaces_the_arm_yaml(launch_share, tmp_path):

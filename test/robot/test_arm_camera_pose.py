@@ -129,6 +129,11 @@ def test_the_warning_for_unplaced_detections_says_what_happened():
             assert "camera pose" in learner_said and "position_frame" in learner_said
             assert "camera pose" not in stranger_said and "not placed by a learner" in stranger_said
             assert "position_frame" in stranger_said
+            # the first frames of a start (an empty table, before the first camera pose): no warning
+            empty = _detections(12.0, frame="")
+            del empty.objects[:]
+            node._on_detections(empty)
+            assert len(log.said) == 2 and node.detections_used == 0
         finally:
             node.destroy_node()
 

@@ -510,3 +510,16 @@ def test_without_a_track_or_earlier_frames_the_teach_learns_its_own_frames_only(
     assert out.success and port.commits[-1][2] == (1, D)  # of the same view: still one shot
     assert port.commits[-1][1] == ("object crops of camera frames, 4 frames as 1 view; the object at "
                                    f"(250, 180)-(390, 300), track {out.taught_track_id} + 2 earlier frames of its track")
+
+
+def test_a_teach_with_no_object_in_view_says_what_to_do():
+    """A teach of the object in view while the camera sees none (an empty table) says how to go on,
+    not only that nothing was found."""
+    port = FakePort(settings=TeachSettings(teach_from="object", num_frames=2))
+    teacher, _ = _teacher(port)
+    empty = ObjectFrame([], np.zeros((0, D), np.float32), (480, 640))
+    port.frames["objects"] = [empty, empty]
+    out = teacher.teach(_controller(), TeachRequest(label="mug"))
+    assert not out.success and not port.commits
+    assert "no object found in any of the 2 camera frames" in out.message
+    assert "put the object where the camera sees it" in out.message and "MODE_FRAME" in out.message, out.message
