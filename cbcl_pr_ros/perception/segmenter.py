@@ -461,14 +461,17 @@ def _homes(lab: np.ndarray, ref: np.ndarray, n: int, share: float) -> np.ndarray
 
 
 def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, floor: np.ndarray,
-                 share: float = 0.6) -> np.ndarray:
+                 feet: np.ndarray | None = None, share: float = 0.6) -> np.ndarray:
     """``labels`` (0 = none) with each object that does not reach down to the support joined to the object
     below it in the same region of ``referee`` (labels of the same size, 0 = none; ``share`` of their
     pixels in it). Objects stand on the support: a piece none of whose inside readings lies at the support's
     level (``height`` above the support plane at most ``floor``, the per-pixel height the depth noise
     alone can give; NaN = no reading) cannot stand alone, so it is part of the piece it touches (within
-    one pixel) whose lowest reading is lower, the one it shares the longest border with. Two pieces that
-    each reach the support stay apart. Renumbered 1.. in order of their first pixel (row by row)."""
+    one pixel) whose lowest reading is lower, the one it shares the longest border with. With ``feet``
+    (int array (2, H, W): row and column of the point on the support straight below each reading, -1 where
+    none) it must also rest on that piece: more of its readings have their foot on it than on the piece
+    itself (a low object seen from above, a domino, has its feet on itself: it stands, its sides hidden).
+    Two pieces that each reach the support stay apart. Renumbered 1.. in order of their first pixel."""
     lab = np.asarray(labels, np.int32)
     ref = np.asarray(referee, np.int32)
     n = int(lab.max()) if lab.size else 0
@@ -501,6 +504,11 @@ def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, fl
         if stands[i] or home[i] == 0 or not np.isfinite(low[i]):
             continue
         mates = np.flatnonzero((home == home[i]) & (contact[i] > 0) & (low < low[i]))
+        if len(mates) and feet is not None:  # only those it rests on: more of its feet on them than on itself
+            fy, fx = feet[0][read & (lab == i)], feet[1][read & (lab == i)]
+            ok = fy >= 0
+            on = np.bincount(lab[fy[ok], fx[ok]], minlength=n + 1)
+            mates = mates[on[mates] > on[i]]
         if len(mates):
             to[i] = int(mates[np.lexsort((mates, -contact[i, mates]))[0]])
     for _ in range(n):  # a hanging piece on a hanging piece: lowest readings fall, so this ends
@@ -542,6 +550,18 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     return _renumbered(to[lab], n)
 
 
+def _feet(P: np.ndarray, height: np.ndarray, valid: np.ndarray, plane, K: CameraIntrinsics) -> np.ndarray:
+    """Row and column (int array (2, H, W), -1 = none) where the point straight below each reading meets the
+    support plane, seen by the camera ``K``."""
+    q = P - np.where(valid, height, 0.0)[..., None] * plane.normal.astype(np.float32)
+    h, w = height.shape
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.round(K.fx * q[..., 0] / q[..., 2] + K.cx)
+        v = np.round(K.fy * q[..., 1] / q[..., 2] + K.cy)
+        ok = valid & (q[..., 2] > 0.02) & (u >= 0) & (u < w) & (v >= 0) & (v < h)
+    return np.stack([np.where(ok, v, -1), np.where(ok, u, -1)]).astype(np.int64)
+
+
 def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np.ndarray, config: ProposalConfig,
               use_plane: bool = True, join: float | None = None, inner: bool = False,
               min_face: float | None = None, keep_lone: bool = True, referee: np.ndarray | None = None,
@@ -579,7 +599,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
         labels = join_within(labels, referee, np.where(valid, zf, np.nan), referee_join)
     if referee is not None and stand and plane is not None:
         labels = join_hanging(labels, referee, np.where(valid, height, np.nan),
-                              np.maximum(config.min_height_m, config.height_sigmas * sigma))
+                              np.maximum(config.min_height_m, config.height_sigmas * sigma), _feet(P, height, valid, plane, K))
     if inner:
         labels = fold_inner(labels)
     if min_face is not None:

@@ -550,6 +550,16 @@ def test_a_piece_that_does_not_reach_the_support_joins_the_piece_below_it_in_one
     unread[9:20, 12:28] = np.nan  # no reading inside it: not judged
     assert _same_parts(join_hanging(lab, one, unread, floor), lab)
     assert all(np.array_equal(join_hanging(lab, one, height, floor), out) for _ in range(20))
+    # where the point below each reading meets the table: the upper piece rests on the lower one (its feet
+    # 12 rows down), or on itself (a low flat object seen from above: its sides hidden, it stands)
+    rows, cols = np.indices(lab.shape)
+    rests = np.stack([np.where(lab == 2, rows + 12, rows), cols])
+    assert np.array_equal(join_hanging(lab, one, height, floor, rests), out)
+    flat = np.stack([rows, cols])
+    assert _same_parts(join_hanging(lab, one, height, floor, flat), lab)
+    off = np.full_like(flat, -1)  # no feet seen: nothing it rests on
+    assert _same_parts(join_hanging(lab, one, height, floor, off), lab)
+    assert all(np.array_equal(join_hanging(lab, one, height, floor, rests), out) for _ in range(20))
 
 
 def test_the_geometry_referees_pieces_and_merges_of_the_learned_proposals():
