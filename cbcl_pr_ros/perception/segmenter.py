@@ -41,7 +41,8 @@ from .types import CameraIntrinsics, Proposal
 __all__ = ["SHIPPED_WEIGHTS", "SHIPPED_LOG",
            "WORK_WIDTH", "CHANNELS", "LAYERS", "OUTPUTS", "DIST_CLIP_PX", "Segmenter", "load_segmenter",
            "fold_inner", "input_features", "instances", "join_pieces", "layer_shapes", "propose_learned", "combine",
-           "MIN_FACE_M", "REFEREE_JOIN_SIGMAS", "drop_small", "join_hanging", "join_within", "part_merged", "propose_hybrid", "visible_area_m2"]
+           "MIN_FACE_M", "REFEREE_JOIN_SIGMAS", "drop_small", "join_hanging", "join_within", "part_merged",
+           "propose_hybrid", "visible_area_m2"]
 
 #: the weights that ship with the package, and the log of the training that made them
 SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights" / "segmenter.safetensors"
@@ -599,7 +600,8 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
         labels = join_within(labels, referee, np.where(valid, zf, np.nan), referee_join)
     if referee is not None and stand and plane is not None:
         labels = join_hanging(labels, referee, np.where(valid, height, np.nan),
-                              np.maximum(config.min_height_m, config.height_sigmas * sigma), _feet(P, height, valid, plane, K))
+                              np.maximum(config.min_height_m, config.height_sigmas * sigma),
+                              _feet(P, height, valid, plane, K))
     if inner:
         labels = fold_inner(labels)
     if min_face is not None:
