@@ -11,7 +11,8 @@ depth through the intrinsics) is a piece and is dropped.
 Optionally objects are the connected cores of the distance (pixels far from any border) flooded back
 over the object pixels (a watershed). The support plane of the geometry method then gives each its 3D
 centroid and extent and drops what does not stand on the support. :func:`propose_hybrid` adds the
-geometry method's proposals as referee (:func:`join_within`, :func:`part_merged`). Each of these choices
+geometry method's proposals as referee (:func:`join_within`, :func:`join_hanging`: a piece that does not
+reach down to the support cannot stand alone, :func:`part_merged`). Each of these choices
 was made on real frames of other sources than the one it was scored on (docs/perception.md).
 
 The forward pass is plain NumPy (3x3 convolutions as one matrix product each), so it needs no deep
@@ -40,7 +41,8 @@ from .types import CameraIntrinsics, Proposal
 __all__ = ["SHIPPED_WEIGHTS", "SHIPPED_LOG",
            "WORK_WIDTH", "CHANNELS", "LAYERS", "OUTPUTS", "DIST_CLIP_PX", "Segmenter", "load_segmenter",
            "fold_inner", "input_features", "instances", "join_pieces", "layer_shapes", "propose_learned", "combine",
-           "MIN_FACE_M", "REFEREE_JOIN_SIGMAS", "drop_small", "join_within", "part_merged", "propose_hybrid", "visible_area_m2"]
+           "MIN_FACE_M", "REFEREE_JOIN_SIGMAS", "drop_small", "join_hanging", "join_within", "part_merged",
+           "propose_hybrid", "visible_area_m2"]
 
 #: the weights that ship with the package, and the log of the training that made them
 SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights" / "segmenter.safetensors"
@@ -435,12 +437,7 @@ def join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, sigmas: 
     n = int(lab.max()) if lab.size else 0
     if n < 2 or not ref.any():
         return lab.copy()
-    px = np.bincount(lab.ravel(), minlength=n + 1)
-    pair = np.bincount(lab.ravel().astype(np.int64) * (int(ref.max()) + 1) + ref.ravel(),
-                       minlength=(n + 1) * (int(ref.max()) + 1)).reshape(n + 1, -1)
-    pair[:, 0] = 0
-    home = np.where(pair.max(axis=1) >= share * np.maximum(px, 1), pair.argmax(axis=1), 0)
-    home[0] = 0
+    home = _homes(lab, ref, n, share)
     to = np.arange(n + 1)
     for region in np.unique(home[home > 0]):
         ids = np.flatnonzero(home == region)
@@ -450,6 +447,76 @@ def join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, sigmas: 
         for v in range(1, int(joined.max()) + 1):
             members = np.unique(lab[joined == v])
             to[members] = members.min()
+    return _renumbered(to[lab], n)
+
+
+def _homes(lab: np.ndarray, ref: np.ndarray, n: int, share: float) -> np.ndarray:
+    """Per object of ``lab`` (1..n) the region of ``ref`` holding ``share`` of its pixels, 0 = none."""
+    px = np.bincount(lab.ravel(), minlength=n + 1)
+    m = int(ref.max()) + 1
+    pair = np.bincount(lab.ravel().astype(np.int64) * m + ref.ravel(), minlength=(n + 1) * m).reshape(n + 1, m)
+    pair[:, 0] = 0
+    home = np.where(pair.max(axis=1) >= share * np.maximum(px, 1), pair.argmax(axis=1), 0)
+    home[0] = 0
+    return home
+
+
+def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, floor: np.ndarray,
+                 feet: np.ndarray | None = None, share: float = 0.6) -> np.ndarray:
+    """``labels`` (0 = none) with each object that does not reach down to the support joined to the object
+    below it in the same region of ``referee`` (labels of the same size, 0 = none; ``share`` of their
+    pixels in it). Objects stand on the support: a piece none of whose inside readings lies at the support's
+    level (``height`` above the support plane at most ``floor``, the per-pixel height the depth noise
+    alone can give; NaN = no reading) cannot stand alone, so it is part of the piece it touches (within
+    one pixel) whose lowest reading is lower, the one it shares the longest border with. With ``feet``
+    (int array (2, H, W): row and column of the point on the support straight below each reading, -1 where
+    none) it must also rest on that piece: more of its readings have their foot on it than on the piece
+    itself (a low object seen from above, a domino, has its feet on itself: it stands, its sides hidden).
+    Two pieces that each reach the support stay apart. Renumbered 1.. in order of their first pixel."""
+    lab = np.asarray(labels, np.int32)
+    ref = np.asarray(referee, np.int32)
+    n = int(lab.max()) if lab.size else 0
+    if n < 2 or not ref.any():
+        return lab.copy()
+    home = _homes(lab, ref, n, share)
+    # judged on each object's inside (its pixels whose 8 neighbours are its own): the network's border
+    # pixels often read the surface beside or behind an object, which says nothing of where it stands
+    pad = np.pad(lab, 1)
+    inner = np.ones(lab.shape, bool)
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            inner &= pad[1 + dy:1 + dy + lab.shape[0], 1 + dx:1 + dx + lab.shape[1]] == lab
+    with np.errstate(invalid="ignore"):
+        read = inner & (lab > 0) & np.isfinite(height)
+        level = read & (height <= floor)
+    low = np.full(n + 1, np.inf)
+    np.minimum.at(low, lab[read], height[read])
+    stands = np.bincount(lab[level], minlength=n + 1) > 0
+    # border lengths between touching objects (4-neighbours, and one pixel apart)
+    keys = [np.zeros(0, np.int64)]
+    for step in (1, 2):
+        for a, b in ((lab[:, :-step], lab[:, step:]), (lab[:-step, :], lab[step:, :])):
+            pair = (a != b) & (a > 0) & (b > 0)
+            keys.append(a[pair].astype(np.int64) * (n + 1) + b[pair])
+    contact = np.bincount(np.concatenate(keys), minlength=(n + 1) ** 2).reshape(n + 1, n + 1)
+    contact += contact.T
+    to = np.arange(n + 1)
+    for i in range(1, n + 1):
+        if stands[i] or home[i] == 0 or not np.isfinite(low[i]):
+            continue
+        mates = np.flatnonzero((home == home[i]) & (contact[i] > 0) & (low < low[i]))
+        if len(mates) and feet is not None:  # only those it rests on: more of its feet on them than on itself
+            fy, fx = feet[0][read & (lab == i)], feet[1][read & (lab == i)]
+            ok = fy >= 0
+            on = np.bincount(lab[fy[ok], fx[ok]], minlength=n + 1)
+            mates = mates[on[mates] > on[i]]
+        if len(mates):
+            to[i] = int(mates[np.lexsort((mates, -contact[i, mates]))[0]])
+    for _ in range(n):  # a hanging piece on a hanging piece: lowest readings fall, so this ends
+        nxt = to[to]
+        if np.array_equal(nxt, to):
+            break
+        to = nxt
     return _renumbered(to[lab], n)
 
 
@@ -484,10 +551,22 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     return _renumbered(to[lab], n)
 
 
+def _feet(P: np.ndarray, height: np.ndarray, valid: np.ndarray, plane, K: CameraIntrinsics) -> np.ndarray:
+    """Row and column (int array (2, H, W), -1 = none) where the point straight below each reading meets the
+    support plane, seen by the camera ``K``."""
+    q = P - np.where(valid, height, 0.0)[..., None] * plane.normal.astype(np.float32)
+    h, w = height.shape
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u = np.round(K.fx * q[..., 0] / q[..., 2] + K.cx)
+        v = np.round(K.fy * q[..., 1] / q[..., 2] + K.cy)
+        ok = valid & (q[..., 2] > 0.02) & (u >= 0) & (u < w) & (v >= 0) & (v < h)
+    return np.stack([np.where(ok, v, -1), np.where(ok, u, -1)]).astype(np.int64)
+
+
 def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np.ndarray, config: ProposalConfig,
               use_plane: bool = True, join: float | None = None, inner: bool = False,
               min_face: float | None = None, keep_lone: bool = True, referee: np.ndarray | None = None,
-              referee_join: float | None = None) -> tuple[np.ndarray, list]:
+              referee_join: float | None = None, stand: bool = False) -> tuple[np.ndarray, list]:
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
     With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
@@ -495,7 +574,8 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     small objects inside another's box are given to it (:func:`fold_inner`); with ``min_face`` (metres)
     objects showing less surface than a square of that side are dropped (:func:`drop_small`); with
     ``referee`` (labels of this size) pieces inside one of its regions are joined at ``referee_join``
-    sigmas (:func:`join_within`)."""
+    sigmas (:func:`join_within`); with ``referee`` and ``stand`` a piece inside one of its regions that does
+    not reach down to the support plane is joined to the piece below it (:func:`join_hanging`)."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0).astype(np.float32)
@@ -518,6 +598,10 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
         labels = join_pieces(labels, np.where(valid, zf, np.nan), join)
     if referee is not None and referee_join is not None:
         labels = join_within(labels, referee, np.where(valid, zf, np.nan), referee_join)
+    if referee is not None and stand and plane is not None:
+        labels = join_hanging(labels, referee, np.where(valid, height, np.nan),
+                              np.maximum(config.min_height_m, config.height_sigmas * sigma),
+                              _feet(P, height, valid, plane, K))
     if inner:
         labels = fold_inner(labels)
     if min_face is not None:
@@ -549,7 +633,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
                     config: ProposalConfig | None = None, *, plane: bool = True, colour: bool = True, inside_p: float = 0.5,
                     core: float | None = None, peaks: bool = False, join: float | None = 2.0,
                     inner: bool = True, min_face: float | None = MIN_FACE_M, keep_lone: bool = False,
-                    referee: np.ndarray | None = None, referee_join: float | None = None,
+                    referee: np.ndarray | None = None, referee_join: float | None = None, stand: bool = False,
                     width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
@@ -561,7 +645,8 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     less surface than a square of that side in metres (``MIN_FACE_M``; None keeps them; with ``keep_lone``
     only those beside a larger object: :func:`drop_small`), ``referee`` (labels of the frame's size, 0 = none:
     the geometry's proposals) with ``referee_join`` joins pieces inside one of its regions at that many noise
-    sigmas (:func:`join_within`), ``width`` the
+    sigmas (:func:`join_within`) and with ``stand`` a piece inside one of its regions that does not reach down to
+    the support joins the piece below it (:func:`join_hanging`), ``width`` the
     work width (the network was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is
     worth is measured (bench/bench_segmenter.py)."""
     config = config or ProposalConfig()
@@ -593,12 +678,12 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     if not colour:
         feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
     out = segmenter.outputs(feats)
-    if referee is not None and referee_join is not None:
+    if referee is not None and (referee_join is not None or stand):
         referee = cv2.resize(np.asarray(referee, np.int32), (sw, sh), interpolation=cv2.INTER_NEAREST)
     else:
         referee = None
     labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner, min_face,
-                            keep_lone, referee, referee_join)
+                            keep_lone, referee, referee_join, stand)
     return _assemble(labels, geo, (h, w), config)
 
 
@@ -682,11 +767,12 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
 
 def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
                    config: ProposalConfig | None = None, referee_join: float | None = REFEREE_JOIN_SIGMAS,
-                   **learned_options) -> list[Proposal] | None:
+                   stand: bool = True, **learned_options) -> list[Proposal] | None:
     """The learned proposals with the depth's geometry (``propose`` with method "depth") as referee: pieces
     of the network's that lie inside one geometry proposal are joined at ``referee_join`` noise sigmas
-    (:func:`join_pieces`; looser than the join anywhere else, since the geometry saw no step there), then
-    :func:`part_merged`. ``learned_options`` are :func:`propose_learned`'s. None when the depth is unusable,
+    (:func:`join_pieces`; looser than the join anywhere else, since the geometry saw no step there); with
+    ``stand`` a piece inside one that does not reach down to the support is joined to the piece below it
+    (:func:`join_hanging`: it cannot stand alone); then :func:`part_merged`. ``learned_options`` are :func:`propose_learned`'s. None when the depth is unusable,
     as :func:`propose_learned`."""
     config = config or ProposalConfig()
     rgb = _check_rgb(rgb)
@@ -697,7 +783,7 @@ def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, int
     for i, g in enumerate(geometry, start=1):
         referee[g.mask & (referee == 0)] = i
     learned = propose_learned(segmenter, rgb, depth, intrinsics, config, referee=referee if geometry else None,
-                              referee_join=referee_join, **learned_options)
+                              referee_join=referee_join, stand=stand, **learned_options)
     if learned is None:
         return None
     return part_merged(learned, geometry, config.max_proposals)

@@ -401,9 +401,11 @@ def test_the_learned_and_refereed_defaults_are_the_rules_the_bench_chose():
         opts = {"join": None, "inner": False, "min_face": None} | variants[run[f"learned_{family}_chosen_on_all_sources"]]
         assert not opts.pop("combine", False), "a combined variant is no default of propose_learned"
         if opts.pop("refereed", False):
-            assert inspect.signature(propose_hybrid).parameters["referee_join"].default == opts.pop("referee_join", None)
+            hybrid = inspect.signature(propose_hybrid).parameters
+            assert hybrid["referee_join"].default == opts.pop("referee_join", None)
+            assert hybrid["stand"].default == opts.pop("stand", False)
         else:
-            assert "referee_join" not in opts
+            assert "referee_join" not in opts and "stand" not in opts
         assert {k: learned_defaults[k] for k in opts} == opts  # propose_hybrid passes them on
 
 
@@ -502,6 +504,62 @@ def test_pieces_inside_one_region_of_the_referee_are_joined_and_across_two_are_n
     assert np.array_equal(join_within(lab, two, z, 3.0), lab)
     assert np.array_equal(join_within(lab, np.zeros_like(lab), z, 3.0), lab)
     assert all(np.array_equal(join_within(lab, one, z, 3.0), out) for _ in range(20))
+
+
+def _standing_pieces() -> tuple[np.ndarray, np.ndarray]:
+    """Labels and heights (m) of a 50 x 60 view: piece 1 stands on the table (its lower rows read 2 mm, the
+    table's level), piece 2 touches it above and reads 6-12 cm everywhere inside but 0 on its own border
+    (the network's border pixels reading the table behind), piece 3 stands apart on the table."""
+    lab = np.zeros((50, 60), np.int32)
+    height = np.zeros((50, 60))
+    lab[20:40, 10:30] = 1
+    height[20:40, 10:30] = np.linspace(0.06, 0.002, 20)[:, None]
+    lab[8:20, 12:28] = 2
+    height[8:20, 12:28] = 0.12 - 0.005 * np.arange(12)[:, None]
+    height[8, 12:28] = 0.0  # its border reads the table behind it
+    lab[20:40, 40:55] = 3
+    height[20:40, 40:55] = np.linspace(0.08, 0.002, 20)[:, None]
+    return lab, height
+
+
+def _same_parts(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same objects, whatever their numbers."""
+    pairs = np.unique(np.stack([a.ravel(), b.ravel()]), axis=1)
+    return len(pairs[0]) == len(np.unique(a)) == len(np.unique(b))
+
+
+def test_a_piece_that_does_not_reach_the_support_joins_the_piece_below_it_in_one_referee_region():
+    from cbcl_pr_ros.perception.segmenter import join_hanging
+
+    lab, height = _standing_pieces()
+    floor = np.full(lab.shape, 0.008)  # what the depth noise alone can give
+    one = np.zeros_like(lab)
+    one[5:45, 5:58] = 4  # the geometry saw one object around all three
+    out = join_hanging(lab, one, height, floor)
+    assert out[10, 20] == out[30, 20] > 0  # the hanging piece is the standing one's
+    assert out[30, 45] > 0 and out[30, 45] != out[30, 20]  # both reach the table: two objects
+    assert out.max() == 2 and ((out > 0) == (lab > 0)).all()
+    apart = one.copy()
+    apart[5:20, 5:58] = 5  # the geometry parted the upper piece: never joined across regions
+    assert _same_parts(join_hanging(lab, apart, height, floor), lab)
+    assert np.array_equal(join_hanging(lab, np.zeros_like(lab), height, floor), lab)
+    gap = lab.copy()
+    gap[17:20] = 0  # three pixels between them: it touches no piece, so nothing is below it
+    assert _same_parts(join_hanging(gap, one, height, floor), gap)
+    unread = height.copy()
+    unread[9:20, 12:28] = np.nan  # no reading inside it: not judged
+    assert _same_parts(join_hanging(lab, one, unread, floor), lab)
+    assert all(np.array_equal(join_hanging(lab, one, height, floor), out) for _ in range(20))
+    # where the point below each reading meets the table: the upper piece rests on the lower one (its feet
+    # 12 rows down), or on itself (a low flat object seen from above: its sides hidden, it stands)
+    rows, cols = np.indices(lab.shape)
+    rests = np.stack([np.where(lab == 2, rows + 12, rows), cols])
+    assert np.array_equal(join_hanging(lab, one, height, floor, rests), out)
+    flat = np.stack([rows, cols])
+    assert _same_parts(join_hanging(lab, one, height, floor, flat), lab)
+    off = np.full_like(flat, -1)  # no feet seen: nothing it rests on
+    assert _same_parts(join_hanging(lab, one, height, floor, off), lab)
+    assert all(np.array_equal(join_hanging(lab, one, height, floor, rests), out) for _ in range(20))
 
 
 def test_the_geometry_referees_pieces_and_merges_of_the_learned_proposals():
