@@ -41,7 +41,7 @@ import numpy as np
 
 from cbcl_pr_ros.nodes.demo_teacher import ScriptedTeacher
 from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
-from cbcl_pr_ros.nodes.spin import spinning
+from cbcl_pr_ros.nodes.spin import own_args, spinning
 from cbcl_pr_ros.robot.assets import CATALOGUE
 from cbcl_pr_ros.settings.node_configs import params_files
 
@@ -216,8 +216,6 @@ def print_summary(tr: dict, out: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cbcl_pr_ros.nodes.spin import own_args
-
     argv = list(sys.argv if argv is None else argv)
     opts = parse_args([a for a in own_args(argv, "run_demo_session")[1:] if a != "--"])
     try:

@@ -29,7 +29,7 @@ from cbcl_pr_ros.bags.types import EVENT_TYPE, IMAGE_TYPE
 from cbcl_pr_ros.bags.writer import STORAGES, TeachingBagWriter, default_qos, normalize_topic
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.replay import message_class
-from cbcl_pr_ros.nodes.spin import spin_until
+from cbcl_pr_ros.nodes.spin import own_args, spin_until
 
 __all__ = ["RecorderNode", "main"]
 _LOG = logging.getLogger(__name__)
@@ -105,8 +105,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cbcl_pr_ros.nodes.spin import own_args
-
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv if argv is None else argv)
     opts = parse_args(own_args(argv, "record_session")[1:])

@@ -48,7 +48,7 @@ from cbcl_pr_ros.nodes.conversions import ns_to_stamp
 from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.nodes.service_call import wait_ready
 from cbcl_pr_ros.nodes.replay_memory import TemporaryMemory
-from cbcl_pr_ros.nodes.spin import spinning
+from cbcl_pr_ros.nodes.spin import own_args, spinning
 from cbcl_pr_ros.srv import Classify, ForgetClass, LoadMemory, RenameClass, SaveMemory, TeachClass
 
 __all__ = ["LiveAnswer", "ReplayNode", "ReplayReport", "main", "message_class", "run_replay",
@@ -332,8 +332,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cbcl_pr_ros.nodes.spin import own_args
-
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv if argv is None else argv)
     opts = parse_args(own_args(argv, "replay_session")[1:])
