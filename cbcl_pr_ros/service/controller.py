@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -548,6 +549,7 @@ class LearnerController:
         try:
             with self._mutate:
                 lrn = self.learner_
+                label = self._spelled_as_stored(label)
                 extended = label in lrn.classes_
                 if negatives is not None:  # a taught class among the other objects is no negative
                     negatives = negatives[[not p.known for p in lrn.predict(negatives, top_k=1)]]
@@ -576,12 +578,23 @@ class LearnerController:
                             extended_existing=extended, num_examples=int(feats.shape[0]),
                             num_clusters=n_clusters, learning_time_s=float(elapsed))
 
+    def _spelled_as_stored(self, label: str) -> str:
+        """``label`` (composed, as every request's name is) as the memory spells it: a memory written
+        before names were composed may hold "café" with a combining accent, and a person who types the
+        same word must still reach that class rather than start a second one."""
+        classes = self.learner_.classes_
+        if label in classes:
+            return label
+        same = [c for c in classes if unicodedata.normalize("NFC", c) == label]
+        return same[0] if len(same) == 1 else label
+
     def forget(self, label: str) -> Outcome:
         try:
             label = check_label(label)
         except RequestError as exc:
             return self._outcome(False, f"nothing forgotten: {exc}")
         with self._mutate:
+            label = self._spelled_as_stored(label)
             if label not in self.learner_.classes_:
                 known = ", ".join(self.classes) or "none"
                 return self._outcome(False, f"no class '{label}' to forget (known: {known})")
@@ -606,6 +619,7 @@ class LearnerController:
             return self._outcome(False, f"cannot rename: {exc}")
         with self._mutate:
             classes = self.classes
+            old, new = self._spelled_as_stored(old), self._spelled_as_stored(new)
             if old not in classes:
                 return self._outcome(False, f"no class '{old}' to rename (known: {', '.join(classes) or 'none'})")
             if new in classes:

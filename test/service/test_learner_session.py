@@ -154,6 +154,18 @@ def test_a_name_typed_composed_or_decomposed_is_one_class():
     assert session.rename("cafe\u0301 mug", "mug").success and session.controller.classes == ["mug"]
 
 
+def test_a_class_stored_decomposed_is_reached_by_the_word_as_typed():
+    session, _ = _session()
+    decomposed = "cafe\u0301 mug"  # as a memory written before names were composed may hold it
+    session.controller.learner_.teach(decomposed, np.ones((3, D)) + 0.01 * np.arange(3 * D).reshape(3, D))
+    out = _teach_vectors(session, "caf\u00e9 mug", 1.0)
+    assert out.success and "extended known class" in out.message
+    assert session.controller.classes == [decomposed]
+    assert session.rename("caf\u00e9 mug", "mug").success and session.controller.classes == ["mug"]
+    assert _teach_vectors(session, "cafe\u0301 mug", -1.0).success
+    assert session.forget("caf\u00e9 mug").success and session.controller.classes == ["mug"]
+
+
 def test_a_change_needs_the_node_active_and_changes_nothing_otherwise():
     session, port = _session()
     assert _teach_vectors(session, "mug", 1.0).success
