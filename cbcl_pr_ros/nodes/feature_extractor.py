@@ -138,6 +138,7 @@ class FeatureExtractorNode(ManagedNode):
         p = read_parameters(self, EXTRACTOR)
         self.params = p
         self.segmenter = start_segmenter(p, self.get_logger())  # once: the learned proposals' network, or None
+        self.proposal_referee = p["object_proposals"] == "hybrid"  # read-only, like the segmenter
         self._injected = backbone
         self.backbone: Any = None
         self.limits = RequestLimits.from_params(p)
@@ -403,7 +404,7 @@ class FeatureExtractorNode(ManagedNode):
             mask_crops=bool(parameter(self, "mask_crops")),
             reuse_still_crops=bool(parameter(self, "reuse_still_crops")),
             policy=replace(PIECES, join_candidates=int(parameter(self, "join_candidates"))),
-            segmenter=self.segmenter, referee=str(self.get_parameter("object_proposals").value) == "hybrid")
+            segmenter=self.segmenter, referee=self.proposal_referee)
         pose = self.camera_poses.pose_for(msg.header.stamp) if depth is not None else None
         out = extract_objects(rgb, depth, K, pose, backbone, self._reuse, settings, calibrated_size=size,
                               times=self.times, turn=self.backbone_lock)

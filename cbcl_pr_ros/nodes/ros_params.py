@@ -4,7 +4,6 @@ The table itself and its validation live in :mod:`cbcl_pr_ros.settings.params` (
 """
 from __future__ import annotations
 
-import difflib
 import threading
 from typing import Any, Callable, Iterable
 
@@ -22,7 +21,12 @@ from cbcl_pr_ros.settings.params import (
     validate_parameter,
     wrong_type,
 )
-from cbcl_pr_ros.settings.param_names import package_parameter_names, unknown_parameter_note, unknown_parameters
+from cbcl_pr_ros.settings.param_names import (
+    nearest_name_hint,
+    package_parameter_names,
+    unknown_parameter_note,
+    unknown_parameters,
+)
 from cbcl_pr_ros.settings.robot_params import check_parameters, on_set_check
 
 __all__ = ["declare_parameters", "declare_read_only", "read_parameters", "install_validation", "parameter",
@@ -221,9 +225,7 @@ def _refuse_undeclared(node: Any, params: list[Any]) -> None:
     missing = [p.name for p in params if not node.has_parameter(p.name)]
     if not missing:
         return
-    close = difflib.get_close_matches(missing[0], sorted(node.list_parameters([], 0).names), n=1,
-                                    cutoff=0.75)
-    hint = f" (did you mean {close[0]}?)" if close else ""
+    hint = nearest_name_hint(missing[0], node.list_parameters([], 0).names)
     reason = (f"{node.get_name()} has no parameter {missing[0]!r}{hint}; "
               f"`ros2 param list {node.get_fully_qualified_name()}` lists them")
 

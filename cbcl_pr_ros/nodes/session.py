@@ -206,10 +206,8 @@ def build_nodes(kinds: list[str], ctx: SessionContext) -> list[Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # local: importing the session (its factories, argument parsing) loads no rclpy
-    from cbcl_pr_ros.nodes.spin import own_args
-
-    from cbcl_pr_ros.nodes.spin import run_nodes  # local: rclpy loads only when a session starts
+    # local: importing the session (its factories, argument parsing) loads no rclpy; it loads when a session starts
+    from cbcl_pr_ros.nodes.spin import own_args, run_nodes
 
     argv = list(sys.argv if argv is None else argv)
     ros_extra = argv[argv.index("--ros-args"):] if "--ros-args" in argv else []

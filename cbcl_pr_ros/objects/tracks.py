@@ -100,14 +100,18 @@ class TrackStore:
 
 @dataclass(frozen=True)
 class TrackViews:
-    """A track's recent frames for a teach: its vectors and boxes (oldest first), and the vectors of the
-    other tracks seen in those frames (natural negatives, like a teaching frame's other objects;
-    ``rivals``: the same, one array per frame)."""
+    """A track's recent frames for a teach: its vectors and boxes (oldest first), and per frame the
+    vectors of the other tracks seen in it (``rivals``; natural negatives, like a teaching frame's other
+    objects)."""
 
     rows: np.ndarray
     boxes: list[Box]
-    others: np.ndarray
     rivals: tuple[np.ndarray, ...] = ()
+
+    @property
+    def others(self) -> np.ndarray:
+        """Every frame's rivals in one (m, d) array."""
+        return np.concatenate(self.rivals) if self.rivals else np.zeros((0, self.rows.shape[1]), np.float32)
 
 
 class TrackHistory:
@@ -149,8 +153,7 @@ class TrackHistory:
         rivals = tuple(np.stack([v for t, (v, _) in fr.items() if t != track_id]) if len(fr) > 1
                        else np.zeros((0, d), np.float32) for fr in frames)
         return TrackViews(np.stack(rows) if rows else np.zeros((0, d), np.float32),
-                          [fr[track_id][1] for fr in frames],
-                          np.concatenate(rivals) if rivals else np.zeros((0, d), np.float32), rivals)
+                          [fr[track_id][1] for fr in frames], rivals)
 
     def clear(self) -> None:
         with self._lock:

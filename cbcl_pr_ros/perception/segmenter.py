@@ -433,11 +433,10 @@ def join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, sigmas: 
     join them; objects of different regions are never joined. Renumbered 1.. in order of their first
     pixel (row by row). ``z`` as :func:`join_pieces`'s."""
     lab = np.asarray(labels, np.int32)
-    ref = np.asarray(referee, np.int32)
-    n = int(lab.max()) if lab.size else 0
-    if n < 2 or not ref.any():
+    homes = _homes(lab, referee, share)
+    if homes is None:
         return lab.copy()
-    home = _homes(lab, ref, n, share)
+    n, home = homes
     to = np.arange(n + 1)
     for region in np.unique(home[home > 0]):
         ids = np.flatnonzero(home == region)
@@ -450,15 +449,20 @@ def join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, sigmas: 
     return _renumbered(to[lab], n)
 
 
-def _homes(lab: np.ndarray, ref: np.ndarray, n: int, share: float) -> np.ndarray:
-    """Per object of ``lab`` (1..n) the region of ``ref`` holding ``share`` of its pixels, 0 = none."""
+def _homes(lab: np.ndarray, referee: np.ndarray, share: float) -> tuple[int, np.ndarray] | None:
+    """(n, per object of ``lab`` (1..n) the region of ``referee`` holding ``share`` of its pixels, 0 = none);
+    None when there is nothing to referee (under two objects, or no region)."""
+    ref = np.asarray(referee, np.int32)
+    n = int(lab.max()) if lab.size else 0
+    if n < 2 or not ref.any():
+        return None
     px = np.bincount(lab.ravel(), minlength=n + 1)
     m = int(ref.max()) + 1
     pair = np.bincount(lab.ravel().astype(np.int64) * m + ref.ravel(), minlength=(n + 1) * m).reshape(n + 1, m)
     pair[:, 0] = 0
     home = np.where(pair.max(axis=1) >= share * np.maximum(px, 1), pair.argmax(axis=1), 0)
     home[0] = 0
-    return home
+    return n, home
 
 
 def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, floor: np.ndarray,
@@ -474,11 +478,10 @@ def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, fl
     itself (a low object seen from above, a domino, has its feet on itself: it stands, its sides hidden).
     Two pieces that each reach the support stay apart. Renumbered 1.. in order of their first pixel."""
     lab = np.asarray(labels, np.int32)
-    ref = np.asarray(referee, np.int32)
-    n = int(lab.max()) if lab.size else 0
-    if n < 2 or not ref.any():
+    homes = _homes(lab, referee, share)
+    if homes is None:
         return lab.copy()
-    home = _homes(lab, ref, n, share)
+    n, home = homes
     # judged on each object's inside (its pixels whose 8 neighbours are its own): the network's border
     # pixels often read the surface beside or behind an object, which says nothing of where it stands
     pad = np.pad(lab, 1)

@@ -197,7 +197,8 @@ class Teacher:
             return feats, views, f"images{note}{view_note}", None, Taught()
         if plan.target == "track":
             track = self.objects.track_views(plan.track_id, n)
-            others = track.others[-MAX_FRAME_NEGATIVES:] if len(track.others) else None
+            others = track.others[-MAX_FRAME_NEGATIVES:]
+            others = others if len(others) else None
             negatives = self._with_stream(others, s, plan.track_id)
             # One shot per view, as on the box and object-in-view paths: the copies of a still view
             # would each count as a view and shrink the gate (docs/perception.md "Over ROS"), and the
@@ -294,7 +295,7 @@ class Teacher:
         """The picked object's track's last ``n`` views from before the teach (frames kept before
         ``mark``), those consistent with the object picked now (``CBCLPRLearner.one_object``: no other
         object of their frame looks more like it, else the track was on another object then), with
-        their boxes and a note for the answer. None without a track: a teach by box or of the object
+        their boxes and a note for the answer. Nothing without a track: a teach by box or of the object
         in view then learns its own frames only, as a teach by track learns the track's."""
         if track is None:
             return [], [], ""

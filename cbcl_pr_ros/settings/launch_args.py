@@ -7,11 +7,12 @@ another one is not checked (its parent's arguments reach it too).
 """
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from cbcl_pr_ros.settings.param_names import nearest_name_hint
 
 __all__ = ["unknown_launch_arguments", "refuse_unknown_arguments", "checked"]
 
@@ -29,10 +30,7 @@ def unknown_launch_arguments(argv: Sequence[str], launch_file: str, declared: It
     unknown = [g for g in dict.fromkeys(given) if g not in names]
     if not unknown:
         return None
-    said = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, names, n=1, cutoff=0.75)
-        said.append(f"'{name}'" + (f" (did you mean {close[0]}?)" if close else ""))
+    said = [f"'{name}'{nearest_name_hint(name, names)}" for name in unknown]
     return (f"{base} has no launch argument {', '.join(said)}; it takes {', '.join(names)} "
             f"(`ros2 launch cbcl_pr_ros {base} --show-args` describes them)")
 

@@ -15,11 +15,17 @@ from collections.abc import Callable, Iterable
 from cbcl_pr_ros.settings.params import PARAMS, REMOVED, ParamSpec
 from cbcl_pr_ros.settings.robot_params import ARM_PARAMS, PAGE_PARAMS, SIM_WORLD_PARAMS
 
-__all__ = ["package_parameter_names", "unknown_parameters", "unknown_parameter_note"]
+__all__ = ["nearest_name_hint", "package_parameter_names", "unknown_parameters", "unknown_parameter_note"]
 
 # declared by rclpy itself, or by the publishers and subscriptions after the package's own parameters
 _ROS_OWNED = ("use_sim_time", "start_type_description_service")
 _ROS_OWNED_PREFIXES = ("qos_overrides.",)
+
+
+def nearest_name_hint(name: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean X?)`` with the candidate nearest a misspelt ``name``, or "" when none is close."""
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def package_parameter_names() -> frozenset[str]:
@@ -40,6 +46,5 @@ def unknown_parameter_note(name: str, node: str, candidates: Iterable[str],
                            effect: str = "given at start is not a parameter of {node} and changes nothing") -> str:
     """One line for a value nobody reads: the name, ``effect`` (what became of it), the nearest name of
     ``candidates`` (the node's own parameters) when one is close, and where the list is."""
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.75)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    return f"parameter {name!r} {effect.format(node=node)}{hint}; `{node}_node --help` lists them"
+    return (f"parameter {name!r} {effect.format(node=node)}{nearest_name_hint(name, candidates)}; "
+            f"`{node}_node --help` lists them")
