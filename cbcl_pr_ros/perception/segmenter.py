@@ -569,7 +569,7 @@ def _feet(P: np.ndarray, height: np.ndarray, valid: np.ndarray, plane, K: Camera
 def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np.ndarray, config: ProposalConfig,
               use_plane: bool = True, join: float | None = None, inner: bool = False,
               min_face: float | None = None, keep_lone: bool = True, referee: np.ndarray | None = None,
-              referee_join: float | None = None, stand: bool = False) -> tuple[np.ndarray, list]:
+              referee_join: float | None = None, stand: bool = False) -> tuple[np.ndarray, list] | None:
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
     With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
@@ -578,7 +578,8 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     objects showing less surface than a square of that side are dropped (:func:`drop_small`); with
     ``referee`` (labels of this size) pieces inside one of its regions are joined at ``referee_join``
     sigmas (:func:`join_within`); with ``referee`` and ``stand`` a piece inside one of its regions that does
-    not reach down to the support plane is joined to the piece below it (:func:`join_hanging`)."""
+    not reach down to the support plane is joined to the piece below it (:func:`join_hanging`). None when
+    the camera's pose (``config.up_axis``) leaves no level support: the pose and the view disagree."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0).astype(np.float32)
@@ -586,6 +587,8 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
     plane = choose_support(support_planes(P[valid], config), config, P, valid) if use_plane and valid.sum() >= 100 else None
+    if plane is None and use_plane and config.up_axis is not None:
+        return None  # the camera's pose says no surface in view is level: a position from it would be wrong
     prob = _probabilities(scores[:3])
     out = np.zeros_like(labels)
     geo = []
@@ -640,7 +643,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
                     width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
-    readings, another aspect ratio), for the caller's fallback. ``config`` is a ``ProposalConfig``.
+    readings, another aspect ratio) or the camera's pose leaves no level support, for the caller's fallback. ``config`` is a ``ProposalConfig``.
     ``plane=False`` keeps every object the network finds (3D from its own points), ``colour=False`` shows the
     network depth alone, ``core``, ``peaks`` and ``inside_p`` are :func:`instances`' choices, ``join`` joins
     objects whose seam the depth does not show (:func:`join_pieces` at that many noise sigmas), ``inner``
@@ -685,9 +688,11 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
         referee = cv2.resize(np.asarray(referee, np.int32), (sw, sh), interpolation=cv2.INTER_NEAREST)
     else:
         referee = None
-    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner, min_face,
-                            keep_lone, referee, referee_join, stand)
-    return _assemble(labels, geo, (h, w), config)
+    placed = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner, min_face,
+                       keep_lone, referee, referee_join, stand)
+    if placed is None:
+        return None  # as with unusable depth: the geometry's answer, which says why and places nothing
+    return _assemble(*placed, (h, w), config)
 
 
 _PIECE_SHARE = 0.6  # a proposal with this share of its mask inside another is a piece of it
