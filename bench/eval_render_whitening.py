@@ -67,8 +67,9 @@ def render_basis(path: Path, copies: bool = True) -> tuple[Basis, dict]:
     _, s, vt = np.linalg.svd(D, full_matrices=False)
     keep = s > 1e-9 * s.max()
     info = {"render_vectors": int(len(X)), "render_objects": int(len(np.unique(inst))),
-            "deviations": int(len(D)), "top_variance_share": [round(float(v), 4) for v in
-                                                              (np.cumsum(s ** 2) / (s ** 2).sum())[[3, 15, 63, 127]]]}
+            "deviations": int(len(D)),
+            "top_4_16_64_128_variance_share": [round(float(v), 4) for v in
+                                               (np.cumsum(s ** 2) / (s ** 2).sum())[np.minimum([3, 15, 63, 127], len(s) - 1)]]}
     return Basis(vt[keep], s[keep] ** 2 / len(D), D.shape[1]), info
 
 
@@ -130,6 +131,8 @@ def main() -> None:
     ap.add_argument("--shots", default="1,5,10")
     ap.add_argument("--accuracy", default="fashion-mnist,rendered-objects", help="benchmark sets ('' for none)")
     ap.add_argument("--acc-seeds", type=int, default=3)
+    ap.add_argument("--loso", default="", help="only bench_first_shot's veto chosen leave-one-source-out (1 shot), "
+                                               "plain and with this one candidate (e.g. wccn_0.7) on every source")
     ap.add_argument("--out", default=str(out_path("eval_render_whitening.json")))
     ap.add_argument("--results", default="", help="also write the figures without per-object lists here")
     args = ap.parse_args()
@@ -167,6 +170,27 @@ def main() -> None:
                  "stream_seeds": args.stream_seeds, "track": GUARD, "candidates": [cname(c) for c in cands],
                  "priors": {k: round(v, 4) for k, v in priors.items()}}
     print(json.dumps(res["render_scatter"]), json.dumps(res["priors"]), flush=True)
+
+    if args.loso:
+        import bench_first_shot as bfs
+        import cbcl_pr_ros.core as core
+
+        cand = next(c for c in cands if cname(c) == args.loso)
+        regimes = {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds for reg in bfs.LOSO_REGIMES}
+        out = {"plain": bfs.loso(by_source, regimes, GUARD)["1_shot_loso"]}
+        print("loso plain", json.dumps(out["plain"]), flush=True)
+        mapped = {s: mapped_frames(frs, basis, cand) for s, frs in by_source.items()}
+        orig = core.CBCLPRLearner
+        core.CBCLPRLearner = Patched(make_learner_fn(priors[args.loso]))
+        try:
+            out[args.loso] = bfs.loso(mapped, regimes, GUARD)["1_shot_loso"]
+        finally:
+            core.CBCLPRLearner = orig
+        print("loso", args.loso, json.dumps(out[args.loso]), flush=True)
+        res["loso_1_shot"] = out
+        res["seconds"] = round(time.perf_counter() - t0, 1)
+        Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+        return
 
     # the inner score of every candidate on every source (the transform does not depend on the source)
     inner = {src: {cname(c): nearest_shot(mapped_frames(frs, basis, c), args.seeds) for c in cands}
