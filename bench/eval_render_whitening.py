@@ -25,6 +25,7 @@ Run (renders first; about 17 min rendering on 2 busy cores, cached):
 
     source scripts/env.sh && python -P bench/train_adapter.py --instances 24 --views 8 --jitter 1 --render-only
     python -P bench/eval_render_whitening.py --results bench/results/render_whitening.json
+    python -P bench/eval_render_whitening.py --combine OUT.json RUN.json ...   # several runs' figures in one file
 """
 from __future__ import annotations
 
@@ -274,12 +275,34 @@ def main() -> None:
     Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
     print("->", args.out)
     if args.results:
-        compact = {k: v for k, v in res.items() if k != "first_shot_held_out"}
-        compact["first_shot_held_out"] = {label: {k: {m: w for m, w in v.items() if m != "per_source"}
-                                                  for k, v in r.items()} for label, r in res["first_shot_held_out"].items()}
-        Path(args.results).write_text(json.dumps(compact, indent=1) + "\n")
+        Path(args.results).write_text(json.dumps(compact(res), indent=1) + "\n")
         print("->", args.results)
 
 
+def compact(res: dict) -> dict:
+    """A run's figures without the per-source first-shot detail and the confidence bins (for bench/results/)."""
+    out = {k: v for k, v in res.items() if k not in ("first_shot_held_out", "loso_1_shot", "auroc_held_out")}
+    if "auroc_held_out" in res:  # the bootstrap intervals of the two large tables and of the pooled AUROC
+        out["auroc_held_out"] = {label: {s: v if s != "minus_plain_diff_p05_p95" else
+                                         {t: d for t, d in v.items() if t in ("ucn", "osd", "pooled")}
+                                         for s, v in row.items()} for label, row in res["auroc_held_out"].items()}
+    if "first_shot_held_out" in res:
+        out["first_shot_held_out"] = {label: {k: {m: w for m, w in v.items() if m != "per_source"}
+                                              for k, v in r.items()} for label, r in res["first_shot_held_out"].items()}
+    if "loso_1_shot" in res:
+        out["loso_1_shot"] = {label: {reg: ({m: v[m] for m in KEYS} if isinstance(v, dict) and "taught_correct" in v else v)
+                                      for reg, v in r.items()} for label, r in res["loso_1_shot"].items()}
+    return out
+
+
+def combine(out: str, runs: list[str]) -> None:
+    """Several runs' compact figures in one file, keyed by each run's file name."""
+    Path(out).write_text(json.dumps({Path(p).stem: compact(json.loads(Path(p).read_text())) for p in runs}) + "\n")
+    print("->", out)
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 2 and sys.argv[1] == "--combine":  # --combine OUT RUN.json ...: the curated copy
+        combine(sys.argv[2], sys.argv[3:])
+    else:
+        main()

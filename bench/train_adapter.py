@@ -12,9 +12,14 @@ Three steps, each deterministic under ``--seed``:
    20-80 deg, distance 3-9 half extents); the object's box is cropped as the extractor crops a
    proposal (masked to the object's pixels in 70 % of the views, plain otherwise), and the Lite0
    vector of every crop is stored in ``--cache`` (``sim_features.npz``);
+   ``--jitter n`` adds n copies of each view's crop with the box shifted / scaled as a proposal's may
+   be; ``--scenes n`` renders n cluttered tables instead (3-8 objects, ``--views`` poses each), every
+   object cropped as the real set's crops are (its box masked by the product's own depth proposal);
+   ``--render-only`` stops here (``eval_render_whitening.py`` fits its transforms to these vectors);
 2. train: a projection (``--arch linear`` 1280->D or ``mlp`` 1280->H->D) of the transformed vector
-   (power 0.5, L2) to an L2-normalised D-vector, supervised-contrastive loss over instances
-   (batches of P instances x K views), torch on CPU;
+   (power 0.5, L2) to an L2-normalised D-vector, or ``residual``: x + B A x of rank D, B starting at
+   zero (so at first the Lite0 space itself), ``--anchor`` a penalty on |B A|^2 that keeps it near;
+   supervised-contrastive loss over instances (batches of P instances x K views), torch on CPU;
 3. write the weights (safetensors) and a JSON training log under ``--out``; the log carries the RMS
    within-category pair distance of the adapted sim vectors (the gate's distance prior, measured as
    the shipped Lite0 prior was: on rendered objects).
