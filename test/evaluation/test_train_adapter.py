@@ -35,3 +35,15 @@ def test_same_seed_same_weights_and_views_of_one_instance_come_closer():
     Z = ta.adapt(a, data["X"])
     assert Z.shape == (len(data["X"]), 32) and np.allclose(np.linalg.norm(Z, axis=1), 1.0, atol=1e-5)
     assert _ratio(Z, data["inst"]) < _ratio(ta.tukey_l2(data["X"]), data["inst"])
+
+
+def test_residual_adapter_starts_as_the_plain_space_and_its_anchor_keeps_it_near():
+    import train_adapter as ta
+
+    data = _data(1)
+    untrained = ta.build("residual", 16, 0)
+    assert np.allclose(ta.adapt(untrained, data["X"]), ta.tukey_l2(data["X"]), atol=1e-6)
+    free, _ = ta.train(data, "residual", 16, 0, epochs=10, seed=2, p=8, k=4)
+    held, _ = ta.train(data, "residual", 16, 0, epochs=10, seed=2, p=8, k=4, anchor=10.0)
+    size = [float((m.up.weight @ m.down.weight).pow(2).sum()) for m in (free, held)]
+    assert 0.0 < size[1] < size[0]
