@@ -113,7 +113,18 @@ VARIANTS = {"core40": {"plane": True, "colour": True, "core": 0.4},
                "_stand":
                {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 2.0, "inner": True,
                 "min_face": 0.04, "keep_lone": lone, "refereed": True, "referee_join": rj, "stand": True}
-               for rj in (None, 3.0) for lone in (False, True)}}
+               for rj in (None, 3.0) for lone in (False, True)},
+            # and on that rule (3 sigmas, 4 cm faces, standing): a small object covering a share of one geometry
+            # proposal kept (segmenter.drop_small's confirm), outline pixels at the support's level and objects
+            # mostly at that level trimmed (segmenter.drop_table, trim_outline), a geometry proposal whose learned pieces are
+            # all smaller than a share of it in their place (part_merged's whole)
+            **{f"classes_inside50_join2_inner_refereed_join3_face4_stand{f'_confirm{round(c * 100)}' if c else ''}"
+               f"{'_trim' if trim else ''}{f'_whole{round(wh * 100)}' if wh else ''}":
+               {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 2.0, "inner": True,
+                "min_face": 0.04, "keep_lone": False, "refereed": True, "referee_join": 3.0, "stand": True,
+                "confirm": c, "trim": trim, "whole": wh}
+               for c in (None, 0.3, 0.5, 0.7) for trim in (False, True) for wh in (None, 0.5)
+               if (c or trim or wh) and (not wh or c in (None, 0.5) and trim == bool(c))}}
 
 
 def _Frame(fid: str, rgb, depth, K) -> RealFrame:
@@ -170,7 +181,8 @@ def brief(out: dict) -> dict:
 
 def main() -> None:
     from cbcl_pr_ros.perception import ProposalConfig, propose
-    from cbcl_pr_ros.perception.segmenter import combine, load_segmenter, part_merged, propose_hybrid, propose_learned
+    from cbcl_pr_ros.perception.proposals import propose_on_support
+    from cbcl_pr_ros.perception.segmenter import combine, load_segmenter, propose_hybrid, propose_learned, refereed
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--frames", type=Path, default=Path(os.environ.get("CBCL_REAL_RGBD", "/work/real_rgbd")))
@@ -199,30 +211,23 @@ def main() -> None:
 
     kept: dict = {}
 
-    def geometry_kept(fr):  # the geometry's proposals of a frame, made once for every variant that reads them
-        if fr.id not in kept:
-            kept[fr.id] = geometry(fr)
+    def geometry_kept(fr):  # the geometry's proposals of a frame and their support plane, made once for every
+        if fr.id not in kept:  # variant that reads them
+            kept[fr.id] = propose_on_support(fr.rgb, fr.depth_m, fr.intrinsics, cfg)
         return kept[fr.id]
-
-    def referee_kept(fr):  # the geometry's proposals as one label image, as propose_hybrid makes it
-        ref = np.zeros(fr.rgb.shape[:2], np.int32)
-        for i, g in enumerate(geometry_kept(fr), start=1):
-            ref[g.mask & (ref == 0)] = i
-        return ref if ref.any() else None
 
     def learned(variant, timed: bool = False):
         """The variant's proposer; ``timed``: as the extractor runs it (nothing kept from another call)."""
         opts = {"join": None, "inner": False, "min_face": None, "stand": False} | VARIANTS[variant]  # what it does not
         # name, it does not do
         if opts.pop("combine", False):  # the geometry's proposals, corrected by the network's
-            return lambda fr: combine(geometry_kept(fr), propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts) or [])
+            return lambda fr: combine(geometry_kept(fr)[0],
+                                      propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts) or [])
         if opts.pop("refereed", False):  # the network's objects, the geometry as referee
+            opts = {"referee_join": None, "confirm": None, "trim": False, "whole": None} | opts
             if timed:
                 return lambda fr: propose_hybrid(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts)
-            rj = opts.pop("referee_join", None)
-            return lambda fr: part_merged(
-                propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, referee=referee_kept(fr), referee_join=rj,
-                                **opts) or [], geometry_kept(fr), cfg.max_proposals)
+            return lambda fr: refereed(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, *geometry_kept(fr), **opts)
         return lambda fr: propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts)
 
     per, frame_figs, kinds = _score(frames, geometry)
@@ -283,10 +288,13 @@ def main() -> None:
                 names, key=lambda v: (_objective(_pooled(results[v]), len(frames)), v))
     out["learned_cpu_ms_per_640x480_frame"] = _cpu_ms(frames, learned(best_all, timed=True))
     if VARIANTS[best_all].get("refereed"):  # the same without the geometry: what the referee costs
-        alone = {k: v for k, v in VARIANTS[best_all].items() if k not in ("refereed", "referee_join")}
+        alone = {k: v for k, v in VARIANTS[best_all].items() if k not in ("refereed", "referee_join", "confirm", "whole")}
         VARIANTS["_alone"] = alone
         out["learned_without_referee_cpu_ms_per_640x480_frame"] = _cpu_ms(frames, learned("_alone", timed=True))
         del VARIANTS["_alone"]
+    # the shipped hybrid (propose_hybrid's defaults) beside the geometry's time above, in the same run
+    out["hybrid_default_cpu_ms_per_640x480_frame"] = _cpu_ms(
+        frames, lambda fr: propose_hybrid(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg))
     # the same frame 20 times: the same boxes, masks and scores
     fr = frames[0]
     first = learned(best_all, timed=True)(fr)
@@ -314,6 +322,7 @@ def main() -> None:
                       "its_rendered": out["learned"][best_all].get("rendered"),
                       "learned_ms": out["learned_cpu_ms_per_640x480_frame"],
                       "learned_without_referee_ms": out.get("learned_without_referee_cpu_ms_per_640x480_frame"),
+                      "hybrid_default_ms": out["hybrid_default_cpu_ms_per_640x480_frame"],
                       "geometry_ms": out["geometry"]["cpu_ms_per_640x480_frame"]}, indent=1))
     print(f"-> {path}")
 

@@ -33,8 +33,8 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
-from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _support_region, propose, \
-    _usable_depth, choose_support, refine_plane, support_planes
+from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _Plane, _support_region, \
+    _usable_depth, choose_support, propose, propose_on_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
@@ -78,8 +78,15 @@ _FLOOD_PASSES = 4  # nearest-label passes per level (bounded work; the last leve
 _MIN_SEAM_PX = 3  # two objects whose seam has fewer readings on both sides than this are not compared
 #: the seam test looks across at most this many pixels (1: touching; 2: a one-pixel gap between the two)
 _SEAM_REACH = 2
+_TABLE_SHARE = 0.5  # an object with more than this share of its pixels at the support's level is mostly table
 #: pieces inside one geometry proposal are joined at this many noise sigmas (``propose_hybrid``)
 REFEREE_JOIN_SIGMAS = 3.0
+#: a learned object showing less than ``MIN_FACE_M`` stays where it covers this share of one geometry
+#: proposal: both see the same whole object there (``propose_hybrid``; chosen leave-one-source-out)
+REFEREE_CONFIRM: float | None = 0.5
+#: a geometry proposal whose learned pieces are each smaller than this share of it replaces them
+#: (``propose_hybrid``; None = never; chosen leave-one-source-out)
+REFEREE_WHOLE: float | None = None
 #: an object shows the camera at least this much of its surface (a face this wide and high): a smaller
 #: object of the network's is a piece of one (a label, a rim, a highlight), whatever its distance
 MIN_FACE_M = 0.04
@@ -524,12 +531,17 @@ def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, fl
 
 
 def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face: float,
-               keep_lone: bool = True) -> np.ndarray:
+               keep_lone: bool = True, referee: np.ndarray | None = None, confirm: float | None = None,
+               share: float = 0.6) -> np.ndarray:
     """``labels`` (0 = none) without the objects that show the camera less surface than a square of side
     ``min_face`` metres (:func:`visible_area_m2` at depth ``z``, intrinsics ``K`` of this size): pieces of
     an object the network parted from it (a label, a rim, a highlight, a face). With ``keep_lone`` only
     those beside a larger object (one not this small, within ``_GROW_PX`` pixels) go: a small object with
-    nothing beside it is an object. Renumbered 1.. in order of their first pixel (row by row)."""
+    nothing beside it is an object. With ``referee`` (labels of the same size, 0 = none: the geometry's
+    proposals) and ``confirm``, a small object with ``share`` of its pixels in one region that covers at
+    least ``confirm`` of that region stays: the depth bounds it there as a whole object on the support
+    (a domino, a coin-sized box lying flat), where a piece the network parted from a larger object would
+    cover only part of that object's region. Renumbered 1.. in order of their first pixel (row by row)."""
     lab = np.asarray(labels, np.int32)
     n = int(lab.max()) if lab.size else 0
     if n == 0:
@@ -539,6 +551,8 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     for i, sl in enumerate(found, start=1):
         if sl is not None:
             small[i] = visible_area_m2(lab[sl] == i, z[sl], K) < float(min_face) ** 2
+    if referee is not None and confirm is not None and small.any():
+        small &= ~confirmed(lab, referee, confirm, share)
     to = np.arange(n + 1)
     h, w = lab.shape
     for i in np.flatnonzero(small):
@@ -552,6 +566,76 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
                 continue
         to[i] = 0
     return _renumbered(to[lab], n)
+
+
+def confirmed(labels: np.ndarray, referee: np.ndarray, cover: float, share: float = 0.6) -> np.ndarray:
+    """Per object of ``labels`` (bool array, index 0..n; 0 = none) whether one region of ``referee`` (labels
+    of the same size, 0 = none) holds ``share`` of its pixels and the object covers at least ``cover`` of
+    that region's pixels: the two labelings bound the same object there."""
+    lab = np.asarray(labels, np.int32)
+    ref = np.asarray(referee, np.int32)
+    n = int(lab.max()) if lab.size else 0
+    out = np.zeros(n + 1, bool)
+    if n == 0 or not ref.any():
+        return out
+    m = int(ref.max()) + 1
+    pair = np.bincount(lab.ravel().astype(np.int64) * m + ref.ravel(), minlength=(n + 1) * m).reshape(n + 1, m)
+    pair[:, 0] = 0
+    px = np.bincount(lab.ravel(), minlength=n + 1)
+    region_px = np.bincount(ref.ravel(), minlength=m)
+    home = pair.argmax(axis=1)
+    inside = pair[np.arange(n + 1), home]
+    out = (inside >= share * np.maximum(px, 1)) & (inside >= float(cover) * np.maximum(region_px[home], 1)) & (inside > 0)
+    out[0] = False
+    return out
+
+
+def drop_table(labels: np.ndarray, level: np.ndarray, share: float = _TABLE_SHARE) -> np.ndarray:
+    """``labels`` (0 = none) where an object more than ``share`` of whose pixels read the support's level
+    (``level``: bool of the same size) keeps only its pixels above it: the network took a patch of the
+    support with the object on it, and the patch is table, not object. Other objects stay as they are."""
+    lab = np.asarray(labels, np.int32)
+    lvl = np.asarray(level, bool)
+    n = int(lab.max()) if lab.size else 0
+    table = np.bincount(lab[lvl], minlength=n + 1) > share * np.bincount(lab.ravel(), minlength=n + 1)
+    table[0] = False
+    out = lab.copy()
+    out[lvl & table[lab]] = 0
+    return out
+
+
+def trim_outline(proposals: list[Proposal], depth: np.ndarray, K: CameraIntrinsics, plane: _Plane,
+                 floor: tuple[float, float], band: int) -> list[Proposal]:
+    """``proposals`` without the pixels of each mask's outer ``band`` pixels (full size) that read the
+    support's level: height above ``plane`` at most max(floor[0], floor[1] z^2) at their depth ``depth``
+    (metres, NaN = none; intrinsics ``K`` of this size). Masks made at a coarser work size are blocks at
+    full size, and an outline block often holds the table beside the object too: its colour then rings
+    the object's crop (a dark object on a light table looks like another object). Boxes follow the
+    masks; a proposal left without pixels goes. Order kept."""
+    out = []
+    h, w = depth.shape
+    nx, ny, nz = (float(v) for v in plane.normal)
+    for p in proposals:
+        x0, y0, x1, y1 = p.box
+        x0, y0, x1, y1 = max(x0 - 1, 0), max(y0 - 1, 0), min(x1 + 1, w), min(y1 + 1, h)
+        m = p.mask[y0:y1, x0:x1]
+        edge = m & ~ndimage.binary_erosion(m, iterations=int(band), border_value=0)
+        ys, xs = np.nonzero(edge)
+        z = depth[y0:y1, x0:x1][ys, xs]
+        with np.errstate(invalid="ignore"):
+            height = (nx * (xs + x0 - K.cx) / K.fx + ny * (ys + y0 - K.cy) / K.fy + nz) * z + plane.offset
+            level = np.isfinite(z) & (z > 0) & (height <= np.maximum(floor[0], floor[1] * z * z))
+        if not level.any():
+            out.append(p)
+            continue
+        mask = p.mask.copy()
+        mask[ys[level] + y0, xs[level] + x0] = False
+        rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+        if not len(rows):
+            continue
+        box = (int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1)
+        out.append(dataclasses.replace(p, box=box, mask=mask))
+    return out
 
 
 def _feet(P: np.ndarray, height: np.ndarray, valid: np.ndarray, plane, K: CameraIntrinsics) -> np.ndarray:
@@ -569,8 +653,11 @@ def _feet(P: np.ndarray, height: np.ndarray, valid: np.ndarray, plane, K: Camera
 def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np.ndarray, config: ProposalConfig,
               use_plane: bool = True, join: float | None = None, inner: bool = False,
               min_face: float | None = None, keep_lone: bool = True, referee: np.ndarray | None = None,
-              referee_join: float | None = None, stand: bool = False) -> tuple[np.ndarray, list]:
-    """Per object (centroid, size, score), with the geometry method's support plane when there is one:
+              referee_join: float | None = None, stand: bool = False, confirm: float | None = None,
+              support: _Plane | None = None, trim: bool = False) -> tuple[np.ndarray, list, tuple | None]:
+    """Labels, per object (centroid, size, score), and (support plane, noise floor: minimum height and
+    height per squared metre of depth) or None without a plane. With the geometry method's support plane
+    when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
     With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
     ``join`` noise sigmas); with ``inner``
@@ -578,19 +665,29 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     objects showing less surface than a square of that side are dropped (:func:`drop_small`); with
     ``referee`` (labels of this size) pieces inside one of its regions are joined at ``referee_join``
     sigmas (:func:`join_within`); with ``referee`` and ``stand`` a piece inside one of its regions that does
-    not reach down to the support plane is joined to the piece below it (:func:`join_hanging`)."""
+    not reach down to the support plane is joined to the piece below it (:func:`join_hanging`); with
+    ``referee`` and ``confirm`` a small object covering that share of one of its regions stays
+    (:func:`drop_small`). ``support``: the support plane already estimated for this frame (refined), used
+    as it is instead of estimating it again; with ``trim`` and a plane, an object mostly at the support's
+    level keeps only its pixels above it (:func:`drop_table`)."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0).astype(np.float32)
     xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
-    plane = choose_support(support_planes(P[valid], config), config, P, valid) if use_plane and valid.sum() >= 100 else None
+    if not use_plane or valid.sum() < 100:
+        plane = None
+    elif support is not None:
+        plane = support
+    else:
+        plane = choose_support(support_planes(P[valid], config), config, P, valid)
+        if plane is not None:
+            plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
     prob = _probabilities(scores[:3])
     out = np.zeros_like(labels)
     geo = []
     if plane is not None:
-        plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
         height = np.where(valid, P @ plane.normal.astype(np.float32) + np.float32(plane.offset), np.nan).astype(np.float32)
         sigma = _noise_sigma(height, zf, valid, config)
         with np.errstate(invalid="ignore"):
@@ -608,7 +705,10 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     if inner:
         labels = fold_inner(labels)
     if min_face is not None:
-        labels = drop_small(labels, np.where(valid, zf, np.nan), K, min_face, keep_lone)
+        labels = drop_small(labels, np.where(valid, zf, np.nan), K, min_face, keep_lone, referee, confirm)
+    if trim and plane is not None:
+        with np.errstate(invalid="ignore"):
+            labels = drop_table(labels, valid & (height <= np.maximum(config.min_height_m, config.height_sigmas * sigma)))
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
@@ -629,7 +729,11 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
             g = ((lo + hi) / 2, hi - lo, score)
         out[sl][m] = len(geo) + 1
         geo.append(g)
-    return out, geo
+    if plane is None:
+        return out, geo, None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_m2 = float(np.max(sigma[valid] / (zf[valid] * zf[valid]))) if valid.any() else 0.0
+    return out, geo, (plane, (float(config.min_height_m), float(config.height_sigmas) * per_m2))
 
 
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
@@ -637,6 +741,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
                     core: float | None = None, peaks: bool = False, join: float | None = 2.0,
                     inner: bool = True, min_face: float | None = MIN_FACE_M, keep_lone: bool = False,
                     referee: np.ndarray | None = None, referee_join: float | None = None, stand: bool = False,
+                    confirm: float | None = None, support: _Plane | None = None, trim: bool = False,
                     width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
@@ -649,7 +754,11 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     only those beside a larger object: :func:`drop_small`), ``referee`` (labels of the frame's size, 0 = none:
     the geometry's proposals) with ``referee_join`` joins pieces inside one of its regions at that many noise
     sigmas (:func:`join_within`) and with ``stand`` a piece inside one of its regions that does not reach down to
-    the support joins the piece below it (:func:`join_hanging`), ``width`` the
+    the support joins the piece below it (:func:`join_hanging`) and with ``confirm`` a small object covering
+    that share of one of its regions is kept by ``min_face`` (:func:`drop_small`), ``support`` the support
+    plane the geometry already found for this frame (None: estimated here), ``trim`` takes the pixels that
+    read the support's level off an object mostly made of them (:func:`drop_table`) and off every mask's
+    outline at full size (:func:`trim_outline`), ``width`` the
     work width (the network was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is
     worth is measured (bench/bench_segmenter.py)."""
     config = config or ProposalConfig()
@@ -670,6 +779,8 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
         raise ValueError(f"referee must be the frame's size {(h, w)}, got {np.shape(referee)}")
     if min_face is not None and not 0.0 <= float(min_face) <= 1.0:
         raise ValueError(f"min_face must be in [0, 1] metres, got {min_face}")
+    if confirm is not None and not 0.0 < float(confirm) <= 1.0:
+        raise ValueError(f"confirm must be in (0, 1], got {confirm}")
     scale = min(1.0, int(width) / w)
     sw, sh = max(8, int(round(w * scale))), max(8, int(round(h * scale)))
     small = cv2.resize(rgb, (sw, sh), interpolation=cv2.INTER_AREA)
@@ -681,13 +792,16 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     if not colour:
         feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
     out = segmenter.outputs(feats)
-    if referee is not None and (referee_join is not None or stand):
+    if referee is not None and (referee_join is not None or stand or confirm is not None):
         referee = cv2.resize(np.asarray(referee, np.int32), (sw, sh), interpolation=cv2.INTER_NEAREST)
     else:
         referee = None
-    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner, min_face,
-                            keep_lone, referee, referee_join, stand)
-    return _assemble(labels, geo, (h, w), config)
+    labels, geo, found = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner,
+                                   min_face, keep_lone, referee, referee_join, stand, confirm, support, trim)
+    props = _assemble(labels, geo, (h, w), config)
+    if trim and found is not None and scale < 1.0:
+        props = trim_outline(props, d, intrinsics, found[0], found[1], int(math.ceil(1.0 / scale)))
+    return props
 
 
 _PIECE_SHARE = 0.6  # a proposal with this share of its mask inside another is a piece of it
@@ -740,7 +854,8 @@ def combine(geometry: list[Proposal], learned: list[Proposal], max_proposals: in
 _PART_SHARE = 0.2  # a geometry proposal smaller than this share of a learned object is a piece of it, not an object
 
 
-def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals: int = 32) -> list[Proposal]:
+def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals: int = 32,
+                whole: float | None = None) -> list[Proposal]:
     """The network's proposals with the depth's geometry as referee where the two disagree:
 
     - learned objects that one geometry proposal holds (each with ``_PIECE_SHARE`` of its mask inside it:
@@ -751,6 +866,10 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
       inside it and at least ``_PART_SHARE`` of its area: a depth step, a crease or another level between
       them) gives way to them.
 
+    - with ``whole``: a geometry proposal whose learned pieces (each with ``_PIECE_SHARE`` inside it) are all
+      smaller than ``whole`` of it takes their place: the network saw only pieces of what the depth bounds
+      as one object standing on the support (a flat object's face and its side, a patterned top).
+
     Every other learned object stays as it is; geometry proposals elsewhere are not added (on the real
     frames they added more pieces than objects). Highest score first, at most ``max_proposals``."""
     if not learned or not geometry:
@@ -759,7 +878,16 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
     home = [max(range(len(geometry)), key=lambda i, p=p: (_inside(p, geometry[i]), -i)) for p in learned]
     home = [h if _inside(p, geometry[h]) >= _PIECE_SHARE else -1 for p, h in zip(learned, home)]
     out: list[Proposal] = []
+    if whole is not None:
+        for i, g in enumerate(geometry):
+            pieces = [k for k in range(len(learned)) if home[k] == i]
+            if pieces and max(area[k] for k in pieces) < float(whole) * int(g.mask.sum()):
+                out.append(g)
+                for k in pieces:
+                    home[k] = -2  # replaced by the geometry's whole
     for k, lp in enumerate(learned):
+        if home[k] == -2:
+            continue
         if home[k] >= 0 and any(home[j] == home[k] and (area[j], -j) > (area[k], -k) for j in range(len(learned))):
             continue  # a smaller piece of what the geometry sees as one object
         held = [g for g in geometry if _inside(g, lp) >= _PIECE_SHARE and int(g.mask.sum()) >= _PART_SHARE * area[k]]
@@ -770,23 +898,42 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
 
 def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
                    config: ProposalConfig | None = None, referee_join: float | None = REFEREE_JOIN_SIGMAS,
-                   stand: bool = True, **learned_options) -> list[Proposal] | None:
+                   stand: bool = True, confirm: float | None = REFEREE_CONFIRM, whole: float | None = REFEREE_WHOLE,
+                   trim: bool = True, **learned_options) -> list[Proposal] | None:
     """The learned proposals with the depth's geometry (``propose`` with method "depth") as referee: pieces
     of the network's that lie inside one geometry proposal are joined at ``referee_join`` noise sigmas
     (:func:`join_pieces`; looser than the join anywhere else, since the geometry saw no step there); with
     ``stand`` a piece inside one that does not reach down to the support is joined to the piece below it
-    (:func:`join_hanging`: it cannot stand alone); then :func:`part_merged`. ``learned_options`` are :func:`propose_learned`'s. None when the depth is unusable,
-    as :func:`propose_learned`."""
+    (:func:`join_hanging`: it cannot stand alone); a small object covering ``confirm`` of one geometry
+    proposal stays (:func:`drop_small`); with ``trim`` pixels at the support's level leave an object mostly
+    made of them and every mask's outline (:func:`drop_table`, :func:`trim_outline`); then :func:`part_merged` (with ``whole``). The support plane is the
+    geometry's, estimated once. ``learned_options`` are :func:`propose_learned`'s. None when the depth is
+    unusable, as :func:`propose_learned`."""
     config = config or ProposalConfig()
     rgb = _check_rgb(rgb)
     if _usable_depth(depth, rgb.shape[:2]) is None:
         return None  # the caller's fallback, without running the geometry for nothing
-    geometry = propose(rgb, depth, intrinsics, dataclasses.replace(config, method="depth"))
-    referee = np.zeros(rgb.shape[:2], np.int32)
+    geometry, plane = propose_on_support(rgb, depth, intrinsics, dataclasses.replace(config, method="depth"))
+    return refereed(segmenter, rgb, depth, intrinsics, config, geometry, plane, referee_join=referee_join,
+                    stand=stand, confirm=confirm, whole=whole, trim=trim, **learned_options)
+
+
+def referee_labels(geometry: list[Proposal], shape: tuple[int, int]) -> np.ndarray | None:
+    """The geometry's proposals as one label image of ``shape`` (1.. in their order, the first one where
+    two overlap; 0 = none); None without proposals."""
+    referee = np.zeros(shape, np.int32)
     for i, g in enumerate(geometry, start=1):
         referee[g.mask & (referee == 0)] = i
-    learned = propose_learned(segmenter, rgb, depth, intrinsics, config, referee=referee if geometry else None,
-                              referee_join=referee_join, stand=stand, **learned_options)
+    return referee if geometry else None
+
+
+def refereed(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
+             config: ProposalConfig, geometry: list[Proposal], plane: _Plane | None, *, whole: float | None = None,
+             **learned_options) -> list[Proposal] | None:
+    """:func:`propose_hybrid` given the geometry's proposals of the frame and the support plane they stand
+    on (None: estimated again by :func:`propose_learned`)."""
+    learned = propose_learned(segmenter, rgb, depth, intrinsics, config,
+                              referee=referee_labels(geometry, rgb.shape[:2]), support=plane, **learned_options)
     if learned is None:
         return None
-    return part_merged(learned, geometry, config.max_proposals)
+    return part_merged(learned, geometry, config.max_proposals, whole)

@@ -595,3 +595,120 @@ def test_the_same_frame_gives_the_same_refereed_proposals_twenty_times():
             propose_hybrid(seg, rgb, depth, K, **bad)
     with pytest.raises(ValueError, match="referee"):
         propose_learned(seg, rgb, depth, K, referee=np.zeros((3, 3), np.int32), referee_join=3.0)
+
+
+def _small_flat_scene():
+    """A 15 cm object and, apart from it, a flat one (12 x 12 pixels at 0.6 m: a 2.6 cm face, 2 cm high)
+    that shows less than a 4 cm face."""
+    return scene([SynthObject((60, 80, 130, 150), 0.08, (200, 40, 40)),
+                  SynthObject((200, 100, 212, 112), 0.02, (40, 40, 200))], seed=1)
+
+
+def test_a_small_flat_object_the_geometry_bounds_too_is_kept_by_the_hybrid():
+    from cbcl_pr_ros.perception import propose
+    from cbcl_pr_ros.perception.segmenter import propose_hybrid
+
+    rgb, depth, K, _ = _small_flat_scene()
+    small = (200, 100, 212, 112)
+    assert small in [p.box for p in propose(rgb, depth, K)]  # the geometry finds it
+    seg = Segmenter(_protrusion_weights())
+    assert small not in [p.box for p in propose_learned(seg, rgb, depth, K)]  # the face rule drops it alone
+    first = propose_hybrid(seg, rgb, depth, K)
+    assert small in [p.box for p in first] and len(first) == 2
+    assert small not in [p.box for p in propose_hybrid(seg, rgb, depth, K, confirm=None)]  # without the rule
+    for _ in range(20):
+        again = propose_hybrid(seg, rgb, depth, K)
+        assert [p.box for p in again] == [p.box for p in first] and [p.score for p in again] == [p.score for p in first]
+        assert all(np.array_equal(a.mask, b.mask) for a, b in zip(again, first))
+    with pytest.raises(ValueError, match="confirm"):
+        propose_hybrid(seg, rgb, depth, K, confirm=0.0)
+
+
+def test_a_small_object_covering_a_geometry_region_is_confirmed_and_a_piece_of_one_is_not():
+    from cbcl_pr_ros.perception import CameraIntrinsics
+    from cbcl_pr_ros.perception.segmenter import confirmed, drop_small
+
+    K = CameraIntrinsics(100.0, 100.0, 40.0, 30.0)  # at 0.5 m a pixel is 5 mm: a 4 cm face is 64 pixels
+    z = np.full((60, 80), 0.5)
+    lab = np.zeros((60, 80), np.int32)
+    lab[5:35, 5:35] = 1  # 15 cm: an object
+    lab[5:10, 35:40] = 2  # 2.5 cm beside it: a piece the network parted
+    lab[45:50, 60:65] = 3  # 2.5 cm, apart: a small object
+    ref = np.zeros_like(lab)
+    ref[5:35, 5:40] = 1  # the geometry: the object and its piece as one
+    ref[44:51, 59:66] = 2  # the small object, a little wider
+    assert confirmed(lab, ref, 0.5).tolist() == [False, True, False, True]
+    assert confirmed(lab, np.zeros_like(ref), 0.5).tolist() == [False] * 4
+    out = drop_small(lab, z, K, 0.04, keep_lone=False, referee=ref, confirm=0.5)
+    assert out[6, 36] == 0 and out[46, 61] > 0 and out.max() == 2
+    assert drop_small(lab, z, K, 0.04, keep_lone=False, referee=ref)[46, 61] == 0  # no confirm: dropped as before
+    assert all(np.array_equal(drop_small(lab, z, K, 0.04, False, ref, 0.5), out) for _ in range(20))
+
+
+def test_an_object_mostly_at_the_support_level_keeps_only_what_stands_above_it():
+    from cbcl_pr_ros.perception.segmenter import drop_table
+
+    lab = np.zeros((40, 60), np.int32)
+    lab[5:35, 5:45] = 1  # a patch of table (30 x 40) with an object on it (10 x 10)
+    lab[10:30, 48:58] = 2  # an object whose lowest rows read the table
+    level = np.ones(lab.shape, bool)
+    level[10:20, 10:20] = False
+    level[10:27, 48:58] = False
+    out = drop_table(lab, level)
+    assert ((out == 1) == ((lab == 1) & ~level)).all()  # the patch: only the object on it stays
+    assert ((out == 2) == (lab == 2)).all()  # mostly above the level: untouched
+    assert np.array_equal(drop_table(lab, np.zeros_like(level)), lab)
+    assert all(np.array_equal(drop_table(lab, level), out) for _ in range(20))
+
+
+def test_a_masks_outline_at_the_support_level_is_trimmed_and_its_box_follows():
+    from cbcl_pr_ros.perception import CameraIntrinsics
+    from cbcl_pr_ros.perception.proposals import _Plane
+    from cbcl_pr_ros.perception.segmenter import trim_outline
+
+    K = CameraIntrinsics(100.0, 100.0, 30.0, 20.0)
+    plane = _Plane(np.array([0.0, 0.0, -1.0]), 1.0, 1.0)  # a wall-like support 1 m ahead: height = 1 - z
+    depth = np.full((40, 60), 1.0)  # the support's level everywhere ...
+    depth[12:28, 22:38] = 0.9  # ... but an object 10 cm in front of it
+    depth[12, 22:38] = np.nan  # its top row without a reading
+    m = np.zeros((40, 60), bool)
+    m[8:32, 18:42] = True  # its mask four pixels too wide: the work size's blocks
+    p = Proposal((18, 8, 42, 32), m, np.zeros(3), np.zeros(3), 0.7)
+    out = trim_outline([p], depth, K, plane, (0.005, 0.0), 4)
+    assert len(out) == 1 and out[0].box == (22, 12, 38, 28) and out[0].score == 0.7
+    assert (out[0].mask == (depth < 0.95) | (np.isnan(depth) & m)).all()
+    inner = np.zeros_like(m)
+    inner[14:26, 24:36] = True  # an outline all above the level: unchanged
+    q = Proposal((24, 14, 36, 26), inner, np.zeros(3), np.zeros(3), 0.5)
+    assert trim_outline([q], depth, K, plane, (0.005, 0.0), 4)[0] is q
+    flat = np.zeros_like(m)
+    flat[30:34, 2:6] = True  # all table: gone
+    assert trim_outline([Proposal((2, 30, 6, 34), flat, np.zeros(3), np.zeros(3), 0.1)], depth, K, plane,
+                        (0.005, 0.0), 4) == []
+    assert all(np.array_equal(trim_outline([p], depth, K, plane, (0.005, 0.0), 4)[0].mask, out[0].mask)
+               for _ in range(20))
+
+
+def test_the_hybrid_estimates_the_support_plane_once(monkeypatch):
+    import cbcl_pr_ros.perception.proposals as proposals
+    import cbcl_pr_ros.perception.segmenter as segmenter
+
+    calls = []
+
+    def counted(points, config):
+        calls.append(len(points))
+        return proposals.support_planes.__wrapped__(points, config)
+
+    counted.__wrapped__ = proposals.support_planes
+    monkeypatch.setattr(proposals, "support_planes", counted)
+    monkeypatch.setattr(segmenter, "support_planes", counted)
+    rgb, depth, K, _ = _small_flat_scene()
+    seg = Segmenter(_protrusion_weights())
+    assert segmenter.propose_hybrid(seg, rgb, depth, K)
+    assert len(calls) == 1
+    calls.clear()
+    assert segmenter.propose_learned(seg, rgb, depth, K)  # alone it estimates its own
+    assert len(calls) == 1
+    props, plane = proposals.propose_on_support(rgb, depth, K)
+    assert plane is not None and [p.box for p in props] == [p.box for p in proposals.propose(rgb, depth, K)]
+    assert proposals.propose_on_support(rgb, None, K)[1] is None  # the RGB method: no plane
