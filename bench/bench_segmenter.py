@@ -114,17 +114,16 @@ VARIANTS = {"core40": {"plane": True, "colour": True, "core": 0.4},
                {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 2.0, "inner": True,
                 "min_face": 0.04, "keep_lone": lone, "refereed": True, "referee_join": rj, "stand": True}
                for rj in (None, 3.0) for lone in (False, True)},
-            # and on that rule (3 sigmas, 4 cm faces, standing): a small object covering a share of one geometry
-            # proposal kept (segmenter.drop_small's confirm), outline pixels at the support's level and objects
-            # mostly at that level trimmed (segmenter.drop_table, trim_outline), a geometry proposal whose learned pieces are
-            # all smaller than a share of it in their place (part_merged's whole)
-            **{f"classes_inside50_join2_inner_refereed_join3_face4_stand{f'_confirm{round(c * 100)}' if c else ''}"
-               f"{'_trim' if trim else ''}{f'_whole{round(wh * 100)}' if wh else ''}":
+            # and on that rule (3 sigmas, 4 cm faces, standing): outline pixels at the support's level taken off
+            # the masks (segmenter.trim_outline; boxes stay, so the figures here do not move), a small object
+            # covering a share of one geometry proposal kept (segmenter.drop_small's confirm), a geometry proposal
+            # holding one learned object smaller than a share of it in its place (part_merged's whole)
+            **{f"classes_inside50_join2_inner_refereed_join3_face4_stand_trim{f'_confirm{round(c * 100)}' if c else ''}"
+               f"{f'_whole{round(wh * 100)}' if wh else ''}":
                {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 2.0, "inner": True,
                 "min_face": 0.04, "keep_lone": False, "refereed": True, "referee_join": 3.0, "stand": True,
-                "confirm": c, "trim": trim, "whole": wh}
-               for c in (None, 0.3, 0.5, 0.7) for trim in (False, True) for wh in (None, 0.5)
-               if (c or trim or wh) and (not wh or c in (None, 0.5) and trim == bool(c))}}
+                "confirm": c, "trim": True, "whole": wh}
+               for c in (None, 0.3, 0.5, 0.7) for wh in (None, 0.5, 0.75)}}
 
 
 def _Frame(fid: str, rgb, depth, K) -> RealFrame:
@@ -288,7 +287,8 @@ def main() -> None:
                 names, key=lambda v: (_objective(_pooled(results[v]), len(frames)), v))
     out["learned_cpu_ms_per_640x480_frame"] = _cpu_ms(frames, learned(best_all, timed=True))
     if VARIANTS[best_all].get("refereed"):  # the same without the geometry: what the referee costs
-        alone = {k: v for k, v in VARIANTS[best_all].items() if k not in ("refereed", "referee_join", "confirm", "whole")}
+        alone = {k: v for k, v in VARIANTS[best_all].items()
+                 if k not in ("refereed", "referee_join", "confirm", "whole", "trim")}
         VARIANTS["_alone"] = alone
         out["learned_without_referee_cpu_ms_per_640x480_frame"] = _cpu_ms(frames, learned("_alone", timed=True))
         del VARIANTS["_alone"]

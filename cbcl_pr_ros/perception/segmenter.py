@@ -78,15 +78,15 @@ _FLOOD_PASSES = 4  # nearest-label passes per level (bounded work; the last leve
 _MIN_SEAM_PX = 3  # two objects whose seam has fewer readings on both sides than this are not compared
 #: the seam test looks across at most this many pixels (1: touching; 2: a one-pixel gap between the two)
 _SEAM_REACH = 2
-_TABLE_SHARE = 0.5  # an object with more than this share of its pixels at the support's level is mostly table
+_CROSS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]], np.uint8)  # 4-neighbours: a mask's outline, a pixel a step
 #: pieces inside one geometry proposal are joined at this many noise sigmas (``propose_hybrid``)
 REFEREE_JOIN_SIGMAS = 3.0
 #: a learned object showing less than ``MIN_FACE_M`` stays where it covers this share of one geometry
 #: proposal: both see the same whole object there (``propose_hybrid``; chosen leave-one-source-out)
-REFEREE_CONFIRM: float | None = 0.5
-#: a geometry proposal whose learned pieces are each smaller than this share of it replaces them
+REFEREE_CONFIRM: float | None = 0.7
+#: a geometry proposal holding one learned object smaller than this share of it replaces it
 #: (``propose_hybrid``; None = never; chosen leave-one-source-out)
-REFEREE_WHOLE: float | None = None
+REFEREE_WHOLE: float | None = 0.5
 #: an object shows the camera at least this much of its surface (a face this wide and high): a smaller
 #: object of the network's is a piece of one (a label, a rim, a highlight), whatever its distance
 MIN_FACE_M = 0.04
@@ -590,28 +590,15 @@ def confirmed(labels: np.ndarray, referee: np.ndarray, cover: float, share: floa
     return out
 
 
-def drop_table(labels: np.ndarray, level: np.ndarray, share: float = _TABLE_SHARE) -> np.ndarray:
-    """``labels`` (0 = none) where an object more than ``share`` of whose pixels read the support's level
-    (``level``: bool of the same size) keeps only its pixels above it: the network took a patch of the
-    support with the object on it, and the patch is table, not object. Other objects stay as they are."""
-    lab = np.asarray(labels, np.int32)
-    lvl = np.asarray(level, bool)
-    n = int(lab.max()) if lab.size else 0
-    table = np.bincount(lab[lvl], minlength=n + 1) > share * np.bincount(lab.ravel(), minlength=n + 1)
-    table[0] = False
-    out = lab.copy()
-    out[lvl & table[lab]] = 0
-    return out
-
-
 def trim_outline(proposals: list[Proposal], depth: np.ndarray, K: CameraIntrinsics, plane: _Plane,
                  floor: tuple[float, float], band: int) -> list[Proposal]:
-    """``proposals`` without the pixels of each mask's outer ``band`` pixels (full size) that read the
+    """``proposals`` whose masks lose the pixels of their outer ``band`` pixels (full size) that read the
     support's level: height above ``plane`` at most max(floor[0], floor[1] z^2) at their depth ``depth``
     (metres, NaN = none; intrinsics ``K`` of this size). Masks made at a coarser work size are blocks at
     full size, and an outline block often holds the table beside the object too: its colour then rings
-    the object's crop (a dark object on a light table looks like another object). Boxes follow the
-    masks; a proposal left without pixels goes. Order kept."""
+    the object's masked crop (a dark object on a light table looks like another object). Only the mask
+    changes: the box stays the object's extent (an object's own lowest rows read the support's level
+    too), and a mask that would lose every pixel stays whole. Order kept."""
     out = []
     h, w = depth.shape
     nx, ny, nz = (float(v) for v in plane.normal)
@@ -619,7 +606,8 @@ def trim_outline(proposals: list[Proposal], depth: np.ndarray, K: CameraIntrinsi
         x0, y0, x1, y1 = p.box
         x0, y0, x1, y1 = max(x0 - 1, 0), max(y0 - 1, 0), min(x1 + 1, w), min(y1 + 1, h)
         m = p.mask[y0:y1, x0:x1]
-        edge = m & ~ndimage.binary_erosion(m, iterations=int(band), border_value=0)
+        edge = m & ~cv2.erode(m.view(np.uint8), _CROSS, iterations=int(band), borderType=cv2.BORDER_CONSTANT,
+                              borderValue=0).astype(bool)
         ys, xs = np.nonzero(edge)
         z = depth[y0:y1, x0:x1][ys, xs]
         with np.errstate(invalid="ignore"):
@@ -630,11 +618,7 @@ def trim_outline(proposals: list[Proposal], depth: np.ndarray, K: CameraIntrinsi
             continue
         mask = p.mask.copy()
         mask[ys[level] + y0, xs[level] + x0] = False
-        rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
-        if not len(rows):
-            continue
-        box = (int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1)
-        out.append(dataclasses.replace(p, box=box, mask=mask))
+        out.append(dataclasses.replace(p, mask=mask) if mask.any() else p)
     return out
 
 
@@ -654,10 +638,8 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
               use_plane: bool = True, join: float | None = None, inner: bool = False,
               min_face: float | None = None, keep_lone: bool = True, referee: np.ndarray | None = None,
               referee_join: float | None = None, stand: bool = False, confirm: float | None = None,
-              support: _Plane | None = None, trim: bool = False) -> tuple[np.ndarray, list, tuple | None]:
-    """Labels, per object (centroid, size, score), and (support plane, noise floor: minimum height and
-    height per squared metre of depth) or None without a plane. With the geometry method's support plane
-    when there is one:
+              support: _Plane | None = None) -> tuple[np.ndarray, list]:
+    """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
     With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
     ``join`` noise sigmas); with ``inner``
@@ -668,8 +650,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     not reach down to the support plane is joined to the piece below it (:func:`join_hanging`); with
     ``referee`` and ``confirm`` a small object covering that share of one of its regions stays
     (:func:`drop_small`). ``support``: the support plane already estimated for this frame (refined), used
-    as it is instead of estimating it again; with ``trim`` and a plane, an object mostly at the support's
-    level keeps only its pixels above it (:func:`drop_table`)."""
+    as it is instead of estimating it again."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0).astype(np.float32)
@@ -706,9 +687,6 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
         labels = fold_inner(labels)
     if min_face is not None:
         labels = drop_small(labels, np.where(valid, zf, np.nan), K, min_face, keep_lone, referee, confirm)
-    if trim and plane is not None:
-        with np.errstate(invalid="ignore"):
-            labels = drop_table(labels, valid & (height <= np.maximum(config.min_height_m, config.height_sigmas * sigma)))
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
@@ -729,11 +707,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
             g = ((lo + hi) / 2, hi - lo, score)
         out[sl][m] = len(geo) + 1
         geo.append(g)
-    if plane is None:
-        return out, geo, None
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_m2 = float(np.max(sigma[valid] / (zf[valid] * zf[valid]))) if valid.any() else 0.0
-    return out, geo, (plane, (float(config.min_height_m), float(config.height_sigmas) * per_m2))
+    return out, geo
 
 
 def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
@@ -741,7 +715,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
                     core: float | None = None, peaks: bool = False, join: float | None = 2.0,
                     inner: bool = True, min_face: float | None = MIN_FACE_M, keep_lone: bool = False,
                     referee: np.ndarray | None = None, referee_join: float | None = None, stand: bool = False,
-                    confirm: float | None = None, support: _Plane | None = None, trim: bool = False,
+                    confirm: float | None = None, support: _Plane | None = None,
                     width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
@@ -756,9 +730,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     sigmas (:func:`join_within`) and with ``stand`` a piece inside one of its regions that does not reach down to
     the support joins the piece below it (:func:`join_hanging`) and with ``confirm`` a small object covering
     that share of one of its regions is kept by ``min_face`` (:func:`drop_small`), ``support`` the support
-    plane the geometry already found for this frame (None: estimated here), ``trim`` takes the pixels that
-    read the support's level off an object mostly made of them (:func:`drop_table`) and off every mask's
-    outline at full size (:func:`trim_outline`), ``width`` the
+    plane the geometry already found for this frame (None: estimated here), ``width`` the
     work width (the network was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is
     worth is measured (bench/bench_segmenter.py)."""
     config = config or ProposalConfig()
@@ -796,12 +768,9 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
         referee = cv2.resize(np.asarray(referee, np.int32), (sw, sh), interpolation=cv2.INTER_NEAREST)
     else:
         referee = None
-    labels, geo, found = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner,
-                                   min_face, keep_lone, referee, referee_join, stand, confirm, support, trim)
-    props = _assemble(labels, geo, (h, w), config)
-    if trim and found is not None and scale < 1.0:
-        props = trim_outline(props, d, intrinsics, found[0], found[1], int(math.ceil(1.0 / scale)))
-    return props
+    labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner, min_face,
+                            keep_lone, referee, referee_join, stand, confirm, support)
+    return _assemble(labels, geo, (h, w), config)
 
 
 _PIECE_SHARE = 0.6  # a proposal with this share of its mask inside another is a piece of it
@@ -866,9 +835,11 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
       inside it and at least ``_PART_SHARE`` of its area: a depth step, a crease or another level between
       them) gives way to them.
 
-    - with ``whole``: a geometry proposal whose learned pieces (each with ``_PIECE_SHARE`` inside it) are all
-      smaller than ``whole`` of it takes their place: the network saw only pieces of what the depth bounds
-      as one object standing on the support (a flat object's face and its side, a patterned top).
+    - with ``whole``: a geometry proposal holding one learned object (``_PIECE_SHARE`` of its mask inside
+      it) smaller than ``whole`` of it takes its place: the network saw only part of what the depth bounds
+      as one object standing on the support, its other part dropped as a small piece or never found (a
+      toy's ears above its head). A geometry proposal holding two or more stays out: there the geometry
+      may have merged touching objects the network parts.
 
     Every other learned object stays as it is; geometry proposals elsewhere are not added (on the real
     frames they added more pieces than objects). Highest score first, at most ``max_proposals``."""
@@ -881,7 +852,7 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
     if whole is not None:
         for i, g in enumerate(geometry):
             pieces = [k for k in range(len(learned)) if home[k] == i]
-            if pieces and max(area[k] for k in pieces) < float(whole) * int(g.mask.sum()):
+            if len(pieces) == 1 and area[pieces[0]] < float(whole) * int(g.mask.sum()):
                 out.append(g)
                 for k in pieces:
                     home[k] = -2  # replaced by the geometry's whole
@@ -905,8 +876,8 @@ def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, int
     (:func:`join_pieces`; looser than the join anywhere else, since the geometry saw no step there); with
     ``stand`` a piece inside one that does not reach down to the support is joined to the piece below it
     (:func:`join_hanging`: it cannot stand alone); a small object covering ``confirm`` of one geometry
-    proposal stays (:func:`drop_small`); with ``trim`` pixels at the support's level leave an object mostly
-    made of them and every mask's outline (:func:`drop_table`, :func:`trim_outline`); then :func:`part_merged` (with ``whole``). The support plane is the
+    proposal stays (:func:`drop_small`); with ``trim`` outline pixels at the support's level leave the
+    masks (:func:`trim_outline`; boxes stay); then :func:`part_merged` (with ``whole``). The support plane is the
     geometry's, estimated once. ``learned_options`` are :func:`propose_learned`'s. None when the depth is
     unusable, as :func:`propose_learned`."""
     config = config or ProposalConfig()
@@ -928,12 +899,38 @@ def referee_labels(geometry: list[Proposal], shape: tuple[int, int]) -> np.ndarr
 
 
 def refereed(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
-             config: ProposalConfig, geometry: list[Proposal], plane: _Plane | None, *, whole: float | None = None,
-             **learned_options) -> list[Proposal] | None:
+             config: ProposalConfig, geometry: list[Proposal], support: _Plane | None, *, whole: float | None = None,
+             trim: bool = False, **learned_options) -> list[Proposal] | None:
     """:func:`propose_hybrid` given the geometry's proposals of the frame and the support plane they stand
-    on (None: estimated again by :func:`propose_learned`)."""
+    on (None: estimated again by :func:`propose_learned`, and no outline trimmed)."""
     learned = propose_learned(segmenter, rgb, depth, intrinsics, config,
-                              referee=referee_labels(geometry, rgb.shape[:2]), support=plane, **learned_options)
+                              referee=referee_labels(geometry, rgb.shape[:2]), support=support, **learned_options)
     if learned is None:
         return None
-    return part_merged(learned, geometry, config.max_proposals, whole)
+    out = part_merged(learned, geometry, config.max_proposals, whole)
+    if trim and support is not None and out:
+        d = _usable_depth(depth, rgb.shape[:2])
+        band = int(math.ceil(rgb.shape[1] / int(learned_options.get("width", WORK_WIDTH))))
+        out = trim_outline(out, d, intrinsics, support, support_floor(d, intrinsics, support, config), band)
+    return out
+
+
+def support_floor(depth: np.ndarray, K: CameraIntrinsics, plane: _Plane, config: ProposalConfig,
+                  step: int = 4) -> tuple[float, float]:
+    """The height above ``plane`` the depth noise alone can give, as the geometry's test has it:
+    max(``min_height_m``, ``height_sigmas`` sigma(z)) with sigma(z) = s z^2, ``s`` measured on the table's
+    readings (every ``step``-th pixel of ``depth``, metres, NaN = none; intrinsics ``K``); as (minimum
+    height, height per squared metre of depth)."""
+    z = np.asarray(depth, np.float32)[::step, ::step]
+    k = K.scaled(z.shape[1] / depth.shape[1], z.shape[0] / depth.shape[0])
+    valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
+    zf = np.where(valid, z, 0.0)
+    xs = ((np.arange(z.shape[1], dtype=np.float32) - k.cx) / k.fx)[None, :] * zf
+    ys = ((np.arange(z.shape[0], dtype=np.float32) - k.cy) / k.fy)[:, None] * zf
+    nx, ny, nz = (float(v) for v in plane.normal)
+    height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
+    if not valid.any():
+        return float(config.min_height_m), float(config.height_sigmas) * _SIGMA_AT_1M_FLOOR
+    i = np.unravel_index(int(np.argmax(valid)), z.shape)  # sigma is s z^2 at every reading: s from one
+    per_m2 = float(_noise_sigma(height, zf, valid, config)[i]) / float(zf[i]) ** 2
+    return float(config.min_height_m), float(config.height_sigmas) * per_m2
