@@ -117,13 +117,14 @@ VARIANTS = {"core40": {"plane": True, "colour": True, "core": 0.4},
             # and on that rule (3 sigmas, 4 cm faces, standing): outline pixels at the support's level taken off
             # the masks (segmenter.trim_outline; boxes stay, so the figures here do not move), a small object
             # covering a share of one geometry proposal kept (segmenter.drop_small's confirm), a geometry proposal
-            # holding one learned object smaller than a share of it in its place (part_merged's whole)
+            # holding one learned object smaller than a share of it in its place (part_merged's whole), a small
+            # object inside a larger one's geometry proposal given to it instead of dropped (drop_small's absorb)
             **{f"classes_inside50_join2_inner_refereed_join3_face4_stand_trim{f'_confirm{round(c * 100)}' if c else ''}"
-               f"{f'_whole{round(wh * 100)}' if wh else ''}":
+               f"{f'_whole{round(wh * 100)}' if wh else ''}{'_absorb' if ab else ''}":
                {"plane": True, "colour": True, "core": None, "inside_p": 0.5, "join": 2.0, "inner": True,
                 "min_face": 0.04, "keep_lone": False, "refereed": True, "referee_join": 3.0, "stand": True,
-                "confirm": c, "trim": True, "whole": wh}
-               for c in (None, 0.3, 0.5, 0.7) for wh in (None, 0.5, 0.75)}}
+                "confirm": c, "trim": True, "whole": wh, "absorb": ab}
+               for c in (None, 0.3, 0.5, 0.7) for wh in (None, 0.5, 0.75) for ab in (False, True)}}
 
 
 def _Frame(fid: str, rgb, depth, K) -> RealFrame:
@@ -223,7 +224,7 @@ def main() -> None:
             return lambda fr: combine(geometry_kept(fr)[0],
                                       propose_learned(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts) or [])
         if opts.pop("refereed", False):  # the network's objects, the geometry as referee
-            opts = {"referee_join": None, "confirm": None, "trim": False, "whole": None} | opts
+            opts = {"referee_join": None, "confirm": None, "trim": False, "whole": None, "absorb": False} | opts
             if timed:
                 return lambda fr: propose_hybrid(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, **opts)
             return lambda fr: refereed(seg, fr.rgb, fr.depth_m, fr.intrinsics, cfg, *geometry_kept(fr), **opts)
@@ -288,7 +289,7 @@ def main() -> None:
     out["learned_cpu_ms_per_640x480_frame"] = _cpu_ms(frames, learned(best_all, timed=True))
     if VARIANTS[best_all].get("refereed"):  # the same without the geometry: what the referee costs
         alone = {k: v for k, v in VARIANTS[best_all].items()
-                 if k not in ("refereed", "referee_join", "confirm", "whole", "trim")}
+                 if k not in ("refereed", "referee_join", "confirm", "whole", "trim", "absorb")}
         VARIANTS["_alone"] = alone
         out["learned_without_referee_cpu_ms_per_640x480_frame"] = _cpu_ms(frames, learned("_alone", timed=True))
         del VARIANTS["_alone"]

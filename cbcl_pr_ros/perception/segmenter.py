@@ -87,6 +87,9 @@ REFEREE_CONFIRM: float | None = 0.7
 #: a geometry proposal holding one learned object smaller than this share of it replaces it
 #: (``propose_hybrid``; None = never; chosen leave-one-source-out)
 REFEREE_WHOLE: float | None = 0.5
+#: a learned object showing less than ``MIN_FACE_M`` inside a larger one's geometry proposal joins it instead
+#: of being dropped (``propose_hybrid``; chosen leave-one-source-out)
+REFEREE_ABSORB = True
 #: an object shows the camera at least this much of its surface (a face this wide and high): a smaller
 #: object of the network's is a piece of one (a label, a rim, a highlight), whatever its distance
 MIN_FACE_M = 0.04
@@ -532,7 +535,7 @@ def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, fl
 
 def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face: float,
                keep_lone: bool = True, referee: np.ndarray | None = None, confirm: float | None = None,
-               share: float = 0.6) -> np.ndarray:
+               share: float = 0.6, absorb: bool = False) -> np.ndarray:
     """``labels`` (0 = none) without the objects that show the camera less surface than a square of side
     ``min_face`` metres (:func:`visible_area_m2` at depth ``z``, intrinsics ``K`` of this size): pieces of
     an object the network parted from it (a label, a rim, a highlight, a face). With ``keep_lone`` only
@@ -541,7 +544,11 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     proposals) and ``confirm``, a small object with ``share`` of its pixels in one region that covers at
     least ``confirm`` of that region stays: the depth bounds it there as a whole object on the support
     (a domino, a coin-sized box lying flat), where a piece the network parted from a larger object would
-    cover only part of that object's region. Renumbered 1.. in order of their first pixel (row by row)."""
+    cover only part of that object's region. With ``referee`` and ``absorb``, a small object with ``share``
+    of its pixels in a region that holds a larger one the same way is given to the largest of those
+    instead of dropped: the geometry says which object it is a piece of (a toy's ears parted from its
+    head), and dropping it would clip that object. Renumbered 1.. in order of their first pixel (row by
+    row)."""
     lab = np.asarray(labels, np.int32)
     n = int(lab.max()) if lab.size else 0
     if n == 0:
@@ -555,8 +562,15 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
         small &= ~confirmed(lab, referee, confirm, share)
     to = np.arange(n + 1)
     h, w = lab.shape
+    homes = _homes(lab, referee, share) if referee is not None and absorb else None
+    px = np.bincount(lab.ravel(), minlength=n + 1)
     for i in np.flatnonzero(small):
         sl = found[i - 1]
+        if homes is not None and homes[1][i] > 0:  # a piece of the largest object of its geometry region
+            mates = np.flatnonzero((homes[1] == homes[1][i]) & ~small)
+            if len(mates):
+                to[i] = int(mates[np.lexsort((mates, -px[mates]))[0]])
+                continue
         if keep_lone:  # is a larger object beside it?
             y0, y1 = max(sl[0].start - _GROW_PX, 0), min(sl[0].stop + _GROW_PX, h)
             x0, x1 = max(sl[1].start - _GROW_PX, 0), min(sl[1].stop + _GROW_PX, w)
@@ -638,7 +652,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
               use_plane: bool = True, join: float | None = None, inner: bool = False,
               min_face: float | None = None, keep_lone: bool = True, referee: np.ndarray | None = None,
               referee_join: float | None = None, stand: bool = False, confirm: float | None = None,
-              support: _Plane | None = None) -> tuple[np.ndarray, list]:
+              support: _Plane | None = None, absorb: bool = False) -> tuple[np.ndarray, list]:
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
     With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
@@ -648,8 +662,8 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     ``referee`` (labels of this size) pieces inside one of its regions are joined at ``referee_join``
     sigmas (:func:`join_within`); with ``referee`` and ``stand`` a piece inside one of its regions that does
     not reach down to the support plane is joined to the piece below it (:func:`join_hanging`); with
-    ``referee`` and ``confirm`` a small object covering that share of one of its regions stays
-    (:func:`drop_small`). ``support``: the support plane already estimated for this frame (refined), used
+    ``referee`` and ``confirm`` a small object covering that share of one of its regions stays, with
+    ``absorb`` a small one inside a larger one's region joins it (:func:`drop_small`). ``support``: the support plane already estimated for this frame (refined), used
     as it is instead of estimating it again."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
@@ -686,7 +700,8 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     if inner:
         labels = fold_inner(labels)
     if min_face is not None:
-        labels = drop_small(labels, np.where(valid, zf, np.nan), K, min_face, keep_lone, referee, confirm)
+        labels = drop_small(labels, np.where(valid, zf, np.nan), K, min_face, keep_lone, referee, confirm,
+                            absorb=absorb)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
@@ -715,7 +730,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
                     core: float | None = None, peaks: bool = False, join: float | None = 2.0,
                     inner: bool = True, min_face: float | None = MIN_FACE_M, keep_lone: bool = False,
                     referee: np.ndarray | None = None, referee_join: float | None = None, stand: bool = False,
-                    confirm: float | None = None, support: _Plane | None = None,
+                    confirm: float | None = None, support: _Plane | None = None, absorb: bool = False,
                     width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
@@ -729,7 +744,8 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     the geometry's proposals) with ``referee_join`` joins pieces inside one of its regions at that many noise
     sigmas (:func:`join_within`) and with ``stand`` a piece inside one of its regions that does not reach down to
     the support joins the piece below it (:func:`join_hanging`) and with ``confirm`` a small object covering
-    that share of one of its regions is kept by ``min_face`` (:func:`drop_small`), ``support`` the support
+    that share of one of its regions is kept by ``min_face`` and with ``absorb`` a small one inside a larger
+    one's region joins it (:func:`drop_small`), ``support`` the support
     plane the geometry already found for this frame (None: estimated here), ``width`` the
     work width (the network was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is
     worth is measured (bench/bench_segmenter.py)."""
@@ -764,12 +780,12 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     if not colour:
         feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
     out = segmenter.outputs(feats)
-    if referee is not None and (referee_join is not None or stand or confirm is not None):
+    if referee is not None and (referee_join is not None or stand or confirm is not None or absorb):
         referee = cv2.resize(np.asarray(referee, np.int32), (sw, sh), interpolation=cv2.INTER_NEAREST)
     else:
         referee = None
     labels, geo = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner, min_face,
-                            keep_lone, referee, referee_join, stand, confirm, support)
+                            keep_lone, referee, referee_join, stand, confirm, support, absorb)
     return _assemble(labels, geo, (h, w), config)
 
 
@@ -870,13 +886,14 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
 def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
                    config: ProposalConfig | None = None, referee_join: float | None = REFEREE_JOIN_SIGMAS,
                    stand: bool = True, confirm: float | None = REFEREE_CONFIRM, whole: float | None = REFEREE_WHOLE,
-                   trim: bool = True, **learned_options) -> list[Proposal] | None:
+                   trim: bool = True, absorb: bool = REFEREE_ABSORB, **learned_options) -> list[Proposal] | None:
     """The learned proposals with the depth's geometry (``propose`` with method "depth") as referee: pieces
     of the network's that lie inside one geometry proposal are joined at ``referee_join`` noise sigmas
     (:func:`join_pieces`; looser than the join anywhere else, since the geometry saw no step there); with
     ``stand`` a piece inside one that does not reach down to the support is joined to the piece below it
     (:func:`join_hanging`: it cannot stand alone); a small object covering ``confirm`` of one geometry
-    proposal stays (:func:`drop_small`); with ``trim`` outline pixels at the support's level leave the
+    proposal stays and with ``absorb`` a small one inside a larger one's geometry proposal joins it
+    (:func:`drop_small`); with ``trim`` outline pixels at the support's level leave the
     masks (:func:`trim_outline`; boxes stay); then :func:`part_merged` (with ``whole``). The support plane is the
     geometry's, estimated once. ``learned_options`` are :func:`propose_learned`'s. None when the depth is
     unusable, as :func:`propose_learned`."""
@@ -886,7 +903,7 @@ def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, int
         return None  # the caller's fallback, without running the geometry for nothing
     geometry, plane = propose_on_support(rgb, depth, intrinsics, dataclasses.replace(config, method="depth"))
     return refereed(segmenter, rgb, depth, intrinsics, config, geometry, plane, referee_join=referee_join,
-                    stand=stand, confirm=confirm, whole=whole, trim=trim, **learned_options)
+                    stand=stand, confirm=confirm, whole=whole, trim=trim, absorb=absorb, **learned_options)
 
 
 def referee_labels(geometry: list[Proposal], shape: tuple[int, int]) -> np.ndarray | None:

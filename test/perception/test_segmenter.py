@@ -405,10 +405,10 @@ def test_the_learned_and_refereed_defaults_are_the_rules_the_bench_chose():
         if family == "refereed":
             hybrid = inspect.signature(propose_hybrid).parameters
             for key, off in (("referee_join", None), ("stand", False), ("confirm", None), ("whole", None),
-                             ("trim", False)):
+                             ("trim", False), ("absorb", False)):
                 assert hybrid[key].default == opts.pop(key, off), key
         else:
-            assert not {"referee_join", "stand", "confirm", "whole", "trim"} & set(opts)
+            assert not {"referee_join", "stand", "confirm", "whole", "trim", "absorb"} & set(opts)
         assert {k: learned_defaults[k] for k in opts} == opts  # propose_hybrid passes them on
 
 
@@ -662,6 +662,28 @@ def test_a_small_object_covering_a_geometry_region_is_confirmed_and_a_piece_of_o
     assert out[6, 36] == 0 and out[46, 61] > 0 and out.max() == 2
     assert drop_small(lab, z, K, 0.04, keep_lone=False, referee=ref)[46, 61] == 0  # no confirm: dropped as before
     assert all(np.array_equal(drop_small(lab, z, K, 0.04, False, ref, 0.5), out) for _ in range(20))
+
+
+def test_a_small_piece_inside_a_larger_objects_geometry_region_is_given_to_it_with_absorb():
+    from cbcl_pr_ros.perception import CameraIntrinsics
+    from cbcl_pr_ros.perception.segmenter import drop_small
+
+    K = CameraIntrinsics(100.0, 100.0, 40.0, 30.0)  # at 0.5 m a pixel is 5 mm: a 4 cm face is 64 pixels
+    z = np.full((60, 80), 0.5)
+    lab = np.zeros((60, 80), np.int32)
+    lab[10:35, 5:30] = 1  # a toy's body
+    lab[4:10, 8:14] = 2  # its ear, parted by the network: 3 cm
+    lab[40:55, 40:55] = 3  # another object
+    lab[40:45, 60:65] = 4  # a piece in no object's region: dropped
+    ref = np.zeros_like(lab)
+    ref[3:36, 4:31] = 1  # the geometry: the toy, ear included
+    ref[39:56, 39:56] = 2
+    out = drop_small(lab, z, K, 0.04, keep_lone=False, referee=ref, absorb=True)
+    assert out[6, 10] == out[20, 20] > 0 and out[42, 62] == 0 and out.max() == 2
+    assert drop_small(lab, z, K, 0.04, keep_lone=False, referee=ref)[6, 10] == 0  # without absorb: dropped
+    assert np.array_equal(drop_small(lab, z, K, 0.04, keep_lone=False, absorb=True),
+                          drop_small(lab, z, K, 0.04, keep_lone=False))  # no referee: nothing to say whose
+    assert all(np.array_equal(drop_small(lab, z, K, 0.04, False, ref, absorb=True), out) for _ in range(20))
 
 
 def test_a_masks_outline_at_the_support_level_is_trimmed_and_its_box_stays():
