@@ -86,7 +86,7 @@ REFEREE_JOIN_SIGMAS = 3.0
 REFEREE_CONFIRM: float | None = 0.7
 #: a geometry proposal holding one learned object smaller than this share of it replaces it
 #: (``propose_hybrid``; None = never; chosen leave-one-source-out)
-REFEREE_WHOLE: float | None = 0.5
+REFEREE_WHOLE: float | None = None
 #: a learned object showing less than ``MIN_FACE_M`` inside a larger one's geometry proposal joins it instead
 #: of being dropped (``propose_hybrid``; chosen leave-one-source-out)
 REFEREE_ABSORB = True
