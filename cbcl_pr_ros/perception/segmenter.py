@@ -34,7 +34,7 @@ import numpy as np
 from scipy import ndimage
 
 from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _Plane, _support_region, \
-    _usable_depth, choose_support, propose, propose_on_support, refine_plane, support_planes
+    _usable_depth, choose_support, propose_on_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
@@ -663,8 +663,9 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     sigmas (:func:`join_within`); with ``referee`` and ``stand`` a piece inside one of its regions that does
     not reach down to the support plane is joined to the piece below it (:func:`join_hanging`); with
     ``referee`` and ``confirm`` a small object covering that share of one of its regions stays, with
-    ``absorb`` a small one inside a larger one's region joins it (:func:`drop_small`). ``support``: the support plane already estimated for this frame (refined), used
-    as it is instead of estimating it again."""
+    ``absorb`` a small one inside a larger one's region joins it (:func:`drop_small`). ``support``: the
+    support plane already estimated for this frame (refined), used as it is instead of estimating it
+    again."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0).astype(np.float32)
@@ -893,9 +894,9 @@ def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, int
     ``stand`` a piece inside one that does not reach down to the support is joined to the piece below it
     (:func:`join_hanging`: it cannot stand alone); a small object covering ``confirm`` of one geometry
     proposal stays and with ``absorb`` a small one inside a larger one's geometry proposal joins it
-    (:func:`drop_small`); with ``trim`` outline pixels at the support's level leave the
-    masks (:func:`trim_outline`; boxes stay); then :func:`part_merged` (with ``whole``). The support plane is the
-    geometry's, estimated once. ``learned_options`` are :func:`propose_learned`'s. None when the depth is
+    (:func:`drop_small`); with ``trim`` outline pixels at the support's level leave the masks
+    (:func:`trim_outline`; boxes stay); then :func:`part_merged` (with ``whole``). The support plane is
+    the geometry's, estimated once. ``learned_options`` are :func:`propose_learned`'s. None when the depth is
     unusable, as :func:`propose_learned`."""
     config = config or ProposalConfig()
     rgb = _check_rgb(rgb)
@@ -920,6 +921,8 @@ def refereed(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsic
              trim: bool = False, **learned_options) -> list[Proposal] | None:
     """:func:`propose_hybrid` given the geometry's proposals of the frame and the support plane they stand
     on (None: estimated again by :func:`propose_learned`, and no outline trimmed)."""
+    if whole is not None and not 0.0 < float(whole) <= 1.0:
+        raise ValueError(f"whole must be in (0, 1], got {whole}")
     learned = propose_learned(segmenter, rgb, depth, intrinsics, config,
                               referee=referee_labels(geometry, rgb.shape[:2]), support=support, **learned_options)
     if learned is None:

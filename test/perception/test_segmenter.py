@@ -609,7 +609,8 @@ def test_the_same_frame_gives_the_same_refereed_proposals_twenty_times():
         assert [p.box for p in again] == [p.box for p in first] and [p.score for p in again] == [p.score for p in first]
         assert all(np.array_equal(a.mask, b.mask) for a, b in zip(again, first))
     assert propose_hybrid(seg, rgb, np.full_like(depth, np.nan), K) is None
-    for bad in ({"referee_join": 0.0}, {"min_face": -0.1}, {"min_face": float("nan")}):
+    for bad in ({"referee_join": 0.0}, {"min_face": -0.1}, {"min_face": float("nan")}, {"confirm": 1.5},
+                {"confirm": float("nan")}, {"whole": 0.0}, {"whole": float("nan")}):
         with pytest.raises(ValueError):
             propose_hybrid(seg, rgb, depth, K, **bad)
     with pytest.raises(ValueError, match="referee"):
