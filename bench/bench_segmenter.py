@@ -17,7 +17,11 @@ For every frame of bench/real_rgbd (``CBCL_REAL_RGBD`` or --frames: the assemble
   ``segmenter.propose_hybrid``: pieces inside one geometry proposal joined at 3 noise sigmas or not,
   the smaller pieces inside one geometry proposal dropped, learned objects holding two or more geometry
   proposals parted; and a piece inside one geometry proposal that does not reach down to the support joined
-  to the piece below it, ``segmenter.join_hanging``). Leave-one-source-out: the variant best on the other sources
+  to the piece below it, ``segmenter.join_hanging``; on that rule, outline pixels at the support's level
+  taken off the masks, ``segmenter.trim_outline``, a small object covering a share of one geometry proposal
+  kept and a small piece inside a larger object's geometry proposal given to it, ``drop_small``'s
+  ``confirm`` and ``absorb``, a geometry proposal holding one smaller learned object in its place,
+  ``part_merged``'s ``whole``). Leave-one-source-out: the variant best on the other sources
   (F1 at IoU 0.5 less 0.05 per merge in 10 frames, as bench_real) is scored on the held-out one: among
   all variants; among those whose recall on the rendered tables (``bench_real.rendered_recall``,
   --rendered-seeds) is at least 0.98, what a default keeps; and among those no worse there than the rule
@@ -26,7 +30,8 @@ For every frame of bench/real_rgbd (``CBCL_REAL_RGBD`` or --frames: the assemble
   rendered tables, or where none does, among those no worse there;
 - recall and precision at IoU 0.5, merges, per source, pooled; CPU milliseconds per 640x480 frame on one
   core (best of 3, process CPU time with one BLAS/OpenCV thread) of the geometry, the chosen rule and,
-  when it is refereed, the same rule without the referee; whether 20 runs of one frame agree.
+  when it is refereed, the same rule without the referee, and ``propose_hybrid`` with its defaults (what the
+  extractor runs), all in the same run; whether 20 runs of one frame agree.
 
 Nothing here is chosen on the frame it is scored on. Writes runs/bench/segmenter.json. Run:
 ``source scripts/env.sh && python -P bench/bench_segmenter.py``.
