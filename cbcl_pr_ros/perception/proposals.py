@@ -39,7 +39,7 @@ from scipy.sparse.csgraph import connected_components
 from .regions import BoundaryRule, flat_pixels, split_layers, split_nonconvex, unseen_objects
 from .types import CameraIntrinsics, Proposal
 
-__all__ = ["ProposalConfig", "ProposalRules", "propose", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
+__all__ = ["ProposalConfig", "ProposalRules", "propose", "propose_on_support", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
            "depth_problem"]
 
 log = logging.getLogger(__name__)
@@ -607,6 +607,14 @@ def propose(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: Camera
     (:func:`depth_problem` says why, for a warning). ``intrinsics`` are those of ``rgb``.
     Bad ``rgb`` (not HxWx3 uint8) is a ``ValueError``/``TypeError``.
     """
+    return propose_on_support(rgb, depth, intrinsics, config)[0]
+
+
+def propose_on_support(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: CameraIntrinsics | None = None,
+                       config: ProposalConfig | None = None) -> tuple[list[Proposal], "_Plane | None"]:
+    """:func:`propose`'s proposals and the support plane it found for them (camera frame, metres; None
+    when the depth gave none and the RGB method answered), for a caller that places other proposals
+    on the same support without estimating it again."""
     config = config or ProposalConfig()
     rgb = _check_rgb(rgb)
     h, w = rgb.shape[:2]
@@ -615,7 +623,7 @@ def propose(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: Camera
     small = cv2.resize(rgb, (sw, sh), interpolation=cv2.INTER_AREA) if scale < 1.0 else rgb
     sx, sy = sw / w, sh / h
 
-    result = None
+    result, plane = None, None
     if config.method != "rgb" and intrinsics is not None:
         d = _usable_depth(depth, (h, w))
         if d is not None:
@@ -625,9 +633,9 @@ def propose(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: Camera
         if config.method == "depth":
             log.warning("depth unusable (missing, wrong shape, too sparse or no support plane): using the RGB method")
         labels = _components(_background_mask(small, config), _edges(small, None, config, config.rgb_edges), config)
-        result = (labels, [(_NAN3, _NAN3, 1.0)] * int(labels.max()))
-    labels, geo = result
-    return _assemble(labels, geo, (h, w), config)
+        result = (labels, [(_NAN3, _NAN3, 1.0)] * int(labels.max()), None)
+    labels, geo, plane = result
+    return _assemble(labels, geo, (h, w), config), plane
 
 
 _SAID: dict[str, float] = {}
@@ -701,7 +709,7 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         kept, geo = _join_pieces(kept, geo, before_layers, small, fg, P, height, plane, K, config)
     if config.rules.unseen_ring_share > 0:
         kept, geo = _add_unseen(kept, geo, small, valid, height, plane, surface, K, config)
-    return kept, geo
+    return kept, geo, plane
 
 
 def _add_unseen(kept: np.ndarray, geo: list, small: np.ndarray, valid: np.ndarray, height: np.ndarray, plane: _Plane,

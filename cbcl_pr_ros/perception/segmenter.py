@@ -33,8 +33,8 @@ import cv2
 import numpy as np
 from scipy import ndimage
 
-from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _support_region, propose, \
-    _usable_depth, choose_support, refine_plane, support_planes
+from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _Plane, _support_region, \
+    _usable_depth, choose_support, propose_on_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
@@ -78,8 +78,18 @@ _FLOOD_PASSES = 4  # nearest-label passes per level (bounded work; the last leve
 _MIN_SEAM_PX = 3  # two objects whose seam has fewer readings on both sides than this are not compared
 #: the seam test looks across at most this many pixels (1: touching; 2: a one-pixel gap between the two)
 _SEAM_REACH = 2
+_CROSS = np.array([[0, 1, 0], [1, 1, 1], [0, 1, 0]], np.uint8)  # 4-neighbours: a mask's outline, a pixel a step
 #: pieces inside one geometry proposal are joined at this many noise sigmas (``propose_hybrid``)
 REFEREE_JOIN_SIGMAS = 3.0
+#: a learned object showing less than ``MIN_FACE_M`` stays where it covers this share of one geometry
+#: proposal: both see the same whole object there (``propose_hybrid``; chosen leave-one-source-out)
+REFEREE_CONFIRM: float | None = 0.7
+#: a geometry proposal holding one learned object smaller than this share of it replaces it
+#: (``propose_hybrid``; None = never; chosen leave-one-source-out)
+REFEREE_WHOLE: float | None = None
+#: a learned object showing less than ``MIN_FACE_M`` inside a larger one's geometry proposal joins it instead
+#: of being dropped (``propose_hybrid``; chosen leave-one-source-out)
+REFEREE_ABSORB = True
 #: an object shows the camera at least this much of its surface (a face this wide and high): a smaller
 #: object of the network's is a piece of one (a label, a rim, a highlight), whatever its distance
 MIN_FACE_M = 0.04
@@ -524,12 +534,21 @@ def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, fl
 
 
 def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face: float,
-               keep_lone: bool = True) -> np.ndarray:
+               keep_lone: bool = True, referee: np.ndarray | None = None, confirm: float | None = None,
+               share: float = 0.6, absorb: bool = False) -> np.ndarray:
     """``labels`` (0 = none) without the objects that show the camera less surface than a square of side
     ``min_face`` metres (:func:`visible_area_m2` at depth ``z``, intrinsics ``K`` of this size): pieces of
     an object the network parted from it (a label, a rim, a highlight, a face). With ``keep_lone`` only
     those beside a larger object (one not this small, within ``_GROW_PX`` pixels) go: a small object with
-    nothing beside it is an object. Renumbered 1.. in order of their first pixel (row by row)."""
+    nothing beside it is an object. With ``referee`` (labels of the same size, 0 = none: the geometry's
+    proposals) and ``confirm``, a small object with ``share`` of its pixels in one region that covers at
+    least ``confirm`` of that region stays: the depth bounds it there as a whole object on the support
+    (a domino, a coin-sized box lying flat), where a piece the network parted from a larger object would
+    cover only part of that object's region. With ``referee`` and ``absorb``, a small object with ``share``
+    of its pixels in a region that holds a larger one the same way is given to the largest of those
+    instead of dropped: the geometry says which object it is a piece of (a toy's ears parted from its
+    head), and dropping it would clip that object. Renumbered 1.. in order of their first pixel (row by
+    row)."""
     lab = np.asarray(labels, np.int32)
     n = int(lab.max()) if lab.size else 0
     if n == 0:
@@ -539,10 +558,19 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     for i, sl in enumerate(found, start=1):
         if sl is not None:
             small[i] = visible_area_m2(lab[sl] == i, z[sl], K) < float(min_face) ** 2
+    if referee is not None and confirm is not None and small.any():
+        small &= ~confirmed(lab, referee, confirm, share)
     to = np.arange(n + 1)
     h, w = lab.shape
+    homes = _homes(lab, referee, share) if referee is not None and absorb else None
+    px = np.bincount(lab.ravel(), minlength=n + 1)
     for i in np.flatnonzero(small):
         sl = found[i - 1]
+        if homes is not None and homes[1][i] > 0:  # a piece of the largest object of its geometry region
+            mates = np.flatnonzero((homes[1] == homes[1][i]) & ~small)
+            if len(mates):
+                to[i] = int(mates[np.lexsort((mates, -px[mates]))[0]])
+                continue
         if keep_lone:  # is a larger object beside it?
             y0, y1 = max(sl[0].start - _GROW_PX, 0), min(sl[0].stop + _GROW_PX, h)
             x0, x1 = max(sl[1].start - _GROW_PX, 0), min(sl[1].stop + _GROW_PX, w)
@@ -552,6 +580,60 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
                 continue
         to[i] = 0
     return _renumbered(to[lab], n)
+
+
+def confirmed(labels: np.ndarray, referee: np.ndarray, cover: float, share: float = 0.6) -> np.ndarray:
+    """Per object of ``labels`` (bool array, index 0..n; 0 = none) whether one region of ``referee`` (labels
+    of the same size, 0 = none) holds ``share`` of its pixels and the object covers at least ``cover`` of
+    that region's pixels: the two labelings bound the same object there."""
+    lab = np.asarray(labels, np.int32)
+    ref = np.asarray(referee, np.int32)
+    n = int(lab.max()) if lab.size else 0
+    out = np.zeros(n + 1, bool)
+    if n == 0 or not ref.any():
+        return out
+    m = int(ref.max()) + 1
+    pair = np.bincount(lab.ravel().astype(np.int64) * m + ref.ravel(), minlength=(n + 1) * m).reshape(n + 1, m)
+    pair[:, 0] = 0
+    px = np.bincount(lab.ravel(), minlength=n + 1)
+    region_px = np.bincount(ref.ravel(), minlength=m)
+    home = pair.argmax(axis=1)
+    inside = pair[np.arange(n + 1), home]
+    out = (inside >= share * np.maximum(px, 1)) & (inside >= float(cover) * np.maximum(region_px[home], 1)) & (inside > 0)
+    out[0] = False
+    return out
+
+
+def trim_outline(proposals: list[Proposal], depth: np.ndarray, K: CameraIntrinsics, plane: _Plane,
+                 floor: tuple[float, float], band: int) -> list[Proposal]:
+    """``proposals`` whose masks lose the pixels of their outer ``band`` pixels (full size) that read the
+    support's level: height above ``plane`` at most max(floor[0], floor[1] z^2) at their depth ``depth``
+    (metres, NaN = none; intrinsics ``K`` of this size). Masks made at a coarser work size are blocks at
+    full size, and an outline block often holds the table beside the object too: its colour then rings
+    the object's masked crop (a dark object on a light table looks like another object). Only the mask
+    changes: the box stays the object's extent (an object's own lowest rows read the support's level
+    too), and a mask that would lose every pixel stays whole. Order kept."""
+    out = []
+    h, w = depth.shape
+    nx, ny, nz = (float(v) for v in plane.normal)
+    for p in proposals:
+        x0, y0, x1, y1 = p.box
+        x0, y0, x1, y1 = max(x0 - 1, 0), max(y0 - 1, 0), min(x1 + 1, w), min(y1 + 1, h)
+        m = p.mask[y0:y1, x0:x1]
+        edge = m & ~cv2.erode(m.view(np.uint8), _CROSS, iterations=int(band), borderType=cv2.BORDER_CONSTANT,
+                              borderValue=0).astype(bool)
+        ys, xs = np.nonzero(edge)
+        z = depth[y0:y1, x0:x1][ys, xs]
+        with np.errstate(invalid="ignore"):
+            height = (nx * (xs + x0 - K.cx) / K.fx + ny * (ys + y0 - K.cy) / K.fy + nz) * z + plane.offset
+            level = np.isfinite(z) & (z > 0) & (height <= np.maximum(floor[0], floor[1] * z * z))
+        if not level.any():
+            out.append(p)
+            continue
+        mask = p.mask.copy()
+        mask[ys[level] + y0, xs[level] + x0] = False
+        out.append(dataclasses.replace(p, mask=mask) if mask.any() else p)
+    return out
 
 
 def _feet(P: np.ndarray, height: np.ndarray, valid: np.ndarray, plane, K: CameraIntrinsics) -> np.ndarray:
@@ -569,7 +651,8 @@ def _feet(P: np.ndarray, height: np.ndarray, valid: np.ndarray, plane, K: Camera
 def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np.ndarray, config: ProposalConfig,
               use_plane: bool = True, join: float | None = None, inner: bool = False,
               min_face: float | None = None, keep_lone: bool = True, referee: np.ndarray | None = None,
-              referee_join: float | None = None, stand: bool = False) -> tuple[np.ndarray, list] | None:
+              referee_join: float | None = None, stand: bool = False, confirm: float | None = None,
+              support: _Plane | None = None, absorb: bool = False) -> tuple[np.ndarray, list] | None:
     """Per object (centroid, size, score), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
     With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
@@ -578,22 +661,32 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     objects showing less surface than a square of that side are dropped (:func:`drop_small`); with
     ``referee`` (labels of this size) pieces inside one of its regions are joined at ``referee_join``
     sigmas (:func:`join_within`); with ``referee`` and ``stand`` a piece inside one of its regions that does
-    not reach down to the support plane is joined to the piece below it (:func:`join_hanging`). None when
-    the camera's pose (``config.up_axis``) leaves no level support: the pose and the view disagree."""
+    not reach down to the support plane is joined to the piece below it (:func:`join_hanging`); with
+    ``referee`` and ``confirm`` a small object covering that share of one of its regions stays, with
+    ``absorb`` a small one inside a larger one's region joins it (:func:`drop_small`). ``support``: the
+    support plane already estimated for this frame (refined), used as it is instead of estimating it
+    again. None when the camera's pose (``config.up_axis``) leaves no level support: the pose and
+    the view disagree."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0).astype(np.float32)
     xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
-    plane = choose_support(support_planes(P[valid], config), config, P, valid) if use_plane and valid.sum() >= 100 else None
+    if not use_plane or valid.sum() < 100:
+        plane = None
+    elif support is not None:
+        plane = support
+    else:
+        plane = choose_support(support_planes(P[valid], config), config, P, valid)
+        if plane is not None:
+            plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
     if plane is None and use_plane and config.up_axis is not None:
         return None  # the camera's pose says no surface in view is level: a position from it would be wrong
     prob = _probabilities(scores[:3])
     out = np.zeros_like(labels)
     geo = []
     if plane is not None:
-        plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
         height = np.where(valid, P @ plane.normal.astype(np.float32) + np.float32(plane.offset), np.nan).astype(np.float32)
         sigma = _noise_sigma(height, zf, valid, config)
         with np.errstate(invalid="ignore"):
@@ -611,7 +704,8 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
     if inner:
         labels = fold_inner(labels)
     if min_face is not None:
-        labels = drop_small(labels, np.where(valid, zf, np.nan), K, min_face, keep_lone)
+        labels = drop_small(labels, np.where(valid, zf, np.nan), K, min_face, keep_lone, referee, confirm,
+                            absorb=absorb)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
             continue
@@ -640,6 +734,7 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
                     core: float | None = None, peaks: bool = False, join: float | None = 2.0,
                     inner: bool = True, min_face: float | None = MIN_FACE_M, keep_lone: bool = False,
                     referee: np.ndarray | None = None, referee_join: float | None = None, stand: bool = False,
+                    confirm: float | None = None, support: _Plane | None = None, absorb: bool = False,
                     width: int = WORK_WIDTH) -> list[Proposal] | None:
     """Object proposals of one frame by the network, completed by the support plane (as ``propose`` returns
     them: highest score first, masks and boxes at full size); None when the depth is unusable (under 5 % of
@@ -652,7 +747,10 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     only those beside a larger object: :func:`drop_small`), ``referee`` (labels of the frame's size, 0 = none:
     the geometry's proposals) with ``referee_join`` joins pieces inside one of its regions at that many noise
     sigmas (:func:`join_within`) and with ``stand`` a piece inside one of its regions that does not reach down to
-    the support joins the piece below it (:func:`join_hanging`), ``width`` the
+    the support joins the piece below it (:func:`join_hanging`) and with ``confirm`` a small object covering
+    that share of one of its regions is kept by ``min_face`` and with ``absorb`` a small one inside a larger
+    one's region joins it (:func:`drop_small`), ``support`` the support
+    plane the geometry already found for this frame (None: estimated here), ``width`` the
     work width (the network was trained at ``WORK_WIDTH``; wider shows small objects larger): what each is
     worth is measured (bench/bench_segmenter.py)."""
     config = config or ProposalConfig()
@@ -673,6 +771,8 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
         raise ValueError(f"referee must be the frame's size {(h, w)}, got {np.shape(referee)}")
     if min_face is not None and not 0.0 <= float(min_face) <= 1.0:
         raise ValueError(f"min_face must be in [0, 1] metres, got {min_face}")
+    if confirm is not None and not 0.0 < float(confirm) <= 1.0:
+        raise ValueError(f"confirm must be in (0, 1], got {confirm}")
     scale = min(1.0, int(width) / w)
     sw, sh = max(8, int(round(w * scale))), max(8, int(round(h * scale)))
     small = cv2.resize(rgb, (sw, sh), interpolation=cv2.INTER_AREA)
@@ -684,12 +784,12 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
     if not colour:
         feats[[CHANNELS.index(c) for c in ("red", "green", "blue")]] = 0.0
     out = segmenter.outputs(feats)
-    if referee is not None and (referee_join is not None or stand):
+    if referee is not None and (referee_join is not None or stand or confirm is not None or absorb):
         referee = cv2.resize(np.asarray(referee, np.int32), (sw, sh), interpolation=cv2.INTER_NEAREST)
     else:
         referee = None
     placed = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner, min_face,
-                       keep_lone, referee, referee_join, stand)
+                       keep_lone, referee, referee_join, stand, confirm, support, absorb)
     if placed is None:
         return None  # as with unusable depth: the geometry's answer, which says why and places nothing
     return _assemble(*placed, (h, w), config)
@@ -745,7 +845,8 @@ def combine(geometry: list[Proposal], learned: list[Proposal], max_proposals: in
 _PART_SHARE = 0.2  # a geometry proposal smaller than this share of a learned object is a piece of it, not an object
 
 
-def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals: int = 32) -> list[Proposal]:
+def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals: int = 32,
+                whole: float | None = None) -> list[Proposal]:
     """The network's proposals with the depth's geometry as referee where the two disagree:
 
     - learned objects that one geometry proposal holds (each with ``_PIECE_SHARE`` of its mask inside it:
@@ -756,6 +857,12 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
       inside it and at least ``_PART_SHARE`` of its area: a depth step, a crease or another level between
       them) gives way to them.
 
+    - with ``whole``: a geometry proposal holding one learned object (``_PIECE_SHARE`` of its mask inside
+      it) smaller than ``whole`` of it takes its place: the network saw only part of what the depth bounds
+      as one object standing on the support, its other part dropped as a small piece or never found (a
+      toy's ears above its head). A geometry proposal holding two or more stays out: there the geometry
+      may have merged touching objects the network parts.
+
     Every other learned object stays as it is; geometry proposals elsewhere are not added (on the real
     frames they added more pieces than objects). Highest score first, at most ``max_proposals``."""
     if not learned or not geometry:
@@ -764,7 +871,16 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
     home = [max(range(len(geometry)), key=lambda i, p=p: (_inside(p, geometry[i]), -i)) for p in learned]
     home = [h if _inside(p, geometry[h]) >= _PIECE_SHARE else -1 for p, h in zip(learned, home)]
     out: list[Proposal] = []
+    if whole is not None:
+        for i, g in enumerate(geometry):
+            pieces = [k for k in range(len(learned)) if home[k] == i]
+            if len(pieces) == 1 and area[pieces[0]] < float(whole) * int(g.mask.sum()):
+                out.append(g)
+                for k in pieces:
+                    home[k] = -2  # replaced by the geometry's whole
     for k, lp in enumerate(learned):
+        if home[k] == -2:
+            continue
         if home[k] >= 0 and any(home[j] == home[k] and (area[j], -j) > (area[k], -k) for j in range(len(learned))):
             continue  # a smaller piece of what the geometry sees as one object
         held = [g for g in geometry if _inside(g, lp) >= _PIECE_SHARE and int(g.mask.sum()) >= _PART_SHARE * area[k]]
@@ -775,23 +891,71 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
 
 def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
                    config: ProposalConfig | None = None, referee_join: float | None = REFEREE_JOIN_SIGMAS,
-                   stand: bool = True, **learned_options) -> list[Proposal] | None:
+                   stand: bool = True, confirm: float | None = REFEREE_CONFIRM, whole: float | None = REFEREE_WHOLE,
+                   trim: bool = True, absorb: bool = REFEREE_ABSORB, **learned_options) -> list[Proposal] | None:
     """The learned proposals with the depth's geometry (``propose`` with method "depth") as referee: pieces
     of the network's that lie inside one geometry proposal are joined at ``referee_join`` noise sigmas
     (:func:`join_pieces`; looser than the join anywhere else, since the geometry saw no step there); with
     ``stand`` a piece inside one that does not reach down to the support is joined to the piece below it
-    (:func:`join_hanging`: it cannot stand alone); then :func:`part_merged`. ``learned_options`` are :func:`propose_learned`'s. None when the depth is unusable,
-    as :func:`propose_learned`."""
+    (:func:`join_hanging`: it cannot stand alone); a small object covering ``confirm`` of one geometry
+    proposal stays and with ``absorb`` a small one inside a larger one's geometry proposal joins it
+    (:func:`drop_small`); with ``trim`` outline pixels at the support's level leave the masks
+    (:func:`trim_outline`; boxes stay); then :func:`part_merged` (with ``whole``). The support plane is
+    the geometry's, estimated once. ``learned_options`` are :func:`propose_learned`'s. None when the depth is
+    unusable, as :func:`propose_learned`."""
     config = config or ProposalConfig()
     rgb = _check_rgb(rgb)
     if _usable_depth(depth, rgb.shape[:2]) is None:
         return None  # the caller's fallback, without running the geometry for nothing
-    geometry = propose(rgb, depth, intrinsics, dataclasses.replace(config, method="depth"))
-    referee = np.zeros(rgb.shape[:2], np.int32)
+    geometry, plane = propose_on_support(rgb, depth, intrinsics, dataclasses.replace(config, method="depth"))
+    return refereed(segmenter, rgb, depth, intrinsics, config, geometry, plane, referee_join=referee_join,
+                    stand=stand, confirm=confirm, whole=whole, trim=trim, absorb=absorb, **learned_options)
+
+
+def referee_labels(geometry: list[Proposal], shape: tuple[int, int]) -> np.ndarray | None:
+    """The geometry's proposals as one label image of ``shape`` (1.. in their order, the first one where
+    two overlap; 0 = none); None without proposals."""
+    referee = np.zeros(shape, np.int32)
     for i, g in enumerate(geometry, start=1):
         referee[g.mask & (referee == 0)] = i
-    learned = propose_learned(segmenter, rgb, depth, intrinsics, config, referee=referee if geometry else None,
-                              referee_join=referee_join, stand=stand, **learned_options)
+    return referee if geometry else None
+
+
+def refereed(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, intrinsics: CameraIntrinsics,
+             config: ProposalConfig, geometry: list[Proposal], support: _Plane | None, *, whole: float | None = None,
+             trim: bool = False, **learned_options) -> list[Proposal] | None:
+    """:func:`propose_hybrid` given the geometry's proposals of the frame and the support plane they stand
+    on (None: estimated again by :func:`propose_learned`, and no outline trimmed)."""
+    if whole is not None and not 0.0 < float(whole) <= 1.0:
+        raise ValueError(f"whole must be in (0, 1], got {whole}")
+    learned = propose_learned(segmenter, rgb, depth, intrinsics, config,
+                              referee=referee_labels(geometry, rgb.shape[:2]), support=support, **learned_options)
     if learned is None:
         return None
-    return part_merged(learned, geometry, config.max_proposals)
+    out = part_merged(learned, geometry, config.max_proposals, whole)
+    if trim and support is not None and out:
+        d = _usable_depth(depth, rgb.shape[:2])
+        band = int(math.ceil(rgb.shape[1] / int(learned_options.get("width", WORK_WIDTH))))
+        out = trim_outline(out, d, intrinsics, support, support_floor(d, intrinsics, support, config), band)
+    return out
+
+
+def support_floor(depth: np.ndarray, K: CameraIntrinsics, plane: _Plane, config: ProposalConfig,
+                  step: int = 4) -> tuple[float, float]:
+    """The height above ``plane`` the depth noise alone can give, as the geometry's test has it:
+    max(``min_height_m``, ``height_sigmas`` sigma(z)) with sigma(z) = s z^2, ``s`` measured on the table's
+    readings (every ``step``-th pixel of ``depth``, metres, NaN = none; intrinsics ``K``); as (minimum
+    height, height per squared metre of depth)."""
+    z = np.asarray(depth, np.float32)[::step, ::step]
+    k = K.scaled(z.shape[1] / depth.shape[1], z.shape[0] / depth.shape[0])
+    valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
+    zf = np.where(valid, z, 0.0)
+    xs = ((np.arange(z.shape[1], dtype=np.float32) - k.cx) / k.fx)[None, :] * zf
+    ys = ((np.arange(z.shape[0], dtype=np.float32) - k.cy) / k.fy)[:, None] * zf
+    nx, ny, nz = (float(v) for v in plane.normal)
+    height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
+    if not valid.any():
+        return float(config.min_height_m), float(config.height_sigmas) * _SIGMA_AT_1M_FLOOR
+    i = np.unravel_index(int(np.argmax(valid)), z.shape)  # sigma is s z^2 at every reading: s from one
+    per_m2 = float(_noise_sigma(height, zf, valid, config)[i]) / float(zf[i]) ** 2
+    return float(config.min_height_m), float(config.height_sigmas) * per_m2

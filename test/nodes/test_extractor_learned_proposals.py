@@ -33,8 +33,10 @@ def test_learned_proposals_are_what_the_node_sends_and_the_method_is_fixed_at_st
         assert len(sent) == 1 and len(sent[0].objects) == len(want) == 2
         assert sorted((o.x0, o.y0, o.x1, o.y1) for o in sent[0].objects) == sorted(p.box for p in want)
         assert not node.set_parameters([Parameter("object_proposals", value="depth")])[0].successful
-    with extractor(MeanColourBackbone(), k) as node:
-        assert node.segmenter is None
+    with extractor(MeanColourBackbone(), k) as node:  # the default: the shipped weights, the geometry as referee
+        assert node.segmenter is not None and node.proposal_referee
+    with extractor(MeanColourBackbone(), k, object_proposals="depth") as node:
+        assert node.segmenter is None and not node.proposal_referee
 
 
 @pytest.mark.parametrize("weights", ["missing", "garbage"])

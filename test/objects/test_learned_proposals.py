@@ -146,7 +146,7 @@ def test_depth_too_sparse_for_the_network_gets_the_geometrys_proposals_of_that_d
 
 def test_object_proposals_takes_depth_learned_or_hybrid_and_refuses_anything_else(tmp_path):
     spec = next(p for p in PARAMS if p.name == "object_proposals")
-    assert spec.default == "depth" and spec.choices == PROPOSAL_METHODS and spec.read_only
+    assert spec.default == "hybrid" and spec.choices == PROPOSAL_METHODS and spec.read_only
     assert validate_parameter("object_proposals", "learned") is None
     assert validate_parameter("object_proposals", "hybrid") is None
     assert "object_proposals" in validate_parameter("object_proposals", "geometry")
