@@ -6,7 +6,7 @@ ships them (cbcl_pr_ros/perception/weights/)::
     source scripts/env.sh && nice -n 5 python -P bench/train_segmenter.py --install
 
 1. ``--scenes`` rendered table scenes (``segmenter_data.make_scenes``, each from its own seed), cached
-   under runs/bench/segmenter/ by their count and seed;
+   under runs/bench/segmenter/ by their count, seed and the generator's source digest;
 2. the network's input features of each (``perception.segmenter.input_features``) and its targets:
    background, object inside, object boundary (object pixels beside another object or the background),
    and each object pixel's distance to the nearest pixel not of its object (clipped at
@@ -76,12 +76,18 @@ def distance_targets(inst: np.ndarray) -> np.ndarray:
     return np.minimum(out, DIST_CLIP_PX) / DIST_CLIP_PX
 
 
+def generator_digest() -> str:
+    """The first 12 hex digits of the sha256 of the scene generator's source: the cache of rendered scenes
+    is keyed by it, so a changed generator never trains on scenes of the one before."""
+    return hashlib.sha256((Path(__file__).resolve().parent / "segmenter_data.py").read_bytes()).hexdigest()[:12]
+
+
 def build_data(scenes: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """(features (n, c, h, w) float16, class targets (n, h, w) uint8, distance targets (n, h, w) float16,
     the raw scenes) for ``scenes`` scenes."""
     from segmenter_data import make_scenes
 
-    cache = out_path(f"segmenter/scenes_{scenes}_{seed}.npz")
+    cache = out_path(f"segmenter/scenes_{scenes}_{seed}_{generator_digest()}.npz")
     if cache.exists():
         raw = dict(np.load(cache))
     else:
@@ -201,10 +207,10 @@ def install(weights: Path, log: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scenes", type=int, default=4000)
+    ap.add_argument("--scenes", type=int, default=6000)
     ap.add_argument("--val", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=6000)
+    ap.add_argument("--steps", type=int, default=8000)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--crop", type=int, nargs=2, default=(64, 96), help="training crop (height, width), multiples of 8")
     ap.add_argument("--lr", type=float, default=3e-3)
@@ -238,7 +244,8 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     colour = [CHANNELS.index(c) for c in ("red", "green", "blue")]
     nx = CHANNELS.index("normal_x")
-    log = {"args": vars(args) | {"weights": str(args.weights) if args.weights else None}, "loss": []}
+    log = {"args": vars(args) | {"weights": str(args.weights) if args.weights else None},
+           "scene_generator_sha256_12": generator_digest(), "loss": []}
     net.train()
     running, t0 = 0.0, time.time()
     for step in range(args.steps):
