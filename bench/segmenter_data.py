@@ -7,6 +7,10 @@ catalogue's meshes), free, touching, stacked or heaped; random colours and textu
 textures and procedural ones), lighting and shadows; a camera 0.3-1.2 m away, looking down 30-90
 degrees. Depth gets a depth camera's faults: noise growing with z^2, disparity quantisation, holes at
 depth edges (one side shadowed, as a projector's), dropped patches and dark pixels, and a far cut-off.
+With ``variety`` (``--variety``) the scenes also hold what the real frames showed the network missing:
+see-through objects (the colour of what lies behind, tinted, dark rims and glints; the depth read
+through them or lost), blotches of objects' surfaces unread, toy clutter (many small objects, mostly
+touching, often printed) and many-coloured print textures.
 
 Every scene is made from its own seed (``SeedSequence([seed, index])``), so scene ``i`` is the same
 whatever the number of scenes or the order they are made in. Run alone it writes one ``.npz``::
@@ -35,9 +39,9 @@ IGNORE = -2  # instance id of pixels of objects too small to learn from (neither
 _MIN_VISIBLE_PX = 12
 
 
-def _procedural_textures(folder: Path, n: int = 25) -> list[Path]:
+def _procedural_textures(folder: Path, n: int = 25, prints: bool = True) -> list[Path]:
     """``n`` small procedural textures (stripes, checks, blotches, print-like blocks, many-coloured toy
-    prints), made from a fixed seed."""
+    prints; without ``prints`` the first four kinds only), made from a fixed seed."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(12345)
     paths = []
@@ -45,7 +49,7 @@ def _procedural_textures(folder: Path, n: int = 25) -> list[Path]:
         size = 64
         c1, c2 = rng.integers(0, 256, 3), rng.integers(0, 256, 3)
         yy, xx = np.mgrid[0:size, 0:size]
-        kind = i % 5
+        kind = i % 5 if prints else i % 4
         if kind == 0:
             t = (np.sin(xx * rng.uniform(0.2, 1.2) + yy * rng.uniform(-0.5, 0.5)) > 0)
         elif kind == 1:
@@ -131,14 +135,15 @@ def _blob_mesh(rng: np.random.Generator, radius: float, squash: float, rings: in
 class SceneMaker:
     """One PyBullet connection making scenes one after another (bodies removed between scenes)."""
 
-    def __init__(self, texture_dir: Path) -> None:
+    def __init__(self, texture_dir: Path, variety: bool = False) -> None:
+        self.variety = variety
         self.p = import_pybullet()
         self.cid = self.p.connect(self.p.DIRECT)
         tex_root = robosuite_assets_dir() / "textures"
         files = [tex_root / t for t in TEXTURES] + [tex_root / t for t in ("metal.png", "ceramic.png", "soda.png",
                                                                               "cereal.png", "bread.png", "can.png",
                                                                               "white-bricks.png", "clay.png")]
-        files += _procedural_textures(texture_dir)
+        files += _procedural_textures(texture_dir, 25 if variety else 12, variety)
         self.textures = [self.p.loadTexture(str(f), physicsClientId=self.cid) for f in files if f.exists()]
         self._mesh_cache: dict[tuple, tuple[int, np.ndarray]] = {}
         self.models = [m for ms in CATALOGUE.values() for m in ms]
@@ -326,7 +331,7 @@ class SceneMaker:
                           rng.uniform(floor_z + 0.2, 0.3), 0.04, rng.random() < 0.5)
         region = (-min(tx / 2, 0.35), min(tx / 2, 0.35), -min(ty / 2, 0.3), min(ty / 2, 0.3))
         heap = rng.random() < 0.25
-        clutter = rng.random() < 0.2  # toy clutter: many small, often printed objects, mostly touching
+        clutter = self.variety and rng.random() < 0.2  # toy clutter: many small, often printed objects, mostly touching
         if heap:
             region = tuple(v * 0.5 for v in region)
         elif clutter:
@@ -345,14 +350,14 @@ class SceneMaker:
                 vis = p.createVisualShape(p.GEOM_BOX, halfExtents=[hx, hy, wh / 2], rgbaColor=col, physicsClientId=c)
                 self._body(vis, [cx, cy, top + wh / 2], [0, 0, 0, 1])
         n = int(rng.integers(2, 19)) if rng.random() < 0.85 else int(rng.integers(0, 3))
-        scale, texture_p = 1.0, 0.4
+        scale, texture_p = 1.0, 0.4 if self.variety else 0.3
         if clutter:
             n, scale, texture_p = int(rng.integers(6, 20)), float(rng.uniform(0.4, 0.75)), 0.65
         placed: list = []
         for i in range(n):
             self._object(rng, i, placed, (*region, top), heap or clutter, scale, texture_p)
         # see-through objects (glass, clear plastic): which, of the scenes that have them
-        glass = {i for i in range(n) if rng.random() < 0.5} if rng.random() < 0.2 else set()
+        glass = {i for i in range(n) if rng.random() < 0.5} if self.variety and rng.random() < 0.2 else set()
         # the camera: distance, elevation, azimuth about a point near the objects; fov; a little roll
         dist, elev = rng.uniform(0.3, 1.2), math.radians(rng.uniform(30, 89))
         az = rng.uniform(-math.pi, math.pi) if rng.random() < 0.5 else rng.uniform(-math.pi / 2 - 0.8, -math.pi / 2 + 0.8)
@@ -391,7 +396,7 @@ class SceneMaker:
         K = np.array([f, f, (W - 1) / 2, (H - 1) / 2], np.float32)
         rgb = _colour_faults(rgb, rng)
         depth = depth_faults(depth, rgb, f, rng)
-        return rgb, _unread_surfaces(depth, inst, see_through, rng), inst, K
+        return rgb, _unread_surfaces(depth, inst, see_through, rng) if self.variety else depth, inst, K
 
     def _render(self, view, proj, near: float, far: float, light: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rgb, exact depth in metres, body id per pixel, -1 for none) of the bodies now in the world."""
@@ -493,10 +498,12 @@ def depth_faults(depth: np.ndarray, rgb: np.ndarray, f: float, rng: np.random.Ge
 
 
 def make_scenes(n: int, seed: int = 0, start: int = 0, texture_dir: Path | None = None,
-                progress: bool = False) -> dict[str, np.ndarray]:
+                progress: bool = False, variety: bool = False) -> dict[str, np.ndarray]:
     """Scenes ``start .. start + n - 1`` of the set made from ``seed``, stacked: rgb (n, H, W, 3) uint8,
-    depth (n, H, W) float16 metres, inst (n, H, W) int16, K (n, 4) float32."""
-    maker = SceneMaker(texture_dir or out_path("segmenter/textures"))
+    depth (n, H, W) float16 metres, inst (n, H, W) int16, K (n, 4) float32. With ``variety`` also
+    see-through objects, unread blotches inside objects, toy clutter and print textures; without, the
+    scenes the shipped weights were trained on."""
+    maker = SceneMaker(texture_dir or out_path("segmenter/textures"), variety)
     rgb = np.zeros((n, H, W, 3), np.uint8)
     depth = np.zeros((n, H, W), np.float16)
     inst = np.zeros((n, H, W), np.int16)
@@ -519,8 +526,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--preview", type=Path, default=None, help="write a picture of the first 12 scenes here")
+    ap.add_argument("--variety", action="store_true", help="see-through objects, unread blotches, toy clutter, prints")
     args = ap.parse_args()
-    data = make_scenes(args.scenes, args.seed, progress=True)
+    data = make_scenes(args.scenes, args.seed, progress=True, variety=args.variety)
     out = args.out or out_path("segmenter/scenes.npz")
     np.savez(out, **data)
     print(f"wrote {out}")

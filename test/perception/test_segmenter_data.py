@@ -1,6 +1,6 @@
-"""The rendered training scenes' faults of real cameras: see-through objects (colour from behind, depth
-read through them or lost), unread blotches inside objects, the toy-print textures, and that a changed
-scene generator never reuses scenes cached from the one before."""
+"""The varied rendered training scenes (``make_scenes(variety=True)``): see-through objects (colour from
+behind, depth read through them or lost), unread blotches inside objects, the toy-print textures, and
+that a changed scene generator never reuses scenes cached from the one before."""
 from __future__ import annotations
 
 import numpy as np
@@ -70,6 +70,8 @@ def test_procedural_textures_include_many_coloured_prints_and_are_the_same_each_
     a = _procedural_textures(tmp_path / "a")
     b = _procedural_textures(tmp_path / "b")
     assert len(a) == 25
+    plain = _procedural_textures(tmp_path / "c", 12, prints=False)  # the former twelve: stripes to blocks only
+    assert len(plain) == 12 and plain[4].read_bytes() != a[4].read_bytes()
     imgs = [cv2.imread(str(p)) for p in a]
     for pa, pb in zip(a, b):
         assert pa.read_bytes() == pb.read_bytes()
@@ -77,11 +79,17 @@ def test_procedural_textures_include_many_coloured_prints_and_are_the_same_each_
     assert max(colours[4::5]) > max(colours[0::5])  # the prints hold more colours than two-colour stripes
 
 
-def test_rendered_scenes_include_see_through_objects_and_toy_clutter(tmp_path):
+def test_varied_scenes_include_see_through_objects_and_toy_clutter_and_are_the_same_each_time(tmp_path):
     pytest.importorskip("pybullet")
     from segmenter_data import make_scenes
 
-    data = make_scenes(30, seed=0, texture_dir=tmp_path)
+    data = make_scenes(30, seed=0, texture_dir=tmp_path, variety=True)
+    again = make_scenes(3, seed=0, start=27, texture_dir=tmp_path, variety=True)
+    for k in ("rgb", "inst", "K"):
+        np.testing.assert_array_equal(data[k][27:], again[k])
+    np.testing.assert_array_equal(np.nan_to_num(data["depth"][27:], nan=-1), np.nan_to_num(again["depth"], nan=-1))
+    plain = make_scenes(3, seed=0, start=27, texture_dir=tmp_path)
+    assert not np.array_equal(plain["rgb"], again["rgb"])  # the variety is only where asked for
     counts = [len(np.unique(m[m >= 0])) for m in data["inst"]]
     assert max(counts) >= 8  # crowded tables
     # objects whose inside the depth camera mostly did not read (see-through or unread surfaces)
