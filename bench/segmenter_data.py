@@ -7,6 +7,10 @@ catalogue's meshes), free, touching, stacked or heaped; random colours and textu
 textures and procedural ones), lighting and shadows; a camera 0.3-1.2 m away, looking down 30-90
 degrees. Depth gets a depth camera's faults: noise growing with z^2, disparity quantisation, holes at
 depth edges (one side shadowed, as a projector's), dropped patches and dark pixels, and a far cut-off.
+With ``variety`` (``--variety``) the scenes also hold what the real frames showed the network missing:
+see-through objects (the colour of what lies behind, tinted, dark rims and glints; the depth read
+through them or lost), blotches of objects' surfaces unread, toy clutter (many small objects, mostly
+touching, often printed) and many-coloured print textures.
 
 Every scene is made from its own seed (``SeedSequence([seed, index])``), so scene ``i`` is the same
 whatever the number of scenes or the order they are made in. Run alone it writes one ``.npz``::
@@ -35,8 +39,9 @@ IGNORE = -2  # instance id of pixels of objects too small to learn from (neither
 _MIN_VISIBLE_PX = 12
 
 
-def _procedural_textures(folder: Path, n: int = 12) -> list[Path]:
-    """``n`` small procedural textures (stripes, checks, blotches, print-like blocks), made from a fixed seed."""
+def _procedural_textures(folder: Path, n: int = 25, prints: bool = True) -> list[Path]:
+    """``n`` small procedural textures (stripes, checks, blotches, print-like blocks, many-coloured toy
+    prints; without ``prints`` the first four kinds only), made from a fixed seed."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(12345)
     paths = []
@@ -44,7 +49,7 @@ def _procedural_textures(folder: Path, n: int = 12) -> list[Path]:
         size = 64
         c1, c2 = rng.integers(0, 256, 3), rng.integers(0, 256, 3)
         yy, xx = np.mgrid[0:size, 0:size]
-        kind = i % 4
+        kind = i % 5 if prints else i % 4
         if kind == 0:
             t = (np.sin(xx * rng.uniform(0.2, 1.2) + yy * rng.uniform(-0.5, 0.5)) > 0)
         elif kind == 1:
@@ -52,12 +57,26 @@ def _procedural_textures(folder: Path, n: int = 12) -> list[Path]:
             t = ((xx // k + yy // k) % 2) == 0
         elif kind == 2:
             t = cv2.GaussianBlur(rng.random((size, size)).astype(np.float32), (0, 0), rng.uniform(2, 6)) > 0.5
-        else:
+        elif kind == 3:
             t = np.zeros((size, size), bool)
             for _ in range(6):
                 x0, y0 = rng.integers(0, size - 8, 2)
                 t[y0:y0 + int(rng.integers(4, 20)), x0:x0 + int(rng.integers(4, 30))] = True
-        img = np.where(t[..., None], c1, c2).astype(np.uint8)
+        if kind == 4:  # a toy's or a packet's print: saturated patches and a few dark strokes on a base colour
+            img = np.empty((size, size, 3), np.uint8)
+            img[:] = c1
+            for _ in range(int(rng.integers(3, 9))):
+                col = tuple(int(v) for v in rng.integers(0, 256, 3))
+                if rng.random() < 0.5:
+                    cv2.circle(img, tuple(int(v) for v in rng.integers(0, size, 2)), int(rng.integers(3, 16)), col, -1)
+                else:
+                    x0, y0 = (int(v) for v in rng.integers(0, size - 4, 2))
+                    cv2.rectangle(img, (x0, y0), (x0 + int(rng.integers(3, 30)), y0 + int(rng.integers(3, 20))), col, -1)
+            for _ in range(int(rng.integers(0, 4))):
+                cv2.line(img, tuple(int(v) for v in rng.integers(0, size, 2)), tuple(int(v) for v in rng.integers(0, size, 2)),
+                         (20, 20, 20), int(rng.integers(1, 3)))
+        else:
+            img = np.where(t[..., None], c1, c2).astype(np.uint8)
         img = np.clip(img + rng.normal(0, 8, img.shape), 0, 255).astype(np.uint8)
         path = folder / f"proc_{i:02d}.png"
         cv2.imwrite(str(path), img)
@@ -116,14 +135,15 @@ def _blob_mesh(rng: np.random.Generator, radius: float, squash: float, rings: in
 class SceneMaker:
     """One PyBullet connection making scenes one after another (bodies removed between scenes)."""
 
-    def __init__(self, texture_dir: Path) -> None:
+    def __init__(self, texture_dir: Path, variety: bool = False) -> None:
+        self.variety = variety
         self.p = import_pybullet()
         self.cid = self.p.connect(self.p.DIRECT)
         tex_root = robosuite_assets_dir() / "textures"
         files = [tex_root / t for t in TEXTURES] + [tex_root / t for t in ("metal.png", "ceramic.png", "soda.png",
                                                                               "cereal.png", "bread.png", "can.png",
                                                                               "white-bricks.png", "clay.png")]
-        files += _procedural_textures(texture_dir)
+        files += _procedural_textures(texture_dir, 25 if variety else 12, variety)
         self.textures = [self.p.loadTexture(str(f), physicsClientId=self.cid) for f in files if f.exists()]
         self._mesh_cache: dict[tuple, tuple[int, np.ndarray]] = {}
         self.models = [m for ms in CATALOGUE.values() for m in ms]
@@ -180,9 +200,11 @@ class SceneMaker:
             self._mesh_cache[key] = (vis, (cmax - cmin) / 2)
         return self._mesh_cache[key]
 
-    def _object(self, rng, inst: int, placed: list, table: tuple, heap: bool) -> None:
+    def _object(self, rng, inst: int, placed: list, table: tuple, heap: bool, scale: float = 1.0,
+                texture_p: float = 0.4) -> None:
         """One object placed free, touching a placed one, or stacked on one; ``placed`` gets
-        (instance, x, y, footprint radius, top z, flat top) and its bodies go to ``self.inst_of``."""
+        (instance, x, y, footprint radius, top z, flat top) and its bodies go to ``self.inst_of``.
+        ``scale`` shrinks the made shapes (toy clutter); ``texture_p``: the chance of a texture."""
         p = self.p
         kinds = ["box", "box", "cylinder", "cylinder_lying", "sphere", "capsule", "blob", "blob", "bowl", "tool", "flat",
                  "catalogue", "catalogue", "catalogue"]
@@ -192,41 +214,41 @@ class SceneMaker:
         parts = []  # (visual, local offset xyz, local euler)
         flat_top = False
         if kind == "box":
-            he = rng.uniform(0.012, 0.09, 3)
+            he = rng.uniform(0.012, 0.09, 3) * scale
             if rng.random() < 0.3:
-                he[2] = rng.uniform(0.005, 0.02)  # a book, a flat packet
+                he[2] = rng.uniform(0.005, 0.02) * scale  # a book, a flat packet
             parts.append((self._visual("box", tuple(he), rgba), (0, 0, 0), (0, 0, 0)))
             half, radius, flat_top = (he[0], he[1], he[2]), float(np.hypot(he[0], he[1])), True
         elif kind == "cylinder":
-            r, ln = rng.uniform(0.015, 0.055), rng.uniform(0.03, 0.24)
+            r, ln = rng.uniform(0.015, 0.055) * scale, rng.uniform(0.03, 0.24) * scale
             parts.append((self._visual("cylinder", (r, ln), rgba), (0, 0, 0), (0, 0, 0)))
             half, radius, flat_top = (r, r, ln / 2), r, True
         elif kind == "cylinder_lying":
-            r, ln = rng.uniform(0.012, 0.045), rng.uniform(0.05, 0.22)
+            r, ln = rng.uniform(0.012, 0.045) * scale, rng.uniform(0.05, 0.22) * scale
             parts.append((self._visual("cylinder", (r, ln), rgba), (0, 0, 0), (math.pi / 2, 0, 0)))
             half, radius = (r, ln / 2, r), ln / 2
         elif kind == "sphere":
-            r = rng.uniform(0.02, 0.06)
+            r = rng.uniform(0.02, 0.06) * scale
             parts.append((self._visual("sphere", (r,), rgba), (0, 0, 0), (0, 0, 0)))
             half, radius = (r, r, r), r
         elif kind == "capsule":
-            r, ln = rng.uniform(0.01, 0.035), rng.uniform(0.03, 0.15)
+            r, ln = rng.uniform(0.01, 0.035) * scale, rng.uniform(0.03, 0.15) * scale
             parts.append((self._visual("capsule", (r, ln), rgba), (0, 0, 0), (math.pi / 2, 0, 0)))
             half, radius = (r, ln / 2 + r, r), ln / 2 + r
         elif kind in ("blob", "bowl"):
-            r = rng.uniform(0.025, 0.07)
+            r = rng.uniform(0.025, 0.07) * scale
             verts, idx, hz = _blob_mesh(rng, r, rng.uniform(0.35, 1.0) if kind == "bowl" else rng.uniform(0.3, 1.2),
                                         bowl=kind == "bowl")
             parts.append((self._visual("mesh", (), rgba, (verts, idx)), (0, 0, 0), (0, 0, 0)))
             half, radius = (r, r, hz), r * 1.2
         elif kind == "tool":  # two thin bars crossing or in a V: pliers, scissors, clamps
-            ln, wd, th = rng.uniform(0.05, 0.11), rng.uniform(0.005, 0.015), rng.uniform(0.004, 0.015)
+            ln, wd, th = rng.uniform(0.05, 0.11) * scale, rng.uniform(0.005, 0.015), rng.uniform(0.004, 0.015)
             ang = rng.uniform(0.15, 0.8)
             for s in (-1, 1):
                 parts.append((self._visual("box", (ln, wd, th), rgba), (0, 0, 0), (0, 0, s * ang / 2)))
             half, radius = (ln, ln * math.sin(ang / 2) + wd, th), ln
         elif kind == "flat":  # a thin bar or a strap: a knife, a marker, a cable
-            ln, wd, th = rng.uniform(0.04, 0.12), rng.uniform(0.004, 0.02), rng.uniform(0.003, 0.02)
+            ln, wd, th = rng.uniform(0.04, 0.12) * scale, rng.uniform(0.004, 0.02), rng.uniform(0.003, 0.02)
             parts.append((self._visual("box", (ln, wd, th), rgba), (0, 0, 0), (0, 0, 0)))
             half, radius = (ln, wd, th), ln
         else:
@@ -250,7 +272,8 @@ class SceneMaker:
         else:
             for _ in range(20):
                 mx, my = min(radius, (x1 - x0) / 2), min(radius, (y1 - y0) / 2)
-                x, y = rng.uniform(x0 + mx, x1 - mx), rng.uniform(y0 + my, y1 - my)
+                x = rng.uniform(x0 + mx, max(x1 - mx, x0 + mx))  # (a region narrower than the object: its middle)
+                y = rng.uniform(y0 + my, max(y1 - my, y0 + my))
                 if all(math.hypot(x - q[1], y - q[2]) > q[3] + radius for q in placed):
                     break
         x, y = float(np.clip(x, x0, x1)), float(np.clip(y, y0, y1))
@@ -264,7 +287,7 @@ class SceneMaker:
             if rgba is None:  # a catalogue mesh: its own texture, or a colour / texture of ours
                 if rng.random() < 0.5:
                     p.changeVisualShape(b, -1, rgbaColor=self._colour(rng), physicsClientId=self.cid)
-            elif rng.random() < 0.3:
+            elif rng.random() < texture_p:
                 p.changeVisualShape(b, -1, textureUniqueId=self.textures[int(rng.integers(len(self.textures)))],
                                     rgbaColor=[1, 1, 1, 1], physicsClientId=self.cid)
             bodies.append(b)
@@ -308,8 +331,12 @@ class SceneMaker:
                           rng.uniform(floor_z + 0.2, 0.3), 0.04, rng.random() < 0.5)
         region = (-min(tx / 2, 0.35), min(tx / 2, 0.35), -min(ty / 2, 0.3), min(ty / 2, 0.3))
         heap = rng.random() < 0.25
+        clutter = self.variety and rng.random() < 0.2  # toy clutter: many small, often printed objects, mostly touching
         if heap:
             region = tuple(v * 0.5 for v in region)
+        elif clutter:
+            shrink = rng.uniform(0.4, 0.8)
+            region = tuple(v * shrink for v in region)
         if rng.random() < 0.3:  # a board or tray lying on the table: the objects stand on it
             bt = rng.uniform(0.005, 0.03)
             self._surface(rng, (region[1] - region[0] + 0.1, region[3] - region[2] + 0.1), (0, 0), top + bt, bt,
@@ -323,9 +350,14 @@ class SceneMaker:
                 vis = p.createVisualShape(p.GEOM_BOX, halfExtents=[hx, hy, wh / 2], rgbaColor=col, physicsClientId=c)
                 self._body(vis, [cx, cy, top + wh / 2], [0, 0, 0, 1])
         n = int(rng.integers(2, 19)) if rng.random() < 0.85 else int(rng.integers(0, 3))
+        scale, texture_p = 1.0, 0.4 if self.variety else 0.3
+        if clutter:
+            n, scale, texture_p = int(rng.integers(6, 20)), float(rng.uniform(0.4, 0.75)), 0.65
         placed: list = []
         for i in range(n):
-            self._object(rng, i, placed, (*region, top), heap)
+            self._object(rng, i, placed, (*region, top), heap or clutter, scale, texture_p)
+        # see-through objects (glass, clear plastic): which, of the scenes that have them
+        glass = {i for i in range(n) if rng.random() < 0.5} if self.variety and rng.random() < 0.2 else set()
         # the camera: distance, elevation, azimuth about a point near the objects; fov; a little roll
         dist, elev = rng.uniform(0.3, 1.2), math.radians(rng.uniform(30, 89))
         az = rng.uniform(-math.pi, math.pi) if rng.random() < 0.5 else rng.uniform(-math.pi / 2 - 0.8, -math.pi / 2 + 0.8)
@@ -342,27 +374,81 @@ class SceneMaker:
         view = p.computeViewMatrix(eye.tolist(), target.tolist(), up.tolist())
         proj = p.computeProjectionMatrixFOV(fov, W / H, near, far)
         az_l, el_l = rng.uniform(-math.pi, math.pi), rng.uniform(0.4, 1.5)
-        _, _, rgba, zbuf, seg = p.getCameraImage(
-            W, H, view, proj, renderer=p.ER_TINY_RENDERER, shadow=int(rng.random() < 0.5),
-            lightDirection=[math.cos(az_l) * math.cos(el_l), math.sin(az_l) * math.cos(el_l), math.sin(el_l)],
-            lightAmbientCoeff=float(rng.uniform(0.3, 0.8)), lightDiffuseCoeff=float(rng.uniform(0.2, 0.8)),
-            lightSpecularCoeff=float(rng.uniform(0.0, 0.4)), physicsClientId=c)
-        rgb = np.asarray(rgba, np.uint8).reshape(H, W, 4)[:, :, :3].copy()
-        zb = np.asarray(zbuf, np.float64).reshape(H, W)
-        depth = (far * near / (far - (far - near) * zb)).astype(np.float32)
-        seg = np.asarray(seg, np.int64).reshape(H, W)
-        seg = np.where(seg < 0, -1, seg & ((1 << 24) - 1))
+        light = dict(shadow=int(rng.random() < 0.5),
+                     lightDirection=[math.cos(az_l) * math.cos(el_l), math.sin(az_l) * math.cos(el_l), math.sin(el_l)],
+                     lightAmbientCoeff=float(rng.uniform(0.3, 0.8)), lightDiffuseCoeff=float(rng.uniform(0.2, 0.8)),
+                     lightSpecularCoeff=float(rng.uniform(0.0, 0.4)))
+        rgb, depth, seg = self._render(view, proj, near, far, light)
         inst = np.full((H, W), -1, np.int16)
         for b, i in self.inst_of.items():
             inst[seg == b] = i
         for i in np.unique(inst[inst >= 0]):
             if (inst == i).sum() < _MIN_VISIBLE_PX:
                 inst[inst == i] = IGNORE
+        see_through = np.isin(inst, list(glass)) if glass else np.zeros((H, W), bool)
+        if see_through.any():  # what lies behind, seen through them: the scene again without them
+            for b in [b for b, i in self.inst_of.items() if i in glass]:
+                p.removeBody(b, physicsClientId=c)
+                self.bodies.remove(b)
+            behind_rgb, behind_depth, _ = self._render(view, proj, near, far, light)
+            rgb, depth = _see_through(rgb, depth, behind_rgb, behind_depth, see_through, inst, rng)
         f = 0.5 * H / math.tan(math.radians(fov) / 2)
         K = np.array([f, f, (W - 1) / 2, (H - 1) / 2], np.float32)
         rgb = _colour_faults(rgb, rng)
         depth = depth_faults(depth, rgb, f, rng)
-        return rgb, depth, inst, K
+        return rgb, _unread_surfaces(depth, inst, see_through, rng) if self.variety else depth, inst, K
+
+    def _render(self, view, proj, near: float, far: float, light: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rgb, exact depth in metres, body id per pixel, -1 for none) of the bodies now in the world."""
+        p = self.p
+        _, _, rgba, zbuf, seg = p.getCameraImage(W, H, view, proj, renderer=p.ER_TINY_RENDERER, physicsClientId=self.cid,
+                                                 **light)
+        rgb = np.asarray(rgba, np.uint8).reshape(H, W, 4)[:, :, :3].copy()
+        zb = np.asarray(zbuf, np.float64).reshape(H, W)
+        depth = (far * near / (far - (far - near) * zb)).astype(np.float32)
+        seg = np.asarray(seg, np.int64).reshape(H, W)
+        return rgb, depth, np.where(seg < 0, -1, seg & ((1 << 24) - 1))
+
+
+def _smooth_field(shape: tuple[int, int], rng: np.random.Generator, sigma: float) -> np.ndarray:
+    """Smooth noise of unit spread: where a surface's reading fails comes in blotches, not single pixels."""
+    f = cv2.GaussianBlur(rng.normal(0, 1, shape), (0, 0), sigma)
+    return f / max(float(f.std()), 1e-9)
+
+
+def _see_through(rgb: np.ndarray, depth: np.ndarray, behind_rgb: np.ndarray, behind_depth: np.ndarray,
+                 glass: np.ndarray, inst: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Glass and clear plastic: the colour mostly what lies behind, tinted, with dark rims and bright glints;
+    the depth camera reads through them (the depth behind) except in blotches and along the rims where it
+    reads their surface. The instance mask still holds them: they are objects to find."""
+    alpha = rng.uniform(0.08, 0.4)
+    x = np.where(glass[..., None], (1 - alpha) * behind_rgb.astype(np.float32) + alpha * rgb.astype(np.float32),
+                 rgb.astype(np.float32))
+    rim = np.zeros(glass.shape, bool)
+    for i in np.unique(inst[glass]):
+        m = (inst == i).astype(np.uint8)
+        rim |= (m - cv2.erode(m, np.ones((3, 3), np.uint8))) > 0
+    x[rim] *= rng.uniform(0.45, 0.9)
+    glint = glass & (_smooth_field(glass.shape, rng, 1.0) > rng.uniform(1.8, 2.6))
+    x[glint] = np.maximum(x[glint], rng.uniform(200, 255))
+    surface = rim & (rng.random(glass.shape) < rng.uniform(0.2, 0.8))
+    surface |= glass & (_smooth_field(glass.shape, rng, 2.0) > rng.uniform(0.8, 2.0))
+    d = np.where(glass & ~surface, behind_depth, depth)
+    return np.clip(x, 0, 255).astype(np.uint8), d.astype(np.float32)
+
+
+def _unread_surfaces(depth: np.ndarray, inst: np.ndarray, glass: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Holes inside objects: most of a see-through object's reading lost, and in some scenes blotches of
+    shiny, black or mesh-like objects' surfaces unread."""
+    out = depth.copy()
+    if glass.any():
+        out[glass & (_smooth_field(depth.shape, rng, 2.5) < rng.uniform(-0.5, 1.5))] = np.nan
+    if rng.random() < 0.25:
+        field = _smooth_field(depth.shape, rng, 2.0)
+        for i in np.unique(inst[(inst >= 0) & ~glass]):
+            if rng.random() < 0.3:
+                out[(inst == i) & (field > rng.uniform(-0.5, 1.0))] = np.nan
+    return out
 
 
 def _colour_faults(rgb: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -412,10 +498,12 @@ def depth_faults(depth: np.ndarray, rgb: np.ndarray, f: float, rng: np.random.Ge
 
 
 def make_scenes(n: int, seed: int = 0, start: int = 0, texture_dir: Path | None = None,
-                progress: bool = False) -> dict[str, np.ndarray]:
+                progress: bool = False, variety: bool = False) -> dict[str, np.ndarray]:
     """Scenes ``start .. start + n - 1`` of the set made from ``seed``, stacked: rgb (n, H, W, 3) uint8,
-    depth (n, H, W) float16 metres, inst (n, H, W) int16, K (n, 4) float32."""
-    maker = SceneMaker(texture_dir or out_path("segmenter/textures"))
+    depth (n, H, W) float16 metres, inst (n, H, W) int16, K (n, 4) float32. With ``variety`` also
+    see-through objects, unread blotches inside objects, toy clutter and print textures; without, the
+    scenes the shipped weights were trained on."""
+    maker = SceneMaker(texture_dir or out_path("segmenter/textures"), variety)
     rgb = np.zeros((n, H, W, 3), np.uint8)
     depth = np.zeros((n, H, W), np.float16)
     inst = np.zeros((n, H, W), np.int16)
@@ -438,8 +526,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--preview", type=Path, default=None, help="write a picture of the first 12 scenes here")
+    ap.add_argument("--variety", action="store_true", help="see-through objects, unread blotches, toy clutter, prints")
     args = ap.parse_args()
-    data = make_scenes(args.scenes, args.seed, progress=True)
+    data = make_scenes(args.scenes, args.seed, progress=True, variety=args.variety)
     out = args.out or out_path("segmenter/scenes.npz")
     np.savez(out, **data)
     print(f"wrote {out}")

@@ -6,7 +6,8 @@ ships them (cbcl_pr_ros/perception/weights/)::
     source scripts/env.sh && nice -n 5 python -P bench/train_segmenter.py --install
 
 1. ``--scenes`` rendered table scenes (``segmenter_data.make_scenes``, each from its own seed), cached
-   under runs/bench/segmenter/ by their count and seed;
+   under runs/bench/segmenter/ by their count, seed and the generator's source digest; ``--variety``
+   adds see-through objects, unread blotches, toy clutter and print textures;
 2. the network's input features of each (``perception.segmenter.input_features``) and its targets:
    background, object inside, object boundary (object pixels beside another object or the background),
    and each object pixel's distance to the nearest pixel not of its object (clipped at
@@ -76,17 +77,23 @@ def distance_targets(inst: np.ndarray) -> np.ndarray:
     return np.minimum(out, DIST_CLIP_PX) / DIST_CLIP_PX
 
 
-def build_data(scenes: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+def generator_digest() -> str:
+    """The first 12 hex digits of the sha256 of the scene generator's source: the cache of rendered scenes
+    is keyed by it, so a changed generator never trains on scenes of the one before."""
+    return hashlib.sha256((Path(__file__).resolve().parent / "segmenter_data.py").read_bytes()).hexdigest()[:12]
+
+
+def build_data(scenes: int, seed: int, variety: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     """(features (n, c, h, w) float16, class targets (n, h, w) uint8, distance targets (n, h, w) float16,
-    the raw scenes) for ``scenes`` scenes."""
+    the raw scenes) for ``scenes`` scenes (``variety``: ``segmenter_data.make_scenes``'s)."""
     from segmenter_data import make_scenes
 
-    cache = out_path(f"segmenter/scenes_{scenes}_{seed}.npz")
+    cache = out_path(f"segmenter/scenes_{scenes}_{seed}{'_variety' if variety else ''}_{generator_digest()}.npz")
     if cache.exists():
         raw = dict(np.load(cache))
     else:
         t0 = time.time()
-        raw = make_scenes(scenes, seed, progress=True)
+        raw = make_scenes(scenes, seed, progress=True, variety=variety)
         np.savez(cache, **raw)
         print(f"rendered {scenes} scenes in {time.time() - t0:.0f} s -> {cache}", flush=True)
     n, h, w = raw["depth"].shape
@@ -208,6 +215,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--crop", type=int, nargs=2, default=(64, 96), help="training crop (height, width), multiples of 8")
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--variety", action="store_true",
+                    help="scenes with see-through objects, unread blotches, toy clutter and print textures (held out "
+                         "no better on the real frames than the plain scenes: see docs/results.md)")
     ap.add_argument("--dist-weight", type=float, default=0.0,
                     help="weight of the distance's squared error (0: the class head alone, what held out best)")
     ap.add_argument("--threads", type=int, default=2)
@@ -228,7 +238,7 @@ def main() -> None:
     torch.manual_seed(args.seed)
     torch.use_deterministic_algorithms(True)
     t_start = time.time()
-    feats, tg, dist, raw = build_data(args.scenes, args.seed)
+    feats, tg, dist, raw = build_data(args.scenes, args.seed, args.variety)
     print(f"features ready ({time.time() - t_start:.0f} s)", flush=True)
     n_train = len(feats) - args.val
     net = make_net()
@@ -238,7 +248,8 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     colour = [CHANNELS.index(c) for c in ("red", "green", "blue")]
     nx = CHANNELS.index("normal_x")
-    log = {"args": vars(args) | {"weights": str(args.weights) if args.weights else None}, "loss": []}
+    log = {"args": vars(args) | {"weights": str(args.weights) if args.weights else None},
+           "scene_generator_sha256_12": generator_digest(), "loss": []}
     net.train()
     running, t0 = 0.0, time.time()
     for step in range(args.steps):
