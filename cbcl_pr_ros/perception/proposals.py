@@ -753,13 +753,18 @@ def _noise_sigma(height: np.ndarray, z: np.ndarray, valid: np.ndarray, config: P
     sigma(z) = s * z^2 (disparity-based sensors), its scale ``s`` measured on the table itself: the
     robust spread of the readings within ``_TABLE_BAND_M`` of the plane, each divided by its depth
     squared; never below ``_SIGMA_AT_1M_FLOOR`` (a rendered table has no noise at all)."""
+    return (_noise_scale(height, z, valid) * z * z).astype(np.float32)
+
+
+def _noise_scale(height: np.ndarray, z: np.ndarray, valid: np.ndarray) -> float:
+    """The scale ``s`` of :func:`_noise_sigma`'s sigma(z) = s * z^2 (metres at 1 m), from the table's own
+    readings (``height`` above the plane, depth ``z``, ``valid`` readings)."""
     with np.errstate(invalid="ignore"):
         near = valid & (np.abs(height) < _TABLE_BAND_M)
     if near.sum() < 50:
-        return np.full(height.shape, _SIGMA_AT_1M_FLOOR, np.float32) * z * z
+        return _SIGMA_AT_1M_FLOOR
     zz = z[near]
-    s = 1.4826 * float(np.median(np.abs(height[near]) / (zz * zz)))
-    return (max(s, _SIGMA_AT_1M_FLOOR) * z * z).astype(np.float32)
+    return max(1.4826 * float(np.median(np.abs(height[near]) / (zz * zz))), _SIGMA_AT_1M_FLOOR)
 
 
 def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarray:

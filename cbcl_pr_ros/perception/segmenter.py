@@ -34,7 +34,7 @@ import numpy as np
 from scipy import ndimage
 
 from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _Plane, _support_region, \
-    _usable_depth, choose_support, propose_on_support, refine_plane, support_planes
+    _noise_scale, _usable_depth, choose_support, propose_on_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
@@ -459,6 +459,15 @@ def join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, sigmas: 
     return _renumbered(to[lab], n)
 
 
+def _pair_counts(lab: np.ndarray, ref: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(pixels of each object 0..n of ``lab`` in each region of ``ref``, (n + 1, regions + 1) with the
+    "no region" column zeroed; pixels of each object)."""
+    m = int(ref.max()) + 1
+    pair = np.bincount(lab.ravel().astype(np.int64) * m + ref.ravel(), minlength=(n + 1) * m).reshape(n + 1, m)
+    pair[:, 0] = 0
+    return pair, np.bincount(lab.ravel(), minlength=n + 1)
+
+
 def _homes(lab: np.ndarray, referee: np.ndarray, share: float) -> tuple[int, np.ndarray] | None:
     """(n, per object of ``lab`` (1..n) the region of ``referee`` holding ``share`` of its pixels, 0 = none);
     None when there is nothing to referee (under two objects, or no region)."""
@@ -466,10 +475,7 @@ def _homes(lab: np.ndarray, referee: np.ndarray, share: float) -> tuple[int, np.
     n = int(lab.max()) if lab.size else 0
     if n < 2 or not ref.any():
         return None
-    px = np.bincount(lab.ravel(), minlength=n + 1)
-    m = int(ref.max()) + 1
-    pair = np.bincount(lab.ravel().astype(np.int64) * m + ref.ravel(), minlength=(n + 1) * m).reshape(n + 1, m)
-    pair[:, 0] = 0
+    pair, px = _pair_counts(lab, ref, n)
     home = np.where(pair.max(axis=1) >= share * np.maximum(px, 1), pair.argmax(axis=1), 0)
     home[0] = 0
     return n, home
@@ -592,11 +598,8 @@ def confirmed(labels: np.ndarray, referee: np.ndarray, cover: float, share: floa
     out = np.zeros(n + 1, bool)
     if n == 0 or not ref.any():
         return out
-    m = int(ref.max()) + 1
-    pair = np.bincount(lab.ravel().astype(np.int64) * m + ref.ravel(), minlength=(n + 1) * m).reshape(n + 1, m)
-    pair[:, 0] = 0
-    px = np.bincount(lab.ravel(), minlength=n + 1)
-    region_px = np.bincount(ref.ravel(), minlength=m)
+    pair, px = _pair_counts(lab, ref, n)
+    region_px = np.bincount(ref.ravel(), minlength=pair.shape[1])
     home = pair.argmax(axis=1)
     inside = pair[np.arange(n + 1), home]
     out = (inside >= share * np.maximum(px, 1)) & (inside >= float(cover) * np.maximum(region_px[home], 1)) & (inside > 0)
@@ -954,8 +957,4 @@ def support_floor(depth: np.ndarray, K: CameraIntrinsics, plane: _Plane, config:
     ys = ((np.arange(z.shape[0], dtype=np.float32) - k.cy) / k.fy)[:, None] * zf
     nx, ny, nz = (float(v) for v in plane.normal)
     height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
-    if not valid.any():
-        return float(config.min_height_m), float(config.height_sigmas) * _SIGMA_AT_1M_FLOOR
-    i = np.unravel_index(int(np.argmax(valid)), z.shape)  # sigma is s z^2 at every reading: s from one
-    per_m2 = float(_noise_sigma(height, zf, valid, config)[i]) / float(zf[i]) ** 2
-    return float(config.min_height_m), float(config.height_sigmas) * per_m2
+    return float(config.min_height_m), float(config.height_sigmas) * _noise_scale(height, zf, valid)
