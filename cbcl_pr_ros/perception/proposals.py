@@ -577,10 +577,22 @@ def depth_problem(depth: object, image_shape: tuple[int, ...]) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class _UsableDepth:
+    """Depth :func:`_usable_depth` already made of a frame, handed on to the steps that read the same frame
+    (the learned proposals and their geometry referee) so that each does not convert it again."""
+
+    metres: np.ndarray
+
+
 def _usable_depth(depth: object, shape: tuple[int, int]) -> np.ndarray | None:
     """Depth as float32 metres at ``shape`` (resized with nearest neighbour, assuming it is registered
     to the colour image), non-finite and non-positive values as NaN; None when unusable, including
     depth of another aspect ratio (it cannot be aligned to the colour image, so its 3D would be wrong)."""
+    if isinstance(depth, _UsableDepth):
+        if depth.metres.shape == tuple(shape):
+            return depth.metres
+        depth = depth.metres
     if depth is None:
         return None
     try:

@@ -34,7 +34,7 @@ import numpy as np
 from scipy import ndimage
 
 from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _Plane, _support_region, \
-    _noise_scale, _usable_depth, choose_support, propose_on_support, refine_plane, support_planes
+    _noise_scale, _usable_depth, _UsableDepth, choose_support, propose_on_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
@@ -1004,8 +1004,10 @@ def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, int
     unusable, as :func:`propose_learned`."""
     config = config or ProposalConfig()
     rgb = _check_rgb(rgb)
-    if _usable_depth(depth, rgb.shape[:2]) is None:
+    d = _usable_depth(depth, rgb.shape[:2])
+    if d is None:
         return None  # the caller's fallback, without running the geometry for nothing
+    depth = _UsableDepth(d)  # converted once for the geometry, the network and the trim
     geometry, plane = propose_on_support(rgb, depth, intrinsics, dataclasses.replace(config, method="depth"))
     return refereed(segmenter, rgb, depth, intrinsics, config, geometry, plane, referee_join=referee_join,
                     stand=stand, confirm=confirm, whole=whole, trim=trim, absorb=absorb, **learned_options)
