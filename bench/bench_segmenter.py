@@ -35,6 +35,14 @@ For every frame of bench/real_rgbd (``CBCL_REAL_RGBD`` or --frames: the assemble
 
 Nothing here is chosen on the frame it is scored on. Writes runs/bench/segmenter.json. Run:
 ``source scripts/env.sh && python -P bench/bench_segmenter.py``.
+
+``--timing OUT``: only the time of the default proposals, written to OUT (JSON). Each 640x480 real frame is
+proposed in turn by ``propose_hybrid`` (its forward pass on onnxruntime, what the extractor runs), by the
+same with the NumPy forward pass, and by the geometry alone (method "depth"), ``--repeats`` times, wall
+time, this process pinned to one core with one thread everywhere (BLAS, OpenMP, OpenCV, onnxruntime):
+quiet, with a busy loop pinned to another core, and with a busy loop on the same core. Median and p90 per
+method, the ratios to the geometry (per frame, side by side: a shared machine's load moves both), and
+the load average before and after each condition.
 """
 from __future__ import annotations
 
@@ -173,6 +181,83 @@ def _cpu_ms(frames, run, repeats: int = 3) -> dict:
     return {"median": round(float(np.median(times)), 1), "p90": round(float(np.quantile(times, 0.9)), 1)}
 
 
+def _spin(core: int) -> None:
+    """A busy loop pinned to ``core`` (the load beside or on the timed core)."""
+    os.sched_setaffinity(0, {core})
+    while True:
+        pass
+
+
+def _stats(ms: list) -> dict:
+    return {"median": round(float(np.median(ms)), 1), "p90": round(float(np.quantile(ms, 0.9)), 1)}
+
+
+def timing(frames: list, repeats: int) -> dict:
+    """Wall milliseconds per 640x480 frame of the default proposals against the geometry, pinned to one
+    core, quiet and with a busy loop on another core or on the same one (see the module's ``--timing``)."""
+    import multiprocessing
+
+    from threadpoolctl import threadpool_limits
+
+    from cbcl_pr_ros.evaluation.experiments import machine_info
+    from cbcl_pr_ros.perception import ProposalConfig, propose
+    from cbcl_pr_ros.perception.segmenter import SHIPPED_WEIGHTS, load_segmenter, propose_hybrid
+
+    cores = sorted(os.sched_getaffinity(0))
+    core, other = cores[-1], cores[0] if len(cores) > 1 else None
+    os.sched_setaffinity(0, {core})
+    cv2.setNumThreads(1)
+    cfg = ProposalConfig(method="depth")
+    seg = {"onnx": load_segmenter(SHIPPED_WEIGHTS, backend="onnx"), "numpy": load_segmenter(SHIPPED_WEIGHTS, backend="numpy")}
+    runs = {"hybrid": lambda fr: propose_hybrid(seg["onnx"], fr.rgb, fr.depth_m, fr.intrinsics, cfg),
+            "hybrid_numpy_forward": lambda fr: propose_hybrid(seg["numpy"], fr.rgb, fr.depth_m, fr.intrinsics, cfg),
+            "depth": lambda fr: propose(fr.rgb, fr.depth_m, fr.intrinsics, cfg)}
+    frames = [fr for fr in frames if fr.rgb.shape[:2] == (480, 640)]
+    out = {"how": "ms per 640x480 real frame, each frame in turn by every method, this process pinned to one core, "
+                  "one thread (threadpoolctl, cv2.setNumThreads(1), onnxruntime intra_op 1): wall time (what a frame "
+                  "waits, other jobs on the core included) and this thread's CPU time (what it spends itself)",
+           "frames": len(frames), "repeats": repeats, "machine": machine_info(), "timed_core": core, "conditions": {}}
+    with threadpool_limits(1):
+        for fr in frames[:3]:  # warm: first calls load libraries and build kernels
+            for run in runs.values():
+                run(fr)
+        for cond, busy_core in (("quiet", None), ("busy_other_core", other), ("busy_same_core", core)):
+            if cond == "busy_other_core" and other is None:
+                continue
+            spinner = None
+            if busy_core is not None:
+                spinner = multiprocessing.get_context("fork").Process(target=_spin, args=(busy_core,), daemon=True)
+                spinner.start()
+                time.sleep(0.5)
+            load_before = os.getloadavg()[0]
+            ms: dict = {k: [] for k in runs}
+            cpu: dict = {k: [] for k in runs}
+            ratio: dict = {k: [] for k in runs if k != "depth"}
+            try:
+                for _ in range(repeats):
+                    for fr in frames:
+                        t = {}
+                        for name, run in runs.items():
+                            t0, c0 = time.perf_counter(), time.thread_time()
+                            run(fr)
+                            t[name] = (time.perf_counter() - t0) * 1000
+                            ms[name].append(t[name])
+                            cpu[name].append((time.thread_time() - c0) * 1000)
+                        for name in ratio:
+                            ratio[name].append(t[name] / t["depth"])
+            finally:
+                if spinner is not None:
+                    spinner.terminate()
+                    spinner.join()
+            out["conditions"][cond] = {
+                "wall_ms": {name: _stats(v) for name, v in ms.items()},
+                "cpu_ms": {name: _stats(v) for name, v in cpu.items()},
+                "wall_ratio_to_depth_median": {name: round(float(np.median(v)), 2) for name, v in ratio.items()},
+                "busy_core": busy_core, "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+            print(cond, json.dumps(out["conditions"][cond]), flush=True)
+    return out
+
+
 def brief(out: dict) -> dict:
     """The small copy of a run (``--summary``): no per-frame figures; per source recall, precision and merges
     and the failure kinds only for the variants some fold chose, the others pooled."""
@@ -201,9 +286,17 @@ def main() -> None:
     ap.add_argument("--summary", type=Path, default=None,
                     help="also write a small copy here (no per-frame figures, per source recall/precision/merges, "
                          "failure kinds of the variants chosen leave-one-source-out only)")
+    ap.add_argument("--timing", type=Path, default=None,
+                    help="only time the default proposals against the geometry, pinned to one core, quiet and busy; "
+                         "write the figures here (JSON)")
+    ap.add_argument("--repeats", type=int, default=2, help="with --timing: passes over the frames per condition")
     args = ap.parse_args()
     cv2.setNumThreads(1)
     frames = load_frames(args.labels, args.frames)
+    if args.timing is not None:
+        args.timing.write_text(json.dumps(timing(frames, args.repeats), indent=1) + "\n")
+        print(f"-> {args.timing}")
+        return
     sources = sorted({f.source for f in frames})
     n_frames = {s: sum(f.source == s for f in frames) for s in sources}
     seg = load_segmenter(args.weights)
