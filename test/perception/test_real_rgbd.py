@@ -316,3 +316,27 @@ def test_touching_objects_stay_apart_whatever_the_ransac_seed(real_frames) -> No
         assert s.merges == 0 and s.hits >= 5, (seed, s.merges, s.hits)
         hits.add(s.hits)
     assert len(hits) == 1, hits
+
+
+def test_the_hybrid_gives_the_same_masks_with_either_forward_pass_and_every_time(real_frames) -> None:
+    """The default proposals run the network on onnxruntime; on real frames its masks and boxes are those of
+    the NumPy pass (their scores agree to 1e-5), and 20 runs of one frame give the same bits."""
+    from cbcl_pr_ros.perception.segmenter import load_segmenter, propose_hybrid
+
+    fast, plain = load_segmenter(), load_segmenter(backend="numpy")
+    assert fast.runs_on == "onnx"
+    found = 0
+    for fr in real_frames.values():
+        a = propose_hybrid(fast, fr.rgb, fr.depth_m, fr.intrinsics)
+        b = propose_hybrid(plain, fr.rgb, fr.depth_m, fr.intrinsics)
+        assert [p.box for p in a] == [p.box for p in b]
+        assert all(np.array_equal(p.mask, q.mask) and np.array_equal(p.centroid, q.centroid) for p, q in zip(a, b))
+        np.testing.assert_allclose([p.score for p in a], [p.score for p in b], atol=1e-5)
+        found += len(a)
+    assert found >= 10
+    fr = real_frames["ucn_8"]
+    first = propose_hybrid(fast, fr.rgb, fr.depth_m, fr.intrinsics)
+    for _ in range(20):
+        again = propose_hybrid(fast, fr.rgb, fr.depth_m, fr.intrinsics)
+        assert [(p.box, p.score) for p in again] == [(p.box, p.score) for p in first]
+        assert all(np.array_equal(p.mask, q.mask) for p, q in zip(again, first))

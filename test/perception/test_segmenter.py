@@ -738,3 +738,50 @@ def test_the_hybrid_estimates_the_support_plane_once(monkeypatch):
     props, plane = proposals.propose_on_support(rgb, depth, K)
     assert plane is not None and [p.box for p in props] == [p.box for p in proposals.propose(rgb, depth, K)]
     assert proposals.propose_on_support(rgb, None, K)[1] is None  # the RGB method: no plane
+
+
+def test_the_onnx_forward_pass_matches_numpys_for_any_weights_and_size(tmp_path):
+    pytest.importorskip("onnxruntime")
+    for seed in (0, 1):
+        fast, plain = Segmenter(_weights(seed)), Segmenter(_weights(seed), backend="numpy")
+        assert fast.runs_on == "onnx" and plain.runs_on == "numpy"
+        x = np.random.default_rng(seed).normal(0, 1, (len(CHANNELS), 37, 50)).astype(np.float32)
+        a, b = fast.outputs(x), plain.outputs(x)
+        assert a.shape == b.shape == (len(OUTPUTS), 37, 50) and a.dtype == np.float32
+        np.testing.assert_allclose(a, b, atol=1e-4)
+        assert not np.array_equal(fast.outputs(x + 1.0), a)  # it runs on its input, not a cached answer
+    path = tmp_path / "other.safetensors"  # any file of the network's shapes loads onto the same backend
+    save_file(_weights(3), str(path))
+    seg = load_segmenter(path)
+    assert seg.runs_on == "onnx"
+    np.testing.assert_allclose(seg.outputs(x), Segmenter(_weights(3), backend="numpy").outputs(x), atol=1e-4)
+    with pytest.raises(ValueError):
+        Segmenter(_weights(), backend="cuda")
+
+
+def test_the_onnx_and_numpy_passes_give_the_same_proposals(weights_file):
+    rgb, depth, K, _ = _frame()
+    a = propose_learned(Segmenter(_protrusion_weights()), rgb, depth, K, plane=False)
+    b = propose_learned(Segmenter(_protrusion_weights(), backend="numpy"), rgb, depth, K, plane=False)
+    assert a and [p.box for p in a] == [p.box for p in b]
+    assert all(np.array_equal(p.mask, q.mask) for p, q in zip(a, b))
+    np.testing.assert_allclose([p.score for p in a], [p.score for p in b], atol=1e-5)
+
+
+def test_the_onnx_pass_gives_the_same_bits_in_another_process_and_after_pickling(weights_file):
+    import pickle
+    import subprocess
+    import sys
+    pytest.importorskip("onnxruntime")
+    rgb, depth, K, _ = _frame()
+    feats = input_features(rgb, depth, K)
+    seg = load_segmenter(weights_file)
+    here = seg.outputs(feats)
+    again = pickle.loads(pickle.dumps(seg))  # the session is rebuilt from the weights
+    assert again.runs_on == "onnx" and np.array_equal(again.outputs(feats), here)
+    np.save(weights_file.with_suffix(".npy"), feats)
+    code = ("import sys, numpy as np; from cbcl_pr_ros.perception.segmenter import load_segmenter; "
+            "sys.stdout.buffer.write(load_segmenter(sys.argv[1]).outputs(np.load(sys.argv[2])).tobytes())")
+    out = subprocess.run([sys.executable, "-c", code, str(weights_file), str(weights_file.with_suffix(".npy"))],
+                         capture_output=True, check=True).stdout
+    assert out == here.tobytes()
