@@ -21,6 +21,7 @@ The node converts the messages, calls this and publishes; everything here is tes
 """
 from __future__ import annotations
 
+import functools
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -39,13 +40,20 @@ from .pieces import PIECES, PiecePolicy, candidate_pairs, union_proposal
 from .reuse import CropFeatureReuse, ProposalReuse
 
 __all__ = ["PROPOSAL_METHODS", "ExtractSettings", "ExtractedFrame", "ObjectReuse", "extract_objects",
-           "frame_proposals", "proposal_segmenter", "usable_depth", "up_axis"]
+           "frame_proposals", "proposal_segmenter", "shipped_segmenter", "usable_depth", "up_axis"]
 
 #: how the objects of a frame are found: the depth's geometry, the learned segmenter (its objects
 #: placed by the same support plane), or the learned segmenter with the geometry as referee (pieces it
 #: sees as one object joined or dropped, objects it parts parted); the geometry still serves frames
 #: without usable depth
 PROPOSAL_METHODS = ("depth", "learned", "hybrid")
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_segmenter() -> Segmenter:
+    """The segmenter of the weights shipped with the package, loaded once per process (its forward pass
+    is stateless, so every ``ExtractSettings`` may share it)."""
+    return load_segmenter()
 
 
 @dataclass(frozen=True)
@@ -55,15 +63,17 @@ class ExtractSettings:
     vectors, the piece policy (``join_candidates``: candidate joins per frame), the segmenter whose
     learned proposals replace the geometry's where the depth is usable (None: the geometry's; see
     :func:`proposal_segmenter`), and ``referee``: the geometry referees the learned proposals
-    (``object_proposals`` hybrid)."""
+    (``object_proposals`` hybrid). The defaults are the extractor's: the shipped segmenter refereed by
+    the geometry (hybrid); ``segmenter=None`` gives the geometry's proposals, ``referee=False`` the
+    network's alone."""
 
     max_objects: int = 16
     crop_margin: float = 0.1
     mask_crops: bool = True
     reuse_still_crops: bool = True
     policy: PiecePolicy = PIECES
-    segmenter: Segmenter | None = field(default=None, compare=False, repr=False)
-    referee: bool = False
+    segmenter: Segmenter | None = field(default_factory=shipped_segmenter, compare=False, repr=False)
+    referee: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.max_objects, bool) or not isinstance(self.max_objects, (int, np.integer)) \
@@ -86,7 +96,7 @@ def proposal_segmenter(method: str, weights: str = "") -> Segmenter | None:
     if method == "depth":
         return None
     try:
-        return load_segmenter(weights) if weights else load_segmenter()
+        return load_segmenter(weights) if weights else shipped_segmenter()
     except ValueError as exc:
         raise ValueError(f"object_proposals {method}: the segmenter's weights are unusable: {exc}") from None
 
@@ -179,12 +189,13 @@ def _propose(rgb: np.ndarray, depth: np.ndarray | None, K: CameraIntrinsics | No
 
 def extract_objects(rgb: np.ndarray, depth: np.ndarray | None, intrinsics: CameraIntrinsics | None,
                     pose: CameraPose | None, backbone: Any, reuse: ObjectReuse,
-                    settings: ExtractSettings = ExtractSettings(), *,
+                    settings: ExtractSettings | None = None, *,
                     calibrated_size: tuple[int, int] | None = None, times: StageTimes | None = None,
                     turn: AbstractContextManager | None = None) -> ExtractedFrame:
     """The frame's vector and its objects (see the module docstring). ``backbone.extract(images)``
     gives (n, d) vectors; ``turn`` is held around that one batch (a backbone shared with a learner);
-    ``times`` gets the "proposals" and "backbone_objects" stages."""
+    ``times`` gets the "proposals" and "backbone_objects" stages. ``settings`` None: ``ExtractSettings()``."""
+    settings = ExtractSettings() if settings is None else settings
     with _stage(times, "proposals"):
         depth, K, note, refused = usable_depth(depth, intrinsics, calibrated_size, rgb.shape)
         still = reuse.proposals if settings.reuse_still_crops else None

@@ -72,8 +72,9 @@ def test_gravity_comes_from_the_camera_pose_when_it_is_known(monkeypatch):
     monkeypatch.setattr(extract_mod, "propose", lambda *a: seen.append(a[3]) or real(*a))
     rgb, depth, k = two_objects()
     tilted = CameraPose(np.zeros(3), Rotation.from_euler("x", -120, degrees=True), "base")
-    extract_objects(rgb, depth, k, None, MeanColourBackbone(), ObjectReuse())
-    extract_objects(rgb, depth, k, tilted, MeanColourBackbone(), ObjectReuse())
+    geometry = ExtractSettings(segmenter=None)  # the geometry's proposals, whose config is seen here
+    extract_objects(rgb, depth, k, None, MeanColourBackbone(), ObjectReuse(), geometry)
+    extract_objects(rgb, depth, k, tilted, MeanColourBackbone(), ObjectReuse(), geometry)
     assert seen[0] is None
     np.testing.assert_allclose(seen[1].up_axis, tilted.rotation.inv().apply([0.0, 0.0, 1.0]))
 
@@ -98,12 +99,12 @@ def test_candidate_joins_travel_in_the_same_batch_with_their_union_vectors(monke
     monkeypatch.setattr(extract_mod, "propose", lambda *a: list(pieces))
     monkeypatch.setattr(extract_mod, "depth_problem", lambda *a: "")
     bb = MeanColourBackbone()
-    out = extract_objects(rgb, depth, K, None, bb, ObjectReuse())
+    out = extract_objects(rgb, depth, K, None, bb, ObjectReuse(), ExtractSettings(segmenter=None))  # those pieces
     joins = out.objects.joins
     assert joins.pairs == ((0, 1),) and len(joins.unions) == 1 and joins.features.shape == (1, bb.feature_dim)
     assert joins.unions[0].box == (40, 40, 90, 80)
     assert bb.batches == [4]  # the frame, two pieces, their union
-    none = ExtractSettings(policy=replace(PIECES, join_candidates=0))
+    none = ExtractSettings(policy=replace(PIECES, join_candidates=0), segmenter=None)
     assert extract_objects(rgb, depth, K, None, bb, ObjectReuse(), none).objects.joins.pairs == ()
 
 

@@ -80,7 +80,7 @@ def test_the_shipped_weights_load_through_our_loader_and_are_those_of_their_log(
 
 def test_a_frame_gives_the_networks_objects_the_same_on_every_run(known, monkeypatch):
     rgb, depth, k = two_objects()
-    settings = ExtractSettings(reuse_still_crops=False, segmenter=known)
+    settings = ExtractSettings(reuse_still_crops=False, segmenter=known, referee=False)
     bb = MeanColourBackbone()
     first = extract_objects(rgb, depth, k, None, bb, ObjectReuse(), settings)
     props = first.objects.proposals
@@ -112,22 +112,23 @@ def test_hybrid_gives_the_refereed_proposals_the_same_on_every_run(known):
 def test_a_still_picture_keeps_the_learned_proposals_and_not_the_geometrys(known):
     rgb, depth, k = two_objects()
     reuse = ObjectReuse(refresh_frames=100)
-    geometry = extract_objects(rgb, depth, k, None, MeanColourBackbone(), reuse).objects.proposals
+    geometry = extract_objects(rgb, depth, k, None, MeanColourBackbone(), reuse,
+                               ExtractSettings(segmenter=None)).objects.proposals
     learned = extract_objects(rgb, depth, k, None, MeanColourBackbone(), reuse,
-                              ExtractSettings(segmenter=known)).objects.proposals
+                              ExtractSettings(segmenter=known, referee=False)).objects.proposals
     assert _same(learned, propose_learned(known, rgb, depth, k))
     assert not _same(learned, geometry)
 
 
 def test_without_depth_the_learned_method_gives_the_geometrys_rgb_proposals(known, monkeypatch):
     rgb, depth, k = two_objects()
-    settings = ExtractSettings(reuse_still_crops=False, segmenter=known)
+    settings = ExtractSettings(reuse_still_crops=False, segmenter=known, referee=False)
     asked = []
     monkeypatch.setattr(extract_mod, "propose_learned", lambda *a, **kw: asked.append(a))
     for d, K in ((None, k), (None, None), (depth, None)):
         out = extract_objects(rgb, d, K, None, MeanColourBackbone(), ObjectReuse(), settings)
         want = extract_objects(rgb, d, K, None, MeanColourBackbone(), ObjectReuse(),
-                               ExtractSettings(reuse_still_crops=False))
+                               ExtractSettings(reuse_still_crops=False, segmenter=None))
         assert out.objects.proposals and _same(out.objects.proposals, want.objects.proposals)
         assert not any(p.has_depth for p in out.objects.proposals)
     assert asked == []
@@ -139,7 +140,7 @@ def test_depth_too_sparse_for_the_network_gets_the_geometrys_proposals_of_that_d
     sparse = np.where(read, depth, np.nan).astype(depth.dtype)
     assert propose_learned(known, rgb, sparse, k) is None
     out = extract_objects(rgb, sparse, k, None, MeanColourBackbone(), ObjectReuse(),
-                          ExtractSettings(reuse_still_crops=False, segmenter=known))
+                          ExtractSettings(reuse_still_crops=False, segmenter=known, referee=False))
     assert out.depth_note == ""
     assert _same(out.objects.proposals, propose(rgb, sparse, k)[:16])
 
@@ -162,3 +163,20 @@ def test_object_proposals_takes_depth_learned_or_hybrid_and_refuses_anything_els
         assert "\n" not in str(err.value) and str(err.value).startswith("object_proposals learned")
     with pytest.raises(TypeError):
         ExtractSettings(segmenter="learned")
+
+
+def test_the_librarys_default_settings_are_the_extractors_hybrid_with_the_shipped_weights():
+    from cbcl_pr_ros.objects.extract import shipped_segmenter
+    from cbcl_pr_ros.settings.params import PARAMS
+
+    assert next(p for p in PARAMS if p.name == "object_proposals").default == "hybrid"
+    settings = ExtractSettings()
+    assert settings.referee and settings.segmenter is shipped_segmenter() is ExtractSettings().segmenter
+    assert proposal_segmenter("hybrid") is settings.segmenter  # the node's default shares the one loaded
+    assert all(np.array_equal(settings.segmenter.weights[k], v) for k, v in load_segmenter().weights.items())
+    rgb, depth, k = two_objects()
+    props = extract_objects(rgb, depth, k, None, MeanColourBackbone(), ObjectReuse()).objects.proposals
+    assert len(props) == 2 and _same(props, propose_hybrid(settings.segmenter, rgb, depth, k)[:settings.max_objects])
+    geometry = extract_objects(rgb, depth, k, None, MeanColourBackbone(), ObjectReuse(),
+                               ExtractSettings(segmenter=None)).objects.proposals
+    assert _same(geometry, propose(rgb, depth, k)[:16])
