@@ -34,7 +34,7 @@ import numpy as np
 from scipy import ndimage
 
 from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _Plane, _support_region, \
-    _noise_scale, _usable_depth, _UsableDepth, choose_support, propose_on_support, refine_plane, support_planes
+    _median, _noise_scale, _usable_depth, _UsableDepth, choose_support, propose_on_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
 from .types import CameraIntrinsics, Proposal
 
@@ -452,7 +452,7 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.nd
         d2 = np.abs(d[:-2] - 2 * d[1:-1] + d[2:])[one] / d[1:-1][one] ** 2
         inner.append(d2[np.isfinite(d2)])
     inner = np.concatenate(inner)
-    scale = max(1.4826 * float(np.median(inner)) if len(inner) >= 50 else 0.0, _SIGMA_AT_1M_FLOOR * math.sqrt(6.0))
+    scale = max(1.4826 * float(_median(inner)) if len(inner) >= 50 else 0.0, _SIGMA_AT_1M_FLOOR * math.sqrt(6.0))
     pad = 3 * _SEAM_REACH
     L = np.pad(lab, pad)
     Z = np.pad(zz, pad, constant_values=np.nan)
@@ -490,7 +490,7 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.nd
         key, ratio = key[order], ratio[order]
         uniq, start, count = np.unique(key, return_index=True, return_counts=True)
         for k, s0, c in zip(uniq, start, count):
-            if c >= _MIN_SEAM_PX and float(np.median(ratio[s0:s0 + c])) <= sigmas:
+            if c >= _MIN_SEAM_PX and float(_median(ratio[s0:s0 + c])) <= sigmas:
                 ra, rb = root(int(k // (n + 1))), root(int(k % (n + 1)))
                 parent[max(ra, rb)] = min(ra, rb)
     roots = np.array([root(i) for i in range(n + 1)])
@@ -535,7 +535,7 @@ def visible_area_m2(mask: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> flo
         zs = zs[np.isfinite(zs) & (zs > 0)]
     if not len(zs):
         return 0.0
-    zm = float(np.median(zs))
+    zm = float(_median(zs))
     return float(mask.sum()) * zm * zm / (float(K.fx) * float(K.fy))
 
 

@@ -290,3 +290,16 @@ def test_the_per_object_quantile_is_numpys_bit_for_bit():
     x = rng.normal(0, 1, (20, 3))
     x[4, 1] = np.nan  # a column with NaN gives NaN, as numpy's
     assert np.array_equal(_quantile(x, (0.02, 0.98)), np.quantile(x, [0.02, 0.98], axis=0), equal_nan=True)
+
+
+def test_the_per_seam_median_is_numpys_bit_for_bit():
+    from cbcl_pr_ros.perception.proposals import _median
+
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 3, 4, 9, 50, 51):
+        for dtype in (np.float32, np.float64):
+            x = (rng.normal(0, 1, n) * 0.01).astype(dtype)
+            x[: n // 3] = x[-1]  # ties
+            a, b = np.median(x), _median(x)
+            assert type(a) is type(b) and a.tobytes() == b.tobytes()
+    assert np.isnan(_median(np.array([1.0, np.nan, 2.0])))
