@@ -15,8 +15,9 @@ geometry method's proposals as referee (:func:`join_within`, :func:`join_hanging
 reach down to the support cannot stand alone, :func:`part_merged`). Each of these choices
 was made on real frames of other sources than the one it was scored on (docs/perception.md).
 
-The forward pass is plain NumPy (3x3 convolutions as one matrix product each), so it needs no deep
-learning framework at run time and gives the same answer in every process. The weights are a
+The forward pass runs on onnxruntime (a graph of the same operations built in memory from the weights, one
+thread), or in plain NumPy where onnxruntime is missing (3x3 convolutions as one matrix product each); the two
+agree to about 1e-5 and each gives the same answer in every process. The weights are a
 safetensors file; :func:`load_segmenter` refuses any file whose tensors are not those the network
 expects. The package ships trained weights (``SHIPPED_WEIGHTS``, with their training log beside them);
 ``bench/train_segmenter.py --install`` makes the scenes and the weights again and puts them there
