@@ -675,12 +675,13 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     xs = ((np.arange(sw, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(sh, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
-    plane = choose_support(support_planes(P[valid], config), config, P, valid)
+    readings = P[valid]
+    plane = choose_support(support_planes(readings, config), config, P, valid)
     if plane is None:
         _say("no_support", "depth: no level surface in view (a wall, a camera pose tilted or upside down, no plane in the readings): "
              "the RGB method, no 3D")
         return None
-    plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
+    plane = refine_plane(plane, readings, config.rules.plane_tolerance_m, config.rules.support_refits)
     nx, ny, nz = (float(v) for v in plane.normal)
     height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
     sigma = _noise_sigma(height, zf, valid, config)

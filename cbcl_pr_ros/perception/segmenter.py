@@ -906,15 +906,22 @@ _PIECE_SHARE = 0.6  # a proposal with this share of its mask inside another is a
 _NEW_IOU = 0.1  # a learned object overlapping no geometry proposal by more than this mask IoU is one it missed
 
 
-def _inside(a: Proposal, b: Proposal) -> float:
-    """Share of ``a``'s mask inside ``b``'s (boxes first: most pairs do not touch)."""
+def _box_px(a: Proposal) -> int:
+    """Pixels of ``a``'s mask inside its box."""
+    ax0, ay0, ax1, ay1 = a.box
+    return int(a.mask[ay0:ay1, ax0:ax1].sum())
+
+
+def _inside(a: Proposal, b: Proposal, a_px: int | None = None) -> float:
+    """Share of ``a``'s mask inside ``b``'s (boxes first: most pairs do not touch); ``a_px``: ``_box_px(a)``
+    when the caller has it already."""
     ax0, ay0, ax1, ay1 = a.box
     bx0, by0, bx1, by1 = b.box
     if ax1 <= bx0 or bx1 <= ax0 or ay1 <= by0 or by1 <= ay0:
         return 0.0
     y0, y1, x0, x1 = max(ay0, by0), min(ay1, by1), max(ax0, bx0), min(ax1, bx1)
     inter = int((a.mask[y0:y1, x0:x1] & b.mask[y0:y1, x0:x1]).sum())
-    return inter / max(int(a.mask[ay0:ay1, ax0:ax1].sum()), 1)
+    return inter / max(_box_px(a) if a_px is None else a_px, 1)
 
 
 def combine(geometry: list[Proposal], learned: list[Proposal], max_proposals: int = 32) -> list[Proposal]:
@@ -975,8 +982,17 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
     if not learned or not geometry:
         return learned[:max_proposals]
     area = [int(p.mask.sum()) for p in learned]
-    home = [max(range(len(geometry)), key=lambda i, p=p: (_inside(p, geometry[i]), -i)) for p in learned]
-    home = [h if _inside(p, geometry[h]) >= _PIECE_SHARE else -1 for p, h in zip(learned, home)]
+    share = [[_inside(p, g, px) for g in geometry] for p, px in ((p, _box_px(p)) for p in learned)]
+    home = [max(range(len(geometry)), key=lambda i, s=s: (s[i], -i)) for s in share]
+    home = [h if s[h] >= _PIECE_SHARE else -1 for s, h in zip(share, home)]
+    g_px = [_box_px(g) for g in geometry]
+    g_area: dict[int, int] = {}  # pixels of a geometry proposal, counted where asked
+
+    def large(i: int, k: int) -> bool:  # geometry proposal i holds _PART_SHARE of learned object k's area
+        if i not in g_area:
+            g_area[i] = int(geometry[i].mask.sum())
+        return g_area[i] >= _PART_SHARE * area[k]
+
     out: list[Proposal] = []
     if whole is not None:
         for i, g in enumerate(geometry):
@@ -990,7 +1006,7 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
             continue
         if home[k] >= 0 and any(home[j] == home[k] and (area[j], -j) > (area[k], -k) for j in range(len(learned))):
             continue  # a smaller piece of what the geometry sees as one object
-        held = [g for g in geometry if _inside(g, lp) >= _PIECE_SHARE and int(g.mask.sum()) >= _PART_SHARE * area[k]]
+        held = [g for i, g in enumerate(geometry) if _inside(g, lp, g_px[i]) >= _PIECE_SHARE and large(i, k)]
         out.extend(held if len(held) >= 2 else [lp])
     out.sort(key=lambda p: (-p.score, p.box))
     return out[:max_proposals]
