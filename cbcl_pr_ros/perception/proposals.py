@@ -1123,14 +1123,38 @@ def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: 
     return out, new_geo
 
 
+def _enlarged_slices(small: np.ndarray, full: np.ndarray, n: int) -> list:
+    """``ndimage.find_objects(full, max_label=n)`` of ``full``, the nearest-neighbour enlargement of the label
+    image ``small``: each label is looked for only in its box in ``small`` scaled up, two pixels wider each
+    way (where the enlargement can have put it), instead of over the whole full-size image."""
+    sh, sw = small.shape
+    h, w = full.shape
+    out: list = []
+    for i, sl in enumerate(ndimage.find_objects(small, max_label=n), start=1):
+        if sl is None:
+            out.append(None)
+            continue
+        y0, y1 = max(sl[0].start * h // sh - 2, 0), min(-(-sl[0].stop * h // sh) + 2, h)
+        x0, x1 = max(sl[1].start * w // sw - 2, 0), min(-(-sl[1].stop * w // sw) + 2, w)
+        m = full[y0:y1, x0:x1] == i
+        rows, cols = np.flatnonzero(m.any(axis=1)), np.flatnonzero(m.any(axis=0))
+        out.append((slice(y0 + int(rows[0]), y0 + int(rows[-1]) + 1), slice(x0 + int(cols[0]), x0 + int(cols[-1]) + 1))
+                   if len(rows) else None)
+    return out
+
+
 def _assemble(labels: np.ndarray, geo: list, shape: tuple[int, int], config: ProposalConfig) -> list[Proposal]:
     h, w = shape
     n = len(geo)
     if n == 0:
         return []
-    full = labels if labels.shape == (h, w) else cv2.resize(labels.astype(np.int32), (w, h), interpolation=cv2.INTER_NEAREST)
+    if labels.shape == (h, w):
+        full = labels
+        slices = ndimage.find_objects(full, max_label=n)
+    else:
+        full = cv2.resize(labels.astype(np.int32), (w, h), interpolation=cv2.INTER_NEAREST)
+        slices = _enlarged_slices(labels, full, n)
     out = []
-    slices = ndimage.find_objects(full, max_label=n)
     for i, sl in enumerate(slices):
         if sl is None:
             continue

@@ -303,3 +303,22 @@ def test_the_per_seam_median_is_numpys_bit_for_bit():
             a, b = np.median(x), _median(x)
             assert type(a) is type(b) and a.tobytes() == b.tobytes()
     assert np.isnan(_median(np.array([1.0, np.nan, 2.0])))
+
+
+def test_boxes_of_enlarged_labels_are_those_of_the_whole_full_size_image():
+    import cv2
+    from scipy import ndimage
+
+    from cbcl_pr_ros.perception.proposals import _enlarged_slices
+
+    rng = np.random.default_rng(0)
+    for sh, sw, h, w in ((240, 320, 480, 640), (120, 160, 480, 640), (187, 320, 300, 513), (2, 3, 5, 7)):
+        for rep in range(10):
+            lab = np.zeros((sh, sw), np.int32)
+            for i in range(1, int(rng.integers(2, 8))):
+                y, x = rng.integers(0, sh), rng.integers(0, sw)
+                lab[y:y + rng.integers(1, max(2, sh // 3)), x:x + rng.integers(1, max(2, sw // 3))] = i
+                lab[rng.integers(0, sh), rng.integers(0, sw)] = i  # a stray pixel far from the rest
+            n = int(lab.max()) + 1  # one label more than there are: None, as find_objects gives
+            full = cv2.resize(lab, (w, h), interpolation=cv2.INTER_NEAREST)
+            assert _enlarged_slices(lab, full, n) == ndimage.find_objects(full, max_label=n)
