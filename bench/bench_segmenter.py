@@ -201,7 +201,16 @@ def main() -> None:
     ap.add_argument("--summary", type=Path, default=None,
                     help="also write a small copy here (no per-frame figures, per source recall/precision/merges, "
                          "failure kinds of the variants chosen leave-one-source-out only)")
+    ap.add_argument("--variants", nargs="+", default=None, metavar="NAME",
+                    help="score only these variants of VARIANTS (and the rule shipped before, the rendered floor of "
+                         "the opt-in paths): a shorter run, e.g. to compare weights on the shipped rule's family")
     args = ap.parse_args()
+    if args.variants:
+        unknown = sorted(set(args.variants) - set(VARIANTS))
+        if unknown:
+            ap.error(f"unknown variants: {', '.join(unknown)}")
+        for name in [v for v in VARIANTS if v not in args.variants and v != SHIPPED_RULE]:
+            del VARIANTS[name]
     cv2.setNumThreads(1)
     frames = load_frames(args.labels, args.frames)
     sources = sorted({f.source for f in frames})
