@@ -290,7 +290,16 @@ def main() -> None:
                     help="only time the default proposals against the geometry, pinned to one core, quiet and busy; "
                          "write the figures here (JSON)")
     ap.add_argument("--repeats", type=int, default=2, help="with --timing: passes over the frames per condition")
+    ap.add_argument("--variants", nargs="+", default=None, metavar="NAME",
+                    help="score only these variants of VARIANTS (and the rule shipped before, the rendered floor of "
+                         "the opt-in paths): a shorter run, e.g. to compare weights on the shipped rule's family")
     args = ap.parse_args()
+    if args.variants:
+        unknown = sorted(set(args.variants) - set(VARIANTS))
+        if unknown:
+            ap.error(f"unknown variants: {', '.join(unknown)}")
+        for name in [v for v in VARIANTS if v not in args.variants and v != SHIPPED_RULE]:
+            del VARIANTS[name]
     cv2.setNumThreads(1)
     frames = load_frames(args.labels, args.frames)
     if args.timing is not None:
