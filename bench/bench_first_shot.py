@@ -644,9 +644,15 @@ def gate_loso(by_source: dict, regimes: dict[tuple[str, str], int], shots_list: 
                                           "wrong_below_right_pairs": s["confidence"].get("wrong_below_right_pairs"),
                                           "per_source": {src: brief(summary(ps)) for src, ps in parts.items()}}
         out[f"chosen_on_{objective}"] = held | {"chosen": {src: [*c[0], c[1]] for src, c in chosen.items()}}
-    out["sweep"] = {f"{v}*m^{g}/extent_{ext}": {name(key): brief(summary([p for ps in per.values() for p in ps]))
-                                                for key, per in runs[((v, g), ext)].items()}
-                    for (v, g), ext in runs}
+    three = ("taught_correct", "taught_accepted", "untaught_rejected")
+    out["sweep_correct_accepted_rejected"] = {
+        f"{v}*m^{g}/extent_{ext}": {name(key): [summary([p for ps in per.values() for p in ps]).get(k) for k in three]
+                                    for key, per in runs[((v, g), ext)].items()} for (v, g), ext in runs}
+    # the trade-off per held-out source in the default regime: each candidate's accepted and rejected there
+    out["default_per_source_accepted_rejected"] = {
+        f"{v}*m^{g}/extent_{ext}": {f"{n}_shot": {src: [summary(ps).get(k) for k in three[1:]]
+                                                  for src, ps in runs[((v, g), ext)][(DEFAULT_REGIME, n)].items()}
+                                    for n in shots_list} for (v, g), ext in runs}
     return out
 
 
@@ -736,7 +742,8 @@ def main() -> None:
         res["results"]["gate_loso"] = gate_loso(by_source, regimes, shots_list, track)
         print("gate loso", json.dumps({k: {n: {m: w for m, w in v.items() if m != "per_source"}
                                             if isinstance(v, dict) else v for n, v in d.items()}
-                                        for k, d in res["results"]["gate_loso"].items() if k != "sweep"}), flush=True)
+                                        for k, d in res["results"]["gate_loso"].items() if k.startswith("chosen")}),
+              flush=True)
     if args.confidence_loso:
         regimes = {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
                    for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}

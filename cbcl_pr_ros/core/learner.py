@@ -76,11 +76,13 @@ _log = logging.getLogger(__name__)
 NEAR_NEGATIVE = 0.5
 # the open-set gate's D never falls below this share of the backbone's prior, however alike the shots
 GATE_FLOOR = 0.9
-# a class whose shots lie closer than this many of the prior's D (RMS) to their mean is one view
-# (jittered or still-frame copies of one crop: mostly 0.2-0.35): it adds nothing to the gate's D, so
-# ten copies of one view leave the gate as one shot of it does (half of calibration.SAME_VIEW, as
-# negatives.RADIUS_MIN_EXTENT)
-GATE_MIN_EXTENT = RADIUS_MIN_EXTENT
+# a class whose shots lie closer than this many of the prior's D (RMS) to their mean (one view: jittered
+# or still-frame copies of one crop lie 0.2-0.35 from it; RADIUS_MIN_EXTENT, 0.375) may add nothing to
+# the gate's D, so that copies of one view leave it as one shot does. Measured (docs/core.md "More
+# shots of one view never shrink the gate"): it accepts a little more with the robot's stream as
+# negatives but lets more never-taught objects in without it (the copies' mean lies nearer every
+# object), so none is applied: 0 counts every class, and GATE_FLOOR bounds what copies can do
+GATE_MIN_EXTENT = 0.0
 
 CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
 # config keys older memory files carry that no longer mean anything (torch_threads: fit_threads governs

@@ -114,13 +114,9 @@ def test_bad_input_is_refused(taught):
         taught.seen_together(bad, alone)
 
 
-def test_more_shots_of_one_view_do_not_shrink_what_counts_as_a_twin(monkeypatch):
-    """Were ``D_gate`` shrunk by five near-identical shots (to its floor, 0.9 of the prior: the rule
-    before copies of one view were left out of it, ``learner.GATE_MIN_EXTENT``), two objects 0.95
-    prior apart, both inside the gate, would be twins by the prior all the same."""
-    import cbcl_pr_ros.core.learner as learner_mod
-
-    monkeypatch.setattr(learner_mod, "GATE_MIN_EXTENT", 0.0)
+def test_more_shots_of_one_view_do_not_shrink_what_counts_as_a_twin():
+    """Five near-identical shots take ``D_gate`` to its floor (0.9 of the prior); two objects 0.95
+    prior apart, both inside the gate, are twins by the prior all the same."""
     rng = np.random.default_rng(2)
     learner = CBCLPRLearner(LearnerConfig(seed=0, transform="none", distance_prior=1.0), backbone="synthetic",
                             feature_dim=D)

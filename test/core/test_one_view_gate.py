@@ -1,12 +1,16 @@
-"""More shots of one view never shrink the gate: jittered or still-frame copies of one crop leave the
-gate's D (and so its radius) as one shot of that crop does, while shots of several views still refine it."""
+"""The gate's D with copies of one view left out (``learner.GATE_MIN_EXTENT``, measured but not
+applied: 0): jittered or still-frame copies of one crop then leave the gate's D (and so its radius) as
+one shot of that crop does, while shots of several views still refine it; as shipped, copies take D
+to its floor (``GATE_FLOOR`` x the prior) and no lower."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import cbcl_pr_ros.core.learner as learner_mod
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 from cbcl_pr_ros.core.distance_threshold import memory_distance
+from cbcl_pr_ros.core.negatives import RADIUS_MIN_EXTENT
 
 DIM = 32
 PRIOR = 1.0
@@ -24,7 +28,8 @@ def _at(centre: np.ndarray, distance: float, rng: np.random.Generator) -> np.nda
 
 
 @pytest.mark.parametrize("copies", [5, 10])
-def test_copies_of_one_view_accept_another_view_one_shot_accepts(copies):
+def test_copies_of_one_view_accept_another_view_one_shot_accepts(copies, monkeypatch):
+    monkeypatch.setattr(learner_mod, "GATE_MIN_EXTENT", RADIUS_MIN_EXTENT)
     rng = np.random.default_rng(3)
     shot = rng.normal(0.0, 1.0, (1, DIM)).astype(np.float32)
     jittered = np.concatenate([shot, shot + rng.normal(0.0, 0.01, (copies - 1, DIM)).astype(np.float32)])
@@ -42,7 +47,9 @@ def test_copies_of_one_view_accept_another_view_one_shot_accepts(copies):
         assert not far.known  # and no wider than one shot's
 
 
-def test_shots_of_several_views_still_refine_the_gate():
+@pytest.mark.parametrize("extent", [0.0, RADIUS_MIN_EXTENT])
+def test_shots_of_several_views_still_refine_the_gate(extent, monkeypatch):
+    monkeypatch.setattr(learner_mod, "GATE_MIN_EXTENT", extent)
     rng = np.random.default_rng(4)
     # six views of one object, a little closer together than the prior says views usually are
     views = (rng.normal(0.0, 1.0, DIM) + rng.normal(0.0, 0.1, (6, DIM))).astype(np.float32)
@@ -64,3 +71,12 @@ def test_memory_distance_leaves_out_the_classes_of_one_view():
     assert memory_distance(both.memory, PRIOR, min_extent=one_view) == pytest.approx(
         memory_distance(alone.memory, PRIOR))
     assert memory_distance(both.memory, PRIOR) < memory_distance(both.memory, PRIOR, min_extent=one_view)
+
+
+def test_as_shipped_copies_take_the_gate_to_its_floor_and_no_lower():
+    assert learner_mod.GATE_MIN_EXTENT == 0.0  # measured, not applied (docs/core.md)
+    rng = np.random.default_rng(6)
+    shot = rng.normal(0.0, 1.0, (1, DIM)).astype(np.float32)
+    learner = _learner()
+    learner.teach("mug", np.concatenate([shot, shot + rng.normal(0.0, 0.01, (9, DIM)).astype(np.float32)]))
+    assert learner._served.gate.distance_threshold == pytest.approx(learner_mod.GATE_FLOOR * PRIOR)
