@@ -43,6 +43,9 @@ recorded, so each curve is scored without teaching again), restricted with ``--b
 the curves under which a benchmark set's ECE (``bench_gate_sets.py --curves``) stays within 0.10.
 ``--gate-variants``: more shots of one view, the gate's D floor chosen leave-one-source-out and the
 copies of one view taught as their mean (:func:`gate_variants`).
+``--gate-loso``: the veto's rule and whether copies of one view shrink D_gate (``learner.GATE_MIN_EXTENT``)
+chosen leave-one-source-out at every number of shots (:func:`gate_loso`), with each candidate's accepted
+and rejected per table in the default regime (the trade-off per held-out source).
 
 Features are EfficientNet-Lite0 (ONNX) of masked crops, cached in ``--cache`` (a pickle of vectors,
 rebuilt when missing from ``--frames``, default ``$CBCL_REAL_RGBD`` or data/real_rgbd). Run:

@@ -866,8 +866,8 @@ class CBCLPRLearner:
         return dataclasses.replace(served, head=served.head.with_temperature(t)), (t, w, pool)
 
     def _gate_distance(self, memory: ClusterMemory, dist: float, prior: float | None) -> float:
-        """The open-set gate's D: the given D, or the prior refined by the spread of the classes taught
-        from several views (``GATE_MIN_EXTENT``), never below ``GATE_FLOOR`` x the prior:
+        """The open-set gate's D: the given D, or the prior refined by the memory's spread (classes of
+        one view left out where ``GATE_MIN_EXTENT`` > 0), never below ``GATE_FLOOR`` x the prior:
         near-identical shots of one view say nothing about its other views."""
         if self.config.distance_threshold is not None or prior is None:
             return float(dist)
