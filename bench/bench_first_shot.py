@@ -43,6 +43,9 @@ recorded, so each curve is scored without teaching again), restricted with ``--b
 the curves under which a benchmark set's ECE (``bench_gate_sets.py --curves``) stays within 0.10.
 ``--gate-variants``: more shots of one view, the gate's D floor chosen leave-one-source-out and the
 copies of one view taught as their mean (:func:`gate_variants`).
+``--gate-loso``: the veto's rule and whether copies of one view shrink D_gate (``learner.GATE_MIN_EXTENT``)
+chosen leave-one-source-out at every number of shots (:func:`gate_loso`), with each candidate's accepted
+and rejected per table in the default regime (the trade-off per held-out source).
 
 Features are EfficientNet-Lite0 (ONNX) of masked crops, cached in ``--cache`` (a pickle of vectors,
 rebuilt when missing from ``--frames``, default ``$CBCL_REAL_RGBD`` or data/real_rgbd). Run:
@@ -593,6 +596,69 @@ def gate_variants(by_source: dict, regimes: dict[tuple[str, str], int], shots_li
                                      for key, per in mean.items()}}
 
 
+# the gate chosen leave-one-source-out at every number of shots (:func:`gate_loso`): the veto's rule
+# (ratio with one negative, growth with the count) and the spread below which a class adds nothing to
+# D_gate (``learner.GATE_MIN_EXTENT``, in the prior's D: 0 = every class's shots shrink it, the former rule)
+GATE_RULES = ((1.0, 0.0), (1.02, 0.0), (1.03, 0.0), (1.05, 0.0), (1.07, 0.0), (0.95, 0.02), (0.95, 0.03),
+              (0.95, 0.04), (0.97, 0.02), (0.97, 0.03), (1.0, 0.01), (1.0, 0.02))
+GATE_EXTENTS = (0.0, 0.375)
+# the regime the product runs by default (the stream's covisible negatives): the choice's objective
+DEFAULT_REGIME = ("stream", "frames+stream_covisible")
+
+
+def gate_loso(by_source: dict, regimes: dict[tuple[str, str], int], shots_list: list[int],
+              track: bool | str = False) -> dict:
+    """Per held-out source the (veto rule, one-view extent) of :data:`GATE_RULES` x :data:`GATE_EXTENTS`
+    whose worst margin to the targets (taught correct 0.85, accepted 0.90, never-taught rejected
+    0.90) over ``shots_list`` on the other sources is largest, chosen on the default regime alone
+    (``default``) and on every regime of ``regimes`` together (``all``); scored on the held-out one,
+    pooled and per source; and every candidate over all sources."""
+    import cbcl_pr_ros.core.learner as learner_mod
+
+    shipped = learner_mod.GATE_MIN_EXTENT
+    runs: dict = {}
+    try:
+        for ext in GATE_EXTENTS:
+            learner_mod.GATE_MIN_EXTENT = ext
+            for rule in GATE_RULES:
+                runs[(rule, ext)] = {(reg, n): {src: [run_source(frs, seed, n, rule, *reg, track) for seed in range(seeds)]
+                                                for src, frs in by_source.items()}
+                                     for reg, seeds in regimes.items() for n in shots_list}
+                print("gate loso", rule, ext, flush=True)
+    finally:
+        learner_mod.GATE_MIN_EXTENT = shipped
+    name = lambda key: f"{'/'.join(key[0])}/{key[1]}_shot"  # noqa: E731
+    brief = lambda s: {k: v for k, v in s.items() if k in ("taught_correct", "taught_accepted",  # noqa: E731
+                                                           "untaught_rejected", "n_taught_accepted",
+                                                           "n_untaught_rejected")}
+
+    def score(cand, held, regs):
+        return min(_margin(summary([p for src, ps in runs[cand][(reg, n)].items() if src != held for p in ps]))
+                   for reg in regs for n in shots_list)
+
+    out: dict = {}
+    for objective, regs in (("default", [DEFAULT_REGIME]), ("all", list(regimes))):
+        chosen = {src: max(runs, key=lambda c: score(c, src, regs)) for src in by_source}
+        held = {}
+        for key in runs[next(iter(runs))]:
+            parts = {src: runs[chosen[src]][key][src] for src in by_source}
+            s = summary([p for ps in parts.values() for p in ps])
+            held[name(key)] = brief(s) | {"ece": s["confidence"].get("ece"),
+                                          "wrong_below_right_pairs": s["confidence"].get("wrong_below_right_pairs"),
+                                          "per_source": {src: brief(summary(ps)) for src, ps in parts.items()}}
+        out[f"chosen_on_{objective}"] = held | {"chosen": {src: [*c[0], c[1]] for src, c in chosen.items()}}
+    three = ("taught_correct", "taught_accepted", "untaught_rejected")
+    out["sweep_correct_accepted_rejected"] = {
+        f"{v}*m^{g}/extent_{ext}": {name(key): [summary([p for ps in per.values() for p in ps]).get(k) for k in three]
+                                    for key, per in runs[((v, g), ext)].items()} for (v, g), ext in runs}
+    # the trade-off per held-out source in the default regime: each candidate's accepted and rejected there
+    out["default_per_source_accepted_rejected"] = {
+        f"{v}*m^{g}/extent_{ext}": {f"{n}_shot": {src: [summary(ps).get(k) for k in three[1:]]
+                                                  for src, ps in runs[((v, g), ext)][(DEFAULT_REGIME, n)].items()}
+                                    for n in shots_list} for (v, g), ext in runs}
+    return out
+
+
 def shots_runs(by_source: dict, seeds: int, shots_list: list[int], protocol: str, negatives: str,
                track: bool | str = False) -> dict:
     """The shipped rule at each number of shots: all sources, and per source."""
@@ -624,6 +690,9 @@ def main() -> None:
                     help="also the gate's confidence curve (softness, centre), leave-one-source-out")
     ap.add_argument("--gate-variants", action="store_true",
                     help="also the gate's D floor leave-one-source-out and copies of one view taught as their mean")
+    ap.add_argument("--gate-loso", action="store_true",
+                    help="also the veto's rule and the one-view extent of D_gate, leave-one-source-out at every "
+                         "number of shots")
     ap.add_argument("--benchmark-curves", default="",
                     help="a bench_gate_sets.py --curves output: only curves whose benchmark-set ECE stays within "
                          "BENCHMARK_ECE are candidates of --confidence-loso")
@@ -670,6 +739,14 @@ def main() -> None:
                    for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}
         res["results"]["gate_variants"] = gate_variants(by_source, regimes, shots_list, track)
         print("gate variants", json.dumps(res["results"]["gate_variants"]["floor_loso"]), flush=True)
+    if args.gate_loso:
+        regimes = {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
+                   for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}
+        res["results"]["gate_loso"] = gate_loso(by_source, regimes, shots_list, track)
+        print("gate loso", json.dumps({k: {n: {m: w for m, w in v.items() if m != "per_source"}
+                                            if isinstance(v, dict) else v for n, v in d.items()}
+                                        for k, d in res["results"]["gate_loso"].items() if k.startswith("chosen")}),
+              flush=True)
     if args.confidence_loso:
         regimes = {reg: args.seeds if reg[0] == "teaching_frame" else args.stream_seeds
                    for reg in LOSO_REGIMES if reg[0] in args.protocols.split(",")}

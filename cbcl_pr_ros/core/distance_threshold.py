@@ -60,12 +60,15 @@ def posterior_distance(prior: float, prior_dof: float, scatter_trace: float, dof
     return float(np.sqrt(2.0 * (0.5 * prior_dof * prior ** 2 + scatter_trace) / (prior_dof + dof)))
 
 
-def memory_distance(memory, prior: float, prior_dof: float = PRIOR_DOF, cache: dict | None = None) -> float:
+def memory_distance(memory, prior: float, prior_dof: float = PRIOR_DOF, cache: dict | None = None,
+                    min_extent: float = 0.0) -> float:
     """:func:`posterior_distance` with the within-class scatter held by a cluster memory (exact).
 
     ``cache`` (a dict the caller keeps between calls) holds each class's scatter by its clusters
     object, so that a retrain reads only the classes that changed; it is left holding the
-    memory's classes alone."""
+    memory's classes alone.  A class whose shots lie less than ``min_extent`` (RMS) from their mean
+    adds nothing: copies of one view say how alike the copies are, not how far an object's views
+    reach, so ten of them weigh as much as one shot."""
     total, dof = 0.0, 0.0
     seen = {}
     for _, cc in memory.items():
@@ -73,6 +76,8 @@ def memory_distance(memory, prior: float, prior_dof: float = PRIOR_DOF, cache: d
         if hit is None or hit[0] is not cc:
             hit = (cc, *_class_scatter(cc))
         seen[id(cc)] = hit
+        if min_extent > 0 and hit[1] < min_extent * min_extent * (hit[2] + 1.0):
+            continue
         total += hit[1]
         dof += hit[2]
     if cache is not None:

@@ -76,6 +76,13 @@ _log = logging.getLogger(__name__)
 NEAR_NEGATIVE = 0.5
 # the open-set gate's D never falls below this share of the backbone's prior, however alike the shots
 GATE_FLOOR = 0.9
+# a class whose shots lie closer than this many of the prior's D (RMS) to their mean (one view: jittered
+# or still-frame copies of one crop lie 0.2-0.35 from it; RADIUS_MIN_EXTENT, 0.375) may add nothing to
+# the gate's D, so that copies of one view leave it as one shot does. Measured (docs/core.md "More
+# shots of one view never shrink the gate"): it accepts a little more with the robot's stream as
+# negatives but lets more never-taught objects in without it (the copies' mean lies nearer every
+# object), so none is applied: 0 counts every class, and GATE_FLOOR bounds what copies can do
+GATE_MIN_EXTENT = 0.0
 
 CLASSIFIERS = ("blended", "gaussian", "linear_sgd", "cbcl_vote", "ncm")
 # config keys older memory files carry that no longer mean anything (torch_threads: fit_threads governs
@@ -859,11 +866,13 @@ class CBCLPRLearner:
         return dataclasses.replace(served, head=served.head.with_temperature(t)), (t, w, pool)
 
     def _gate_distance(self, memory: ClusterMemory, dist: float, prior: float | None) -> float:
-        """The open-set gate's D: the given D, or the prior refined by the memory's spread, never below
-        ``GATE_FLOOR`` x the prior: near-identical shots of one view say nothing about its other views."""
+        """The open-set gate's D: the given D, or the prior refined by the memory's spread (classes of
+        one view left out where ``GATE_MIN_EXTENT`` > 0), never below ``GATE_FLOOR`` x the prior:
+        near-identical shots of one view say nothing about its other views."""
         if self.config.distance_threshold is not None or prior is None:
             return float(dist)
-        return max(GATE_FLOOR * float(prior), memory_distance(memory, prior, cache=self._scatter_cache))
+        return max(GATE_FLOOR * float(prior), memory_distance(memory, prior, cache=self._scatter_cache,
+                                                              min_extent=GATE_MIN_EXTENT * float(prior)))
 
     def _gate(self, memory: ClusterMemory, gate_distance: float, negatives: NegativeStore) -> DistanceGate:
         """The distance gate, with per-class radii where the negatives tighten them (classes taught from

@@ -96,3 +96,32 @@ def test_the_recorded_confidence_parts_give_back_the_learners_confidence():
     assert not np.allclose(softer, conf)
     ratios = np.array([p[1] for p in parts])
     assert np.all((softer < 0.5)[ratios >= 1.0])  # unknown answers stay below one half under any curve
+
+
+def test_the_gate_is_chosen_without_the_held_out_table(monkeypatch):
+    """``gate_loso``: each table's candidate is chosen on the other tables alone (a table whose own
+    frames change keeps its choice), the shipped extent is restored, and every candidate is
+    reported over all tables and per table."""
+    import bench_first_shot as bfs
+    import cbcl_pr_ros.core.learner as learner_mod
+
+    monkeypatch.setattr(bfs, "GATE_RULES", ((0.9, 0.0), (1.2, 0.0)))
+    monkeypatch.setattr(bfs, "GATE_EXTENTS", (0.0, 0.375))
+    one, two = _frames(), _frames()
+    for f in two:
+        f["source"], f["id"] = "u", f["id"].replace("t_", "u_")
+        f["obj"] = (f["obj"] + 0.5).astype(np.float32)
+    by = {"t": one, "u": two}
+    regimes = {("stream", "frames+stream_covisible"): 2, ("teaching_frame", "frames"): 1}
+    out = bfs.gate_loso(by, regimes, [1, 5])
+    assert learner_mod.GATE_MIN_EXTENT == 0.0
+    assert len(out["sweep_correct_accepted_rejected"]) == 4
+    for objective in ("chosen_on_default", "chosen_on_all"):
+        assert set(out[objective]["chosen"]) == {"t", "u"}
+        assert "stream/frames+stream_covisible/5_shot" in out[objective]
+    assert set(out["default_per_source_accepted_rejected"]["0.9*m^0.0/extent_0.0"]["1_shot"]) == {"t", "u"}
+    # the held-out table's own outcomes do not enter its choice: another table 't' leaves 'u''s choice
+    # (made on 't') free to move, and 't''s (made on 'u') as it was
+    other = [dict(f, obj=np.ascontiguousarray(f["obj"][:, ::-1])) for f in one]
+    again = bfs.gate_loso({"t": other, "u": two}, regimes, [1, 5])
+    assert again["chosen_on_all"]["chosen"]["t"] == out["chosen_on_all"]["chosen"]["t"]
