@@ -23,7 +23,7 @@ from scipy.ndimage import binary_fill_holes, distance_transform_edt
 from scipy.ndimage import find_objects as ndimage_find_objects
 from scipy.sparse.csgraph import connected_components
 
-__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "solidity", "split_nonconvex",
+__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "outline_points", "solidity", "split_nonconvex",
            "flat_pixels", "split_layers", "unseen_objects"]
 
 
@@ -161,13 +161,21 @@ def merge_pieces(seg: np.ndarray, z: np.ndarray, crease: np.ndarray, rule: Bound
     return lut[seg]
 
 
+def outline_points(mask: np.ndarray) -> np.ndarray | None:
+    """The points of a region's outer outlines ((n, 1, 2) x, y), or None for an empty mask. Their convex
+    hull is the region's (every other pixel lies inside an outline), from a few dozen points instead of
+    every pixel."""
+    contours, _ = cv2.findContours(mask.astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    return np.vstack(contours) if contours else None
+
+
 def solidity(mask: np.ndarray) -> float:
     """Area of a region over the area of its convex hull (1 for a convex blob)."""
-    pts = cv2.findNonZero(mask.astype(np.uint8))
-    if pts is None or len(pts) < 3:
+    area = int(np.count_nonzero(mask))
+    if area < 3:
         return 1.0
-    hull = cv2.contourArea(cv2.convexHull(pts))
-    return float(mask.sum()) / max(hull, 1.0)
+    hull = cv2.contourArea(cv2.convexHull(outline_points(mask)))
+    return float(area) / max(hull, 1.0)
 
 
 OPEN_RING = 0.5
@@ -181,9 +189,8 @@ def _ring(mask: np.ndarray, share: float = 0.15) -> bool:
     if float(binary_fill_holes(mask).sum()) >= (1.0 + share) * area:
         return True
     # an open ring (a tray whose near wall hides below the threshold): one hull gap as large as the region
-    pts = cv2.findNonZero(mask.astype(np.uint8))
     hull = np.zeros(mask.shape, np.uint8)
-    cv2.fillConvexPoly(hull, cv2.convexHull(pts), 1)
+    cv2.fillConvexPoly(hull, cv2.convexHull(outline_points(mask)), 1)
     n, _, stats, _ = cv2.connectedComponentsWithStats((hull.astype(bool) & ~mask).astype(np.uint8), connectivity=4)
     return n > 1 and float(stats[1:, cv2.CC_STAT_AREA].max()) >= OPEN_RING * area
 
@@ -397,7 +404,7 @@ def _hull(labels: np.ndarray, slices: list, i: int, cache: dict[int, np.ndarray]
     """The filled convex hull of region ``i`` of ``labels`` (image-sized, computed once per region)."""
     if i not in cache:
         sl = slices[i - 1]
-        pts = cv2.findNonZero((labels[sl] == i).astype(np.uint8))
+        pts = outline_points(labels[sl] == i)
         out = np.zeros(labels.shape, np.uint8)
         if pts is not None:
             hull = cv2.convexHull(pts) + np.array([sl[1].start, sl[0].start], np.int32)

@@ -1,6 +1,7 @@
 """The split of non-convex blobs by boundary evidence (perception/regions.py) and the border-sliver rule."""
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from cbcl_pr_ros.perception import ProposalConfig, propose
@@ -136,3 +137,41 @@ def test_support_region_covers_every_sizeable_table_patch():
     both = _support_region(inliers, 0.2)
     assert not largest[60, 110] and both[60, 110] and both[60, 80]  # the object between the patches is on it
     assert not both[4, 152]
+
+
+def _random_masks(rng: np.random.Generator, count: int):
+    """Masks of every kind a hull is asked of: noise, blobs, several parts, lines, single pixels, full boxes."""
+    for _ in range(count):
+        h, w = (int(v) for v in rng.integers(1, 48, 2))
+        m = rng.random((h, w)) < rng.random()
+        if rng.random() < 0.5:  # blobs with holes and bays rather than noise
+            m = cv2.dilate(m.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+        yield m
+    yield np.ones((5, 9), bool)
+    yield np.eye(7, dtype=bool)
+    one = np.zeros((4, 4), bool)
+    one[2, 1] = True
+    yield one
+
+
+def test_the_hull_of_the_outline_is_the_hull_of_every_pixel():
+    from cbcl_pr_ros.perception.regions import outline_points
+
+    rng = np.random.default_rng(0)
+    seen = 0
+    for m in _random_masks(rng, 1500):
+        every = cv2.findNonZero(m.astype(np.uint8))
+        if every is None:
+            assert outline_points(m) is None
+            continue
+        a = cv2.convexHull(every).reshape(-1, 2)
+        b = cv2.convexHull(outline_points(m)).reshape(-1, 2)
+        # the same polygon (the same corners in the same turn, maybe from another first corner)
+        assert len(a) == len(b) and any(np.array_equal(np.roll(b, r, axis=0), a) for r in range(len(b)))
+        assert cv2.contourArea(a) == cv2.contourArea(b)
+        fa, fb = np.zeros(m.shape, np.uint8), np.zeros(m.shape, np.uint8)
+        cv2.fillConvexPoly(fa, a, 1)
+        cv2.fillConvexPoly(fb, b, 1)
+        assert np.array_equal(fa, fb)
+        seen += 1
+    assert seen > 1000
