@@ -792,14 +792,21 @@ def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarra
     out = labels.astype(np.int32).copy()
     rest = fg & (out == 0)
     if rest.any() and out.any():
+        # only the box around the pixels to fill (one pixel wider: the labels they take) can change; the
+        # labels fit 16 bits there, which OpenCV dilates without conversions
+        rows, cols = np.flatnonzero(rest.any(axis=1)), np.flatnonzero(rest.any(axis=0))
+        box = (slice(max(int(rows[0]) - 1, 0), int(rows[-1]) + 2), slice(max(int(cols[0]) - 1, 0), int(cols[-1]) + 2))
+        wide = out.max() >= 65535
+        grow, todo = out[box].astype(np.float32 if wide else np.uint16), rest[box]
         k = np.ones((3, 3), np.uint8)
         for _ in range(_GROW_PX):
-            grown = cv2.dilate(out.astype(np.float32), k).astype(np.int32)
-            add = rest & (grown > 0)
+            grown = cv2.dilate(grow, k)
+            add = todo & (grown > 0)
             if not add.any():
                 break
-            out[add] = grown[add]
-            rest &= ~add
+            grow[add] = grown[add]
+            todo &= ~add
+        out[box] = grow
     if rest.any():
         n, lab, stats, _ = cv2.connectedComponentsWithStats(rest.astype(np.uint8), connectivity=4)
         big = np.flatnonzero(stats[:, cv2.CC_STAT_AREA] >= min_pixels)

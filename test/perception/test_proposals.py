@@ -322,3 +322,54 @@ def test_boxes_of_enlarged_labels_are_those_of_the_whole_full_size_image():
             n = int(lab.max()) + 1  # one label more than there are: None, as find_objects gives
             full = cv2.resize(lab, (w, h), interpolation=cv2.INTER_NEAREST)
             assert _enlarged_slices(lab, full, n) == ndimage.find_objects(full, max_label=n)
+
+
+def _grow_down_everywhere(labels: np.ndarray, fg: np.ndarray) -> np.ndarray:
+    """The growth of ``_grow_down`` over the whole image in float32 labels: what it must equal."""
+    import cv2
+
+    from cbcl_pr_ros.perception.proposals import _GROW_PX
+
+    out = labels.astype(np.int32).copy()
+    rest = fg & (out == 0)
+    if rest.any() and out.any():
+        for _ in range(_GROW_PX):
+            grown = cv2.dilate(out.astype(np.float32), np.ones((3, 3), np.uint8)).astype(np.int32)
+            add = rest & (grown > 0)
+            if not add.any():
+                break
+            out[add] = grown[add]
+            rest &= ~add
+    return out
+
+
+def test_objects_grow_down_as_over_the_whole_image():
+    from cbcl_pr_ros.perception.proposals import _grow_down
+
+    rng = np.random.default_rng(0)
+    for rep in range(200):
+        h, w = (int(v) for v in rng.integers(2, 60, 2))
+        labels = np.zeros((h, w), np.int32)
+        for i in range(1, int(rng.integers(1, 6))):
+            y, x = rng.integers(0, h), rng.integers(0, w)
+            labels[y:y + rng.integers(1, 12), x:x + rng.integers(1, 12)] = i
+        if rep % 10 == 0:
+            labels[labels > 0] += 70000  # labels beyond 16 bits
+        fg = (rng.random((h, w)) < rng.random()) | (labels > 0)
+        if rep % 3 == 0:  # connected bands to grow along, far from the objects too
+            fg |= _band(h, w, rng)
+        grown = _grow_down(labels, fg, 5)
+        ref = _grow_down_everywhere(labels, fg)
+        # the growth is the same; what no object reached becomes objects of their own or stays 0
+        reached = ref > 0
+        assert np.array_equal(grown[reached], ref[reached])
+        assert not np.isin(grown[~reached & (grown > 0)], labels[labels > 0]).any()
+        assert grown.dtype == np.int32
+
+
+def _band(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
+    """A one-to-three-pixel-wide horizontal band across the image."""
+    band = np.zeros((h, w), bool)
+    y = int(rng.integers(0, h))
+    band[y:y + int(rng.integers(1, 4))] = True
+    return band
