@@ -324,7 +324,9 @@ def fit_support_plane(points: np.ndarray, config: ProposalConfig, min_fraction: 
         return None
     normals = normals[ok] / norms[ok, None]
     offsets = -np.einsum("ij,ij->i", normals, a[ok])
-    inliers = np.abs(points @ normals.T + offsets) < config.rules.plane_tolerance_m  # (n_pts, hypotheses)
+    dist = points @ normals.T  # (n_pts, hypotheses); in place from here: fresh temporaries cost more than the sums
+    dist += offsets
+    inliers = np.abs(dist, out=dist) < config.rules.plane_tolerance_m
     best = int(np.argmax(inliers.sum(axis=0)))
     sel = points[inliers[:, best]]
     if len(sel) < 3:
@@ -377,7 +379,9 @@ def support_planes(points: np.ndarray, config: ProposalConfig) -> list[_Plane]:
         plane = fit_support_plane(rest, config, min_fraction=need * n_all / len(rest))
         if plane is None:
             break
-        dist = np.abs(rest @ plane.normal + plane.offset)
+        dist = rest @ plane.normal
+        dist += plane.offset
+        np.abs(dist, out=dist)
         frac = float((dist < config.rules.plane_tolerance_m).sum()) / n_all
         planes.append(_Plane(plane.normal, plane.offset, frac))
         rest = rest[dist >= 2 * config.rules.plane_tolerance_m]
