@@ -437,18 +437,23 @@ _STANDING_M = 0.02  # readings this high or more above a candidate surface stand
 _OWN_WEIGHT = 0.5  # a surface's own readings count half as much as what stands on it
 
 
-def _steps(zz: np.ndarray, axis: int, ratio: float) -> np.ndarray:
-    """Which neighbour differences along ``axis`` are steps rather than a slope: at least ``ratio``
-    times the smaller of the differences either side (a surface seen obliquely changes depth by about
-    the same amount from pixel to pixel; an edge between two objects changes it at once). All True
-    when ``ratio`` is 0."""
-    d = np.abs(np.diff(zz, axis=axis))
+def _steps(d: np.ndarray, axis: int, ratio: float) -> np.ndarray:
+    """Which neighbour differences ``d`` (absolute, along ``axis``) are steps rather than a slope: at least
+    ``ratio`` times the smaller of the differences either side (the first and last take their own side
+    twice; a surface seen obliquely changes depth by about the same amount from pixel to pixel; an edge
+    between two objects changes it at once). All True when ``ratio`` is 0."""
     if ratio <= 0:
         return np.ones(d.shape, bool)
-    pad = [(0, 0), (0, 0)]
-    pad[axis] = (1, 1)
-    e = np.pad(d, pad, mode="edge")
-    lo = np.minimum(np.take(e, range(0, d.shape[axis]), axis=axis), np.take(e, range(2, d.shape[axis] + 2), axis=axis))
+    n = d.shape[axis]
+
+    def part(start: int, stop: int) -> tuple[slice, ...]:
+        return (slice(None),) * axis + (slice(start, stop),)
+
+    # the smaller of the differences before and after each one; the first and last have one side, taken twice
+    lo = np.empty_like(d)
+    np.minimum(d[part(0, n - 2)], d[part(2, n)], out=lo[part(1, n - 1)])
+    np.minimum(d[part(0, 1)], d[part(min(1, n - 1), min(2, n))], out=lo[part(0, 1)])
+    np.minimum(d[part(n - 1, n)], d[part(max(n - 2, 0), n - 1 if n > 1 else 1)], out=lo[part(n - 1, n)])
     return d >= ratio * lo
 
 
@@ -460,8 +465,9 @@ def _edges(rgb_small: np.ndarray, z: np.ndarray | None, config: ProposalConfig, 
         zz = np.where(ok, z, 0.0)
         thr = config.rules.depth_jump_m + config.rules.depth_jump_rel * zz
         # only pairs of readings can jump: a hole next to a reading is no edge
-        dx = _steps(zz, 1, config.rules.jump_vs_slope) & (np.abs(np.diff(zz, axis=1)) > thr[:, :-1]) & ok[:, :-1] & ok[:, 1:]
-        dy = _steps(zz, 0, config.rules.jump_vs_slope) & (np.abs(np.diff(zz, axis=0)) > thr[:-1, :]) & ok[:-1, :] & ok[1:, :]
+        ax, ay = np.abs(np.diff(zz, axis=1)), np.abs(np.diff(zz, axis=0))
+        dx = _steps(ax, 1, config.rules.jump_vs_slope) & (ax > thr[:, :-1]) & ok[:, :-1] & ok[:, 1:]
+        dy = _steps(ay, 0, config.rules.jump_vs_slope) & (ay > thr[:-1, :]) & ok[:-1, :] & ok[1:, :]
         cut[:, :-1] |= dx
         cut[:, 1:] |= dx
         cut[:-1, :] |= dy
@@ -949,7 +955,9 @@ def _support_region(inliers: np.ndarray, patch_share: float = 1.0) -> np.ndarray
         return region.astype(bool)
     areas = stats[1:, cv2.CC_STAT_AREA]
     chosen = 1 + np.flatnonzero(areas >= min(patch_share, 1.0) * areas.max())
-    contours, _ = cv2.findContours(np.isin(lab, chosen).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    pick = np.zeros(n, np.uint8)  # label -> chosen (a table lookup, as np.isin)
+    pick[chosen] = 1
+    contours, _ = cv2.findContours(pick[lab], cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     hull = cv2.convexHull(np.vstack(contours))  # the outline's hull: the patch's hull, without its inner pixels
     cv2.fillConvexPoly(region, hull, 1)
     return cv2.dilate(region, np.ones((7, 7), np.uint8)).astype(bool)

@@ -373,3 +373,25 @@ def _band(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     y = int(rng.integers(0, h))
     band[y:y + int(rng.integers(1, 4))] = True
     return band
+
+
+def test_depth_steps_are_those_of_the_edge_padded_neighbours():
+    from cbcl_pr_ros.perception.proposals import _steps
+
+    rng = np.random.default_rng(2)
+    for rep in range(300):
+        h, w = (int(v) for v in rng.integers(1, 9, 2))
+        zz = rng.random((h, w)).astype(np.float32 if rep % 2 else np.float64)
+        zz[rng.random((h, w)) < 0.3] = 0
+        for axis in (0, 1):
+            if zz.shape[axis] < 2:
+                continue
+            d = np.abs(np.diff(zz, axis=axis))
+            pad = [(0, 0), (0, 0)]
+            pad[axis] = (1, 1)
+            e = np.pad(d, pad, mode="edge")  # each difference's neighbours, the ends repeated
+            n = d.shape[axis]
+            lo = np.minimum(np.take(e, range(0, n), axis=axis), np.take(e, range(2, n + 2), axis=axis))
+            for ratio in (0.0, 1.0, 2.0):
+                want = d >= ratio * lo if ratio > 0 else np.ones(d.shape, bool)
+                assert np.array_equal(_steps(d, axis, ratio), want)
