@@ -23,7 +23,7 @@ from scipy.ndimage import binary_fill_holes, distance_transform_edt
 from scipy.ndimage import find_objects as ndimage_find_objects
 from scipy.sparse.csgraph import connected_components
 
-__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "outline_points", "solidity", "split_nonconvex",
+__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "outline_points", "filled_area", "solidity", "split_nonconvex",
            "flat_pixels", "split_layers", "unseen_objects"]
 
 
@@ -169,6 +169,16 @@ def outline_points(mask: np.ndarray) -> np.ndarray | None:
     return np.vstack(contours) if contours else None
 
 
+def filled_area(mask: np.ndarray) -> int:
+    """The pixel count of ``mask`` with its holes filled (``binary_fill_holes(mask).sum()``): a hole is a
+    4-connected part of the rest that does not reach the array's border."""
+    n, _, stats, _ = cv2.connectedComponentsWithStats((~mask.astype(bool)).astype(np.uint8), connectivity=4)
+    h, w = mask.shape
+    x, y, bw, bh = (stats[1:, i] for i in (cv2.CC_STAT_LEFT, cv2.CC_STAT_TOP, cv2.CC_STAT_WIDTH, cv2.CC_STAT_HEIGHT))
+    inside = (x > 0) & (y > 0) & (x + bw < w) & (y + bh < h)
+    return int(np.count_nonzero(mask)) + int(stats[1:, cv2.CC_STAT_AREA][inside].sum())
+
+
 def solidity(mask: np.ndarray) -> float:
     """Area of a region over the area of its convex hull (1 for a convex blob)."""
     area = int(np.count_nonzero(mask))
@@ -186,7 +196,7 @@ def _ring(mask: np.ndarray, share: float = 0.15) -> bool:
     """Whether a region encloses a hole of at least ``share`` of its area: a bowl, a tray or a cup seen
     from above is a ring of rim and walls around a low floor; touching objects enclose nothing."""
     area = float(mask.sum())
-    if float(binary_fill_holes(mask).sum()) >= (1.0 + share) * area:
+    if float(filled_area(mask)) >= (1.0 + share) * area:
         return True
     # an open ring (a tray whose near wall hides below the threshold): one hull gap as large as the region
     hull = np.zeros(mask.shape, np.uint8)

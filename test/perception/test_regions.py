@@ -175,3 +175,22 @@ def test_the_hull_of_the_outline_is_the_hull_of_every_pixel():
         assert np.array_equal(fa, fb)
         seen += 1
     assert seen > 1000
+
+
+def test_the_filled_area_is_that_of_the_mask_with_its_holes_filled():
+    from scipy.ndimage import binary_fill_holes
+
+    from cbcl_pr_ros.perception.regions import filled_area
+
+    rng = np.random.default_rng(1)
+    holes = 0
+    for m in _random_masks(rng, 1500):
+        want = int(binary_fill_holes(m).sum())
+        assert filled_area(m) == want
+        holes += want > int(m.sum())
+    ring = np.ones((9, 9), bool)
+    ring[3:6, 3:6] = False  # a closed ring: its hole counts
+    assert filled_area(ring) == 81
+    ring[4, 8] = False  # a bay open to the border is no hole
+    assert filled_area(ring) == 81 - 1
+    assert holes > 100
