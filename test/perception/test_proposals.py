@@ -395,3 +395,24 @@ def test_depth_steps_are_those_of_the_edge_padded_neighbours():
             for ratio in (0.0, 1.0, 2.0):
                 want = d >= ratio * lo if ratio > 0 else np.ones(d.shape, bool)
                 assert np.array_equal(_steps(d, axis, ratio), want)
+
+
+def test_usable_depth_and_noise_sigma_are_their_plain_formulas():
+    from cbcl_pr_ros.perception.proposals import _noise_scale, _noise_sigma, _usable_depth
+
+    rng = np.random.default_rng(3)
+    for rep in range(50):
+        d = rng.uniform(-0.5, 3.0, (24, 32)).astype(np.float32)
+        d.ravel()[rng.integers(0, d.size, 40)] = rng.choice([np.nan, np.inf, -np.inf, 0.0, -0.0], 40)
+        given = d.copy()
+        got = _usable_depth(d, d.shape)
+        want = np.where(np.isfinite(given) & (given > 0), given, np.nan).astype(np.float32)
+        assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
+        assert np.array_equal(d, given, equal_nan=True)  # the caller's depth is left alone
+        z = np.nan_to_num(got, nan=0.0)
+        valid = z > 0
+        height = np.where(valid, rng.normal(0, 0.003, d.shape), np.nan).astype(np.float32)
+        for zz in (z, z.astype(np.float64)):
+            want = (_noise_scale(height, zz, valid) * zz * zz).astype(np.float32)
+            got = _noise_sigma(height, zz, valid, ProposalConfig())
+            assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
