@@ -711,10 +711,11 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     labels = _components(seed, grid_cut, config, fillable=~valid)
     if config.rules.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
-    before_layers = _grow_down(labels, fg & ~grid_cut, config.rules.min_pixels)
-    if config.rules.layer_gap_m > 0 and labels.any():
-        labels = _split_layers(labels, P, height, small, config)
-    labels = _grow_down(labels, fg & ~grid_cut, config.rules.min_pixels)
+    growable = fg & ~grid_cut
+    before_layers = _grow_down(labels, growable, config.rules.min_pixels)
+    layered = _split_layers(labels, P, height, small, config) if config.rules.layer_gap_m > 0 and labels.any() else labels
+    # the same labels grow the same way: grown again only where the layers split something
+    labels = before_layers.copy() if np.array_equal(layered, labels) else _grow_down(layered, growable, config.rules.min_pixels)
     surface = (_support_region(valid & (np.abs(height) < 2 * config.rules.plane_tolerance_m), config.rules.support_patch_share)
                if config.on_support_only else None)
     kept = np.zeros_like(labels)
