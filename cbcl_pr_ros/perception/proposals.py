@@ -1042,13 +1042,18 @@ def _geometry(m: np.ndarray, sl: tuple[slice, slice], fg: np.ndarray, P: np.ndar
     no object: too few points, standing beyond the support surface, too small or too large."""
     sel = m & fg[sl]
     pts, hs = P[sl][sel], height[sl][sel]
-    if len(pts) < 10:
+    n = len(pts)
+    if n < 10:
         return None
-    feet = pts - hs[:, None] * plane.normal
+    # the points and their feet as the rows x, y, z (the quantiles partition rows): no concatenated copy
+    both = np.empty((3, 2 * n))
+    both[:, :n] = pts.T
+    np.subtract(both[:, :n], plane.normal[:, None] * hs, out=both[:, n:])
+    feet = both[:, n:].T
     if surface is not None and _share_on(surface, feet, K) < 0.5:
         return None  # standing beyond the support surface: background
     top = float(_quantile(hs, 0.98))
-    lo, hi = _quantile(np.concatenate([pts, feet]), (0.02, 0.98))
+    lo, hi = _quantile(both.T, (0.02, 0.98))
     size = hi - lo
     if not config.min_size_m <= float(size.max()) <= config.max_size_m:
         return None

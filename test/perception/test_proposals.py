@@ -416,3 +416,38 @@ def test_usable_depth_and_noise_sigma_are_their_plain_formulas():
             want = (_noise_scale(height, zz, valid) * zz * zz).astype(np.float32)
             got = _noise_sigma(height, zz, valid, ProposalConfig())
             assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
+
+
+def test_object_geometry_is_that_of_the_plain_quantiles():
+    from cbcl_pr_ros.perception.proposals import _geometry, _Plane
+
+    rng = np.random.default_rng(4)
+    K = CameraIntrinsics(fx=60.0, fy=60.0, cx=16.0, cy=12.0)
+    config = ProposalConfig()
+    normal = np.array([0.05, -0.9, -0.4])
+    normal /= np.linalg.norm(normal)
+    plane = _Plane(normal, 0.33, 0.5)
+    answered = 0
+    for rep in range(60):
+        P = rng.uniform([-0.05, -0.05, 0.6], [0.05, 0.05, 0.68], (24, 32, 3)).astype(np.float32)
+        height = (P @ normal.astype(np.float32) + np.float32(plane.offset)).astype(np.float32)
+        fg = rng.random((24, 32)) < 0.8
+        sl = (slice(int(rng.integers(0, 8)), int(rng.integers(14, 24))), slice(int(rng.integers(0, 8)), int(rng.integers(20, 32))))
+        m = rng.random((sl[0].stop - sl[0].start, sl[1].stop - sl[1].start)) < 0.7
+        surface = None if rep % 2 else rng.random((24, 32)) < 0.9
+        got = _geometry(m, sl, fg, P, height, plane, surface, K, config)
+        # the same answer from the plain formulas
+        sel = m & fg[sl]
+        pts, hs = P[sl][sel], height[sl][sel]
+        feet = pts - hs[:, None] * plane.normal
+        lo, hi = np.quantile(np.concatenate([pts, feet]), [0.02, 0.98], axis=0)
+        if got is None:
+            continue
+        answered += 1
+        flo, fhi = np.quantile(feet, [0.02, 0.98], axis=0)
+        mid = (flo + fhi) / 2
+        mid = mid - (mid @ plane.normal + plane.offset) * plane.normal
+        top = float(np.quantile(hs, 0.98))
+        assert got[1].tobytes() == (hi - lo).tobytes()
+        assert got[0].tobytes() == (mid + plane.normal * (top / 2)).tobytes()
+    assert answered > 10
