@@ -36,7 +36,7 @@ from scipy import ndimage
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from .regions import BoundaryRule, flat_pixels, split_layers, split_nonconvex, unseen_objects
+from .regions import BoundaryRule, flat_pixels, label_areas, split_layers, split_nonconvex, unseen_objects
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["ProposalConfig", "ProposalRules", "propose", "propose_on_support", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
@@ -487,12 +487,12 @@ def _components(fg: np.ndarray, cut: np.ndarray, config: ProposalConfig, fillabl
 
     Cut pixels, fragments and ``fillable`` pixels (depth holes) within ``merge_px`` of a kept
     component join it, so masks have no pinholes where the sensor had no reading."""
-    n, labels, stats, _ = cv2.connectedComponentsWithStats((fg & ~cut).astype(np.uint8), connectivity=4)
+    n, labels, areas = label_areas((fg & ~cut).astype(np.uint8), 4)
     if n <= 1:
         return np.zeros(fg.shape, np.int32)
     keep = np.zeros(n, bool)
-    keep[1:] = stats[1:, cv2.CC_STAT_AREA] >= config.rules.min_pixels
-    keep[1:] &= stats[1:, cv2.CC_STAT_AREA] <= config.rules.max_area_fraction * fg.size
+    keep[1:] = areas[1:] >= config.rules.min_pixels
+    keep[1:] &= areas[1:] <= config.rules.max_area_fraction * fg.size
     remap = np.zeros(n, np.int32)
     remap[keep] = np.arange(1, int(keep.sum()) + 1)
     labels = remap[labels]
@@ -827,8 +827,8 @@ def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarra
             todo &= ~add
         out[box] = grow
     if rest.any():
-        n, lab, stats, _ = cv2.connectedComponentsWithStats(rest.astype(np.uint8), connectivity=4)
-        big = np.flatnonzero(stats[:, cv2.CC_STAT_AREA] >= min_pixels)
+        n, lab, areas = label_areas(rest.astype(np.uint8), 4)
+        big = np.flatnonzero(areas >= min_pixels)
         big = big[big > 0]
         if len(big) and out.any():  # a part touching an object is its halo or the rest of its foot, no object
             beside = cv2.dilate((out > 0).astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
@@ -961,11 +961,11 @@ def _support_region(inliers: np.ndarray, patch_share: float = 1.0) -> np.ndarray
     of the patches at least ``patch_share`` of its size (objects crowding a table cut its visible top
     into several patches, and objects standing on a smaller one are still on the table)."""
     m = cv2.morphologyEx(inliers.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
-    n, lab, stats, _ = cv2.connectedComponentsWithStats(m, connectivity=8)
+    n, lab, areas = label_areas(m, 8)
     region = np.zeros(inliers.shape, np.uint8)
     if n <= 1:
         return region.astype(bool)
-    areas = stats[1:, cv2.CC_STAT_AREA]
+    areas = areas[1:]
     chosen = 1 + np.flatnonzero(areas >= min(patch_share, 1.0) * areas.max())
     pick = np.zeros(n, np.uint8)  # label -> chosen (a table lookup, as np.isin)
     pick[chosen] = 1

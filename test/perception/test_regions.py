@@ -194,3 +194,18 @@ def test_the_filled_area_is_that_of_the_mask_with_its_holes_filled():
     ring[4, 8] = False  # a bay open to the border is no hole
     assert filled_area(ring) == 81 - 1
     assert holes > 100
+
+
+def test_label_areas_are_opencvs_labels_and_areas():
+    from cbcl_pr_ros.perception.regions import label_areas
+
+    rng = np.random.default_rng(2)
+    frames = [cv2.dilate((rng.random((240, 320)) < share).astype(np.uint8), np.ones((3, 3), np.uint8))
+              for share in (0.02, 0.1, 0.3)]  # frame-sized masks too (OpenCV may label those in parallel)
+    for m in list(_random_masks(rng, 600)) + frames:
+        u = m.astype(np.uint8)
+        for connectivity in (4, 8):
+            n, labels, stats, _ = cv2.connectedComponentsWithStats(u, connectivity=connectivity)
+            got = label_areas(u, connectivity)
+            assert got[0] == n and np.array_equal(got[1], labels)
+            assert np.array_equal(got[2], stats[:, cv2.CC_STAT_AREA])
