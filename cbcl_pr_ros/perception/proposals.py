@@ -795,8 +795,12 @@ def _noise_scale(height: np.ndarray, z: np.ndarray, valid: np.ndarray) -> float:
         near = valid & (np.abs(height) < _TABLE_BAND_M)
     if near.sum() < 50:
         return _SIGMA_AT_1M_FLOOR
+    spread = height[near]  # |height| / z^2, in place where the types allow
+    np.abs(spread, out=spread)
     zz = z[near]
-    return max(1.4826 * float(np.median(np.abs(height[near]) / (zz * zz))), _SIGMA_AT_1M_FLOOR)
+    zz *= zz
+    spread = np.divide(spread, zz, out=spread if np.result_type(spread, zz) == spread.dtype else None)
+    return max(1.4826 * float(_median(spread)), _SIGMA_AT_1M_FLOOR)
 
 
 def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarray:

@@ -413,6 +413,10 @@ def test_usable_depth_and_noise_sigma_are_their_plain_formulas():
         valid = z > 0
         height = np.where(valid, rng.normal(0, 0.003, d.shape), np.nan).astype(np.float32)
         for zz in (z, z.astype(np.float64)):
+            for hh in (height, height.astype(np.float64)):
+                near = valid & (np.abs(hh) < 0.03)
+                want = max(1.4826 * float(np.median(np.abs(hh[near]) / (zz[near] * zz[near]))), 0.0008)
+                assert _noise_scale(hh, zz, valid) == want
             want = (_noise_scale(height, zz, valid) * zz * zz).astype(np.float32)
             got = _noise_sigma(height, zz, valid, ProposalConfig())
             assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
