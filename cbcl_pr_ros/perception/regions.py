@@ -18,13 +18,11 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
-from scipy import sparse
 from scipy.ndimage import binary_fill_holes, distance_transform_edt
 from scipy.ndimage import find_objects as ndimage_find_objects
-from scipy.sparse.csgraph import connected_components
 
-__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "label_areas", "outline_points", "filled_area", "solidity", "split_nonconvex",
-           "flat_pixels", "split_layers", "unseen_objects"]
+__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "group_labels", "label_areas", "outline_points",
+           "filled_area", "solidity", "split_nonconvex", "flat_pixels", "split_layers", "unseen_objects"]
 
 
 @dataclass(frozen=True)
@@ -151,14 +149,29 @@ def merge_pieces(seg: np.ndarray, z: np.ndarray, crease: np.ndarray, rule: Bound
             creased &= np.linalg.norm(mean[a] - mean[b], axis=1) >= rule.colour_de
         apart |= creased
     join = ~apart
-    g = sparse.coo_matrix((np.ones(int(join.sum())), (a[join], b[join])), shape=(n + 1, n + 1))
-    _, comp = connected_components(g, directed=False)
-    # relabel the joined groups 1..m; 0 (no piece) has no edge, so it stays a group of its own
-    _, new = np.unique(comp[1:], return_inverse=True)
+    return group_labels(n, a[join], b[join])[seg]
+
+
+def group_labels(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Label table (0 .. n -> group, 0 stays 0): labels 1 .. n joined along the pairs (``a``, ``b``), the groups
+    numbered 1.. in the order of their smallest label (as scipy's ``connected_components`` on that graph
+    numbers them). Each label points to the smallest label known to share its group, lowered along the
+    pairs and shortcut until nothing changes: for the few dozen pieces of a blob, without building a
+    sparse matrix."""
+    root = np.arange(n + 1)
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    while len(a):
+        before = root.copy()
+        low = np.minimum(root[a], root[b])
+        np.minimum.at(root, a, low)
+        np.minimum.at(root, b, low)
+        root = root[root]
+        if np.array_equal(root, before):
+            break
+    _, group = np.unique(root[1:], return_inverse=True)
     lut = np.zeros(n + 1, np.int32)
-    lut[1:] = new + 1
-    lut[0] = 0
-    return lut[seg]
+    lut[1:] = group.ravel() + 1
+    return lut
 
 
 def label_areas(mask: np.ndarray, connectivity: int) -> tuple[int, np.ndarray, np.ndarray]:

@@ -209,3 +209,22 @@ def test_label_areas_are_opencvs_labels_and_areas():
             got = label_areas(u, connectivity)
             assert got[0] == n and np.array_equal(got[1], labels)
             assert np.array_equal(got[2], stats[:, cv2.CC_STAT_AREA])
+
+
+def test_group_labels_number_the_groups_as_scipys_connected_components():
+    from scipy import sparse
+    from scipy.sparse.csgraph import connected_components
+
+    from cbcl_pr_ros.perception.regions import group_labels
+
+    rng = np.random.default_rng(3)
+    for rep in range(2000):
+        n = int(rng.integers(1, 40))
+        k = int(rng.integers(0, 2 * n))
+        a, b = rng.integers(1, n + 1, k), rng.integers(1, n + 1, k)
+        _, comp = connected_components(sparse.coo_matrix((np.ones(k), (a, b)), shape=(n + 1, n + 1)), directed=False)
+        want = np.zeros(n + 1, np.int32)
+        want[1:] = np.unique(comp[1:], return_inverse=True)[1] + 1
+        assert np.array_equal(group_labels(n, a, b), want)
+    chain = np.arange(1, 30)  # a long chain joined from its far end: one group
+    assert np.array_equal(group_labels(30, chain[::-1], chain[::-1] + 1), np.r_[0, np.ones(30, np.int32)])
