@@ -36,7 +36,7 @@ from scipy import ndimage
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from .regions import BoundaryRule, flat_pixels, split_layers, split_nonconvex, unseen_objects
+from .regions import BoundaryRule, flat_pixels, label_areas, split_layers, split_nonconvex, unseen_objects
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["ProposalConfig", "ProposalRules", "propose", "propose_on_support", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
@@ -324,7 +324,9 @@ def fit_support_plane(points: np.ndarray, config: ProposalConfig, min_fraction: 
         return None
     normals = normals[ok] / norms[ok, None]
     offsets = -np.einsum("ij,ij->i", normals, a[ok])
-    inliers = np.abs(points @ normals.T + offsets) < config.rules.plane_tolerance_m  # (n_pts, hypotheses)
+    dist = points @ normals.T  # (n_pts, hypotheses); in place from here: fresh temporaries cost more than the sums
+    dist += offsets
+    inliers = np.abs(dist, out=dist) < config.rules.plane_tolerance_m
     best = int(np.argmax(inliers.sum(axis=0)))
     sel = points[inliers[:, best]]
     if len(sel) < 3:
@@ -352,7 +354,7 @@ def refine_plane(plane: _Plane, points: np.ndarray, tolerance: float, rounds: in
         points = points[:: len(points) // max_points + 1]
     points = points.astype(np.float64)
     for _ in range(int(rounds)):
-        sel = points[np.abs(points @ plane.normal + plane.offset) < tolerance]
+        sel = np.compress(np.abs(points @ plane.normal + plane.offset) < tolerance, points, axis=0)
         if len(sel) < 50:
             break
         centre = sel.mean(axis=0)
@@ -377,10 +379,12 @@ def support_planes(points: np.ndarray, config: ProposalConfig) -> list[_Plane]:
         plane = fit_support_plane(rest, config, min_fraction=need * n_all / len(rest))
         if plane is None:
             break
-        dist = np.abs(rest @ plane.normal + plane.offset)
+        dist = rest @ plane.normal
+        dist += plane.offset
+        np.abs(dist, out=dist)
         frac = float((dist < config.rules.plane_tolerance_m).sum()) / n_all
         planes.append(_Plane(plane.normal, plane.offset, frac))
-        rest = rest[dist >= 2 * config.rules.plane_tolerance_m]
+        rest = np.compress(dist >= 2 * config.rules.plane_tolerance_m, rest, axis=0)
     return planes
 
 
@@ -433,18 +437,23 @@ _STANDING_M = 0.02  # readings this high or more above a candidate surface stand
 _OWN_WEIGHT = 0.5  # a surface's own readings count half as much as what stands on it
 
 
-def _steps(zz: np.ndarray, axis: int, ratio: float) -> np.ndarray:
-    """Which neighbour differences along ``axis`` are steps rather than a slope: at least ``ratio``
-    times the smaller of the differences either side (a surface seen obliquely changes depth by about
-    the same amount from pixel to pixel; an edge between two objects changes it at once). All True
-    when ``ratio`` is 0."""
-    d = np.abs(np.diff(zz, axis=axis))
+def _steps(d: np.ndarray, axis: int, ratio: float) -> np.ndarray:
+    """Which neighbour differences ``d`` (absolute, along ``axis``) are steps rather than a slope: at least
+    ``ratio`` times the smaller of the differences either side (the first and last take their own side
+    twice; a surface seen obliquely changes depth by about the same amount from pixel to pixel; an edge
+    between two objects changes it at once). All True when ``ratio`` is 0."""
     if ratio <= 0:
         return np.ones(d.shape, bool)
-    pad = [(0, 0), (0, 0)]
-    pad[axis] = (1, 1)
-    e = np.pad(d, pad, mode="edge")
-    lo = np.minimum(np.take(e, range(0, d.shape[axis]), axis=axis), np.take(e, range(2, d.shape[axis] + 2), axis=axis))
+    n = d.shape[axis]
+
+    def part(start: int, stop: int) -> tuple[slice, ...]:
+        return (slice(None),) * axis + (slice(start, stop),)
+
+    # the smaller of the differences before and after each one; the first and last have one side, taken twice
+    lo = np.empty_like(d)
+    np.minimum(d[part(0, n - 2)], d[part(2, n)], out=lo[part(1, n - 1)])
+    np.minimum(d[part(0, 1)], d[part(min(1, n - 1), min(2, n))], out=lo[part(0, 1)])
+    np.minimum(d[part(n - 1, n)], d[part(max(n - 2, 0), n - 1 if n > 1 else 1)], out=lo[part(n - 1, n)])
     return d >= ratio * lo
 
 
@@ -456,8 +465,9 @@ def _edges(rgb_small: np.ndarray, z: np.ndarray | None, config: ProposalConfig, 
         zz = np.where(ok, z, 0.0)
         thr = config.rules.depth_jump_m + config.rules.depth_jump_rel * zz
         # only pairs of readings can jump: a hole next to a reading is no edge
-        dx = _steps(zz, 1, config.rules.jump_vs_slope) & (np.abs(np.diff(zz, axis=1)) > thr[:, :-1]) & ok[:, :-1] & ok[:, 1:]
-        dy = _steps(zz, 0, config.rules.jump_vs_slope) & (np.abs(np.diff(zz, axis=0)) > thr[:-1, :]) & ok[:-1, :] & ok[1:, :]
+        ax, ay = np.abs(np.diff(zz, axis=1)), np.abs(np.diff(zz, axis=0))
+        dx = _steps(ax, 1, config.rules.jump_vs_slope) & (ax > thr[:, :-1]) & ok[:, :-1] & ok[:, 1:]
+        dy = _steps(ay, 0, config.rules.jump_vs_slope) & (ay > thr[:-1, :]) & ok[:-1, :] & ok[1:, :]
         cut[:, :-1] |= dx
         cut[:, 1:] |= dx
         cut[:-1, :] |= dy
@@ -477,12 +487,12 @@ def _components(fg: np.ndarray, cut: np.ndarray, config: ProposalConfig, fillabl
 
     Cut pixels, fragments and ``fillable`` pixels (depth holes) within ``merge_px`` of a kept
     component join it, so masks have no pinholes where the sensor had no reading."""
-    n, labels, stats, _ = cv2.connectedComponentsWithStats((fg & ~cut).astype(np.uint8), connectivity=4)
+    n, labels, areas = label_areas((fg & ~cut).astype(np.uint8), 4)
     if n <= 1:
         return np.zeros(fg.shape, np.int32)
     keep = np.zeros(n, bool)
-    keep[1:] = stats[1:, cv2.CC_STAT_AREA] >= config.rules.min_pixels
-    keep[1:] &= stats[1:, cv2.CC_STAT_AREA] <= config.rules.max_area_fraction * fg.size
+    keep[1:] = areas[1:] >= config.rules.min_pixels
+    keep[1:] &= areas[1:] <= config.rules.max_area_fraction * fg.size
     remap = np.zeros(n, np.int32)
     remap[keep] = np.arange(1, int(keep.sum()) + 1)
     labels = remap[labels]
@@ -603,7 +613,10 @@ def _usable_depth(depth: object, shape: tuple[int, int]) -> np.ndarray | None:
         d = d[:, :, 0]
     if d.ndim != 2 or d.shape[0] < 2 or d.shape[1] < 2 or not _same_aspect(d.shape, shape):
         return None
-    d = np.where(np.isfinite(d) & (d > 0), d, np.nan).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        reading = d > 0  # NaN compares False: a finite positive reading is above 0 and below infinity
+        reading &= d < np.inf
+    d = np.where(reading, d, np.float32(np.nan))
     if d.shape != shape:
         d = cv2.resize(d, (shape[1], shape[0]), interpolation=cv2.INTER_NEAREST)
     return d
@@ -675,7 +688,7 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     xs = ((np.arange(sw, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(sh, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
-    readings = P[valid]
+    readings = np.compress(valid.ravel(), P.reshape(-1, 3), axis=0)  # P[valid], a few times faster
     plane = choose_support(support_planes(readings, config), config, P, valid)
     if plane is None:
         _say("no_support", "depth: no level surface in view (a wall, a camera pose tilted or upside down, no plane in the readings): "
@@ -698,10 +711,11 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     labels = _components(seed, grid_cut, config, fillable=~valid)
     if config.rules.split_solidity > 0:
         labels = _split_blobs(labels, cut, creases, small, z, config)
-    before_layers = _grow_down(labels, fg & ~grid_cut, config.rules.min_pixels)
-    if config.rules.layer_gap_m > 0 and labels.any():
-        labels = _split_layers(labels, P, height, small, config)
-    labels = _grow_down(labels, fg & ~grid_cut, config.rules.min_pixels)
+    growable = fg & ~grid_cut
+    before_layers = _grow_down(labels, growable, config.rules.min_pixels)
+    layered = _split_layers(labels, P, height, small, config) if config.rules.layer_gap_m > 0 and labels.any() else labels
+    # the same labels grow the same way: grown again only where the layers split something
+    labels = before_layers.copy() if np.array_equal(layered, labels) else _grow_down(layered, growable, config.rules.min_pixels)
     surface = (_support_region(valid & (np.abs(height) < 2 * config.rules.plane_tolerance_m), config.rules.support_patch_share)
                if config.on_support_only else None)
     kept = np.zeros_like(labels)
@@ -766,7 +780,12 @@ def _noise_sigma(height: np.ndarray, z: np.ndarray, valid: np.ndarray, config: P
     sigma(z) = s * z^2 (disparity-based sensors), its scale ``s`` measured on the table itself: the
     robust spread of the readings within ``_TABLE_BAND_M`` of the plane, each divided by its depth
     squared; never below ``_SIGMA_AT_1M_FLOOR`` (a rendered table has no noise at all)."""
-    return (_noise_scale(height, z, valid) * z * z).astype(np.float32)
+    scale = _noise_scale(height, z, valid)
+    if z.dtype != np.float32:
+        return (scale * z * z).astype(np.float32)
+    sigma = z * scale  # (s * z) * z in float32, the second product in place
+    sigma *= z
+    return sigma
 
 
 def _noise_scale(height: np.ndarray, z: np.ndarray, valid: np.ndarray) -> float:
@@ -776,8 +795,12 @@ def _noise_scale(height: np.ndarray, z: np.ndarray, valid: np.ndarray) -> float:
         near = valid & (np.abs(height) < _TABLE_BAND_M)
     if near.sum() < 50:
         return _SIGMA_AT_1M_FLOOR
+    spread = height[near]  # |height| / z^2, in place where the types allow
+    np.abs(spread, out=spread)
     zz = z[near]
-    return max(1.4826 * float(np.median(np.abs(height[near]) / (zz * zz))), _SIGMA_AT_1M_FLOOR)
+    zz *= zz
+    spread = np.divide(spread, zz, out=spread if np.result_type(spread, zz) == spread.dtype else None)
+    return max(1.4826 * float(_median(spread)), _SIGMA_AT_1M_FLOOR)
 
 
 def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarray:
@@ -792,17 +815,24 @@ def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarra
     out = labels.astype(np.int32).copy()
     rest = fg & (out == 0)
     if rest.any() and out.any():
+        # only the box around the pixels to fill (one pixel wider: the labels they take) can change; the
+        # labels fit 16 bits there, which OpenCV dilates without conversions
+        rows, cols = np.flatnonzero(rest.any(axis=1)), np.flatnonzero(rest.any(axis=0))
+        box = (slice(max(int(rows[0]) - 1, 0), int(rows[-1]) + 2), slice(max(int(cols[0]) - 1, 0), int(cols[-1]) + 2))
+        wide = out.max() >= 65535
+        grow, todo = out[box].astype(np.float32 if wide else np.uint16), rest[box]
         k = np.ones((3, 3), np.uint8)
         for _ in range(_GROW_PX):
-            grown = cv2.dilate(out.astype(np.float32), k).astype(np.int32)
-            add = rest & (grown > 0)
+            grown = cv2.dilate(grow, k)
+            add = todo & (grown > 0)
             if not add.any():
                 break
-            out[add] = grown[add]
-            rest &= ~add
+            grow[add] = grown[add]
+            todo &= ~add
+        out[box] = grow
     if rest.any():
-        n, lab, stats, _ = cv2.connectedComponentsWithStats(rest.astype(np.uint8), connectivity=4)
-        big = np.flatnonzero(stats[:, cv2.CC_STAT_AREA] >= min_pixels)
+        n, lab, areas = label_areas(rest.astype(np.uint8), 4)
+        big = np.flatnonzero(areas >= min_pixels)
         big = big[big > 0]
         if len(big) and out.any():  # a part touching an object is its halo or the rest of its foot, no object
             beside = cv2.dilate((out > 0).astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
@@ -888,7 +918,10 @@ def _folds(P: np.ndarray, valid: np.ndarray, fg: np.ndarray, turn: float, span: 
     v = valid[y0:y1, x0:x1].astype(np.float32)
     k = (span, span)
     cnt = cv2.blur(v, k)
-    sums = cv2.blur(np.ascontiguousarray(P[y0:y1, x0:x1] * v[..., None], dtype=np.float32), k)
+    weighted = np.empty(v.shape + (3,), np.float32)  # the points times v, channel by channel (a broadcast over
+    for i in range(3):  # the last axis of 3 costs several times more)
+        np.multiply(P[y0:y1, x0:x1, i], v, out=weighted[..., i])
+    sums = cv2.blur(weighted, k)
     inv = np.where(cnt > 0.5, 1.0 / np.maximum(cnt, 1e-6), 0.0).astype(np.float32)  # half the window read
     X, Y, Z = (sums[..., i] * inv for i in range(3))  # channel arrays: numpy is faster on them than on (..., 3)
     hh, ww = cnt.shape
@@ -932,13 +965,15 @@ def _support_region(inliers: np.ndarray, patch_share: float = 1.0) -> np.ndarray
     of the patches at least ``patch_share`` of its size (objects crowding a table cut its visible top
     into several patches, and objects standing on a smaller one are still on the table)."""
     m = cv2.morphologyEx(inliers.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
-    n, lab, stats, _ = cv2.connectedComponentsWithStats(m, connectivity=8)
+    n, lab, areas = label_areas(m, 8)
     region = np.zeros(inliers.shape, np.uint8)
     if n <= 1:
         return region.astype(bool)
-    areas = stats[1:, cv2.CC_STAT_AREA]
+    areas = areas[1:]
     chosen = 1 + np.flatnonzero(areas >= min(patch_share, 1.0) * areas.max())
-    contours, _ = cv2.findContours(np.isin(lab, chosen).astype(np.uint8), cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    pick = np.zeros(n, np.uint8)  # label -> chosen (a table lookup, as np.isin)
+    pick[chosen] = 1
+    contours, _ = cv2.findContours(pick[lab], cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
     hull = cv2.convexHull(np.vstack(contours))  # the outline's hull: the patch's hull, without its inner pixels
     cv2.fillConvexPoly(region, hull, 1)
     return cv2.dilate(region, np.ones((7, 7), np.uint8)).astype(bool)
@@ -1011,13 +1046,18 @@ def _geometry(m: np.ndarray, sl: tuple[slice, slice], fg: np.ndarray, P: np.ndar
     no object: too few points, standing beyond the support surface, too small or too large."""
     sel = m & fg[sl]
     pts, hs = P[sl][sel], height[sl][sel]
-    if len(pts) < 10:
+    n = len(pts)
+    if n < 10:
         return None
-    feet = pts - hs[:, None] * plane.normal
+    # the points and their feet as the rows x, y, z (the quantiles partition rows): no concatenated copy
+    both = np.empty((3, 2 * n))
+    both[:, :n] = pts.T
+    np.subtract(both[:, :n], plane.normal[:, None] * hs, out=both[:, n:])
+    feet = both[:, n:].T
     if surface is not None and _share_on(surface, feet, K) < 0.5:
         return None  # standing beyond the support surface: background
     top = float(_quantile(hs, 0.98))
-    lo, hi = _quantile(np.concatenate([pts, feet]), (0.02, 0.98))
+    lo, hi = _quantile(both.T, (0.02, 0.98))
     size = hi - lo
     if not config.min_size_m <= float(size.max()) <= config.max_size_m:
         return None

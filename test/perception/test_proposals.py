@@ -322,3 +322,136 @@ def test_boxes_of_enlarged_labels_are_those_of_the_whole_full_size_image():
             n = int(lab.max()) + 1  # one label more than there are: None, as find_objects gives
             full = cv2.resize(lab, (w, h), interpolation=cv2.INTER_NEAREST)
             assert _enlarged_slices(lab, full, n) == ndimage.find_objects(full, max_label=n)
+
+
+def _grow_down_everywhere(labels: np.ndarray, fg: np.ndarray) -> np.ndarray:
+    """The growth of ``_grow_down`` over the whole image in float32 labels: what it must equal."""
+    import cv2
+
+    from cbcl_pr_ros.perception.proposals import _GROW_PX
+
+    out = labels.astype(np.int32).copy()
+    rest = fg & (out == 0)
+    if rest.any() and out.any():
+        for _ in range(_GROW_PX):
+            grown = cv2.dilate(out.astype(np.float32), np.ones((3, 3), np.uint8)).astype(np.int32)
+            add = rest & (grown > 0)
+            if not add.any():
+                break
+            out[add] = grown[add]
+            rest &= ~add
+    return out
+
+
+def test_objects_grow_down_as_over_the_whole_image():
+    from cbcl_pr_ros.perception.proposals import _grow_down
+
+    rng = np.random.default_rng(0)
+    for rep in range(200):
+        h, w = (int(v) for v in rng.integers(2, 60, 2))
+        labels = np.zeros((h, w), np.int32)
+        for i in range(1, int(rng.integers(1, 6))):
+            y, x = rng.integers(0, h), rng.integers(0, w)
+            labels[y:y + rng.integers(1, 12), x:x + rng.integers(1, 12)] = i
+        if rep % 10 == 0:
+            labels[labels > 0] += 70000  # labels beyond 16 bits
+        fg = (rng.random((h, w)) < rng.random()) | (labels > 0)
+        if rep % 3 == 0:  # connected bands to grow along, far from the objects too
+            fg |= _band(h, w, rng)
+        grown = _grow_down(labels, fg, 5)
+        ref = _grow_down_everywhere(labels, fg)
+        # the growth is the same; what no object reached becomes objects of their own or stays 0
+        reached = ref > 0
+        assert np.array_equal(grown[reached], ref[reached])
+        assert not np.isin(grown[~reached & (grown > 0)], labels[labels > 0]).any()
+        assert grown.dtype == np.int32
+
+
+def _band(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
+    """A one-to-three-pixel-wide horizontal band across the image."""
+    band = np.zeros((h, w), bool)
+    y = int(rng.integers(0, h))
+    band[y:y + int(rng.integers(1, 4))] = True
+    return band
+
+
+def test_depth_steps_are_those_of_the_edge_padded_neighbours():
+    from cbcl_pr_ros.perception.proposals import _steps
+
+    rng = np.random.default_rng(2)
+    for rep in range(300):
+        h, w = (int(v) for v in rng.integers(1, 9, 2))
+        zz = rng.random((h, w)).astype(np.float32 if rep % 2 else np.float64)
+        zz[rng.random((h, w)) < 0.3] = 0
+        for axis in (0, 1):
+            if zz.shape[axis] < 2:
+                continue
+            d = np.abs(np.diff(zz, axis=axis))
+            pad = [(0, 0), (0, 0)]
+            pad[axis] = (1, 1)
+            e = np.pad(d, pad, mode="edge")  # each difference's neighbours, the ends repeated
+            n = d.shape[axis]
+            lo = np.minimum(np.take(e, range(0, n), axis=axis), np.take(e, range(2, n + 2), axis=axis))
+            for ratio in (0.0, 1.0, 2.0):
+                want = d >= ratio * lo if ratio > 0 else np.ones(d.shape, bool)
+                assert np.array_equal(_steps(d, axis, ratio), want)
+
+
+def test_usable_depth_and_noise_sigma_are_their_plain_formulas():
+    from cbcl_pr_ros.perception.proposals import _noise_scale, _noise_sigma, _usable_depth
+
+    rng = np.random.default_rng(3)
+    for rep in range(50):
+        d = rng.uniform(-0.5, 3.0, (24, 32)).astype(np.float32)
+        d.ravel()[rng.integers(0, d.size, 40)] = rng.choice([np.nan, np.inf, -np.inf, 0.0, -0.0], 40)
+        given = d.copy()
+        got = _usable_depth(d, d.shape)
+        want = np.where(np.isfinite(given) & (given > 0), given, np.nan).astype(np.float32)
+        assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
+        assert np.array_equal(d, given, equal_nan=True)  # the caller's depth is left alone
+        z = np.nan_to_num(got, nan=0.0)
+        valid = z > 0
+        height = np.where(valid, rng.normal(0, 0.003, d.shape), np.nan).astype(np.float32)
+        for zz in (z, z.astype(np.float64)):
+            for hh in (height, height.astype(np.float64)):
+                near = valid & (np.abs(hh) < 0.03)
+                want = max(1.4826 * float(np.median(np.abs(hh[near]) / (zz[near] * zz[near]))), 0.0008)
+                assert _noise_scale(hh, zz, valid) == want
+            want = (_noise_scale(height, zz, valid) * zz * zz).astype(np.float32)
+            got = _noise_sigma(height, zz, valid, ProposalConfig())
+            assert got.dtype == np.float32 and got.tobytes() == want.tobytes()
+
+
+def test_object_geometry_is_that_of_the_plain_quantiles():
+    from cbcl_pr_ros.perception.proposals import _geometry, _Plane
+
+    rng = np.random.default_rng(4)
+    K = CameraIntrinsics(fx=60.0, fy=60.0, cx=16.0, cy=12.0)
+    config = ProposalConfig()
+    normal = np.array([0.05, -0.9, -0.4])
+    normal /= np.linalg.norm(normal)
+    plane = _Plane(normal, 0.33, 0.5)
+    answered = 0
+    for rep in range(60):
+        P = rng.uniform([-0.05, -0.05, 0.6], [0.05, 0.05, 0.68], (24, 32, 3)).astype(np.float32)
+        height = (P @ normal.astype(np.float32) + np.float32(plane.offset)).astype(np.float32)
+        fg = rng.random((24, 32)) < 0.8
+        sl = (slice(int(rng.integers(0, 8)), int(rng.integers(14, 24))), slice(int(rng.integers(0, 8)), int(rng.integers(20, 32))))
+        m = rng.random((sl[0].stop - sl[0].start, sl[1].stop - sl[1].start)) < 0.7
+        surface = None if rep % 2 else rng.random((24, 32)) < 0.9
+        got = _geometry(m, sl, fg, P, height, plane, surface, K, config)
+        # the same answer from the plain formulas
+        sel = m & fg[sl]
+        pts, hs = P[sl][sel], height[sl][sel]
+        feet = pts - hs[:, None] * plane.normal
+        lo, hi = np.quantile(np.concatenate([pts, feet]), [0.02, 0.98], axis=0)
+        if got is None:
+            continue
+        answered += 1
+        flo, fhi = np.quantile(feet, [0.02, 0.98], axis=0)
+        mid = (flo + fhi) / 2
+        mid = mid - (mid @ plane.normal + plane.offset) * plane.normal
+        top = float(np.quantile(hs, 0.98))
+        assert got[1].tobytes() == (hi - lo).tobytes()
+        assert got[0].tobytes() == (mid + plane.normal * (top / 2)).tobytes()
+    assert answered > 10

@@ -1,6 +1,7 @@
 """The split of non-convex blobs by boundary evidence (perception/regions.py) and the border-sliver rule."""
 from __future__ import annotations
 
+import cv2
 import numpy as np
 
 from cbcl_pr_ros.perception import ProposalConfig, propose
@@ -136,3 +137,94 @@ def test_support_region_covers_every_sizeable_table_patch():
     both = _support_region(inliers, 0.2)
     assert not largest[60, 110] and both[60, 110] and both[60, 80]  # the object between the patches is on it
     assert not both[4, 152]
+
+
+def _random_masks(rng: np.random.Generator, count: int):
+    """Masks of every kind a hull is asked of: noise, blobs, several parts, lines, single pixels, full boxes."""
+    for _ in range(count):
+        h, w = (int(v) for v in rng.integers(1, 48, 2))
+        m = rng.random((h, w)) < rng.random()
+        if rng.random() < 0.5:  # blobs with holes and bays rather than noise
+            m = cv2.dilate(m.astype(np.uint8), np.ones((3, 3), np.uint8)).astype(bool)
+        yield m
+    yield np.ones((5, 9), bool)
+    yield np.eye(7, dtype=bool)
+    one = np.zeros((4, 4), bool)
+    one[2, 1] = True
+    yield one
+
+
+def test_the_hull_of_the_outline_is_the_hull_of_every_pixel():
+    from cbcl_pr_ros.perception.regions import outline_points
+
+    rng = np.random.default_rng(0)
+    seen = 0
+    for m in _random_masks(rng, 1500):
+        every = cv2.findNonZero(m.astype(np.uint8))
+        if every is None:
+            assert outline_points(m) is None
+            continue
+        a = cv2.convexHull(every).reshape(-1, 2)
+        b = cv2.convexHull(outline_points(m)).reshape(-1, 2)
+        # the same polygon (the same corners in the same turn, maybe from another first corner)
+        assert len(a) == len(b) and any(np.array_equal(np.roll(b, r, axis=0), a) for r in range(len(b)))
+        assert cv2.contourArea(a) == cv2.contourArea(b)
+        fa, fb = np.zeros(m.shape, np.uint8), np.zeros(m.shape, np.uint8)
+        cv2.fillConvexPoly(fa, a, 1)
+        cv2.fillConvexPoly(fb, b, 1)
+        assert np.array_equal(fa, fb)
+        seen += 1
+    assert seen > 1000
+
+
+def test_the_filled_area_is_that_of_the_mask_with_its_holes_filled():
+    from scipy.ndimage import binary_fill_holes
+
+    from cbcl_pr_ros.perception.regions import filled_area
+
+    rng = np.random.default_rng(1)
+    holes = 0
+    for m in _random_masks(rng, 1500):
+        want = int(binary_fill_holes(m).sum())
+        assert filled_area(m) == want
+        holes += want > int(m.sum())
+    ring = np.ones((9, 9), bool)
+    ring[3:6, 3:6] = False  # a closed ring: its hole counts
+    assert filled_area(ring) == 81
+    ring[4, 8] = False  # a bay open to the border is no hole
+    assert filled_area(ring) == 81 - 1
+    assert holes > 100
+
+
+def test_label_areas_are_opencvs_labels_and_areas():
+    from cbcl_pr_ros.perception.regions import label_areas
+
+    rng = np.random.default_rng(2)
+    frames = [cv2.dilate((rng.random((240, 320)) < share).astype(np.uint8), np.ones((3, 3), np.uint8))
+              for share in (0.02, 0.1, 0.3)]  # frame-sized masks too (OpenCV may label those in parallel)
+    for m in list(_random_masks(rng, 600)) + frames:
+        u = m.astype(np.uint8)
+        for connectivity in (4, 8):
+            n, labels, stats, _ = cv2.connectedComponentsWithStats(u, connectivity=connectivity)
+            got = label_areas(u, connectivity)
+            assert got[0] == n and np.array_equal(got[1], labels)
+            assert np.array_equal(got[2], stats[:, cv2.CC_STAT_AREA])
+
+
+def test_group_labels_number_the_groups_as_scipys_connected_components():
+    from scipy import sparse
+    from scipy.sparse.csgraph import connected_components
+
+    from cbcl_pr_ros.perception.regions import group_labels
+
+    rng = np.random.default_rng(3)
+    for rep in range(2000):
+        n = int(rng.integers(1, 40))
+        k = int(rng.integers(0, 2 * n))
+        a, b = rng.integers(1, n + 1, k), rng.integers(1, n + 1, k)
+        _, comp = connected_components(sparse.coo_matrix((np.ones(k), (a, b)), shape=(n + 1, n + 1)), directed=False)
+        want = np.zeros(n + 1, np.int32)
+        want[1:] = np.unique(comp[1:], return_inverse=True)[1] + 1
+        assert np.array_equal(group_labels(n, a, b), want)
+    chain = np.arange(1, 30)  # a long chain joined from its far end: one group
+    assert np.array_equal(group_labels(30, chain[::-1], chain[::-1] + 1), np.r_[0, np.ones(30, np.int32)])
