@@ -419,9 +419,13 @@ def _flooded_cores(dist: np.ndarray, objects: np.ndarray, core: float, peaks: bo
 
 
 def _renumbered(lab: np.ndarray, n: int) -> np.ndarray:
-    """Labels (values 0..n) renumbered 1.. in order of their first pixel, row by row (0 stays 0)."""
-    _, first = np.unique(lab.ravel(), return_index=True)
-    ordered = lab.ravel()[np.sort(first)]
+    """Labels (values 0..n) renumbered 1.. in order of their first pixel, row by row (0 stays 0). A label's
+    first pixel starts a run of equal values (row-major), so only the runs' first values are ordered."""
+    flat = lab.ravel()
+    starts = flat[np.flatnonzero(flat[1:] != flat[:-1]) + 1] if flat.size else flat
+    runs = np.concatenate((flat[:1], starts))
+    _, first = np.unique(runs, return_index=True)
+    ordered = runs[np.sort(first)]
     renum = np.zeros(n + 1, np.int32)
     renum[ordered[ordered > 0]] = np.arange(1, int((ordered > 0).sum()) + 1)
     return renum[lab]
@@ -537,7 +541,7 @@ def visible_area_m2(mask: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> flo
     if not len(zs):
         return 0.0
     zm = float(_median(zs))
-    return float(mask.sum()) * zm * zm / (float(K.fx) * float(K.fy))
+    return float(np.count_nonzero(mask)) * zm * zm / (float(K.fx) * float(K.fy))
 
 
 def join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, sigmas: float,
@@ -909,7 +913,7 @@ _NEW_IOU = 0.1  # a learned object overlapping no geometry proposal by more than
 def _box_px(a: Proposal) -> int:
     """Pixels of ``a``'s mask inside its box."""
     ax0, ay0, ax1, ay1 = a.box
-    return int(a.mask[ay0:ay1, ax0:ax1].sum())
+    return int(np.count_nonzero(a.mask[ay0:ay1, ax0:ax1]))
 
 
 def _inside(a: Proposal, b: Proposal, a_px: int | None = None) -> float:
@@ -920,7 +924,7 @@ def _inside(a: Proposal, b: Proposal, a_px: int | None = None) -> float:
     if ax1 <= bx0 or bx1 <= ax0 or ay1 <= by0 or by1 <= ay0:
         return 0.0
     y0, y1, x0, x1 = max(ay0, by0), min(ay1, by1), max(ax0, bx0), min(ax1, bx1)
-    inter = int((a.mask[y0:y1, x0:x1] & b.mask[y0:y1, x0:x1]).sum())
+    inter = int(np.count_nonzero(a.mask[y0:y1, x0:x1] & b.mask[y0:y1, x0:x1]))
     return inter / max(_box_px(a) if a_px is None else a_px, 1)
 
 
@@ -981,7 +985,7 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
     frames they added more pieces than objects). Highest score first, at most ``max_proposals``."""
     if not learned or not geometry:
         return learned[:max_proposals]
-    area = [int(p.mask.sum()) for p in learned]
+    area = [int(np.count_nonzero(p.mask)) for p in learned]
     share = [[_inside(p, g, px) for g in geometry] for p, px in ((p, _box_px(p)) for p in learned)]
     home = [max(range(len(geometry)), key=lambda i, s=s: (s[i], -i)) for s in share]
     home = [h if s[h] >= _PIECE_SHARE else -1 for s, h in zip(share, home)]
@@ -990,14 +994,14 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
 
     def large(i: int, k: int) -> bool:  # geometry proposal i holds _PART_SHARE of learned object k's area
         if i not in g_area:
-            g_area[i] = int(geometry[i].mask.sum())
+            g_area[i] = int(np.count_nonzero(geometry[i].mask))
         return g_area[i] >= _PART_SHARE * area[k]
 
     out: list[Proposal] = []
     if whole is not None:
         for i, g in enumerate(geometry):
             pieces = [k for k in range(len(learned)) if home[k] == i]
-            if len(pieces) == 1 and area[pieces[0]] < float(whole) * int(g.mask.sum()):
+            if len(pieces) == 1 and area[pieces[0]] < float(whole) * int(np.count_nonzero(g.mask)):
                 out.append(g)
                 for k in pieces:
                     home[k] = -2  # replaced by the geometry's whole
@@ -1039,10 +1043,17 @@ def propose_hybrid(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, int
 
 def referee_labels(geometry: list[Proposal], shape: tuple[int, int]) -> np.ndarray | None:
     """The geometry's proposals as one label image of ``shape`` (1.. in their order, the first one where
-    two overlap; 0 = none); None without proposals."""
+    two overlap; 0 = none); None without proposals. A mask that lies within its box (as every proposal
+    made here: counted the same inside it) is written there only."""
     referee = np.zeros(shape, np.int32)
     for i, g in enumerate(geometry, start=1):
-        referee[g.mask & (referee == 0)] = i
+        x0, y0, x1, y1 = (max(int(v), 0) for v in g.box)
+        inner = g.mask[y0:y1, x0:x1]
+        if np.count_nonzero(inner) == np.count_nonzero(g.mask):
+            r = referee[y0:y1, x0:x1]
+            r[inner & (r == 0)] = i
+        else:
+            referee[g.mask & (referee == 0)] = i
     return referee if geometry else None
 
 

@@ -1,0 +1,82 @@
+"""The hybrid's faster steps give the same values as their plain forms: the renumbering by first pixel,
+the geometry's proposals as one label image, the part counts of the referee."""
+from __future__ import annotations
+
+import numpy as np
+
+from cbcl_pr_ros.perception import Proposal
+from cbcl_pr_ros.perception.segmenter import _renumbered, part_merged, referee_labels
+
+
+def _plain_renumbered(lab: np.ndarray, n: int) -> np.ndarray:
+    _, first = np.unique(lab.ravel(), return_index=True)
+    ordered = lab.ravel()[np.sort(first)]
+    renum = np.zeros(n + 1, np.int32)
+    renum[ordered[ordered > 0]] = np.arange(1, int((ordered > 0).sum()) + 1)
+    return renum[lab]
+
+
+def test_renumbered_as_by_every_pixels_first_occurrence():
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        h, w = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+        n = int(rng.integers(0, 12))
+        lab = rng.integers(0, n + 1, (h, w)).astype(np.int32)
+        if trial % 3 == 0:  # blocky labels: long runs, as real label images
+            lab = np.repeat(np.repeat(lab[: max(h // 4, 1), : max(w // 4, 1)], 4, 0), 4, 1)
+        got = _renumbered(lab, int(lab.max()))
+        assert got.dtype == np.int32 and np.array_equal(got, _plain_renumbered(lab, int(lab.max())))
+    empty = np.zeros((0, 5), np.int32)
+    assert _renumbered(empty, 0).shape == (0, 5)
+
+
+def _proposal(mask: np.ndarray, box: tuple[int, int, int, int], score: float = 0.5) -> Proposal:
+    return Proposal(box, mask, np.zeros(3), np.zeros(3), score)
+
+
+def _plain_referee(geometry: list[Proposal], shape: tuple[int, int]) -> np.ndarray | None:
+    referee = np.zeros(shape, np.int32)
+    for i, g in enumerate(geometry, start=1):
+        referee[g.mask & (referee == 0)] = i
+    return referee if geometry else None
+
+
+def _random_proposals(rng: np.random.Generator, shape: tuple[int, int], k: int) -> list[Proposal]:
+    h, w = shape
+    out = []
+    for _ in range(k):
+        y0, x0 = int(rng.integers(0, h - 1)), int(rng.integers(0, w - 1))
+        y1, x1 = int(rng.integers(y0 + 1, h + 1)), int(rng.integers(x0 + 1, w + 1))
+        mask = np.zeros(shape, bool)
+        mask[y0:y1, x0:x1] = rng.random((y1 - y0, x1 - x0)) < 0.7
+        box = (x0, y0, x1, y1)
+        if rng.random() < 0.3:  # a box that does not hold its whole mask: every pixel still counts
+            box = (x0, y0, max(x0 + 1, (x0 + x1) // 2), y1)
+        out.append(_proposal(mask, box, float(rng.random())))
+    return out
+
+
+def test_referee_labels_as_written_over_the_whole_frame():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        shape = (int(rng.integers(2, 50)), int(rng.integers(2, 50)))
+        geometry = _random_proposals(rng, shape, int(rng.integers(1, 6)))
+        got = referee_labels(geometry, shape)
+        assert np.array_equal(got, _plain_referee(geometry, shape))
+    assert referee_labels([], (4, 4)) is None
+
+
+def test_part_merged_counts_masks_outside_their_boxes():
+    # a learned mask reaching beyond its box: its area is every pixel (the box alone would halve it)
+    shape = (20, 40)
+    wide = np.zeros(shape, bool)
+    wide[5:15, 0:40] = True
+    small = np.zeros(shape, bool)
+    small[6:10, 2:8] = True
+    geo = np.zeros(shape, bool)
+    geo[4:16, 0:20] = True
+    learned = [_proposal(wide, (0, 5, 20, 15), 0.9), _proposal(small, (2, 6, 8, 10), 0.4)]
+    out = part_merged(learned, [_proposal(geo, (0, 4, 20, 16))], whole=0.5)
+    # both learned objects lie in the one geometry region: the larger by every mask pixel (400 against
+    # 24) stays, the smaller goes
+    assert [p.box for p in out] == [(0, 5, 20, 15)]
