@@ -337,7 +337,8 @@ def _probabilities(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=0)
 
 
-def instances(outputs: np.ndarray, inside_p: float = 0.5, core: float | None = 0.4, peaks: bool = False) -> np.ndarray:
+def instances(outputs: np.ndarray, inside_p: float = 0.5, core: float | None = 0.4, peaks: bool = False, *,
+              prob: np.ndarray | None = None) -> np.ndarray:
     """Label image (0 = none) of the objects in the network's outputs (len(OUTPUTS), h, w); object pixels
     are those whose background probability is under 0.5.
 
@@ -349,8 +350,9 @@ def instances(outputs: np.ndarray, inside_p: float = 0.5, core: float | None = 0
     no flood has reached (a small object beside a larger one, whose own distance never reaches ``core``).
     Without ``core``: connected insides (probability of "inside" at least ``inside_p``) of at least
     ``_MIN_SEED_PX`` pixels grown over object pixels within ``_GROW_PX``. Objects under
-    ``_MIN_OBJECT_PX`` pixels are dropped."""
-    prob = _probabilities(outputs[:3])
+    ``_MIN_OBJECT_PX`` pixels are dropped. ``prob``: the outputs' class probabilities when the caller has
+    them already."""
+    prob = _probabilities(outputs[:3]) if prob is None else prob
     objects = prob[0] < 0.5
     if core is None:
         lab = _grown_insides(prob, objects, inside_p)
@@ -560,9 +562,17 @@ def join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, sigmas: 
         ids = np.flatnonzero(home == region)
         if len(ids) < 2:
             continue
-        joined = join_pieces(np.where(np.isin(lab, ids), lab, 0), z, sigmas)
+        chosen = np.zeros(n + 1, bool)
+        chosen[ids] = True
+        sub = chosen[lab]
+        # joined within the box of these objects: every line join_pieces reads lies on their pixels, and
+        # the box keeps their row-by-row order, so the same objects join
+        rows, cols = np.flatnonzero(sub.any(axis=1)), np.flatnonzero(sub.any(axis=0))
+        box = np.s_[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+        crop = lab[box]
+        joined = join_pieces(np.where(sub[box], crop, 0), z[box], sigmas)
         for v in range(1, int(joined.max()) + 1):
-            members = np.unique(lab[joined == v])
+            members = np.unique(crop[joined == v])
             to[members] = members.min()
     return _renumbered(to[lab], n)
 
@@ -759,12 +769,13 @@ def _feet(P: np.ndarray, height: np.ndarray, valid: np.ndarray, plane, K: Camera
     return np.stack([np.where(ok, v, -1), np.where(ok, u, -1)]).astype(np.int64)
 
 
-def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np.ndarray, config: ProposalConfig,
+def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.ndarray, config: ProposalConfig,
               use_plane: bool = True, join: float | None = None, inner: bool = False,
               min_face: float | None = None, keep_lone: bool = True, referee: np.ndarray | None = None,
               referee_join: float | None = None, stand: bool = False, confirm: float | None = None,
               support: _Plane | None = None, absorb: bool = False) -> tuple[np.ndarray, list] | None:
-    """Per object (centroid, size, score), with the geometry method's support plane when there is one:
+    """Per object (centroid, size, score: one minus its mean background probability in ``prob``, the
+    network's class probabilities), with the geometry method's support plane when there is one:
     objects not standing on it, too small or too large for ``config`` are dropped (labels renumbered).
     With ``join``, objects the depth shows to be one surface are joined first (:func:`join_pieces` at
     ``join`` noise sigmas); with ``inner``
@@ -794,7 +805,6 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, scores: np
             plane = refine_plane(plane, P[valid], config.rules.plane_tolerance_m, config.rules.support_refits)
     if plane is None and use_plane and config.up_axis is not None:
         return None  # the camera's pose says no surface in view is level: a position from it would be wrong
-    prob = _probabilities(scores[:3])
     out = np.zeros_like(labels)
     geo = []
     if plane is not None:
@@ -899,7 +909,8 @@ def propose_learned(segmenter: Segmenter, rgb: np.ndarray, depth: np.ndarray, in
         referee = cv2.resize(np.asarray(referee, np.int32), (sw, sh), interpolation=cv2.INTER_NEAREST)
     else:
         referee = None
-    placed = _geometry(instances(out, inside_p, core, peaks), z, K, out, config, plane, join, inner, min_face,
+    prob = _probabilities(out[:3])  # once, for the objects and their scores
+    placed = _geometry(instances(out, inside_p, core, peaks, prob=prob), z, K, prob, config, plane, join, inner, min_face,
                        keep_lone, referee, referee_join, stand, confirm, support, absorb)
     if placed is None:
         return None  # as with unusable depth: the geometry's answer, which says why and places nothing

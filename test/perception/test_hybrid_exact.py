@@ -1,11 +1,11 @@
 """The hybrid's faster steps give the same values as their plain forms: the renumbering by first pixel,
-the geometry's proposals as one label image, the part counts of the referee."""
+the geometry's proposals as one label image, the part counts of the referee, the joins within one region."""
 from __future__ import annotations
 
 import numpy as np
 
 from cbcl_pr_ros.perception import Proposal
-from cbcl_pr_ros.perception.segmenter import _renumbered, part_merged, referee_labels
+from cbcl_pr_ros.perception.segmenter import _homes, _renumbered, join_pieces, join_within, part_merged, referee_labels
 
 
 def _plain_renumbered(lab: np.ndarray, n: int) -> np.ndarray:
@@ -80,3 +80,46 @@ def test_part_merged_counts_masks_outside_their_boxes():
     # both learned objects lie in the one geometry region: the larger by every mask pixel (400 against
     # 24) stays, the smaller goes
     assert [p.box for p in out] == [(0, 5, 20, 15)]
+
+
+def _plain_join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, sigmas: float,
+                       share: float = 0.6) -> np.ndarray:
+    lab = np.asarray(labels, np.int32)
+    homes = _homes(lab, referee, share)
+    if homes is None:
+        return lab.copy()
+    n, home = homes
+    to = np.arange(n + 1)
+    for region in np.unique(home[home > 0]):
+        ids = np.flatnonzero(home == region)
+        if len(ids) < 2:
+            continue
+        joined = join_pieces(np.where(np.isin(lab, ids), lab, 0), z, sigmas)
+        for v in range(1, int(joined.max()) + 1):
+            members = np.unique(lab[joined == v])
+            to[members] = members.min()
+    return _renumbered(to[lab], n)
+
+
+def test_join_within_joins_in_the_objects_box_as_over_the_whole_image():
+    rng = np.random.default_rng(11)
+    joined_some = 0
+    for _ in range(120):
+        h, w = int(rng.integers(12, 60)), int(rng.integers(12, 60))
+        # a tilted plane with a few steps and noise; labels in vertical strips (pieces of surfaces)
+        yy, xx = np.mgrid[0:h, 0:w]
+        z = 1.0 + 0.002 * yy + 0.001 * xx + rng.normal(0, 2e-4, (h, w))
+        z[:, w // 2:] += rng.choice([0.0, 0.05])
+        z[rng.random((h, w)) < 0.05] = np.nan
+        cuts = np.sort(rng.choice(np.arange(2, w - 2), int(rng.integers(1, 5)), replace=False))
+        lab = np.searchsorted(cuts, xx, side="right").astype(np.int32) + 1
+        lab[: int(rng.integers(0, h // 3))] = 0
+        lab[rng.random((h, w)) < 0.02] = 0
+        referee = np.zeros((h, w), np.int32)
+        referee[:, : int(rng.integers(w // 3, w))] = 1
+        referee[referee == 0] = 2 if rng.random() < 0.5 else 0
+        sigmas = float(rng.choice([2.0, 5.0, 50.0]))
+        got = join_within(lab, referee, z, sigmas)
+        assert np.array_equal(got, _plain_join_within(lab, referee, z, sigmas))
+        joined_some += int(got.max()) < len(np.unique(lab[lab > 0]))
+    assert joined_some > 10  # the cases join pieces, not only keep them apart
