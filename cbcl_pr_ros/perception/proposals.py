@@ -980,18 +980,22 @@ def _support_region(inliers: np.ndarray, patch_share: float = 1.0) -> np.ndarray
 
 
 def _share_on(region: np.ndarray, feet: np.ndarray, K: CameraIntrinsics) -> float:
-    """Share of the 3D points ``feet`` whose image projection falls inside ``region``."""
+    """Share of the 3D points ``feet`` whose image projection falls inside ``region``. The common case,
+    every point in front of the camera and seen inside the image, reads the columns without selecting."""
     z = feet[:, 2]
     ok = z > 1e-3
-    if not ok.any():
+    if ok.all():
+        x, y, zs = feet[:, 0], feet[:, 1], z
+    elif ok.any():
+        x, y, zs = feet[ok, 0], feet[ok, 1], z[ok]
+    else:
         return 0.0
-    u = np.round(K.fx * feet[ok, 0] / z[ok] + K.cx).astype(np.int64)
-    v = np.round(K.fy * feet[ok, 1] / z[ok] + K.cy).astype(np.int64)
+    u = np.round(K.fx * x / zs + K.cx).astype(np.int64)
+    v = np.round(K.fy * y / zs + K.cy).astype(np.int64)
     h, w = region.shape
     inside = (u >= 0) & (u < w) & (v >= 0) & (v < h)
-    on = np.zeros(len(u), bool)
-    on[inside] = region[v[inside], u[inside]]
-    return float(on.sum()) / float(len(z))
+    on = region[v, u] if inside.all() else region[v[inside], u[inside]]
+    return float(np.count_nonzero(on)) / float(len(z))
 
 
 def _median(a: np.ndarray) -> np.floating:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cbcl_pr_ros.perception import Proposal
+from cbcl_pr_ros.perception import CameraIntrinsics, Proposal
+from cbcl_pr_ros.perception.proposals import _share_on
 from cbcl_pr_ros.perception.segmenter import _homes, _renumbered, join_pieces, join_within, part_merged, referee_labels
 
 
@@ -123,3 +124,32 @@ def test_join_within_joins_in_the_objects_box_as_over_the_whole_image():
         assert np.array_equal(got, _plain_join_within(lab, referee, z, sigmas))
         joined_some += int(got.max()) < len(np.unique(lab[lab > 0]))
     assert joined_some > 10  # the cases join pieces, not only keep them apart
+
+
+def _plain_share_on(region: np.ndarray, feet: np.ndarray, K: CameraIntrinsics) -> float:
+    z = feet[:, 2]
+    ok = z > 1e-3
+    if not ok.any():
+        return 0.0
+    u = np.round(K.fx * feet[ok, 0] / z[ok] + K.cx).astype(np.int64)
+    v = np.round(K.fy * feet[ok, 1] / z[ok] + K.cy).astype(np.int64)
+    h, w = region.shape
+    inside = (u >= 0) & (u < w) & (v >= 0) & (v < h)
+    on = np.zeros(len(u), bool)
+    on[inside] = region[v[inside], u[inside]]
+    return float(on.sum()) / float(len(z))
+
+
+def test_share_on_as_selecting_every_column():
+    rng = np.random.default_rng(7)
+    K = CameraIntrinsics(fx=150.0, fy=150.0, cx=80.0, cy=60.0)
+    for trial in range(300):
+        region = rng.random((120, 160)) < rng.random()
+        n = int(rng.integers(1, 400))
+        both = np.empty((3, 2 * n))  # feet as the columns of a transposed view, as plane_geometry holds them
+        both[0] = rng.normal(0, 0.05 if trial % 2 else 0.5, 2 * n)
+        both[1] = rng.normal(0, 0.05 if trial % 2 else 0.5, 2 * n)
+        both[2] = rng.uniform(-0.2 if trial % 3 == 0 else 0.3, 1.5, 2 * n)  # some behind the camera
+        feet = both[:, n:].T
+        assert _share_on(region, feet, K) == _plain_share_on(region, feet, K)
+    assert _share_on(np.ones((4, 4), bool), np.array([[0.0, 0.0, -1.0]]), K) == 0.0
