@@ -138,7 +138,7 @@ def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.nd
     away = n[0] * P[..., 0] + n[1] * P[..., 1] + n[2] * P[..., 2] > 0
     n = [np.where(away, -nc, nc) for nc in n]  # facing the camera
     logz = np.log(zf)
-    rel = np.clip(logz - float(np.median(logz[valid])), -1.0, 1.0)
+    rel = np.clip(logz - float(_median(logz[valid])), -1.0, 1.0)
     around = cv2.blur(zf, (15, 15))
     protrusion = np.clip((around - zf) / zf * 5.0, -1.0, 1.0)
     gx = np.zeros_like(logz)
@@ -627,7 +627,7 @@ def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, fl
         read = inner & (lab > 0) & np.isfinite(height)
         level = read & (height <= floor)
     low = np.full(n + 1, np.inf)
-    np.minimum.at(low, lab[read], height[read])
+    _lowest(low, lab[read], height[read])
     stands = np.bincount(lab[level], minlength=n + 1) > 0
     # border lengths between touching objects (4-neighbours, and one pixel apart)
     keys = [np.zeros(0, np.int64)]
@@ -655,6 +655,17 @@ def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, fl
             break
         to = nxt
     return _renumbered(to[lab], n)
+
+
+def _lowest(low: np.ndarray, ids: np.ndarray, values: np.ndarray) -> None:
+    """``np.minimum.at(low, ids, values)`` for values without NaN (the smallest of each id's values, where
+    lower than ``low`` already): sorted by id and reduced per run, several times faster than ``ufunc.at``."""
+    if not len(ids):
+        return
+    order = np.argsort(ids, kind="stable")
+    ids, values = ids[order], values[order]
+    starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+    low[ids[starts]] = np.minimum(low[ids[starts]], np.minimum.reduceat(values, starts))
 
 
 def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face: float,
@@ -814,10 +825,11 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
             fg = valid & (height > np.maximum(config.min_height_m, config.height_sigmas * sigma)) & (height < config.max_size_m)
         surface = (_support_region(valid & (np.abs(height) < 2 * config.rules.plane_tolerance_m), config.rules.support_patch_share)
                    if config.on_support_only else None)
+    zn = np.where(valid, zf, np.nan)  # the readings, NaN where none: read by the joins and drop_small
     if join is not None:
-        labels = join_pieces(labels, np.where(valid, zf, np.nan), join)
+        labels = join_pieces(labels, zn, join)
     if referee is not None and referee_join is not None:
-        labels = join_within(labels, referee, np.where(valid, zf, np.nan), referee_join)
+        labels = join_within(labels, referee, zn, referee_join)
     if referee is not None and stand and plane is not None:
         labels = join_hanging(labels, referee, np.where(valid, height, np.nan),
                               np.maximum(config.min_height_m, config.height_sigmas * sigma),
@@ -825,7 +837,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
     if inner:
         labels = fold_inner(labels)
     if min_face is not None:
-        labels = drop_small(labels, np.where(valid, zf, np.nan), K, min_face, keep_lone, referee, confirm,
+        labels = drop_small(labels, zn, K, min_face, keep_lone, referee, confirm,
                             absorb=absorb)
     for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
         if sl is None:
@@ -1093,7 +1105,7 @@ def support_floor(depth: np.ndarray, K: CameraIntrinsics, plane: _Plane, config:
     max(``min_height_m``, ``height_sigmas`` sigma(z)) with sigma(z) = s z^2, ``s`` measured on the table's
     readings (every ``step``-th pixel of ``depth``, metres, NaN = none; intrinsics ``K``); as (minimum
     height, height per squared metre of depth)."""
-    z = np.asarray(depth, np.float32)[::step, ::step]
+    z = np.ascontiguousarray(np.asarray(depth, np.float32)[::step, ::step])  # the same values, read faster
     k = K.scaled(z.shape[1] / depth.shape[1], z.shape[0] / depth.shape[0])
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
     zf = np.where(valid, z, 0.0)

@@ -6,7 +6,7 @@ import numpy as np
 
 from cbcl_pr_ros.perception import CameraIntrinsics, Proposal
 from cbcl_pr_ros.perception.proposals import _share_on
-from cbcl_pr_ros.perception.segmenter import _homes, _renumbered, join_pieces, join_within, part_merged, referee_labels
+from cbcl_pr_ros.perception.segmenter import _homes, _lowest, _renumbered, join_pieces, join_within, part_merged, referee_labels
 
 
 def _plain_renumbered(lab: np.ndarray, n: int) -> np.ndarray:
@@ -153,3 +153,17 @@ def test_share_on_as_selecting_every_column():
         feet = both[:, n:].T
         assert _share_on(region, feet, K) == _plain_share_on(region, feet, K)
     assert _share_on(np.ones((4, 4), bool), np.array([[0.0, 0.0, -1.0]]), K) == 0.0
+
+
+def test_lowest_as_minimum_at():
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        n = int(rng.integers(1, 20))
+        k = int(rng.integers(0, 300))
+        ids = rng.integers(0, n + 1, k)
+        values = rng.normal(0, 0.1, k).astype(rng.choice([np.float32, np.float64]))
+        start = np.where(rng.random(n + 1) < 0.2, rng.normal(0, 0.1, n + 1), np.inf)
+        want, got = start.copy(), start.copy()
+        np.minimum.at(want, ids, values)
+        _lowest(got, ids, values)
+        assert np.array_equal(got, want)
