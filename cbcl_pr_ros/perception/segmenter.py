@@ -450,6 +450,13 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.nd
     n = int(lab.max()) if lab.size else 0
     if n < 2:
         return lab.copy()
+    rows, cols = np.flatnonzero(lab.any(axis=1)), np.flatnonzero(lab.any(axis=0))
+    if rows[0] > 0 or cols[0] > 0 or rows[-1] < lab.shape[0] - 1 or cols[-1] < lab.shape[1] - 1:
+        # within the objects' box: every line read lies on their pixels, and the box keeps their row order
+        box = np.s_[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+        out = np.zeros(lab.shape, np.int32)
+        out[box] = join_pieces(lab[box], np.asarray(z)[box], sigmas)
+        return out
     h, w = lab.shape
     with np.errstate(invalid="ignore"):
         zz = np.where(np.isfinite(z) & (z > 0), z, np.nan).astype(np.float64)
@@ -461,8 +468,10 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.nd
     inner = np.concatenate(inner)
     scale = max(1.4826 * float(_median(inner)) if len(inner) >= 50 else 0.0, _SIGMA_AT_1M_FLOOR * math.sqrt(6.0))
     pad = 3 * _SEAM_REACH
-    L = np.pad(lab, pad)
-    Z = np.pad(zz, pad, constant_values=np.nan)
+    L = np.zeros((h + 2 * pad, w + 2 * pad), np.int32)  # np.pad's result, without its per-call overhead
+    L[pad:pad + h, pad:pad + w] = lab
+    Z = np.full(L.shape, np.nan)
+    Z[pad:pad + h, pad:pad + w] = zz
     S = scale * Z * Z
 
     def at(k: int, dy: int, dx: int, arr: np.ndarray) -> np.ndarray:

@@ -167,3 +167,27 @@ def test_lowest_as_minimum_at():
         np.minimum.at(want, ids, values)
         _lowest(got, ids, values)
         assert np.array_equal(got, want)
+
+
+def test_join_pieces_in_the_objects_box_as_over_the_whole_image():
+    # the whole-image result: the same labels embedded in a larger empty frame, cut back out
+    rng = np.random.default_rng(17)
+    for _ in range(120):
+        h, w = int(rng.integers(8, 40)), int(rng.integers(8, 40))
+        yy, xx = np.mgrid[0:h, 0:w]
+        z = 1.0 + 0.002 * yy + 0.001 * xx + rng.normal(0, 2e-4, (h, w))
+        z[:, w // 2:] += rng.choice([0.0, 0.05])
+        z[rng.random((h, w)) < 0.05] = np.nan
+        cuts = np.sort(rng.choice(np.arange(2, w - 2), int(rng.integers(1, 5)), replace=False))
+        lab = np.searchsorted(cuts, xx, side="right").astype(np.int32) + 1
+        lab[rng.random((h, w)) < 0.02] = 0
+        t, l, b, r = (int(v) for v in rng.integers(0, 7, 4))
+        big = np.zeros((h + t + b, w + l + r), np.int32)
+        big[t:t + h, l:l + w] = lab
+        zbig = np.full(big.shape, np.nan)
+        zbig[t:t + h, l:l + w] = z
+        zbig[big == 0] = rng.uniform(0.5, 2.0, int((big == 0).sum()))  # readings off the objects are not read
+        sigmas = float(rng.choice([2.0, 5.0, 50.0]))
+        got = join_pieces(big, zbig, sigmas)
+        assert not got[big == 0].any()
+        assert np.array_equal(got[t:t + h, l:l + w], join_pieces(lab, z, sigmas))
