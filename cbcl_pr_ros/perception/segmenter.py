@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -609,7 +610,7 @@ def _homes(lab: np.ndarray, referee: np.ndarray, share: float) -> tuple[int, np.
 
 
 def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, floor: np.ndarray,
-                 feet: np.ndarray | None = None, share: float = 0.6) -> np.ndarray:
+                 feet: np.ndarray | Callable[[], np.ndarray] | None = None, share: float = 0.6) -> np.ndarray:
     """``labels`` (0 = none) with each object that does not reach down to the support joined to the object
     below it in the same region of ``referee`` (labels of the same size, 0 = none; ``share`` of their
     pixels in it). Objects stand on the support: a piece none of whose inside readings lies at the support's
@@ -617,8 +618,9 @@ def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, fl
     alone can give; NaN = no reading) cannot stand alone, so it is part of the piece it touches (within
     one pixel) whose lowest reading is lower, the one it shares the longest border with. With ``feet``
     (int array (2, H, W): row and column of the point on the support straight below each reading, -1 where
-    none) it must also rest on that piece: more of its readings have their foot on it than on the piece
-    itself (a low object seen from above, a domino, has its feet on itself: it stands, its sides hidden).
+    none; or a function giving it, called only when a piece needs it) it must also rest on that piece:
+    more of its readings have their foot on it than on the piece itself (a low object seen from above, a
+    domino, has its feet on itself: it stands, its sides hidden).
     Two pieces that each reach the support stay apart. Renumbered 1.. in order of their first pixel."""
     lab = np.asarray(labels, np.int32)
     homes = _homes(lab, referee, share)
@@ -652,6 +654,8 @@ def join_hanging(labels: np.ndarray, referee: np.ndarray, height: np.ndarray, fl
             continue
         mates = np.flatnonzero((home == home[i]) & (contact[i] > 0) & (low < low[i]))
         if len(mates) and feet is not None:  # only those it rests on: more of its feet on them than on itself
+            if callable(feet):
+                feet = feet()
             fy, fx = feet[0][read & (lab == i)], feet[1][read & (lab == i)]
             ok = fy >= 0
             on = np.bincount(lab[fy[ok], fx[ok]], minlength=n + 1)
@@ -842,7 +846,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
     if referee is not None and stand and plane is not None:
         labels = join_hanging(labels, referee, np.where(valid, height, np.nan),
                               np.maximum(config.min_height_m, config.height_sigmas * sigma),
-                              _feet(P, height, valid, plane, K))
+                              lambda: _feet(P, height, valid, plane, K))
     if inner:
         labels = fold_inner(labels)
     if min_face is not None:

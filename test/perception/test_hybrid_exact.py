@@ -6,7 +6,8 @@ import numpy as np
 
 from cbcl_pr_ros.perception import CameraIntrinsics, Proposal
 from cbcl_pr_ros.perception.proposals import _share_on
-from cbcl_pr_ros.perception.segmenter import _homes, _lowest, _renumbered, join_pieces, join_within, part_merged, referee_labels
+from cbcl_pr_ros.perception.segmenter import (_homes, _lowest, _renumbered, join_hanging, join_pieces, join_within,
+                                              part_merged, referee_labels)
 
 
 def _plain_renumbered(lab: np.ndarray, n: int) -> np.ndarray:
@@ -191,3 +192,23 @@ def test_join_pieces_in_the_objects_box_as_over_the_whole_image():
         got = join_pieces(big, zbig, sigmas)
         assert not got[big == 0].any()
         assert np.array_equal(got[t:t + h, l:l + w], join_pieces(lab, z, sigmas))
+
+
+def test_join_hanging_with_feet_given_late_as_given_at_once():
+    # a piece above another in one region: whether it joins depends on its feet, given as an array or
+    # by a function called only when a piece needs them
+    lab = np.zeros((12, 12), np.int32)
+    lab[1:6, 2:10] = 1  # the upper piece, no reading at the support's level
+    lab[6:11, 2:10] = 2  # the lower piece, standing
+    referee = np.where(lab > 0, 1, 0).astype(np.int32)
+    height = np.where(lab == 1, 0.10, np.where(lab == 2, 0.0, np.nan))
+    floor = np.full(lab.shape, 0.01)
+    for on in (2, 1):  # feet on the lower piece: it rests there and joins; on itself: it stands apart
+        feet = np.full((2, 12, 12), -1, np.int64)
+        feet[0][lab == 1], feet[1][lab == 1] = (8, 5) if on == 2 else (3, 5)
+        calls = []
+        late = join_hanging(lab, referee, height, floor, lambda f=feet: calls.append(1) or f)
+        assert np.array_equal(late, join_hanging(lab, referee, height, floor, feet))
+        assert calls == [1] and int(late.max()) == (1 if on == 2 else 2)
+    standing = np.where(lab == 1, 0.0, height)  # both reach the support: feet never asked for
+    assert int(join_hanging(lab, referee, standing, floor, lambda: 1 / 0).max()) == 2
