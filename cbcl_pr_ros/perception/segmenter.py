@@ -377,8 +377,17 @@ def _grown_insides(prob: np.ndarray, objects: np.ndarray, inside_p: float) -> np
     lab = keep[lab]
     if not len(big):
         return lab
-    dist, idx = ndimage.distance_transform_edt(lab == 0, return_indices=True)
-    return np.where(objects & (dist <= _GROW_PX), lab[idx[0], idx[1]], 0).astype(np.int32)
+    # within _GROW_PX of the insides' box: every pixel that can take a label lies there, and every inside
+    # pixel too, so the nearest one is the same as over the whole image
+    h, w = lab.shape
+    rows, cols = np.flatnonzero(lab.any(axis=1)), np.flatnonzero(lab.any(axis=0))
+    box = np.s_[max(rows[0] - _GROW_PX, 0):min(rows[-1] + 1 + _GROW_PX, h),
+                max(cols[0] - _GROW_PX, 0):min(cols[-1] + 1 + _GROW_PX, w)]
+    sub = lab[box]
+    dist, idx = ndimage.distance_transform_edt(sub == 0, return_indices=True)
+    out = np.zeros(lab.shape, np.int32)
+    out[box] = np.where(objects[box] & (dist <= _GROW_PX), sub[idx[0], idx[1]], 0)
+    return out
 
 
 def _flooded_cores(dist: np.ndarray, objects: np.ndarray, core: float, peaks: bool = False) -> np.ndarray:

@@ -1,13 +1,16 @@
 """The hybrid's faster steps give the same values as their plain forms: the renumbering by first pixel,
-the geometry's proposals as one label image, the part counts of the referee, the joins within one region."""
+the geometry's proposals as one label image, the part counts of the referee, the joins (within one region,
+within the objects' box), the feet's share on the support, the lowest reading per piece, the grown insides."""
 from __future__ import annotations
 
+import cv2
 import numpy as np
+from scipy import ndimage
 
 from cbcl_pr_ros.perception import CameraIntrinsics, Proposal
 from cbcl_pr_ros.perception.proposals import _share_on
-from cbcl_pr_ros.perception.segmenter import (_homes, _lowest, _renumbered, join_hanging, join_pieces, join_within,
-                                              part_merged, referee_labels)
+from cbcl_pr_ros.perception.segmenter import (_GROW_PX, _MIN_SEED_PX, _grown_insides, _homes, _lowest, _renumbered,
+                                              join_hanging, join_pieces, join_within, part_merged, referee_labels)
 
 
 def _plain_renumbered(lab: np.ndarray, n: int) -> np.ndarray:
@@ -212,3 +215,34 @@ def test_join_hanging_with_feet_given_late_as_given_at_once():
         assert calls == [1] and int(late.max()) == (1 if on == 2 else 2)
     standing = np.where(lab == 1, 0.0, height)  # both reach the support: feet never asked for
     assert int(join_hanging(lab, referee, standing, floor, lambda: 1 / 0).max()) == 2
+
+
+def _plain_grown(prob: np.ndarray, objects: np.ndarray, inside_p: float) -> np.ndarray:
+    inside = (prob[1] >= inside_p).astype(np.uint8)
+    n, lab, stats, _ = cv2.connectedComponentsWithStats(inside, connectivity=4)
+    keep = np.zeros(n, np.int32)
+    big = 1 + np.flatnonzero(stats[1:, cv2.CC_STAT_AREA] >= _MIN_SEED_PX)
+    keep[big] = np.arange(1, len(big) + 1)
+    lab = keep[lab]
+    if not len(big):
+        return lab
+    dist, idx = ndimage.distance_transform_edt(lab == 0, return_indices=True)
+    return np.where(objects & (dist <= _GROW_PX), lab[idx[0], idx[1]], 0).astype(np.int32)
+
+
+def test_grown_insides_in_their_box_as_over_the_whole_image():
+    # blocks of "inside" on an integer grid: many pixels equally near two insides (the nearest's ties)
+    rng = np.random.default_rng(19)
+    for _ in range(1500):
+        h, w = (int(v) for v in rng.integers(5, 60, 2))
+        inside = np.zeros((h, w))
+        for _ in range(int(rng.integers(0, 8))):
+            y, x = int(rng.integers(0, h)), int(rng.integers(0, w))
+            a, b = (int(v) for v in rng.integers(1, 12, 2))
+            inside[y:y + a, x:x + b] = 1.0
+        if rng.random() < 0.5:
+            inside[rng.random((h, w)) < 0.2] = 0.0
+        prob = np.stack([1.0 - inside, inside, np.zeros((h, w))])
+        objects = rng.random((h, w)) < 0.8
+        got = _grown_insides(prob, objects, 0.5)
+        assert got.dtype == np.int32 and np.array_equal(got, _plain_grown(prob, objects, 0.5))
