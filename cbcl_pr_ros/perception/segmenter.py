@@ -148,7 +148,9 @@ def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.nd
     gy[1:-1] = np.abs(logz[2:] - logz[:-2])
     edge = np.tanh(20.0 * (gx + gy))
     col = rgb.astype(np.float32) / 255.0
-    col = (col - col.reshape(-1, 3).mean(axis=0)) / (float(col.std()) + 0.05)
+    mean, spread = col.reshape(-1, 3).mean(axis=0), float(col.std())
+    col -= mean  # in place: the same values, no second array
+    col /= spread + 0.05
     return np.stack([valid.astype(np.float32), *n, rel, protrusion, edge, col[..., 0], col[..., 1], col[..., 2]]
                     ).astype(np.float32, copy=False)
 
@@ -334,8 +336,10 @@ def load_segmenter(path: str | Path = SHIPPED_WEIGHTS, backend: str = "auto") ->
 
 # ------------------------------------------------------------------------------------------- instances
 def _probabilities(scores: np.ndarray) -> np.ndarray:
-    e = np.exp(scores - scores.max(axis=0))
-    return e / e.sum(axis=0)
+    e = scores - scores.max(axis=0)
+    np.exp(e, out=e)  # in place: the same values, no second array
+    e /= e.sum(axis=0)
+    return e
 
 
 def instances(outputs: np.ndarray, inside_p: float = 0.5, core: float | None = 0.4, peaks: bool = False, *,
