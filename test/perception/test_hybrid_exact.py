@@ -106,20 +106,27 @@ def _plain_join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, s
     return _renumbered(to[lab], n)
 
 
+def _strips(rng: np.random.Generator, h: int, w: int, empty_top: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """A tilted plane with a step, noise and unread pixels, and labels in vertical strips over it (pieces
+    of surfaces); ``empty_top`` leaves a random band of top rows unlabelled."""
+    yy, xx = np.mgrid[0:h, 0:w]
+    z = 1.0 + 0.002 * yy + 0.001 * xx + rng.normal(0, 2e-4, (h, w))
+    z[:, w // 2:] += rng.choice([0.0, 0.05])
+    z[rng.random((h, w)) < 0.05] = np.nan
+    cuts = np.sort(rng.choice(np.arange(2, w - 2), int(rng.integers(1, 5)), replace=False))
+    lab = np.searchsorted(cuts, xx, side="right").astype(np.int32) + 1
+    if empty_top:
+        lab[: int(rng.integers(0, h // 3))] = 0
+    lab[rng.random((h, w)) < 0.02] = 0
+    return z, lab
+
+
 def test_join_within_joins_in_the_objects_box_as_over_the_whole_image():
     rng = np.random.default_rng(11)
     joined_some = 0
     for _ in range(120):
         h, w = int(rng.integers(12, 60)), int(rng.integers(12, 60))
-        # a tilted plane with a few steps and noise; labels in vertical strips (pieces of surfaces)
-        yy, xx = np.mgrid[0:h, 0:w]
-        z = 1.0 + 0.002 * yy + 0.001 * xx + rng.normal(0, 2e-4, (h, w))
-        z[:, w // 2:] += rng.choice([0.0, 0.05])
-        z[rng.random((h, w)) < 0.05] = np.nan
-        cuts = np.sort(rng.choice(np.arange(2, w - 2), int(rng.integers(1, 5)), replace=False))
-        lab = np.searchsorted(cuts, xx, side="right").astype(np.int32) + 1
-        lab[: int(rng.integers(0, h // 3))] = 0
-        lab[rng.random((h, w)) < 0.02] = 0
+        z, lab = _strips(rng, h, w, empty_top=True)
         referee = np.zeros((h, w), np.int32)
         referee[:, : int(rng.integers(w // 3, w))] = 1
         referee[referee == 0] = 2 if rng.random() < 0.5 else 0
@@ -178,13 +185,7 @@ def test_join_pieces_in_the_objects_box_as_over_the_whole_image():
     rng = np.random.default_rng(17)
     for _ in range(120):
         h, w = int(rng.integers(8, 40)), int(rng.integers(8, 40))
-        yy, xx = np.mgrid[0:h, 0:w]
-        z = 1.0 + 0.002 * yy + 0.001 * xx + rng.normal(0, 2e-4, (h, w))
-        z[:, w // 2:] += rng.choice([0.0, 0.05])
-        z[rng.random((h, w)) < 0.05] = np.nan
-        cuts = np.sort(rng.choice(np.arange(2, w - 2), int(rng.integers(1, 5)), replace=False))
-        lab = np.searchsorted(cuts, xx, side="right").astype(np.int32) + 1
-        lab[rng.random((h, w)) < 0.02] = 0
+        z, lab = _strips(rng, h, w)
         t, l, b, r = (int(v) for v in rng.integers(0, 7, 4))
         big = np.zeros((h + t + b, w + l + r), np.int32)
         big[t:t + h, l:l + w] = lab
