@@ -1187,14 +1187,28 @@ def _enlarged_slices(small: np.ndarray, full: np.ndarray, n: int) -> list:
     return out
 
 
+def _block_factor(small: tuple[int, int], full: tuple[int, int]) -> int:
+    """The factor f (2, 4, 8 or 16) when ``full`` is exactly f times ``small`` both ways, else 0. At these
+    factors (powers of two: 1 / f is exact) cv2's nearest-neighbour enlargement reads pixel (y // f, x // f),
+    so every small pixel becomes an f x f block of full-size pixels."""
+    for f in (2, 4, 8, 16):
+        if (small[0] * f, small[1] * f) == tuple(full):
+            return f
+    return 0
+
+
 def _assemble(labels: np.ndarray, geo: list, shape: tuple[int, int], config: ProposalConfig) -> list[Proposal]:
     h, w = shape
     n = len(geo)
     if n == 0:
         return []
+    f = _block_factor(labels.shape, shape)
     if labels.shape == (h, w):
         full = labels
         slices = ndimage.find_objects(full, max_label=n)
+    elif f:  # each label pixel is an f x f block at full size: masks made within their boxes, no full image
+        full = None
+        slices = ndimage.find_objects(labels, max_label=n)
     else:
         full = cv2.resize(labels.astype(np.int32), (w, h), interpolation=cv2.INTER_NEAREST)
         slices = _enlarged_slices(labels, full, n)
@@ -1202,10 +1216,15 @@ def _assemble(labels: np.ndarray, geo: list, shape: tuple[int, int], config: Pro
     for i, sl in enumerate(slices):
         if sl is None:
             continue
+        mask = np.zeros((h, w), bool)
+        if full is None:
+            block = labels[sl] == (i + 1)
+            sl = (slice(sl[0].start * f, sl[0].stop * f), slice(sl[1].start * f, sl[1].stop * f))
+            mask[sl] = block.repeat(f, axis=0).repeat(f, axis=1)
+        else:
+            mask[sl] = full[sl] == (i + 1)
         ys, xs = sl
         box = (int(xs.start), int(ys.start), int(xs.stop), int(ys.stop))
-        mask = np.zeros((h, w), bool)
-        mask[sl] = full[sl] == (i + 1)
         centroid, size, conf = geo[i]
         if not math.isfinite(conf):
             conf = 0.0

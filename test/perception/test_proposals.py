@@ -324,6 +324,33 @@ def test_boxes_of_enlarged_labels_are_those_of_the_whole_full_size_image():
             assert _enlarged_slices(lab, full, n) == ndimage.find_objects(full, max_label=n)
 
 
+def test_masks_of_labels_a_power_of_two_smaller_are_those_of_the_enlarged_image():
+    import cv2
+
+    from cbcl_pr_ros.perception.proposals import ProposalConfig, _assemble, _block_factor
+
+    assert [_block_factor(s, (480, 640)) for s in ((240, 320), (120, 160), (60, 80), (160, 213), (480, 640))] \
+        == [2, 4, 8, 0, 0]
+    assert _block_factor((120, 160), (480, 320)) == 0  # not the same factor both ways
+    rng = np.random.default_rng(1)
+    config = ProposalConfig(max_proposals=64)
+    for sh, sw, f in ((240, 320, 2), (120, 160, 4), (60, 80, 8), (3, 5, 16)):
+        for rep in range(15):
+            lab = np.zeros((sh, sw), np.int32)
+            n = int(rng.integers(1, 9))
+            for i in range(1, n + 1):
+                y, x = rng.integers(0, sh), rng.integers(0, sw)
+                lab[y:y + rng.integers(1, max(2, sh // 3)), x:x + rng.integers(1, max(2, sw // 3))] = i
+                lab[rng.integers(0, sh), rng.integers(0, sw)] = i  # a stray pixel far from the rest
+            geo = [(np.full(3, 0.1 * i), np.full(3, 0.05), float(rng.random())) for i in range(n + 1)]
+            full = cv2.resize(lab, (sw * f, sh * f), interpolation=cv2.INTER_NEAREST)
+            got, want = _assemble(lab, geo, full.shape, config), _assemble(full, geo, full.shape, config)
+            assert len(got) == len(want) == len(np.unique(lab[lab > 0]))
+            for a, b in zip(got, want):
+                assert a.box == b.box and a.score == b.score and np.array_equal(a.mask, b.mask)
+                assert np.array_equal(a.centroid, b.centroid)
+
+
 def _grow_down_everywhere(labels: np.ndarray, fg: np.ndarray) -> np.ndarray:
     """The growth of ``_grow_down`` over the whole image in float32 labels: what it must equal."""
     import cv2
