@@ -25,6 +25,7 @@ frame at a few tens of milliseconds on one core.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -1021,26 +1022,40 @@ def _quantile(a: np.ndarray, q: float | tuple[float, ...]) -> np.ndarray | np.fl
     weak = isinstance(q, float)
     if n < 2 or np.isnan(a).any():
         return np.quantile(a, q if weak else list(q), axis=0)
+    prev, nxt, kth, gamma, t, t_rest, upper = _quantile_plan(n, q, a.ndim)
+    if weak:
+        s = np.partition(a, kth)
+        lo, hi = s[prev[0]], s[nxt[0]]
+        diff = hi - lo
+        return hi - diff * (1 - gamma[0]) if gamma[0] >= 0.5 else lo + diff * gamma[0]
+    s = np.partition(np.ascontiguousarray(a.T), kth, axis=-1)  # along rows: faster than down strided columns
+    lo, hi = s[..., prev].T, s[..., nxt].T
+    diff = hi - lo
+    out = np.add(lo, diff * t)
+    np.subtract(hi, diff * t_rest, out=out, where=upper, casting="unsafe", dtype=type(out.dtype))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _quantile_plan(n: int, q: float | tuple[float, ...], ndim: int) -> tuple:
+    """:func:`_quantile`'s order statistics and weights for ``n`` values (numpy's "linear" method): the
+    indices below and above each quantile, the partition's kth (as ``np.quantile`` has them), the
+    fractions, and for rows of quantiles the fractions shaped to broadcast, one minus them and where
+    they are at least one half. The same for every object of a size: worked out once."""
     prev, nxt, gamma = [], [], []
-    for qi in ((q,) if weak else q):
+    for qi in ((q,) if isinstance(q, float) else q):
         v = (n - 1) * float(qi)
         p = -1 if v >= n - 1 else math.floor(v)  # at or past the last value: the largest (numpy's index -1)
         prev.append(p)
         nxt.append(-1 if p == -1 else p + 1)
         gamma.append(v - p)
-    kth = sorted({0, n - 1, *(i % n for i in prev + nxt)})
-    if weak:
-        s = np.partition(a, kth)
-        lo, hi, t = s[prev[0]], s[nxt[0]], gamma[0]
-        diff = hi - lo
-        return hi - diff * (1 - t) if t >= 0.5 else lo + diff * t
-    s = np.partition(np.ascontiguousarray(a.T), kth, axis=-1)  # along rows: faster than down strided columns
-    lo, hi = s[..., prev].T, s[..., nxt].T
-    t = np.asarray(gamma).reshape((len(gamma),) + (1,) * (a.ndim - 1))
-    diff = hi - lo
-    out = np.add(lo, diff * t)
-    np.subtract(hi, diff * (1 - t), out=out, where=t >= 0.5, casting="unsafe", dtype=type(out.dtype))
-    return out
+    kth = tuple(sorted({0, n - 1, *(i % n for i in prev + nxt)}))
+    t = np.asarray(gamma).reshape((len(gamma),) + (1,) * (ndim - 1))
+    rest, upper = 1 - t, t >= 0.5
+    prev, nxt = np.asarray(prev, np.intp), np.asarray(nxt, np.intp)
+    for arr in (prev, nxt, t, rest, upper):  # shared by every call of this size: never written
+        arr.flags.writeable = False
+    return prev, nxt, kth, tuple(gamma), t, rest, upper
 
 
 def _geometry(m: np.ndarray, sl: tuple[slice, slice], fg: np.ndarray, P: np.ndarray, height: np.ndarray,
