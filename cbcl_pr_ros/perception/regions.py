@@ -283,6 +283,18 @@ def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb
     return out
 
 
+def _squared_length(v: np.ndarray) -> np.ndarray:
+    """``np.einsum("...k,...k->...", v, v)`` of vectors ``v`` (..., 3), the same values bit for bit: for float32
+    einsum sums the three squares in order (x^2 + y^2, then + z^2), as done here on the channel planes,
+    several times faster; other types (float64 einsum sums otherwise) go to einsum itself."""
+    if v.dtype != np.float32:
+        return np.einsum("...k,...k->...", v, v)
+    out = np.square(v[..., 0])
+    out += np.square(v[..., 1])
+    out += np.square(v[..., 2])
+    return out
+
+
 def flat_pixels(P: np.ndarray, height: np.ndarray, max_tilt_sine: float, span: int = 5) -> np.ndarray:
     """Pixels on a level surface: over ``span`` pixels either way (box-smoothed), the height changes by less
     than ``max_tilt_sine`` of the distance moved in 3D (the sine of the surface's tilt from level). A top (of a
@@ -300,7 +312,7 @@ def flat_pixels(P: np.ndarray, height: np.ndarray, max_tilt_sine: float, span: i
         a[axis], b[axis] = slice(2 * s, None), slice(None, -2 * s)
         dP = Ps[tuple(a)] - Ps[tuple(b)]
         dh = hs[tuple(a)] - hs[tuple(b)]
-        ok = dh * dh < t2 * np.einsum("...k,...k->...", dP, dP)
+        ok = dh * dh < t2 * _squared_length(dP)
         c = [slice(None)] * 2
         c[axis] = slice(s, -s)
         level[tuple(c)] &= ok

@@ -228,3 +228,17 @@ def test_group_labels_number_the_groups_as_scipys_connected_components():
         assert np.array_equal(group_labels(n, a, b), want)
     chain = np.arange(1, 30)  # a long chain joined from its far end: one group
     assert np.array_equal(group_labels(30, chain[::-1], chain[::-1] + 1), np.r_[0, np.ones(30, np.int32)])
+
+
+def test_squared_length_as_einsum_bit_for_bit():
+    from cbcl_pr_ros.perception.regions import _squared_length
+
+    rng = np.random.default_rng(3)
+    for rep in range(200):
+        h, w = int(rng.integers(1, 120)), int(rng.integers(1, 160))
+        scale = 10.0 ** int(rng.integers(-4, 1))  # millimetre steps to metres
+        v = (rng.standard_normal((h, w, 3)) * scale).astype(np.float32 if rep % 4 else np.float64)  # float64: einsum's own
+        if rep % 3 == 0:
+            v = v[:, ::2]  # strided, as the differences of shifted slices
+        want, got = np.einsum("...k,...k->...", v, v), _squared_length(v)
+        assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
