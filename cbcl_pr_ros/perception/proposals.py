@@ -951,14 +951,39 @@ def _folds(P: np.ndarray, valid: np.ndarray, fg: np.ndarray, turn: float, span: 
             xa, xb, xc = slice(0, iw - 2 * dx), slice(2 * dx, iw), slice(dx, iw - dx)
         else:
             xa, xb, xc = slice(-2 * dx, iw), slice(0, iw + 2 * dx), slice(-dx, iw + dx)
-        dX, dY, dZ = Xi[yb, xb] - Xi[ya, xa], Yi[yb, xb] - Yi[ya, xa], Zi[yb, xb] - Zi[ya, xa]
-        turn_d = -((nx[yb, xb] - nx[ya, xa]) * dX + (ny[yb, xb] - ny[ya, xa]) * dY + (nz[yb, xb] - nz[ya, xa]) * dZ)
-        d2 = dX * dX + dY * dY + dZ * dZ
-        conc[yc, xc] |= ok[ya, xa] & ok[yb, xb] & (turn_d > 0) & (turn_d * turn_d > t2 * d2)
+        a, b = np.s_[ya, xa], np.s_[yb, xb]
+        conc[yc, xc] |= ok[a] & ok[b] & _turn_towards((nx[a], ny[a], nz[a]), (nx[b], ny[b], nz[b]),
+                                                      (Xi[a], Yi[a], Zi[a]), (Xi[b], Yi[b], Zi[b]), t2)
     inner = np.zeros((hh, ww), bool)
     inner[s:-s, s:-s] = conc
     out[y0:y1, x0:x1] = inner
     return out & fg
+
+
+def _turn_towards(na: tuple, nb: tuple, pa: tuple, pb: tuple, t2: np.float32) -> np.ndarray:
+    """Where the normals ``na`` and ``nb`` (channel arrays x, y, z) at the points ``pa`` and ``pb`` turn towards
+    each other by more than t (``t2`` = t^2): with dn = nb - na and d = pb - pa, -(dn . d) > 0 and
+    (dn . d)^2 > t^2 |d|^2. The same values as those expressions written out (the same operations in the
+    same order, in float32), computed in place: five arrays instead of a score of temporaries."""
+    d = [np.subtract(b, a) for a, b in zip(pa, pb)]
+    turn = np.subtract(nb[0], na[0])
+    turn *= d[0]
+    part = np.subtract(nb[1], na[1])
+    part *= d[1]
+    turn += part
+    np.subtract(nb[2], na[2], out=part)
+    part *= d[2]
+    turn += part
+    np.negative(turn, out=turn)  # -((dnx dX + dny dY) + dnz dZ)
+    for c in d:
+        c *= c
+    d[0] += d[1]
+    d[0] += d[2]  # (dX^2 + dY^2) + dZ^2
+    d[0] *= t2
+    np.multiply(turn, turn, out=part)
+    hit = turn > 0
+    hit &= part > d[0]
+    return hit
 
 
 def _support_region(inliers: np.ndarray, patch_share: float = 1.0) -> np.ndarray:

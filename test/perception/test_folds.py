@@ -76,3 +76,22 @@ def test_fold_settings_are_checked():
         ProposalConfig.with_overrides(fold_turn=-0.1)
     with pytest.raises(ValueError):
         ProposalConfig.with_overrides(fold_span=1)
+
+
+def test_turn_towards_as_the_expressions_written_out():
+    from cbcl_pr_ros.perception.proposals import _turn_towards
+
+    rng = np.random.default_rng(4)
+    for rep in range(100):
+        shape = (int(rng.integers(1, 90)), int(rng.integers(1, 120)))
+        na, nb, pa, pb = ([(rng.standard_normal(shape) * 10.0 ** int(rng.integers(-3, 1))).astype(np.float32)
+                           for _ in range(3)] for _ in range(4))
+        if rep % 5 == 0:  # equal normals and points somewhere: zero turns and steps
+            nb[0][: shape[0] // 2], pb[2][: shape[0] // 2] = na[0][: shape[0] // 2], pa[2][: shape[0] // 2]
+        t2 = np.float32(rng.uniform(0.0, 1.0)) ** 2
+        dX, dY, dZ = pb[0] - pa[0], pb[1] - pa[1], pb[2] - pa[2]
+        turn = -((nb[0] - na[0]) * dX + (nb[1] - na[1]) * dY + (nb[2] - na[2]) * dZ)
+        want = (turn > 0) & (turn * turn > t2 * (dX * dX + dY * dY + dZ * dZ))
+        before = [a.copy() for a in na + nb + pa + pb]
+        assert np.array_equal(_turn_towards(tuple(na), tuple(nb), tuple(pa), tuple(pb), t2), want)
+        assert all(np.array_equal(a, b) for a, b in zip(na + nb + pa + pb, before))  # inputs untouched
