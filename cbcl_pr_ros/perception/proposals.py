@@ -34,10 +34,9 @@ from dataclasses import dataclass, field, fields
 import cv2
 import numpy as np
 from scipy import ndimage
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
-from .regions import BoundaryRule, flat_pixels, label_areas, split_layers, split_nonconvex, unseen_objects
+from .regions import BoundaryRule, flat_pixels, group_labels, label_areas, nonzero_box, split_layers, split_nonconvex, \
+    unseen_objects
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["ProposalConfig", "ProposalRules", "propose", "propose_on_support", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
@@ -818,8 +817,7 @@ def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarra
     if rest.any() and out.any():
         # only the box around the pixels to fill (one pixel wider: the labels they take) can change; the
         # labels fit 16 bits there, which OpenCV dilates without conversions
-        rows, cols = np.flatnonzero(rest.any(axis=1)), np.flatnonzero(rest.any(axis=0))
-        box = (slice(max(int(rows[0]) - 1, 0), int(rows[-1]) + 2), slice(max(int(cols[0]) - 1, 0), int(cols[-1]) + 2))
+        box = nonzero_box(rest, 1)
         wide = out.max() >= 65535
         grow, todo = out[box].astype(np.float32 if wide else np.uint16), rest[box]
         k = np.ones((3, 3), np.uint8)
@@ -861,12 +859,9 @@ def _split_layers(labels: np.ndarray, P: np.ndarray, height: np.ndarray, small: 
                   config: ProposalConfig) -> np.ndarray:
     """Components split by their level tops at different heights (:func:`regions.split_layers`); the level
     test runs only on the box around the components (a few pixels more), the rest of the frame is table."""
-    rows, cols = np.flatnonzero(labels.any(axis=1)), np.flatnonzero(labels.any(axis=0))
-    pad = 4
-    y0, y1 = max(int(rows[0]) - pad, 0), min(int(rows[-1]) + pad + 1, labels.shape[0])
-    x0, x1 = max(int(cols[0]) - pad, 0), min(int(cols[-1]) + pad + 1, labels.shape[1])
+    box = nonzero_box(labels, 4)
     flat = np.zeros(labels.shape, bool)
-    flat[y0:y1, x0:x1] = flat_pixels(P[y0:y1, x0:x1], height[y0:y1, x0:x1], config.rules.layer_tilt)
+    flat[box] = flat_pixels(P[box], height[box], config.rules.layer_tilt)
     return split_layers(labels, flat, height, small, config.rules.layer_gap_m, int(config.rules.layer_min_part * config.rules.min_pixels))
 
 
@@ -908,14 +903,12 @@ def _folds(P: np.ndarray, valid: np.ndarray, fg: np.ndarray, turn: float, span: 
     Two convex objects touching (a can in a bowl, two balls side by side) meet in such a valley
     whether or not their colours differ, and in 3D, whichever way the surfaces face (the height map's
     Laplacian sees a valley only in height). Measured in docs/perception.md ("Folds of the surface normals")."""
-    rows, cols = np.flatnonzero(fg.any(axis=1)), np.flatnonzero(fg.any(axis=0))
     out = np.zeros(fg.shape, bool)
-    if len(rows) == 0:
-        return out
     s = max(1, span // 2)
-    pad = 2 * s + 2  # the box around the object pixels, with room for the smoothing and the differences
-    y0, y1 = max(int(rows[0]) - pad, 0), min(int(rows[-1]) + pad + 1, fg.shape[0])
-    x0, x1 = max(int(cols[0]) - pad, 0), min(int(cols[-1]) + pad + 1, fg.shape[1])
+    box = nonzero_box(fg, 2 * s + 2)  # the object pixels, with room for the smoothing and the differences
+    if box is None:
+        return out
+    (y0, y1), (x0, x1) = (box[0].start, box[0].stop), (box[1].start, box[1].stop)
     v = valid[y0:y1, x0:x1].astype(np.float32)
     k = (span, span)
     cnt = cv2.blur(v, k)
@@ -1184,12 +1177,11 @@ def _join_pieces(kept: np.ndarray, geo: list, before_layers: np.ndarray, small: 
             continue  # parted by their level tops
         if float(np.linalg.norm(colour[a] - colour[b])) <= config.rules.join_colour_de \
                 and _contact_m(a, b, kept, grown, shrunk, P) <= _CONTACT_M:
-            joins.append((a - 1, b - 1))
+            joins.append((a, b))
     if not joins:
         return kept, geo
-    ia, ib = np.array(joins).T
-    _, group = connected_components(coo_matrix((np.ones(len(joins)), (ia, ib)), shape=(n, n)), directed=False)
-    lut = np.concatenate([[0], group + 1])  # piece label -> group label (0 stays background)
+    lut = group_labels(n, *np.array(joins).T)  # piece label -> group label (0 stays background)
+    group = lut[1:] - 1
     joined = lut[kept]
     members = np.bincount(group)
     out = np.zeros_like(kept)
@@ -1220,10 +1212,9 @@ def _enlarged_slices(small: np.ndarray, full: np.ndarray, n: int) -> list:
             continue
         y0, y1 = max(sl[0].start * h // sh - 2, 0), min(-(-sl[0].stop * h // sh) + 2, h)
         x0, x1 = max(sl[1].start * w // sw - 2, 0), min(-(-sl[1].stop * w // sw) + 2, w)
-        m = full[y0:y1, x0:x1] == i
-        rows, cols = np.flatnonzero(m.any(axis=1)), np.flatnonzero(m.any(axis=0))
-        out.append((slice(y0 + int(rows[0]), y0 + int(rows[-1]) + 1), slice(x0 + int(cols[0]), x0 + int(cols[-1]) + 1))
-                   if len(rows) else None)
+        box = nonzero_box(full[y0:y1, x0:x1] == i)
+        out.append(None if box is None else (slice(y0 + box[0].start, y0 + box[0].stop),
+                                             slice(x0 + box[1].start, x0 + box[1].stop)))
     return out
 
 

@@ -21,7 +21,8 @@ import numpy as np
 from scipy.ndimage import binary_fill_holes, distance_transform_edt
 from scipy.ndimage import find_objects as ndimage_find_objects
 
-__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "group_labels", "label_areas", "outline_points",
+__all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "group_labels", "label_areas", "nonzero_box",
+           "outline_points",
            "filled_area", "solidity", "split_nonconvex", "flat_pixels", "split_layers", "unseen_objects"]
 
 
@@ -180,6 +181,18 @@ def label_areas(mask: np.ndarray, connectivity: int) -> tuple[int, np.ndarray, n
     labels, which costs about half as much as OpenCV's full statistics."""
     n, labels = cv2.connectedComponents(mask, connectivity=connectivity)
     return n, labels, np.bincount(labels.ravel(), minlength=n)
+
+
+def nonzero_box(a: np.ndarray, margin: int = 0) -> tuple[slice, slice] | None:
+    """The smallest box (row and column slices) holding every non-zero value of the 2-D array ``a``, grown
+    by ``margin`` pixels each way and clipped to ``a``; None when ``a`` is all zero. The steps that need
+    only the objects' surroundings work there instead of on the whole frame."""
+    rows, cols = np.flatnonzero(a.any(axis=1)), np.flatnonzero(a.any(axis=0))
+    if not len(rows):
+        return None
+    h, w = a.shape
+    return (slice(max(int(rows[0]) - margin, 0), min(int(rows[-1]) + 1 + margin, h)),
+            slice(max(int(cols[0]) - margin, 0), min(int(cols[-1]) + 1 + margin, w)))
 
 
 def outline_points(mask: np.ndarray) -> np.ndarray | None:

@@ -38,6 +38,7 @@ from scipy import ndimage
 from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _Plane, _support_region, \
     _median, _noise_scale, _usable_depth, _UsableDepth, choose_support, propose_on_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
+from .regions import nonzero_box
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["SHIPPED_WEIGHTS", "SHIPPED_LOG",
@@ -240,9 +241,7 @@ def _onnx_session(weights: dict):
     extractor shares its core with the other nodes); None where onnxruntime or onnx is not installed."""
     try:
         import onnxruntime as ort
-    except ImportError:
-        return None
-    try:
+
         graph = _onnx_graph(weights)
     except ImportError:
         return None
@@ -390,10 +389,7 @@ def _grown_insides(prob: np.ndarray, objects: np.ndarray, inside_p: float) -> np
         return lab
     # within _GROW_PX of the insides' box: every pixel that can take a label lies there, and every inside
     # pixel too, so the nearest one is the same as over the whole image
-    h, w = lab.shape
-    rows, cols = np.flatnonzero(lab.any(axis=1)), np.flatnonzero(lab.any(axis=0))
-    box = np.s_[max(rows[0] - _GROW_PX, 0):min(rows[-1] + 1 + _GROW_PX, h),
-                max(cols[0] - _GROW_PX, 0):min(cols[-1] + 1 + _GROW_PX, w)]
+    box = nonzero_box(lab, _GROW_PX)
     sub = lab[box]
     dist, idx = ndimage.distance_transform_edt(sub == 0, return_indices=True)
     out = np.zeros(lab.shape, np.int32)
@@ -471,14 +467,13 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.nd
     n = int(lab.max()) if lab.size else 0
     if n < 2:
         return lab.copy()
-    rows, cols = np.flatnonzero(lab.any(axis=1)), np.flatnonzero(lab.any(axis=0))
-    if rows[0] > 0 or cols[0] > 0 or rows[-1] < lab.shape[0] - 1 or cols[-1] < lab.shape[1] - 1:
+    h, w = lab.shape
+    box = nonzero_box(lab)
+    if box != (slice(0, h), slice(0, w)):
         # within the objects' box: every line read lies on their pixels, and the box keeps their row order
-        box = np.s_[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
         out = np.zeros(lab.shape, np.int32)
         out[box] = join_pieces(lab[box], np.asarray(z)[box], sigmas)
         return out
-    h, w = lab.shape
     with np.errstate(invalid="ignore"):
         zz = np.where(np.isfinite(z) & (z > 0), z, np.nan).astype(np.float64)
     inner = []
@@ -597,8 +592,7 @@ def join_within(labels: np.ndarray, referee: np.ndarray, z: np.ndarray, sigmas: 
         sub = chosen[lab]
         # joined within the box of these objects: every line join_pieces reads lies on their pixels, and
         # the box keeps their row-by-row order, so the same objects join
-        rows, cols = np.flatnonzero(sub.any(axis=1)), np.flatnonzero(sub.any(axis=0))
-        box = np.s_[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1]
+        box = nonzero_box(sub)
         crop = lab[box]
         joined = join_pieces(np.where(sub[box], crop, 0), z[box], sigmas)
         for v in range(1, int(joined.max()) + 1):

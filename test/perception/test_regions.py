@@ -242,3 +242,22 @@ def test_squared_length_as_einsum_bit_for_bit():
             v = v[:, ::2]  # strided, as the differences of shifted slices
         want, got = np.einsum("...k,...k->...", v, v), _squared_length(v)
         assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+
+
+def test_nonzero_box_is_the_values_box_grown_and_clipped_or_none():
+    from scipy import ndimage
+
+    from cbcl_pr_ros.perception.regions import nonzero_box
+
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        a = (rng.random((int(rng.integers(1, 30)), int(rng.integers(1, 30)))) < rng.choice([0.0, 0.01, 0.2])).astype(np.int32)
+        margin = int(rng.integers(0, 4))
+        got = nonzero_box(a, margin)
+        if not a.any():
+            assert got is None
+            continue
+        (rows, cols), = ndimage.find_objects(a)  # the tight box of the non-zero values
+        h, w = a.shape
+        assert got == (slice(max(rows.start - margin, 0), min(rows.stop + margin, h)),
+                       slice(max(cols.start - margin, 0), min(cols.stop + margin, w)))
