@@ -21,7 +21,6 @@
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 import sys
@@ -58,7 +57,7 @@ from cbcl_pr_ros.objects import DepthPairing, ExtractSettings, ObjectReuse, PIEC
 from cbcl_pr_ros.objects.extract import proposal_segmenter
 from cbcl_pr_ros.perception import CameraIntrinsics
 from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
-from cbcl_pr_ros.runtime.stage_times import StageTimes
+from cbcl_pr_ros.runtime.stage_times import StageTimes, stop_lines
 from cbcl_pr_ros.request_checks import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for
 from cbcl_pr_ros.srv import ExtractFeatures
@@ -473,8 +472,14 @@ class FeatureExtractorNode(ManagedNode):
 
     # ------------------------------------------------------------------ life cycle
     def stop_report(self) -> str:
-        """The line logged when the node stops: counters and stage times as JSON (read by the benches)."""
-        return f"feature_extractor stopping: {json.dumps(self.stats())}"
+        """What the node logs when it stops (:func:`~cbcl_pr_ros.runtime.stage_times.stop_lines`)."""
+        stats = self.stats()
+        frame = stats["stages"].get("frame")
+        took = f"; a frame took {frame['p50_ms']:.0f} ms (median)" if frame else ""
+        summary = (f"{self.received} frames received, {self.processed} processed, {self.dropped} dropped "
+                   f"(the previous one was still in work), {self.failed} failed; "
+                   f"{self.objects_published} objects published{took}")
+        return stop_lines("feature_extractor", summary, stats)
 
     def stats(self) -> dict[str, Any]:
         """Frame counters, and where the backbone runs (runtime, device, precision)."""

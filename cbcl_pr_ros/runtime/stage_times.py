@@ -1,8 +1,10 @@
 """Where a node's time goes, per stage of its frame path: wall and CPU time of each step.
 
 The nodes time every step of the camera path (decode, backbone, publish, predict, ...) with
-:class:`StageTimes` and log the summary when they stop; ``bench/bench_pipeline.py`` reads it and
-writes the per-stage breakdown (docs/nodes.md "Where the time goes").  Wall time of a step minus its
+:class:`StageTimes`. When they stop they log one short line for the person who stopped them, and,
+with the environment variable ``CBCL_STOP_STATS`` set, the whole summary as JSON
+(:func:`stop_lines`); ``bench/bench_pipeline.py`` sets it, reads the JSON and writes the per-stage
+breakdown (docs/nodes.md "Where the time goes").  Wall time of a step minus its
 thread CPU time is the time the step waited: for the GIL, for a core, or for a lock.  A sample costs
 two clock reads and an append under a lock (about a microsecond), so it is always on.
 
@@ -17,6 +19,8 @@ two clock reads and an append under a lock (about a microsecond), so it is alway
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import threading
 import time
 from collections import deque
@@ -24,7 +28,20 @@ from collections.abc import Iterator
 
 import numpy as np
 
-__all__ = ["StageTimes"]
+__all__ = ["StageTimes", "STOP_STATS_ENV", "stop_lines"]
+
+#: set (to anything but "" or "0") to have a stopping node log its counters and stage times as JSON
+STOP_STATS_ENV = "CBCL_STOP_STATS"
+
+
+def stop_lines(node: str, summary: str, stats: dict) -> str:
+    """What a node logs as it stops: ``"<node> stopped: <summary>"``, and on a second line
+    ``"<node> stopping: <stats as JSON>"`` only when :data:`STOP_STATS_ENV` asks for it (a wall of
+    percentiles means nothing to whoever pressed Ctrl-C; the benches read it)."""
+    text = f"{node} stopped: {summary}"
+    if os.environ.get(STOP_STATS_ENV, "") not in ("", "0"):
+        text += f"\n{node} stopping: {json.dumps(stats)}"
+    return text
 
 
 class StageTimes:

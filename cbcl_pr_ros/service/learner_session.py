@@ -18,7 +18,6 @@ overtakes it. A refusal says why and changes nothing.
 """
 from __future__ import annotations
 
-import json
 import time
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ import numpy as np
 
 from cbcl_pr_ros.perception.camera_pose import CameraPose
 from cbcl_pr_ros.runtime.rate_limit import RateLimiter
-from cbcl_pr_ros.runtime.stage_times import StageTimes
+from cbcl_pr_ros.runtime.stage_times import StageTimes, stop_lines
 from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
 from cbcl_pr_ros.service.controller import NOTHING_LEARNED, LearnerController, Outcome, StatusSnapshot, TeachOutcome
 from cbcl_pr_ros.service.fleet import ClassUpdate, FleetMember, FleetSettings, Received
@@ -194,10 +193,12 @@ class LearnerSession:
             self.fleet.on_change()
 
     def stop_report(self) -> str:
-        """The line logged when the node stops: counters and stage times as JSON (read by the benches)."""
-        return "learner stopping: " + json.dumps({"predictions": self.predictions_published,
-                                                 "detections": self.detections_published,
-                                                 "stages": self.times.summary()})
+        """What the node logs when it stops (:func:`~cbcl_pr_ros.runtime.stage_times.stop_lines`)."""
+        summary = (f"{self.predictions_published} predictions and {self.detections_published} "
+                   "detection messages published")
+        return stop_lines("learner", summary, {"predictions": self.predictions_published,
+                                               "detections": self.detections_published,
+                                               "stages": self.times.summary()})
 
     # ------------------------------------------------------------------ the state gate
     def controller_for(self, what: str, need: str) -> tuple[LearnerController | None, str | None]:

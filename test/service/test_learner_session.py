@@ -6,6 +6,7 @@ here with no rclpy; the module itself imports none (checked in a fresh interpret
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -246,7 +247,7 @@ def _objects(rows: np.ndarray) -> ObjectFrame:
     return ObjectFrame(props, rows.astype(np.float32).reshape(len(rows), D), (480, 640))
 
 
-def test_object_frames_are_tracked_published_and_answer_classify():
+def test_object_frames_are_tracked_published_and_answer_classify(monkeypatch):
     session, port = _session()
     assert _teach_vectors(session, "mug", 1.0).success and _teach_vectors(session, "bowl", -1.0).success
     frame = _objects(np.stack([np.ones(D), -np.ones(D)]))
@@ -263,7 +264,10 @@ def test_object_frames_are_tracked_published_and_answer_classify():
     assert det.header is header and len(det.labels) == 2
     answer = session.classify(ClassifyRequest(0, _vector(np.zeros(0)), SimpleNamespace(data=b"", width=0)))
     assert answer.detections == (det, (480, 640))  # "what is this?" on the stream: the latest detections
-    assert '"detections": 1' in session.stop_report()
+    assert session.stop_report() == "learner stopped: 0 predictions and 1 detection messages published"
+    monkeypatch.setenv("CBCL_STOP_STATS", "1")  # the benches' JSON line, only when asked for
+    summary, stats = session.stop_report().split("\n")
+    assert stats.startswith("learner stopping: {") and json.loads(stats.split(": ", 1)[1])["detections"] == 1
     session.cleanup(False)
     assert session.controller is None and session.last_detections is None
 
