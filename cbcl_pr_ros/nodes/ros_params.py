@@ -5,6 +5,7 @@ The table itself and its validation live in :mod:`cbcl_pr_ros.settings.params` (
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any, Callable, Iterable
 
 from cbcl_pr_ros.settings.params import (
@@ -158,13 +159,30 @@ def declare_read_only(node: Any, specs: Iterable[ParamSpec]) -> Callable[[str], 
     return value
 
 
+#: per ROS context, the unknown start values already warned about: the nodes of one process
+#: (``teaching_session``) share one context and each gets every -p, so each name is named once
+_WARNED: "weakref.WeakKeyDictionary[Any, set[str]]" = weakref.WeakKeyDictionary()
+_WARNED_LOCK = threading.Lock()
+
+
 def warn_unknown_parameters(node: Any, kind: str, specs: Iterable[ParamSpec]) -> list[str]:
     """Log one warning per start value (-p, YAML, launch) whose name no node of the package declares:
     ROS ignores it, so a misspelt name would otherwise leave the default in place without a word.
-    Returns the warnings."""
+    A name already warned about by another node of the same context is not repeated. Returns the
+    warnings."""
     given = getattr(node, "_parameter_overrides", None) or {}  # rclpy keeps the start values there
     names = [spec.name for spec in specs] + sorted(package_parameter_names())  # one -p reaches every node
-    notes = [unknown_parameter_note(name, kind, names) for name in unknown_parameters(given, node.has_parameter)]
+    unknown = unknown_parameters(given, node.has_parameter)
+    context = getattr(node, "context", None)
+    if context is not None:
+        with _WARNED_LOCK:
+            try:
+                warned = _WARNED.setdefault(context, set())
+            except TypeError:  # a context that cannot be weakly referenced: warn every time
+                warned = set()
+            unknown = [name for name in unknown if name not in warned]
+            warned.update(unknown)
+    notes = [unknown_parameter_note(name, kind, names) for name in unknown]
     for note in notes:
         node.get_logger().warning(note)
     return notes

@@ -48,7 +48,18 @@ def test_a_node_started_with_a_misspelt_parameter_says_so():
             and "arm_node --help" in warned[0], warned
         arm.destroy_node()
 
-        # one teaching_session -p reaches every node: the extractor names the learner's parameter too
+        # one teaching_session -p reaches every node of its one context: named once, by the first node
+        ex = rclpy.create_node("feature_extractor", context=ctx, parameter_overrides=[
+            Parameter("max_clustres", value=10), Parameter("threds", value=2)])
+        warned = []
+        ex.get_logger().warning = warned.append  # type: ignore[method-assign]
+        declare_parameters(ex, EXTRACTOR)
+        assert len(warned) == 1 and "'threds'" in warned[0] and "threads?" in warned[0] \
+            and "feature_extractor_node --help" in warned[0], warned
+        ex.destroy_node()
+
+    # a node of another process (its own context) names it again, with the learner's parameter as the hint
+    with domain() as dom, isolated_context(dom) as ctx:
         ex = rclpy.create_node("feature_extractor", context=ctx,
                                parameter_overrides=[Parameter("max_clustres", value=10)])
         warned = []
