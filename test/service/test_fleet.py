@@ -137,6 +137,21 @@ def _learned(c1, bus) -> ClassUpdate:
     return bus.sent[-1]
 
 
+def _padded(blob: bytes, keys: int) -> bytes:
+    """The statistics with ``keys`` entries of metadata nobody reads, the checksum recomputed as a
+    forger would: a file that load accepts."""
+    from safetensors.numpy import save as st_save
+
+    from cbcl_pr_ros.core import persistence
+
+    tensors, meta = persistence._parse(blob, "x")
+    meta["padding"] = {f"k{i}": [i] for i in range(keys)}
+    meta["sha256"] = persistence._checksum(tensors, meta)
+    padded = st_save(tensors, metadata={"cbcl_pr": json.dumps(meta)})
+    persistence.state_from_bytes(padded)  # accepted as a file
+    return padded
+
+
 @pytest.mark.parametrize("edit, why", [
     (lambda u: dataclasses.replace(u, robot="robot9"), "fleet_allow"),
     (lambda u: dataclasses.replace(u, op=7), "unknown op"),
@@ -150,6 +165,8 @@ def _learned(c1, bus) -> ClassUpdate:
     (lambda u: dataclasses.replace(u, class_memory=b"\x00" * 10), "statistics"),
     (lambda u: dataclasses.replace(u, class_memory=b"\x00" * (2 * 1024 * 1024)), "fleet_max_update_bytes"),
     (lambda u: dataclasses.replace(u, op=FORGOTTEN, contribution_ids=()), "forget"),
+    # metadata a file may carry and load ignores, ~0.4 MB of it (6.7 MB cost 0.6 s of parsing per update)
+    (lambda u: dataclasses.replace(u, class_memory=_padded(u.class_memory, 30_000)), "byte header"),
 ])
 def test_hostile_updates_are_refused_with_one_line_and_change_nothing(tmp_path, edit, why):
     bus = Bus()
