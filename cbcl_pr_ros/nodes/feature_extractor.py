@@ -440,7 +440,7 @@ class FeatureExtractorNode(ManagedNode):
         try:
             check_count(len(req.images), self.limits.max_images_per_request, "images")
             for i, img in enumerate(req.images):
-                check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i)
+                check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i, img.encoding)
         except RequestError as exc:
             resp.success, resp.message = False, str(exc)
             return resp

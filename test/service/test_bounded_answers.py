@@ -69,3 +69,23 @@ def test_a_memory_file_with_megabytes_of_text_in_a_field_gets_a_short_refusal(tm
     out = c.load("forged")
     assert not out.success and len(out.message) < 800 and "inconsistent" in out.message
     assert c.classes == classes
+
+
+def test_an_image_encoding_name_of_any_length_gets_a_short_refusal():
+    """The decoder's refusal quotes the encoding: a 100,000-character name came back whole in the
+    TeachClass, Classify and ExtractFeatures answers (the same check guards all three)."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from cbcl_pr_ros.request_checks import RequestError, RequestLimits, decode_request_images
+
+    for name in ("x" * 100_000, "rgb8\n" * 1000):
+        image = SimpleNamespace(encoding=name, height=4, width=4, step=12, data=b"\x01" * 48, is_bigendian=0)
+        with pytest.raises(RequestError, match="names an encoding of") as err:
+            decode_request_images([image], RequestLimits())
+        assert len(str(err.value)) < 200
+    short = SimpleNamespace(encoding="x" * 32, height=4, width=4, step=12, data=b"\x01" * 48, is_bigendian=0)
+    with pytest.raises(ValueError, match="unsupported image encoding") as err:  # a short name: the decoder's reason
+        decode_request_images([short], RequestLimits())
+    assert len(str(err.value)) < 400
