@@ -196,6 +196,8 @@ async def _read_json(request: web.Request, timeout_s: float) -> Any:
         text = await asyncio.wait_for(request.text(), timeout_s)
     except asyncio.TimeoutError:
         raise _SlowRequest(f"the request did not arrive within {timeout_s:g} s") from None
+    except ConnectionResetError:  # the client closed before its body ended: its mistake, not ours to log
+        raise _SlowRequest("the connection closed before the request arrived") from None
     except (UnicodeDecodeError, LookupError) as exc:  # LookupError: a charset Python does not know
         raise RequestError(f"the request is not valid JSON ({type(exc).__name__})") from None
     try:

@@ -292,3 +292,24 @@ def test_header_bytes_that_are_not_text_get_a_plain_refusal_and_no_traceback(cap
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], \
         [r.getMessage() for r in caplog.records]
     assert robot.calls == []
+
+
+def test_a_client_that_hangs_up_mid_body_leaves_no_log_line(caplog):
+    """A POST whose client closed before its body ended was logged as "page request ... failed:
+    ConnectionResetError" at warning level, one line per request: any local script could write the
+    log at its own connection rate. It is the client's doing: nothing is logged, nothing reaches the
+    robot, and the page goes on answering."""
+    server, _state, robot = _serve()
+    caplog.set_level(logging.DEBUG)
+    try:
+        for _ in range(10):
+            with socket.create_connection(("127.0.0.1", server.port)) as sock:
+                sock.sendall(b"POST /api/forget HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 100\r\n\r\n{\"label\":")
+        good = b"GET /api/state HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        assert _raw(server.port, good).startswith(b"HTTP/1.1 200")  # the page still answers
+    finally:
+        server.stop()
+    assert not [r for r in caplog.records if r.name.startswith(("cbcl_pr_ros", "aiohttp"))
+                and r.levelno >= logging.WARNING], [r.getMessage() for r in caplog.records]
+    assert robot.calls == []
