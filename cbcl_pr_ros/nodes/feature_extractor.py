@@ -306,7 +306,7 @@ class FeatureExtractorNode(ManagedNode):
                 self.get_logger().warning(f"frame skipped: {exc}", throttle_duration_sec=5.0)
 
     def _decode(self, msg: Any):
-        return compressed_msg_to_rgb(msg) if self.compressed else image_msg_to_rgb(msg)
+        return compressed_msg_to_rgb(msg, self.limits.max_image_pixels) if self.compressed else image_msg_to_rgb(msg)
 
     def _process(self, msg: Any) -> None:
         backbone, pub = self.backbone, self.features_pub
