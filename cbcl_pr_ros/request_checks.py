@@ -21,6 +21,7 @@ from cbcl_pr_ros.core.validation import check_label as core_check_label
 from cbcl_pr_ros.features import image_to_rgb
 
 __all__ = [
+    "MAX_ENCODING_CHARS",
     "MAX_LABEL_CHARS",
     "RequestError",
     "RequestLimits",
@@ -36,6 +37,11 @@ __all__ = [
     "decode_request_images",
     "quote",
 ]
+
+
+# the longest image encoding name taken: sensor_msgs names them in a few characters ('rgb8',
+# 'bayer_rggb16'); the decoder's refusal quotes the name, so a megabyte name came back whole
+MAX_ENCODING_CHARS = 32
 
 
 class RequestError(ValueError):
@@ -88,8 +94,12 @@ def check_count(n: int, limit: int, what: str) -> int:
 
 
 def check_image_fields(width: int, height: int, step: int, data_len: int, limits: RequestLimits,
-                       index: int = 0) -> None:
-    """Size of one sensor_msgs/Image before it is decoded (pixels, bytes, step consistent)."""
+                       index: int = 0, encoding: str = "") -> None:
+    """Size of one sensor_msgs/Image before it is decoded (pixels, bytes, step consistent) and the
+    length of its encoding's name."""
+    if len(encoding) > MAX_ENCODING_CHARS:
+        raise RequestError(f"image {index} names an encoding of {len(encoding)} characters; no encoding has "
+                           f"more than {MAX_ENCODING_CHARS}")
     pixels = int(width) * int(height)
     if pixels > limits.max_image_pixels:
         raise RequestError(f"image {index} has {width}x{height} = {pixels} pixels; the most is "
@@ -185,7 +195,7 @@ def decode_request_images(images: Sequence[Any], limits: RequestLimits) -> list[
     escaped encoding). The one place a request's image is decoded: the arrays go on in-process."""
     check_count(len(images), limits.max_images_per_request, "images")
     for i, img in enumerate(images):
-        check_image_fields(img.width, img.height, img.step, len(img.data), limits, i)
+        check_image_fields(img.width, img.height, img.step, len(img.data), limits, i, img.encoding)
     rgbs = []
     for i, img in enumerate(images):
         try:

@@ -23,7 +23,7 @@ from cbcl_pr_ros.msg import (
 )
 from cbcl_pr_ros.service.classify_scope import ClassifyRequest, object_in_view
 from cbcl_pr_ros.service.teaching import TeachRequest
-from cbcl_pr_ros.request_checks import features_from_msgs  # ROS-free: the service layer checks vectors too
+from cbcl_pr_ros.request_checks import RequestLimits, features_from_msgs  # ROS-free: the service checks vectors too
 from cbcl_pr_ros.stamps import split_ns, stamp_to_ns  # noqa: F401 (stamp_to_ns: re-exported)
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "copy_header",
     "image_msg_to_rgb",
     "compressed_msg_to_rgb",
+    "compressed_size",
     "rgb_to_image_msg",
     "make_feature_msg",
     "features_from_msgs",
@@ -79,9 +80,45 @@ def image_msg_to_rgb(msg: Image) -> np.ndarray:
                         msg.data, bool(msg.is_bigendian))
 
 
-def compressed_msg_to_rgb(msg: CompressedImage) -> np.ndarray:
-    """Decode a sensor_msgs/CompressedImage (jpeg/png) to RGB uint8."""
-    return compressed_to_rgb(msg.format, msg.data)
+def compressed_msg_to_rgb(msg: CompressedImage, max_pixels: int = RequestLimits.max_image_pixels) -> np.ndarray:
+    """Decode a sensor_msgs/CompressedImage (jpeg/png) to RGB uint8; ValueError for a PNG or JPEG of
+    more than ``max_pixels`` (the size its header states, read before decoding: a 261 KB PNG of
+    16384x16384 decoded to 768 MiB) or whose size cannot be read."""
+    data = bytes(msg.data)
+    size = compressed_size(data)
+    if size is not None and size[0] * size[1] > max_pixels:
+        raise ValueError(f"compressed image of {size[0]}x{size[1]} pixels; the most decoded is {max_pixels} "
+                         "(parameter max_image_pixels)")
+    return compressed_to_rgb(msg.format, data)
+
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+_JPEG_FRAMES = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
+
+
+def compressed_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) a PNG's or JPEG's header states, None for another format; ValueError when a PNG
+    or JPEG states none (a decoder would still find one, or fail)."""
+    if data.startswith(_PNG):
+        if data[12:16] != b"IHDR" or len(data) < 24:
+            raise ValueError("PNG without its header (IHDR)")
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if not data.startswith(b"\xff\xd8"):
+        return None
+    i = 2
+    while i + 4 <= len(data):  # marker segments up to the frame header (SOF): FF, marker, 2-byte length
+        if data[i] != 0xFF:
+            break
+        marker = data[i + 1]
+        if marker == 0xFF or marker == 0x01 or 0xD0 <= marker <= 0xD8:  # fill byte, markers without length
+            i += 1 if marker == 0xFF else 2
+            continue
+        if marker in _JPEG_FRAMES and i + 9 <= len(data):
+            return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7], "big")
+        if marker in (0xD9, 0xDA):  # end of image, or a scan, before any frame header
+            break
+        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    raise ValueError("JPEG without a readable frame header")
 
 
 def rgb_to_image_msg(rgb: np.ndarray, header: Header | None = None, encoding: str = "rgb8") -> Image:

@@ -305,7 +305,7 @@ class FeatureExtractorNode(ManagedNode):
                 self.get_logger().warning(f"frame skipped: {exc}", throttle_duration_sec=5.0)
 
     def _decode(self, msg: Any):
-        return compressed_msg_to_rgb(msg) if self.compressed else image_msg_to_rgb(msg)
+        return compressed_msg_to_rgb(msg, self.limits.max_image_pixels) if self.compressed else image_msg_to_rgb(msg)
 
     def _process(self, msg: Any) -> None:
         backbone, pub = self.backbone, self.features_pub
@@ -439,7 +439,7 @@ class FeatureExtractorNode(ManagedNode):
         try:
             check_count(len(req.images), self.limits.max_images_per_request, "images")
             for i, img in enumerate(req.images):
-                check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i)
+                check_image_fields(img.width, img.height, img.step, len(img.data), self.limits, i, img.encoding)
         except RequestError as exc:
             resp.success, resp.message = False, str(exc)
             return resp

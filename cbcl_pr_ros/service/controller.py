@@ -61,6 +61,9 @@ log = logging.getLogger(__name__)
 
 NOTHING_LEARNED = "nothing learned yet: teach a class first (TeachClass)"
 _KEPT = "; the current memory stays in use"
+# class names a refusal lists ("known: ..."): a memory of a thousand classes must not make every
+# mistyped forget a 100 KB answer and log line
+_LISTED = 10
 
 
 class MemoryLoadError(RuntimeError):
@@ -110,6 +113,21 @@ class StatusSnapshot:
 
 def _info_get(info: Any, key: str) -> Any:
     return info[key] if isinstance(info, dict) else getattr(info, key)
+
+
+def _reason(exc: Exception, limit: int = 400) -> str:
+    """Why a file was refused, cut to ``limit`` characters: a file's field may hold megabytes of text,
+    which the answer and the log line quote."""
+    text = str(exc)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def _known(classes: list[str]) -> str:
+    """The classes for a refusal: the first few by name, then how many more (ListClasses has them all)."""
+    if not classes:
+        return "none"
+    more = len(classes) - _LISTED
+    return ", ".join(classes[:_LISTED]) + (f" and {more} more (ListClasses lists them all)" if more > 0 else "")
 
 
 class LearnerController:
@@ -379,10 +397,10 @@ class LearnerController:
                 new.robot_name = current.robot_name
                 self._exercise(new)
             except (MemoryAccessError, MemoryFileError, RequestError) as exc:
-                return self._outcome(False, f"refused memory file: {exc}{_KEPT}")
+                return self._outcome(False, f"refused memory file: {_reason(exc)}{_KEPT}")
             except (TypeError, ValueError, ArithmeticError) as exc:
                 return self._outcome(False, f"refused memory file {quote(name or 'default')}: "
-                                     f"inconsistent ({exc}){_KEPT}")
+                                     f"inconsistent ({_reason(exc)}){_KEPT}")
             if startup or name in ("", self.store.default_name):
                 self._durable_blob = blob  # the default file holds exactly this memory
             else:
@@ -412,7 +430,7 @@ class LearnerController:
         try:
             state, shown, _ = self._read_verified(name)
         except (MemoryAccessError, MemoryFileError, RequestError) as exc:
-            return self._outcome(False, f"refused memory file: {exc}{_KEPT}")
+            return self._outcome(False, f"refused memory file: {_reason(exc)}{_KEPT}")
         return self.merge_state(state, f"'{shown}'")
 
     def merge_state(self, state: Any, origin: str, peer: Any = None) -> Outcome:
@@ -596,8 +614,7 @@ class LearnerController:
         with self._mutate:
             label = self._spelled_as_stored(label)
             if label not in self.learner_.classes_:
-                known = ", ".join(self.classes) or "none"
-                return self._outcome(False, f"no class '{label}' to forget (known: {known})")
+                return self._outcome(False, f"no class '{label}' to forget (known: {_known(self.classes)})")
             self._set_training(+1)
             try:
                 self.learner_.forget(label)
@@ -621,7 +638,9 @@ class LearnerController:
             classes = self.classes
             old, new = self._spelled_as_stored(old), self._spelled_as_stored(new)
             if old not in classes:
-                return self._outcome(False, f"no class '{old}' to rename (known: {', '.join(classes) or 'none'})")
+                return self._outcome(False, f"no class '{old}' to rename (known: {_known(classes)})")
+            if new == old:
+                return self._outcome(False, f"'{old}' already has that name: nothing to rename")
             if new in classes:
                 return self._outcome(False, f"'{new}' is already a learned class; forget it first or pick "
                                      "another name")

@@ -54,13 +54,20 @@ from cbcl_pr_ros.request_checks import RequestError, check_label, quote
 
 __all__ = ["LEARNED", "FORGOTTEN", "RENAMED", "DIGEST", "REQUEST", "OPS", "FleetSettings", "ClassUpdate", "Received",
            "FleetMember", "MAX_IDS", "NAME_PATTERN", "MAX_SENDERS", "REQUESTS_PER_DIGEST", "DIGEST_CHUNK_BYTES",
-           "REFUSED_BACKOFF"]
+           "MAX_DIGEST_BYTES", "MAX_UPDATE_HEADER_BYTES", "REFUSED_BACKOFF"]
 
 LEARNED, FORGOTTEN, RENAMED, DIGEST, REQUEST = 0, 1, 2, 3, 4
 OPS = {LEARNED: "learned", FORGOTTEN: "forgot", RENAMED: "renamed", DIGEST: "digest", REQUEST: "request"}
 MAX_SENDERS = 256  # rate buckets kept (least recently heard dropped first)
 REQUESTS_PER_DIGEST = 16  # classes asked for again per digest received
 DIGEST_CHUNK_BYTES = 64 * 1024  # one DIGEST message's class list
+# the largest digest taken: one of ours is at most a chunk and one class's entry (~2 KiB); a digest
+# up to fleet_max_update_bytes (8 MiB of JSON) held the receiver's GIL for about a second
+MAX_DIGEST_BYTES = 8 * DIGEST_CHUNK_BYTES
+# the largest header (JSON: tensor index and metadata) of a LEARNED's statistics: a class with 64
+# contributions has ~8 KiB; a file's metadata may carry keys it does not know, and 6.7 MB of them
+# cost the receiver 0.6 s of parsing per update before any check refused anything
+MAX_UPDATE_HEADER_BYTES = 64 * 1024
 REFUSED_BACKOFF = 10  # digest periods before teaching refused here (quota, a partly shared class) is asked again
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # fleet and robot names
 MAX_IDS = 64  # contribution ids per update (a class keeps at most 64 contributions)
@@ -275,6 +282,10 @@ class FleetMember:
         if u.op == RENAMED:
             out = c.rename_covered(name, new, covering, who)
             return Received(out.success, out.message)
+        header = int.from_bytes(u.class_memory[:8], "little")  # safetensors: the header's length first
+        if header > MAX_UPDATE_HEADER_BYTES:
+            raise ValueError(f"class statistics with a {header}-byte header; a class's holds at most "
+                             f"{MAX_UPDATE_HEADER_BYTES}")
         try:
             state = state_from_bytes(u.class_memory, f"class statistics from {who}",
                                      expected_backbone=c.backbone, expected_feature_dim=c.feature_dim)
@@ -340,7 +351,7 @@ def _digest_chunks(held: dict[str, list[str]]) -> list[bytes]:
     """The digest's JSON messages ({"classes": {name: [ids]}}), each at most about DIGEST_CHUNK_BYTES."""
     chunks, part, size = [], {}, 0
     for name, got in held.items():
-        cost = len(name) + 20 * len(got) + 8
+        cost = len(json.dumps(name)) + 19 * len(got) + 4  # as written: a non-ASCII character takes 6 bytes
         if part and size + cost > DIGEST_CHUNK_BYTES:
             chunks.append(part)
             part, size = {}, 0
@@ -351,7 +362,10 @@ def _digest_chunks(held: dict[str, list[str]]) -> list[bytes]:
 
 
 def _parse_digest(blob: bytes) -> dict[str, frozenset[str]]:
-    """A received digest's classes and their contribution ids; ValueError when malformed."""
+    """A received digest's classes and their contribution ids; ValueError when malformed or larger
+    than any digest a member sends (:data:`MAX_DIGEST_BYTES`), before it is parsed."""
+    if len(blob) > MAX_DIGEST_BYTES:
+        raise ValueError(f"a digest of {len(blob)} bytes; one holds at most {MAX_DIGEST_BYTES}")
     try:
         data = json.loads(blob.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):

@@ -11,11 +11,11 @@ under the node's commit lock. A refusal says why and changes nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from cbcl_pr_ros.features.augment import teaching_vectors, with_teach_views
+from cbcl_pr_ros.features.augment import teach_views, teaching_vectors
 from cbcl_pr_ros.objects.frame import ObjectFrame
 from cbcl_pr_ros.objects.stream import ObjectStream
 from cbcl_pr_ros.perception import select_teaching_proposal
@@ -174,10 +174,18 @@ class Teacher:
 
     def _image_vectors(self, rgbs: list[np.ndarray], s: TeachSettings) -> Examples:
         """Vectors of RGB images to teach and of ``s.views`` jittered views of each (n, k, d; None when
-        off; :mod:`cbcl_pr_ros.features.augment`), asked in chunks the feature source accepts."""
-        images = with_teach_views(rgbs, s.views, seed=s.seed) if s.views else list(rgbs)
+        off; :mod:`cbcl_pr_ros.features.augment`), asked in chunks the feature source accepts. The
+        views are made as their chunk is sent: all at once they were (1 + views) times the request's
+        images in memory (64 of 4096x4096 with 16 views each: 51 GiB)."""
         step = max(1, int(self.limits.max_images_per_request))
-        parts = [self.port.extract(images[i:i + step]) for i in range(0, len(images), step)]
+        parts, chunk = [], []
+        for image in _with_views(rgbs, s.views, s.seed):
+            chunk.append(image)
+            if len(chunk) == step:
+                parts.append(self.port.extract(chunk))
+                chunk = []
+        if chunk:
+            parts.append(self.port.extract(chunk))
         feats = parts[0] if len(parts) == 1 else np.vstack(parts)
         if not s.views:
             return feats, None, ""
@@ -351,6 +359,14 @@ def piece_rows(frame: ObjectFrame, picked: Sequence[int]) -> tuple[list[np.ndarr
             if {int(i), int(j)} == pair and q < len(frame.joins.features):
                 return [frame.joins.features[q]], [tuple(frame.joins.unions[q].box)]
     return [frame.features[i] for i in picked], [tuple(frame.proposals[i].box) for i in picked]
+
+
+def _with_views(rgbs: Sequence[np.ndarray], n: int, seed: int) -> Iterator[np.ndarray]:
+    """The images of :func:`~cbcl_pr_ros.features.augment.with_teach_views`, in its order and with its
+    seeds, made one image's views at a time."""
+    yield from rgbs
+    for i, rgb in enumerate(rgbs if n else ()):
+        yield from teach_views(rgb, n, seed + i)
 
 
 def _views(n: int) -> str:

@@ -103,7 +103,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_images_per_request", 64,
               "Most images (or feature vectors) in one TeachClass or ExtractFeatures request", BOTH,
               min=1, max=10_000),
-    ParamSpec("max_image_pixels", 4096 * 4096, "Most pixels (width x height) of one request image",
+    ParamSpec("max_image_pixels", 4096 * 4096, "Most pixels (width x height) of one request image, and of a "
+              "compressed camera frame as its header states (refused before it is decoded)",
               BOTH, min=1, max=2**31 - 1),
     ParamSpec("max_image_bytes", 64 * 1024 * 1024, "Most data bytes of one request image", BOTH,
               min=1, max=2**31 - 1),

@@ -114,7 +114,11 @@ def _token_ok(request: web.Request, token: str) -> bool:
     if not token:
         return True
     given = request.headers.get("X-Access-Token") or request.query.get("token", "")
-    return hmac.compare_digest(given.encode(), token.encode())
+    try:
+        sent = given.encode()
+    except UnicodeEncodeError:  # header bytes that are not UTF-8 (kept as surrogates): no token of ours
+        return False
+    return hmac.compare_digest(sent, token.encode())
 
 
 def _same_origin(request: web.Request) -> bool:
@@ -192,6 +196,8 @@ async def _read_json(request: web.Request, timeout_s: float) -> Any:
         text = await asyncio.wait_for(request.text(), timeout_s)
     except asyncio.TimeoutError:
         raise _SlowRequest(f"the request did not arrive within {timeout_s:g} s") from None
+    except ConnectionResetError:  # the client closed before its body ended: its mistake, not ours to log
+        raise _SlowRequest("the connection closed before the request arrived") from None
     except (UnicodeDecodeError, LookupError) as exc:  # LookupError: a charset Python does not know
         raise RequestError(f"the request is not valid JSON ({type(exc).__name__})") from None
     try:
@@ -307,10 +313,15 @@ async def _websocket(request: web.Request) -> web.StreamResponse:
         hub.pages -= 1
 
 
-async def _serve_page(hub: _Hub, request: web.Request) -> web.WebSocketResponse:
+async def _serve_page(hub: _Hub, request: web.Request) -> web.StreamResponse:
     """Push the state and the newest frame (JSON meta, then the JPEG as binary) to one page."""
     ws = web.WebSocketResponse(heartbeat=10.0, max_msg_size=4096)
-    await ws.prepare(request)
+    try:
+        await ws.prepare(request)
+    except ValueError:  # a handshake key that is not ASCII: aiohttp's base64 raises instead of a 400
+        resp = _json(False, "not a websocket handshake", 400)
+        resp.force_close()
+        return resp
     wake = asyncio.Event()
     wake.set()
     hub.events.add(wake)

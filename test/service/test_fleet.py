@@ -4,13 +4,15 @@ refuse malformed or hostile updates with one log line and no change; MergeMemory
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig, state_to_bytes
 from cbcl_pr_ros.service.controller import LearnerController
-from cbcl_pr_ros.service.fleet import FORGOTTEN, LEARNED, RENAMED, ClassUpdate, FleetMember, FleetSettings
+from cbcl_pr_ros.service import fleet as fleet_module
+from cbcl_pr_ros.service.fleet import DIGEST, FORGOTTEN, LEARNED, RENAMED, ClassUpdate, FleetMember, FleetSettings
 from cbcl_pr_ros.service.memory_files import MemoryStore
 
 D = 12
@@ -135,6 +137,21 @@ def _learned(c1, bus) -> ClassUpdate:
     return bus.sent[-1]
 
 
+def _padded(blob: bytes, keys: int) -> bytes:
+    """The statistics with ``keys`` entries of metadata nobody reads, the checksum recomputed as a
+    forger would: a file that load accepts."""
+    from safetensors.numpy import save as st_save
+
+    from cbcl_pr_ros.core import persistence
+
+    tensors, meta = persistence._parse(blob, "x")
+    meta["padding"] = {f"k{i}": [i] for i in range(keys)}
+    meta["sha256"] = persistence._checksum(tensors, meta)
+    padded = st_save(tensors, metadata={"cbcl_pr": json.dumps(meta)})
+    persistence.state_from_bytes(padded)  # accepted as a file
+    return padded
+
+
 @pytest.mark.parametrize("edit, why", [
     (lambda u: dataclasses.replace(u, robot="robot9"), "fleet_allow"),
     (lambda u: dataclasses.replace(u, op=7), "unknown op"),
@@ -148,6 +165,8 @@ def _learned(c1, bus) -> ClassUpdate:
     (lambda u: dataclasses.replace(u, class_memory=b"\x00" * 10), "statistics"),
     (lambda u: dataclasses.replace(u, class_memory=b"\x00" * (2 * 1024 * 1024)), "fleet_max_update_bytes"),
     (lambda u: dataclasses.replace(u, op=FORGOTTEN, contribution_ids=()), "forget"),
+    # metadata a file may carry and load ignores, ~0.4 MB of it (6.7 MB cost 0.6 s of parsing per update)
+    (lambda u: dataclasses.replace(u, class_memory=_padded(u.class_memory, 30_000)), "byte header"),
 ])
 def test_hostile_updates_are_refused_with_one_line_and_change_nothing(tmp_path, edit, why):
     bus = Bus()
@@ -229,3 +248,26 @@ def test_fleet_settings_from_parameters():
         FleetSettings.from_params({**p, "robot_name": ""})
     with pytest.raises(ValueError, match="fleet_allow"):
         FleetSettings.from_params({**p, "fleet_allow": "ok, bad/name"})
+
+
+def test_a_digest_larger_than_any_member_sends_is_refused_unread_and_ours_stay_small(fleet):
+    """A digest was taken up to fleet_max_update_bytes (8 MiB): parsing one held the receiver for about
+    a second, per message, for a list a member sends in messages of 64 KiB. And the sender's own
+    chunks counted a name by its characters, so names of non-ASCII characters (6 bytes each in the
+    JSON) made chunks of ~320 KiB."""
+    bus, _c1, c2, _m1, m2 = fleet
+    before = _fingerprint(c2)
+    listed = {f"n{i:06d}": ["%016x" % i] for i in range(40_000)}  # ~1.2 MB, none held by robot2
+    blob = json.dumps({"classes": listed}, separators=(",", ":")).encode()
+    assert fleet_module.MAX_DIGEST_BYTES < len(blob) < 8 * 1024 * 1024
+    sent = len(bus.sent)
+    res = m2.receive(ClassUpdate("home", "robot1", 99, DIGEST, "", class_memory=blob))
+    assert not res.applied and f"a digest of {len(blob)} bytes" in res.message
+    assert len(bus.sent) == sent and _fingerprint(c2) == before  # nothing asked for, nothing changed
+    small = json.dumps({"classes": dict(list(listed.items())[:3])}).encode()  # one within the bound is read
+    assert m2.receive(ClassUpdate("home", "robot1", 100, DIGEST, "", class_memory=small)).applied
+    assert len(bus.sent) == sent + 3
+    held = {"€" * 124 + f"{i:04d}": ["%016x" % i] for i in range(2000)}  # the longest names, non-ASCII
+    chunks = fleet_module._digest_chunks(held)
+    assert max(map(len, chunks)) <= fleet_module.DIGEST_CHUNK_BYTES + 64
+    assert sum(len(fleet_module._parse_digest(ch)) for ch in chunks) == len(held)

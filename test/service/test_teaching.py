@@ -523,3 +523,31 @@ def test_a_teach_with_no_object_in_view_says_what_to_do():
     assert not out.success and not port.commits
     assert "no object found in any of the 2 camera frames" in out.message
     assert "put the object where the camera sees it" in out.message and "MODE_FRAME" in out.message, out.message
+
+
+def test_teach_time_views_are_made_as_their_chunk_is_sent_not_all_at_once():
+    """Every view of every request image used to be made before the first was sent through the
+    backbone: (1 + teach_views) times the request's decoded images at once (64 images of 4096x4096
+    with 16 views each: 51 GiB). Now a chunk and one image's views at a time, the same vectors."""
+    import tracemalloc
+
+    from cbcl_pr_ros.features.augment import with_teach_views
+
+    settings = TeachSettings(views=16, view_spread=0.5, seed=3)
+    rgbs = [np.random.default_rng(i).integers(0, 255, (512, 512, 3), np.uint8) for i in range(8)]
+    images = tuple(_image(x) for x in rgbs)
+    port = FakePort(settings=settings)
+    teacher, _ = _teacher(port, RequestLimits(max_images_per_request=8))
+    c = _controller()
+    tracemalloc.start()
+    try:
+        out = teacher.teach(c, TeachRequest(label="cup", images=images, mode=2))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.success, out.message
+    every_view = 8 * 17 * rgbs[0].nbytes  # all 136 images at once: 107 MB
+    assert peak < every_view / 2, (peak, every_view)  # 126 MB before, 39 MB after
+    assert port.extract_batches == [8] * 17
+    expected = np.stack([_vector(x) for x in with_teach_views(rgbs, 16, seed=3)])
+    assert np.array_equal(port.last_feats, expected[:8])  # the shots; the views as before (their spread)

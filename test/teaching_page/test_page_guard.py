@@ -259,3 +259,57 @@ def test_client_ids_are_handed_out_at_a_bounded_rate_and_kept_bounded():
     assert buckets.allow(minted[-2], "127.0.0.1", 0.0, 1.0)  # another id: its own bucket
     assert [buckets.allow(None, "127.0.0.1", 0.0, 1.0) for _ in range(3)] == [True, True, False]
     assert buckets.allow("forged", "127.0.0.1", 0.0, 1.0) is False  # an unknown id shares the address's
+
+
+def _raw(port: int, head: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(head)
+        sock.settimeout(30.0)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
+
+
+def test_header_bytes_that_are_not_text_get_a_plain_refusal_and_no_traceback(caplog):
+    """A token header of bytes that are not UTF-8 used to end in aiohttp's "500 Internal Server Error"
+    with a traceback logged per request (the token's encode raised in the guard), and so did a
+    websocket handshake whose key is not ASCII: now 401 and 400, nothing logged."""
+    server, _state, robot = _serve(token="secret-token")
+    caplog.set_level(logging.DEBUG)
+    try:
+        head = b"GET /api/state HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Access-Token: \xff\xfe\r\nConnection: close\r\n\r\n"
+        answer = _raw(server.port, head)
+        assert answer.startswith(b"HTTP/1.1 401") and b"access token" in answer, answer[:200]
+        ws = (b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Access-Token: secret-token\r\nConnection: Upgrade\r\n"
+              b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: \xff\xff\xff\r\n\r\n")
+        answer = _raw(server.port, ws)
+        assert answer.startswith(b"HTTP/1.1 400") and b"not a websocket handshake" in answer, answer[:200]
+        good = b"GET /api/state HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Access-Token: secret-token\r\nConnection: close\r\n\r\n"
+        assert _raw(server.port, good).startswith(b"HTTP/1.1 200")
+    finally:
+        server.stop()
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], \
+        [r.getMessage() for r in caplog.records]
+    assert robot.calls == []
+
+
+def test_a_client_that_hangs_up_mid_body_leaves_no_log_line(caplog):
+    """A POST whose client closed before its body ended was logged as "page request ... failed:
+    ConnectionResetError" at warning level, one line per request: any local script could write the
+    log at its own connection rate. It is the client's doing: nothing is logged, nothing reaches the
+    robot, and the page goes on answering."""
+    server, _state, robot = _serve()
+    caplog.set_level(logging.DEBUG)
+    try:
+        for _ in range(10):
+            with socket.create_connection(("127.0.0.1", server.port)) as sock:
+                sock.sendall(b"POST /api/forget HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 100\r\n\r\n{\"label\":")
+        good = b"GET /api/state HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        assert _raw(server.port, good).startswith(b"HTTP/1.1 200")  # the page still answers
+    finally:
+        server.stop()
+    assert not [r for r in caplog.records if r.name.startswith(("cbcl_pr_ros", "aiohttp"))
+                and r.levelno >= logging.WARNING], [r.getMessage() for r in caplog.records]
+    assert robot.calls == []
