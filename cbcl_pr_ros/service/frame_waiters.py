@@ -6,7 +6,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FrameCollector", "StreamWaiters"]
+__all__ = ["FrameCollector", "StreamWaiters", "SLOWEST_CLOCK"]
+
+#: a wait on the node's clock ends after at most this many times its timeout of wall time: a bag
+#: replayed at a tenth of its speed still gets its frames, while a /clock that crawls (anyone on the
+#: domain may publish one) cannot hold a TeachClass, and the service thread it runs on, forever
+SLOWEST_CLOCK = 10.0
 
 
 class FrameCollector:
@@ -38,18 +43,20 @@ class FrameCollector:
 
         ``now`` is the node's clock in seconds (``use_sim_time``: a bag's /clock), so a replay at
         half speed gives the stream twice the wall time. If that clock stands still (sim time with
-        no /clock publisher), the wait ends after ``timeout_s`` of wall time instead of never.
+        no /clock publisher), the wait ends after ``timeout_s`` of wall time instead of never; if it
+        crawls, after :data:`SLOWEST_CLOCK` times ``timeout_s`` of wall time.
         """
         if now is None:
             ok = self._done.wait(timeout_s)
         else:
             start, last, wall_last = now(), None, time.monotonic()
+            wall_end = wall_last + SLOWEST_CLOCK * timeout_s
             ok = False
             while not ok:
                 t, wall = now(), time.monotonic()
                 if t != last:
                     last, wall_last = t, wall
-                if t - start >= timeout_s or wall - wall_last >= timeout_s:
+                if t - start >= timeout_s or wall - wall_last >= timeout_s or wall >= wall_end:
                     break
                 ok = self._done.wait(min(0.05, timeout_s))
             ok = ok or self._done.is_set()

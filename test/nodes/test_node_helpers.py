@@ -493,6 +493,31 @@ def test_frame_buffer_and_collector():
         FrameCollector(0)
 
 
+def test_a_crawling_clock_cannot_hold_a_frame_wait_forever(monkeypatch):
+    """Anyone on the domain may publish /clock: one that creeps on never reaches the teach's timeout,
+    and before the cap the wall-time fallback restarted at every tick (the service thread held for good)."""
+    from types import SimpleNamespace
+
+    from cbcl_pr_ros.service import frame_waiters
+
+    wall = [0.0]
+
+    def monotonic() -> float:  # wall time as the waiter reads it: 1 ms per look
+        wall[0] += 0.001
+        return wall[0]
+
+    monkeypatch.setattr(frame_waiters, "time", SimpleNamespace(monotonic=monotonic))
+    sim = [0.0]
+
+    def now() -> float:  # a /clock that ticks at every look, by a nanosecond
+        sim[0] += 1e-9
+        return sim[0]
+
+    c = frame_waiters.FrameCollector(2)
+    assert not c.wait(0.01, now=now)  # returned: without the cap 10 million looks
+    assert wall[0] <= frame_waiters.SLOWEST_CLOCK * 0.01 + 0.01 and c.frames == []
+
+
 def test_frame_buffer_bounds_the_bytes_it_holds():
     """Camera frames come in any size: with a byte budget the oldest fall out while the frames held
     take more than it (the newest always stays), and a popped frame gives its bytes back."""
