@@ -29,44 +29,36 @@ def test_a_node_started_with_a_misspelt_parameter_says_so():
     from cbcl_pr_ros.settings.params import EXTRACTOR, LEARNER
     from cbcl_pr_ros.settings.robot_params import ARM_PARAMS
 
-    with domain() as dom, isolated_context(dom) as ctx:
-        node = rclpy.create_node("learner", context=ctx, parameter_overrides=[
-            Parameter("max_clustres", value=10), Parameter("max_clusters", value=5)])
+    def start(ctx, name: str, given: dict, declare, specs) -> tuple[object, list[str]]:
+        """A node started with ``given`` as -p values, and the warnings it logged while declaring."""
+        given_values = [Parameter(k, value=v) for k, v in given.items()]
+        node = rclpy.create_node(name, context=ctx, parameter_overrides=given_values)
         warned: list[str] = []
         node.get_logger().warning = warned.append  # type: ignore[method-assign]
-        declare_parameters(node, LEARNER)
+        declare(node, specs)
+        if name != "learner":  # the learner is read after the call
+            node.destroy_node()
+        return node, warned
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        node, warned = start(ctx, "learner", {"max_clustres": 10, "max_clusters": 5}, declare_parameters, LEARNER)
         assert node.get_parameter("max_clusters").value == 5
         assert len(warned) == 1 and "'max_clustres'" in warned[0] and "max_clusters?" in warned[0], warned
         node.destroy_node()
 
-        arm = rclpy.create_node("arm", context=ctx, parameter_overrides=[
-            Parameter("backnd", value="sim"), Parameter("max_clusters", value=5)])
-        warned = []
-        arm.get_logger().warning = warned.append  # type: ignore[method-assign]
-        declare_read_only(arm, ARM_PARAMS)
+        _, warned = start(ctx, "arm", {"backnd": "sim", "max_clusters": 5}, declare_read_only, ARM_PARAMS)
         assert len(warned) == 1 and "'backnd'" in warned[0] and "backend?" in warned[0] \
             and "arm_node --help" in warned[0], warned
-        arm.destroy_node()
 
         # one teaching_session -p reaches every node of its one context: named once, by the first node
-        ex = rclpy.create_node("feature_extractor", context=ctx, parameter_overrides=[
-            Parameter("max_clustres", value=10), Parameter("threds", value=2)])
-        warned = []
-        ex.get_logger().warning = warned.append  # type: ignore[method-assign]
-        declare_parameters(ex, EXTRACTOR)
+        _, warned = start(ctx, "feature_extractor", {"max_clustres": 10, "threds": 2}, declare_parameters, EXTRACTOR)
         assert len(warned) == 1 and "'threds'" in warned[0] and "threads?" in warned[0] \
             and "feature_extractor_node --help" in warned[0], warned
-        ex.destroy_node()
 
     # a node of another process (its own context) names it again, with the learner's parameter as the hint
     with domain() as dom, isolated_context(dom) as ctx:
-        ex = rclpy.create_node("feature_extractor", context=ctx,
-                               parameter_overrides=[Parameter("max_clustres", value=10)])
-        warned = []
-        ex.get_logger().warning = warned.append  # type: ignore[method-assign]
-        declare_parameters(ex, EXTRACTOR)
+        _, warned = start(ctx, "feature_extractor", {"max_clustres": 10}, declare_parameters, EXTRACTOR)
         assert len(warned) == 1 and "max_clusters?" in warned[0] and "feature_extractor_node --help" in warned[0]
-        ex.destroy_node()
 
 
 @pytest.mark.ros
