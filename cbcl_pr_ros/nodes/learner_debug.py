@@ -32,6 +32,15 @@ def debug_wanted(active: bool, publisher: Any, asked: bool) -> bool:
     return active and publisher is not None and (bool(asked) or publisher.get_subscription_count() > 0)
 
 
+#: camera frames held for their answer, at most together (the newest always): whoever publishes on the
+#: camera topic chooses their sizes, and 16 frames of 64 MiB would be 1 GiB
+DEBUG_FRAME_BYTES = 128 * 1024 * 1024
+
+
+def _frame_buffer() -> FrameBuffer[Any]:
+    return FrameBuffer(capacity=16, max_bytes=DEBUG_FRAME_BYTES, size=lambda m: len(m.data))
+
+
 class DebugImage:
     """Owns the on-demand camera subscription and the frames waiting for their answer."""
 
@@ -41,7 +50,7 @@ class DebugImage:
         self.logger = logger
         self.group = callback_group
         self.subscription: Any = None
-        self.frames: FrameBuffer[Any] = FrameBuffer(capacity=16)
+        self.frames: FrameBuffer[Any] = _frame_buffer()
         # the event, the parameter callback and the transitions run on different threads
         self._lock = threading.Lock()
 
@@ -72,7 +81,7 @@ class DebugImage:
         if self.subscription is not None:
             node.destroy_subscription(self.subscription)
             self.subscription = None
-        self.frames = FrameBuffer(capacity=16)
+        self.frames = _frame_buffer()
 
     def _on_image(self, msg: Any) -> None:
         self.frames.put(stamp_key(msg.header), msg)

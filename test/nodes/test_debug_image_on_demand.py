@@ -108,3 +108,14 @@ def test_an_answer_is_drawn_on_its_own_frame_only_while_someone_looks():
     assert debug.show(node.debug_pub, debug.prediction_image, frame.header, pred)
     (drawn,) = node.debug_pub.sent
     assert (drawn.height, drawn.width) == (24, 32) and drawn.header.stamp.sec == 5
+
+
+def test_the_frames_waiting_for_their_answer_hold_a_bounded_number_of_bytes():
+    from cbcl_pr_ros.nodes import learner_debug
+
+    _, debug, _ = _debug()
+    third = bytes(learner_debug.DEBUG_FRAME_BYTES // 3)
+    for sec in range(6):  # a stranger's frames of a third of the budget each: three stay
+        stamp = SimpleNamespace(sec=sec, nanosec=0)
+        debug._on_image(SimpleNamespace(header=SimpleNamespace(stamp=stamp, frame_id="camera"), data=third))
+    assert debug.frames.bytes_held <= learner_debug.DEBUG_FRAME_BYTES and len(debug.frames) == 3
