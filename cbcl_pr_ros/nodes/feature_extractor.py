@@ -67,6 +67,10 @@ __all__ = ["FeatureExtractorNode", "frame_fingerprint", "no_frame_hint", "main"]
 
 log = logging.getLogger(__name__)
 
+#: depth messages held while they wait for their colour frame, at most together: 8 frames of a
+#: 1280x720 16-bit camera are 15 MB, but whoever publishes on the depth topic chooses the sizes
+DEPTH_BYTES = 128 * 1024 * 1024
+
 
 def frame_fingerprint(msg: Any) -> tuple:
     """Identity of an image message's content: stamp key, size, encoding and a CRC of the bytes."""
@@ -166,7 +170,8 @@ class FeatureExtractorNode(ManagedNode):
                                                guard_service(self, self._on_extract, "extract_features"),
                                                qos_profile=service_qos(),
                                                callback_group=self._srv_group)
-        self._depths: DepthPairing[Any] = DepthPairing(capacity=8)  # depth messages, decoded once paired
+        # depth messages, decoded once paired; a stranger's sizes: at most DEPTH_BYTES held (the newest always)
+        self._depths: DepthPairing[Any] = DepthPairing(capacity=8, max_bytes=DEPTH_BYTES, size=lambda m: len(m.data))
         # a still picture keeps its proposals and crop features (objects/reuse.py); one worker uses it
         self._reuse = ObjectReuse(refresh_frames=int(p["crop_refresh_frames"]))
         self._camera_info: Any = None

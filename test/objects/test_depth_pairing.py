@@ -50,3 +50,17 @@ def test_the_oldest_falls_out_and_bad_settings_are_refused():
     for bad in ({"capacity": 0}, {"capacity": True}, {"wait_s": -1.0}, {"wait_s": 60.0}):
         with pytest.raises(ValueError):
             DepthPairing(**bad)
+
+
+def test_depth_frames_held_stay_within_their_byte_budget_and_the_newest_stays():
+    pairing: DepthPairing[bytes] = DepthPairing(capacity=8, wait_s=0.0, max_bytes=100, size=len)
+    for i in range(5):  # frames of 40 bytes: two fit
+        pairing.put(i * S, bytes(40))
+    assert pairing.take(2 * S, max_age_s=0.0) is None and pairing.take(3 * S, max_age_s=0.0) == bytes(40)
+    pairing.put(5 * S, bytes(1000))  # larger than the budget alone: kept, as the newest, and only it
+    assert pairing.take(4 * S, max_age_s=0.0) is None and pairing.take(5 * S, max_age_s=0.0) == bytes(1000)
+    pairing.put(5 * S, bytes(10))  # the same stamp again replaces, and counts once
+    pairing.put(6 * S, bytes(80))
+    assert pairing.take(5 * S, max_age_s=0.0) == bytes(10) and pairing.take(6 * S, max_age_s=0.0) == bytes(80)
+    with pytest.raises(ValueError):
+        DepthPairing(max_bytes=10)  # a budget needs the size of an item
