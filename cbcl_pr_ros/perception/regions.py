@@ -22,7 +22,7 @@ from scipy.ndimage import binary_fill_holes, distance_transform_edt
 from scipy.ndimage import find_objects as ndimage_find_objects
 
 __all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "group_labels", "label_areas", "nonzero_box",
-           "outline_points",
+           "find_boxes", "outline_points",
            "filled_area", "solidity", "split_nonconvex", "flat_pixels", "split_layers", "unseen_objects"]
 
 
@@ -195,6 +195,19 @@ def nonzero_box(a: np.ndarray, margin: int = 0) -> tuple[slice, slice] | None:
             slice(max(int(cols[0]) - margin, 0), min(int(cols[-1]) + 1 + margin, w)))
 
 
+def find_boxes(labels: np.ndarray, max_label: int = 0) -> list:
+    """``scipy.ndimage.find_objects(labels, max_label)`` of a 2-D image of non-negative labels, the same slices:
+    looked for only within the box of its non-zero pixels (every label lies there, so each label's rows and
+    columns are the same, shifted), which on a table view is about half the frame and costs about half as much."""
+    box = nonzero_box(labels)
+    h, w = labels.shape
+    if box is None or box == (slice(0, h), slice(0, w)):
+        return ndimage_find_objects(labels, max_label)
+    r0, c0 = box[0].start, box[1].start
+    return [None if sl is None else (slice(sl[0].start + r0, sl[0].stop + r0), slice(sl[1].start + c0, sl[1].stop + c0))
+            for sl in ndimage_find_objects(labels[box], max_label)]
+
+
 def outline_points(mask: np.ndarray) -> np.ndarray | None:
     """The points of a region's outer outlines ((n, 1, 2) x, y), or None for an empty mask. Their convex
     hull is the region's (every other pixel lies inside an outline), from a few dozen points instead of
@@ -241,7 +254,7 @@ def _ring(mask: np.ndarray, share: float = 0.15) -> bool:
 
 def _blobs(labels: np.ndarray, min_pixels: int):
     """Each component of ``labels`` with at least ``2 * min_pixels`` pixels (room for two parts): (box, mask)."""
-    for lab, sl in enumerate(ndimage_find_objects(labels), start=1):
+    for lab, sl in enumerate(find_boxes(labels), start=1):
         if sl is None:
             continue
         m = labels[sl] == lab

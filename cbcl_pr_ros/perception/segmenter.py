@@ -36,9 +36,9 @@ import numpy as np
 from scipy import ndimage
 
 from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _Plane, _support_region, \
-    _median, _noise_scale, _usable_depth, _UsableDepth, choose_support, propose_on_support, refine_plane, support_planes
+    _median, _rows, _noise_scale, _usable_depth, _UsableDepth, choose_support, propose_on_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
-from .regions import nonzero_box
+from .regions import find_boxes, nonzero_box
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["SHIPPED_WEIGHTS", "SHIPPED_LOG",
@@ -539,7 +539,7 @@ def fold_inner(labels: np.ndarray, share: float = 0.25) -> np.ndarray:
     if n < 2:
         return lab.copy()
     area = np.bincount(lab.ravel(), minlength=n + 1)
-    found = [(i, sl) for i, sl in enumerate(ndimage.find_objects(lab), start=1) if sl is not None]
+    found = [(i, sl) for i, sl in enumerate(find_boxes(lab), start=1) if sl is not None]
     ids = np.array([i for i, _ in found])
     box = np.array([(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop) for _, sl in found])
     y0, y1, x0, x1 = (box[:, k] for k in range(4))
@@ -715,7 +715,7 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     n = int(lab.max()) if lab.size else 0
     if n == 0:
         return lab.copy()
-    found = ndimage.find_objects(lab)
+    found = find_boxes(lab)
     small = np.zeros(n + 1, bool)
     for i, sl in enumerate(found, start=1):
         if sl is not None:
@@ -866,7 +866,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
     if min_face is not None:
         labels = drop_small(labels, zn, K, min_face, keep_lone, referee, confirm,
                             absorb=absorb)
-    for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
+    for lab, sl in enumerate(find_boxes(labels), start=1):
         if sl is None:
             continue
         m = labels[sl] == lab
@@ -877,7 +877,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
                 continue
             g = (g[0], g[1], score)
         else:
-            pts = P[sl][m & valid[sl]]
+            pts = _rows(P[sl], m & valid[sl])
             if len(pts) < 10:
                 continue
             lo, hi = np.quantile(pts, [0.02, 0.98], axis=0)

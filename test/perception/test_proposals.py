@@ -487,3 +487,23 @@ def test_object_geometry_is_that_of_the_plain_quantiles():
         assert got[1].tobytes() == (hi - lo).tobytes()
         assert got[0].tobytes() == (mid + plane.normal * (top / 2)).tobytes()
     assert answered > 10
+
+
+def test_vectors_selected_as_12_byte_items_are_numpys_selection():
+    from cbcl_pr_ros.perception.proposals import _rows
+
+    rng = np.random.default_rng(7)
+    for rep in range(100):
+        h, w = int(rng.integers(1, 30)), int(rng.integers(1, 30))
+        P = rng.standard_normal((h, w, 3)).astype(np.float32 if rep % 5 else np.float64)
+        P[rng.random((h, w)) < 0.1] = np.nan
+        y0, x0 = int(rng.integers(0, h)), int(rng.integers(0, w))
+        y1, x1 = int(rng.integers(y0, h + 1)), int(rng.integers(x0, w + 1))
+        box = P[y0:y1, x0:x1]  # a view inside the image, as an object's box
+        keep = rng.random(box.shape[:2]) < rng.choice([0.0, 0.5, 1.0])
+        for a, k in ((box, keep), (P.reshape(-1, 3), (rng.random(h * w) < 0.6))):
+            got, want = _rows(a, k), a[k]
+            assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+    # the plane fit's inlier counts, in int32 over the bools' bytes, are the bool sums
+    inliers = rng.random((1500, 100)) < 0.3
+    assert np.array_equal(inliers.view(np.uint8).sum(axis=0, dtype=np.int32), inliers.sum(axis=0))

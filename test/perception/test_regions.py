@@ -261,3 +261,23 @@ def test_nonzero_box_is_the_values_box_grown_and_clipped_or_none():
         h, w = a.shape
         assert got == (slice(max(rows.start - margin, 0), min(rows.stop + margin, h)),
                        slice(max(cols.start - margin, 0), min(cols.stop + margin, w)))
+
+
+def test_find_boxes_are_scipys_find_objects():
+    from scipy import ndimage
+
+    from cbcl_pr_ros.perception.regions import find_boxes
+
+    rng = np.random.default_rng(6)
+    for rep in range(300):
+        h, w = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+        n = int(rng.integers(0, 9))
+        lab = np.where(rng.random((h, w)) < rng.choice([0.0, 0.02, 0.3, 1.0]), rng.integers(0, n + 1, (h, w)), 0)
+        if rep % 3 == 0 and h > 4 and w > 4:  # labels away from the border: a box smaller than the image
+            lab[:2] = 0
+            lab[:, -3:] = 0
+        lab = lab.astype(rng.choice([np.int32, np.int64, np.uint16]))
+        for max_label in (0, n, n + 2, max(n - 2, 1)):
+            want = ndimage.find_objects(lab, max_label)
+            got = find_boxes(lab, max_label)
+            assert got == want
