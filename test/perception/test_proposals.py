@@ -507,3 +507,21 @@ def test_vectors_selected_as_12_byte_items_are_numpys_selection():
     # the plane fit's inlier counts, in int32 over the bools' bytes, are the bool sums
     inliers = rng.random((1500, 100)) < 0.3
     assert np.array_equal(inliers.view(np.uint8).sum(axis=0, dtype=np.int32), inliers.sum(axis=0))
+
+
+def test_the_quantile_asks_only_for_the_places_it_reads_and_stays_numpys():
+    from cbcl_pr_ros.perception.proposals import _quantile
+
+    rng = np.random.default_rng(8)
+    for rep in range(400):
+        n = int(rng.integers(1, 400))
+        dtype = np.float32 if rep % 2 else np.float64
+        if rep % 4 < 2:  # few distinct values: many ties, some of them zeros of both signs
+            x = rng.choice(np.array([-1.5, -0.0, 0.0, 0.25, 2.0, 7.0], dtype), (n, 3))
+        else:
+            x = rng.normal(0, 1, (n, 3)).astype(dtype)
+        for q in (0.0, 0.02, 0.5, 0.98, 1.0):
+            a, b = np.quantile(x[:, 0], q), _quantile(np.ascontiguousarray(x[:, 0]), q)
+            assert type(a) is type(b) and a.tobytes() == b.tobytes()
+        a, b = np.quantile(x, [0.02, 0.98], axis=0), _quantile(x, (0.02, 0.98))
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
