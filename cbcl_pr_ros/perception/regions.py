@@ -186,13 +186,15 @@ def label_areas(mask: np.ndarray, connectivity: int) -> tuple[int, np.ndarray, n
 def nonzero_box(a: np.ndarray, margin: int = 0) -> tuple[slice, slice] | None:
     """The smallest box (row and column slices) holding every non-zero value of the 2-D array ``a``, grown
     by ``margin`` pixels each way and clipped to ``a``; None when ``a`` is all zero. The steps that need
-    only the objects' surroundings work there instead of on the whole frame."""
-    rows, cols = np.flatnonzero(a.any(axis=1)), np.flatnonzero(a.any(axis=0))
-    if not len(rows):
-        return None
+    only the objects' surroundings work there instead of on the whole frame. OpenCV's bounding rectangle
+    of the non-zero bytes gives the same box a few times faster than NumPy's row and column tests."""
     h, w = a.shape
-    return (slice(max(int(rows[0]) - margin, 0), min(int(rows[-1]) + 1 + margin, h)),
-            slice(max(int(cols[0]) - margin, 0), min(int(cols[-1]) + 1 + margin, w)))
+    if a.size == 0:
+        return None
+    x, y, bw, bh = cv2.boundingRect(a.view(np.uint8) if a.dtype == bool else (a != 0).view(np.uint8))
+    if bw == 0:
+        return None
+    return (slice(max(y - margin, 0), min(y + bh + margin, h)), slice(max(x - margin, 0), min(x + bw + margin, w)))
 
 
 def find_boxes(labels: np.ndarray, max_label: int = 0) -> list:

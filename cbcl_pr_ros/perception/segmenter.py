@@ -36,7 +36,7 @@ import numpy as np
 from scipy import ndimage
 
 from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _Plane, _support_region, \
-    _median, _rows, _noise_scale, _usable_depth, _UsableDepth, choose_support, propose_on_support, refine_plane, support_planes
+    _mean_rows, _median, _rows, _noise_scale, _usable_depth, _UsableDepth, choose_support, propose_on_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
 from .regions import find_boxes, nonzero_box
 from .types import CameraIntrinsics, Proposal
@@ -149,18 +149,11 @@ def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.nd
     gy[1:-1] = np.abs(logz[2:] - logz[:-2])
     edge = np.tanh(20.0 * (gx + gy))
     col = rgb.astype(np.float32) / 255.0
-    mean, spread = _channel_means(col.reshape(-1, 3)), float(col.std())
+    mean, spread = _mean_rows(col.reshape(-1, 3)), float(col.std())
     col -= mean  # in place: the same values, no second array
     col /= spread + 0.05
     return np.stack([valid.astype(np.float32), *n, rel, protrusion, edge, col[..., 0], col[..., 1], col[..., 2]]
                     ).astype(np.float32, copy=False)
-
-
-def _channel_means(x: np.ndarray) -> np.ndarray:
-    """``x.mean(axis=0)`` of float32 rows ``x`` (n, c), the same values bit for bit: NumPy sums down the rows
-    one after another there (not pairwise), in float32, as a running sum does, and the running sum takes
-    about a third less time than the reduction's short steps of c values."""
-    return np.cumsum(x, axis=0)[-1] / x.shape[0]
 
 
 # ------------------------------------------------------------------------------------------- network

@@ -249,8 +249,8 @@ def test_grown_insides_in_their_box_as_over_the_whole_image():
         assert got.dtype == np.int32 and np.array_equal(got, _plain_grown(prob, objects, 0.5))
 
 
-def test_channel_means_as_numpys_mean_down_the_rows():
-    from cbcl_pr_ros.perception.segmenter import _channel_means
+def test_row_means_as_numpys_mean_down_the_rows():
+    from cbcl_pr_ros.perception.proposals import _mean_rows
 
     rng = np.random.default_rng(5)
     for rep in range(300):
@@ -259,5 +259,9 @@ def test_channel_means_as_numpys_mean_down_the_rows():
         if rep % 2:  # smooth colour, as a camera's: long runs of near values
             rgb = cv2.blur(rgb, (5, 5))
         x = (rgb.astype(np.float32) / 255.0).reshape(-1, 3)
-        want, got = x.mean(axis=0), _channel_means(x)
+        want, got = x.mean(axis=0), _mean_rows(x)
         assert got.dtype == want.dtype == np.float32 and got.tobytes() == want.tobytes()
+        # the plane fits' points: float64 rows of metres, far from the origin as a table is
+        pts = rng.normal([0.1, -0.2, 0.9], 0.3, (int(rng.integers(1, 20000)), 3))
+        want, got = pts.mean(axis=0), _mean_rows(pts)
+        assert got.dtype == want.dtype == np.float64 and got.tobytes() == want.tobytes()

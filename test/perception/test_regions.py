@@ -281,3 +281,29 @@ def test_find_boxes_are_scipys_find_objects():
             want = ndimage.find_objects(lab, max_label)
             got = find_boxes(lab, max_label)
             assert got == want
+
+
+def test_nonzero_box_is_the_rows_and_columns_holding_a_value_for_every_type_and_layout():
+    from cbcl_pr_ros.perception.regions import nonzero_box
+
+    def plain(a: np.ndarray, margin: int) -> tuple[slice, slice] | None:
+        rows, cols = np.flatnonzero(a.any(axis=1)), np.flatnonzero(a.any(axis=0))
+        if not len(rows):
+            return None
+        h, w = a.shape
+        return (slice(max(int(rows[0]) - margin, 0), min(int(rows[-1]) + 1 + margin, h)),
+                slice(max(int(cols[0]) - margin, 0), min(int(cols[-1]) + 1 + margin, w)))
+
+    rng = np.random.default_rng(9)
+    for rep in range(1200):
+        h, w = int(rng.integers(0, 40)), int(rng.integers(0, 40))
+        dtype = (bool, np.int32, np.uint16, np.int64, np.float32, np.uint8)[rep % 6]
+        a = ((rng.random((h, w)) < rng.choice([0.0, 0.01, 0.2, 1.0])) * rng.integers(1, 300, (h, w))).astype(dtype)
+        if dtype == np.float32 and a.size:
+            a[rng.random(a.shape) < 0.05] = np.nan  # NaN is a value, as for any()
+        if rep % 3 == 0:
+            a = a[::2, 1::2]  # a strided view
+        if rep % 5 == 0:
+            a = a.T
+        margin = int(rng.integers(0, 4))
+        assert nonzero_box(a, margin) == plain(a, margin)
