@@ -525,3 +525,33 @@ def test_the_quantile_asks_only_for_the_places_it_reads_and_stays_numpys():
             assert type(a) is type(b) and a.tobytes() == b.tobytes()
         a, b = np.quantile(x, [0.02, 0.98], axis=0), _quantile(x, (0.02, 0.98))
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def test_support_region_is_that_of_the_plain_label_lookup():
+    import cv2
+
+    from cbcl_pr_ros.perception.proposals import _support_region
+    from cbcl_pr_ros.perception.regions import label_areas
+
+    def plain(inliers: np.ndarray, share: float) -> np.ndarray:
+        m = cv2.morphologyEx(inliers.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
+        n, lab, areas = label_areas(m, 8)
+        region = np.zeros(inliers.shape, np.uint8)
+        if n <= 1:
+            return region.astype(bool)
+        chosen = 1 + np.flatnonzero(areas[1:] >= min(share, 1.0) * areas[1:].max())
+        pick = np.zeros(n, np.uint8)
+        pick[chosen] = 1
+        contours, _ = cv2.findContours(pick[lab], cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        cv2.fillConvexPoly(region, cv2.convexHull(np.vstack(contours)), 1)
+        return cv2.dilate(region, np.ones((7, 7), np.uint8)).astype(bool)
+
+    rng = np.random.default_rng(10)
+    for rep in range(150):
+        h, w = int(rng.integers(8, 80)), int(rng.integers(8, 80))
+        inliers = rng.random((h, w)) < rng.choice([0.0, 0.05, 0.3, 0.8])
+        if rep % 4 == 0:  # many small patches: more than a byte of labels
+            inliers = np.zeros((160, 160), bool)
+            inliers[::6, ::6] = True
+        for share in (0.0, 0.2, 1.0):
+            assert np.array_equal(_support_region(inliers, share), plain(inliers, share))
