@@ -1054,10 +1054,43 @@ def _median(a: np.ndarray) -> np.floating:
     if n == 0 or np.isnan(a).any():
         return np.median(a)
     h = n // 2
+    if n >= _SAMPLED_FROM:
+        middle = _middle_between_bounds(a, h, n % 2 == 0)
+        if middle is not None:
+            return middle
     if n % 2:
         return np.partition(a, h)[h]
     s = np.partition(a, (h - 1, h))
     return (s[h - 1] + s[h]) / 2
+
+
+_SAMPLED_FROM = 4096  # a median of this many values or more is looked for between bounds from a sample
+_SAMPLE_STEP = 16
+
+
+def _middle_between_bounds(a: np.ndarray, h: int, even: bool) -> np.floating | None:
+    """:func:`_median`'s answer for the 1-D array ``a`` without NaN (its sorted places ``h - 1`` when ``even`` and
+    ``h``) from the few values between two bounds that every ``_SAMPLE_STEP``-th value puts around the middle:
+    with ``below`` values under the lower bound, the value at sorted place k of ``a`` is the one at place
+    k - ``below`` of those between the bounds. None when the bounds miss the middle, or a zero lies between
+    them (-0.0 and 0.0 tie: which one a partition settles there is its own), for the caller's full partition.
+    A partition costs about linear time in its values: a sixteenth and a tenth or so of them cost a third."""
+    sample = a[::_SAMPLE_STEP]
+    m = sample.shape[0]
+    margin = max(16, m // 16)
+    at = min(h // _SAMPLE_STEP, m - 1)
+    lo_i, hi_i = max(at - margin, 0), min(at + margin, m - 1)
+    s = np.partition(sample, (lo_i, hi_i))
+    lo, hi = s[lo_i], s[hi_i]
+    below = int(np.count_nonzero(a < lo))
+    between = a[(a >= lo) & (a <= hi)]
+    first, last = h - 1 - below if even else h - below, h - below
+    if first < 0 or last >= between.shape[0] or np.count_nonzero(between) != between.shape[0]:
+        return None
+    if not even:
+        return np.partition(between, last)[last]
+    s = np.partition(between, (first, last))
+    return (s[first] + s[last]) / 2
 
 
 def _quantile(a: np.ndarray, q: float | tuple[float, ...]) -> np.ndarray | np.floating:

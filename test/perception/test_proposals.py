@@ -555,3 +555,39 @@ def test_support_region_is_that_of_the_plain_label_lookup():
             inliers[::6, ::6] = True
         for share in (0.0, 0.2, 1.0):
             assert np.array_equal(_support_region(inliers, share), plain(inliers, share))
+
+
+def test_the_median_between_sampled_bounds_is_the_full_partitions():
+    from cbcl_pr_ros.perception.proposals import _median, _middle_between_bounds
+
+    def partitioned(a: np.ndarray) -> np.floating:  # the plain form: one partition of every value
+        h = a.shape[0] // 2
+        if a.shape[0] % 2:
+            return np.partition(a, h)[h]
+        s = np.partition(a, (h - 1, h))
+        return (s[h - 1] + s[h]) / 2
+
+    rng = np.random.default_rng(11)
+    fast = 0
+    for rep in range(600):
+        n = int(rng.choice([4096, 4097, 5001, int(rng.integers(4096, 50000))]))
+        kind = rep % 6
+        if kind == 0:
+            a = rng.standard_normal(n)
+        elif kind == 1:  # the table's spread: small positive values
+            a = np.abs(rng.standard_normal(n)) * 1e-3
+        elif kind == 2:  # few values, zeros of both signs among them
+            a = rng.choice([-1.0, -0.0, 0.0, 0.5, 2.0], n)
+        elif kind == 3:
+            a = np.sort(rng.standard_normal(n))
+        elif kind == 4:  # smooth, as an image's rows read in order
+            a = np.cumsum(rng.standard_normal(n))
+        else:  # every sampled value the same: the bounds hold one value
+            a = np.tile(rng.standard_normal(16), n // 16 + 1)[:n]
+        a = a.astype(np.float32 if rep % 2 else np.float64)
+        got, want = _median(a), partitioned(a)
+        assert type(got) is type(want) and got.tobytes() == want.tobytes()
+        if not (a == 0).any():
+            assert got.tobytes() == np.median(a).tobytes()
+        fast += _middle_between_bounds(a, n // 2, n % 2 == 0) is not None
+    assert fast > 300  # most take the bounds' way
