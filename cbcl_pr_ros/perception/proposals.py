@@ -708,7 +708,7 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
     if valid.sum() < max(100, 0.05 * z.size):
         _say("sparse", f"depth: {100 * valid.mean():.0f} % of the pixels hold a reading (under 5 %): the RGB method, no 3D")
         return None
-    zf = np.where(valid, z, 0.0).astype(np.float32)
+    zf = np.where(valid, z, 0.0).astype(np.float32, copy=False)
     xs = ((np.arange(sw, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(sh, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
@@ -720,14 +720,14 @@ def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config
         return None
     plane = refine_plane(plane, readings, config.rules.plane_tolerance_m, config.rules.support_refits)
     nx, ny, nz = (float(v) for v in plane.normal)
-    height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
+    height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32, copy=False)
     sigma = _noise_sigma(height, zf, valid, config)
     with np.errstate(invalid="ignore"):
         low = np.maximum(config.min_height_m, config.height_sigmas * sigma)
         fg = valid & (height > low) & (height < config.max_size_m)
         seed = fg & (height > np.maximum(low, config.seed_sigmas * sigma))
     cut = _edges(small, z, config, config.depth_edges)
-    creases = _creases(np.where(valid, height, 0.0).astype(np.float32), seed, config.rules.crease) if config.rules.crease > 0 else None
+    creases = _creases(np.where(valid, height, 0.0).astype(np.float32, copy=False), seed, config.rules.crease) if config.rules.crease > 0 else None
     folds = _folds(P, valid, seed, config.rules.fold_turn, int(config.rules.fold_span)) if config.rules.fold_turn > 0 else None
     grid_cut = cut if creases is None else cut | creases
     if folds is not None:
@@ -914,7 +914,7 @@ def _border_share(m: np.ndarray, sl: tuple[slice, slice], shape: tuple[int, int]
 
 def _creases(height: np.ndarray, fg: np.ndarray, threshold: float) -> np.ndarray:
     """Object pixels in a valley of the height map (concave: smoothed Laplacian above ``threshold``)."""
-    h = cv2.GaussianBlur(np.where(fg, height, 0.0).astype(np.float32), (5, 5), 0)
+    h = cv2.GaussianBlur(np.where(fg, height, 0.0).astype(np.float32, copy=False), (5, 5), 0)
     lap = cv2.Laplacian(h, cv2.CV_32F, ksize=3)
     return fg & (lap > threshold)
 
@@ -940,7 +940,7 @@ def _folds(P: np.ndarray, valid: np.ndarray, fg: np.ndarray, turn: float, span: 
     for i in range(3):  # the last axis of 3 costs several times more)
         np.multiply(P[y0:y1, x0:x1, i], v, out=weighted[..., i])
     sums = cv2.blur(weighted, k)
-    inv = np.where(cnt > 0.5, 1.0 / np.maximum(cnt, 1e-6), 0.0).astype(np.float32)  # half the window read
+    inv = np.where(cnt > 0.5, 1.0 / np.maximum(cnt, 1e-6), 0.0).astype(np.float32, copy=False)  # half the window read
     X, Y, Z = (sums[..., i] * inv for i in range(3))  # channel arrays: numpy is faster on them than on (..., 3)
     hh, ww = cnt.shape
     if hh <= 4 * s or ww <= 4 * s:
@@ -954,7 +954,7 @@ def _folds(P: np.ndarray, valid: np.ndarray, fg: np.ndarray, turn: float, span: 
     nx, ny, nz = uz * wy - uy * wz, ux * wz - uz * wx, uy * wx - ux * wy
     ln = np.sqrt(nx * nx + ny * ny + nz * nz)
     ok = g & (ln > 0)
-    ln = np.where(ok, 1.0 / np.where(ok, ln, 1.0), 0.0).astype(np.float32)
+    ln = np.where(ok, 1.0 / np.where(ok, ln, 1.0), 0.0).astype(np.float32, copy=False)
     nx, ny, nz = nx * ln, ny * ln, nz * ln
     Xi, Yi, Zi = X[s:-s, s:-s], Y[s:-s, s:-s], Z[s:-s, s:-s]
     conc = np.zeros(nx.shape, bool)

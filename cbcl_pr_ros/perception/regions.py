@@ -284,7 +284,6 @@ def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb
     become more convex by splitting it)."""
     out = labels.copy()
     nxt = int(labels.max()) + 1
-    zz = np.where(np.isfinite(z), z, np.nan).astype(np.float32)
     for sl, m in _blobs(labels, min_pixels):
         s0 = solidity(m)
         if s0 >= max_solidity or _ring(m):
@@ -292,7 +291,8 @@ def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb
         seg = oversegment(m, cut[sl] & m, rgb_small[sl], np.zeros_like(m), rule)
         if seg.max() < 2:
             continue
-        seg = merge_pieces(seg, zz[sl], crease[sl], rule, rgb_small[sl])
+        zb = z[sl]  # the depth as float32 with NaN where none, in this blob's box only
+        seg = merge_pieces(seg, np.where(np.isfinite(zb), zb, np.nan).astype(np.float32), crease[sl], rule, rgb_small[sl])
         parts = [seg == k for k in range(1, int(seg.max()) + 1)]
         parts = [p for p in parts if p.sum() >= min_pixels]
         if len(parts) < 2:
@@ -329,7 +329,7 @@ def flat_pixels(P: np.ndarray, height: np.ndarray, max_tilt_sine: float, span: i
     box, a lid, a book) is level, the walls below it are not. A real sensor's millimetre steps make the
     slope between neighbouring pixels noise; ``span`` pixels apart they average out."""
     k = (span, span)
-    hs = cv2.blur(np.nan_to_num(height, nan=0.0).astype(np.float32), k)
+    hs = cv2.blur(np.nan_to_num(height, nan=0.0).astype(np.float32, copy=False), k)
     Ps = cv2.blur(np.ascontiguousarray(P, dtype=np.float32), k)
     s = max(1, span // 2)
     t2 = np.float32(max_tilt_sine) ** 2

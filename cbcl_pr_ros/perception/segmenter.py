@@ -119,7 +119,7 @@ def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.nd
     if valid.sum() < max(20, 0.05 * z.size):
         return None
     idx = ndimage.distance_transform_edt(~valid, return_distances=False, return_indices=True)
-    zf = np.where(valid, z, 0.0).astype(np.float32)[idx[0], idx[1]]
+    zf = np.where(valid, z, 0.0).astype(np.float32, copy=False)[idx[0], idx[1]]
     xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = cv2.blur(np.stack([xs, ys, zf], axis=-1), (3, 3))
@@ -822,7 +822,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
     the view disagree."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
-    zf = np.where(valid, z, 0.0).astype(np.float32)
+    zf = np.where(valid, z, 0.0).astype(np.float32, copy=False)
     xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
@@ -839,7 +839,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
     out = np.zeros_like(labels)
     geo = []
     if plane is not None:
-        height = np.where(valid, P @ plane.normal.astype(np.float32) + np.float32(plane.offset), np.nan).astype(np.float32)
+        height = np.where(valid, P @ plane.normal.astype(np.float32) + np.float32(plane.offset), np.nan).astype(np.float32, copy=False)
         sigma = _noise_sigma(height, zf, valid, config)
         with np.errstate(invalid="ignore"):
             fg = valid & (height > np.maximum(config.min_height_m, config.height_sigmas * sigma)) & (height < config.max_size_m)
@@ -1132,5 +1132,5 @@ def support_floor(depth: np.ndarray, K: CameraIntrinsics, plane: _Plane, config:
     xs = ((np.arange(z.shape[1], dtype=np.float32) - k.cx) / k.fx)[None, :] * zf
     ys = ((np.arange(z.shape[0], dtype=np.float32) - k.cy) / k.fy)[:, None] * zf
     nx, ny, nz = (float(v) for v in plane.normal)
-    height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
+    height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32, copy=False)
     return float(config.min_height_m), float(config.height_sigmas) * _noise_scale(height, zf, valid)
