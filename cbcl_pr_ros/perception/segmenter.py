@@ -476,31 +476,7 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.nd
         inner.append(d2[np.isfinite(d2)])
     inner = np.concatenate(inner)
     scale = max(1.4826 * float(_median(inner)) if len(inner) >= 50 else 0.0, _SIGMA_AT_1M_FLOOR * math.sqrt(6.0))
-    pad = 3 * _SEAM_REACH
-    L = np.zeros((h + 2 * pad, w + 2 * pad), np.int32)  # np.pad's result, without its per-call overhead
-    L[pad:pad + h, pad:pad + w] = lab
-    Z = np.full(L.shape, np.nan)
-    Z[pad:pad + h, pad:pad + w] = zz
-    S = scale * Z * Z
-
-    def at(k: int, dy: int, dx: int, arr: np.ndarray) -> np.ndarray:
-        return arr[pad + k * dy:pad + k * dy + h, pad + k * dx:pad + k * dx + w]
-
-    keys, ratios = [], []
-    for d in range(1, _SEAM_REACH + 1):
-        for dy, dx in ((0, d), (d, 0)):
-            a, b = at(0, dy, dx, L), at(1, dy, dx, L)  # p and q = p + s
-            ok = (a > 0) & (b > 0) & (a != b) & (at(-1, dy, dx, L) == a) & (at(2, dy, dx, L) == b)
-            if not ok.any():
-                continue
-            z0, zp, zq, z1 = (at(k, dy, dx, Z)[ok] for k in (-1, 0, 1, 2))
-            with np.errstate(invalid="ignore"):
-                r = np.maximum(np.abs(z0 - 2 * zp + zq) / at(0, dy, dx, S)[ok],
-                               np.abs(zp - 2 * zq + z1) / at(1, dy, dx, S)[ok])
-            seen = np.isfinite(r)
-            lo, hi = np.minimum(a[ok], b[ok])[seen], np.maximum(a[ok], b[ok])[seen]
-            keys.append(lo.astype(np.int64) * (n + 1) + hi)
-            ratios.append(r[seen])
+    keys, ratios = _seams(lab, zz, scale, n)
     parent = np.arange(n + 1)
 
     def root(i: int) -> int:
@@ -520,6 +496,43 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.nd
                 parent[max(ra, rb)] = min(ra, rb)
     roots = np.array([root(i) for i in range(n + 1)])
     return _renumbered(roots[lab], n)
+
+
+def _seams(lab: np.ndarray, zz: np.ndarray, scale: float, n: int) -> tuple[list, list]:
+    """:func:`join_pieces`' seam pairs of the labels ``lab`` (0..n) over the depth ``zz`` (float64, NaN = none):
+    per direction (a step s of 1 or 2 pixels along rows, then columns) the pair keys (lower label * (n + 1) +
+    upper) and their ratios, the larger second difference either side over ``scale`` z^2, row by row."""
+    h, w = lab.shape
+    pad = 3 * _SEAM_REACH
+    W = w + 2 * pad
+    L = np.zeros((h + 2 * pad, W), np.int32)  # np.pad's result, without its per-call overhead
+    L[pad:pad + h, pad:pad + w] = lab
+    Z = np.full(L.shape, np.nan)
+    Z[pad:pad + h, pad:pad + w] = zz
+    Lf, Zf = L.ravel(), Z.ravel()
+    inside = lab > 0
+    keys, ratios = [], []
+    for d in range(1, _SEAM_REACH + 1):
+        for dy, dx in ((0, d), (d, 0)):
+            # p and q = p + s, two objects: the few pixels of their seams, read there alone (row by row, as
+            # a boolean selection reads them) from the padded labels and depths one step s apart
+            b = L[pad + dy:pad + dy + h, pad + dx:pad + dx + w]
+            p = np.flatnonzero(inside & (b > 0) & (b != lab))
+            step = dy * W + dx
+            p += pad * W + pad + 2 * pad * (p // w)  # the same pixel in the padded arrays
+            la, lb = Lf[p], Lf[p + step]
+            keep = (Lf[p - step] == la) & (Lf[p + 2 * step] == lb)
+            if not keep.any():
+                continue
+            p, la, lb = p[keep], la[keep], lb[keep]
+            z0, zp, zq, z1 = Zf[p - step], Zf[p], Zf[p + step], Zf[p + 2 * step]
+            with np.errstate(invalid="ignore"):
+                r = np.maximum(np.abs(z0 - 2 * zp + zq) / (scale * zp * zp), np.abs(zp - 2 * zq + z1) / (scale * zq * zq))
+            seen = np.isfinite(r)
+            lo, hi = np.minimum(la, lb)[seen], np.maximum(la, lb)[seen]
+            keys.append(lo.astype(np.int64) * (n + 1) + hi)
+            ratios.append(r[seen])
+    return keys, ratios
 
 
 def fold_inner(labels: np.ndarray, share: float = 0.25) -> np.ndarray:
