@@ -180,6 +180,11 @@ def label_areas(mask: np.ndarray, connectivity: int) -> tuple[int, np.ndarray, n
     (label 0 the background) and the areas its ``connectedComponentsWithStats`` gives, counted from the
     labels, which costs about half as much as OpenCV's full statistics."""
     n, labels = cv2.connectedComponents(mask, connectivity=connectivity)
+    if n <= 65536 and labels.size < 2 ** 24:
+        # the labels fit 16 bits and every count a float32: OpenCV's histogram of them gives np.bincount's
+        # counts, in about half the time
+        areas = cv2.calcHist([labels.astype(np.uint16)], [0], None, [n], [0, n]).ravel().astype(np.intp)
+        return n, labels, areas
     return n, labels, np.bincount(labels.ravel(), minlength=n)
 
 

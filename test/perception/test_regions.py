@@ -326,3 +326,23 @@ def test_split_reads_the_depth_as_float32_with_nan_where_none_in_each_blob():
         got = split_nonconvex(labels, cut, crease, rgb, z, rule, 0.95, 0.0, 60)
         want = split_nonconvex(labels, cut, crease, rgb, clean, rule, 0.95, 0.0, 60)
         assert np.array_equal(got, want)
+
+
+def test_label_areas_are_the_labels_bincount():
+    from cbcl_pr_ros.perception.regions import label_areas
+
+    rng = np.random.default_rng(13)
+    for rep in range(200):
+        h, w = int(rng.integers(1, 120)), int(rng.integers(1, 120))
+        mask = (cv2.blur(rng.random((h, w)).astype(np.float32), (3, 3)) > rng.uniform(0.3, 0.7)).astype(np.uint8)
+        if rep % 10 == 0:
+            mask[:] = rep % 20 == 0  # nothing, or one region over everything
+        for connectivity in (4, 8):
+            n, labels, areas = label_areas(mask, connectivity)
+            want_n, want_labels = cv2.connectedComponents(mask, connectivity=connectivity)
+            want = np.bincount(want_labels.ravel(), minlength=want_n)
+            assert n == want_n and np.array_equal(labels, want_labels)
+            assert areas.dtype == want.dtype and np.array_equal(areas, want)
+    checker = (np.indices((300, 300)).sum(axis=0) % 2).astype(np.uint8)  # 45000 regions of one pixel
+    n, labels, areas = label_areas(checker, 4)
+    assert n == 45001 and np.array_equal(areas, np.bincount(labels.ravel(), minlength=n))
