@@ -1103,7 +1103,7 @@ def _quantile(a: np.ndarray, q: float | tuple[float, ...]) -> np.ndarray | np.fl
     if n < 2 or np.isnan(a).any():
         return np.quantile(a, q if weak else list(q), axis=0)
     prev, nxt, kth, gamma, t, t_rest, upper, read = _quantile_plan(n, q, a.ndim)
-    if np.count_nonzero(a) == a.size:
+    if a.all():
         # no zero: equal values are the same bits (no -0.0 beside 0.0), so the places read hold the same values
         # whichever other places the partition settles; only those read are asked for, which costs less
         kth = read
