@@ -22,7 +22,7 @@ from scipy.ndimage import binary_fill_holes, distance_transform_edt
 from scipy.ndimage import find_objects as ndimage_find_objects
 
 __all__ = ["BoundaryRule", "oversegment", "boundary_stats", "merge_pieces", "group_labels", "label_areas", "nonzero_box",
-           "outline_points",
+           "find_boxes", "outline_points",
            "filled_area", "solidity", "split_nonconvex", "flat_pixels", "split_layers", "unseen_objects"]
 
 
@@ -180,19 +180,39 @@ def label_areas(mask: np.ndarray, connectivity: int) -> tuple[int, np.ndarray, n
     (label 0 the background) and the areas its ``connectedComponentsWithStats`` gives, counted from the
     labels, which costs about half as much as OpenCV's full statistics."""
     n, labels = cv2.connectedComponents(mask, connectivity=connectivity)
+    if n <= 65536 and labels.size < 2 ** 24:
+        # the labels fit 16 bits and every count a float32: OpenCV's histogram of them gives np.bincount's
+        # counts, in about half the time
+        areas = cv2.calcHist([labels.astype(np.uint16)], [0], None, [n], [0, n]).ravel().astype(np.intp)
+        return n, labels, areas
     return n, labels, np.bincount(labels.ravel(), minlength=n)
 
 
 def nonzero_box(a: np.ndarray, margin: int = 0) -> tuple[slice, slice] | None:
     """The smallest box (row and column slices) holding every non-zero value of the 2-D array ``a``, grown
     by ``margin`` pixels each way and clipped to ``a``; None when ``a`` is all zero. The steps that need
-    only the objects' surroundings work there instead of on the whole frame."""
-    rows, cols = np.flatnonzero(a.any(axis=1)), np.flatnonzero(a.any(axis=0))
-    if not len(rows):
-        return None
+    only the objects' surroundings work there instead of on the whole frame. OpenCV's bounding rectangle
+    of the non-zero bytes gives the same box a few times faster than NumPy's row and column tests."""
     h, w = a.shape
-    return (slice(max(int(rows[0]) - margin, 0), min(int(rows[-1]) + 1 + margin, h)),
-            slice(max(int(cols[0]) - margin, 0), min(int(cols[-1]) + 1 + margin, w)))
+    if a.size == 0:
+        return None
+    x, y, bw, bh = cv2.boundingRect(a.view(np.uint8) if a.dtype == bool else (a != 0).view(np.uint8))
+    if bw == 0:
+        return None
+    return (slice(max(y - margin, 0), min(y + bh + margin, h)), slice(max(x - margin, 0), min(x + bw + margin, w)))
+
+
+def find_boxes(labels: np.ndarray, max_label: int = 0) -> list:
+    """``scipy.ndimage.find_objects(labels, max_label)`` of a 2-D image of non-negative labels, the same slices:
+    looked for only within the box of its non-zero pixels (every label lies there, so each label's rows and
+    columns are the same, shifted), which on a table view is about half the frame and costs about half as much."""
+    box = nonzero_box(labels)
+    h, w = labels.shape
+    if box is None or box == (slice(0, h), slice(0, w)):
+        return ndimage_find_objects(labels, max_label)
+    r0, c0 = box[0].start, box[1].start
+    return [None if sl is None else (slice(sl[0].start + r0, sl[0].stop + r0), slice(sl[1].start + c0, sl[1].stop + c0))
+            for sl in ndimage_find_objects(labels[box], max_label)]
 
 
 def outline_points(mask: np.ndarray) -> np.ndarray | None:
@@ -241,7 +261,7 @@ def _ring(mask: np.ndarray, share: float = 0.15) -> bool:
 
 def _blobs(labels: np.ndarray, min_pixels: int):
     """Each component of ``labels`` with at least ``2 * min_pixels`` pixels (room for two parts): (box, mask)."""
-    for lab, sl in enumerate(ndimage_find_objects(labels), start=1):
+    for lab, sl in enumerate(find_boxes(labels), start=1):
         if sl is None:
             continue
         m = labels[sl] == lab
@@ -269,7 +289,6 @@ def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb
     become more convex by splitting it)."""
     out = labels.copy()
     nxt = int(labels.max()) + 1
-    zz = np.where(np.isfinite(z), z, np.nan).astype(np.float32)
     for sl, m in _blobs(labels, min_pixels):
         s0 = solidity(m)
         if s0 >= max_solidity or _ring(m):
@@ -277,7 +296,8 @@ def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb
         seg = oversegment(m, cut[sl] & m, rgb_small[sl], np.zeros_like(m), rule)
         if seg.max() < 2:
             continue
-        seg = merge_pieces(seg, zz[sl], crease[sl], rule, rgb_small[sl])
+        zb = z[sl]  # the depth as float32 with NaN where none, in this blob's box only
+        seg = merge_pieces(seg, np.where(np.isfinite(zb), zb, np.nan).astype(np.float32), crease[sl], rule, rgb_small[sl])
         parts = [seg == k for k in range(1, int(seg.max()) + 1)]
         parts = [p for p in parts if p.sum() >= min_pixels]
         if len(parts) < 2:
@@ -314,7 +334,7 @@ def flat_pixels(P: np.ndarray, height: np.ndarray, max_tilt_sine: float, span: i
     box, a lid, a book) is level, the walls below it are not. A real sensor's millimetre steps make the
     slope between neighbouring pixels noise; ``span`` pixels apart they average out."""
     k = (span, span)
-    hs = cv2.blur(np.nan_to_num(height, nan=0.0).astype(np.float32), k)
+    hs = cv2.blur(np.nan_to_num(height, nan=0.0).astype(np.float32, copy=False), k)
     Ps = cv2.blur(np.ascontiguousarray(P, dtype=np.float32), k)
     s = max(1, span // 2)
     t2 = np.float32(max_tilt_sine) ** 2

@@ -36,9 +36,9 @@ import numpy as np
 from scipy import ndimage
 
 from .proposals import _SIGMA_AT_1M_FLOOR, ProposalConfig, _assemble, _check_rgb, _noise_sigma, _Plane, _support_region, \
-    _median, _noise_scale, _usable_depth, _UsableDepth, choose_support, propose_on_support, refine_plane, support_planes
+    _mean_rows, _median, _rows, _noise_scale, _usable_depth, _UsableDepth, choose_support, propose_on_support, refine_plane, support_planes
 from .proposals import _geometry as plane_geometry
-from .regions import nonzero_box
+from .regions import find_boxes, nonzero_box
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["SHIPPED_WEIGHTS", "SHIPPED_LOG",
@@ -119,7 +119,7 @@ def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.nd
     if valid.sum() < max(20, 0.05 * z.size):
         return None
     idx = ndimage.distance_transform_edt(~valid, return_distances=False, return_indices=True)
-    zf = np.where(valid, z, 0.0).astype(np.float32)[idx[0], idx[1]]
+    zf = np.where(valid, z, 0.0).astype(np.float32, copy=False)[idx[0], idx[1]]
     xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = cv2.blur(np.stack([xs, ys, zf], axis=-1), (3, 3))
@@ -149,18 +149,11 @@ def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.nd
     gy[1:-1] = np.abs(logz[2:] - logz[:-2])
     edge = np.tanh(20.0 * (gx + gy))
     col = rgb.astype(np.float32) / 255.0
-    mean, spread = _channel_means(col.reshape(-1, 3)), float(col.std())
+    mean, spread = _mean_rows(col.reshape(-1, 3)), float(col.std())
     col -= mean  # in place: the same values, no second array
     col /= spread + 0.05
     return np.stack([valid.astype(np.float32), *n, rel, protrusion, edge, col[..., 0], col[..., 1], col[..., 2]]
                     ).astype(np.float32, copy=False)
-
-
-def _channel_means(x: np.ndarray) -> np.ndarray:
-    """``x.mean(axis=0)`` of float32 rows ``x`` (n, c), the same values bit for bit: NumPy sums down the rows
-    one after another there (not pairwise), in float32, as a running sum does, and the running sum takes
-    about a third less time than the reduction's short steps of c values."""
-    return np.cumsum(x, axis=0)[-1] / x.shape[0]
 
 
 # ------------------------------------------------------------------------------------------- network
@@ -483,31 +476,7 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.nd
         inner.append(d2[np.isfinite(d2)])
     inner = np.concatenate(inner)
     scale = max(1.4826 * float(_median(inner)) if len(inner) >= 50 else 0.0, _SIGMA_AT_1M_FLOOR * math.sqrt(6.0))
-    pad = 3 * _SEAM_REACH
-    L = np.zeros((h + 2 * pad, w + 2 * pad), np.int32)  # np.pad's result, without its per-call overhead
-    L[pad:pad + h, pad:pad + w] = lab
-    Z = np.full(L.shape, np.nan)
-    Z[pad:pad + h, pad:pad + w] = zz
-    S = scale * Z * Z
-
-    def at(k: int, dy: int, dx: int, arr: np.ndarray) -> np.ndarray:
-        return arr[pad + k * dy:pad + k * dy + h, pad + k * dx:pad + k * dx + w]
-
-    keys, ratios = [], []
-    for d in range(1, _SEAM_REACH + 1):
-        for dy, dx in ((0, d), (d, 0)):
-            a, b = at(0, dy, dx, L), at(1, dy, dx, L)  # p and q = p + s
-            ok = (a > 0) & (b > 0) & (a != b) & (at(-1, dy, dx, L) == a) & (at(2, dy, dx, L) == b)
-            if not ok.any():
-                continue
-            z0, zp, zq, z1 = (at(k, dy, dx, Z)[ok] for k in (-1, 0, 1, 2))
-            with np.errstate(invalid="ignore"):
-                r = np.maximum(np.abs(z0 - 2 * zp + zq) / at(0, dy, dx, S)[ok],
-                               np.abs(zp - 2 * zq + z1) / at(1, dy, dx, S)[ok])
-            seen = np.isfinite(r)
-            lo, hi = np.minimum(a[ok], b[ok])[seen], np.maximum(a[ok], b[ok])[seen]
-            keys.append(lo.astype(np.int64) * (n + 1) + hi)
-            ratios.append(r[seen])
+    keys, ratios = _seams(lab, zz, scale, n)
     parent = np.arange(n + 1)
 
     def root(i: int) -> int:
@@ -529,6 +498,43 @@ def join_pieces(labels: np.ndarray, z: np.ndarray, sigmas: float = 3.0) -> np.nd
     return _renumbered(roots[lab], n)
 
 
+def _seams(lab: np.ndarray, zz: np.ndarray, scale: float, n: int) -> tuple[list, list]:
+    """:func:`join_pieces`' seam pairs of the labels ``lab`` (0..n) over the depth ``zz`` (float64, NaN = none):
+    per direction (a step s of 1 or 2 pixels along rows, then columns) the pair keys (lower label * (n + 1) +
+    upper) and their ratios, the larger second difference either side over ``scale`` z^2, row by row."""
+    h, w = lab.shape
+    pad = 3 * _SEAM_REACH
+    W = w + 2 * pad
+    L = np.zeros((h + 2 * pad, W), np.int32)  # np.pad's result, without its per-call overhead
+    L[pad:pad + h, pad:pad + w] = lab
+    Z = np.full(L.shape, np.nan)
+    Z[pad:pad + h, pad:pad + w] = zz
+    Lf, Zf = L.ravel(), Z.ravel()
+    inside = lab > 0
+    keys, ratios = [], []
+    for d in range(1, _SEAM_REACH + 1):
+        for dy, dx in ((0, d), (d, 0)):
+            # p and q = p + s, two objects: the few pixels of their seams, read there alone (row by row, as
+            # a boolean selection reads them) from the padded labels and depths one step s apart
+            b = L[pad + dy:pad + dy + h, pad + dx:pad + dx + w]
+            p = np.flatnonzero(inside & (b > 0) & (b != lab))
+            step = dy * W + dx
+            p += pad * W + pad + 2 * pad * (p // w)  # the same pixel in the padded arrays
+            la, lb = Lf[p], Lf[p + step]
+            keep = (Lf[p - step] == la) & (Lf[p + 2 * step] == lb)
+            if not keep.any():
+                continue
+            p, la, lb = p[keep], la[keep], lb[keep]
+            z0, zp, zq, z1 = Zf[p - step], Zf[p], Zf[p + step], Zf[p + 2 * step]
+            with np.errstate(invalid="ignore"):
+                r = np.maximum(np.abs(z0 - 2 * zp + zq) / (scale * zp * zp), np.abs(zp - 2 * zq + z1) / (scale * zq * zq))
+            seen = np.isfinite(r)
+            lo, hi = np.minimum(la, lb)[seen], np.maximum(la, lb)[seen]
+            keys.append(lo.astype(np.int64) * (n + 1) + hi)
+            ratios.append(r[seen])
+    return keys, ratios
+
+
 def fold_inner(labels: np.ndarray, share: float = 0.25) -> np.ndarray:
     """``labels`` (0 = none) with each object whose bounding box lies wholly inside a larger object's box
     and whose area is under ``share`` of that one's given to it (a label, a rim or a highlight the network
@@ -539,7 +545,7 @@ def fold_inner(labels: np.ndarray, share: float = 0.25) -> np.ndarray:
     if n < 2:
         return lab.copy()
     area = np.bincount(lab.ravel(), minlength=n + 1)
-    found = [(i, sl) for i, sl in enumerate(ndimage.find_objects(lab), start=1) if sl is not None]
+    found = [(i, sl) for i, sl in enumerate(find_boxes(lab), start=1) if sl is not None]
     ids = np.array([i for i, _ in found])
     box = np.array([(sl[0].start, sl[0].stop, sl[1].start, sl[1].stop) for _, sl in found])
     y0, y1, x0, x1 = (box[:, k] for k in range(4))
@@ -715,7 +721,7 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     n = int(lab.max()) if lab.size else 0
     if n == 0:
         return lab.copy()
-    found = ndimage.find_objects(lab)
+    found = find_boxes(lab)
     small = np.zeros(n + 1, bool)
     for i, sl in enumerate(found, start=1):
         if sl is not None:
@@ -829,7 +835,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
     the view disagree."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
-    zf = np.where(valid, z, 0.0).astype(np.float32)
+    zf = np.where(valid, z, 0.0).astype(np.float32, copy=False)
     xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
@@ -846,7 +852,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
     out = np.zeros_like(labels)
     geo = []
     if plane is not None:
-        height = np.where(valid, P @ plane.normal.astype(np.float32) + np.float32(plane.offset), np.nan).astype(np.float32)
+        height = np.where(valid, P @ plane.normal.astype(np.float32) + np.float32(plane.offset), np.nan).astype(np.float32, copy=False)
         sigma = _noise_sigma(height, zf, valid, config)
         with np.errstate(invalid="ignore"):
             fg = valid & (height > np.maximum(config.min_height_m, config.height_sigmas * sigma)) & (height < config.max_size_m)
@@ -866,7 +872,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
     if min_face is not None:
         labels = drop_small(labels, zn, K, min_face, keep_lone, referee, confirm,
                             absorb=absorb)
-    for lab, sl in enumerate(ndimage.find_objects(labels), start=1):
+    for lab, sl in enumerate(find_boxes(labels), start=1):
         if sl is None:
             continue
         m = labels[sl] == lab
@@ -877,7 +883,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
                 continue
             g = (g[0], g[1], score)
         else:
-            pts = P[sl][m & valid[sl]]
+            pts = _rows(P[sl], m & valid[sl])
             if len(pts) < 10:
                 continue
             lo, hi = np.quantile(pts, [0.02, 0.98], axis=0)
@@ -1139,5 +1145,5 @@ def support_floor(depth: np.ndarray, K: CameraIntrinsics, plane: _Plane, config:
     xs = ((np.arange(z.shape[1], dtype=np.float32) - k.cx) / k.fx)[None, :] * zf
     ys = ((np.arange(z.shape[0], dtype=np.float32) - k.cy) / k.fy)[:, None] * zf
     nx, ny, nz = (float(v) for v in plane.normal)
-    height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32)
+    height = np.where(valid, nx * xs + ny * ys + nz * zf + plane.offset, np.nan).astype(np.float32, copy=False)
     return float(config.min_height_m), float(config.height_sigmas) * _noise_scale(height, zf, valid)

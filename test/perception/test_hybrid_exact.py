@@ -249,8 +249,8 @@ def test_grown_insides_in_their_box_as_over_the_whole_image():
         assert got.dtype == np.int32 and np.array_equal(got, _plain_grown(prob, objects, 0.5))
 
 
-def test_channel_means_as_numpys_mean_down_the_rows():
-    from cbcl_pr_ros.perception.segmenter import _channel_means
+def test_row_means_as_numpys_mean_down_the_rows():
+    from cbcl_pr_ros.perception.proposals import _mean_rows
 
     rng = np.random.default_rng(5)
     for rep in range(300):
@@ -259,5 +259,63 @@ def test_channel_means_as_numpys_mean_down_the_rows():
         if rep % 2:  # smooth colour, as a camera's: long runs of near values
             rgb = cv2.blur(rgb, (5, 5))
         x = (rgb.astype(np.float32) / 255.0).reshape(-1, 3)
-        want, got = x.mean(axis=0), _channel_means(x)
+        want, got = x.mean(axis=0), _mean_rows(x)
         assert got.dtype == want.dtype == np.float32 and got.tobytes() == want.tobytes()
+        # the plane fits' points: float64 rows of metres, far from the origin as a table is
+        pts = rng.normal([0.1, -0.2, 0.9], 0.3, (int(rng.integers(1, 20000)), 3))
+        want, got = pts.mean(axis=0), _mean_rows(pts)
+        assert got.dtype == want.dtype == np.float64 and got.tobytes() == want.tobytes()
+
+
+def _plain_seams(lab: np.ndarray, zz: np.ndarray, scale: float, n: int) -> tuple[list, list]:
+    """The seam pairs over the whole padded image: every test on every pixel, then the pixels selected."""
+    from cbcl_pr_ros.perception.segmenter import _SEAM_REACH
+
+    h, w = lab.shape
+    pad = 3 * _SEAM_REACH
+    L = np.pad(lab, pad)
+    Z = np.pad(zz, pad, constant_values=np.nan)
+    S = scale * Z * Z
+
+    def at(k: int, dy: int, dx: int, arr: np.ndarray) -> np.ndarray:
+        return arr[pad + k * dy:pad + k * dy + h, pad + k * dx:pad + k * dx + w]
+
+    keys, ratios = [], []
+    for d in range(1, _SEAM_REACH + 1):
+        for dy, dx in ((0, d), (d, 0)):
+            a, b = at(0, dy, dx, L), at(1, dy, dx, L)
+            ok = (a > 0) & (b > 0) & (a != b) & (at(-1, dy, dx, L) == a) & (at(2, dy, dx, L) == b)
+            if not ok.any():
+                continue
+            z0, zp, zq, z1 = (at(k, dy, dx, Z)[ok] for k in (-1, 0, 1, 2))
+            with np.errstate(invalid="ignore"):
+                r = np.maximum(np.abs(z0 - 2 * zp + zq) / at(0, dy, dx, S)[ok], np.abs(zp - 2 * zq + z1) / at(1, dy, dx, S)[ok])
+            seen = np.isfinite(r)
+            lo, hi = np.minimum(a[ok], b[ok])[seen], np.maximum(a[ok], b[ok])[seen]
+            keys.append(lo.astype(np.int64) * (n + 1) + hi)
+            ratios.append(r[seen])
+    return keys, ratios
+
+
+def test_seams_read_at_their_pixels_as_tested_over_the_whole_image():
+    from cbcl_pr_ros.perception.segmenter import _seams
+
+    rng = np.random.default_rng(19)
+    for rep in range(200):
+        h, w = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+        if rep % 3 == 0 and h >= 8 and w >= 8:
+            zz, lab = _strips(rng, h, w, empty_top=bool(rep % 2))
+            if rep % 2:
+                zz, lab = np.ascontiguousarray(zz.T), np.ascontiguousarray(lab.T)  # seams along the other axis
+        else:  # blocks of labels of every size, holes and unread pixels
+            k = int(rng.integers(1, 5))
+            lab = np.repeat(np.repeat(rng.integers(0, 6, (h // k + 1, w // k + 1)), k, 0), k, 1)[:h, :w].astype(np.int32)
+            lab[rng.random(lab.shape) < 0.05] = 0
+            zz = rng.uniform(0.5, 2.0, lab.shape)
+            zz[rng.random(lab.shape) < 0.1] = np.nan
+        n = int(lab.max()) if lab.size else 0
+        scale = float(rng.uniform(1e-4, 1e-2))
+        got, want = _seams(lab, zz, scale, n), _plain_seams(lab, zz, scale, n)
+        assert len(got[0]) == len(want[0])
+        for g, wnt in zip(got[0] + got[1], want[0] + want[1]):
+            assert g.dtype == wnt.dtype and g.tobytes() == wnt.tobytes()

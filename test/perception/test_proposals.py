@@ -487,3 +487,107 @@ def test_object_geometry_is_that_of_the_plain_quantiles():
         assert got[1].tobytes() == (hi - lo).tobytes()
         assert got[0].tobytes() == (mid + plane.normal * (top / 2)).tobytes()
     assert answered > 10
+
+
+def test_vectors_selected_as_12_byte_items_are_numpys_selection():
+    from cbcl_pr_ros.perception.proposals import _rows
+
+    rng = np.random.default_rng(7)
+    for rep in range(100):
+        h, w = int(rng.integers(1, 30)), int(rng.integers(1, 30))
+        P = rng.standard_normal((h, w, 3)).astype(np.float32 if rep % 5 else np.float64)
+        P[rng.random((h, w)) < 0.1] = np.nan
+        y0, x0 = int(rng.integers(0, h)), int(rng.integers(0, w))
+        y1, x1 = int(rng.integers(y0, h + 1)), int(rng.integers(x0, w + 1))
+        box = P[y0:y1, x0:x1]  # a view inside the image, as an object's box
+        keep = rng.random(box.shape[:2]) < rng.choice([0.0, 0.5, 1.0])
+        for a, k in ((box, keep), (P.reshape(-1, 3), (rng.random(h * w) < 0.6))):
+            got, want = _rows(a, k), a[k]
+            assert got.dtype == want.dtype and got.shape == want.shape and got.tobytes() == want.tobytes()
+    # the plane fit's inlier counts, in int32 over the bools' bytes, are the bool sums
+    inliers = rng.random((1500, 100)) < 0.3
+    assert np.array_equal(inliers.view(np.uint8).sum(axis=0, dtype=np.int32), inliers.sum(axis=0))
+
+
+def test_the_quantile_asks_only_for_the_places_it_reads_and_stays_numpys():
+    from cbcl_pr_ros.perception.proposals import _quantile
+
+    rng = np.random.default_rng(8)
+    for rep in range(400):
+        n = int(rng.integers(1, 400))
+        dtype = np.float32 if rep % 2 else np.float64
+        if rep % 4 < 2:  # few distinct values: many ties, some of them zeros of both signs
+            x = rng.choice(np.array([-1.5, -0.0, 0.0, 0.25, 2.0, 7.0], dtype), (n, 3))
+        else:
+            x = rng.normal(0, 1, (n, 3)).astype(dtype)
+        for q in (0.0, 0.02, 0.5, 0.98, 1.0):
+            a, b = np.quantile(x[:, 0], q), _quantile(np.ascontiguousarray(x[:, 0]), q)
+            assert type(a) is type(b) and a.tobytes() == b.tobytes()
+        a, b = np.quantile(x, [0.02, 0.98], axis=0), _quantile(x, (0.02, 0.98))
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def test_support_region_is_that_of_the_plain_label_lookup():
+    import cv2
+
+    from cbcl_pr_ros.perception.proposals import _support_region
+    from cbcl_pr_ros.perception.regions import label_areas
+
+    def plain(inliers: np.ndarray, share: float) -> np.ndarray:
+        m = cv2.morphologyEx(inliers.astype(np.uint8), cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8))
+        n, lab, areas = label_areas(m, 8)
+        region = np.zeros(inliers.shape, np.uint8)
+        if n <= 1:
+            return region.astype(bool)
+        chosen = 1 + np.flatnonzero(areas[1:] >= min(share, 1.0) * areas[1:].max())
+        pick = np.zeros(n, np.uint8)
+        pick[chosen] = 1
+        contours, _ = cv2.findContours(pick[lab], cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+        cv2.fillConvexPoly(region, cv2.convexHull(np.vstack(contours)), 1)
+        return cv2.dilate(region, np.ones((7, 7), np.uint8)).astype(bool)
+
+    rng = np.random.default_rng(10)
+    for rep in range(150):
+        h, w = int(rng.integers(8, 80)), int(rng.integers(8, 80))
+        inliers = rng.random((h, w)) < rng.choice([0.0, 0.05, 0.3, 0.8])
+        if rep % 4 == 0:  # many small patches: more than a byte of labels
+            inliers = np.zeros((160, 160), bool)
+            inliers[::6, ::6] = True
+        for share in (0.0, 0.2, 1.0):
+            assert np.array_equal(_support_region(inliers, share), plain(inliers, share))
+
+
+def test_the_median_between_sampled_bounds_is_the_full_partitions():
+    from cbcl_pr_ros.perception.proposals import _median, _middle_between_bounds
+
+    def partitioned(a: np.ndarray) -> np.floating:  # the plain form: one partition of every value
+        h = a.shape[0] // 2
+        if a.shape[0] % 2:
+            return np.partition(a, h)[h]
+        s = np.partition(a, (h - 1, h))
+        return (s[h - 1] + s[h]) / 2
+
+    rng = np.random.default_rng(11)
+    fast = 0
+    for rep in range(600):
+        n = int(rng.choice([4096, 4097, 5001, int(rng.integers(4096, 50000))]))
+        kind = rep % 6
+        if kind == 0:
+            a = rng.standard_normal(n)
+        elif kind == 1:  # the table's spread: small positive values
+            a = np.abs(rng.standard_normal(n)) * 1e-3
+        elif kind == 2:  # few values, zeros of both signs among them
+            a = rng.choice([-1.0, -0.0, 0.0, 0.5, 2.0], n)
+        elif kind == 3:
+            a = np.sort(rng.standard_normal(n))
+        elif kind == 4:  # smooth, as an image's rows read in order
+            a = np.cumsum(rng.standard_normal(n))
+        else:  # every sampled value the same: the bounds hold one value
+            a = np.tile(rng.standard_normal(16), n // 16 + 1)[:n]
+        a = a.astype(np.float32 if rep % 2 else np.float64)
+        got, want = _median(a), partitioned(a)
+        assert type(got) is type(want) and got.tobytes() == want.tobytes()
+        if not (a == 0).any():
+            assert got.tobytes() == np.median(a).tobytes()
+        fast += _middle_between_bounds(a, n // 2, n % 2 == 0) is not None
+    assert fast > 300  # most take the bounds' way
