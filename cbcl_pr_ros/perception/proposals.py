@@ -637,10 +637,10 @@ def _usable_depth(depth: object, shape: tuple[int, int]) -> np.ndarray | None:
     if d.ndim != 2 or d.shape[0] < 2 or d.shape[1] < 2 or not _same_aspect(d.shape, shape):
         return None
     with np.errstate(invalid="ignore"):
-        reading = d > 0  # NaN compares False: a finite positive reading is above 0 and below infinity
-        reading &= d < np.inf
-    d = d.copy()  # np.where(reading, d, NaN), the same values, in about half the time
-    d[~reading] = np.nan
+        bad = ~(d > 0)  # NaN compares False: a finite positive reading is above 0 and below infinity
+        bad |= d == np.inf
+    d = d.copy()  # np.where(bad, NaN, d), the same values, in under half the time
+    np.copyto(d, np.float32(np.nan), where=bad)
     if d.shape != shape:
         d = cv2.resize(d, (shape[1], shape[0]), interpolation=cv2.INTER_NEAREST)
     return d

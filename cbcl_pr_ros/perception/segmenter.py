@@ -384,10 +384,24 @@ def _grown_insides(prob: np.ndarray, objects: np.ndarray, inside_p: float) -> np
     # pixel too, so the nearest one is the same as over the whole image
     box = nonzero_box(lab, _GROW_PX)
     sub = lab[box]
-    dist, idx = ndimage.distance_transform_edt(sub == 0, return_indices=True)
+    idx = ndimage.distance_transform_edt(sub == 0, return_distances=False, return_indices=True)
     out = np.zeros(lab.shape, np.int32)
-    out[box] = np.where(objects[box] & (dist <= _GROW_PX), sub[idx[0], idx[1]], 0)
+    out[box] = np.where(objects[box] & _within(idx, _GROW_PX), sub[idx[0], idx[1]], 0)
     return out
+
+
+def _within(idx: np.ndarray, reach: int) -> np.ndarray:
+    """Where the nearest pixel ``idx`` (a feature transform's (2, h, w) indices) lies at most ``reach`` pixels
+    away: the Euclidean distance transform's ``dist <= reach``, the same pixels, from the integer squared
+    distance (the square root of an integer is at most ``reach`` exactly when the integer is at most
+    ``reach`` squared), without the floating-point distances and their roots."""
+    h, w = idx.shape[1:]
+    dy = idx[0] - np.arange(h, dtype=idx.dtype)[:, None]
+    dx = idx[1] - np.arange(w, dtype=idx.dtype)[None, :]
+    dy *= dy
+    dx *= dx
+    dy += dx
+    return dy <= int(reach) * int(reach)
 
 
 def _flooded_cores(dist: np.ndarray, objects: np.ndarray, core: float, peaks: bool = False) -> np.ndarray:
@@ -616,14 +630,22 @@ def _pair_counts(lab: np.ndarray, ref: np.ndarray, n: int) -> tuple[np.ndarray, 
     return pair, np.bincount(lab.ravel(), minlength=n + 1)
 
 
-def _homes(lab: np.ndarray, referee: np.ndarray, share: float) -> tuple[int, np.ndarray] | None:
+def _region_counts(lab: np.ndarray, referee: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_pair_counts` of the objects ``lab`` (0..n) in the regions of ``referee``; None without a region."""
+    ref = np.asarray(referee, np.int32)
+    return _pair_counts(lab, ref, n) if n > 0 and ref.any() else None
+
+
+def _homes(lab: np.ndarray, referee: np.ndarray, share: float,
+           counts: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, np.ndarray] | None:
     """(n, per object of ``lab`` (1..n) the region of ``referee`` holding ``share`` of its pixels, 0 = none);
-    None when there is nothing to referee (under two objects, or no region)."""
+    None when there is nothing to referee (under two objects, or no region). ``counts``: the pair counts
+    (:func:`_region_counts`) of these labels when the caller has them."""
     ref = np.asarray(referee, np.int32)
     n = int(lab.max()) if lab.size else 0
     if n < 2 or not ref.any():
         return None
-    pair, px = _pair_counts(lab, ref, n)
+    pair, px = _pair_counts(lab, ref, n) if counts is None else counts
     home = np.where(pair.max(axis=1) >= share * np.maximum(px, 1), pair.argmax(axis=1), 0)
     home[0] = 0
     return n, home
@@ -726,11 +748,15 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     for i, sl in enumerate(found, start=1):
         if sl is not None:
             small[i] = visible_area_m2(lab[sl] == i, z[sl], K) < float(min_face) ** 2
+    counts = None  # the objects' pixels per region: counted once for both uses below
     if referee is not None and confirm is not None and small.any():
-        small &= ~confirmed(lab, referee, confirm, share)
+        counts = _region_counts(lab, referee, n)
+        small &= ~confirmed(lab, referee, confirm, share, counts)
     to = np.arange(n + 1)
     h, w = lab.shape
-    homes = _homes(lab, referee, share) if referee is not None and absorb else None
+    if referee is not None and absorb and counts is None:
+        counts = _region_counts(lab, referee, n)
+    homes = _homes(lab, referee, share, counts) if referee is not None and absorb else None
     px = np.bincount(lab.ravel(), minlength=n + 1)
     for i in np.flatnonzero(small):
         sl = found[i - 1]
@@ -750,17 +776,19 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     return _renumbered(to[lab], n)
 
 
-def confirmed(labels: np.ndarray, referee: np.ndarray, cover: float, share: float = 0.6) -> np.ndarray:
+def confirmed(labels: np.ndarray, referee: np.ndarray, cover: float, share: float = 0.6,
+              counts: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Per object of ``labels`` (bool array, index 0..n; 0 = none) whether one region of ``referee`` (labels
     of the same size, 0 = none) holds ``share`` of its pixels and the object covers at least ``cover`` of
-    that region's pixels: the two labelings bound the same object there."""
+    that region's pixels: the two labelings bound the same object there. ``counts``: the pair counts
+    (:func:`_region_counts`) of these labels when the caller has them."""
     lab = np.asarray(labels, np.int32)
     ref = np.asarray(referee, np.int32)
     n = int(lab.max()) if lab.size else 0
     out = np.zeros(n + 1, bool)
     if n == 0 or not ref.any():
         return out
-    pair, px = _pair_counts(lab, ref, n)
+    pair, px = _pair_counts(lab, ref, n) if counts is None else counts
     region_px = np.bincount(ref.ravel(), minlength=pair.shape[1])
     home = pair.argmax(axis=1)
     inside = pair[np.arange(n + 1), home]

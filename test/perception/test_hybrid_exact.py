@@ -319,3 +319,42 @@ def test_seams_read_at_their_pixels_as_tested_over_the_whole_image():
         assert len(got[0]) == len(want[0])
         for g, wnt in zip(got[0] + got[1], want[0] + want[1]):
             assert g.dtype == wnt.dtype and g.tobytes() == wnt.tobytes()
+
+
+def test_within_reach_as_the_distance_transforms_distances():
+    from cbcl_pr_ros.perception.segmenter import _within
+
+    rng = np.random.default_rng(23)
+    for _ in range(300):
+        h, w = (int(v) for v in rng.integers(1, 50, 2))
+        background = rng.random((h, w)) < rng.uniform(0.001, 0.3)
+        background.ravel()[int(rng.integers(0, h * w))] = True
+        dist, idx = ndimage.distance_transform_edt(~background, return_indices=True)
+        for reach in (0, 1, 2, 3, 5, 16):
+            assert np.array_equal(_within(idx, reach), dist <= reach)
+
+
+def test_drop_small_counting_once_as_counting_per_use(monkeypatch):
+    from cbcl_pr_ros.perception import segmenter as S
+
+    rng = np.random.default_rng(29)
+    K = CameraIntrinsics(100.0, 100.0, 20.0, 15.0)
+    cases = []
+    for _ in range(150):
+        h, w = (int(v) for v in rng.integers(8, 40, 2))
+        lab = np.zeros((h, w), np.int32)
+        for i in range(1, int(rng.integers(1, 8))):
+            y, x = int(rng.integers(0, h)), int(rng.integers(0, w))
+            a, b = (int(v) for v in rng.integers(1, 14, 2))
+            lab[y:y + a, x:x + b] = i
+        ref = np.zeros((h, w), np.int32)
+        for i in range(1, int(rng.integers(0, 5))):
+            y, x = int(rng.integers(0, h)), int(rng.integers(0, w))
+            a, b = (int(v) for v in rng.integers(2, 20, 2))
+            ref[y:y + a, x:x + b] = i
+        z = rng.uniform(0.3, 1.5, (h, w)).astype(np.float32)
+        cases.append((lab, ref, z, float(rng.uniform(0.005, 0.05)), float(rng.uniform(0.2, 1.0)), bool(rng.random() < 0.7)))
+    got = [S.drop_small(lab, z, K, face, True, ref, cover, absorb=absorb) for lab, ref, z, face, cover, absorb in cases]
+    monkeypatch.setattr(S, "_region_counts", lambda lab, referee, n: None)  # each use counts for itself
+    for (lab, ref, z, face, cover, absorb), g in zip(cases, got):
+        assert np.array_equal(g, S.drop_small(lab, z, K, face, True, ref, cover, absorb=absorb))
