@@ -850,8 +850,8 @@ def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarra
             add = todo & (grown > 0)
             if not add.any():
                 break
-            grow[add] = grown[add]
-            todo &= ~add
+            np.copyto(grow, grown, where=add)  # grow[add] = grown[add], without gathering the values first
+            todo ^= add  # todo &= ~add: every added pixel was still to do
         out[box] = grow
     if rest.any():
         n, lab, areas = label_areas(rest.astype(np.uint8), 4)
