@@ -812,10 +812,16 @@ def trim_outline(proposals: list[Proposal], depth: np.ndarray, K: CameraIntrinsi
     for p in proposals:
         x0, y0, x1, y1 = p.box
         x0, y0, x1, y1 = max(x0 - 1, 0), max(y0 - 1, 0), min(x1 + 1, w), min(y1 + 1, h)
-        m = p.mask[y0:y1, x0:x1]
-        edge = m & ~cv2.erode(m.view(np.uint8), _CROSS, iterations=int(band), borderType=cv2.BORDER_CONSTANT,
-                              borderValue=0).astype(bool)
-        ys, xs = np.nonzero(edge)
+        m = p.mask[y0:y1, x0:x1].view(np.uint8)
+        # the erosion lies within the mask, so the outline band (mask and not eroded) is their difference;
+        # its pixels row by row, as np.nonzero lists them
+        edge = cv2.subtract(m, cv2.erode(m, _CROSS, iterations=int(band), borderType=cv2.BORDER_CONSTANT, borderValue=0))
+        at = cv2.findNonZero(edge)
+        if at is None:
+            out.append(p)
+            continue
+        at = at.reshape(-1, 2)
+        xs, ys = at[:, 0], at[:, 1]
         z = depth[y0:y1, x0:x1][ys, xs]
         with np.errstate(invalid="ignore"):
             height = (nx * (xs + x0 - K.cx) / K.fx + ny * (ys + y0 - K.cy) / K.fy + nz) * z + plane.offset
@@ -825,7 +831,9 @@ def trim_outline(proposals: list[Proposal], depth: np.ndarray, K: CameraIntrinsi
             continue
         mask = p.mask.copy()
         mask[ys[level] + y0, xs[level] + x0] = False
-        out.append(dataclasses.replace(p, mask=mask) if mask.any() else p)
+        # pixels stay where the window held more than those taken (each taken pixel is one of its own)
+        left = np.count_nonzero(level) < np.count_nonzero(m) or mask.any()
+        out.append(dataclasses.replace(p, mask=mask) if left else p)
     return out
 
 
@@ -1003,13 +1011,18 @@ def _box_px(a: Proposal) -> int:
 def _inside(a: Proposal, b: Proposal, a_px: int | None = None) -> float:
     """Share of ``a``'s mask inside ``b``'s (boxes first: most pairs do not touch); ``a_px``: ``_box_px(a)``
     when the caller has it already."""
+    return _common(a, b) / max(_box_px(a) if a_px is None else a_px, 1)
+
+
+def _common(a: Proposal, b: Proposal) -> int:
+    """Pixels of both ``a``'s and ``b``'s masks within both boxes (0 when the boxes do not touch): the same
+    count either way round."""
     ax0, ay0, ax1, ay1 = a.box
     bx0, by0, bx1, by1 = b.box
     if ax1 <= bx0 or bx1 <= ax0 or ay1 <= by0 or by1 <= ay0:
-        return 0.0
+        return 0
     y0, y1, x0, x1 = max(ay0, by0), min(ay1, by1), max(ax0, bx0), min(ax1, bx1)
-    inter = int(np.count_nonzero(a.mask[y0:y1, x0:x1] & b.mask[y0:y1, x0:x1]))
-    return inter / max(_box_px(a) if a_px is None else a_px, 1)
+    return int(np.count_nonzero(a.mask[y0:y1, x0:x1] & b.mask[y0:y1, x0:x1]))
 
 
 def combine(geometry: list[Proposal], learned: list[Proposal], max_proposals: int = 32) -> list[Proposal]:
@@ -1070,7 +1083,8 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
     if not learned or not geometry:
         return learned[:max_proposals]
     area = [int(np.count_nonzero(p.mask)) for p in learned]
-    share = [[_inside(p, g, px) for g in geometry] for p, px in ((p, _box_px(p)) for p in learned)]
+    common = [[_common(p, g) for g in geometry] for p in learned]  # read both ways below: counted once
+    share = [[c / max(px, 1) for c in row] for row, px in zip(common, (_box_px(p) for p in learned))]
     home = [max(range(len(geometry)), key=lambda i, s=s: (s[i], -i)) for s in share]
     home = [h if s[h] >= _PIECE_SHARE else -1 for s, h in zip(share, home)]
     g_px = [_box_px(g) for g in geometry]
@@ -1094,7 +1108,7 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
             continue
         if home[k] >= 0 and any(home[j] == home[k] and (area[j], -j) > (area[k], -k) for j in range(len(learned))):
             continue  # a smaller piece of what the geometry sees as one object
-        held = [g for i, g in enumerate(geometry) if _inside(g, lp, g_px[i]) >= _PIECE_SHARE and large(i, k)]
+        held = [g for i, g in enumerate(geometry) if common[k][i] / max(g_px[i], 1) >= _PIECE_SHARE and large(i, k)]
         out.extend(held if len(held) >= 2 else [lp])
     out.sort(key=lambda p: (-p.score, p.box))
     return out[:max_proposals]
