@@ -1135,9 +1135,11 @@ def _quantile_plan(n: int, q: float | tuple[float, ...], ndim: int) -> tuple:
         gamma.append(v - p)
     read = tuple(sorted({i % n for i in prev + nxt}))
     kth = tuple(sorted({0, n - 1, *read}))
-    t = np.asarray(gamma).reshape((len(gamma),) + (1,) * (ndim - 1))
+    if isinstance(q, float):  # one value: read as plain numbers, no arrays to make
+        return prev, nxt, kth, tuple(gamma), None, None, None, read
+    t = np.array(gamma).reshape((len(gamma),) + (1,) * (ndim - 1))
     rest, upper = 1 - t, t >= 0.5
-    prev, nxt = np.asarray(prev, np.intp), np.asarray(nxt, np.intp)
+    prev, nxt = np.array(prev, np.intp), np.array(nxt, np.intp)
     for arr in (prev, nxt, t, rest, upper):  # shared by every call of this size: never written
         arr.flags.writeable = False
     return prev, nxt, kth, tuple(gamma), t, rest, upper, read
@@ -1370,6 +1372,18 @@ def _support_evidence(labels: np.ndarray, ys: np.ndarray, xs: np.ndarray, P: np.
             np.bincount(mine, weights=own & ~free, minlength=n + 1))
 
 
+def _areas_of(labels: np.ndarray, asked: np.ndarray, n: int) -> np.ndarray:
+    """Pixels of each label in ``asked`` (int64, index 0..n; 0 for the others) of the labels ``labels`` (0..n)."""
+    area = np.zeros(n + 1, np.int64)
+    if len(asked) > 2 and n < 65536 and labels.size < 2 ** 24:
+        # OpenCV's histogram of the labels (16 bits; every count exact in float32): one pass for them all
+        area[asked] = cv2.calcHist([labels.astype(np.uint16)], [0], None, [n + 1], [0, n + 1]).ravel()[asked]
+    else:  # a few labels: counted one by one, cheaper than a whole-image count
+        for i in asked:
+            area[i] = np.count_nonzero(labels == i)
+    return area
+
+
 def _attach_overhangs(labels: np.ndarray, fg: np.ndarray, P: np.ndarray, z: np.ndarray, height: np.ndarray,
                       plane: _Plane, K: CameraIntrinsics, config: ProposalConfig) -> np.ndarray:
     """``labels`` with each small hanging piece joined to the piece it touches most in 3D (see
@@ -1395,9 +1409,7 @@ def _attach_overhangs(labels: np.ndarray, fg: np.ndarray, P: np.ndarray, z: np.n
     contact += contact.T
     holder = np.argmax(contact, axis=1)
     touching = np.flatnonzero(contact[np.arange(n + 1), holder] >= 2)
-    area = np.zeros(n + 1, np.int64)  # counted for the pieces in question only: a whole-image count costs more
-    for i in np.union1d(touching, holder[touching]):
-        area[i] = np.count_nonzero(labels == i)
+    area = _areas_of(labels, np.union1d(touching, holder[touching]), n)
     small = [int(i) for i in touching if area[i] <= config.rules.attach_max_ratio * area[holder[i]]]
     if not small:
         return labels

@@ -591,3 +591,19 @@ def test_the_median_between_sampled_bounds_is_the_full_partitions():
             assert got.tobytes() == np.median(a).tobytes()
         fast += _middle_between_bounds(a, n // 2, n % 2 == 0) is not None
     assert fast > 300  # most take the bounds' way
+
+
+def test_areas_of_the_pieces_asked_are_their_pixel_counts():
+    from cbcl_pr_ros.perception.proposals import _areas_of
+
+    rng = np.random.default_rng(41)
+    for _ in range(200):
+        h, w = (int(v) for v in rng.integers(1, 50, 2))
+        n = int(rng.integers(1, 20))
+        labels = rng.integers(0, n + 1, (h, w)).astype(np.int32)
+        asked = np.unique(rng.integers(0, n + 1, int(rng.integers(0, 8))))
+        want = np.zeros(n + 1, np.int64)
+        for i in asked:
+            want[i] = np.count_nonzero(labels == i)
+        got = _areas_of(labels, asked, n)
+        assert got.dtype == np.int64 and np.array_equal(got, want)
