@@ -335,7 +335,7 @@ def fit_support_plane(points: np.ndarray, config: ProposalConfig, min_fraction: 
     centre = _mean_rows(sel)
     normal = np.linalg.svd(sel - centre, full_matrices=False)[2][-1]
     offset = -float(normal @ centre)
-    frac = float((np.abs(points @ normal + offset) < config.rules.plane_tolerance_m).mean())
+    frac = np.count_nonzero(np.abs(points @ normal + offset) < config.rules.plane_tolerance_m) / len(points)
     if frac < (config.rules.min_plane_fraction if min_fraction is None else min_fraction):
         return None
     if offset < 0:  # the camera (origin) gets a positive height
@@ -392,7 +392,7 @@ def support_planes(points: np.ndarray, config: ProposalConfig) -> list[_Plane]:
         dist = rest @ plane.normal
         dist += plane.offset
         np.abs(dist, out=dist)
-        frac = float((dist < config.rules.plane_tolerance_m).sum()) / n_all
+        frac = np.count_nonzero(dist < config.rules.plane_tolerance_m) / n_all
         planes.append(_Plane(plane.normal, plane.offset, frac))
         rest = np.compress(dist >= 2 * config.rules.plane_tolerance_m, rest, axis=0)
     return planes
@@ -705,7 +705,7 @@ def _say(kind: str, message: str) -> None:
 def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config: ProposalConfig):
     sh, sw = z.shape
     valid = np.isfinite(z) & (z > _NEAREST_M) & (z < _FARTHEST_M)
-    if valid.sum() < max(100, 0.05 * z.size):
+    if np.count_nonzero(valid) < max(100, 0.05 * z.size):
         _say("sparse", f"depth: {100 * valid.mean():.0f} % of the pixels hold a reading (under 5 %): the RGB method, no 3D")
         return None
     zf = np.where(valid, z, 0.0).astype(np.float32, copy=False)
@@ -817,7 +817,7 @@ def _noise_scale(height: np.ndarray, z: np.ndarray, valid: np.ndarray) -> float:
     readings (``height`` above the plane, depth ``z``, ``valid`` readings)."""
     with np.errstate(invalid="ignore"):
         near = valid & (np.abs(height) < _TABLE_BAND_M)
-    if near.sum() < 50:
+    if np.count_nonzero(near) < 50:
         return _SIGMA_AT_1M_FLOOR
     spread = height[near]  # |height| / z^2, in place where the types allow
     np.abs(spread, out=spread)
@@ -1172,7 +1172,7 @@ def _geometry(m: np.ndarray, sl: tuple[slice, slice], fg: np.ndarray, P: np.ndar
     foot_mid = (flo + fhi) / 2
     foot_mid = foot_mid - (foot_mid @ plane.normal + plane.offset) * plane.normal  # back onto the plane
     centroid = foot_mid + plane.normal * (top / 2)
-    fill = float(m.mean())  # share of its box the component fills
+    fill = np.count_nonzero(m) / m.size  # share of its box the component fills (the mean of the bools)
     conf = float(np.sqrt(min(1.0, fill / 0.6) * min(1.0, top / (4 * config.min_height_m))))
     return centroid, size, conf
 

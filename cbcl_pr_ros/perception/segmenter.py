@@ -116,7 +116,7 @@ def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.nd
     flagged in the ``valid`` channel."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
-    if valid.sum() < max(20, 0.05 * z.size):
+    if np.count_nonzero(valid) < max(20, 0.05 * z.size):
         return None
     idx = ndimage.distance_transform_edt(~valid, return_distances=False, return_indices=True)
     zf = np.where(valid, z, 0.0).astype(np.float32, copy=False)[idx[0], idx[1]]
@@ -875,7 +875,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
     xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
-    if not use_plane or valid.sum() < 100:
+    if not use_plane or np.count_nonzero(valid) < 100:
         plane = None
     elif support is not None:
         plane = support
