@@ -813,6 +813,9 @@ def trim_outline(proposals: list[Proposal], depth: np.ndarray, K: CameraIntrinsi
         x0, y0, x1, y1 = p.box
         x0, y0, x1, y1 = max(x0 - 1, 0), max(y0 - 1, 0), min(x1 + 1, w), min(y1 + 1, h)
         m = p.mask[y0:y1, x0:x1].view(np.uint8)
+        if m.size == 0:  # a box outside the frame: no outline to trim
+            out.append(p)
+            continue
         # the erosion lies within the mask, so the outline band (mask and not eroded) is their difference;
         # its pixels row by row, as np.nonzero lists them
         edge = cv2.subtract(m, cv2.erode(m, _CROSS, iterations=int(band), borderType=cv2.BORDER_CONSTANT, borderValue=0))

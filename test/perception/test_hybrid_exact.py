@@ -419,6 +419,15 @@ def test_trim_outline_as_its_plain_form():
         want = _plain_trim_outline(props, depth, K, plane, floor, band)
         for g, wnt, p in zip(got, want, props):
             assert np.array_equal(g.mask, wnt.mask) and g.box == wnt.box and (g is p) == (wnt is p)
+    # a box beyond the frame (an empty window) leaves the proposal as it is, as the plain form does
+    m = np.zeros((10, 12), bool)
+    m[2:4, 2:4] = True
+    far = Proposal((20, 20, 25, 25), m, np.zeros(3), np.zeros(3), 0.5)
+    plane = _Plane(np.array([0.0, -1.0, 0.0]), 0.5, 0.5)
+    K = CameraIntrinsics(50.0, 50.0, 6.0, 5.0)
+    depth = np.ones((10, 12), np.float32)
+    assert trim_outline([far], depth, K, plane, (0.1, 0.0), 2)[0] is far
+    assert _plain_trim_outline([far], depth, K, plane, (0.1, 0.0), 2)[0] is far
 
 
 def _plain_part_merged_shares(learned, geometry):
