@@ -145,7 +145,7 @@ def merge_pieces(seg: np.ndarray, z: np.ndarray, crease: np.ndarray, rule: Bound
     apart = (np.abs(np.nan_to_num(step, nan=0.0)) > thr)
     if rule.crease_share > 0:
         creased = share >= rule.crease_share
-        if rule.colour_de > 0 and rgb_small is not None:
+        if rule.colour_de > 0 and rgb_small is not None and creased.any():  # the colours asked only then
             mean = _mean_lab(seg, rgb_small)
             creased &= np.linalg.norm(mean[a] - mean[b], axis=1) >= rule.colour_de
         apart |= creased
