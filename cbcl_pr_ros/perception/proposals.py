@@ -335,7 +335,7 @@ def fit_support_plane(points: np.ndarray, config: ProposalConfig, min_fraction: 
     centre = _mean_rows(sel)
     normal = np.linalg.svd(sel - centre, full_matrices=False)[2][-1]
     offset = -float(normal @ centre)
-    frac = float((np.abs(points @ normal + offset) < config.rules.plane_tolerance_m).mean())
+    frac = np.count_nonzero(np.abs(points @ normal + offset) < config.rules.plane_tolerance_m) / len(points)
     if frac < (config.rules.min_plane_fraction if min_fraction is None else min_fraction):
         return None
     if offset < 0:  # the camera (origin) gets a positive height
@@ -392,7 +392,7 @@ def support_planes(points: np.ndarray, config: ProposalConfig) -> list[_Plane]:
         dist = rest @ plane.normal
         dist += plane.offset
         np.abs(dist, out=dist)
-        frac = float((dist < config.rules.plane_tolerance_m).sum()) / n_all
+        frac = np.count_nonzero(dist < config.rules.plane_tolerance_m) / n_all
         planes.append(_Plane(plane.normal, plane.offset, frac))
         rest = np.compress(dist >= 2 * config.rules.plane_tolerance_m, rest, axis=0)
     return planes
@@ -637,10 +637,10 @@ def _usable_depth(depth: object, shape: tuple[int, int]) -> np.ndarray | None:
     if d.ndim != 2 or d.shape[0] < 2 or d.shape[1] < 2 or not _same_aspect(d.shape, shape):
         return None
     with np.errstate(invalid="ignore"):
-        reading = d > 0  # NaN compares False: a finite positive reading is above 0 and below infinity
-        reading &= d < np.inf
-    d = d.copy()  # np.where(reading, d, NaN), the same values, in about half the time
-    d[~reading] = np.nan
+        bad = ~(d > 0)  # NaN compares False: a finite positive reading is above 0 and below infinity
+        bad |= d == np.inf
+    d = d.copy()  # np.where(bad, NaN, d), the same values, in under half the time
+    np.copyto(d, np.float32(np.nan), where=bad)
     if d.shape != shape:
         d = cv2.resize(d, (shape[1], shape[0]), interpolation=cv2.INTER_NEAREST)
     return d
@@ -705,7 +705,7 @@ def _say(kind: str, message: str) -> None:
 def _propose_depth(small: np.ndarray, z: np.ndarray, K: CameraIntrinsics, config: ProposalConfig):
     sh, sw = z.shape
     valid = np.isfinite(z) & (z > _NEAREST_M) & (z < _FARTHEST_M)
-    if valid.sum() < max(100, 0.05 * z.size):
+    if np.count_nonzero(valid) < max(100, 0.05 * z.size):
         _say("sparse", f"depth: {100 * valid.mean():.0f} % of the pixels hold a reading (under 5 %): the RGB method, no 3D")
         return None
     zf = np.where(valid, z, 0.0).astype(np.float32, copy=False)
@@ -817,7 +817,7 @@ def _noise_scale(height: np.ndarray, z: np.ndarray, valid: np.ndarray) -> float:
     readings (``height`` above the plane, depth ``z``, ``valid`` readings)."""
     with np.errstate(invalid="ignore"):
         near = valid & (np.abs(height) < _TABLE_BAND_M)
-    if near.sum() < 50:
+    if np.count_nonzero(near) < 50:
         return _SIGMA_AT_1M_FLOOR
     spread = height[near]  # |height| / z^2, in place where the types allow
     np.abs(spread, out=spread)
@@ -850,8 +850,8 @@ def _grow_down(labels: np.ndarray, fg: np.ndarray, min_pixels: int) -> np.ndarra
             add = todo & (grown > 0)
             if not add.any():
                 break
-            grow[add] = grown[add]
-            todo &= ~add
+            np.copyto(grow, grown, where=add)  # grow[add] = grown[add], without gathering the values first
+            todo ^= add  # todo &= ~add: every added pixel was still to do
         out[box] = grow
     if rest.any():
         n, lab, areas = label_areas(rest.astype(np.uint8), 4)
@@ -1135,9 +1135,11 @@ def _quantile_plan(n: int, q: float | tuple[float, ...], ndim: int) -> tuple:
         gamma.append(v - p)
     read = tuple(sorted({i % n for i in prev + nxt}))
     kth = tuple(sorted({0, n - 1, *read}))
-    t = np.asarray(gamma).reshape((len(gamma),) + (1,) * (ndim - 1))
+    if isinstance(q, float):  # one value: read as plain numbers, no arrays to make
+        return prev, nxt, kth, tuple(gamma), None, None, None, read
+    t = np.array(gamma).reshape((len(gamma),) + (1,) * (ndim - 1))
     rest, upper = 1 - t, t >= 0.5
-    prev, nxt = np.asarray(prev, np.intp), np.asarray(nxt, np.intp)
+    prev, nxt = np.array(prev, np.intp), np.array(nxt, np.intp)
     for arr in (prev, nxt, t, rest, upper):  # shared by every call of this size: never written
         arr.flags.writeable = False
     return prev, nxt, kth, tuple(gamma), t, rest, upper, read
@@ -1170,7 +1172,7 @@ def _geometry(m: np.ndarray, sl: tuple[slice, slice], fg: np.ndarray, P: np.ndar
     foot_mid = (flo + fhi) / 2
     foot_mid = foot_mid - (foot_mid @ plane.normal + plane.offset) * plane.normal  # back onto the plane
     centroid = foot_mid + plane.normal * (top / 2)
-    fill = float(m.mean())  # share of its box the component fills
+    fill = np.count_nonzero(m) / m.size  # share of its box the component fills (the mean of the bools)
     conf = float(np.sqrt(min(1.0, fill / 0.6) * min(1.0, top / (4 * config.min_height_m))))
     return centroid, size, conf
 
@@ -1370,6 +1372,18 @@ def _support_evidence(labels: np.ndarray, ys: np.ndarray, xs: np.ndarray, P: np.
             np.bincount(mine, weights=own & ~free, minlength=n + 1))
 
 
+def _areas_of(labels: np.ndarray, asked: np.ndarray, n: int) -> np.ndarray:
+    """Pixels of each label in ``asked`` (int64, index 0..n; 0 for the others) of the labels ``labels`` (0..n)."""
+    area = np.zeros(n + 1, np.int64)
+    if len(asked) > 2 and n < 65536 and labels.size < 2 ** 24:
+        # OpenCV's histogram of the labels (16 bits; every count exact in float32): one pass for them all
+        area[asked] = cv2.calcHist([labels.astype(np.uint16)], [0], None, [n + 1], [0, n + 1]).ravel()[asked]
+    else:  # a few labels: counted one by one, cheaper than a whole-image count
+        for i in asked:
+            area[i] = np.count_nonzero(labels == i)
+    return area
+
+
 def _attach_overhangs(labels: np.ndarray, fg: np.ndarray, P: np.ndarray, z: np.ndarray, height: np.ndarray,
                       plane: _Plane, K: CameraIntrinsics, config: ProposalConfig) -> np.ndarray:
     """``labels`` with each small hanging piece joined to the piece it touches most in 3D (see
@@ -1395,9 +1409,7 @@ def _attach_overhangs(labels: np.ndarray, fg: np.ndarray, P: np.ndarray, z: np.n
     contact += contact.T
     holder = np.argmax(contact, axis=1)
     touching = np.flatnonzero(contact[np.arange(n + 1), holder] >= 2)
-    area = np.zeros(n + 1, np.int64)  # counted for the pieces in question only: a whole-image count costs more
-    for i in np.union1d(touching, holder[touching]):
-        area[i] = np.count_nonzero(labels == i)
+    area = _areas_of(labels, np.union1d(touching, holder[touching]), n)
     small = [int(i) for i in touching if area[i] <= config.rules.attach_max_ratio * area[holder[i]]]
     if not small:
         return labels

@@ -145,7 +145,7 @@ def merge_pieces(seg: np.ndarray, z: np.ndarray, crease: np.ndarray, rule: Bound
     apart = (np.abs(np.nan_to_num(step, nan=0.0)) > thr)
     if rule.crease_share > 0:
         creased = share >= rule.crease_share
-        if rule.colour_de > 0 and rgb_small is not None:
+        if rule.colour_de > 0 and rgb_small is not None and creased.any():  # the colours asked only then
             mean = _mean_lab(seg, rgb_small)
             creased &= np.linalg.norm(mean[a] - mean[b], axis=1) >= rule.colour_de
         apart |= creased
@@ -249,7 +249,7 @@ SEED_PX = 12  # smallest level patch that seeds a layer in split_layers
 def _ring(mask: np.ndarray, share: float = 0.15) -> bool:
     """Whether a region encloses a hole of at least ``share`` of its area: a bowl, a tray or a cup seen
     from above is a ring of rim and walls around a low floor; touching objects enclose nothing."""
-    area = float(mask.sum())
+    area = float(np.count_nonzero(mask))
     if float(filled_area(mask)) >= (1.0 + share) * area:
         return True
     # an open ring (a tray whose near wall hides below the threshold): one hull gap as large as the region
@@ -265,7 +265,7 @@ def _blobs(labels: np.ndarray, min_pixels: int):
         if sl is None:
             continue
         m = labels[sl] == lab
-        if m.sum() >= 2 * min_pixels:
+        if np.count_nonzero(m) >= 2 * min_pixels:
             yield sl, m
 
 
@@ -299,10 +299,10 @@ def split_nonconvex(labels: np.ndarray, cut: np.ndarray, crease: np.ndarray, rgb
         zb = z[sl]  # the depth as float32 with NaN where none, in this blob's box only
         seg = merge_pieces(seg, np.where(np.isfinite(zb), zb, np.nan).astype(np.float32), crease[sl], rule, rgb_small[sl])
         parts = [seg == k for k in range(1, int(seg.max()) + 1)]
-        parts = [p for p in parts if p.sum() >= min_pixels]
+        parts = [p for p in parts if np.count_nonzero(p) >= min_pixels]
         if len(parts) < 2:
             continue
-        area = np.array([p.sum() for p in parts], float)
+        area = np.array([np.count_nonzero(p) for p in parts], float)
         s1 = float(np.sum(area * np.array([solidity(p) for p in parts])) / area.sum())
         if s1 < s0 + gain:
             continue
@@ -409,7 +409,7 @@ def split_layers(labels: np.ndarray, flat: np.ndarray, height: np.ndarray, rgb_s
                 markers[lab2 == i] = int(np.argmin(np.abs(means - float(np.nanmedian(hb[lab2 == i]))))) + 1
         ws = _walls_by_colour(m, markers, rgb_small[sl])
         parts = [ws == g + 1 for g in range(int(group.max()) + 1)]
-        if min(int(p.sum()) for p in parts) >= min_pixels:
+        if min(np.count_nonzero(p) for p in parts) >= min_pixels:
             nxt = _replace(out, sl, m, parts, nxt)
     return out
 

@@ -116,7 +116,7 @@ def input_features(rgb: np.ndarray, z: np.ndarray, K: CameraIntrinsics) -> np.nd
     flagged in the ``valid`` channel."""
     h, w = z.shape
     valid = np.isfinite(z) & (z > 0.02) & (z < 20.0)
-    if valid.sum() < max(20, 0.05 * z.size):
+    if np.count_nonzero(valid) < max(20, 0.05 * z.size):
         return None
     idx = ndimage.distance_transform_edt(~valid, return_distances=False, return_indices=True)
     zf = np.where(valid, z, 0.0).astype(np.float32, copy=False)[idx[0], idx[1]]
@@ -384,10 +384,24 @@ def _grown_insides(prob: np.ndarray, objects: np.ndarray, inside_p: float) -> np
     # pixel too, so the nearest one is the same as over the whole image
     box = nonzero_box(lab, _GROW_PX)
     sub = lab[box]
-    dist, idx = ndimage.distance_transform_edt(sub == 0, return_indices=True)
+    idx = ndimage.distance_transform_edt(sub == 0, return_distances=False, return_indices=True)
     out = np.zeros(lab.shape, np.int32)
-    out[box] = np.where(objects[box] & (dist <= _GROW_PX), sub[idx[0], idx[1]], 0)
+    out[box] = np.where(objects[box] & _within(idx, _GROW_PX), sub[idx[0], idx[1]], 0)
     return out
+
+
+def _within(idx: np.ndarray, reach: int) -> np.ndarray:
+    """Where the nearest pixel ``idx`` (a feature transform's (2, h, w) indices) lies at most ``reach`` pixels
+    away: the Euclidean distance transform's ``dist <= reach``, the same pixels, from the integer squared
+    distance (the square root of an integer is at most ``reach`` exactly when the integer is at most
+    ``reach`` squared), without the floating-point distances and their roots."""
+    h, w = idx.shape[1:]
+    dy = idx[0] - np.arange(h, dtype=idx.dtype)[:, None]
+    dx = idx[1] - np.arange(w, dtype=idx.dtype)[None, :]
+    dy *= dy
+    dx *= dx
+    dy += dx
+    return dy <= int(reach) * int(reach)
 
 
 def _flooded_cores(dist: np.ndarray, objects: np.ndarray, core: float, peaks: bool = False) -> np.ndarray:
@@ -616,14 +630,22 @@ def _pair_counts(lab: np.ndarray, ref: np.ndarray, n: int) -> tuple[np.ndarray, 
     return pair, np.bincount(lab.ravel(), minlength=n + 1)
 
 
-def _homes(lab: np.ndarray, referee: np.ndarray, share: float) -> tuple[int, np.ndarray] | None:
+def _region_counts(lab: np.ndarray, referee: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_pair_counts` of the objects ``lab`` (0..n) in the regions of ``referee``; None without a region."""
+    ref = np.asarray(referee, np.int32)
+    return _pair_counts(lab, ref, n) if n > 0 and ref.any() else None
+
+
+def _homes(lab: np.ndarray, referee: np.ndarray, share: float,
+           counts: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[int, np.ndarray] | None:
     """(n, per object of ``lab`` (1..n) the region of ``referee`` holding ``share`` of its pixels, 0 = none);
-    None when there is nothing to referee (under two objects, or no region)."""
+    None when there is nothing to referee (under two objects, or no region). ``counts``: the pair counts
+    (:func:`_region_counts`) of these labels when the caller has them."""
     ref = np.asarray(referee, np.int32)
     n = int(lab.max()) if lab.size else 0
     if n < 2 or not ref.any():
         return None
-    pair, px = _pair_counts(lab, ref, n)
+    pair, px = _pair_counts(lab, ref, n) if counts is None else counts
     home = np.where(pair.max(axis=1) >= share * np.maximum(px, 1), pair.argmax(axis=1), 0)
     home[0] = 0
     return n, home
@@ -726,11 +748,15 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     for i, sl in enumerate(found, start=1):
         if sl is not None:
             small[i] = visible_area_m2(lab[sl] == i, z[sl], K) < float(min_face) ** 2
+    counts = None  # the objects' pixels per region: counted once for both uses below
     if referee is not None and confirm is not None and small.any():
-        small &= ~confirmed(lab, referee, confirm, share)
+        counts = _region_counts(lab, referee, n)
+        small &= ~confirmed(lab, referee, confirm, share, counts)
     to = np.arange(n + 1)
     h, w = lab.shape
-    homes = _homes(lab, referee, share) if referee is not None and absorb else None
+    if referee is not None and absorb and counts is None:
+        counts = _region_counts(lab, referee, n)
+    homes = _homes(lab, referee, share, counts) if referee is not None and absorb else None
     px = np.bincount(lab.ravel(), minlength=n + 1)
     for i in np.flatnonzero(small):
         sl = found[i - 1]
@@ -750,17 +776,19 @@ def drop_small(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, min_face:
     return _renumbered(to[lab], n)
 
 
-def confirmed(labels: np.ndarray, referee: np.ndarray, cover: float, share: float = 0.6) -> np.ndarray:
+def confirmed(labels: np.ndarray, referee: np.ndarray, cover: float, share: float = 0.6,
+              counts: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Per object of ``labels`` (bool array, index 0..n; 0 = none) whether one region of ``referee`` (labels
     of the same size, 0 = none) holds ``share`` of its pixels and the object covers at least ``cover`` of
-    that region's pixels: the two labelings bound the same object there."""
+    that region's pixels: the two labelings bound the same object there. ``counts``: the pair counts
+    (:func:`_region_counts`) of these labels when the caller has them."""
     lab = np.asarray(labels, np.int32)
     ref = np.asarray(referee, np.int32)
     n = int(lab.max()) if lab.size else 0
     out = np.zeros(n + 1, bool)
     if n == 0 or not ref.any():
         return out
-    pair, px = _pair_counts(lab, ref, n)
+    pair, px = _pair_counts(lab, ref, n) if counts is None else counts
     region_px = np.bincount(ref.ravel(), minlength=pair.shape[1])
     home = pair.argmax(axis=1)
     inside = pair[np.arange(n + 1), home]
@@ -784,10 +812,19 @@ def trim_outline(proposals: list[Proposal], depth: np.ndarray, K: CameraIntrinsi
     for p in proposals:
         x0, y0, x1, y1 = p.box
         x0, y0, x1, y1 = max(x0 - 1, 0), max(y0 - 1, 0), min(x1 + 1, w), min(y1 + 1, h)
-        m = p.mask[y0:y1, x0:x1]
-        edge = m & ~cv2.erode(m.view(np.uint8), _CROSS, iterations=int(band), borderType=cv2.BORDER_CONSTANT,
-                              borderValue=0).astype(bool)
-        ys, xs = np.nonzero(edge)
+        m = p.mask[y0:y1, x0:x1].view(np.uint8)
+        if m.size == 0:  # a box outside the frame: no outline to trim
+            out.append(p)
+            continue
+        # the erosion lies within the mask, so the outline band (mask and not eroded) is their difference;
+        # its pixels row by row, as np.nonzero lists them
+        edge = cv2.subtract(m, cv2.erode(m, _CROSS, iterations=int(band), borderType=cv2.BORDER_CONSTANT, borderValue=0))
+        at = cv2.findNonZero(edge)
+        if at is None:
+            out.append(p)
+            continue
+        at = at.reshape(-1, 2)
+        xs, ys = at[:, 0], at[:, 1]
         z = depth[y0:y1, x0:x1][ys, xs]
         with np.errstate(invalid="ignore"):
             height = (nx * (xs + x0 - K.cx) / K.fx + ny * (ys + y0 - K.cy) / K.fy + nz) * z + plane.offset
@@ -797,7 +834,9 @@ def trim_outline(proposals: list[Proposal], depth: np.ndarray, K: CameraIntrinsi
             continue
         mask = p.mask.copy()
         mask[ys[level] + y0, xs[level] + x0] = False
-        out.append(dataclasses.replace(p, mask=mask) if mask.any() else p)
+        # pixels stay where the window held more than those taken (each taken pixel is one of its own)
+        left = np.count_nonzero(level) < np.count_nonzero(m) or mask.any()
+        out.append(dataclasses.replace(p, mask=mask) if left else p)
     return out
 
 
@@ -839,7 +878,7 @@ def _geometry(labels: np.ndarray, z: np.ndarray, K: CameraIntrinsics, prob: np.n
     xs = ((np.arange(w, dtype=np.float32) - K.cx) / K.fx)[None, :] * zf
     ys = ((np.arange(h, dtype=np.float32) - K.cy) / K.fy)[:, None] * zf
     P = np.stack([xs, ys, zf], axis=-1)
-    if not use_plane or valid.sum() < 100:
+    if not use_plane or np.count_nonzero(valid) < 100:
         plane = None
     elif support is not None:
         plane = support
@@ -975,13 +1014,18 @@ def _box_px(a: Proposal) -> int:
 def _inside(a: Proposal, b: Proposal, a_px: int | None = None) -> float:
     """Share of ``a``'s mask inside ``b``'s (boxes first: most pairs do not touch); ``a_px``: ``_box_px(a)``
     when the caller has it already."""
+    return _common(a, b) / max(_box_px(a) if a_px is None else a_px, 1)
+
+
+def _common(a: Proposal, b: Proposal) -> int:
+    """Pixels of both ``a``'s and ``b``'s masks within both boxes (0 when the boxes do not touch): the same
+    count either way round."""
     ax0, ay0, ax1, ay1 = a.box
     bx0, by0, bx1, by1 = b.box
     if ax1 <= bx0 or bx1 <= ax0 or ay1 <= by0 or by1 <= ay0:
-        return 0.0
+        return 0
     y0, y1, x0, x1 = max(ay0, by0), min(ay1, by1), max(ax0, bx0), min(ax1, bx1)
-    inter = int(np.count_nonzero(a.mask[y0:y1, x0:x1] & b.mask[y0:y1, x0:x1]))
-    return inter / max(_box_px(a) if a_px is None else a_px, 1)
+    return int(np.count_nonzero(a.mask[y0:y1, x0:x1] & b.mask[y0:y1, x0:x1]))
 
 
 def combine(geometry: list[Proposal], learned: list[Proposal], max_proposals: int = 32) -> list[Proposal]:
@@ -1042,7 +1086,8 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
     if not learned or not geometry:
         return learned[:max_proposals]
     area = [int(np.count_nonzero(p.mask)) for p in learned]
-    share = [[_inside(p, g, px) for g in geometry] for p, px in ((p, _box_px(p)) for p in learned)]
+    common = [[_common(p, g) for g in geometry] for p in learned]  # read both ways below: counted once
+    share = [[c / max(px, 1) for c in row] for row, px in zip(common, (_box_px(p) for p in learned))]
     home = [max(range(len(geometry)), key=lambda i, s=s: (s[i], -i)) for s in share]
     home = [h if s[h] >= _PIECE_SHARE else -1 for s, h in zip(share, home)]
     g_px = [_box_px(g) for g in geometry]
@@ -1066,7 +1111,7 @@ def part_merged(learned: list[Proposal], geometry: list[Proposal], max_proposals
             continue
         if home[k] >= 0 and any(home[j] == home[k] and (area[j], -j) > (area[k], -k) for j in range(len(learned))):
             continue  # a smaller piece of what the geometry sees as one object
-        held = [g for i, g in enumerate(geometry) if _inside(g, lp, g_px[i]) >= _PIECE_SHARE and large(i, k)]
+        held = [g for i, g in enumerate(geometry) if common[k][i] / max(g_px[i], 1) >= _PIECE_SHARE and large(i, k)]
         out.extend(held if len(held) >= 2 else [lp])
     out.sort(key=lambda p: (-p.score, p.box))
     return out[:max_proposals]

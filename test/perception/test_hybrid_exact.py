@@ -319,3 +319,145 @@ def test_seams_read_at_their_pixels_as_tested_over_the_whole_image():
         assert len(got[0]) == len(want[0])
         for g, wnt in zip(got[0] + got[1], want[0] + want[1]):
             assert g.dtype == wnt.dtype and g.tobytes() == wnt.tobytes()
+
+
+def test_within_reach_as_the_distance_transforms_distances():
+    from cbcl_pr_ros.perception.segmenter import _within
+
+    rng = np.random.default_rng(23)
+    for _ in range(300):
+        h, w = (int(v) for v in rng.integers(1, 50, 2))
+        background = rng.random((h, w)) < rng.uniform(0.001, 0.3)
+        background.ravel()[int(rng.integers(0, h * w))] = True
+        dist, idx = ndimage.distance_transform_edt(~background, return_indices=True)
+        for reach in (0, 1, 2, 3, 5, 16):
+            assert np.array_equal(_within(idx, reach), dist <= reach)
+
+
+def test_drop_small_counting_once_as_counting_per_use(monkeypatch):
+    from cbcl_pr_ros.perception import segmenter as S
+
+    rng = np.random.default_rng(29)
+    K = CameraIntrinsics(100.0, 100.0, 20.0, 15.0)
+    cases = []
+    for _ in range(150):
+        h, w = (int(v) for v in rng.integers(8, 40, 2))
+        lab = np.zeros((h, w), np.int32)
+        for i in range(1, int(rng.integers(1, 8))):
+            y, x = int(rng.integers(0, h)), int(rng.integers(0, w))
+            a, b = (int(v) for v in rng.integers(1, 14, 2))
+            lab[y:y + a, x:x + b] = i
+        ref = np.zeros((h, w), np.int32)
+        for i in range(1, int(rng.integers(0, 5))):
+            y, x = int(rng.integers(0, h)), int(rng.integers(0, w))
+            a, b = (int(v) for v in rng.integers(2, 20, 2))
+            ref[y:y + a, x:x + b] = i
+        z = rng.uniform(0.3, 1.5, (h, w)).astype(np.float32)
+        cases.append((lab, ref, z, float(rng.uniform(0.005, 0.05)), float(rng.uniform(0.2, 1.0)), bool(rng.random() < 0.7)))
+    got = [S.drop_small(lab, z, K, face, True, ref, cover, absorb=absorb) for lab, ref, z, face, cover, absorb in cases]
+    monkeypatch.setattr(S, "_region_counts", lambda lab, referee, n: None)  # each use counts for itself
+    for (lab, ref, z, face, cover, absorb), g in zip(cases, got):
+        assert np.array_equal(g, S.drop_small(lab, z, K, face, True, ref, cover, absorb=absorb))
+
+
+def _plain_trim_outline(proposals, depth, K, plane, floor, band):
+    out = []
+    h, w = depth.shape
+    nx, ny, nz = (float(v) for v in plane.normal)
+    for p in proposals:
+        x0, y0, x1, y1 = p.box
+        x0, y0, x1, y1 = max(x0 - 1, 0), max(y0 - 1, 0), min(x1 + 1, w), min(y1 + 1, h)
+        m = p.mask[y0:y1, x0:x1]
+        edge = m & ~ndimage.binary_erosion(m, ndimage.generate_binary_structure(2, 1), iterations=band, border_value=0)
+        ys, xs = np.nonzero(edge)
+        z = depth[y0:y1, x0:x1][ys, xs]
+        with np.errstate(invalid="ignore"):
+            height = (nx * (xs + x0 - K.cx) / K.fx + ny * (ys + y0 - K.cy) / K.fy + nz) * z + plane.offset
+            level = np.isfinite(z) & (z > 0) & (height <= np.maximum(floor[0], floor[1] * z * z))
+        mask = p.mask.copy()
+        mask[ys[level] + y0, xs[level] + x0] = False
+        out.append(Proposal(p.box, mask, p.centroid, p.size, p.score) if level.any() and mask.any() else p)
+    return out
+
+
+def _random_masks(rng: np.random.Generator, h: int, w: int, n: int) -> list[Proposal]:
+    out = []
+    for _ in range(n):
+        m = np.zeros((h, w), bool)
+        for _ in range(int(rng.integers(1, 4))):
+            y, x = int(rng.integers(0, h)), int(rng.integers(0, w))
+            m[y:y + int(rng.integers(1, 15)), x:x + int(rng.integers(1, 15))] = True
+        if rng.random() < 0.3:
+            m &= rng.random((h, w)) < 0.8
+        if not m.any():
+            m[0, 0] = True
+        ys, xs = np.nonzero(m)
+        box = (int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1)
+        if rng.random() < 0.2:  # a box smaller than its mask (a merged or trimmed proposal)
+            box = (box[0], box[1], max(box[0] + 1, box[2] - 3), max(box[1] + 1, box[3] - 3))
+        out.append(Proposal(box, m, rng.random(3), rng.random(3), float(rng.random())))
+    return out
+
+
+def test_trim_outline_as_its_plain_form():
+    from cbcl_pr_ros.perception.proposals import _Plane
+    from cbcl_pr_ros.perception.segmenter import trim_outline
+
+    rng = np.random.default_rng(31)
+    for _ in range(200):
+        h, w = (int(v) for v in rng.integers(4, 40, 2))
+        K = CameraIntrinsics(50.0, 50.0, w / 2, h / 2)
+        depth = rng.uniform(0.5, 1.2, (h, w)).astype(np.float32)
+        depth[rng.random((h, w)) < 0.1] = np.nan
+        normal = rng.normal(0, 0.1, 3) + np.array([0.0, -1.0, -0.3])
+        normal /= np.linalg.norm(normal)
+        plane = _Plane(normal, float(rng.uniform(0.3, 1.0)), 0.5)
+        props = _random_masks(rng, h, w, int(rng.integers(1, 5)))
+        floor = (float(rng.uniform(0.0, 0.5)), float(rng.uniform(0.0, 0.5)))
+        band = int(rng.integers(1, 5))
+        got = trim_outline(props, depth, K, plane, floor, band)
+        want = _plain_trim_outline(props, depth, K, plane, floor, band)
+        for g, wnt, p in zip(got, want, props):
+            assert np.array_equal(g.mask, wnt.mask) and g.box == wnt.box and (g is p) == (wnt is p)
+    # a box beyond the frame (an empty window) leaves the proposal as it is, as the plain form does
+    m = np.zeros((10, 12), bool)
+    m[2:4, 2:4] = True
+    far = Proposal((20, 20, 25, 25), m, np.zeros(3), np.zeros(3), 0.5)
+    plane = _Plane(np.array([0.0, -1.0, 0.0]), 0.5, 0.5)
+    K = CameraIntrinsics(50.0, 50.0, 6.0, 5.0)
+    depth = np.ones((10, 12), np.float32)
+    assert trim_outline([far], depth, K, plane, (0.1, 0.0), 2)[0] is far
+    assert _plain_trim_outline([far], depth, K, plane, (0.1, 0.0), 2)[0] is far
+
+
+def _plain_part_merged_shares(learned, geometry):
+    def inside(a, b):
+        return np.count_nonzero(a.mask & b.mask & _in_box(a) & _in_box(b)) / max(np.count_nonzero(a.mask & _in_box(a)), 1)
+    return ([[inside(p, g) for g in geometry] for p in learned], [[inside(g, p) for g in geometry] for p in learned])
+
+
+def _in_box(p: Proposal) -> np.ndarray:
+    x0, y0, x1, y1 = p.box
+    b = np.zeros(p.mask.shape, bool)
+    b[y0:y1, x0:x1] = True
+    return b
+
+
+def test_part_merged_as_with_each_share_counted_on_its_own(monkeypatch):
+    from cbcl_pr_ros.perception import segmenter as S
+
+    rng = np.random.default_rng(37)
+    for _ in range(150):
+        h, w = (int(v) for v in rng.integers(10, 40, 2))
+        learned, geometry = _random_masks(rng, h, w, int(rng.integers(1, 6))), _random_masks(rng, h, w, int(rng.integers(1, 6)))
+        whole = None if rng.random() < 0.3 else float(rng.uniform(0.2, 1.0))
+        got = S.part_merged(learned, geometry, 32, whole)
+        # the plain shares, each counted from the whole masks: the same as the intersections counted once
+        fwd, back = _plain_part_merged_shares(learned, geometry)
+        for k, p in enumerate(learned):
+            for i, g in enumerate(geometry):
+                assert S._inside(p, g) == fwd[k][i] and S._inside(g, p) == back[k][i]
+        with monkeypatch.context() as mp:  # each share by _inside, both ways round
+            mp.setattr(S, "_common", lambda a, b: int(np.count_nonzero(a.mask & b.mask & _in_box(a) & _in_box(b))))
+            want = S.part_merged(learned, geometry, 32, whole)
+        assert [id(p) for p in got] == [id(p) for p in want]

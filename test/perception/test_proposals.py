@@ -486,7 +486,18 @@ def test_object_geometry_is_that_of_the_plain_quantiles():
         top = float(np.quantile(hs, 0.98))
         assert got[1].tobytes() == (hi - lo).tobytes()
         assert got[0].tobytes() == (mid + plane.normal * (top / 2)).tobytes()
+        fill = float(m.mean())  # the objectness from the plain mean of the box's bools
+        assert got[2] == float(np.sqrt(min(1.0, fill / 0.6) * min(1.0, top / (4 * config.min_height_m))))
     assert answered > 10
+
+
+def test_bool_counts_are_the_plain_sums_and_means():
+    # the counts that replace bool sums and means: the same numbers, compared and divided the same way
+    rng = np.random.default_rng(43)
+    for _ in range(300):
+        shape = tuple(int(v) for v in rng.integers(1, 300, int(rng.integers(1, 3))))
+        b = rng.random(shape) < rng.choice([0.0, 0.001, 0.3, 0.999, 1.0])
+        assert np.count_nonzero(b) == b.sum() and np.count_nonzero(b) / b.size == float(b.mean())
 
 
 def test_vectors_selected_as_12_byte_items_are_numpys_selection():
@@ -591,3 +602,19 @@ def test_the_median_between_sampled_bounds_is_the_full_partitions():
             assert got.tobytes() == np.median(a).tobytes()
         fast += _middle_between_bounds(a, n // 2, n % 2 == 0) is not None
     assert fast > 300  # most take the bounds' way
+
+
+def test_areas_of_the_pieces_asked_are_their_pixel_counts():
+    from cbcl_pr_ros.perception.proposals import _areas_of
+
+    rng = np.random.default_rng(41)
+    for _ in range(200):
+        h, w = (int(v) for v in rng.integers(1, 50, 2))
+        n = int(rng.integers(1, 20))
+        labels = rng.integers(0, n + 1, (h, w)).astype(np.int32)
+        asked = np.unique(rng.integers(0, n + 1, int(rng.integers(0, 8))))
+        want = np.zeros(n + 1, np.int64)
+        for i in asked:
+            want[i] = np.count_nonzero(labels == i)
+        got = _areas_of(labels, asked, n)
+        assert got.dtype == np.int64 and np.array_equal(got, want)

@@ -346,3 +346,30 @@ def test_label_areas_are_the_labels_bincount():
     checker = (np.indices((300, 300)).sum(axis=0) % 2).astype(np.uint8)  # 45000 regions of one pixel
     n, labels, areas = label_areas(checker, 4)
     assert n == 45001 and np.array_equal(areas, np.bincount(labels.ravel(), minlength=n))
+
+
+def test_merge_pieces_reads_colours_only_when_a_crease_asks_as_always_reading_them():
+    from cbcl_pr_ros.perception.regions import BoundaryRule, _mean_lab, boundary_stats, group_labels, merge_pieces
+
+    def plain(seg, z, crease, rule, rgb):
+        n = int(seg.max())
+        if n <= 1:
+            return seg
+        a, b, count, step, depth, share = boundary_stats(seg, z, crease, rule)
+        apart = np.abs(np.nan_to_num(step, nan=0.0)) > rule.step_m + rule.step_rel * np.nan_to_num(depth, nan=0.0)
+        creased = share >= rule.crease_share
+        mean = _mean_lab(seg, rgb)
+        creased &= np.linalg.norm(mean[a] - mean[b], axis=1) >= rule.colour_de
+        apart |= creased
+        return group_labels(n, a[~apart], b[~apart])[seg]
+
+    rng = np.random.default_rng(47)
+    for _ in range(150):
+        h, w = (int(v) for v in rng.integers(6, 30, 2))
+        seg = np.repeat(np.repeat(rng.integers(0, 6, (h // 3 + 1, w // 3 + 1)), 3, 0), 3, 1)[:h, :w].astype(np.int32)
+        z = (1.0 + rng.choice([0.0, 0.05], seg.max() + 1)[seg] + rng.normal(0, 0.002, (h, w))).astype(np.float32)
+        z[rng.random((h, w)) < 0.05] = np.nan
+        crease = rng.random((h, w)) < rng.choice([0.0, 0.3, 0.9])
+        rgb = rng.integers(0, 256, (h, w, 3)).astype(np.uint8)
+        rule = BoundaryRule(colour_de=float(rng.choice([5.0, 20.0, 60.0])), offset_px=int(rng.integers(1, 4)))
+        assert np.array_equal(merge_pieces(seg, z, crease, rule, rgb), plain(seg, z, crease, rule, rgb))
