@@ -24,6 +24,7 @@ import argparse
 import importlib
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
+from ament_index_python.packages import get_resource
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -58,9 +60,29 @@ _SERVICES = {"teach_class": TeachClass, "classify": Classify, "forget_class": Fo
              "rename_class": RenameClass}
 
 
+_MSGTYPE = re.compile(r"([A-Za-z][A-Za-z0-9_]{0,99})/msg/([A-Z][A-Za-z0-9]{0,99})")
+
+
+def _installed_interface(pkg: str, name: str) -> bool:
+    """Whether the ament index lists ``pkg/msg/name`` (read from files: nothing is imported)."""
+    try:
+        content, _ = get_resource("rosidl_interfaces", pkg)
+    except (LookupError, ValueError, OSError):
+        return False
+    return any(line.strip() in (f"msg/{name}.msg", f"msg/{name}.idl") for line in content.splitlines())
+
+
 def message_class(msgtype: str, bag: Path | str = "", topic: str | None = None) -> type:
-    """rclpy class of a ``pkg/msg/Name`` type; BagFormatError naming the topic when not installed."""
-    pkg, _, name = msgtype.partition("/msg/")
+    """rclpy class of a ``pkg/msg/Name`` type; BagFormatError naming the topic when not installed.
+
+    The type name comes from a bag or from another node on the graph: only a package the ament
+    index lists as defining that message is imported, so a name such as ``setup/msg/X`` never runs
+    a module that happens to be importable."""
+    match = _MSGTYPE.fullmatch(msgtype) if isinstance(msgtype, str) else None
+    if match is None or not _installed_interface(*match.groups()):
+        raise BagFormatError(bag, f"message type {str(msgtype)[:200]!r} is not installed here, cannot publish it",
+                             topic) from None
+    pkg, name = match.groups()
     try:
         return getattr(importlib.import_module(f"{pkg}.msg"), name)
     except (ImportError, AttributeError, ValueError):

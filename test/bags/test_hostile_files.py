@@ -1,0 +1,46 @@
+"""Files and names a stranger hands the bag tools: a bag's metadata, its message type names, the
+tools' defaults file and output paths. Each gives one plain error line, never a traceback, and
+never runs code named by the file."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+import yaml
+
+from cbcl_pr_ros.bags import BagFormatError, bag_info, read_session
+
+from .conftest import write_synthetic
+
+
+def _edit_metadata(bag, change) -> None:
+    meta = bag / "metadata.yaml"
+    doc = yaml.safe_load(meta.read_text())
+    change(doc["rosbag2_bagfile_information"])
+    meta.write_text(yaml.safe_dump(doc))
+
+
+@pytest.mark.ros
+def test_a_type_name_from_a_bag_or_the_graph_imports_nothing_but_an_installed_message(tmp_path, monkeypatch):
+    """The replay (types from a bag's metadata) and the recorder (types a peer advertises) import
+    the package a type names: ``setup/msg/X`` ran ./setup.py (the replay run as ``python -m`` puts
+    the working directory first on sys.path), ``this/msg/X`` printed the Zen of Python, and
+    ``.foo/msg/X`` ended the tool with a TypeError traceback."""
+    pytest.importorskip("rclpy")
+    from cbcl_pr_ros.nodes.replay import message_class
+
+    marker = tmp_path / "ran"
+    (tmp_path / "cbcl_hostile_mod.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("cbcl_hostile_mod/msg/Image", ".foo/msg/Image", "cbcl_hostile_mod", "x" * 10_000,
+                 "sensor_msgs/msg/NoSuchType", "sensor_msgs/msg/../Image", "sensor_msgs/srv/SetCameraInfo"):
+        with pytest.raises(BagFormatError, match="not installed") as e:
+            message_class(name, tmp_path, "/cam")
+        assert len(str(e.value)) < 400
+    assert not marker.exists() and "cbcl_hostile_mod" not in sys.modules
+    from sensor_msgs.msg import Image
+
+    assert message_class("sensor_msgs/msg/Image") is Image
+    from cbcl_pr_ros.msg import TeachingEvent
+
+    assert message_class("cbcl_pr_ros/msg/TeachingEvent") is TeachingEvent
