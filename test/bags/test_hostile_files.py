@@ -44,3 +44,23 @@ def test_a_type_name_from_a_bag_or_the_graph_imports_nothing_but_an_installed_me
     from cbcl_pr_ros.msg import TeachingEvent
 
     assert message_class("cbcl_pr_ros/msg/TeachingEvent") is TeachingEvent
+
+
+@pytest.mark.parametrize("change", [
+    lambda m: m.update(custom_data=[1, 2]),  # was a TypeError traceback from bag_info and read_session
+    lambda m: m.update(custom_data="text"),
+])
+def test_metadata_that_lies_is_one_bag_error(tmp_path, change):
+    write_synthetic(tmp_path / "bag", n_frames=4)
+    _edit_metadata(tmp_path / "bag", change)
+    for read in (bag_info, read_session):
+        with pytest.raises(BagFormatError, match="metadata.yaml"):
+            read(tmp_path / "bag")
+
+
+def test_custom_data_reads_back_as_strings(tmp_path):
+    write_synthetic(tmp_path / "bag", n_frames=4)
+    _edit_metadata(tmp_path / "bag", lambda m: m["custom_data"].update(note=[1, {"a": 2}]))
+    info = bag_info(tmp_path / "bag")
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in info.custom_data.items())
+    assert info.custom_data["note"] == "[1, {'a': 2}]"
