@@ -29,7 +29,9 @@ def load_bag_defaults(section: str, path: str | Path | None = None) -> dict[str,
     try:
         doc = yaml.safe_load(src.read_text(encoding="utf8")) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"cannot read bag tools config {src}: {exc}") from None
+        raise ValueError(f"cannot read bag tools config {src}: {' '.join(str(exc).split())}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{src}: a bag tools config is a mapping of sections, got {type(doc).__name__}")
     sect = doc.get(section) or {}
     if not isinstance(sect, dict):
         raise ValueError(f"{src}: section {section!r} must be a mapping")

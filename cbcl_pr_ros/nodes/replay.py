@@ -356,7 +356,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv if argv is None else argv)
-    opts = parse_args(own_args(argv, "replay_session")[1:])
+    try:
+        opts = parse_args(own_args(argv, "replay_session")[1:])
+    except ValueError as exc:  # the defaults file (--bag-config): unreadable, or a value of the wrong type
+        print(f"replay_session: {exc}", file=sys.stderr)
+        return 2
     try:
         plan = build_plan(opts.bag, None if opts.fast else opts.rate, opts.topics, opts.events_topic,
                           opts.camera_topic, with_events=not opts.no_events)

@@ -64,3 +64,35 @@ def test_custom_data_reads_back_as_strings(tmp_path):
     info = bag_info(tmp_path / "bag")
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in info.custom_data.items())
     assert info.custom_data["note"] == "[1, {'a': 2}]"
+
+
+def _bad_configs(tmp_path):
+    (tmp_path / "list.yaml").write_text("[1, 2]\n")
+    (tmp_path / "types.yaml").write_text("simulate: {classes: many}\nreplay: {rate: fast}\n")
+    (tmp_path / "broken.yaml").write_text("simulate: [\n")
+    (tmp_path / "adir").mkdir()
+    return [tmp_path / n for n in ("missing.yaml", "list.yaml", "types.yaml", "broken.yaml", "adir")]
+
+
+def test_a_bad_defaults_file_is_one_line_from_record(tmp_path, capsys):
+    """--bag-config that is missing, a directory, not a mapping or holds a word for a number:
+    were ValueError/AttributeError tracebacks (the defaults were read outside the tool's error net)."""
+    from cbcl_pr_ros.cli.record import main
+
+    for cfg in _bad_configs(tmp_path):
+        assert main(["--simulate", str(tmp_path / "out"), "--bag-config", str(cfg)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("record --simulate: ") and "\n" not in err and "Traceback" not in err
+        assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.ros
+def test_a_bad_defaults_file_is_one_line_from_replay(tmp_path, capsys):
+    pytest.importorskip("rclpy")
+    from cbcl_pr_ros.nodes.replay import main
+
+    write_synthetic(tmp_path / "bag", n_frames=4)
+    for cfg in _bad_configs(tmp_path):
+        assert main(["replay_session", str(tmp_path / "bag"), "--bag-config", str(cfg)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("replay_session: ") and "\n" not in err and "Traceback" not in err
