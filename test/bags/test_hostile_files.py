@@ -96,3 +96,29 @@ def test_a_bad_defaults_file_is_one_line_from_replay(tmp_path, capsys):
         assert main(["replay_session", str(tmp_path / "bag"), "--bag-config", str(cfg)]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("replay_session: ") and "\n" not in err and "Traceback" not in err
+
+
+def test_absurd_session_sizes_are_one_line_before_any_rendering(tmp_path, capsys):
+    """--shots 1000000000 rendered for hours; --shots 65 wrote a TEACH of 65 frames that every
+    replay's TeachClass refuses (64 images per request)."""
+    from cbcl_pr_ros.bags.simulate import SessionPlan
+    from cbcl_pr_ros.cli.record import main
+
+    for args in (["--shots", "1000000000"], ["--shots", "65"], ["--test-views", "1000000000"]):
+        assert main(["--simulate", str(tmp_path / "out"), "--categories", "mug", *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("record --simulate: ") and "\n" not in err
+        assert not (tmp_path / "out").exists()
+    assert SessionPlan(("mug",), shots=64).shots == 64
+
+
+def test_a_class_count_outside_the_catalogue_is_refused():
+    """--num-classes -1 rendered every class but the last, without a word."""
+    from cbcl_pr_ros.robot.assets import CATALOGUE
+    from cbcl_pr_ros.robot.dataset import class_subset
+
+    for n in (-1, 0, len(CATALOGUE) + 1, 10**9):
+        with pytest.raises(ValueError, match="number of classes"):
+            class_subset(None, n)
+    assert class_subset(None, 2) == tuple(CATALOGUE)[:2]
+    assert class_subset(None, len(CATALOGUE)) == tuple(CATALOGUE)
