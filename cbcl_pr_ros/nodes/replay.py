@@ -41,7 +41,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image, RegionOfInterest
 
-from cbcl_pr_ros.bags.config import load_bag_defaults
+from cbcl_pr_ros.bags.config import checked_output_file, load_bag_defaults
 from cbcl_pr_ros.bags.errors import BagFormatError
 from cbcl_pr_ros.bags.records import EventKind, TeachingEventRecord
 from cbcl_pr_ros.bags.replay_plan import PlannedEvent, ReplayPlan, build_plan, kind_service, timing_summary
@@ -362,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replay_session: {exc}", file=sys.stderr)
         return 2
     try:
+        report_file = checked_output_file(opts.report) if opts.report else None
         plan = build_plan(opts.bag, None if opts.fast else opts.rate, opts.topics, opts.events_topic,
                           opts.camera_topic, with_events=not opts.no_events)
     except (BagFormatError, ValueError) as exc:
@@ -380,9 +381,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     d = report.to_dict()
     d["bag_duration_s"] = plan.bag_duration_s
-    if opts.report:
-        Path(opts.report).write_text(json.dumps(d, indent=2), encoding="utf8")
-    return _print_report(report)
+    written = True
+    if report_file is not None:
+        try:
+            report_file.write_text(json.dumps(d, indent=2), encoding="utf8")
+        except OSError as exc:
+            written = False
+            print(f"replay_session: cannot write the report to {report_file}: {exc.strerror or exc}", file=sys.stderr)
+    return _print_report(report) or (0 if written else 2)
 
 
 def _replay(plan: Any, opts: argparse.Namespace, argv: list[str]) -> ReplayReport:

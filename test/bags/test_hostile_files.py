@@ -122,3 +122,32 @@ def test_a_class_count_outside_the_catalogue_is_refused():
             class_subset(None, n)
     assert class_subset(None, 2) == tuple(CATALOGUE)[:2]
     assert class_subset(None, len(CATALOGUE)) == tuple(CATALOGUE)
+
+
+def test_a_report_path_that_cannot_be_written_is_refused_before_the_evaluation(tmp_path, capsys, monkeypatch):
+    """--json naming a directory (or a missing folder) was an IsADirectoryError traceback after the
+    whole evaluation had run, and its report was lost."""
+    import cbcl_pr_ros.bags.offline_eval as offline_eval
+    from cbcl_pr_ros.cli.bag_eval import main
+
+    ran = []
+    monkeypatch.setattr(offline_eval, "evaluate_bag", lambda *a, **k: ran.append(1))
+    write_synthetic(tmp_path / "bag", n_frames=4)
+    (tmp_path / "adir").mkdir()
+    for out in (tmp_path / "adir", tmp_path / "missing" / "report.json"):
+        assert main([str(tmp_path / "bag"), "--json", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("cbcl-bag-eval: ") and "\n" not in err and str(out) in err
+    assert ran == []
+
+
+@pytest.mark.ros
+def test_a_replay_report_path_that_cannot_be_written_is_refused_before_the_replay(tmp_path, capsys):
+    pytest.importorskip("rclpy")
+    from cbcl_pr_ros.nodes.replay import main
+
+    write_synthetic(tmp_path / "bag", n_frames=4)
+    (tmp_path / "adir").mkdir()
+    assert main(["replay_session", str(tmp_path / "bag"), "--report", str(tmp_path / "adir")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("replay_session: ") and "directory" in err and "\n" not in err
