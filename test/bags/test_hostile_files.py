@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 import yaml
 
@@ -151,3 +152,46 @@ def test_a_replay_report_path_that_cannot_be_written_is_refused_before_the_repla
     assert main(["replay_session", str(tmp_path / "bag"), "--report", str(tmp_path / "adir")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("replay_session: ") and "directory" in err and "\n" not in err
+
+
+def test_a_bag_topic_ros_cannot_publish_is_refused_by_the_plan_and_never_written(tmp_path, capsys, monkeypatch):
+    """record --simulate --camera-topic 'bad topic!!' wrote a bag, and replaying it (or any bag with
+    such a topic) ended replay_session with rclpy's InvalidTopicNameException traceback."""
+    from cbcl_pr_ros.bags.replay_plan import build_plan
+    from cbcl_pr_ros.cli.record import main
+
+    assert main(["--simulate", str(tmp_path / "out"), "--categories", "mug", "--shots", "1",
+                 "--camera-topic", "bad topic!!"]) == 2
+    assert "not a ROS topic name" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    import cbcl_pr_ros.bags.writer as writer
+    from cbcl_pr_ros.bags import TeachingBagWriter
+
+    monkeypatch.setattr(writer, "check_topic_name", lambda t: t)  # a bag written elsewhere
+    with TeachingBagWriter(tmp_path / "bag") as w:
+        w.write_image("/camera/image raw!!", np.zeros((8, 8, 3), np.uint8), 10**9, "cam")
+    monkeypatch.undo()
+    with pytest.raises(BagFormatError, match="not a ROS topic name"):
+        build_plan(tmp_path / "bag", rate=None, with_events=False)
+
+
+@pytest.mark.ros
+def test_topic_names_are_checked_as_ros_checks_them():
+    pytest.importorskip("rclpy")
+    from rclpy.validate_full_topic_name import validate_full_topic_name
+
+    from cbcl_pr_ros.bags.types import check_topic_name
+
+    names = ["/a", "/a/b_c", "/_x", "/a__b", "/A1/b2", "/" + "a" * 246, "/" + "a" * 247, "/a/1b", "/a b",
+             "/a//b", "/a/", "a", "/", "/ä", "/a-b", "/a.b", "/a/~", "/{x}", "/a/b" * 80]
+    for name in names:
+        try:
+            validate_full_topic_name(name)
+            ros_ok = True
+        except Exception:  # noqa: BLE001 - rclpy's own exception types
+            ros_ok = False
+        try:
+            check_topic_name(name)
+            ours = True
+        except ValueError:
+            ours = False
+        assert ours == ros_ok, name
