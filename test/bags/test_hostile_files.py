@@ -69,7 +69,7 @@ def test_custom_data_reads_back_as_strings(tmp_path):
 
 def _bad_configs(tmp_path):
     (tmp_path / "list.yaml").write_text("[1, 2]\n")
-    (tmp_path / "types.yaml").write_text("simulate: {classes: many}\nreplay: {rate: fast}\n")
+    (tmp_path / "types.yaml").write_text("simulate: {classes: many}\nreplay: {rate: fast}\nrecord: {type_wait_s: soon}\n")
     (tmp_path / "broken.yaml").write_text("simulate: [\n")
     (tmp_path / "adir").mkdir()
     return [tmp_path / n for n in ("missing.yaml", "list.yaml", "types.yaml", "broken.yaml", "adir")]
@@ -195,3 +195,35 @@ def test_topic_names_are_checked_as_ros_checks_them():
         except ValueError:
             ours = False
         assert ours == ros_ok, name
+
+
+@pytest.mark.ros
+def test_the_recorder_keeps_the_camera_type_when_another_node_advertises_a_second_one():
+    """resolve_types took the first type the graph lists for a topic: another node advertising
+    std_msgs/String on the camera topic made the camera be recorded as String, a bag the
+    evaluation refuses ('no sensor_msgs/msg/Image topic')."""
+    pytest.importorskip("rclpy")
+    from cbcl_pr_ros.nodes.recorder import resolve_types
+
+    class Graph:
+        def get_topic_names_and_types(self):
+            return [("/cam", ["std_msgs/msg/String", "sensor_msgs/msg/Image"]),
+                    ("/depth", ["evil_msgs/msg/X", "sensor_msgs/msg/CompressedImage"]),
+                    ("/pose", ["geometry_msgs/msg/PoseStamped"])]
+
+    types = resolve_types(Graph(), ["/cam", "/depth", "/pose"], "/teaching_events", 0.0)
+    assert types == {"/cam": "sensor_msgs/msg/Image", "/depth": "sensor_msgs/msg/CompressedImage",
+                     "/pose": "geometry_msgs/msg/PoseStamped",
+                     "/teaching_events": "cbcl_pr_ros/msg/TeachingEvent"}
+
+
+@pytest.mark.ros
+def test_a_bad_defaults_file_is_one_line_from_the_recorder(tmp_path, capsys):
+    pytest.importorskip("rclpy")
+    from cbcl_pr_ros.nodes.recorder import main
+
+    for cfg in _bad_configs(tmp_path):
+        assert main(["record_session", str(tmp_path / "out"), "--bag-config", str(cfg)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("record_session: ") and "\n" not in err
+        assert not (tmp_path / "out").exists()
