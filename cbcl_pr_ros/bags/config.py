@@ -8,7 +8,7 @@ import yaml
 
 from cbcl_pr_ros.share import find_share_file
 
-__all__ = ["default_bags_config", "load_bag_defaults"]
+__all__ = ["checked_output_file", "default_bags_config", "load_bag_defaults"]
 
 
 def default_bags_config() -> Path | None:
@@ -29,8 +29,22 @@ def load_bag_defaults(section: str, path: str | Path | None = None) -> dict[str,
     try:
         doc = yaml.safe_load(src.read_text(encoding="utf8")) or {}
     except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"cannot read bag tools config {src}: {exc}") from None
+        raise ValueError(f"cannot read bag tools config {src}: {' '.join(str(exc).split())}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{src}: a bag tools config is a mapping of sections, got {type(doc).__name__}")
     sect = doc.get(section) or {}
     if not isinstance(sect, dict):
         raise ValueError(f"{src}: section {section!r} must be a mapping")
     return sect
+
+
+def checked_output_file(path: str | Path) -> Path:
+    """``path`` as a report file to write once the work is done; ValueError now when it cannot be
+    one (a directory, or a folder that does not exist), so a long evaluation or replay is not run
+    only to end in a traceback that loses its report."""
+    out = Path(path)
+    if out.is_dir():
+        raise ValueError(f"{out} is a directory; give a file name for the report")
+    if not out.parent.is_dir():
+        raise ValueError(f"{out}: the folder {out.parent} does not exist")
+    return out

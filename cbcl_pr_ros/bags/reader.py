@@ -121,19 +121,22 @@ def _summary(path: Path, reader: Reader) -> BagSummary:
     try:
         meta = yaml.safe_load((path / "metadata.yaml").read_text(encoding="utf8"))
         meta = meta["rosbag2_bagfile_information"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError) as exc:
-        raise BagFormatError(path, f"unreadable metadata.yaml ({exc})") from None
-    return BagSummary(
-        path=path,
-        storage=str(meta.get("storage_identifier", "")),
-        version=int(meta.get("version", 0)),
-        start_ns=int(meta.get("starting_time", {}).get("nanoseconds_since_epoch", 0)),
-        duration_ns=int(meta.get("duration", {}).get("nanoseconds", 0)),
-        message_count=reader.message_count,
-        topics=topics,
-        custom_data=dict(meta.get("custom_data") or {}),
-        ros_distro=reader.ros_distro,
-    )
+        custom = meta.get("custom_data") or {}
+        if not isinstance(custom, dict):  # the writer stores strings under string keys
+            raise TypeError(f"custom_data must be a mapping, got {type(custom).__name__}")
+        return BagSummary(
+            path=path,
+            storage=str(meta.get("storage_identifier", "")),
+            version=int(meta.get("version", 0)),
+            start_ns=int(meta.get("starting_time", {}).get("nanoseconds_since_epoch", 0)),
+            duration_ns=int(meta.get("duration", {}).get("nanoseconds", 0)),
+            message_count=reader.message_count,
+            topics=topics,
+            custom_data={str(k): str(v) for k, v in custom.items()},
+            ros_distro=reader.ros_distro,
+        )
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise BagFormatError(path, f"unreadable metadata.yaml ({str(exc)[:200]})") from None
 
 
 def bag_info(path: str | Path) -> BagSummary:

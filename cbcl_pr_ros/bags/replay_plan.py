@@ -14,7 +14,7 @@ import numpy as np
 from .errors import BagFormatError
 from .reader import read_raw, read_session
 from .records import EventKind, TeachingEventRecord
-from .types import DEFAULT_EVENTS_TOPIC, normalize_topic
+from .types import DEFAULT_EVENTS_TOPIC, check_topic_name, normalize_topic
 
 __all__ = ["PlannedEvent", "PlannedMessage", "ReplayPlan", "build_plan", "kind_service", "timing_summary"]
 
@@ -73,6 +73,10 @@ def build_plan(
     for t in wanted:
         if t not in info.topics:
             raise BagFormatError(path, f"topic not in bag (it has: {', '.join(sorted(info.topics))})", t)
+        try:
+            check_topic_name(t)
+        except ValueError as exc:
+            raise BagFormatError(path, f"cannot publish a topic of this bag: {exc}") from None
     t0 = info.start_ns
     scale = 0.0 if rate is None else 1.0 / float(rate)
     messages = [PlannedMessage((m.log_time_ns - t0) * 1e-9 * scale, m.topic, m.msgtype, m.data)

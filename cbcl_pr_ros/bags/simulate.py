@@ -19,6 +19,8 @@ import numpy as np
 from cbcl_pr_ros.robot.assets import CATALOGUE
 from cbcl_pr_ros.robot.world import CameraConfig, SimWorld, WorldConfig, sample_instances
 
+from cbcl_pr_ros.request_checks import RequestLimits
+
 from .records import EventKind, TeachingEventRecord
 from .writer import TeachingBagWriter
 
@@ -26,6 +28,7 @@ __all__ = ["EPOCH_NS", "SessionPlan", "default_categories", "simulate_session"]
 _LOG = logging.getLogger(__name__)
 # Sessions start at a fixed epoch (2025-01-01T00:00:00Z) so the bytes of a bag depend only on its plan.
 EPOCH_NS = 1_735_689_600 * 1_000_000_000
+MAX_TEST_VIEWS = 1000  # per learned class and test phase
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,14 @@ class SessionPlan:
                                  ("image_size", self.image_size, 16)):
             if int(value) < low:
                 raise ValueError(f"{name} must be >= {low}, got {value}")
+        # A TEACH event sends its shots as one TeachClass: more images than a request takes is a
+        # session every replay would refuse; test views are single frames, bounded so a typo is not
+        # a render of days.
+        most = RequestLimits().max_images_per_request
+        if int(self.shots) > most:
+            raise ValueError(f"shots must be <= {most} (the images one TeachClass takes), got {self.shots}")
+        if int(self.test_views) > MAX_TEST_VIEWS:
+            raise ValueError(f"test_views must be <= {MAX_TEST_VIEWS}, got {self.test_views}")
         if self.mode not in (0, 1, 2):
             raise ValueError(f"mode must be 0 (default), 1 (object) or 2 (frame), got {self.mode}")
         if not (0.1 <= float(self.rate_hz) <= 1000.0):

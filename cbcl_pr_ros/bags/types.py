@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
@@ -16,6 +17,8 @@ from rosbags.typesys.store import Typestore
 from cbcl_pr_ros.share import PACKAGE, find_share_file
 
 __all__ = [
+    "MAX_TOPIC_CHARS",
+    "check_topic_name",
     "DEFAULT_EVENTS_TOPIC",
     "EVENT_TYPE_V1",
     "COMPRESSED_IMAGE_TYPE",
@@ -50,6 +53,22 @@ def normalize_topic(topic: str) -> str:
     if not isinstance(topic, str) or not topic.strip("/"):
         raise ValueError(f"invalid topic name {topic!r}")
     return "/" + topic.strip("/")
+
+
+# ROS's rules for a fully qualified topic name (rmw: at most 255 - 8 characters; tokens of letters,
+# digits and '_' that do not start with a digit). A bag's topics are published again by the replay.
+MAX_TOPIC_CHARS = 247
+_TOPIC_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_topic_name(topic: str) -> str:
+    """``topic`` (fully qualified) if ROS can publish on it, else ValueError quoting at most 60
+    characters of it."""
+    tokens = topic[1:].split("/") if isinstance(topic, str) and topic.startswith("/") else [""]
+    if len(topic) > MAX_TOPIC_CHARS or not all(_TOPIC_TOKEN.fullmatch(t) for t in tokens):
+        raise ValueError(f"{str(topic)[:60]!r} is not a ROS topic name (tokens of letters, digits and '_', "
+                         f"not starting with a digit, at most {MAX_TOPIC_CHARS} characters)")
+    return topic
 
 
 def find_msg_dir() -> Path:

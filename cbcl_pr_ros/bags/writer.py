@@ -29,7 +29,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 
 from ..stamps import split_ns
 from .records import FORMAT_VERSION, EventKind, TeachingEventRecord
-from .types import DEFAULT_EVENTS_TOPIC, EVENT_TYPE, IMAGE_TYPE, make_typestore, normalize_topic
+from .types import DEFAULT_EVENTS_TOPIC, EVENT_TYPE, IMAGE_TYPE, check_topic_name, make_typestore, normalize_topic
 
 __all__ = [
     "DEFAULT_EVENTS_TOPIC",
@@ -145,7 +145,7 @@ class TeachingBagWriter:
         """Declare a topic (done implicitly by the write methods); returns its connection."""
         if not self._open:
             raise RuntimeError(f"bag {self.path} is not open (use it as a context manager)")
-        topic = normalize_topic(topic)
+        topic = check_topic_name(normalize_topic(topic))  # the replay publishes it again
         conn = self._connections.get(topic)
         if conn is not None:
             if conn.msgtype != msgtype:

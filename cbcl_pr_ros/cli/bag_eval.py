@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from cbcl_pr_ros.bags.config import checked_output_file
 from cbcl_pr_ros.bags.errors import BagFormatError
 from cbcl_pr_ros.bags.reader import bag_info
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     level = logging.ERROR if opts.quiet else logging.INFO if opts.verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
+        out = checked_output_file(opts.json) if opts.json else None
         if opts.info:
             info = bag_info(opts.bag)
             print(f"bag {info.path}: {info.storage}, rosbag2 v{info.version}, {info.message_count} "
@@ -78,8 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agreement with the live answers recorded in the bag: {report.agreement_with_recording:.3f}")
     for failure in report.teach_failures:
         print(f"warning: {failure}", file=sys.stderr)
-    if opts.json:
-        Path(opts.json).write_text(json.dumps(report.to_dict(), indent=2), encoding="utf8")
+    if out is not None:
+        try:
+            out.write_text(json.dumps(report.to_dict(), indent=2), encoding="utf8")
+        except OSError as exc:
+            print(f"cbcl-bag-eval: cannot write the report to {out}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -63,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--simulate" in argv:
         argv.remove("--simulate")
-        return _simulate(argv)
+        try:
+            return _simulate(argv)
+        except ValueError as exc:  # the defaults file (--bag-config): unreadable, or a value of the wrong type
+            print(f"record --simulate: {exc}", file=sys.stderr)
+            return 2
     if "-h" in argv or "--help" in argv:
         print("usage: cbcl-bag-record --simulate OUTPUT [--classes N] [--shots N] [--test-views N] [...]\n"
               "       (cbcl-bag-record --simulate --help lists every option)\n\n" + (__doc__ or "").strip() + "\n\n"

@@ -7,6 +7,7 @@ the test vectors of all classes seen so far.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,10 +114,8 @@ def read_session_files(paths: list[str | Path], train_refs: list[str], labels: n
     sessions = []
     for p in paths:
         rows: dict[int, list[int]] = {}
-        for ln, line in enumerate(Path(p).read_text().splitlines(), 1):
-            line = line.strip()
-            if not line:
-                continue
+        seen: set[int] = set()
+        for ln, line in _session_lines(Path(p)):
             if line.isdigit():
                 i = int(line)
                 if i >= len(y):
@@ -127,11 +126,28 @@ def read_session_files(paths: list[str | Path], train_refs: list[str], labels: n
                           if (s := "/".join(parts[-k:])) in by_suffix), None)
                 if i is None:
                     raise ValueError(f"{p}:{ln}: {line!r} matches no train image")
+            if i in seen:  # so a session holds at most the train set, whatever the file's length
+                raise ValueError(f"{p}:{ln}: train image {i} is listed twice in one session")
+            seen.add(i)
             rows.setdefault(int(y[i]), []).append(i)
         if not rows:
             raise ValueError(f"session file {p} lists no images")
         sessions.append({c: np.array(v, dtype=np.int64) for c, v in rows.items()})
     return sessions
+
+
+MAX_SESSION_LINE = 4096  # characters: an image path, with room to spare
+
+
+def _session_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, stripped text) of a session file's non-empty lines, read a line at a time: a
+    file of a billion lines, or one line of gigabytes, is not read whole before its first error."""
+    with open(path, encoding="utf-8") as fh:
+        for ln, raw in enumerate(iter(lambda: fh.readline(MAX_SESSION_LINE + 1), ""), 1):
+            if len(raw) > MAX_SESSION_LINE:
+                raise ValueError(f"{path}:{ln}: line longer than {MAX_SESSION_LINE} characters")
+            if raw.strip():
+                yield ln, raw.strip()
 
 
 def _session_number(p: Path) -> int:

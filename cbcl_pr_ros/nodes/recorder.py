@@ -25,7 +25,8 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from cbcl_pr_ros.bags.config import load_bag_defaults
-from cbcl_pr_ros.bags.types import EVENT_TYPE, IMAGE_TYPE
+from cbcl_pr_ros.bags.errors import BagFormatError
+from cbcl_pr_ros.bags.types import COMPRESSED_IMAGE_TYPE, EVENT_TYPE, IMAGE_TYPE
 from cbcl_pr_ros.bags.writer import STORAGES, TeachingBagWriter, default_qos, normalize_topic
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.replay import message_class
@@ -75,7 +76,9 @@ def resolve_types(node: Node, topics: list[str], events_topic: str, wait_s: floa
         graph = {name: types for name, types in node.get_topic_names_and_types()}
         for t in topics:
             if t in graph and graph[t]:
-                out[t] = graph[t][0]
+                # another node may advertise a second type on the camera's topic: a camera type wins,
+                # else the camera topic would be recorded as a type no evaluation can read
+                out[t] = next((m for m in graph[t] if m in (IMAGE_TYPE, COMPRESSED_IMAGE_TYPE)), graph[t][0])
         if len(out) == len(topics) or time.monotonic() >= end:
             break
         time.sleep(0.1)
@@ -107,7 +110,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv if argv is None else argv)
-    opts = parse_args(own_args(argv, "record_session")[1:])
+    try:
+        opts = parse_args(own_args(argv, "record_session")[1:])
+    except ValueError as exc:  # the defaults file (--bag-config): unreadable, or a value of the wrong type
+        print(f"record_session: {exc}", file=sys.stderr)
+        return 2
     try:
         topics = [normalize_topic(t) for t in opts.topics]
         events_topic = normalize_topic(opts.events_topic)
@@ -141,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                 node.destroy_node()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except BagFormatError as exc:  # a topic's type (as the graph names it) is not installed here
+        print(f"record_session: {exc}; nothing recorded", file=sys.stderr)
+        return 2
     if node is not None:
         print(f"record_session: wrote {opts.output}: "
               + ", ".join(f"{t} {n}" for t, n in node.counts.items()))

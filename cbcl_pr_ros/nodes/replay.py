@@ -24,6 +24,7 @@ import argparse
 import importlib
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
+from ament_index_python.packages import get_resource
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
@@ -39,7 +41,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import Image, RegionOfInterest
 
-from cbcl_pr_ros.bags.config import load_bag_defaults
+from cbcl_pr_ros.bags.config import checked_output_file, load_bag_defaults
 from cbcl_pr_ros.bags.errors import BagFormatError
 from cbcl_pr_ros.bags.records import EventKind, TeachingEventRecord
 from cbcl_pr_ros.bags.replay_plan import PlannedEvent, ReplayPlan, build_plan, kind_service, timing_summary
@@ -58,9 +60,29 @@ _SERVICES = {"teach_class": TeachClass, "classify": Classify, "forget_class": Fo
              "rename_class": RenameClass}
 
 
+_MSGTYPE = re.compile(r"([A-Za-z][A-Za-z0-9_]{0,99})/msg/([A-Z][A-Za-z0-9]{0,99})")
+
+
+def _installed_interface(pkg: str, name: str) -> bool:
+    """Whether the ament index lists ``pkg/msg/name`` (read from files: nothing is imported)."""
+    try:
+        content, _ = get_resource("rosidl_interfaces", pkg)
+    except (LookupError, ValueError, OSError):
+        return False
+    return any(line.strip() in (f"msg/{name}.msg", f"msg/{name}.idl") for line in content.splitlines())
+
+
 def message_class(msgtype: str, bag: Path | str = "", topic: str | None = None) -> type:
-    """rclpy class of a ``pkg/msg/Name`` type; BagFormatError naming the topic when not installed."""
-    pkg, _, name = msgtype.partition("/msg/")
+    """rclpy class of a ``pkg/msg/Name`` type; BagFormatError naming the topic when not installed.
+
+    The type name comes from a bag or from another node on the graph: only a package the ament
+    index lists as defining that message is imported, so a name such as ``setup/msg/X`` never runs
+    a module that happens to be importable."""
+    match = _MSGTYPE.fullmatch(msgtype) if isinstance(msgtype, str) else None
+    if match is None or not _installed_interface(*match.groups()):
+        raise BagFormatError(bag, f"message type {str(msgtype)[:200]!r} is not installed here, cannot publish it",
+                             topic) from None
+    pkg, name = match.groups()
     try:
         return getattr(importlib.import_module(f"{pkg}.msg"), name)
     except (ImportError, AttributeError, ValueError):
@@ -334,8 +356,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     argv = list(sys.argv if argv is None else argv)
-    opts = parse_args(own_args(argv, "replay_session")[1:])
     try:
+        opts = parse_args(own_args(argv, "replay_session")[1:])
+    except ValueError as exc:  # the defaults file (--bag-config): unreadable, or a value of the wrong type
+        print(f"replay_session: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report_file = checked_output_file(opts.report) if opts.report else None
         plan = build_plan(opts.bag, None if opts.fast else opts.rate, opts.topics, opts.events_topic,
                           opts.camera_topic, with_events=not opts.no_events)
     except (BagFormatError, ValueError) as exc:
@@ -354,9 +381,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     d = report.to_dict()
     d["bag_duration_s"] = plan.bag_duration_s
-    if opts.report:
-        Path(opts.report).write_text(json.dumps(d, indent=2), encoding="utf8")
-    return _print_report(report)
+    written = True
+    if report_file is not None:
+        try:
+            report_file.write_text(json.dumps(d, indent=2), encoding="utf8")
+        except OSError as exc:
+            written = False
+            print(f"replay_session: cannot write the report to {report_file}: {exc.strerror or exc}", file=sys.stderr)
+    return _print_report(report) or (0 if written else 2)
 
 
 def _replay(plan: Any, opts: argparse.Namespace, argv: list[str]) -> ReplayReport:

@@ -154,4 +154,6 @@ def class_subset(names: Sequence[str] | None, n: int | None) -> tuple[str, ...]:
     if names:
         return tuple(names)
     all_ = tuple(CATALOGUE)
+    if n is not None and not 1 <= int(n) <= len(all_):  # -1 used to slice off the last class silently
+        raise ValueError(f"the number of classes must be in [1, {len(all_)}] (the catalogue), got {n}")
     return all_ if n is None else all_[: int(n)]

@@ -115,6 +115,16 @@ class BaxterKinematics:
         out = {n: float(v) for n, v in zip(names, sol) if n in self.joint_names}
         return out
 
+    def _seeds(self, seed: Mapping[str, float] | None) -> list[dict[str, float]]:
+        """IK starts: the given joint positions (the arm's ``joint_states``), then the neutral pose
+        (every joint at 0, within its limits). The solver starts from the arm's last state, so the
+        neutral pose is set explicitly: from some starts (a pose at the joint limits, or positions a
+        stranger published) PyBullet's IK finds no solution that the neutral start finds, and the
+        seed must only ever help."""
+        neutral = {n: float(np.clip(0.0, lo, hi)) for n, (lo, hi) in self.limits.items()}
+        given = {n: float(v) for n, v in (seed or {}).items()}
+        return [given, neutral] if given else [neutral]
+
     def _ordered_names(self) -> list[str]:
         inv = {j: n for n, j in self._index.items()}
         return [inv[j] for j in self._movable]
@@ -140,29 +150,31 @@ class BaxterKinematics:
         if np.linalg.norm(tgt - shoulder) > max_reach_m + max(standoffs):
             raise Unreachable(f"target {tgt.round(3).tolist()} is {np.linalg.norm(tgt - shoulder):.2f} m from the "
                               f"{self.side} shoulder, beyond the arm's reach")
-        seed = dict(seed or {})
         hand = f"{self.side}_hand"
         best: PointingSolution | None = None
         horiz = tgt[:2] - shoulder[:2]
         az = math.atan2(horiz[1], horiz[0])
-        for elev in (math.radians(55), math.radians(35), math.radians(75)):
-            d = np.array([math.cos(elev) * math.cos(az), math.cos(elev) * math.sin(az), -math.sin(elev)])
-            for s in standoffs:
-                pos = tgt - s * d
-                quat = look_at_quaternion(pos, tgt)
-                q = self._solve(hand, pos, quat, seed)
-                if not self._within_limits(q):
-                    continue
-                hp, hq = self.link_pose(q, hand)
-                ray = quaternion_to_matrix(hq)[:, 2]
-                err = ray_distance(hp, ray, tgt)
-                # the hand must be in front of the target along the ray, not past it
-                if np.dot(tgt - hp, ray) <= 0.02:
-                    continue
-                if best is None or err < best.error_m:
-                    best = PointingSolution(self.joint_names, tuple(q[n] for n in self.joint_names), hp, ray, err)
-                if err < 0.005:
-                    return best
+        for start in self._seeds(seed):
+            for elev in (math.radians(55), math.radians(35), math.radians(75)):
+                d = np.array([math.cos(elev) * math.cos(az), math.cos(elev) * math.sin(az), -math.sin(elev)])
+                for s in standoffs:
+                    pos = tgt - s * d
+                    quat = look_at_quaternion(pos, tgt)
+                    q = self._solve(hand, pos, quat, start)
+                    if not self._within_limits(q):
+                        continue
+                    hp, hq = self.link_pose(q, hand)
+                    ray = quaternion_to_matrix(hq)[:, 2]
+                    err = ray_distance(hp, ray, tgt)
+                    # the hand must be in front of the target along the ray, not past it
+                    if np.dot(tgt - hp, ray) <= 0.02:
+                        continue
+                    if best is None or err < best.error_m:
+                        best = PointingSolution(self.joint_names, tuple(q[n] for n in self.joint_names), hp, ray, err)
+                    if err < 0.005:
+                        return best
+            if best is not None and best.error_m <= tolerance_m:
+                break
         if best is None or best.error_m > tolerance_m:
             got = "no solution within joint limits" if best is None else f"best ray misses it by {best.error_m * 100:.1f} cm"
             raise Unreachable(f"cannot point the {self.side} arm at {tgt.round(3).tolist()}: {got}")
@@ -175,10 +187,13 @@ class BaxterKinematics:
         link = f"{self.side}_hand_camera"
         # Baxter's hand camera frame is the hand's rotated 90° about z; keep the image's "up" forward.
         quat = look_at_quaternion(eye_a, tgt, up_hint=(1.0, 0.0, 0.0))
-        q = self._solve(link, eye_a, quat, dict(seed or {}))
-        cp, cq = self.link_pose(q, link)
-        ray = quaternion_to_matrix(cq)[:, 2]
-        err = max(float(np.linalg.norm(cp - eye_a)), ray_distance(cp, ray, tgt))
+        for start in self._seeds(seed):
+            q = self._solve(link, eye_a, quat, start)
+            cp, cq = self.link_pose(q, link)
+            ray = quaternion_to_matrix(cq)[:, 2]
+            err = max(float(np.linalg.norm(cp - eye_a)), ray_distance(cp, ray, tgt))
+            if self._within_limits(q) and err <= tolerance_m:
+                break
         if not self._within_limits(q) or err > tolerance_m:
             raise Unreachable(f"cannot put the {self.side} hand camera at {eye_a.round(3).tolist()} looking at "
                               f"{tgt.round(3).tolist()} (error {err * 100:.1f} cm)")

@@ -176,3 +176,36 @@ def test_bag_layer_never_imports_the_evaluation():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n.startswith("cbcl_pr_ros.evaluation") for n in names), f"{src.name} imports {names}"
+
+
+def test_cifar100_files_cannot_run_code(tmp_path, rng):
+    """A CIFAR file is a pickle, and load_cifar100 unpickled it as such: a data set folder handed
+    over by anyone ran whatever function its file named (here: one that writes a file)."""
+    import os
+
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    root = tmp_path / "cifar-100-python"
+    root.mkdir()
+    imgs = rng.integers(0, 256, (2, 3072), dtype=np.uint8)
+    with open(root / "train", "wb") as fh:
+        pickle.dump({b"data": imgs, b"fine_labels": [0, 1], b"x": Payload()}, fh)
+    with open(root / "test", "wb") as fh:
+        pickle.dump({b"data": imgs, b"fine_labels": [0, 1]}, fh, protocol=2)
+    with open(root / "meta", "wb") as fh:
+        pickle.dump({b"fine_label_names": [b"a", b"b"]}, fh, protocol=5)
+    with pytest.raises(ValueError, match="not a CIFAR python file.*system"):
+        load_cifar100(tmp_path)
+    assert not marker.exists()
+    for bad in (b"", b"\x80\x04not a pickle", pickle.dumps([1, 2])):
+        (root / "train").write_bytes(bad)
+        with pytest.raises(ValueError, match="not a CIFAR python file"):
+            load_cifar100(tmp_path)
+    for proto in (2, 4, 5):  # numpy arrays as each protocol writes them still load
+        with open(root / "train", "wb") as fh:
+            pickle.dump({b"data": imgs, b"fine_labels": [0, 1]}, fh, protocol=proto)
+        assert load_cifar100(tmp_path).classes == ("a", "b")

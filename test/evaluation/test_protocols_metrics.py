@@ -75,3 +75,22 @@ def test_metrics_by_hand():
     assert mean_std([1.0, 3.0]) == (2.0, 1.0)
     with pytest.raises(ValueError):
         top1(np.array([1]), np.array([1, 2]))
+
+
+def test_session_files_of_any_size_cost_at_most_the_train_set(tmp_path):
+    """A session file was read whole and every line kept: a file repeating one index a billion
+    times held a billion ints; one line of gigabytes was read whole before its first error."""
+    refs = [f"/data/train/c{y}/img{i}.png" for i, y in enumerate(LABELS)]
+    many = tmp_path / "session_1.txt"
+    with open(many, "w") as fh:
+        fh.write("0\n1\n")
+        fh.write("0\n" * 2_000_000)  # stopped at the first repeat, not read to the end
+    with pytest.raises(ValueError, match=r"session_1.txt:3: train image 0 is listed twice"):
+        read_session_files([many], refs, LABELS)
+    long = tmp_path / "session_2.txt"
+    long.write_text("0\n" + "x" * 5_000_000 + "\n")
+    with pytest.raises(ValueError, match=r"session_2.txt:2: line longer than 4096"):
+        read_session_files([long], refs, LABELS)
+    ok = tmp_path / "session_3.txt"
+    ok.write_text("\n  0  \n\n1\r\ntrain/c2/img60.png\n")
+    assert {c: v.tolist() for c, v in read_session_files([ok], refs, LABELS)[0].items()} == {0: [0, 1], 2: [60]}

@@ -11,9 +11,32 @@ from .base import ArrayImages, ImageDataset
 __all__ = ["load_cifar100"]
 
 
+# What CIFAR's pickles hold besides dicts, lists, bytes and numbers: numpy arrays (as numpy 1 and 2
+# and Python 2's cPickle write them) and protocol 2's bytes. Nothing else is imported or called, so
+# a dataset file handed over by anyone cannot run code (a pickle may name any function).
+_ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+            ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),
+            ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")}
+
+
+class _DataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):  # noqa: ANN201 - pickle's own signature
+        if (module, name) not in _ALLOWED:
+            raise pickle.UnpicklingError(f"it names {module[:60]}.{name[:60]}, which a data set never holds")
+        return super().find_class(module, name)
+
+
 def _unpickle(path: Path) -> dict:
-    with open(path, "rb") as fh:
-        return pickle.load(fh, encoding="bytes")
+    """The dict of one CIFAR file; ValueError when it is not one (or names anything but data)."""
+    try:
+        with open(path, "rb") as fh:
+            d = _DataUnpickler(fh, encoding="bytes").load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, IndexError,
+            KeyError, MemoryError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not a CIFAR python file ({type(exc).__name__}: {str(exc)[:200]})") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} is not a CIFAR python file (holds {type(d).__name__}, not a dict)")
+    return d
 
 
 def _get(d: dict, key: str):
