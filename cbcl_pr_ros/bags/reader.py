@@ -18,6 +18,7 @@ from rosbags.rosbag2 import Reader, ReaderError
 
 from ..stamps import stamp_to_ns
 from .errors import BagFormatError
+from .mcap_chunks import check_mcap_chunks
 from .records import FORMAT_VERSION, MODE_FRAME, BagImage, TeachingEventRecord
 from .types import DEFAULT_EVENTS_TOPIC, EVENT_TYPE, IMAGE_TYPE, make_typestore, normalize_topic
 
@@ -102,6 +103,7 @@ def _open(path: str | Path) -> Reader:
         raise BagFormatError(path, "no such bag (directory with metadata.yaml expected)")
     if path.is_file():
         raise BagFormatError(path, "expected the bag directory (holding metadata.yaml), got a file")
+    _check_chunks(path)
     try:
         reader = Reader(path)
         reader.open()
@@ -110,6 +112,26 @@ def _open(path: str | Path) -> Reader:
     except Exception as exc:  # storage plugins raise their own low-level errors
         raise BagFormatError(path, f"not a readable rosbag2 bag (truncated or corrupt file; {type(exc).__name__}: {exc})") from None
     return reader
+
+
+#: files of a bag folder looked at for MCAP chunks (a bag has one per split)
+MAX_BAG_FILES = 4096
+
+
+def _check_chunks(path: Path) -> None:
+    """Every MCAP file of the bag folder with its chunks bounded (:mod:`.mcap_chunks`), before rosbags
+    decompresses any; BagFormatError naming the file otherwise."""
+    try:
+        files = sorted(p for p in path.iterdir() if p.suffix == ".mcap" and p.is_file())
+    except OSError as exc:
+        raise BagFormatError(path, f"cannot list the bag folder ({type(exc).__name__})") from None
+    if len(files) > MAX_BAG_FILES:
+        raise BagFormatError(path, f"{len(files)} MCAP files in the bag folder; at most {MAX_BAG_FILES} are read")
+    for file in files:
+        try:
+            check_mcap_chunks(file)
+        except (OSError, ValueError) as exc:
+            raise BagFormatError(path, f"{file.name}: {exc}") from None
 
 
 def _summary(path: Path, reader: Reader) -> BagSummary:
