@@ -1,24 +1,20 @@
 """Annotated debug image: the camera frame with the learner's answer drawn on it (for rqt/RViz).
 
 Pure numpy/OpenCV, no ROS: the learner node matches a prediction to its frame by stamp and calls
-:func:`annotate`; :class:`FrameBuffer` keeps the last few frames for that matching.
+:func:`annotate`; a :class:`~cbcl_pr_ros.runtime.frame_buffer.FrameBuffer` keeps the last few frames
+for that matching.
 """
 from __future__ import annotations
-
-import threading
-from collections import OrderedDict
-from typing import Callable, Generic, Hashable, TypeVar
 
 import cv2
 import numpy as np
 
 from cbcl_pr_ros.teaching_page.state import shown_name
 
-__all__ = ["annotate", "caption", "FrameBuffer"]
+__all__ = ["annotate", "caption"]
 
 _GREEN = (40, 200, 40)
 _ORANGE = (255, 140, 0)
-T = TypeVar("T")
 
 
 def caption(label: str, confidence: float, known: bool) -> str:
@@ -52,50 +48,3 @@ def annotate(rgb: np.ndarray, label: str, confidence: float, known: bool) -> np.
     cv2.putText(out, text, (5, th + 4), cv2.FONT_HERSHEY_SIMPLEX, scale, (255, 255, 255),
                 thickness, cv2.LINE_AA)
     return out
-
-
-class FrameBuffer(Generic[T]):
-    """The last ``capacity`` items keyed by stamp, thread-safe; old ones fall out first. With
-    ``max_bytes`` and ``size`` (an item's bytes), old ones also fall out while the items held take more
-    than ``max_bytes`` together (the newest stays): camera frames come from whoever publishes them, in
-    any size, and 64 frames of 64 MiB would be 4 GiB."""
-
-    def __init__(self, capacity: int = 8, max_bytes: int | None = None,
-                 size: Callable[[T], int] | None = None) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
-        if (max_bytes is None) != (size is None):
-            raise ValueError("max_bytes and size go together")
-        self.capacity, self.max_bytes, self._size = capacity, max_bytes, size
-        self._items: OrderedDict[Hashable, tuple[T, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def put(self, key: Hashable, item: T) -> None:
-        n = int(self._size(item)) if self._size is not None else 0
-        with self._lock:
-            old = self._items.pop(key, None)
-            self._bytes -= old[1] if old is not None else 0
-            self._items[key] = (item, n)
-            self._bytes += n
-            while len(self._items) > self.capacity or (
-                    self.max_bytes is not None and self._bytes > self.max_bytes and len(self._items) > 1):
-                self._bytes -= self._items.popitem(last=False)[1][1]
-
-    @property
-    def bytes_held(self) -> int:
-        with self._lock:
-            return self._bytes
-
-    def pop(self, key: Hashable) -> T | None:
-        """The item stored under ``key`` (removed), or None when it is not (or no longer) held."""
-        with self._lock:
-            got = self._items.pop(key, None)
-            if got is None:
-                return None
-            self._bytes -= got[1]
-            return got[0]
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)

@@ -46,7 +46,6 @@ from cbcl_pr_ros.nodes.conversions import (
     stamp_key,
     stamp_to_ns,
 )
-from cbcl_pr_ros.nodes.debug_image import FrameBuffer
 from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array, make_object_features_msg
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
@@ -57,6 +56,7 @@ from cbcl_pr_ros.objects import DepthPairing, ExtractSettings, ObjectReuse, PIEC
 from cbcl_pr_ros.objects.extract import proposal_segmenter
 from cbcl_pr_ros.perception import CameraIntrinsics
 from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
+from cbcl_pr_ros.runtime.frame_buffer import FrameBuffer
 from cbcl_pr_ros.runtime.stage_times import StageTimes, stop_lines
 from cbcl_pr_ros.request_checks import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for

@@ -17,11 +17,12 @@ from sensor_msgs.msg import CompressedImage, Image
 from std_msgs.msg import Header
 
 from cbcl_pr_ros.nodes.conversions import compressed_msg_to_rgb, image_msg_to_rgb, rgb_to_image_msg, stamp_key
-from cbcl_pr_ros.nodes.debug_image import FrameBuffer, annotate
+from cbcl_pr_ros.nodes.debug_image import annotate
 from cbcl_pr_ros.nodes.detections_msgs import draw_detections
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.lifecycle import overridable
 from cbcl_pr_ros.nodes.qos import image_qos
+from cbcl_pr_ros.runtime.frame_buffer import FrameBuffer
 
 __all__ = ["DebugImage", "debug_wanted"]
 

@@ -38,12 +38,12 @@ from cbcl_pr_ros.nodes.cli_help import exit_on_help
 from cbcl_pr_ros.nodes.ros_params import declare_read_only
 from cbcl_pr_ros.settings.robot_params import PAGE_PARAMS
 from cbcl_pr_ros.nodes.conversions import image_msg_to_rgb
-from cbcl_pr_ros.nodes.debug_image import FrameBuffer
 from cbcl_pr_ros.nodes.detections_msgs import built_within_bounds, detections_from_serialized
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.qos import image_qos, result_qos, service_qos, status_qos
 from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
 from cbcl_pr_ros.nodes.spin import run_node
+from cbcl_pr_ros.runtime.frame_buffer import FrameBuffer
 from cbcl_pr_ros.srv import ForgetClass, ListClasses, LookAt, PlaceObject, PointAt, RenameClass, TeachClass
 from cbcl_pr_ros.stamps import stamp_to_ns, stamp_to_s
 from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
 from typing import Callable, Generic, TypeVar
+
+from cbcl_pr_ros.runtime.frame_buffer import FrameBuffer
 
 __all__ = ["DepthPairing"]
 
@@ -32,18 +33,15 @@ class DepthPairing(Generic[T]):
             raise ValueError(f"capacity must be an int >= 1, got {capacity!r}")
         if not 0.0 <= float(wait_s) <= 5.0:
             raise ValueError(f"wait_s must be in [0, 5], got {wait_s!r}")
-        if (max_bytes is None) != (size is None):
-            raise ValueError("max_bytes and size go together")
         self.capacity, self.wait_s = capacity, float(wait_s)
-        self.max_bytes, self._size = max_bytes, size
+        self.max_bytes, self._size = max_bytes, size  # the frames' budget (:class:`FrameBuffer` checks it)
         self._arrived = threading.Condition()
         self.clear()
 
     def clear(self) -> None:
         """Forget every depth frame (the camera was let go)."""
         with self._arrived:
-            self._items: OrderedDict[int, tuple[T, int]] = OrderedDict()
-            self._bytes = 0
+            self._items: FrameBuffer[T] = FrameBuffer(self.capacity, self.max_bytes, self._size)
             self._latest: tuple[int, T] | None = None
 
     @property
@@ -53,14 +51,8 @@ class DepthPairing(Generic[T]):
 
     def put(self, stamp_ns: int, item: T) -> None:
         """One depth frame of ``stamp_ns``; it becomes the newest, and the oldest kept may fall out."""
-        n = int(self._size(item)) if self._size is not None else 0
         with self._arrived:
-            old = self._items.pop(int(stamp_ns), None)
-            self._bytes += n - (old[1] if old is not None else 0)
-            self._items[int(stamp_ns)] = (item, n)
-            while len(self._items) > self.capacity or (
-                    self.max_bytes is not None and self._bytes > self.max_bytes and len(self._items) > 1):
-                self._bytes -= self._items.popitem(last=False)[1][1]
+            self._items.put(int(stamp_ns), item)
             self._latest = (int(stamp_ns), item)
             self._arrived.notify_all()
 
@@ -75,12 +67,9 @@ class DepthPairing(Generic[T]):
                 if left <= 0:
                     break
                 self._arrived.wait(left)
-            got = self._items.pop(key, None)
-            if got is not None:
-                self._bytes -= got[1]
-                return got[0]
-            if self._latest is None:
-                return None
+            item = self._items.pop(key)
+            if item is not None or self._latest is None:
+                return item
             latest_ns, latest = self._latest
         age = (key - latest_ns) / 1e9
         return latest if 0.0 <= age <= float(max_age_s) else None

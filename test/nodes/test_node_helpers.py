@@ -478,7 +478,7 @@ def test_the_debug_caption_writes_names_as_the_teaching_page_does():
 
 
 def test_frame_buffer_and_collector():
-    from cbcl_pr_ros.nodes.debug_image import FrameBuffer
+    from cbcl_pr_ros.runtime.frame_buffer import FrameBuffer
     from cbcl_pr_ros.service.frame_waiters import FrameCollector
 
     b = FrameBuffer(3)
@@ -521,7 +521,7 @@ def test_a_crawling_clock_cannot_hold_a_frame_wait_forever(monkeypatch):
 def test_frame_buffer_bounds_the_bytes_it_holds():
     """Camera frames come in any size: with a byte budget the oldest fall out while the frames held
     take more than it (the newest always stays), and a popped frame gives its bytes back."""
-    from cbcl_pr_ros.nodes.debug_image import FrameBuffer
+    from cbcl_pr_ros.runtime.frame_buffer import FrameBuffer
 
     b = FrameBuffer(64, max_bytes=100, size=len)
     for i in range(10):
