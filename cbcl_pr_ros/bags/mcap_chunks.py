@@ -58,9 +58,9 @@ def _check_chunk(f: BinaryIO, index: int, max_chunk_bytes: int) -> None:
     if len(fixed) < 32:
         return  # cut short: rosbags reports the truncated file
     _, _, stated, _, name_len = struct.unpack("<QQQII", fixed)
-    compression = f.read(min(name_len, 16)).decode("ascii", "replace")
     if name_len > 16:
         raise ValueError(f"chunk {index} names a compression of {name_len} bytes")
+    compression = f.read(name_len).decode("ascii", "replace")
     if stated > max_chunk_bytes:
         raise ValueError(f"chunk {index} states {stated} bytes decompressed; at most {max_chunk_bytes} are read")
     size_bytes = f.read(8)
