@@ -10,7 +10,8 @@ import logging
 import sys
 
 from ..robot.assets import CATALOGUE
-from ..robot.dataset import DatasetSpec, class_subset, render_dataset
+from ..robot.dataset import MAX_OBJECTS_PER_CLASS, MAX_POSES_PER_OBJECT, DatasetSpec, class_subset, render_dataset
+from .arg_types import int_in
 
 __all__ = ["main", "build_parser"]
 
@@ -21,8 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--classes", nargs="*", help=f"class names (default: all {len(CATALOGUE)})")
     ap.add_argument("--num-classes", type=int, default=None, help="use the first N classes of the catalogue")
-    ap.add_argument("--objects-per-class", type=int, default=15)
-    ap.add_argument("--poses-per-object", type=int, default=2)
+    ap.add_argument("--objects-per-class", type=int_in(1, MAX_OBJECTS_PER_CLASS), default=15,
+                    help=f"distinct objects drawn per class (1-{MAX_OBJECTS_PER_CLASS})")
+    ap.add_argument("--poses-per-object", type=int_in(1, MAX_POSES_PER_OBJECT), default=2,
+                    help=f"views rendered of each object (1-{MAX_POSES_PER_OBJECT})")
     ap.add_argument("--train-per-class", type=int, default=10, help="views per class in train/; the rest go to test/")
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--overwrite", action="store_true")

@@ -71,40 +71,48 @@ def copy_header(header: Header) -> Header:
                   frame_id=header.frame_id)
 
 
-def image_msg_to_rgb(msg: Image) -> np.ndarray:
+def image_msg_to_rgb(msg: Image, max_pixels: int = RequestLimits.max_image_pixels) -> np.ndarray:
     """Decode a sensor_msgs/Image of any supported encoding to RGB uint8 (h, w, 3).
 
-    Raises ValueError naming the encoding or size when the message cannot be decoded.
+    Raises ValueError naming the encoding or size when the message cannot be decoded, and before any
+    work for a frame of more than ``max_pixels`` (width x height): whoever publishes on a camera topic
+    chooses the size, and every later step (crops, resizing, drawing, JPEG for the page) scales with it.
     """
+    _check_pixels("image", int(msg.width), int(msg.height), max_pixels)
     return image_to_rgb(msg.encoding, int(msg.height), int(msg.width), int(msg.step),
                         msg.data, bool(msg.is_bigendian))
 
 
 def compressed_msg_to_rgb(msg: CompressedImage, max_pixels: int = RequestLimits.max_image_pixels) -> np.ndarray:
-    """Decode a sensor_msgs/CompressedImage (jpeg/png) to RGB uint8; ValueError for a PNG or JPEG of
-    more than ``max_pixels`` (the size its header states, read before decoding: a 261 KB PNG of
-    16384x16384 decoded to 768 MiB) or whose size cannot be read."""
+    """Decode a sensor_msgs/CompressedImage (PNG or JPEG: the formats the message documents) to RGB
+    uint8; ValueError for another format and for a picture of more than ``max_pixels`` (the size its
+    header states, read before decoding: a 261 KB PNG of 16384x16384 decoded to 768 MiB)."""
     data = bytes(msg.data)
-    size = compressed_size(data)
-    if size is not None and size[0] * size[1] > max_pixels:
-        raise ValueError(f"compressed image of {size[0]}x{size[1]} pixels; the most decoded is {max_pixels} "
-                         "(parameter max_image_pixels)")
+    width, height = compressed_size(data)
+    _check_pixels("compressed image", width, height, max_pixels)
     return compressed_to_rgb(msg.format, data)
+
+
+def _check_pixels(what: str, width: int, height: int, max_pixels: int) -> None:
+    if width * height > max_pixels:
+        raise ValueError(f"{what} of {width}x{height} pixels; the most decoded is {max_pixels} "
+                         "(parameter max_image_pixels)")
 
 
 _PNG = b"\x89PNG\r\n\x1a\n"
 _JPEG_FRAMES = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
 
 
-def compressed_size(data: bytes) -> tuple[int, int] | None:
-    """(width, height) a PNG's or JPEG's header states, None for another format; ValueError when a PNG
-    or JPEG states none (a decoder would still find one, or fail)."""
+def compressed_size(data: bytes) -> tuple[int, int]:
+    """(width, height) a PNG's or JPEG's header states; ValueError for another format (OpenCV would
+    decode WebP, TIFF, BMP and more, each without a size read first) or a PNG or JPEG that states none."""
     if data.startswith(_PNG):
         if data[12:16] != b"IHDR" or len(data) < 24:
             raise ValueError("PNG without its header (IHDR)")
         return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     if not data.startswith(b"\xff\xd8"):
-        return None
+        raise ValueError(f"compressed image is neither PNG nor JPEG (it starts with {data[:8].hex() or 'nothing'}); "
+                         "only those two are decoded, as sensor_msgs/CompressedImage documents")
     i = 2
     while i + 4 <= len(data):  # marker segments up to the frame header (SOF): FF, marker, 2-byte length
         if data[i] != 0xFF:

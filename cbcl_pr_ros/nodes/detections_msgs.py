@@ -23,7 +23,7 @@ from cbcl_pr_ros.objects.frame import ObjectFrame, ObjectJoins
 from cbcl_pr_ros.objects.pieces import MAX_CANDIDATES
 from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.perception.camera_pose import CameraPose
-from cbcl_pr_ros.request_checks import check_feature_values, check_vectors_fit, values_array
+from cbcl_pr_ros.request_checks import RequestLimits, check_feature_values, check_vectors_fit, quote, values_array
 from cbcl_pr_ros.settings.params import PARAMS
 from cbcl_pr_ros.stamps import seconds_to_ns, split_ns
 
@@ -56,20 +56,24 @@ MAX_DETECTIONS_BYTES = 1 << 20
 _NAN3 = np.full(3, np.nan)
 
 
-def depth_msg_to_array(msg: Any) -> np.ndarray:
+def depth_msg_to_array(msg: Any, max_pixels: int = RequestLimits.max_image_pixels) -> np.ndarray:
     """A depth Image (32FC1 metres, or 16UC1 millimetres) as float32 metres (h, w); 0 = no reading.
 
     Raises ValueError naming the encoding or the size when the message is malformed (wrong step,
-    too few bytes), so a caller can drop the frame and keep running.
+    too few bytes) or has more than ``max_pixels`` (width x height), so a caller can drop the frame
+    and keep running.
     """
     enc = str(msg.encoding).upper()
     h, w, step = int(msg.height), int(msg.width), int(msg.step)
+    if w * h > max_pixels:
+        raise ValueError(f"depth image of {w}x{h} pixels; the most decoded is {max_pixels} "
+                         "(parameter max_image_pixels)")
     if enc in ("32FC1", "TYPE_32FC1"):
         dtype, px, scale = np.dtype(">f4" if msg.is_bigendian else "<f4"), 4, 1.0
     elif enc in ("16UC1", "MONO16", "TYPE_16UC1"):
         dtype, px, scale = np.dtype(">u2" if msg.is_bigendian else "<u2"), 2, 0.001
     else:
-        raise ValueError(f"depth encoding '{msg.encoding}' is not supported (32FC1 metres or 16UC1 mm)")
+        raise ValueError(f"depth encoding {quote(str(msg.encoding), 32)} is not supported (32FC1 metres or 16UC1 mm)")
     if h <= 0 or w <= 0 or step < w * px:
         raise ValueError(f"depth image {w}x{h} with step {step} is malformed (need step >= {w * px})")
     data = bytes(msg.data) if not isinstance(msg.data, (bytes, bytearray)) else msg.data

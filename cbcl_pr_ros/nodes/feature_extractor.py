@@ -310,7 +310,8 @@ class FeatureExtractorNode(ManagedNode):
                 self.get_logger().warning(f"frame skipped: {exc}", throttle_duration_sec=5.0)
 
     def _decode(self, msg: Any):
-        return compressed_msg_to_rgb(msg, self.limits.max_image_pixels) if self.compressed else image_msg_to_rgb(msg)
+        most = self.limits.max_image_pixels  # a camera frame is a stranger's too: refused before any work
+        return compressed_msg_to_rgb(msg, most) if self.compressed else image_msg_to_rgb(msg, most)
 
     def _process(self, msg: Any) -> None:
         backbone, pub = self.backbone, self.features_pub
@@ -383,7 +384,7 @@ class FeatureExtractorNode(ManagedNode):
         if dmsg is None:
             return None, K, size
         try:
-            return depth_msg_to_array(dmsg), K, size
+            return depth_msg_to_array(dmsg, self.limits.max_image_pixels), K, size
         except ValueError as exc:  # a malformed depth frame: RGB-only proposals for this frame
             self.depth_rejected += 1
             self.get_logger().warning(f"depth frame ignored: {exc}", throttle_duration_sec=10.0)
@@ -457,7 +458,7 @@ class FeatureExtractorNode(ManagedNode):
                 out[i] = cached
                 continue
             try:
-                rgbs.append(image_msg_to_rgb(img))
+                rgbs.append(image_msg_to_rgb(img, self.limits.max_image_pixels))
             except (ValueError, TypeError) as exc:
                 resp.success = False
                 resp.message = (f"image {i} ({img.width}x{img.height}, encoding {img.encoding[:32]!r}) "

@@ -88,7 +88,8 @@ class LearnerNode(ManagedNode):
         self.session = LearnerSession(self, p)
         self.camera_poses = CameraPoseInput(p["camera_pose_topic"], self.get_logger())  # tracks in its frame
         self.stream_callback_groups = (self._stream_group, self._objects_group, self.camera_poses.callback_group)
-        self.debug = DebugImage(p["compressed"], p["image_topic"], self.get_logger(), self._debug_group)
+        self.debug = DebugImage(p["compressed"], p["image_topic"], self.get_logger(), self._debug_group,
+                                int(p["max_image_pixels"]))
         self.add_post_set_parameters_callback(
             lambda changed: self._update_debug() if any(c.name == "debug_image" for c in changed) else None)
         s, mutate, query = self.session, self._mutate_group, self._query_group

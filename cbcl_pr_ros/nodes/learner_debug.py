@@ -22,6 +22,7 @@ from cbcl_pr_ros.nodes.detections_msgs import draw_detections
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.lifecycle import overridable
 from cbcl_pr_ros.nodes.qos import image_qos
+from cbcl_pr_ros.request_checks import RequestLimits
 from cbcl_pr_ros.runtime.frame_buffer import FrameBuffer
 
 __all__ = ["DebugImage", "debug_wanted"]
@@ -45,8 +46,10 @@ def _frame_buffer() -> FrameBuffer[Any]:
 class DebugImage:
     """Owns the on-demand camera subscription and the frames waiting for their answer."""
 
-    def __init__(self, compressed: bool, image_topic: str, logger: Any, callback_group: Any) -> None:
+    def __init__(self, compressed: bool, image_topic: str, logger: Any, callback_group: Any,
+                 max_pixels: int = RequestLimits.max_image_pixels) -> None:
         self.image_type = CompressedImage if compressed else Image
+        self.max_pixels = max_pixels  # a frame above it is not decoded (parameter max_image_pixels)
         self.image_topic = image_topic
         self.logger = logger
         self.group = callback_group
@@ -110,7 +113,8 @@ class DebugImage:
         if frame is None:
             return None  # the frame has not arrived (or fell out): skip rather than mislabel another one
         try:
-            rgb = compressed_msg_to_rgb(frame) if self.image_type is CompressedImage else image_msg_to_rgb(frame)
+            decode = compressed_msg_to_rgb if self.image_type is CompressedImage else image_msg_to_rgb
+            rgb = decode(frame, self.max_pixels)
             return rgb_to_image_msg(draw(rgb), frame.header)
         except (ValueError, TypeError) as exc:
             self.logger.warning(f"debug image skipped: {exc}", throttle_duration_sec=10.0)

@@ -27,6 +27,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from cbcl_pr_ros.cli.arg_types import int_in
 from cbcl_pr_ros.runtime.heap import keep_heap_flat
 from cbcl_pr_ros.settings.node_configs import params_files
 
@@ -119,6 +120,9 @@ def memory_files(opts: argparse.Namespace, kinds: list[str], directory: str) -> 
     return [path]
 
 
+#: executor threads per node: a node has a handful of callback groups, and each thread is a stack
+MAX_THREADS = 64
+
 # The usual topics of RGB-D camera drivers: (colour image, depth aligned to it, the colour CameraInfo).
 # realsense2_camera 4.x with align_depth.enable:=true; launch/depth_camera.launch.py has the same defaults.
 CAMERA_PRESETS: dict[str, tuple[str, str, str]] = {
@@ -156,7 +160,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--memory", default=None, help="the learner's memory file (a name inside its memory "
                     "folder, or an absolute path; '' = RAM only); default: the config's, but "
                     f"{SIM_MEMORY} with the simulated world")
-    ap.add_argument("--threads", type=int, default=0, help="executor threads per node (0 = 4)")
+    ap.add_argument("--threads", type=int_in(0, MAX_THREADS), default=0,
+                    help=f"executor threads per node, at most {MAX_THREADS} (0 = 4)")
     ap.add_argument("--no-autostart", action="store_true",
                     help="leave the lifecycle nodes (extractor, learner) unconfigured for a lifecycle "
                          "manager (ros2 lifecycle set /learner configure); as autostart:=false")

@@ -87,6 +87,7 @@ class TeachingPageNode(Node):
         g = declare_read_only(self, PAGE_PARAMS)  # read once, here (settings/robot_params.py)
         self.quality = int(g("jpeg_quality"))
         self.min_period = 1.0 / float(g("max_fps"))
+        self.max_pixels = int(g("max_image_pixels"))
         self.plain_after = float(g("plain_after_s"))
         self.teach_timeout, self.call_timeout = float(g("teach_timeout_s")), float(g("call_timeout_s"))
         self.state = PageState()
@@ -176,7 +177,11 @@ class TeachingPageNode(Node):
             if now - self._last_sent < self.min_period:
                 return
             self._last_sent = now
-        rgb = image_msg_to_rgb(msg)
+        try:
+            rgb = image_msg_to_rgb(msg, self.max_pixels)
+        except (ValueError, TypeError) as exc:  # a publisher's bad frame: its mistake, said as a warning
+            self.get_logger().warning(f"camera frame not shown: {exc}", throttle_duration_sec=1.0)
+            return
         ok, jpeg = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR),
                                 [cv2.IMWRITE_JPEG_QUALITY, self.quality])
         if not ok:

@@ -21,10 +21,16 @@ import numpy as np
 from .assets import CATALOGUE, TEXTURES
 from .world import CameraConfig, SimWorld, WorldConfig, sample_instances
 
-__all__ = ["DatasetSpec", "render_views", "render_dataset", "MANIFEST"]
+__all__ = ["DatasetSpec", "render_views", "render_dataset", "MANIFEST", "MAX_OBJECTS_PER_CLASS", "MAX_POSES_PER_OBJECT"]
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
+
+
+#: objects drawn per class and views rendered per object: enough for any data set the evaluation uses
+#: (15 x 2 by default), while a mistyped count refuses at once instead of rendering for days
+MAX_OBJECTS_PER_CLASS = 1000
+MAX_POSES_PER_OBJECT = 100
 
 
 @dataclass(frozen=True)
@@ -50,8 +56,10 @@ class DatasetSpec:
             raise ValueError(f"unknown classes {unknown}; known: {sorted(CATALOGUE)}")
         if len(set(self.classes)) != len(self.classes) or not self.classes:
             raise ValueError(f"classes must be non-empty and distinct, got {self.classes}")
-        if self.objects_per_class < 1 or self.poses_per_object < 1:
-            raise ValueError("objects_per_class and poses_per_object must be >= 1")
+        if not (1 <= self.objects_per_class <= MAX_OBJECTS_PER_CLASS
+                and 1 <= self.poses_per_object <= MAX_POSES_PER_OBJECT):
+            raise ValueError(f"objects_per_class must be in [1, {MAX_OBJECTS_PER_CLASS}] and poses_per_object in "
+                             f"[1, {MAX_POSES_PER_OBJECT}], got {self.objects_per_class} and {self.poses_per_object}")
         views = self.objects_per_class * self.poses_per_object
         if not 0 <= self.train_per_class < views:
             raise ValueError(f"train_per_class must be in [0, {views - 1}] (views per class = {views}), got {self.train_per_class}")

@@ -18,8 +18,12 @@ of the other robots of its fleet (docs/nodes.md "Fleet mode", docs/security.md "
   was taught the class (then it is pooled), separate teaching pools); ``FORGOTTEN`` and ``RENAMED``
   apply only to a class known from peers alone, and only when the peer's contributions cover all of
   ours: a class taught here is changed only by a request here.  Forgotten contributions are
-  remembered (bounded), so a stale ``LEARNED`` relayed by a third robot does not bring a forgotten
-  class back.
+  remembered (bounded) with the robot that forgot them, ours included, so a stale ``LEARNED``
+  relayed by a third robot does not bring a forgotten class back; a contribution counts as
+  forgotten only where the robot it names (:class:`~cbcl_pr_ros.core.provenance.Contribution`, the
+  sender for teaching of unknown origin) forgot it: ids are public (every update and digest carries
+  them), and a peer that names another robot's ids in a ``FORGOTTEN`` must not shut that robot's
+  class out of this one.
   A peer's class changes only that class (:class:`~cbcl_pr_ros.core.merge.PeerRules`): the memory-wide
   fields stay this robot's, the class's count and spread are bounded by this robot's own teaching
   of it, and classes known from peers alone fill at most half of the cluster budget K.
@@ -30,7 +34,8 @@ of the other robots of its fleet (docs/nodes.md "Fleet mode", docs/security.md "
   teaching it does not hold (an update lost to a flood, a restart, a dropped packet) sends a
   ``REQUEST`` naming the sender and the class, and the sender publishes that class's ``LEARNED``
   again.  Requests are bounded per digest and repeated at most once a period per class; teaching
-  whose merge was refused here is not asked for again before :data:`REFUSED_BACKOFF` periods.
+  whose merge was refused here (or that came back forgotten) is not asked for again before
+  :data:`REFUSED_BACKOFF` periods.
 
 Anything refused changes nothing and yields one line for the log (refusals by the allow-list or the
 rate limit, which a flood produces, are marked so that the node logs them at most once a second).
@@ -72,7 +77,7 @@ REFUSED_BACKOFF = 10  # digest periods before teaching refused here (quota, a pa
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # fleet and robot names
 MAX_IDS = 64  # contribution ids per update (a class keeps at most 64 contributions)
 _ID = re.compile(r"[0-9a-f]{16}")
-_TOMBSTONES = 4096  # forgotten contribution ids remembered
+_TOMBSTONES = 4096  # forgotten (contribution id, robot that forgot it) pairs remembered
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,7 @@ class FleetMember:
         self._published: dict[str, frozenset[str]] = {}
         self._sequence = 0
         self._lock = threading.Lock()
-        self._forgotten: OrderedDict[str, None] = OrderedDict()
+        self._forgotten: OrderedDict[tuple[str, str], None] = OrderedDict()  # (id, robot that forgot it)
         self._last_digest: float | None = None
         self._asked: OrderedDict[tuple[str, str], float] = OrderedDict()  # (robot, class): when asked
         self._resent: OrderedDict[str, float] = OrderedDict()  # class: when sent again on request
@@ -182,6 +187,8 @@ class FleetMember:
                 twin = next((c for c in fresh if c not in self._published and now[c] == self._published[old]), None)
                 op, new = (RENAMED, twin) if twin is not None else (FORGOTTEN, "")
                 out.append(self._update(op, old, new, self._published[old]))
+                if op == FORGOTTEN:  # a peer that missed our forget must not give our own teaching back
+                    self._tombstone(self._published[old], self.settings.robot)
             for c in fresh:
                 out.append(self._update(LEARNED, c, "", now[c], _class_bytes(state, c)))
             self._published = now
@@ -276,7 +283,8 @@ class FleetMember:
             if not covering:
                 raise ValueError("a forget must name the contributions forgotten")
             if not c.taught_here(name):  # a class kept as taught here: its teaching is not forgotten
-                self._remember_forgotten(covering)
+                with self._lock:  # in the sender's name: it counts only for the sender's own teaching
+                    self._tombstone(covering, u.robot)
             out = c.forget_covered(name, covering, who)
             return Received(out.success, out.message)
         if u.op == RENAMED:
@@ -296,8 +304,11 @@ class FleetMember:
         got = frozenset(x.id for x in state.provenance[name])
         if got != covering:
             raise ValueError("the contribution ids do not match the statistics' provenance")
-        if got <= self._forgotten.keys():
-            return Received(False, f"fleet update from {who}: '{name}' was forgotten in the fleet; not learned again")
+        with self._lock:
+            if self._all_forgotten(state.provenance[name], u.robot):  # not asked for again for a while
+                _remember(self._refused, got, self._clock())
+                return Received(False, f"fleet update from {who}: '{name}' was forgotten in the fleet; "
+                                       "not learned again")
         k = c.learner_.config.max_clusters
         rules = PeerRules(self.settings.robot, None if k is None else k // 2, u.robot)  # half of K for peers
         out = c.merge_state(state, f"'{name}' from {who}", rules)
@@ -312,14 +323,15 @@ class FleetMember:
         now = self._clock()
         with self._lock:
             held = frozenset().union(*(ids(p) for p in self.controller.learner_.provenance_.values()))
-            gone = self._forgotten.keys()
             asked: list[ClassUpdate] = []
             for name, got in listed.items():
                 if len(asked) >= REQUESTS_PER_DIGEST:
                     break
                 last = self._asked.get((u.robot, name))
                 refused = self._refused.get(got)
-                if got <= held or got <= gone or (last is not None and 0 <= now - last < 0.5 * self.settings.digest_s) \
+                # a digest names no robots: teaching forgotten is asked for, refused when it comes
+                # (_all_forgotten) and then not asked for again before REFUSED_BACKOFF periods
+                if got <= held or (last is not None and 0 <= now - last < 0.5 * self.settings.digest_s) \
                         or (refused is not None and 0 <= now - refused < REFUSED_BACKOFF * self.settings.digest_s):
                     continue
                 _remember(self._asked, (u.robot, name), now)
@@ -331,16 +343,19 @@ class FleetMember:
         return Received(True, f"asked {who} again for {', '.join(quote(r.class_name) for r in asked)}: its "
                               "digest lists teaching this robot does not hold")
 
-    def _remember_forgotten(self, contribution_ids: frozenset[str]) -> None:
-        with self._lock:
-            for i in contribution_ids:
-                self._forgotten[i] = None
-                self._forgotten.move_to_end(i)
-            while len(self._forgotten) > _TOMBSTONES:
-                self._forgotten.popitem(last=False)
+    def _tombstone(self, contribution_ids: frozenset[str], robot: str) -> None:
+        """Remember that ``robot`` forgot these contributions (under ``self._lock``; at most _TOMBSTONES)."""
+        for i in contribution_ids:
+            _remember(self._forgotten, (i, robot), None, _TOMBSTONES)
+
+    def _all_forgotten(self, entries: Any, sender: str) -> bool:
+        """Whether every contribution was forgotten by the robot it names (the sender's for teaching of
+        unknown origin, as a merge records it); another robot's forget of it does not count (under
+        ``self._lock``)."""
+        return all((c.id, c.robot or sender) in self._forgotten for c in entries)
 
 
-def _remember(table: OrderedDict, key: Any, value: float, limit: int = 4096) -> None:
+def _remember(table: OrderedDict, key: Any, value: Any, limit: int = 4096) -> None:
     table[key] = value
     table.move_to_end(key)
     while len(table) > limit:

@@ -92,7 +92,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("threads", 2, "CPU threads of the backbone (ONNX Runtime intra-op or torch)", (EXTRACTOR,),
               min=1, max=256),
     ParamSpec("compressed", False,
-              "Subscribe to sensor_msgs/CompressedImage (jpeg/png) instead of sensor_msgs/Image",
+              "Subscribe to sensor_msgs/CompressedImage (PNG or JPEG; another format is refused) instead of "
+              "sensor_msgs/Image",
               BOTH),
     ParamSpec("no_frame_warning_s", 5.0,
               "Log a hint (topic, QoS, is the camera running?) when no frame arrived for this long "
@@ -103,8 +104,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("max_images_per_request", 64,
               "Most images (or feature vectors) in one TeachClass or ExtractFeatures request", BOTH,
               min=1, max=10_000),
-    ParamSpec("max_image_pixels", 4096 * 4096, "Most pixels (width x height) of one request image, and of a "
-              "compressed camera frame as its header states (refused before it is decoded)",
+    ParamSpec("max_image_pixels", 4096 * 4096, "Most pixels (width x height) of one request image and of "
+              "every camera frame: colour, depth, and compressed as its header states (refused before it "
+              "is decoded)",
               BOTH, min=1, max=2**31 - 1),
     ParamSpec("max_image_bytes", 64 * 1024 * 1024, "Most data bytes of one request image", BOTH,
               min=1, max=2**31 - 1),

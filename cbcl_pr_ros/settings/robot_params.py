@@ -80,6 +80,8 @@ PAGE_PARAMS: tuple[ParamSpec, ...] = (
               (PAGE,), min=1, max=256),
     ParamSpec("jpeg_quality", 80, "JPEG quality of the pictures sent to the page", (PAGE,), min=10, max=100),
     ParamSpec("max_fps", 5.0, "Most pictures per second sent to the pages", (PAGE,), min=0.1, max=120.0),
+    ParamSpec("max_image_pixels", 4096 * 4096, "Most pixels (width x height) of a camera frame the page "
+              "shows; a larger one is not decoded (one throttled warning)", (PAGE,), min=1, max=2**31 - 1),
     ParamSpec("plain_after_s", 2.0, "Show the plain camera picture when no detections came for this long",
               (PAGE,), min=0.0, max=3600.0),
     ParamSpec("teach_timeout_s", 60.0, "Wait this long for the learner's answer to a teach", (PAGE,),

@@ -3,7 +3,7 @@
 With ``compressed: true`` anyone on the domain may publish on the extractor's image topic. A PNG of
 one colour compresses about 3,000 to 1: 261 KB stated 16384x16384 and decoded to 768 MiB of RGB
 (2.2 s), per message. The PNG's and JPEG's headers state the size the decoder will allocate, so it
-is read first and a frame over the cap is refused undecoded."""
+is read first and a frame over the cap is refused undecoded; another format is refused whole."""
 from __future__ import annotations
 
 import cv2
@@ -50,12 +50,27 @@ def test_camera_frames_decode_as_before_and_their_size_is_read_right(ext, params
         assert np.array_equal(out, rgb)
 
 
-def test_a_header_without_a_size_is_refused_and_other_formats_are_left_to_the_decoder():
+def test_a_header_without_a_size_is_refused():
     from cbcl_pr_ros.nodes.conversions import compressed_size
 
     for broken in (b"\x89PNG\r\n\x1a\n", b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIEND", b"\xff\xd8\xff\xe0\x00\x10JFIF",
                    b"\xff\xd8\xff\xda\x00\x08"):
         with pytest.raises(ValueError, match="PNG without|JPEG without"):
             compressed_size(broken)
-    ok, bmp = cv2.imencode(".bmp", np.zeros((4, 4, 3), np.uint8))
-    assert compressed_size(bmp.tobytes()) is None  # uncompressed: its size is its bytes
+
+
+@pytest.mark.parametrize("ext", [".webp", ".tiff", ".bmp", ".ppm"])
+def test_formats_other_than_png_and_jpeg_are_refused_undecoded(ext, monkeypatch):
+    """OpenCV decodes WebP, TIFF, BMP, PPM and more from a CompressedImage's bytes, and those were
+    decoded without a size read first (a 10 KB WebP of one colour, 16383x16383, decoded to 767 MiB in
+    2.3 s). The message documents PNG and JPEG, image_transport's compressed sends those: anything else
+    is refused."""
+    from cbcl_pr_ros.features import preprocessing
+    from cbcl_pr_ros.nodes.conversions import compressed_msg_to_rgb
+
+    msg = _msg(ext, np.zeros((8, 8, 3), np.uint8))
+    decoded = []
+    monkeypatch.setattr(preprocessing.cv2, "imdecode", lambda *a: decoded.append(1))
+    with pytest.raises(ValueError, match="neither PNG nor JPEG"):
+        compressed_msg_to_rgb(msg)
+    assert decoded == []

@@ -112,7 +112,7 @@ def test_a_peer_naming_our_contribution_ids_cannot_forget_or_rename_a_class_we_w
     assert [r.applied for r in said] == [False, False], said
     assert "this robot was taught it" in said[0].message and "was taught it under that name" in said[1].message
     assert _fingerprint(c1) == before
-    assert not set(mine["mug"]) & m1._forgotten.keys()  # our teaching is not marked forgotten either
+    assert not set(mine["mug"]) & {i for i, _ in m1._forgotten}  # our teaching is not marked forgotten either
     again = _controller(tmp_path, "r1")  # a restart
     assert again.load_at_startup(move_aside=True) and sorted(again.classes) == ["box", "mug"]
     # a class known from a peer alone still follows that peer's forget
@@ -271,3 +271,65 @@ def test_a_digest_larger_than_any_member_sends_is_refused_unread_and_ours_stay_s
     chunks = fleet_module._digest_chunks(held)
     assert max(map(len, chunks)) <= fleet_module.DIGEST_CHUNK_BYTES + 64
     assert sum(len(fleet_module._parse_digest(ch)) for ch in chunks) == len(held)
+
+
+def test_a_peer_cannot_tombstone_another_robots_teaching(tmp_path):
+    """Contribution ids are public (every LEARNED and DIGEST carries them): mallory, allowed in the
+    fleet, sent a FORGOTTEN naming robot2's ids (under any class name, one robot1 does not even hold)
+    and robot1 remembered them as forgotten: robot2's LEARNED of its own class was refused, and its
+    digests were never asked about, until robot2 was taught more. A forget now counts only for the
+    teaching of the robot that forgot it."""
+    bus = Bus()
+    c1, c2 = _controller(tmp_path, "r1"), _controller(tmp_path, "r2")
+    m1, m2 = bus.member(c1, "robot1"), bus.member(c2, "robot2")
+    assert c2.teach("cup", _shots(5.0, seed=2)).success
+    cup = bus.sent[-1]
+    forged = [ClassUpdate("home", "mallory", 1, FORGOTTEN, name, "", cup.contribution_ids) for name in ("cup", "junk")]
+    assert [m1.receive(u).applied for u in forged] == [True, True]  # nothing held to forget: nothing done
+    r = m1.receive(cup)
+    assert r.applied and "cup" in c1.classes, r.message
+    # the digest path: robot1 without the cup asks robot2 for it despite mallory's forget
+    c1.forget("cup")
+    for u in forged:
+        m1.receive(u)
+    n = len(bus.sent)
+    m2.tick()
+    assert m1.receive(bus.sent[n]).applied  # robot2's digest
+    asked = [u for u in bus.sent[n + 1:] if u.class_name == "cup" and u.new_name == "robot2"]
+    assert asked, [(u.op, u.class_name) for u in bus.sent[n:]]
+
+
+def test_a_forget_still_stops_stale_relays_and_the_forgetting_robot_takes_no_copy_back(fleet, tmp_path):
+    """The legitimate flows: robot1 forgets its mug; a copy relayed afterwards by a robot that missed
+    the forget (robot2's, replayed by robot3; robot2's own) brings it back neither to robot3 nor to
+    robot1, which used to take its forgotten class back from any peer still holding it. A class pooled
+    from robot1's and robot2's teaching that robot1 forgets still lives on robot2 (taught there):
+    robot3 takes robot2's copy again, as the digest would give it anyway."""
+    bus, c1, c2, m1, m2 = fleet
+    c3 = _controller(tmp_path, "r3")
+    m3 = bus.member(c3, "robot3")
+    assert c1.teach("mug", _shots(1.0)).success
+    bus.deliver(m2)
+    bus.deliver(m3)
+    stale = next(u for u in bus.sent if u.robot == "robot2" and u.class_name == "mug" and u.op == LEARNED)
+    n = len(bus.sent)
+    assert c1.forget("mug").success and bus.sent[n].op == FORGOTTEN
+    assert m3.receive(bus.sent[n]).applied and "mug" not in c3.classes
+    for member, c in ((m3, c3), (m1, c1)):
+        r = member.receive(stale)
+        assert not r.applied and "forgotten" in r.message and "mug" not in c.classes, r.message
+    # pooled: both taught the box; robot1 forgets it, robot2 keeps it (taught there)
+    assert c1.teach("box", _shots(3.0, seed=1)).success
+    bus.deliver(m2, n + 1)
+    assert c2.teach("box", _shots(3.1, seed=5)).success
+    pooled = bus.sent[-1]
+    assert {x.robot for x in c2.learner_.provenance_["box"]} == {"robot1", "robot2"}
+    assert m3.receive(pooled).applied and m1.receive(pooled).applied  # robot1's box is the pooled one now
+    assert {x.robot for x in c1.learner_.provenance_["box"]} == {"robot1", "robot2"}
+    n = len(bus.sent)
+    assert c1.forget("box").success
+    said = bus.deliver(m3, n)
+    assert said[0].applied and "box" not in c3.classes
+    assert not bus.deliver(m2, n)[0].applied and "box" in c2.classes  # kept: robot2 was taught it
+    r = m3.receive(pooled)
+    assert r.applied and "box" in c3.classes, r.message
