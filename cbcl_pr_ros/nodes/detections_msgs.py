@@ -23,7 +23,7 @@ from cbcl_pr_ros.objects.frame import ObjectFrame, ObjectJoins
 from cbcl_pr_ros.objects.pieces import MAX_CANDIDATES
 from cbcl_pr_ros.perception import Proposal
 from cbcl_pr_ros.perception.camera_pose import CameraPose
-from cbcl_pr_ros.request_checks import check_feature_values, check_vectors_fit, values_array
+from cbcl_pr_ros.request_checks import check_feature_values, check_vectors_fit, quote, values_array
 from cbcl_pr_ros.settings.params import PARAMS
 from cbcl_pr_ros.stamps import seconds_to_ns, split_ns
 
@@ -59,8 +59,9 @@ _NAN3 = np.full(3, np.nan)
 def depth_msg_to_array(msg: Any) -> np.ndarray:
     """A depth Image (32FC1 metres, or 16UC1 millimetres) as float32 metres (h, w); 0 = no reading.
 
-    Raises ValueError naming the encoding or the size when the message is malformed (wrong step,
-    too few bytes), so a caller can drop the frame and keep running.
+    Raises ValueError naming the encoding (its first 40 characters: whoever publishes depth chooses
+    it, and the extractor logs the reason) or the size when the message is malformed (wrong step, too
+    few bytes), so a caller can drop the frame and keep running.
     """
     enc = str(msg.encoding).upper()
     h, w, step = int(msg.height), int(msg.width), int(msg.step)
@@ -69,7 +70,7 @@ def depth_msg_to_array(msg: Any) -> np.ndarray:
     elif enc in ("16UC1", "MONO16", "TYPE_16UC1"):
         dtype, px, scale = np.dtype(">u2" if msg.is_bigendian else "<u2"), 2, 0.001
     else:
-        raise ValueError(f"depth encoding '{msg.encoding}' is not supported (32FC1 metres or 16UC1 mm)")
+        raise ValueError(f"depth encoding {quote(str(msg.encoding))} is not supported (32FC1 metres or 16UC1 mm)")
     if h <= 0 or w <= 0 or step < w * px:
         raise ValueError(f"depth image {w}x{h} with step {step} is malformed (need step >= {w * px})")
     data = bytes(msg.data) if not isinstance(msg.data, (bytes, bytearray)) else msg.data
