@@ -45,6 +45,7 @@ from cbcl_pr_ros.nodes.detections_msgs import built_within_bounds, detections_fr
 from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.msg import Detections
+from cbcl_pr_ros.perception.types import CameraIntrinsics, intrinsics_for_image
 from cbcl_pr_ros.robot.arm_logic import ArmController, PointingRefused, parse_object_poses
 from cbcl_pr_ros.robot.detected_objects import camera_problem
 from cbcl_pr_ros.robot.backends import BaxterCommandStream, check_backend, load_baxter_joint_command, plan_trajectory
@@ -148,10 +149,18 @@ class ArmNode(Node):
             self._joints.update(pairs)
 
     def _on_info(self, msg: CameraInfo) -> None:
-        K = np.array(msg.k, float).reshape(3, 3)
-        if np.all(np.isfinite(K)) and K[0, 0] > 0 and K[1, 1] > 0:
-            self._K = K
-            self._info = msg
+        """Keep the camera's K unless no camera has it for its image (as the extractor judges it): fx
+        1e-300 would put every place in front of the camera in view, and an empty detections message
+        would then drop every remembered object."""
+        try:
+            intrinsics = CameraIntrinsics.from_k(msg.k)
+        except ValueError:
+            return
+        size = (int(msg.height), int(msg.width))
+        if all(size) and intrinsics_for_image(intrinsics, None, size)[0] is None:
+            return
+        self._K = np.array(msg.k, float).reshape(3, 3)
+        self._info = msg
 
     def _on_detections(self, msg: Detections | bytes) -> None:
         """Remember the detected objects by their base-frame positions (the learner placed them). The

@@ -59,9 +59,10 @@ _NAN3 = np.full(3, np.nan)
 def depth_msg_to_array(msg: Any, max_pixels: int = RequestLimits.max_image_pixels) -> np.ndarray:
     """A depth Image (32FC1 metres, or 16UC1 millimetres) as float32 metres (h, w); 0 = no reading.
 
-    Raises ValueError naming the encoding or the size when the message is malformed (wrong step,
-    too few bytes) or has more than ``max_pixels`` (width x height), so a caller can drop the frame
-    and keep running.
+    Raises ValueError naming the encoding (quoted and cut: whoever publishes depth chooses it, and
+    the extractor logs the reason) or the size when the message is malformed (wrong step, too few
+    bytes) or has more than ``max_pixels`` (width x height), so a caller can drop the frame and
+    keep running.
     """
     enc = str(msg.encoding).upper()
     h, w, step = int(msg.height), int(msg.width), int(msg.step)

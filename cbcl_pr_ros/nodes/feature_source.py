@@ -23,6 +23,7 @@ import numpy as np
 from cbcl_pr_ros.nodes.conversions import features_from_msgs, rgb_to_image_msg
 from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.nodes.service_call import wait_ready
+from cbcl_pr_ros.request_checks import quote
 from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
 from cbcl_pr_ros.service.teaching import FeatureSourceError  # ROS-free: the teaching plan catches it
 from cbcl_pr_ros.srv import ExtractFeatures
@@ -120,9 +121,9 @@ class ServiceFeatureSource:
             self.client.remove_pending_request(future)
             raise FeatureSourceError(f"feature extractor did not answer within {self.timeout_s:.1f} s")
         resp = future.result()
-        if resp is None or not resp.success:
+        if resp is None or not resp.success:  # any server of that name may answer: its words are quoted, cut
             raise FeatureSourceError(f"feature extractor refused the images: "
-                                     f"{getattr(resp, 'message', 'no response')}")
+                                     f"{quote(getattr(resp, 'message', 'no response'), 300)}")
         try:
             feats = features_from_msgs(resp.features)
         except ValueError as exc:

@@ -50,20 +50,41 @@ def intrinsics_for_image(K: CameraIntrinsics | None, calibrated_size: tuple[int,
     ``calibrated_size`` is the (width, height) the intrinsics were calibrated for (CameraInfo's
     width/height; None or zeros = unknown, taken as the image's). Of another size with the same
     aspect ratio (a camera's resized stream) they are scaled; of another aspect ratio they belong to
-    another image, and 3D from them would be wrong: None, with the reason.
+    another image, and 3D from them would be wrong: None, with the reason; so too for a K no camera
+    has for this image (:func:`_camera_like`: whoever publishes CameraInfo chooses its numbers).
     """
     if K is None:
         return None, "no CameraInfo (or one with an invalid K) received: RGB-only proposals, no 3D"
     h, w = int(image_shape[0]), int(image_shape[1])
-    if not calibrated_size or not all(int(v) > 0 for v in calibrated_size):
-        return K, ""
-    cw, ch = (int(v) for v in calibrated_size)
-    if (cw, ch) == (w, h):
-        return K, ""
-    if abs(w / cw - h / ch) <= 0.01 * max(w / cw, h / ch):
-        return K.scaled(w / cw, h / ch), ""
-    return None, (f"CameraInfo is for {cw}x{ch} images but the image is {w}x{h} (another aspect ratio): "
-                  "RGB-only proposals, no 3D")
+    cw, ch = (int(v) for v in calibrated_size) if calibrated_size else (0, 0)
+    if cw > 0 and ch > 0 and (cw, ch) != (w, h):
+        if abs(w / cw - h / ch) > 0.01 * max(w / cw, h / ch):
+            return None, (f"CameraInfo is for {cw}x{ch} images but the image is {w}x{h} (another aspect ratio): "
+                          "RGB-only proposals, no 3D")
+        try:
+            K = K.scaled(w / cw, h / ch)
+        except ValueError:  # a K of 1e308 scaled up is no longer finite
+            K = None
+    if K is None or not _camera_like(K, w, h):
+        shown = "" if K is None else f" (fx {K.fx:.3g}, fy {K.fy:.3g}, cx {K.cx:.3g}, cy {K.cy:.3g})"
+        return None, (f"CameraInfo's K{shown} is no camera's for a {w}x{h} image (focal lengths "
+                      f"{_FOCAL_RANGE[0]:g} to {_FOCAL_RANGE[1]:g} times the image's size, the principal point "
+                      "within one image size of it): RGB-only proposals, no 3D")
+    return K, ""
+
+
+#: a focal length (pixels) as a multiple of the image's larger side: 0.01 is a field of view of 179°,
+#: 1000 one of 0.06°; far beyond, the back-projection divides by products that underflow to zero
+_FOCAL_RANGE = (0.01, 1000.0)
+
+
+def _camera_like(K: CameraIntrinsics, w: int, h: int) -> bool:
+    """Whether ``K`` could be a pinhole camera's for a ``w`` x ``h`` image: focal lengths within
+    :data:`_FOCAL_RANGE` times its larger side, the principal point at most one image size outside it.
+    Outside, the proposals' geometry overflows or divides by zero, and every frame would be lost."""
+    side = float(max(w, h, 1))
+    return (all(_FOCAL_RANGE[0] * side <= f <= _FOCAL_RANGE[1] * side for f in (K.fx, K.fy))
+            and -w <= K.cx <= 2 * w and -h <= K.cy <= 2 * h)
 
 
 @dataclass(frozen=True)

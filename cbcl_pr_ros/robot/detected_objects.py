@@ -9,7 +9,8 @@ without them. A detection is the remembered object of its track id; only a track
 Whoever publishes on ``detections`` is a stranger: a detection is used only when its position is
 finite and within :data:`MAX_PLACE_M` of the base, its confidence a number in [0, 1] and its label
 empty or a valid class name; at most :data:`MAX_REMEMBERED` objects are kept (the least recently
-seen go first), so the work of one message stays bounded however many objects were sent before.
+seen go first), each with votes for at most :data:`MAX_LABELS` labels, so the memory and the work of
+one message stay bounded however many objects and labels were sent before.
 """
 from __future__ import annotations
 
@@ -22,13 +23,17 @@ from cbcl_pr_ros.core.validation import check_label
 
 from .world import quaternion_to_matrix
 
-__all__ = ["SeenObject", "DetectedObjects", "project", "camera_problem", "MAX_REMEMBERED", "MAX_PLACE_M"]
+__all__ = ["SeenObject", "DetectedObjects", "project", "camera_problem", "MAX_REMEMBERED", "MAX_PLACE_M",
+           "MAX_LABELS"]
 
 #: objects remembered at most: a table holds far fewer; without a bound, objects of fresh track ids out
 #: of view piled up and every message cost seconds (10,000 after 40 messages of 256)
 MAX_REMEMBERED = 256
 #: farthest a usable detection lies from the base frame's origin (metres), as far as a camera pose may
 MAX_PLACE_M = 1e4
+#: labels an object keeps votes for: a real object is seen as a few; without a bound a sender that gave
+#: its tracks a new label in every message grew the memory by every label sent (56 KB a message)
+MAX_LABELS = 16
 
 
 def camera_problem(position: Sequence[float], quaternion: Sequence[float]) -> str | None:
@@ -98,6 +103,13 @@ class SeenObject:
     def label(self) -> str:
         return max(self.votes.items(), key=lambda kv: (kv[1], kv[0]))[0] if self.votes else ""
 
+    def vote(self, label: str, weight: float) -> None:
+        """Add ``weight`` to ``label``'s votes; past :data:`MAX_LABELS` labels the one with the fewest
+        votes goes (the new one, when it has the fewest)."""
+        self.votes[label] = self.votes.get(label, 0.0) + weight
+        if len(self.votes) > MAX_LABELS:
+            del self.votes[min(self.votes.items(), key=lambda kv: (kv[1], kv[0]))[0]]
+
     @property
     def confidence(self) -> float:
         """Share of the votes that went to ``label``."""
@@ -157,7 +169,7 @@ class DetectedObjects:
                 tid, name, weight, centre = fresh[match[k]]
                 if int(model_version) != o.model_version:
                     o.votes, o.model_version = {}, int(model_version)
-                o.votes[name] = o.votes.get(name, 0.0) + weight
+                o.vote(name, weight)
                 o.centre, o.track_id, o.stamp, o.seen = centre, tid, float(stamp), self._updates
             elif k not in near_any and camera is not None and K is not None and image_size is not None \
                     and self._in_view(o.centre, K, np.asarray(camera[0], float), camera[1], image_size):

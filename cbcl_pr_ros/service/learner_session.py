@@ -35,7 +35,7 @@ from cbcl_pr_ros.service.frame_waiters import StreamWaiters
 from cbcl_pr_ros.service.memory_files import earlier_memory_note, store_from_params
 from cbcl_pr_ros.objects import ObjectFrame, ObjectStream
 from cbcl_pr_ros.service.teaching import FeatureSourceError, Teacher, TeachRequest, TeachSettings
-from cbcl_pr_ros.request_checks import RequestLimits, check_count, features_from_msgs
+from cbcl_pr_ros.request_checks import RequestLimits, check_count, features_from_msgs, quote
 from cbcl_pr_ros.settings.params import feature_dim_for, learner_factory
 from cbcl_pr_ros.stamps import check_frame_name, stamp_to_s
 
@@ -307,11 +307,14 @@ class LearnerSession:
 
     def on_features(self, msg: Any) -> None:
         """One feature vector (FeatureVector-like): offered to waiting teaches, kept for Classify, then a
-        prediction at most ``max_prediction_rate`` per second. ValueError: a vector that does not fit."""
+        prediction at most ``max_prediction_rate`` per second. ValueError: a vector that does not fit
+        (another backbone or width, values not finite or over ``max_feature_abs``), checked before
+        anything keeps it: it is neither the latest frame nor a waiting teach's."""
         c = self.controller
         if c is None or not self.port.active():
             return  # a message already queued when the stream was paused
         check_frame_name(msg.header.frame_id)  # echoed into predictions and Classify answers
+        feats = features_from_msgs([msg], self.backbone, c.feature_dim, self.limits.max_feature_abs)
         self._stamp_age("stamp_to_callback", msg.header.stamp)
         self._latest = msg
         self.waiters.offer("features", msg)
@@ -320,7 +323,7 @@ class LearnerSession:
         if not c.classes:
             return
         with self.times.stage("predict"):
-            out = c.classify(features_from_msgs([msg], self.backbone, c.feature_dim), top_k=len(c.classes))
+            out = c.classify(feats, top_k=len(c.classes))
         if not out.success:
             return
         pred = out.predictions[0]
@@ -370,7 +373,7 @@ class LearnerSession:
         check_count(len(rgbs), self.limits.max_images_per_request, "images")
         ex = self.port.extract(rgbs)
         if ex.backbone != self.backbone:
-            raise FeatureSourceError(f"the extractor uses backbone '{ex.backbone}', this learner "
+            raise FeatureSourceError(f"the extractor uses backbone {quote(ex.backbone)}, this learner "
                                      f"'{self.backbone}': set the same 'backbone' parameter on both")
         return ex.features
 

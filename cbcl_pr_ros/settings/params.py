@@ -185,7 +185,8 @@ PARAMS: tuple[ParamSpec, ...] = (
               "the mutation group (teach/forget/rename/save/load) can be busy waiting", (LEARNER,),
               min=0.1, max=3600.0),
     ParamSpec("max_feature_abs", 1.0e6,
-              "Largest absolute feature value accepted in a request (backbone features are O(10))",
+              "Largest absolute feature value accepted in a request or on the features and object_features "
+              "topics (backbone features are O(10))",
               (LEARNER,), min=1.0, max=1.0e30),
     ParamSpec("max_prediction_rate", 0.0,
               "Most predictions per second published for the stream, on average (token bucket on the "

@@ -164,6 +164,10 @@ def test_malformed_depth_is_refused_with_a_reason() -> None:
         depth_msg_to_array(Image(height=3, width=4, encoding="32FC1", step=8, data=b"\0" * 48))
     with pytest.raises(ValueError, match="encoding 'rgb8'"):
         depth_msg_to_array(Image(height=3, width=4, encoding="rgb8", step=12, data=b"\0" * 36))
+    with pytest.raises(ValueError) as refused:  # a stranger's name: quoted cut, escaped (it is logged)
+        depth_msg_to_array(Image(height=3, width=4, encoding="x\n" * 50_000, step=12, data=b"\0" * 36))
+    text = str(refused.value)
+    assert len(text) < 200 and "\n" not in text and "100000 characters" in text
     nan = np.full((2, 2), np.nan, "<f4")
     out = depth_msg_to_array(Image(height=2, width=2, encoding="32FC1", step=8, data=nan.tobytes()))
     assert np.all(out == 0)  # NaN holes read as "no reading"

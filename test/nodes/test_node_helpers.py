@@ -580,6 +580,39 @@ def test_local_feature_source_runs_the_backbone_on_decoded_arrays():
         LocalFeatureSource(object())
 
 
+def test_a_refusal_from_the_extract_service_is_quoted_cut():
+    """Whoever serves extract_features answers the learner: its refusal came back whole in the TeachClass
+    answer and its log line (a megabyte, newlines and all)."""
+    from types import SimpleNamespace
+
+    from cbcl_pr_ros.nodes import service_call
+    from cbcl_pr_ros.nodes.feature_source import FeatureSourceError, ServiceFeatureSource
+
+    class Future:
+        def add_done_callback(self, fn):
+            fn(self)
+
+        def result(self):
+            return SimpleNamespace(success=False, message="refused\nERROR forged " + "x" * 1_000_000, features=[])
+
+    class Client:  # weakly referenced by wait_ready, as rclpy's clients are
+        srv_name = "/extract_features"
+
+        def wait_for_service(self, timeout_sec):
+            return True
+
+        def call_async(self, req):
+            return Future()
+
+    client = Client()
+    service_call._first_seen[client] = 0.0  # noqa: SLF001 (seen long ago: no settling wait)
+    source = ServiceFeatureSource(SimpleNamespace(create_client=lambda *a, **k: client), "extract_features")
+    with pytest.raises(FeatureSourceError) as refused:
+        source.extract([np.zeros((4, 4, 3), np.uint8)])
+    text = str(refused.value)
+    assert len(text) < 500 and "\n" not in text and "refused" in text and "1000021 characters" in text
+
+
 def test_extractor_feature_source_follows_the_extractors_lifecycle():
     """In one process the learner uses whatever backbone the extractor holds now (none before configure)."""
     import threading

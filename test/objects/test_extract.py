@@ -131,3 +131,22 @@ def test_bad_settings_are_refused():
     for bad in ({"max_objects": 0}, {"max_objects": True}, {"crop_margin": 3.0}, {"policy": {"join_candidates": 3}}):
         with pytest.raises((ValueError, TypeError)):
             ExtractSettings(**bad)
+
+
+@pytest.mark.parametrize("k, size", [
+    ([1e-300, 0.0, 320.0, 0.0, 1e-300, 240.0, 0.0, 0.0, 1.0], None),  # hybrid: ZeroDivisionError
+    ([500.0, 0.0, 1e308, 0.0, 500.0, 1e308, 0.0, 0.0, 1.0], (320, 240)),  # scaled to inf: ValueError
+    ([1e30, 0.0, 320.0, 0.0, 1e30, 240.0, 0.0, 0.0, 1.0], None),  # every point on the optical axis
+    ([500.0, 0.0, -1e6, 0.0, 500.0, 240.0, 0.0, 0.0, 1.0], None),
+])
+def test_a_camera_info_no_camera_has_loses_the_3d_not_the_frame(k, size):
+    """Whoever publishes CameraInfo chooses K: one that no camera has for the image (finite, positive) made
+    every frame raise in the proposals, so the extractor published nothing while it was the last one."""
+    rgb, depth, _ = two_objects()
+    K = CameraIntrinsics.from_k(k)
+    for settings in (ExtractSettings(), ExtractSettings(segmenter=None)):
+        out = extract_objects(rgb, depth, K, None, MeanColourBackbone(), ObjectReuse(), settings,
+                              calibrated_size=size)
+        assert out.frame_feature.shape == (6,) and len(out.objects.proposals) >= 1
+        assert not any(p.has_depth for p in out.objects.proposals)
+        assert "is no camera's for a 640x480 image" in out.depth_note and "RGB-only" in out.depth_note

@@ -249,6 +249,15 @@ def test_intrinsics_are_scaled_to_the_image_or_refused():
     assert none is None and "1280x720" in why and "no 3D" in why
     none, why = intrinsics_for_image(None, None, (480, 640))
     assert none is None and "no CameraInfo" in why
+    for odd in (CameraIntrinsics(1e-300, 1e-300, 319.5, 239.5), CameraIntrinsics(6.3, 600.0, 319.5, 239.5),
+                CameraIntrinsics(7e5, 600.0, 319.5, 239.5), CameraIntrinsics(600.0, 600.0, 1281.0, 239.5),
+                CameraIntrinsics(600.0, 600.0, 319.5, -481.0)):
+        none, why = intrinsics_for_image(odd, None, (480, 640))
+        assert none is None and "is no camera's for a 640x480 image" in why
+    for wide_or_long in (CameraIntrinsics(6.5, 6.5, -600.0, 900.0), CameraIntrinsics(6e5, 6e5, 319.5, 239.5)):
+        assert intrinsics_for_image(wide_or_long, None, (480, 640)) == (wide_or_long, "")
+    none, why = intrinsics_for_image(CameraIntrinsics(600.0, 600.0, 1e308, 1e308), (320, 240), (480, 640))
+    assert none is None and "no camera's" in why  # scaled twice: no longer finite
 
 
 @pytest.mark.parametrize("change, expect", [

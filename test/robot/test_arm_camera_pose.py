@@ -224,3 +224,36 @@ def test_detections_with_a_camera_pose_that_is_no_pose_change_nothing(quat, pos)
             assert len(log.said) == 1 and "camera" in log.said[0]
         finally:
             node.destroy_node()
+
+
+@pytest.mark.parametrize("k", [
+    [1e-300, 0.0, 320.0, 0.0, 1e-300, 240.0, 0.0, 0.0, 1.0],  # every point in front at the principal point
+    [500.0, 0.0, 1e12, 0.0, 500.0, 240.0, 0.0, 0.0, 1.0],
+])
+def test_a_camera_info_no_camera_has_wipes_no_object_out_of_view(k):
+    """The arm drops a remembered object whose place is in view and not detected. A CameraInfo of fx
+    1e-300 (finite, positive: it was taken) put every place in front of the camera in view, so an empty
+    detections message wiped a mug the real camera had never seen leave. Now such a K is not taken
+    (as the extractor takes none), and the last good one stays."""
+    from sensor_msgs.msg import CameraInfo
+
+    from cbcl_pr_ros.nodes.arm import ArmNode
+
+    good = [500.0, 0.0, 320.0, 0.0, 500.0, 240.0, 0.0, 0.0, 1.0]
+    with domain() as dom, isolated_context(dom) as ctx:
+        node = ArmNode(context=ctx)
+        try:
+            node._on_info(CameraInfo(width=640, height=480, k=good))
+            seen = _detections(10.0, x=2.0)
+            seen.objects[0].position.z = -0.2  # in front of the camera below, far outside its view
+            seen.camera_pose.orientation.x, seen.camera_pose.orientation.w = 1.0, 0.0  # looking down
+            node._on_detections(seen)
+            node._on_info(CameraInfo(width=640, height=480, k=k))
+            empty = _detections(10.5)
+            empty.objects = []
+            empty.camera_pose.orientation.x, empty.camera_pose.orientation.w = 1.0, 0.0
+            node._on_detections(empty)
+            assert node.logic.detected.best("mug") is not None
+            assert node._K[0, 0] == 500.0 and node._K[0, 2] == 320.0
+        finally:
+            node.destroy_node()

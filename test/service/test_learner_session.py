@@ -210,6 +210,9 @@ def test_the_extractors_backbone_must_be_the_learners():
     image = SimpleNamespace(encoding="rgb8", height=4, width=4, step=12, data=bytes(48), is_bigendian=0)
     out = session.teach(TeachRequest(label="mug", mode=2, images=(image,)))
     assert not out.success and "backbone 'other'" in out.message and session.controller.classes == []
+    port.extractor_backbone = "other\n" * 100_000  # whoever serves extract_features names it: quoted, cut
+    out = session.teach(TeachRequest(label="mug", mode=2, images=(image,)))
+    assert not out.success and len(out.message) < 400 and "\n" not in out.message, out.message[:300]
 
 
 def test_features_feed_waiting_teaches_and_predictions_follow_the_rate_on_the_ports_clock():
@@ -239,6 +242,34 @@ def test_features_feed_waiting_teaches_and_predictions_follow_the_rate_on_the_po
     assert len(port.predictions) == burst + 1
     session.pause()
     assert session.latest_features() is None
+
+
+@pytest.mark.parametrize("bad", [
+    {"backbone": "other"},
+    {"values": [1.0] * (D + 1), "dimension": D + 1},
+    {"values": [float("nan")] * D},
+    {"values": [1e30] * D},  # over max_feature_abs, as request vectors and object features are refused
+])
+def test_a_stream_vector_that_does_not_fit_changes_nothing(bad):
+    """The node logs "feature vector ignored" for a stream vector that does not fit, but the session had
+    already kept it as the latest frame (what Classify answers about) and handed it to a waiting teach,
+    whose whole teach then failed on it; with no class learned or under the prediction rate it was not
+    even checked. Now it is refused before anything keeps it."""
+    session, port = _session(max_prediction_rate=0.0)
+    good = _vector(np.ones(D), sec=1)
+    session.on_features(good)
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(session.collect(2, 30.0, "features")))
+    waiter.start()
+    while not session.waiters._pools["features"]:  # noqa: SLF001 (the teach is waiting)
+        threading.Event().wait(0.01)
+    with pytest.raises(ValueError):
+        session.on_features(SimpleNamespace(**{**vars(_vector(np.ones(D), sec=2)), **bad}))
+    assert session.latest_features() is good
+    session.on_features(_vector(np.ones(D), sec=3))
+    session.on_features(_vector(np.ones(D), sec=4))
+    waiter.join(10)
+    assert [f.header.stamp.sec for f in got[0]] == [3, 4]
 
 
 def _objects(rows: np.ndarray) -> ObjectFrame:
