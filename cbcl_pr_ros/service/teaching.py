@@ -282,7 +282,12 @@ class Teacher:
         got = _Picked()
         for f in frames:
             if plan.target == "roi":
-                choice = choose_in_box(f.proposals, f.shape, roi_box(plan.rois[0], f.shape, "camera image"))
+                try:  # a frame of another size (another publisher's) holds no such box: that frame is skipped
+                    box = roi_box(plan.rois[0], f.shape, "camera image")
+                except ValueError as exc:
+                    got.missed, got.reason = got.missed + 1, str(exc)
+                    continue
+                choice = choose_in_box(f.proposals, f.shape, box)
                 picked, got.reason = choice.indices, choice.reason or got.reason
             else:
                 f = self.objects.as_shown(f, c)

@@ -203,6 +203,27 @@ def test_object_frames_teach_the_object_in_view_or_inside_the_box():
     assert port.collected[-1][2] == "objects" and len(port.collected) == 2  # refused before any wait
 
 
+def test_a_box_teach_skips_an_object_frame_of_another_size():
+    """Anyone may publish object frames: one of another size (here 0x0 and a small one) among them is a
+    frame without the box, not a reason to refuse the teach; when no frame holds the box, the answer
+    says why."""
+    port = FakePort(settings=TeachSettings(teach_from="object", num_frames=3))
+    teacher, objects = _teacher(port)
+    good = _object_frame([(0, 0, 60, 60)], np.full((1, D), 0.2))
+    empty, small = _object_frame([], np.zeros((0, D)), shape=(0, 0)), _object_frame([], np.zeros((0, D)), shape=(40, 40))
+    objects.arrived(good, port.clock)
+    port.frames["objects"] = [good, empty, small]
+    c = _controller()
+    out = teacher.teach(c, TeachRequest(label="corner", rois=((0, 0, 60, 60),)))
+    assert out.success, out.message
+    assert "(2 of 3 frames had none)" in port.commits[-1][1] and np.allclose(port.last_feats, 0.2)
+    port.frames["objects"] = [small, empty]
+    out = teacher.teach(c, TeachRequest(label="other", rois=((0, 0, 60, 60),)))
+    assert not out.success
+    assert "no object found inside the box in any of the 2 camera frames" in out.message
+    assert "lies outside the" in out.message and c.classes == ["corner"]
+
+
 def test_the_object_in_view_is_the_object_detections_show_its_recognised_pieces_together():
     """Pieces the learner joins into one object (its union nearer the taught class than the larger piece
     alone) are one object to teach too: the union's vector is learned, and no piece of it becomes a
