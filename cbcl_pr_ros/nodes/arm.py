@@ -102,8 +102,7 @@ class ArmNode(Node):
         self._logic_lock = threading.Lock()  # the controller is not thread-safe
         self._joints: dict[str, float] = {}
         self._joint_set = frozenset(self.logic.joint_names)
-        self._K: np.ndarray | None = None
-        self._info: CameraInfo | None = None
+        self._camera: tuple[np.ndarray, tuple[int, int]] | None = None  # K and (width, height), set together
         self.commands_sent = 0
         self.detections_used = 0
         self.last_target: dict[str, float] | None = None
@@ -159,8 +158,8 @@ class ArmNode(Node):
         size = (int(msg.height), int(msg.width))
         if all(size) and intrinsics_for_image(intrinsics, None, size)[0] is None:
             return
-        self._K = np.array(msg.k, float).reshape(3, 3)
-        self._info = msg
+        if all(size):  # one assignment: a detections callback never pairs a new K with the old size
+            self._camera = (np.array(msg.k, float).reshape(3, 3), (size[1], size[0]))
 
     def _on_detections(self, msg: Detections | bytes) -> None:
         """Remember the detected objects by their base-frame positions (the learner placed them). The
@@ -181,11 +180,9 @@ class ArmNode(Node):
         c = msg.camera_pose
         camera = ((c.position.x, c.position.y, c.position.z),
                   (c.orientation.x, c.orientation.y, c.orientation.z, c.orientation.w))
-        info = self._info
-        size = (int(info.width), int(info.height)) if info is not None and info.width and info.height else None
+        k, size = self._camera or (None, None)
         with self._logic_lock:
-            self.logic.detected.update(objs, stamp_to_s(msg.header.stamp), camera,
-                                       self._K if size else None, size, int(msg.model_version))
+            self.logic.detected.update(objs, stamp_to_s(msg.header.stamp), camera, k, size, int(msg.model_version))
         self.detections_used += 1
 
     # ------------------------------------------------------------------ pointing

@@ -209,8 +209,7 @@ def test_detections_with_a_camera_pose_that_is_no_pose_change_nothing(quat, pos)
         try:
             log = _Warnings()
             node.get_logger = lambda: log
-            node._K = np.array([[500.0, 0, 320], [0, 500.0, 240], [0, 0, 1]])
-            node._info = type("Info", (), {"width": 640, "height": 480})()
+            node._camera = (np.array([[500.0, 0, 320], [0, 500.0, 240], [0, 0, 1]]), (640, 480))
             seen = _detections(10.0)
             seen.camera_pose.orientation.x, seen.camera_pose.orientation.w = 1.0, 0.0  # looking down
             node._on_detections(seen)
@@ -254,6 +253,7 @@ def test_a_camera_info_no_camera_has_wipes_no_object_out_of_view(k):
             empty.camera_pose.orientation.x, empty.camera_pose.orientation.w = 1.0, 0.0
             node._on_detections(empty)
             assert node.logic.detected.best("mug") is not None
-            assert node._K[0, 0] == 500.0 and node._K[0, 2] == 320.0
+            k, size = node._camera
+            assert k[0, 0] == 500.0 and k[0, 2] == 320.0 and size == (640, 480)
         finally:
             node.destroy_node()
