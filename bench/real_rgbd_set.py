@@ -5,7 +5,9 @@ licences do not allow redistribution, and every source is built the same way), s
 copies them out of git snapshots of the source repositories at the recorded commits and writes every
 frame in one form: ``<id>-color.png`` (BGR PNG) and ``<id>-depth.png`` (16-bit, millimetres, 0 = no
 reading, registered to the colour image). Sources ship colour as PNG or JPEG, or inside a pickled dict
-``.npy``; depth as 16-bit PNG (millimetres or tenths), ``.npy`` in metres or OpenEXR in metres.
+``.npy``; depth as 16-bit PNG (millimetres or tenths; or tenths with the bits rotated left by 3, as the
+APC 2016 vision toolbox writes them), ``.npy`` in metres or OpenEXR in metres. A frame may name its own
+intrinsics (``K``) where its source has several cameras.
 
 Scoring (:func:`score_proposals`) follows the usual detection rules: proposals and labelled boxes are
 matched one to one, best IoU first, at IoU >= 0.5; a proposal mostly (>= 50 % of its box) inside an
@@ -199,11 +201,14 @@ def _metres_to_mm(d: np.ndarray) -> np.ndarray:
 
 def _depth_mm(raw: bytes, kind: str, unit_mm: float = 1.0, key: str = "depth") -> np.ndarray:
     """A source's depth file as uint16 millimetres. ``unit_mm``: millimetres per PNG unit (0.1 where the
-    source stores tenths of a millimetre); ``key``: the entry of a pickled dict ``.npy``."""
-    if kind == "png_mm":
+    source stores tenths of a millimetre); ``key``: the entry of a pickled dict ``.npy``. ``png_rot3``: a
+    16-bit PNG whose bits were rotated left by 3 before writing (rotated back here)."""
+    if kind in ("png_mm", "png_rot3"):
         d = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_UNCHANGED)
         if d is None or d.dtype != np.uint16 or d.ndim != 2:
             raise ValueError("depth PNG is not single-channel 16-bit")
+        if kind == "png_rot3":
+            d = (d >> np.uint16(3)) | (d << np.uint16(13))
         return d if unit_mm == 1.0 else np.clip(np.round(d * float(unit_mm)), 0, 65535).astype(np.uint16)
     if kind == "npy_m":
         return _metres_to_mm(np.load(io.BytesIO(raw), allow_pickle=False))
@@ -348,7 +353,8 @@ def mask_checks(labels_path: str | Path, snapshots: str | Path) -> list[MaskChec
 
 
 def load_frames(labels_path: str | Path, frames_dir: str | Path, ids: Sequence[str] | None = None) -> list[RealFrame]:
-    """The assembled frames (all, or those of ``ids``) with their labels; a missing file raises."""
+    """The assembled frames (all, or those of ``ids``) with their labels (a frame's own ``K`` before its
+    source's); a missing file raises."""
     labels, frames_dir = load_labels(labels_path), Path(frames_dir)
     out = []
     for fr in labels["frames"]:
@@ -359,7 +365,7 @@ def load_frames(labels_path: str | Path, frames_dir: str | Path, ids: Sequence[s
         if bgr is None or mm is None:
             raise FileNotFoundError(f"frame {fr['id']} not found in {frames_dir}: run bench/real_rgbd/assemble.py")
         depth = np.where(mm > 0, mm.astype(np.float32) / 1000.0, np.nan).astype(np.float32)
-        fx, fy, cx, cy = labels["sources"][fr["source"]]["K"]
+        fx, fy, cx, cy = fr.get("K", labels["sources"][fr["source"]]["K"])
         out.append(RealFrame(fr["id"], fr["source"], fr["scene"], list(fr["tags"]),
                              cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB), depth, CameraIntrinsics(fx, fy, cx, cy),
                              [(o["name"], tuple(o["box"])) for o in fr["objects"]],

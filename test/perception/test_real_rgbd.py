@@ -21,6 +21,7 @@ from cbcl_pr_ros.perception import ProposalConfig, propose
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELS = ROOT / "bench/real_rgbd/labels.json"
+UNSEEN = ROOT / "bench/real_rgbd/unseen.json"
 
 
 def _frames_dir() -> Path | None:
@@ -259,6 +260,53 @@ def test_png_depth_in_tenths_of_millimetres_is_scaled() -> None:
     assert ok
     assert _depth_mm(png.tobytes(), "png_mm", 0.1).tolist() == [[0, 964, 2782]]
     assert _depth_mm(png.tobytes(), "png_mm").tolist() == d.tolist()
+
+
+def test_unseen_set_is_apart_from_the_main_set_and_complete() -> None:
+    """The unseen sources (bench/real_rgbd/unseen.json) are scored where nothing was chosen: no repository
+    or frame of the main set's, every source with its commit, licence and intrinsics, every box in its image."""
+    main, unseen = load_labels(LABELS), load_labels(UNSEEN)
+    assert not {s["repo"] for s in main["sources"].values()} & {s["repo"] for s in unseen["sources"].values()}
+    assert not set(main["sources"]) & set(unseen["sources"])
+    assert not {f["id"] for f in main["frames"]} & {f["id"] for f in unseen["frames"]}
+    for name, src in unseen["sources"].items():
+        assert src["licence"] and len(src["commit"]) == 40 and "/" in src["repo"] and len(src["K"]) == 4, name
+        assert isinstance(src["redistributable"], bool) and src["ground_truth"] and src["camera"], name
+    frames = unseen["frames"]
+    assert len({f["id"] for f in frames}) == len(frames) and len({f["source"] for f in frames}) >= 2
+    for f in frames:
+        assert f["source"] in unseen["sources"] and len(f.get("K", [0] * 4)) == 4, f["id"]
+        assert "up" not in f or abs(float(np.linalg.norm(f["up"])) - 1.0) < 1e-3, f["id"]  # a direction
+        assert f["objects"] or "empty" in f["tags"], f["id"]  # a frame without objects says it is empty
+        for o in f["objects"] + [{"name": "ignore", "box": b} for b in f["ignore"]]:
+            x0, y0, x1, y1 = o["box"]
+            assert 0 <= x0 < x1 <= 640 and 0 <= y0 < y1 <= 480 and o["name"], (f["id"], o)
+
+
+def test_png_depth_with_its_bits_rotated_is_read_back() -> None:
+    """The APC 2016 toolbox writes tenths of a millimetre with the bits rotated left by 3 (its writeDepth.m);
+    read as a plain PNG those are nonsense (0.78 m read as 6.2 m)."""
+    from real_rgbd_set import _depth_mm
+
+    tenths = np.array([[0, 7812, 9650, 12000]], np.uint16)
+    rotated = (tenths << np.uint16(3)) | (tenths >> np.uint16(13))
+    ok, png = cv2.imencode(".png", rotated)
+    assert ok
+    assert _depth_mm(png.tobytes(), "png_rot3", 0.1).tolist() == [[0, 781, 965, 1200]]
+
+
+def test_a_frame_may_carry_its_own_intrinsics(tmp_path) -> None:
+    """A source with several cameras (two on one demo, one on another) gives each frame its own K."""
+    for fid in ("a", "b"):
+        cv2.imwrite(str(tmp_path / f"{fid}-color.png"), np.zeros((8, 10, 3), np.uint8))
+        cv2.imwrite(str(tmp_path / f"{fid}-depth.png"), np.full((8, 10), 700, np.uint16))
+    frame = {"source": "s", "scene": "x", "tags": [], "ignore": [], "objects": [{"name": "o", "box": [1, 1, 5, 5]}]}
+    labels = {"sources": {"s": {"K": [50.0, 50.0, 4.5, 3.5]}},
+              "frames": [frame | {"id": "a"}, frame | {"id": "b", "K": [60.0, 61.0, 5.0, 4.0]}]}
+    (tmp_path / "labels.json").write_text(json.dumps(labels))
+    a, b = load_frames(tmp_path / "labels.json", tmp_path)
+    assert (a.intrinsics.fx, a.intrinsics.cy) == (50.0, 3.5)
+    assert (b.intrinsics.fx, b.intrinsics.fy, b.intrinsics.cx, b.intrinsics.cy) == (60.0, 61.0, 5.0, 4.0)
 
 
 @pytest.fixture(scope="module")
