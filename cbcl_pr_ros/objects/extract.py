@@ -30,7 +30,7 @@ import numpy as np
 
 from cbcl_pr_ros.perception.boxes import crop_images
 from cbcl_pr_ros.perception.camera_pose import CameraPose
-from cbcl_pr_ros.perception.proposals import ProposalConfig, depth_problem, propose
+from cbcl_pr_ros.perception.proposals import ProposalConfig, depth_problem, propose, without_misplaced_3d
 from cbcl_pr_ros.perception.segmenter import Segmenter, load_segmenter, propose_hybrid, propose_learned
 from cbcl_pr_ros.perception.types import CameraIntrinsics, Proposal, intrinsics_for_image
 from cbcl_pr_ros.runtime.stage_times import StageTimes
@@ -183,7 +183,7 @@ def _propose(rgb: np.ndarray, depth: np.ndarray | None, K: CameraIntrinsics | No
     if segmenter is not None and depth is not None and K is not None:
         learned = (propose_hybrid if referee else propose_learned)(segmenter, rgb, depth, K, config)
         if learned is not None:
-            return learned
+            return without_misplaced_3d(learned, K)
     return propose(rgb, depth, K, config)
 
 

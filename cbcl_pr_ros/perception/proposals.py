@@ -25,6 +25,7 @@ frame at a few tens of milliseconds on one core.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -40,7 +41,7 @@ from .regions import BoundaryRule, find_boxes, flat_pixels, group_labels, label_
 from .types import CameraIntrinsics, Proposal
 
 __all__ = ["ProposalConfig", "ProposalRules", "propose", "propose_on_support", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
-           "depth_problem"]
+           "depth_problem", "without_misplaced_3d"]
 
 log = logging.getLogger(__name__)
 _NAN3 = np.full(3, np.nan)
@@ -654,9 +655,47 @@ def propose(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: Camera
     same aspect ratio it is resized (nearest neighbour) to the colour image; unusable depth (another
     aspect ratio, wrong shape, too few readings, no plane) falls back to the RGB method, never raises
     (:func:`depth_problem` says why, for a warning). ``intrinsics`` are those of ``rgb``.
-    Bad ``rgb`` (not HxWx3 uint8) is a ``ValueError``/``TypeError``.
+    Bad ``rgb`` (not HxWx3 uint8) is a ``ValueError``/``TypeError``. A 3D position that does not fit
+    the object's place in the image is not reported (:func:`without_misplaced_3d`).
     """
-    return propose_on_support(rgb, depth, intrinsics, config)[0]
+    props = propose_on_support(rgb, depth, intrinsics, config)[0]
+    return props if intrinsics is None else without_misplaced_3d(props, intrinsics)
+
+
+#: how far outside its own box (in box widths / heights) a proposal's 3D centre may project
+MISPLACED_BOXES = 1.0
+
+
+def without_misplaced_3d(proposals: list[Proposal], K: CameraIntrinsics) -> list[Proposal]:
+    """``proposals`` with the 3D (centroid and size) removed where the centroid is behind the camera or
+    projects more than :data:`MISPLACED_BOXES` box widths or heights outside the proposal's own box.
+
+    Why: a centroid lies inside the object's volume (its seen points and their feet on the support), and
+    that volume is seen where the object is, a little beyond its visible box at most (an object on a
+    stack or behind another has its feet further down). A centre a whole box away means the plane it
+    was placed on is not what it stands on: a wall taken for the support without a camera pose, or a
+    robot's hand hanging over the table, placed half-way down to it. Such a 3D position is wrong, and a
+    wrong one reported as valid is worse than none (the object keeps its box and mask, RGB-only)."""
+    out, dropped = [], 0
+    for p in proposals:
+        c = p.centroid
+        if p.has_depth:
+            x0, y0, x1, y1 = p.box
+            w, h = max(x1 - x0, 1), max(y1 - y0, 1)
+            inside = c[2] > 0
+            if inside:
+                u, v = K.fx * c[0] / c[2] + K.cx, K.fy * c[1] / c[2] + K.cy
+                inside = (x0 - MISPLACED_BOXES * w <= u <= x1 + MISPLACED_BOXES * w
+                          and y0 - MISPLACED_BOXES * h <= v <= y1 + MISPLACED_BOXES * h)
+            if not inside:
+                p = dataclasses.replace(p, centroid=_NAN3.copy(), size=_NAN3.copy())
+                dropped += 1
+        out.append(p)
+    if dropped:
+        _say("misplaced", f"{dropped} object(s) placed in 3D away from where the camera sees them (the support "
+                          "plane is not what they stand on: a wall, or something hanging over the table?): "
+                          "reported without 3D; a camera pose (up_axis) names the level surface")
+    return out
 
 
 def propose_on_support(rgb: np.ndarray, depth: np.ndarray | None = None, intrinsics: CameraIntrinsics | None = None,

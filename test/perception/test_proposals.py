@@ -627,3 +627,49 @@ def test_areas_of_the_pieces_asked_are_their_pixel_counts():
             want[i] = np.count_nonzero(labels == i)
         got = _areas_of(labels, asked, n)
         assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_a_3d_position_away_from_where_the_object_is_seen_is_not_reported():
+    """A centroid lies inside the object's volume, seen where its box is: one projecting a whole box
+    away (a wall taken for the support, a hand placed half-way down to the table) or behind the camera
+    loses its 3D; the box, mask and score stay, and a centroid near its box keeps its 3D as it was."""
+    from cbcl_pr_ros.perception.proposals import MISPLACED_BOXES, without_misplaced_3d
+
+    K = CameraIntrinsics(500.0, 500.0, 320.0, 240.0)
+    box = (300, 200, 340, 260)  # 40 x 60 px around the principal point
+    mask = np.zeros((480, 640), bool)
+    mask[200:260, 300:340] = True
+
+    def at(u: float, v: float, z: float = 1.0) -> Proposal:
+        return Proposal(box, mask, np.array([(u - 320.0) * z / 500.0, (v - 240.0) * z / 500.0, z]),
+                        np.array([0.05, 0.1, 0.05]), 0.8)
+
+    kept = [at(320, 230), at(300 - 39, 230), at(320, 260 + 59)]  # inside; within one box width / height
+    gone = [at(300 - 41 - 40 * (MISPLACED_BOXES - 1), 230), at(320, 260 + 61 + 60 * (MISPLACED_BOXES - 1)),
+            at(320, 230, z=-1.0)]
+    flat = Proposal(box, mask, np.full(3, np.nan), np.full(3, np.nan), 0.5)  # RGB-only: untouched
+    out = without_misplaced_3d(kept + gone + [flat], K)
+    assert [p.has_depth for p in out] == [True, True, True, False, False, False, False]
+    for before, after in zip(kept, out):
+        assert after is before
+    for p in out[3:6]:
+        assert p.box == box and p.mask is mask and p.score == 0.8 and np.isnan(p.size).all()
+
+
+
+def test_propose_and_the_extractor_report_no_3d_off_its_box(monkeypatch):
+    """Every path the extractor takes (``propose``, the learned and the hybrid proposals) goes through
+    the check: a proposal placed a wall's distance away comes out without 3D."""
+    import cbcl_pr_ros.objects.extract as extract
+    import cbcl_pr_ros.perception.proposals as proposals
+
+    rgb, depth, K = scene([SynthObject((260, 200, 320, 260), 0.08, (200, 40, 40))])[:3]
+    box = (260, 200, 320, 260)
+    misplaced = Proposal(box, None, np.array([2.0, 0.0, 1.0]), np.full(3, 0.1), 0.9)  # 1000 px to the right
+    monkeypatch.setattr(proposals, "propose_on_support", lambda *a, **k: ([misplaced], None))
+    assert not propose(rgb, depth, K)[0].has_depth
+    for referee in (False, True):
+        learned = "propose_hybrid" if referee else "propose_learned"
+        monkeypatch.setattr(extract, learned, lambda *a, **k: [misplaced])
+        out = extract._propose(rgb, depth, K, None, segmenter=object(), referee=referee)
+        assert len(out) == 1 and out[0].box == box and not out[0].has_depth

@@ -388,3 +388,32 @@ def test_the_hybrid_gives_the_same_masks_with_either_forward_pass_and_every_time
         again = propose_hybrid(fast, fr.rgb, fr.depth_m, fr.intrinsics)
         assert [(p.box, p.score) for p in again] == [(p.box, p.score) for p in first]
         assert all(np.array_equal(p.mask, q.mask) for p, q in zip(again, first))
+
+
+def test_a_hand_over_the_table_is_not_placed_half_way_down_to_it() -> None:
+    """``m2t2_3`` without its camera pose: the robot's gripper and elbow hang over the table; the
+    network finds them, and placed on the table below they were 42 cm tall objects whose centre projects
+    two box heights under them. The extractor's path reports them without 3D; every proposal that keeps
+    its 3D projects near its box."""
+    from cbcl_pr_ros.objects.extract import _propose, proposal_segmenter
+    from cbcl_pr_ros.perception.proposals import MISPLACED_BOXES
+    from cbcl_pr_ros.perception.segmenter import propose_hybrid
+
+    d = _frames_dir()
+    if d is None:
+        pytest.skip("real frames not assembled here (bench/real_rgbd/assemble.py needs the sources' git snapshots)")
+    fr = load_frames(LABELS, d, ["m2t2_3"])[0]
+    K, seg = fr.intrinsics, proposal_segmenter("hybrid")
+
+    def off_box(p) -> float:
+        c = p.centroid
+        u, v = K.fx * c[0] / c[2] + K.cx, K.fy * c[1] / c[2] + K.cy
+        x0, y0, x1, y1 = p.box
+        return max(max(x0 - u, u - x1, 0) / (x1 - x0), max(y0 - v, v - y1, 0) / (y1 - y0))
+
+    raw = propose_hybrid(seg, fr.rgb, fr.depth_m, K)
+    assert sum(p.has_depth and off_box(p) > MISPLACED_BOXES for p in raw) == 2
+    out = _propose(fr.rgb, fr.depth_m, K, None, seg, referee=True)
+    assert [p.box for p in out] == [p.box for p in raw]
+    assert all(off_box(p) <= MISPLACED_BOXES for p in out if p.has_depth)
+    assert sum(p.has_depth for p in out) == sum(p.has_depth for p in raw) - 2
