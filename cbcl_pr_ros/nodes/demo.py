@@ -136,27 +136,32 @@ def run_demo(opts: argparse.Namespace, teacher_class: type | None = None) -> dic
     classes = _choose_classes(opts)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    mem = os.path.join(tempfile.mkdtemp(prefix="cbcl_demo_"), "memory.cbclpr")
+    # the demo teaches a memory of its own, gone with the run (a robot's memory is never touched)
+    scratch = tempfile.TemporaryDirectory(prefix="cbcl_demo_")
+    mem = os.path.join(scratch.name, "memory.cbclpr")
     t_start = time.perf_counter()
     transcript: dict[str, Any] = {"seed": opts.seed, "classes": classes, "teach_crop": opts.teach_crop, "phases": []}
     print(f"[demo] {len(classes)} classes: {', '.join(classes)}; starting the nodes", flush=True)
     # Ctrl-C: Python's KeyboardInterrupt, so the finally below stops executors and nodes before
     # the context goes (rclpy's own handler would shut the context down under running publishers)
-    with rclpy.init(args=demo_ros_args(opts, mem), signal_handler_options=SignalHandlerOptions.NO):
-        nodes = build_nodes(["extractor", "learner", "world", "arm"], SessionContext())
-        teacher: Any = None
-        try:
-            nodes.append(Node("teacher"))
-            teacher = (teacher_class or ScriptedTeacher)(nodes[-1], opts, classes, _camera_side())
-            # one executor per node: one executor over all of them starves the camera path (docs/nodes.md)
-            with spinning(nodes, 3):
-                pictures = teacher.run(transcript)
-            _write_scene(pictures, transcript["phases"][-1], out / "scene.png")
-        finally:
-            if teacher is not None:
-                teacher.kin.close()
-            for n in reversed(nodes):
-                n.destroy_node()
+    try:
+        with rclpy.init(args=demo_ros_args(opts, mem), signal_handler_options=SignalHandlerOptions.NO):
+            nodes = build_nodes(["extractor", "learner", "world", "arm"], SessionContext())
+            teacher: Any = None
+            try:
+                nodes.append(Node("teacher"))
+                teacher = (teacher_class or ScriptedTeacher)(nodes[-1], opts, classes, _camera_side())
+                # one executor per node: one executor over all of them starves the camera path (docs/nodes.md)
+                with spinning(nodes, 3):
+                    pictures = teacher.run(transcript)
+                _write_scene(pictures, transcript["phases"][-1], out / "scene.png")
+            finally:
+                if teacher is not None:
+                    teacher.kin.close()
+                for n in reversed(nodes):
+                    n.destroy_node()
+    finally:
+        scratch.cleanup()  # after the context: the learner's last save is done by then
     transcript["wall_time_s"] = round(time.perf_counter() - t_start, 2)
     (out / "transcript.json").write_text(json.dumps(transcript, indent=1))
     return transcript

@@ -51,7 +51,7 @@ from rclpy.signals import SignalHandlerOptions
 from cbcl_pr_ros.core.threads import set_blas_threads
 from cbcl_pr_ros.nodes.ros_params import ParameterRefused
 
-__all__ = ["run_node", "run_nodes", "own_args", "ros_args_problem", "executor_for", "executors_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
+__all__ = ["run_node", "run_nodes", "own_args", "ros_args_problem", "unreadable_ros_args", "executor_for", "executors_for", "spinning", "spin_until", "spin_until_signal", "stop_executor",
            "domain_id_problem"]
 
 N = TypeVar("N", bound=Node)
@@ -267,6 +267,20 @@ def own_args(argv: Sequence[str], prog: str) -> list[str]:
         raise SystemExit(2) from None
 
 
+def unreadable_ros_args(argv: Sequence[str]) -> str | None:
+    """One plain line when rcl cannot read the ROS arguments of ``argv`` (:func:`ros_args_problem`), else
+    None. Read here, before ``rclpy.init``: rcl's init logs "[ERROR] [rcl]: Failed to parse global
+    arguments" on its own first, a line above ours that says nothing a user can act on; rclpy's
+    ``remove_ros_args`` runs the same parser without logging."""
+    from rclpy.utilities import remove_ros_args
+
+    try:
+        remove_ros_args(list(argv))
+    except RuntimeError as exc:  # rclpy's RCLInvalidROSArgsError
+        return ros_args_problem(str(exc))
+    return None
+
+
 def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: list[str] | None = None,
               on_stop: Callable[[Sequence[Node]], None] | None = None) -> int:
     """Build the nodes, spin them until SIGINT/SIGTERM or an external shutdown, stop them in order.
@@ -278,14 +292,18 @@ def run_nodes(make_nodes: Callable[[], Sequence[Node]], *, threads: int, args: l
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    argv = list(args if args is not None else sys.argv)
+    problem = unreadable_ros_args(argv)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     set_blas_threads(1)  # per-frame products are small: a second BLAS thread only waits (core/threads.py)
     stop = threading.Event()
     handled = (signal.SIGINT, signal.SIGTERM)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in handled}
     folder = tempfile.TemporaryDirectory(prefix="cbcl_args_")
     try:
-        with rclpy.init(args=with_command_line_parameters_last(list(args if args is not None else sys.argv),
-                                                               folder.name),
+        with rclpy.init(args=with_command_line_parameters_last(argv, folder.name),
                         signal_handler_options=SignalHandlerOptions.NO):
             nodes: list[Node] = []
             try:

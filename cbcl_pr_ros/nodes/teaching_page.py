@@ -19,6 +19,7 @@ Examples::
 """
 from __future__ import annotations
 
+import errno
 import math
 import random
 import sys
@@ -35,7 +36,7 @@ from sensor_msgs.msg import Image, RegionOfInterest
 from cbcl_pr_ros.msg import Detections, LearnerStatus
 from cbcl_pr_ros.nodes.camera_hint import camera_hint, image_topics
 from cbcl_pr_ros.nodes.cli_help import exit_on_help
-from cbcl_pr_ros.nodes.ros_params import declare_read_only
+from cbcl_pr_ros.nodes.ros_params import ParameterRefused, declare_read_only
 from cbcl_pr_ros.settings.robot_params import PAGE_PARAMS
 from cbcl_pr_ros.nodes.conversions import image_msg_to_rgb
 from cbcl_pr_ros.nodes.detections_msgs import built_within_bounds, detections_from_serialized
@@ -76,6 +77,19 @@ def page_boxes(msg: Detections) -> tuple[DetectedBox, ...]:
 
     return tuple(DetectedBox(int(o.id), str(o.label)[:MAX_LABEL], bool(o.known), conf(o.confidence),
                              int(o.x0), int(o.y0), int(o.x1), int(o.y1)) for o in msg.objects[:MAX_OBJECTS])
+
+
+def listen_refusal(address: str, port: int, exc: OSError) -> str:
+    """Why the page cannot listen where its parameters say, and what to change, in one line: the
+    socket's own error names neither the parameter nor the remedy."""
+    where = f"{address}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return (f"the teaching page cannot listen on {where}: another program (another teaching page?) "
+                f"already uses port {port}. Stop it, or give the page another port: parameter port "
+                f"(--ros-args -p port:=8081; port: in the page's YAML, --page-config or page_config:=; "
+                f"0 = any free port)")
+    return (f"the teaching page cannot listen on {where}: {exc.strerror or exc}. Check the parameters "
+            f"address and port (address: an address of this machine, 127.0.0.1 for this machine only)")
 
 
 class TeachingPageNode(Node):
@@ -132,7 +146,10 @@ class TeachingPageNode(Node):
             names = [n for n in str(g("host_names")).split(",") if n.strip()]
             self.server = PageServer(self.state, self, PageConfig(g("address"), int(g("port")), g("token"),
                                                                   host_names=names, max_pages=int(g("max_pages"))))
-            self.server.start()
+            try:
+                self.server.start()
+            except OSError as exc:  # a start value this machine cannot serve: one line, not a traceback
+                raise ParameterRefused(listen_refusal(str(g("address")), int(g("port")), exc)) from None
             self.get_logger().info(f"teaching page on {self.server.url} (camera '{self.camera_topic}', "
                                    f"learner '{self.resolve_service_name('teach_class')}')")
 

@@ -102,3 +102,21 @@ def test_run_demo_shows_the_set_up_steps_with_elapsed_time() -> None:
     assert any("building cbcl_pr_ros" in ln for ln in steps) and "run_demo_session" in result.stdout
     quiet = _run(["bash", str(ROOT / "scripts" / "test"), "--collect-only", "-q", str(Path(__file__))])
     assert quiet.returncode == 0 and "setup: " not in quiet.stdout, quiet.stdout[-2000:]
+
+
+def test_run_demo_says_still_while_a_set_up_step_is_silent(tmp_path: Path) -> None:
+    """The first colcon build prints nothing for a minute or more after "building cbcl_pr_ros": the
+    main job repeats that step with "still" meanwhile, and keeps a line that arrives in pieces whole."""
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    shutil.copy2(ROOT / "scripts" / "run-demo", scripts / "run-demo")
+    (scripts / "setup").write_text("echo 'setup: building cbcl_pr_ros with colcon'\nsleep 3\n"
+                                   "printf 'setup: half'\nsleep 2\necho ' a line'\nexit 3\n")
+    env = dict(os.environ, CBCL_SETUP_HEARTBEAT_S="1")
+    env.pop("CBCL_SETUP_QUIET", None)
+    result = _run(["bash", str(scripts / "run-demo")], env=env, cwd=tmp_path)
+    assert result.returncode != 0  # the stand-in set-up failed: the demo does not start
+    lines = result.stdout.splitlines()
+    step = next(i for i, ln in enumerate(lines) if ln.endswith("s] setup: building cbcl_pr_ros with colcon"))
+    assert any("still: setup: building cbcl_pr_ros with colcon" in ln for ln in lines[step + 1:]), lines
+    assert any(ln.endswith("s] setup: half a line") for ln in lines), lines

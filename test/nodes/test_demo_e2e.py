@@ -20,10 +20,13 @@ from ros_testing import domain, ros_env  # noqa: E402
 
 def test_short_teaching_session_classifies_and_points(tmp_path):
     out = tmp_path / "demo"
+    scratch = tmp_path / "tmp"  # the demo's temporary files: none may stay behind
+    scratch.mkdir()
     with domain() as dom:
         run = subprocess.run([sys.executable, "-m", "cbcl_pr_ros.nodes.demo", "--classes", "2", "--shots", "3",
                               "--seed", "0", "--out", str(out)],
-                             env=ros_env(dom), cwd=tmp_path, capture_output=True, text=True, timeout=900)
+                             env=ros_env(dom, {"TMPDIR": str(scratch)}), cwd=tmp_path, capture_output=True,
+                             text=True, timeout=900)
     log = run.stdout[-4000:] + run.stderr[-4000:]
     assert run.returncode == 0, log
     transcript = json.loads((out / "transcript.json").read_text())
@@ -34,5 +37,7 @@ def test_short_teaching_session_classifies_and_points(tmp_path):
     assert points and all(p["success"] for p in points), points
     assert sum(bool(p.get("right_object")) for p in points) >= len(points) - 1, points
     assert (out / "scene.png").is_file()
+    # its scratch memory went with it (each run left a cbcl_demo_* folder with a memory file in /tmp)
+    assert not list(scratch.glob("cbcl_demo_*")), list(scratch.iterdir())
     for bad in ("Traceback", "context is invalid", "never retrieved"):
         assert bad not in log, log

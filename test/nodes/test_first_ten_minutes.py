@@ -87,6 +87,20 @@ def test_ros_arguments_rcl_cannot_read_end_the_start_with_one_line(ros_args, wor
 
 
 @pytest.mark.ros
+def test_rcl_says_nothing_above_the_one_line(capfd):
+    """rcl's init logged "[ERROR] [rcl]: Failed to parse global arguments" (from C, past Python's
+    stderr) above the line that says what to type: the arguments are now read before rcl's init."""
+    pytest.importorskip("rclpy")
+    from cbcl_pr_ros.nodes.spin import run_nodes
+
+    argv = ["learner_node", "--ros-args", "-p", "camera_pose_topic:="]  # the documented slip, unquoted
+    assert run_nodes(lambda: [], threads=1, args=argv) == 2
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: the ROS argument '-p camera_pose_topic:='"), err
+
+
+@pytest.mark.ros
 def test_a_params_file_that_is_not_yaml_is_named_as_such(tmp_path):
     pytest.importorskip("rclpy")
     from cbcl_pr_ros.nodes.spin import ros_args_problem

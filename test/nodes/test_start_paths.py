@@ -486,3 +486,27 @@ def test_a_refused_start_value_is_one_line_on_every_node(executable, given):
     assert "Traceback" not in r.stderr and "AttributeError" not in r.stderr
     said = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
     assert len(said) == 1 and given.split(":=")[0] in said[0], r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("command", [["teaching_page_node"], ["teaching_session", "--nodes", "page"]])
+def test_a_page_port_already_in_use_is_one_line_naming_the_port(command):
+    """A second page (or any program) on the page's port ended the start with a 30-line traceback
+    ending in "[Errno 98] ... address already in use"; the user needs the port and how to change it."""
+    import socket
+    import subprocess
+
+    from ros_testing import domain, installed_executable, ros_env
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with domain() as dom:
+            r = subprocess.run([sys.executable, str(installed_executable(command[0])), *command[1:],
+                                "--ros-args", "-p", f"port:={port}"],
+                               env=ros_env(dom), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    said = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(said) == 1 and f"127.0.0.1:{port}" in said[0] and "already uses port" in said[0], r.stderr[-2000:]
+    assert "-p port:=" in said[0]

@@ -96,6 +96,18 @@ def test_tap_name_teach_and_bad_input_in_the_browser(page):
     assert robot.calls == [("track", "teapot", 3)]
 
 
+def test_the_first_class_counts_one_view_and_one_cluster(page):
+    """After the first teach the page read "cup (1 views, 1 clusters)" and "1 clusters": a person
+    writes the singular."""
+    driver, server, state, _ = page
+    driver.get(server.url)
+    wait(lambda: text(driver, "connection") == "connected", what="the websocket")
+    state.set_classes([{"name": "cup", "num_clusters": 1, "num_examples": 1}])
+    state.set_status({"num_classes": 1, "num_clusters": 1, "memory_bytes": 13000, "model_version": 2})
+    wait(lambda: "cup (1 view, 1 cluster)" in text(driver, "classes"), what="the singular counts")
+    wait(lambda: text(driver, "st-memory") == "1 cluster, 13 kB", what="the memory line")
+
+
 def test_two_tabs_share_state_and_a_page_reconnects(page):
     driver, server, state, robot = page
     driver.get(server.url)

@@ -345,7 +345,7 @@ function classRow(c) {
   const li = document.createElement("li");
   const span = document.createElement("span");
   span.className = "grow";
-  span.textContent = `${c.name} (${c.num_examples} views, ${c.num_clusters} clusters)`;
+  span.textContent = `${c.name} (${count(c.num_examples, "view")}, ${count(c.num_clusters, "cluster")})`;
   const mk = (text, cls, fn) => {
     const b = document.createElement("button");
     b.type = "button";
@@ -386,6 +386,11 @@ function classRow(c) {
   return li;
 }
 
+// "1 view", "2 views": the first class taught has one of each
+function count(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
 function bytes(n) {
   if (n === undefined) return "–";
   return n > 1048576 ? `${(n / 1048576).toFixed(1)} MB` : `${(n / 1024).toFixed(0)} kB`;
@@ -407,7 +412,7 @@ function showState(s) {
   }
   $("st-classes").textContent = st.num_classes === undefined ? "–" : `${st.num_classes}`;
   $("st-memory").textContent = st.num_clusters === undefined ? "–"
-    : `${st.num_clusters} clusters, ${bytes(st.memory_bytes)}`;
+    : `${count(st.num_clusters, "cluster")}, ${bytes(st.memory_bytes)}`;
   $("st-version").textContent = st.model_version === undefined ? "–"
     : `${st.model_version}${st.training ? " (learning…)" : ""}`;
   showScene(s);
