@@ -18,6 +18,7 @@ import numpy as np
 
 from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS
 from cbcl_pr_ros.core.validation import check_label as core_check_label
+from cbcl_pr_ros.core.validation import quote  # noqa: F401 (re-exported: the nodes quote from here)
 from cbcl_pr_ros.features import image_to_rgb
 
 __all__ = [
@@ -64,13 +65,6 @@ class RequestLimits:
         """The limits among a node's parameter values (missing ones keep their defaults)."""
         fields = cls.__dataclass_fields__
         return cls(**{k: type(getattr(cls, k))(p[k]) for k in fields if k in p})
-
-
-def quote(text: str, limit: int = 40) -> str:
-    """``text`` safe to put in a message or log line: repr-escaped, cut to ``limit`` characters."""
-    text = str(text)
-    cut = text[:limit]
-    return repr(cut) + (f"... ({len(text)} characters)" if len(text) > limit else "")
 
 
 def check_label(label: Any, what: str = "label") -> str:

@@ -10,7 +10,7 @@ import unicodedata
 
 import numpy as np
 
-__all__ = ["MAX_LABEL_CHARS", "UnknownClassError", "check_features", "check_label"]
+__all__ = ["MAX_LABEL_CHARS", "UnknownClassError", "check_features", "check_label", "quote"]
 
 MAX_LABEL_CHARS = 128  # a class name, not a document; also bounds every message that echoes it
 
@@ -76,3 +76,11 @@ def check_label(label: object, *, name: str = "label") -> str:
 
 def _quote(text: str, limit: int = 40) -> str:
     return repr(text[:limit]) + (f"... ({len(text)} characters)" if len(text) > limit else "")
+
+
+def quote(text: object, limit: int = 40) -> str:
+    """``text`` safe to put in a message or log line: repr-escaped, cut to ``limit`` characters (a
+    sender chooses a name's length and characters, and a refusal ends up in a log or an answer)."""
+    text = str(text)
+    cut = text[:limit]
+    return repr(cut) + (f"... ({len(text)} characters)" if len(text) > limit else "")

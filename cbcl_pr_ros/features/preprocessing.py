@@ -15,6 +15,8 @@ from typing import Any, Sequence
 import cv2
 import numpy as np
 
+from cbcl_pr_ros.core.validation import quote
+
 __all__ = [
     "SUPPORTED_ENCODINGS",
     "PreprocessSpec",
@@ -88,7 +90,7 @@ def image_to_rgb(
     enc = str(encoding).strip().lower()
     if enc not in _LAYOUT:
         raise ValueError(
-            f"unsupported image encoding {_quoted(encoding)}; supported: {', '.join(SUPPORTED_ENCODINGS)}"
+            f"unsupported image encoding {quote(encoding, 32)}; supported: {', '.join(SUPPORTED_ENCODINGS)}"
         )
     h, w, step = int(height), int(width), int(step)
     if h <= 0 or w <= 0:
@@ -136,21 +138,14 @@ def compressed_to_rgb(format: str, data: Any) -> np.ndarray:  # noqa: A002 - the
     """
     fmt = str(format).lower()
     if "compresseddepth" in fmt:
-        raise ValueError(f"compressed depth images are not colour frames: format {_quoted(format)}")
+        raise ValueError(f"compressed depth images are not colour frames: format {quote(format, 32)}")
     buf = _as_uint8_buffer(data)
     if buf.size == 0:
         raise ValueError("compressed image has an empty data buffer")
     img = cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
     if img is None:
-        raise ValueError(f"could not decode compressed image (format {_quoted(format)}, {buf.size} bytes)")
-    return _decoded_to_rgb(img, what=f"compressed image (format {_quoted(format)})")
-
-
-def _quoted(name: Any, limit: int = 32) -> str:
-    """A sender's encoding or format name fit for an error: escaped, cut (a refusal ends up in a log
-    line or a service answer, and the sender chooses the name's length)."""
-    text = str(name)
-    return repr(text[:limit]) + ("..." if len(text) > limit else "")
+        raise ValueError(f"could not decode compressed image (format {quote(format, 32)}, {buf.size} bytes)")
+    return _decoded_to_rgb(img, what=f"compressed image (format {quote(format, 32)})")
 
 
 def _decoded_to_rgb(img: np.ndarray, what: str) -> np.ndarray:
