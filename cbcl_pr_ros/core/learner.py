@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cbcl_pr_ros.plurals import counted
+
 from .calibration import (POOL_ROWS, SAME_VIEW, fit_temperature, head_prior_temperature, held_out_fold_logits,
                           pooled_temperature)
 from .classifiers.base import LinearSnapshot, Snapshot
@@ -696,7 +698,7 @@ class CBCLPRLearner:
             if tuple(head.classes) != tuple(mem.classes) or head.weight.shape != (c, state.feature_dim) \
                     or head.bias.shape != (c,):
                 raise ValueError(f"head of shape {head.weight.shape} for classes {list(head.classes)} does "
-                                 f"not fit {c} classes of width {state.feature_dim}")
+                                 f"not fit {counted(c, 'class')} of width {state.feature_dim}")
         learner = cls(config, backbone=state.backbone, feature_dim=state.feature_dim)
         learner._restore_extra(state.learner_state or {})
         if state.view_spread is not None:

@@ -66,6 +66,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cbcl_pr_ros.plurals import counted
+
 from .calibration import pooled_temperature
 from .clustering import ClassClusters
 from .distance_threshold import distance_prior
@@ -310,7 +312,7 @@ def merge_states(a: LearnerState, b: LearnerState, peer: PeerRules | None = None
     if peer is not None and peer.max_peer_classes is not None and done["added"]:
         foreign = sum(1 for c in classes if _own_shots(prov[c], peer.robot, 1) == 0)
         if foreign > peer.max_peer_classes:
-            raise MergeError(f"the memory would hold {foreign} classes known from peers alone, more than the "
+            raise MergeError(f"the memory would hold {counted(foreign, 'class')} known from peers alone, more than the "
                              f"{peer.max_peer_classes} allowed, so that this robot's own teaching keeps room")
     memory = ClusterMemory(mem_a.feature_dim, mem_a.covariance, k, mem_a.reduction, mem_a.seed, classes,
                            mem_a.precision)

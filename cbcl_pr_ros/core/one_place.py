@@ -24,6 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
+from cbcl_pr_ros.plurals import counted
+
 from .negatives import sq_distances
 from .open_set import DistanceGate, inside_probability
 
@@ -98,7 +100,7 @@ def one_object(shots: np.ndarray, views: np.ndarray, others: Sequence[np.ndarray
         rivals = [others] * len(v)
     else:
         if others is None or len(others) != len(v):
-            raise ValueError(f"the frame guard needs the other objects of each of the {len(v)} views")
+            raise ValueError(f"the frame guard needs the other objects of each of the {counted(len(v), 'view')}")
         rivals = list(others)
     keep = np.ones(len(v), bool)
     for i, o in enumerate(rivals):

@@ -60,6 +60,8 @@ import numpy as np
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save
 
+from cbcl_pr_ros.plurals import counted
+
 from .classifiers.base import LinearSnapshot
 from .clustering import COVARIANCE_MODES, ClassClusters
 from .memory import ClusterMemory
@@ -370,7 +372,7 @@ def _check_meta(meta: dict, where: str) -> tuple[int, list[str], str, str | None
         raise _bad(where, f"config covariance must be one of {COVARIANCE_MODES}, got {covariance!r}")
     k = config.get("max_clusters")
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < max(1, len(classes))):
-        raise _bad(where, f"cluster budget K={k!r} is smaller than the {len(classes)} classes")
+        raise _bad(where, f"cluster budget K={k!r} is smaller than the {counted(len(classes), 'class')}")
     dist = meta.get("distance_threshold")
     if dist is None:
         if classes:
@@ -418,7 +420,7 @@ def _check_tensors(tensors: dict[str, np.ndarray], d: int, classes: list[str], c
     if k is not None and n > k:
         raise _bad(where, f"{n} clusters exceed the cluster budget K={k}")
     if n and (owner.min() < 0 or owner.max() >= len(classes)):
-        raise _bad(where, f"cluster owners must index the {len(classes)} classes")
+        raise _bad(where, f"cluster owners must index the {counted(len(classes), 'class')}")
     if len(np.unique(owner)) != len(classes):
         raise _bad(where, "every class must own at least one cluster")
     half = np.zeros(n, bool)
@@ -592,7 +594,7 @@ def _repair_meta(tensors: dict[str, np.ndarray], meta: dict, version: int, notes
     n = int(counts.shape[0]) if counts is not None and counts.ndim == 1 else 0
     if isinstance(k, int) and not isinstance(k, bool) and k < max(1, len(classes), n):
         config["max_clusters"] = min(max(1, len(classes), n), int(CONFIG_RANGES["max_clusters"][1]))
-        notes.append(f"config max_clusters: {k} raised to the {config['max_clusters']} clusters and classes held")
+        notes.append(f"config max_clusters: {k} raised to {config['max_clusters']}, the clusters and classes held")
     if version < 5 or counts is None or owner is None or counts.shape != owner.shape:
         return
     shots = {c: int(counts[owner == i].sum()) for i, c in enumerate(classes)}

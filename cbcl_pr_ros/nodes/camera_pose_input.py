@@ -6,7 +6,9 @@ and a second publisher's poses, named by the publisher's id from the message inf
 feeds its own history through :func:`add_pose_msg` too, so both follow one rule. The object
 callback asks for the pose of its frame's stamp and hands it to the tracker, so tracks live in the
 pose's fixed frame. Without a pose for a stamp the frame is tracked
-in the camera frame, as without this input, and a throttled warning says why.
+in the camera frame, as without this input, and a throttled warning says why. The first frames of a
+start often come before the first pose: nothing is said about them until the poses are really
+missing (:class:`~cbcl_pr_ros.runtime.input_grace.InputGrace`: a few frames and seconds without one).
 
 The poses and the objects share one single-threaded executor, which takes one message per
 subscription per round, objects first: under load the pose of a frame's stamp was often still
@@ -15,7 +17,8 @@ lost). So before saying "no pose", :meth:`pose_for` takes the poses already deli
 """
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable
 
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -23,6 +26,7 @@ from rclpy.exceptions import InvalidHandle
 
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.perception.camera_pose import CameraPose, CameraPoses
+from cbcl_pr_ros.runtime.input_grace import InputGrace
 from cbcl_pr_ros.stamps import stamp_to_ns
 
 __all__ = ["CameraPoseInput", "add_pose_msg", "pose_source"]
@@ -52,9 +56,12 @@ class CameraPoseInput:
     depth = 20  # poses queued per subscription; at most twice this many are taken at once by pose_for
 
     def __init__(self, topic: str, logger: Any, history: CameraPoses | None = None, *,
-                 without: str = "tracking it in the camera frame", note_once: bool = True) -> None:
+                 without: str = "its objects are tracked in the camera's own frame (positions relative to the "
+                                "camera, ids may change while it moves)",
+                 note_once: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
         self.topic, self.logger = str(topic), logger
         self.without = without  # what the node does for a frame without a pose (said in the warnings)
+        self.grace = InputGrace(clock=clock)  # the first frames may come before the first pose
         self.history = history or CameraPoses()
         self.sub: Any = None
         # "no pose at all" is said once (for a fixed camera it is the normal case), by one node of a session
@@ -73,6 +80,7 @@ class CameraPoseInput:
             node.destroy_subscription(self.sub)
             self.sub = None
         self.history.clear()
+        self.grace.reset()
 
     def _on_pose_with_info(self, msg: PoseStamped, info: Any) -> None:  # two arguments: rclpy passes the info
         self._on_pose(msg, info)
@@ -101,17 +109,27 @@ class CameraPoseInput:
         return taken
 
     def pose_for(self, stamp: Any) -> CameraPose | None:
-        """The camera pose at an image stamp, or None (off, or none for that stamp: warned, throttled)."""
+        """The camera pose at an image stamp, or None (off, or none for that stamp: warned, throttled, once
+        the poses are missing rather than not here yet)."""
         if not self.topic:
             return None
         pose = self.history.pose_at(stamp_to_ns(stamp))
         if pose is None and self.take_waiting():
             pose = self.history.pose_at(stamp_to_ns(stamp))
-        if pose is None and self.history.received:
+        if pose is not None:
+            self.grace.arrived()
+            return pose
+        if not self.grace.missing():
+            return None  # start-up: the first frames often beat the first pose
+        if self.history.received:
+            gap = self.history.max_gap_ns / 1e9
             self.logger.warning(
-                f"no camera pose on '{self.topic}' for a frame's stamp: {self.without}",
+                f"no camera pose on '{self.topic}' for a frame's time stamp: {self.without}. Poses arrive "
+                f"there, but none fits this frame's stamp (before the first pose, after the last one, or in a "
+                f"gap of more than {gap:g} s): publish the camera's pose on '{self.topic}' at least every "
+                f"{gap:g} s, stamped with the same clock as the images.",
                 throttle_duration_sec=10.0)
-        elif pose is None and not self.said_no_pose:
+        elif not self.said_no_pose:
             self.said_no_pose = True
             self.logger.info(
                 f"no camera pose on '{self.topic}' (yet): objects are tracked in the camera's own frame. "

@@ -42,6 +42,7 @@ import numpy as np
 from cbcl_pr_ros.nodes.demo_teacher import ScriptedTeacher
 from cbcl_pr_ros.nodes.session import SessionContext, build_nodes
 from cbcl_pr_ros.nodes.spin import own_args, spinning
+from cbcl_pr_ros.plurals import counted
 from cbcl_pr_ros.robot.assets import CATALOGUE
 from cbcl_pr_ros.settings.node_configs import params_files
 
@@ -141,7 +142,7 @@ def run_demo(opts: argparse.Namespace, teacher_class: type | None = None) -> dic
     mem = os.path.join(scratch.name, "memory.cbclpr")
     t_start = time.perf_counter()
     transcript: dict[str, Any] = {"seed": opts.seed, "classes": classes, "teach_crop": opts.teach_crop, "phases": []}
-    print(f"[demo] {len(classes)} classes: {', '.join(classes)}; starting the nodes", flush=True)
+    print(f"[demo] {counted(len(classes), 'class')}: {', '.join(classes)}; starting the nodes", flush=True)
     # Ctrl-C: Python's KeyboardInterrupt, so the finally below stops executors and nodes before
     # the context goes (rclpy's own handler would shut the context down under running publishers)
     try:
@@ -177,7 +178,8 @@ def _write_scene(pictures: list[np.ndarray], phase: dict, path: Path) -> None:
     row = np.concatenate([p[:h] for p in pictures], axis=1)
     bar = np.full((44, row.shape[1], 3), 255, np.uint8)
     pts = [p for p in phase["point"] if p.get("success")]
-    title = (f"{phase['shots']} shots per class: {sum(r['correct'] for r in phase['objects'])}/{len(phase['objects'])} "
+    title = (f"{counted(phase['shots'], 'shot')} per class: "
+             f"{sum(r['correct'] for r in phase['objects'])}/{len(phase['objects'])} "
              f"objects named right; point_at chose the right object {sum(p.get('right_object', False) for p in pts)}/"
              f"{len(phase['point'])}  (green: right, red: wrong, orange: matches no object)")
     cv2.putText(bar, title, (8, 28), cv2.FONT_HERSHEY_SIMPLEX, 0.6, (0, 0, 0), 1, cv2.LINE_AA)
@@ -192,8 +194,9 @@ def print_summary(tr: dict, out: str) -> None:
           f"{', '.join(tr['classes'])}")
     for ph in tr["phases"]:
         teach_s = sum(t["seconds"] for t in ph["teach"])
-        print(f"\n-- {ph['shots']} shots per class ({sum(t['views'] for t in ph['teach'])} new views in "
-              f"{len(ph['teach'])} TeachClass calls, {teach_s:.1f} s in the learner) --")
+        new_views = counted(sum(t["views"] for t in ph["teach"]), "new view")
+        print(f"\n-- {counted(ph['shots'], 'shot')} per class ({new_views} in "
+              f"{counted(len(ph['teach']), 'TeachClass call')}, {teach_s:.1f} s in the learner) --")
         pointed = {p["object"]: p for p in ph["point"]}
         print(f"{'object':14s} {'truth':10s} {'predicted':12s} {'vote':>5s} {'view':>4s} {'loc cm':>6s}  "
               f"{'point_at(truth) ->':22s} {'ray cm':>6s}")
@@ -213,9 +216,11 @@ def print_summary(tr: dict, out: str) -> None:
         pt_s = np.mean([p["seconds"] for p in ph["point"]]) if ph["point"] else float("nan")
         print(f"per-object accuracy {ph['accuracy']:.2f} ({sum(r['correct'] for r in ph['objects'])}/"
               f"{len(ph['objects'])}; single views, each track fused over its frames: "
-              f"{ph.get('single_view_accuracy', float('nan')):.2f}); localisation error {loc:.1f} cm (horizontal, {len(locs)} objects located); "
-              f"{np.mean(view_s) if view_s else float('nan'):.1f} s per view ({len(view_s)} views, "
-              f"{ph['views'][0]['frames_fused'] if ph['views'] else 0} frames fused each); pointed at the right "
+              f"{ph.get('single_view_accuracy', float('nan')):.2f}); localisation error {loc:.1f} cm "
+              f"(horizontal, {counted(len(locs), 'object')} located); "
+              f"{np.mean(view_s) if view_s else float('nan'):.1f} s per view ({counted(len(view_s), 'view')}, "
+              f"{counted(ph['views'][0]['frames_fused'] if ph['views'] else 0, 'frame')} fused each); "
+              f"pointed at the right "
               f"object {right}/{len(ph['point'])} ({len(ph['point']) - len(pts)} refused), {pt_s:.2f} s per point_at")
     print(f"\nwall time {tr['wall_time_s']:.1f} s; scene picture and transcript in {out}/")
 

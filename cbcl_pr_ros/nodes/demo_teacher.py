@@ -28,6 +28,7 @@ from cbcl_pr_ros.nodes.detections_msgs import draw_detections
 from cbcl_pr_ros.nodes.learner_client import LearnerClient
 from cbcl_pr_ros.nodes.qos import service_qos
 from cbcl_pr_ros.nodes.service_call import call_service, wait_ready
+from cbcl_pr_ros.plurals import counted
 from cbcl_pr_ros.robot.demo_scoring import TableScore, TruthObject, ViewTruth
 from cbcl_pr_ros.robot.kinematics import BaxterKinematics, Unreachable
 from cbcl_pr_ros.robot.world import random_light
@@ -253,7 +254,7 @@ class ScriptedTeacher:
             taught[c] = shots
             records.append({"label": c, "views": n_new, "success": res.success, "message": res.message,
                             "seconds": round(time.perf_counter() - t0, 3)})
-            print(f"[teach] {c:12s} +{n_new} views -> {res.message}", flush=True)
+            print(f"[teach] {c:12s} +{counted(n_new, 'view')} -> {res.message}", flush=True)
         return records
 
     def set_table(self) -> None:
@@ -334,7 +335,7 @@ class ScriptedTeacher:
         ph["accuracy"] = float(np.mean([r["correct"] for r in ph["objects"]]))
         ph["single_view_accuracy"] = float(np.mean(score.single)) if score.single else float("nan")
         ph["point"] = self.point_all(positions, categories)
-        print(f"[phase] {shots} shots: per-object accuracy {ph['accuracy']:.2f}", flush=True)
+        print(f"[phase] {counted(shots, 'shot')}: per-object accuracy {ph['accuracy']:.2f}", flush=True)
         return ph, pictures
 
     def run(self, transcript: dict) -> list[np.ndarray]:

@@ -55,8 +55,10 @@ from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.objects import DepthPairing, ExtractSettings, ObjectReuse, PIECES, extract_objects
 from cbcl_pr_ros.objects.extract import proposal_segmenter
 from cbcl_pr_ros.perception import CameraIntrinsics
+from cbcl_pr_ros.plurals import counted
 from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
 from cbcl_pr_ros.runtime.frame_buffer import FrameBuffer
+from cbcl_pr_ros.runtime.input_grace import InputGrace
 from cbcl_pr_ros.runtime.stage_times import StageTimes, stop_lines
 from cbcl_pr_ros.request_checks import RequestError, RequestLimits, check_count, check_image_fields
 from cbcl_pr_ros.settings.params import EXTRACTOR, specs_for
@@ -70,6 +72,10 @@ log = logging.getLogger(__name__)
 #: depth messages held while they wait for their colour frame, at most together: 8 frames of a
 #: 1280x720 16-bit camera are 15 MB, but whoever publishes on the depth topic chooses the sizes
 DEPTH_BYTES = 128 * 1024 * 1024
+
+#: what the extractor does for a frame without a camera pose (said in the warning)
+WITHOUT_POSE = ("the table under the objects is found from the image alone (the largest flat surface is taken "
+                "as level, so a wall can be mistaken for it)")
 
 
 def frame_fingerprint(msg: Any) -> tuple:
@@ -158,7 +164,7 @@ class FeatureExtractorNode(ManagedNode):
         self._objects_group = MutuallyExclusiveCallbackGroup()
         # the camera's pose by stamp: the fixed frame's up tells the proposer where the table's normal is
         self.camera_poses = CameraPoseInput(p["camera_pose_topic"], self.get_logger(), note_once=False,
-                                            without="the table is found without gravity")
+                                            without=WITHOUT_POSE)
         self.stream_callback_groups = (self._sub_group, self._objects_group, self.camera_poses.callback_group)
         self.image_sub: Any = None
         self.depth_sub: Any = None
@@ -175,7 +181,7 @@ class FeatureExtractorNode(ManagedNode):
         # a still picture keeps its proposals and crop features (objects/reuse.py); one worker uses it
         self._reuse = ObjectReuse(refresh_frames=int(p["crop_refresh_frames"]))
         self._camera_info: Any = None
-
+        self._info_grace = InputGrace()  # the first frames often beat the first CameraInfo: not yet missing
         # newest-frame slot filled by the subscription, emptied by the worker
         self._slot_lock = threading.Condition()
         self._slot: Any = None
@@ -258,6 +264,7 @@ class FeatureExtractorNode(ManagedNode):
             self._slot = None  # a stream frame not yet taken: dropped, as a camera frame may be
         self._depths.clear()
         self._camera_info = None
+        self._info_grace.reset()
 
     def _cleanup(self, final: bool) -> None:
         self._stop_worker()
@@ -372,8 +379,8 @@ class FeatureExtractorNode(ManagedNode):
         return mode == "on" or (mode == "auto" and self._depths.seen)
 
     def _depth_for(self, header: Any) -> tuple[Any, Any, Any]:
-        """(depth metres or None, intrinsics or None, their calibrated (width, height) or None) for an
-        image: its depth message paired by stamp (objects/depth_pairing.py), decoded."""
+        """(depth metres or None, intrinsics or None, their calibrated (width, height) or None: no
+        CameraInfo yet) for an image: its depth message paired by stamp (objects/depth_pairing.py), decoded."""
         info = self._camera_info
         try:
             K = CameraIntrinsics.from_k(info.k) if info is not None else None
@@ -415,7 +422,9 @@ class FeatureExtractorNode(ManagedNode):
                               times=self.times, turn=self.backbone_lock)
         if out.depth_note:
             self.depth_rejected += int(out.depth_refused)
-            self._depth_warning(out.depth_note)
+            info_late = size is None and not self._info_grace.missing()  # no CameraInfo yet, at start-up
+            if not info_late:
+                self._depth_warning(out.depth_note)
         name, prep, objects = backbone.name, backbone.preprocessing_id, out.objects
         pub, objects_pub = self.features_pub, self.objects_pub
         if pub is None or objects_pub is None:
@@ -472,7 +481,7 @@ class FeatureExtractorNode(ManagedNode):
                                           backbone.preprocessing_id, feats[row])
         resp.features = out
         resp.success = True
-        resp.message = (f"{len(out)} vectors ({len(out) - len(todo)} from the stream cache, "
+        resp.message = (f"{counted(len(out), 'vector')} ({len(out) - len(todo)} from the stream cache, "
                         f"{len(todo)} computed)")
         return resp
 
@@ -482,9 +491,9 @@ class FeatureExtractorNode(ManagedNode):
         stats = self.stats()
         frame = stats["stages"].get("frame")
         took = f"; a frame took {frame['p50_ms']:.0f} ms (median)" if frame else ""
-        summary = (f"{self.received} frames received, {self.processed} processed, {self.dropped} dropped "
+        summary = (f"{counted(self.received, 'frame')} received, {self.processed} processed, {self.dropped} dropped "
                    f"(the previous one was still in work), {self.failed} failed; "
-                   f"{self.objects_published} objects published{took}")
+                   f"{counted(self.objects_published, 'object')} published{took}")
         return stop_lines("feature_extractor", summary, stats)
 
     def stats(self) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from cbcl_pr_ros.nodes.lifecycle import ACTIVE, ManagedNode, overridable
 from cbcl_pr_ros.nodes.qos import feature_qos, result_qos, status_qos
 from cbcl_pr_ros.nodes.ros_params import declare_parameters, read_parameters
 from cbcl_pr_ros.nodes.spin import run_node
+from cbcl_pr_ros.plurals import counted
 from cbcl_pr_ros.runtime.heap import keep_heap_flat
 from cbcl_pr_ros.service.learner_session import LearnerSession
 from cbcl_pr_ros.settings.params import LEARNER, specs_for
@@ -124,7 +125,7 @@ class LearnerNode(ManagedNode):
             qos = fleet_qos(p["fleet_history_depth"])
             self.fleet_pub = self.create_publisher(ClassUpdateMsg, p["fleet_topic"], qos)
             self.get_logger().info(fleet_line(self.session.fleet.settings, self.fleet_pub.topic_name))
-        self.get_logger().info(f"configured: {len(self.session.controller.classes)} classes loaded")
+        self.get_logger().info(f"configured: {counted(len(self.session.controller.classes), 'class')} loaded")
 
     def _activate(self) -> None:
         p, fleet = self.params, self.session.fleet
@@ -152,7 +153,7 @@ class LearnerNode(ManagedNode):
         self.session.activate()
         c = self.session.controller
         self.get_logger().info(
-            f"learner ready (active): {len(c.classes)} classes, backbone {self.session.backbone}, "
+            f"learner ready (active): {counted(len(c.classes), 'class')}, backbone {self.session.backbone}, "
             f"features from '{self.features_sub.topic_name}', memory '{c.memory_path}'")
 
     def _interrupt(self) -> None:

@@ -36,6 +36,7 @@ from cbcl_pr_ros.core.merge import merge_states
 from cbcl_pr_ros.core.negatives import MAX_NEGATIVES
 from cbcl_pr_ros.core.persistence import MAX_COUNTER, MemoryFileError, checked_bytes, state_from_bytes
 from cbcl_pr_ros.core.provenance import ids, own_shots
+from cbcl_pr_ros.plurals import counted, noun
 from cbcl_pr_ros.runtime.heap import release_freed_memory
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
 from cbcl_pr_ros.request_checks import (
@@ -249,7 +250,7 @@ class LearnerController:
             return False, f"could not write memory file: {exc.strerror or type(exc).__name__}", "", 0
         if name in ("", self.store.default_name):
             self._durable_blob = blob
-        return True, f"saved {len(lrn.classes_)} classes to '{shown}'", shown, size
+        return True, f"saved {counted(len(lrn.classes_), 'class')} to '{shown}'", shown, size
 
     @property
     def keeps_file(self) -> bool:
@@ -345,9 +346,11 @@ class LearnerController:
         with self._mutate:
             n = len(self.learner_.classes_)
             if self.store is None or not self.store.default_name:
-                return True, f"the memory lives in RAM only: {n} classes are dropped"
+                return True, (f"it lived in RAM only (memory_path ''), so its {counted(n, 'class')} "
+                              f"{noun(n, 'is', 'are')} dropped" if n else "no classes to keep")
             if self.last_save_ok_:
-                return True, (f"{n} classes are in '{self.store.default_name}'" if n else "no classes to keep")
+                return True, (f"its {counted(n, 'class')} {noun(n, 'stays', 'stay')} saved in "
+                              f"'{self.store.default_name}'" if n else "no classes to keep")
             ok, msg, _, _ = self._save_to("")
             self.last_save_ok_ = ok
             return ok, msg
@@ -367,7 +370,7 @@ class LearnerController:
         self.close()
         if not ok:
             return False, f"{message}; the memory is lost with this process"
-        return True, f"memory freed: {message}"
+        return True, f"memory released from RAM: {message}"
 
     def save(self, name: str = "") -> tuple[bool, str, str, int]:
         """SaveMemory: (success, message, shown name, bytes_written)."""
@@ -410,7 +413,7 @@ class LearnerController:
             self.learner_ = new
         self._changed()
         n = len(new.classes_)
-        return Outcome(True, f"loaded {n} classes from '{shown}'", int(new.model_version_), n)
+        return Outcome(True, f"loaded {counted(n, 'class')} from '{shown}'", int(new.model_version_), n)
 
     def _read_verified(self, name: str) -> tuple[Any, str, bytes]:
         """The state of memory file ``name`` in the store, read size-capped and verified completely
@@ -468,7 +471,7 @@ class LearnerController:
             self.learner_ = new
         self._changed()
         n = len(new.classes_)
-        return Outcome(True, f"merged {origin}: {report.summary()}; {n} classes{self.ram_only_note()}",
+        return Outcome(True, f"merged {origin}: {report.summary()}; {counted(n, 'class')}{self.ram_only_note()}",
                        int(new.model_version_), n)
 
     def taught_here(self, label: str) -> bool:
@@ -539,9 +542,12 @@ class LearnerController:
                                f"{self.feature_dim} ({self.backbone})")
         return check_feature_values(arr, self.limits.max_feature_abs)
 
-    def teach(self, label: str, feats: np.ndarray, source: str = "feature vectors",
+    def teach(self, label: str, feats: np.ndarray, source: str = "",
               views: np.ndarray | None = None, negatives: np.ndarray | None = None) -> TeachOutcome:
         """Learn ``label`` from (n, d) vectors: a new class, or more examples of a known one.
+
+        ``source``: what the vectors are, in the answer after their count and in agreement with it
+        ("" = "feature vector(s)").
 
         ``views`` (n, k, d): vectors of teach-time views of each taught image (the learner keeps them
         as spread, not as shots; see :meth:`CBCLPRLearner.teach_increment`).  ``negatives`` (m, d):
@@ -589,8 +595,9 @@ class LearnerController:
         warn = self.ram_only_note()
         n_clusters = int(res.clusters.get(label, 0))
         verb = "extended known class" if extended else "learned new class"
-        msg = (f"{verb} '{label}' from {feats.shape[0]} {source} ({n_clusters} clusters, "
-               f"{len(lrn.classes_)} classes known, {elapsed:.2f} s){warn}")
+        msg = (f"{verb} '{label}' from {feats.shape[0]} {source or noun(feats.shape[0], 'feature vector')} "
+               f"({counted(n_clusters, 'cluster')}, {counted(len(lrn.classes_), 'class')} known, "
+               f"{elapsed:.2f} s){warn}")
         log.info(msg)
         return TeachOutcome(True, msg, int(res.model_version), len(lrn.classes_),
                             extended_existing=extended, num_examples=int(feats.shape[0]),
@@ -626,7 +633,7 @@ class LearnerController:
             return self._outcome(False, f"nothing forgotten: the memory without '{label}' could not be "
                                  f"saved, so '{label}' is kept: {failed}")
         warn = self.ram_only_note()
-        return self._outcome(True, f"forgot '{label}' ({len(self.classes)} classes left){warn}")
+        return self._outcome(True, f"forgot '{label}' ({counted(len(self.classes), 'class')} left){warn}")
 
     def rename(self, old: str, new: str) -> Outcome:
         try:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 import numpy as np
 
 from cbcl_pr_ros.perception.camera_pose import CameraPose
+from cbcl_pr_ros.plurals import counted
 from cbcl_pr_ros.runtime.rate_limit import RateLimiter
 from cbcl_pr_ros.runtime.stage_times import StageTimes, stop_lines
 from cbcl_pr_ros.service.classify_scope import ClassifyRequest, classify_vectors, plan_classify
@@ -159,7 +160,7 @@ class LearnerSession:
     def activate(self) -> None:
         """The node is active: in fleet mode, publish every class held now (the history starts complete)."""
         if self.fleet is not None:
-            self.port.log(f"fleet: published {self.fleet.publish_all()} class updates")
+            self.port.log(f"fleet: published {counted(self.fleet.publish_all(), 'class update')}")
 
     def interrupt(self) -> None:
         """Wake every TeachClass waiting for frames: the node leaves the active state."""

@@ -16,6 +16,7 @@ from typing import Sequence
 import numpy as np
 from cbcl_pr_ros.perception import Proposal, crop_images
 from cbcl_pr_ros.perception.boxes import box_iou
+from cbcl_pr_ros.plurals import counted, noun
 from cbcl_pr_ros.service.classify_scope import image_object_crop
 
 __all__ = ["TEACH_FROM", "MODE_DEFAULT", "MODE_OBJECT", "MODE_FRAME", "TeachPlan", "plan_teach", "roi_box",
@@ -135,7 +136,8 @@ def teaching_crops(rgbs: Sequence[np.ndarray], plan: TeachPlan, margin: float = 
             continue
         out.append(found[1])
     if not out:
-        raise ValueError(f"no object found in any of the {len(rgbs)} images: send rois (boxes) or "
+        raise ValueError(f"no object found {noun(len(rgbs), 'in the', 'in any of the')} "
+                         f"{counted(len(rgbs), 'image')}: send rois (boxes) or "
                          "mode MODE_FRAME")
     note = " (crops of the object in view" + (f"; no object in images {missed}, skipped)" if missed else ")")
     return out, note

@@ -20,6 +20,7 @@ from cbcl_pr_ros.objects.frame import ObjectFrame
 from cbcl_pr_ros.objects.stream import ObjectStream
 from cbcl_pr_ros.perception import select_teaching_proposal
 from cbcl_pr_ros.perception.boxes import choose_in_box, pick_in_view
+from cbcl_pr_ros.plurals import counted, noun
 from cbcl_pr_ros.service.controller import LearnerController, TeachOutcome
 from cbcl_pr_ros.service.object_teaching import Roi, TeachPlan, one_shot_per_view, plan_teach, roi_box, teaching_crops
 from cbcl_pr_ros.request_checks import (
@@ -158,10 +159,11 @@ class Teacher:
         """Feature vectors, request images or the next camera frames, each learned whole."""
         if len(req.features) > 0:
             check_count(len(req.features), self.limits.max_images_per_request, "feature vectors")
-            return features_from_msgs(req.features, self.backbone, c.feature_dim), None, "feature vectors"
+            feats = features_from_msgs(req.features, self.backbone, c.feature_dim)
+            return feats, None, noun(len(feats), "feature vector")
         if len(req.images) > 0:
             feats, views, note = self._image_vectors(decode_request_images(req.images, self.limits), s)
-            return feats, views, f"images{note}"
+            return feats, views, f"{noun(len(feats), 'image')}{note}"
         n = check_num_frames(req.num_frames, s.num_frames, s.max_frames)
         timeout = check_timeout(req.timeout_s, s.timeout_s, s.max_timeout_s)
         frames = self.port.collect(n, timeout, "features")
@@ -170,7 +172,8 @@ class Teacher:
                                  f"{self._upstream('features')}: is the camera and the feature_extractor "
                                  f"running (and this node active)? Nothing was learned.")
         feats = features_from_msgs(frames, self.backbone, c.feature_dim)
-        return feats, None, "camera frames" + ("" if len(frames) == n else f" (of {n} asked; timed out)")
+        return feats, None, (noun(len(feats), "camera frame")
+                             + ("" if len(frames) == n else f" (of {n} asked; timed out)"))
 
     def _image_vectors(self, rgbs: list[np.ndarray], s: TeachSettings) -> Examples:
         """Vectors of RGB images to teach and of ``s.views`` jittered views of each (n, k, d; None when
@@ -190,7 +193,7 @@ class Teacher:
         if not s.views:
             return feats, None, ""
         shots, views = teaching_vectors(feats, len(rgbs), s.views, s.view_spread)
-        return shots, views, f" + {s.views} views each"
+        return shots, views, f" + {counted(s.views, 'view')} each"
 
     # ------------------------------------------------------------------ objects
     def _objects(self, c: LearnerController, req: TeachRequest, plan: TeachPlan,
@@ -202,7 +205,7 @@ class Teacher:
         if plan.source == "images":
             crops, note = teaching_crops(decode_request_images(req.images, self.limits), plan, s.crop_margin)
             feats, views, view_note = self._image_vectors(crops, s)
-            return feats, views, f"images{note}{view_note}", None, Taught()
+            return feats, views, f"{noun(len(feats), 'image')}{note}{view_note}", None, Taught()
         if plan.target == "track":
             track = self.objects.track_views(plan.track_id, n)
             others = track.others[-MAX_FRAME_NEGATIVES:]
@@ -213,8 +216,9 @@ class Teacher:
             # result would depend on how many frames the track had when the teach came.
             shots = one_shot_per_view(track.rows, track.boxes)
             taught = Taught(int(plan.track_id), tuple(int(v) for v in track.boxes[-1]))  # type: ignore[arg-type]
-            return shots, None, (f"views of track {plan.track_id} (its last {len(track.rows)} frames as "
-                                 f"{_views(len(shots))}; last at {box_text(track.boxes[-1])})"), negatives, taught
+            return shots, None, (f"{noun(len(shots), 'view')} of track {plan.track_id} (its last "
+                                 f"{counted(len(track.rows), 'frame')} as {counted(len(shots), 'view')}; last at "
+                                 f"{box_text(track.boxes[-1])})"), negatives, taught
         return self._object_frames(c, req, plan, n, s)
 
     def _upstream(self, stream: str) -> str:
@@ -259,21 +263,23 @@ class Teacher:
         got = self._picked(c, plan, frames)
         where = " inside the box" if plan.target == "roi" else ""
         if not got.rows:
-            raise ValueError(f"no object found{where} in any of the {len(frames)} camera frames"
+            raise ValueError(f"no object found{where} {noun(len(frames), 'in the', 'in any of the')} "
+                             f"{counted(len(frames), 'camera frame')}"
                              + (f": {got.reason}" if got.reason else _NOTHING_IN_VIEW))
         negatives = np.stack(got.others[-MAX_FRAME_NEGATIVES:]) if got.others else None
         track = self.objects.track_at(got.last)
         negatives = self._with_stream(negatives, s, track)  # never the taught track's own vectors
         rows, boxes, earlier = self._earlier(c, track, n, mark, got.rows)
         shots = one_shot_per_view(np.stack(rows + got.rows), boxes + got.boxes)
-        unit = "crops" if got.pieces > 1 else "frames"
+        unit = "crop" if got.pieces > 1 else "frame"
         total = len(rows) + len(got.rows)
-        views = "" if len(shots) == total else f", {total} {unit} as {_views(len(shots))}"
+        views = "" if len(shots) == total else f", {counted(total, unit)} as {counted(len(shots), 'view')}"
         what = (f"the object at {box_text(got.last)}" + ("" if track is None else f", track {track}")
                 + (f", {got.pieces} pieces together" if got.pieces > 1 else "") + earlier)
-        return shots, None, (f"object crops of camera frames{where}{views}"
-                             + (f" ({got.missed} of {len(frames)} frames had none)" if got.missed else "")
-                             + ("" if len(frames) == n else f" ({len(frames)} of {n} frames asked; timed out)")
+        return shots, None, (f"{noun(len(shots), 'object crop')} of camera frames{where}{views}"
+                             + (f" ({got.missed} of {counted(len(frames), 'frame')} had none)" if got.missed else "")
+                             + ("" if len(frames) == n
+                                else f" ({len(frames)} of {counted(n, 'frame')} asked; timed out)")
                              + f"; {what}"), negatives, Taught(-1 if track is None else int(track), got.last)
 
     def _picked(self, c: LearnerController, plan: TeachPlan, frames: list[ObjectFrame]) -> "_Picked":
@@ -319,8 +325,8 @@ class Teacher:
         rows = [r for r, k in zip(views.rows, keep) if k]
         boxes = [tuple(b) for b, k in zip(views.boxes, keep) if k]
         left = len(keep) - len(rows)
-        note = f" + {len(rows)} earlier frame{'s' * (len(rows) != 1)} of its track" if rows else ""
-        return rows, boxes, note + (f" ({left} earlier frame{'s' * (left != 1)} of the track left out: another "
+        note = f" + {counted(len(rows), 'earlier frame')} of its track" if rows else ""
+        return rows, boxes, note + (f" ({counted(left, 'earlier frame')} of the track left out: another "
                                     f"object there looked more like it)" if left else "")
 
 
@@ -373,7 +379,3 @@ def _with_views(rgbs: Sequence[np.ndarray], n: int, seed: int) -> Iterator[np.nd
     for i, rgb in enumerate(rgbs if n else ()):
         yield from teach_views(rgb, n, seed + i)
 
-
-def _views(n: int) -> str:
-    """"1 view", "3 views": frames of one still view are learned as one shot (one_shot_per_view)."""
-    return f"{n} view{'s' * (n != 1)}"

@@ -289,7 +289,7 @@ PARAMS: tuple[ParamSpec, ...] = (
               "geometry_msgs/PoseStamped of the camera's optical frame in a fixed frame, stamped like the image: "
               "tracks then live in that frame, so ids stay on their objects while the camera moves, and the "
               "extractor takes the table's up direction from it (the fixed frame's +z); "
-              "'' = tracks in the camera frame and the table found without gravity", (EXTRACTOR, LEARNER)),
+              "'' = tracks in the camera frame and the table found from the image alone", (EXTRACTOR, LEARNER)),
     # --- fleet mode (docs/nodes.md "Fleet mode", docs/security.md "Fleet peers") --------
     ParamSpec("fleet", "", "Fleet name: learners of one fleet publish their class changes on fleet_topic "
               "and merge each other's; '' = fleet mode off", (LEARNER,)),

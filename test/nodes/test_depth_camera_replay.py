@@ -187,7 +187,8 @@ def test_bad_depth_gives_a_warning_and_rgb_objects_never_a_wrong_position(sessio
     rgb, depth, k, boxes, _ = _synthetic_table()
     K = (k.fx, k.fy, k.cx, k.cy)
     phases = {  # name: (frames, the warning it must give)
-        "no_info": ([Frame(rgb, _mm(depth), None)] * 6, "no CameraInfo"),
+        # a camera that never sends CameraInfo: said once 5 frames and 2 s went by without one (3.25 s here)
+        "no_info": ([Frame(rgb, _mm(depth), None)] * 14, "no CameraInfo"),
         "other_aspect": ([Frame(rgb, _mm(depth[:360]), K)] * 6, "another aspect ratio"),  # raw, not aligned
         "all_nan": ([Frame(rgb, np.full_like(depth, np.nan), K)] * 6, "holds no reading"),
     }

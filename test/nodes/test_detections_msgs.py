@@ -318,7 +318,7 @@ def test_teaching_crops_from_boxes_and_from_the_object_in_view() -> None:
     obj, note = teaching_crops([rgb], TeachPlan("images", "object"), margin=0.0)
     assert len(obj) == 1 and obj[0].shape[0] < 120  # a crop, not the frame
     blank = np.full((120, 160, 3), 128, np.uint8)
-    with pytest.raises(ValueError, match="no object found in any of the 1 images"):
+    with pytest.raises(ValueError, match="no object found in the 1 image:"):
         teaching_crops([blank], TeachPlan("images", "object"))
 
 

@@ -253,3 +253,21 @@ def test_frame_names_are_bounded_so_every_detection_fits_what_its_readers_take(m
     raw = serialize_message(det)
     assert len(raw) <= learner_detections_bytes() <= MAX_DETECTIONS_BYTES
     assert _learner_sized(raw).position_frame == edge
+
+
+def test_no_pose_at_all_is_said_once_after_the_first_frames_not_at_the_first(make_learner):
+    """A camera without poses is told once that its objects are tracked in its own frame; not at the
+    first frame, which in a session with poses often comes before the first pose."""
+    node = make_learner()
+    lines: list[str] = []
+    node.camera_poses.logger = type("Log", (), {"info": lambda self, t, **k: lines.append(t),
+                                                "warning": lambda self, t, **k: lines.append(t)})()
+    now = [0.0]
+    node.camera_poses.grace.clock = lambda: now[0]
+    said_at = []
+    for f in range(12):  # 4 frames a second, no pose ever
+        _frame(node, 1_000_000_000 + f * 250_000_000, 0.5)
+        said_at += [f] * (len(lines) - len(said_at))
+        now[0] += 0.25
+    assert said_at == [8], lines  # 5 frames and 2 s without a pose: then once
+    assert lines[0].startswith("no camera pose on 'camera_pose' (yet): objects are tracked in the camera's own frame")

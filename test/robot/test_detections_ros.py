@@ -5,6 +5,7 @@ a track id that no longer exists, malformed depth, no objects): clear answers, n
 from __future__ import annotations
 
 import array
+import re
 import sys
 import time
 from pathlib import Path
@@ -148,7 +149,8 @@ def test_teach_detect_point_by_service_calls_and_bad_input(tmp_path, ros_client)
         res = c.request(teach, TeachClass.Request(label="muggish", rois=[roi], num_frames=2, timeout_s=30.0), timeout=120)
         assert res.success and "inside the box" in res.message, (res.message, roi, dets[-1].objects, logs())
         res = c.request(teach, TeachClass.Request(label="in_view", num_frames=2, timeout_s=30.0), timeout=120)
-        assert res.success and "object crops of camera frames" in res.message, res.message  # teach_from: auto
+        # teach_from: auto; "1 object crop" when the frames were of one still view
+        assert res.success and re.search(r"object crops? of camera frames", res.message), res.message
         res = c.request(forget, ForgetClass.Request(label="in_view"), timeout=60)  # either object: not kept
         assert res.success, res.message
         n0 = len(dets)

@@ -322,7 +322,7 @@ def test_strict_startup_fails_on_a_bad_default_and_leaves_the_file(tmp_path):
 
 def test_a_failed_autosave_undoes_the_change_and_nothing_is_left_unsaved(tmp_path, monkeypatch):
     c = _taught(tmp_path)
-    assert c.save_if_unsaved() == (True, "3 classes are in 'memory.safetensors'")
+    assert c.save_if_unsaved() == (True, "its 3 classes stay saved in 'memory.safetensors'")
     real = c.store.write
 
     def full_disk(*a, **k):
@@ -338,7 +338,7 @@ def test_a_failed_autosave_undoes_the_change_and_nothing_is_left_unsaved(tmp_pat
     again.load_at_startup(move_aside=False)
     assert sorted(again.classes) == ["box", "cup", "mug", "pot"]
     ram = LearnerController(lambda d: _learner(d), "synthetic", D, None)
-    assert ram.save_if_unsaved() == (True, "the memory lives in RAM only: 0 classes are dropped")
+    assert ram.save_if_unsaved() == (True, "no classes to keep")
 
 
 def test_absolute_paths_only_when_allowed(tmp_path):

@@ -59,13 +59,25 @@ def test_bad_memory_path_is_refused_with_the_parameter_named(tmp_path):
 def test_release_of_a_saved_memory_frees_it(tmp_path):
     c = _taught(MemoryStore(str(tmp_path), "m.safetensors"))
     ok, line = c.release(final=False)
-    assert ok and line == "memory freed: 1 classes are in 'm.safetensors'"
+    assert ok and line == "memory released from RAM: its 1 class stays saved in 'm.safetensors'"
     assert c.store._dir_fd == -1  # noqa: SLF001 (the directory was let go)
+
+
+def test_a_first_teach_answers_in_the_singular():
+    """After the first teach the answer read "(1 clusters, 1 classes known ...)"."""
+    c = _controller(None)
+    out = c.teach("mug", np.full((1, D), 3.0, np.float32))
+    assert out.success and out.message.startswith(
+        "learned new class 'mug' from 1 feature vector (1 cluster, 1 class known, ")
+    out = c.teach("box", np.random.default_rng(1).normal(-3, 0.3, (6, D)).astype(np.float32))
+    assert out.success and "from 6 feature vectors (" in out.message and ", 2 classes known, " in out.message
+    assert c.forget("box").message.startswith("forgot 'box' (1 class left)")
 
 
 def test_release_in_ram_only_says_what_is_dropped():
     c = _taught(None)
-    assert c.release(final=False) == (True, "memory freed: the memory lives in RAM only: 1 classes are dropped")
+    assert c.release(final=False) == (
+        True, "memory released from RAM: it lived in RAM only (memory_path ''), so its 1 class is dropped")
 
 
 def test_release_refuses_while_the_last_save_failed(tmp_path):
@@ -77,7 +89,7 @@ def test_release_refuses_while_the_last_save_failed(tmp_path):
     assert c.classes == ["mug"] and c.store._dir_fd >= 0  # noqa: SLF001 (nothing freed)
     c.store.max_bytes = 1 << 20  # fixed: the next cleanup saves, then frees
     ok, line = c.release(final=False)
-    assert ok and line.startswith("memory freed: saved 1 classes")
+    assert ok and line.startswith("memory released from RAM: saved 1 class to ")
 
 
 def test_release_at_shutdown_says_the_memory_is_lost(tmp_path):

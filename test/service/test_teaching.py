@@ -191,11 +191,11 @@ def test_object_frames_teach_the_object_in_view_or_inside_the_box():
     out = teacher.teach(c, TeachRequest(label="central"))
     # two frames of a still camera: one view, one shot (one_shot_per_view)
     assert out.success and port.commits[-1][1:3] == (
-        "object crops of camera frames, 2 frames as 1 view; the object at (250, 180)-(390, 300)", (1, D))
+        "object crop of camera frames, 2 frames as 1 view; the object at (250, 180)-(390, 300)", (1, D))
     assert (out.taught_track_id, out.taught_box) == (-1, (250, 180, 390, 300))  # no track yet: the box
     assert np.allclose(port.last_feats, 0.9)  # the central object's vectors
     out = teacher.teach(c, TeachRequest(label="corner", rois=((0, 0, 60, 60),)))
-    assert out.success and port.commits[-1][1] == ("object crops of camera frames inside the box, 2 frames as 1 view; "
+    assert out.success and port.commits[-1][1] == ("object crop of camera frames inside the box, 2 frames as 1 view; "
                                                    "the object at (0, 0)-(60, 60)")
     assert np.allclose(port.last_feats, 0.2)  # the box chose the corner object's vectors
     out = teacher.teach(c, TeachRequest(label="x", rois=((600, 0, 100, 10),)))
@@ -315,7 +315,7 @@ def test_a_still_track_is_taught_as_one_view():
         (track,) = objects.update(frame, None, stamp_s=float(i))
     out = teacher.teach(_controller(), TeachRequest(label="box", track_id=track.id))
     assert out.success, out.message
-    assert port.commits[-1][1:3] == (f"views of track {track.id} (its last 4 frames as 1 view; last at "
+    assert port.commits[-1][1:3] == (f"view of track {track.id} (its last 4 frames as 1 view; last at "
                                      "(100, 100)-(200, 200))", (1, D))
     np.testing.assert_allclose(port.last_feats[0], np.full(D, 0.15), rtol=1e-5)  # mean of 0, .1, .2, .3
     assert port.last_negatives is None  # no other object was in view
@@ -506,7 +506,7 @@ def test_earlier_views_where_the_track_was_on_another_object_are_not_taught():
     out = teacher.teach(c, TeachRequest(label="duck"))
     assert out.success, out.message
     assert port.commits[-1][1:3] == (
-        f"object crops of camera frames, 2 frames as 1 view; the object at (250, 180)-(390, 300), track {out.taught_track_id} "
+        f"object crop of camera frames, 2 frames as 1 view; the object at (250, 180)-(390, 300), track {out.taught_track_id} "
         "(2 earlier frames of the track left out: another object there looked more like it)", (1, D))
     np.testing.assert_allclose(port.last_feats[0], duck, rtol=1e-6)  # the duck only, never the can
 
@@ -520,16 +520,16 @@ def test_without_a_track_or_earlier_frames_the_teach_learns_its_own_frames_only(
     c = _controller()
     out = teacher.teach(c, TeachRequest(label="mug"))  # nothing tracked
     assert out.success and out.taught_track_id == -1
-    assert port.commits[-1][1:3] == ("object crops of camera frames, 2 frames as 1 view; the object at "
+    assert port.commits[-1][1:3] == ("object crop of camera frames, 2 frames as 1 view; the object at "
                                      "(250, 180)-(390, 300)", (1, D))
     port.objects = objects  # tracked from now on: the track begins with the teach's own frames
     out = teacher.teach(c, TeachRequest(label="mug"))
     assert out.success and out.taught_track_id >= 0
-    assert port.commits[-1][1:3] == ("object crops of camera frames, 2 frames as 1 view; the object at "
+    assert port.commits[-1][1:3] == ("object crop of camera frames, 2 frames as 1 view; the object at "
                                      f"(250, 180)-(390, 300), track {out.taught_track_id}", (1, D))
     out = teacher.teach(c, TeachRequest(label="mug"))  # the last teach's 2 frames are now earlier frames
     assert out.success and port.commits[-1][2] == (1, D)  # of the same view: still one shot
-    assert port.commits[-1][1] == ("object crops of camera frames, 4 frames as 1 view; the object at "
+    assert port.commits[-1][1] == ("object crop of camera frames, 4 frames as 1 view; the object at "
                                    f"(250, 180)-(390, 300), track {out.taught_track_id} + 2 earlier frames of its track")
 
 

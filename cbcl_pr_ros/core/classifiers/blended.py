@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from cbcl_pr_ros.plurals import counted
+
 from ..clustering import ClassClusters
 from ..memory import ClusterMemory
 from .base import softmax
@@ -174,7 +176,7 @@ class BlendedSnapshot:
 
     def renamed(self, classes: tuple[str, ...]) -> "BlendedSnapshot":
         if len(classes) != len(self.classes):
-            raise ValueError(f"{len(classes)} names for {len(self.classes)} classes")
+            raise ValueError(f"{counted(len(classes), 'name')} for {counted(len(self.classes), 'class')}")
         return self._sharing(classes=tuple(classes))
 
     def _sharing(self, **changes: Any) -> "BlendedSnapshot":
