@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,3 +55,14 @@ def auroc(higher, lower) -> float:
     if not len(hi) or not len(lo):
         return float("nan")
     return float(roc_auc_score(np.r_[np.ones(len(hi)), np.zeros(len(lo))], np.r_[hi, lo]))
+
+
+def vga_cpu_ms(run, frame, repeats: int = 3) -> float:
+    """CPU milliseconds of ``run(frame)`` (the best of ``repeats``: the least disturbed by other jobs),
+    scaled to a 640x480 frame by pixels so that sources of other sizes compare."""
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.process_time()
+        run(frame)
+        best = min(best, time.process_time() - t0)
+    return best * 1000 * (640 * 480) / (frame.rgb.shape[0] * frame.rgb.shape[1])

@@ -62,7 +62,7 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
-from bench_common import REPO, out_path  # noqa: E402
+from bench_common import REPO, out_path, vga_cpu_ms  # noqa: E402
 from bench_real import _figures, _objective, leave_one_source_out, rendered_recall, rendered_views  # noqa: E402
 from real_rgbd_set import ProposalScore, RealFrame, failure_kinds, load_frames, score_proposals  # noqa: E402
 
@@ -170,14 +170,7 @@ def _pooled(per_source: dict, skip: str | None = None) -> ProposalScore:
 
 
 def _cpu_ms(frames, run, repeats: int = 3) -> dict:
-    times = []
-    for fr in frames:
-        t = []
-        for _ in range(repeats):
-            t0 = time.process_time()
-            run(fr)
-            t.append(time.process_time() - t0)
-        times.append(min(t) * 1000 * (640 * 480) / (fr.rgb.shape[0] * fr.rgb.shape[1]))
+    times = [vga_cpu_ms(run, fr, repeats) for fr in frames]
     return {"median": round(float(np.median(times)), 1), "p90": round(float(np.quantile(times, 0.9)), 1)}
 
 

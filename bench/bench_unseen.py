@@ -35,7 +35,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -43,7 +42,7 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
-from bench_common import REPO, out_path  # noqa: E402
+from bench_common import REPO, out_path, vga_cpu_ms  # noqa: E402
 from bench_real import _draw, _figures  # noqa: E402
 from real_rgbd_set import ProposalScore, failure_kinds, load_frames, score_proposals  # noqa: E402
 
@@ -108,12 +107,7 @@ def run_method(name: str, run, frames: list, repeats: int, pictures: Path | None
         if not _same(props, again):
             differ.append(fr.id)
         fell_back += fb
-        t = []
-        for _ in range(repeats):
-            t0 = time.process_time()
-            run(fr)
-            t.append(time.process_time() - t0)
-        times.append(min(t) * 1000 * (640 * 480) / (fr.rgb.shape[0] * fr.rgb.shape[1]))
+        times.append(vga_cpu_ms(run, fr, repeats))
         for k, v in placement_problems(props, fr.depth_m, fr.intrinsics).items():
             placement[k] += v
         boxes, objects = [p.box for p in props], [b for _, b in fr.objects]

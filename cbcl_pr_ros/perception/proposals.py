@@ -719,7 +719,7 @@ def propose_on_support(rgb: np.ndarray, depth: np.ndarray | None = None, intrins
             result = _propose_depth(small, d_small, intrinsics.scaled(sx, sy), config)
     if result is None:
         if config.method == "depth":
-            log.warning("depth unusable (missing, wrong shape, too sparse or no support plane): using the RGB method")
+            _say("depth_unusable", "depth unusable (missing, wrong shape, too sparse or no support plane): using the RGB method")
         labels = _components(_background_mask(small, config), _edges(small, None, config, config.rgb_edges), config)
         result = (labels, [(_NAN3, _NAN3, 1.0)] * int(labels.max()), None)
     labels, geo, plane = result

@@ -236,3 +236,19 @@ def test_forty_objects_in_a_bin_stay_bounded():
     assert 1 <= len(props) <= cfg.max_proposals
     for p in _valid_3d(props):
         assert 0.3 < p.centroid[2] < 1.2
+
+
+def test_depth_asked_for_but_unusable_is_said_once_not_every_frame(caplog):
+    """With ``method="depth"`` (the hybrid's referee asks for it on every frame) a camera that sees no
+    level surface fell back to the RGB method with a warning on every frame: 30 lines a second."""
+    from cbcl_pr_ros.perception import proposals
+
+    rgb, depth, K, _ = _desk()
+    proposals._SAID.clear()
+    cfg = ProposalConfig(method="depth", up_axis=(1.0, 0.0, 0.0))  # a pose that makes no surface level
+    with caplog.at_level(logging.WARNING, logger="cbcl_pr_ros.perception.proposals"):
+        for _ in range(3):
+            props = propose(rgb, depth, K, cfg)
+    assert _valid_3d(props) == []
+    said = [r for r in caplog.records if "depth unusable" in r.getMessage() and r.levelno == logging.WARNING]
+    assert len(said) == 1
