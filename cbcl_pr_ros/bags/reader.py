@@ -21,6 +21,7 @@ from .errors import BagFormatError
 from .mcap_chunks import check_mcap_chunks
 from .records import FORMAT_VERSION, MODE_FRAME, BagImage, TeachingEventRecord
 from .types import DEFAULT_EVENTS_TOPIC, EVENT_TYPE, IMAGE_TYPE, make_typestore, normalize_topic
+from cbcl_pr_ros.plurals import counted, noun
 
 __all__ = [
     "BagSummary",
@@ -406,7 +407,7 @@ def read_session(
         missing = sorted(got.needed - got.images.keys())
         if missing:
             raise BagFormatError(
-                path, f"{len(missing)} frame(s) used by teaching events are missing (first stamp {missing[0]} ns)",
+                path, f"{counted(len(missing), 'frame')} used by teaching events {noun(len(missing), 'is', 'are')} missing (first stamp {missing[0]} ns)",
                 cam_conns[0].topic,
             )
         return TeachingSession(path, cam_conns[0].topic, events_topic, events, got.images, info, version,

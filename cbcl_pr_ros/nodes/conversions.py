@@ -25,6 +25,7 @@ from cbcl_pr_ros.service.classify_scope import ClassifyRequest, object_in_view
 from cbcl_pr_ros.service.teaching import TeachRequest
 from cbcl_pr_ros.request_checks import RequestLimits, features_from_msgs  # ROS-free: the service checks vectors too
 from cbcl_pr_ros.stamps import split_ns, stamp_to_ns  # noqa: F401 (stamp_to_ns: re-exported)
+from cbcl_pr_ros.plurals import counted
 
 __all__ = [
     "StampKey",
@@ -215,7 +216,7 @@ def fill_classify_from_detections(resp: Any, det: Any, image_shape: Sequence[int
     resp.label, resp.known, resp.confidence = o.label, bool(o.known), float(o.confidence)
     resp.top_labels, resp.top_scores = list(o.top_labels)[:k], [float(v) for v in o.top_scores][:k]
     name = f"'{o.label}'" if o.known else "unknown"
-    resp.message = f"{len(boxes)} object(s) in view; the one in view (track {o.id}) is {name}"
+    resp.message = f"{counted(len(boxes), 'object')} in view; the one in view (track {o.id}) is {name}"
     return resp
 
 

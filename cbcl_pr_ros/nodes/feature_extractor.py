@@ -55,7 +55,7 @@ from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.objects import DepthPairing, ExtractSettings, ObjectReuse, PIECES, extract_objects
 from cbcl_pr_ros.objects.extract import proposal_segmenter
 from cbcl_pr_ros.perception import CameraIntrinsics
-from cbcl_pr_ros.plurals import counted
+from cbcl_pr_ros.plurals import counted, noun
 from cbcl_pr_ros.runtime.backbone_turns import BackboneTurns
 from cbcl_pr_ros.runtime.frame_buffer import FrameBuffer
 from cbcl_pr_ros.runtime.input_grace import InputGrace
@@ -107,7 +107,7 @@ def no_frame_hint(topic: str, waited_s: float, qos_text: str, msg_type: str,
         return (f"{head} QoS mismatch: the publishers are best_effort and this subscription is "
                 f"reliable; set qos_overrides.{topic}.subscription.reliability:=best_effort.")
     names = ", ".join(sorted({n for n, _, _ in publishers}))
-    return f"{head} {len(publishers)} publisher(s) ({names}) match but send nothing: is the camera streaming?"
+    return f"{head} {counted(len(publishers), 'publisher')} ({names}) {noun(len(publishers), 'matches', 'match')} but send nothing: is the camera streaming?"
 
 
 def start_segmenter(p: dict[str, Any], logger: Any) -> Any:

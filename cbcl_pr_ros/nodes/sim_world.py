@@ -45,6 +45,7 @@ from cbcl_pr_ros.robot.scenes import ground_truth
 from cbcl_pr_ros.robot.world import MAX_OBJECTS, CameraConfig, Frame, SimWorld, WorldConfig
 from cbcl_pr_ros.settings.robot_params import SIM_WORLD_PARAMS
 from cbcl_pr_ros.srv import ArrangeObjects, ClearObjects, PlaceObject, RenderView, SetLight
+from cbcl_pr_ros.plurals import counted
 
 __all__ = ["SimWorldNode", "frame_messages", "main"]
 
@@ -238,12 +239,12 @@ class SimWorldNode(Node):
                     removed.append(n)
             except Exception as exc:  # the simulator failed mid-way: say exactly what was done
                 resp.success, resp.removed = False, removed
-                resp.message = (f"removed {len(removed)} of {len(names)} object(s); removing "
+                resp.message = (f"removed {len(removed)} of {counted(len(names), 'object')}; removing "
                                 f"{short_list([n])} failed ({type(exc).__name__})")
                 self.get_logger().error(resp.message)
                 return resp
         resp.success, resp.removed = True, removed
-        resp.message = f"removed {len(removed)} object(s)"
+        resp.message = f"removed {counted(len(removed), 'object')}"
         return resp
 
     def _on_arrange(self, req: Any, resp: Any) -> Any:
@@ -270,7 +271,7 @@ class SimWorldNode(Node):
         resp.positions = [Point(x=float(objs[n].position[0]), y=float(objs[n].position[1]),
                                 z=float(objs[n].position[2])) for n in names]
         resp.yaws = [float(objs[n].yaw) for n in names]
-        resp.success, resp.message = True, f"moved {len(names)} object(s)"
+        resp.success, resp.message = True, f"moved {counted(len(names), 'object')}"
         return resp
 
     def _on_set_light(self, req: Any, resp: Any) -> Any:

@@ -51,6 +51,7 @@ from cbcl_pr_ros.teaching_page.app import PageConfig, PageServer
 from cbcl_pr_ros.teaching_page.client import Box, Outcome
 from cbcl_pr_ros.teaching_page.state import (MAX_SHOWN_CLASSES, DetectedBox, Frame, PageState, checked_classes,
                                              checked_status)
+from cbcl_pr_ros.plurals import counted
 
 __all__ = ["TeachingPageNode", "CAMERA_SILENT_S", "main"]
 
@@ -218,7 +219,7 @@ class TeachingPageNode(Node):
                                                published=self.count_publishers))
         publishers = self.count_publishers(topic)
         if publishers:
-            hint = (f"'{topic}' has {publishers} publisher(s) but no picture came for {CAMERA_SILENT_S:g} s: "
+            hint = (f"'{topic}' has {counted(publishers, 'publisher')} but no picture came for {CAMERA_SILENT_S:g} s: "
                     "is the camera streaming?")
         if hint != self._camera_hint:
             self._camera_hint = hint

@@ -39,6 +39,7 @@ from scipy import ndimage
 from .regions import BoundaryRule, find_boxes, flat_pixels, group_labels, label_areas, nonzero_box, split_layers, split_nonconvex, \
     unseen_objects
 from .types import CameraIntrinsics, Proposal
+from cbcl_pr_ros.plurals import counted
 
 __all__ = ["ProposalConfig", "ProposalRules", "propose", "propose_on_support", "fit_support_plane", "support_planes", "choose_support", "refine_plane",
            "depth_problem", "without_misplaced_3d"]
@@ -692,7 +693,7 @@ def without_misplaced_3d(proposals: list[Proposal], K: CameraIntrinsics) -> list
                 dropped += 1
         out.append(p)
     if dropped:
-        _say("misplaced", f"{dropped} object(s) placed in 3D away from where the camera sees them (the support "
+        _say("misplaced", f"{counted(dropped, 'object')} placed in 3D away from where the camera sees them (the support "
                           "plane is not what they stand on: a wall, or something hanging over the table?): "
                           "reported without 3D; a camera pose (up_axis) names the level surface")
     return out

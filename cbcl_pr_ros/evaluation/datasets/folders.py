@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .base import IMAGE_SUFFIXES, FileImages, ImageDataset
+from cbcl_pr_ros.plurals import counted
 
 __all__ = ["load_image_folder", "load_class_folders", "load_caltech101", "load_core50",
            "CORE50_TEST_SESSIONS"]
@@ -56,7 +57,7 @@ def _split_per_class(files_by_class: list[list[Path]], test_fraction: float, see
     tr_p, tr_y, te_p, te_y = [], [], [], []
     for label, files in enumerate(files_by_class):
         if len(files) < 2:
-            raise ValueError(f"class {label} has {len(files)} image(s); need at least 2 to split")
+            raise ValueError(f"class {label} has {counted(len(files), 'image')}; need at least 2 to split")
         perm = rng.permutation(len(files))
         n_test = min(len(files) - 1, max(1, int(round(test_fraction * len(files)))))
         for j, k in enumerate(perm):
