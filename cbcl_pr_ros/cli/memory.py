@@ -43,6 +43,7 @@ from cbcl_pr_ros.core.persistence import (
     write_atomic,
 )
 from cbcl_pr_ros.core.provenance import ids
+from cbcl_pr_ros.plurals import counted
 
 __all__ = ["main", "build_parser"]
 
@@ -149,7 +150,7 @@ def _header(state, path: str) -> str:
     k = state.config.get("max_clusters")
     return (f"{path}: backbone {state.backbone}, width {state.feature_dim}, transform "
             f"{state.config.get('transform', 'none')}, covariance {state.memory.covariance}, "
-            f"{len(state.memory)} classes, {state.memory.n_clusters} clusters (K {k if k else 'unlimited'}), "
+            f"{counted(len(state.memory), 'class')}, {counted(state.memory.n_clusters, 'cluster')} (K {k if k else 'unlimited'}), "
             f"D {state.distance_threshold if state.distance_threshold is None else f'{state.distance_threshold:.4g}'}, "
             f"model v{state.model_version}, views' spread of {(state.view_spread.images if state.view_spread else 0)} images")
 
@@ -169,7 +170,7 @@ def cmd_info(opts, con: Console) -> None:
         for note in notes:
             _say(con, f"  {note}")
     _say(con, _header(state, opts.file))
-    con.print(class_table(state, f"{len(state.memory)} classes"))
+    con.print(class_table(state, counted(len(state.memory), "class")))
     if refused is not None:
         raise refused
 
@@ -195,7 +196,7 @@ def cmd_merge(opts, con: Console) -> None:
         _write(opts.output, blob, opts.force)
         progress.update(task, advance=1)
     _say(con, f"merged {opts.b} into {opts.a} -> {opts.output}: {report.summary()} ({len(blob)} bytes)")
-    con.print(class_table(learner.to_state(), f"{len(learner.classes_)} classes in {opts.output}"))
+    con.print(class_table(learner.to_state(), f"{counted(len(learner.classes_), 'class')} in {opts.output}"))
 
 
 def cmd_diff(opts, con: Console) -> None:
@@ -245,7 +246,7 @@ def cmd_repair(opts, con: Console) -> None:
     _write(opts.output, blob, opts.force)
     state = state_from_bytes(blob, opts.output)
     _say(con, f"wrote {opts.output} ({len(blob)} bytes, {len(notes)} fields changed): load accepts it")
-    con.print(class_table(state, f"{len(state.memory)} classes in {opts.output}"))
+    con.print(class_table(state, f"{counted(len(state.memory), 'class')} in {opts.output}"))
 
 
 def main(argv: list[str] | None = None) -> int:

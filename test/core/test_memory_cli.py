@@ -42,6 +42,13 @@ def test_info_lists_classes_with_provenance(files, capsys):
     assert "mug" in out and "cup" in out and "robot1" in out and "backbone bb" in out
 
 
+def test_info_of_one_class_says_one_class(tmp_path, capsys):
+    _, path = _saved(tmp_path, "one.safetensors", "robot1", {"mug": 0}, np.random.default_rng(1))
+    assert main(["info", str(path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the table may wrap
+    assert "1 class," in out and "1 classes" not in out
+
+
 def test_merge_pools_writes_a_loadable_file_and_never_overwrites(files, tmp_path, capsys):
     a, pa, b, pb = files
     out = tmp_path / "c.safetensors"
