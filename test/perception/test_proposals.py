@@ -178,7 +178,10 @@ def test_unusable_depth_falls_back_to_rgb(bad):
 
 
 def test_depth_fallback_is_logged_when_depth_was_asked_for(caplog):
+    from cbcl_pr_ros.perception import proposals
+
     rgb, depth, k, _ = scene(THREE)
+    proposals._SAID.clear()  # said at most every 10 s per kind: an earlier test may have said it
     with caplog.at_level("WARNING"):
         props = propose(rgb, np.full_like(depth, np.nan), k, ProposalConfig(method="depth"))
     assert "using the RGB method" in caplog.text and all(not p.has_depth for p in props)
