@@ -188,6 +188,12 @@ def warn_unknown_parameters(node: Any, kind: str, specs: Iterable[ParamSpec]) ->
     return notes
 
 
+#: why ``use_sim_time`` is not switched on a running node: any process may call the parameter service,
+#: and a node switched to a ``/clock`` that nobody publishes stops its timers (status, predictions' rate)
+SIM_TIME_AT_START = ("use_sim_time is set when the node starts (-p use_sim_time:=true, or the launch file's "
+                     "parameter), not while it runs: switched to a /clock nobody publishes, its timers would stop")
+
+
 def install_validation(node: Any, specs: Iterable[ParamSpec],
                        check: Callable[[str, Any, dict[str, Any]], str | None]) -> None:
     """An on-set-parameters callback that refuses a value ``check(name, value, values after the
@@ -197,7 +203,8 @@ def install_validation(node: Any, specs: Iterable[ParamSpec],
     its own terms ("Wrong parameter type, expected '2' got '4'"). So a pre-set callback puts the
     current value in place of one of the wrong type and notes why; the on-set callback then refuses
     the change with that reason, and nothing changes. A whole number for a decimal parameter is that
-    number (``ros2 param set ... teach_timeout_s 30``)."""
+    number (``ros2 param set ... teach_timeout_s 30``). rclpy's own ``use_sim_time`` is refused too once
+    the node runs (:data:`SIM_TIME_AT_START`); its value at start is taken as given."""
     from rcl_interfaces.msg import SetParametersResult
 
     by_name = {spec.name: spec for spec in specs}
@@ -219,8 +226,11 @@ def install_validation(node: Any, specs: Iterable[ParamSpec],
             current = {n: node.get_parameter(n).value for n in by_name if node.has_parameter(n)}
             current.update({p.name: p.value for p in params if p.name in by_name})
             for p in params:
+                if p.name == "use_sim_time" and p.value != node.get_parameter("use_sim_time").value:
+                    node.get_logger().warning(f"parameter change refused: {SIM_TIME_AT_START}")
+                    return SetParametersResult(successful=False, reason=SIM_TIME_AT_START)
                 if p.name not in by_name:
-                    continue  # not ours (use_sim_time, qos_overrides...): ROS decides
+                    continue  # not ours (qos_overrides...): ROS decides
                 reason = noted.get(p.name) or check(p.name, p.value, current)
                 if reason:
                     node.get_logger().warning(f"parameter change refused: {reason}")

@@ -439,6 +439,35 @@ def test_parameters_on_set_agree_with_their_descriptions():
         world.destroy_node()
 
 
+def test_use_sim_time_is_not_switched_on_a_running_node():
+    """Any process may call a node's parameter service: use_sim_time switched on at run time stopped a
+    learner's timers until someone published /clock. Now it is refused once the node runs, with the
+    reason; set at start (as a launch file or -p does) it is taken, and setting the same value is fine."""
+    import rclpy
+    from rclpy.parameter import Parameter
+    from ros_testing import domain, isolated_context
+
+    from cbcl_pr_ros.nodes.ros_params import SIM_TIME_AT_START, declare_parameters, declare_read_only
+    from cbcl_pr_ros.settings.params import LEARNER
+    from cbcl_pr_ros.settings.robot_params import ARM_PARAMS
+
+    with domain() as dom, isolated_context(dom) as ctx:
+        for name, declare in (("learner_probe", lambda n: declare_parameters(n, LEARNER)),
+                              ("arm_probe", lambda n: declare_read_only(n, ARM_PARAMS))):
+            node = rclpy.create_node(name, context=ctx)
+            declare(node)
+            r = node.set_parameters([Parameter("use_sim_time", value=True)])[0]
+            assert not r.successful and r.reason == SIM_TIME_AT_START
+            assert node.get_parameter("use_sim_time").value is False
+            assert node.set_parameters([Parameter("use_sim_time", value=False)])[0].successful
+            node.destroy_node()
+        started = rclpy.create_node("sim_probe", context=ctx, parameter_overrides=[Parameter("use_sim_time", value=True)])
+        declare_parameters(started, LEARNER)
+        assert started.get_parameter("use_sim_time").value is True and started.get_clock().ros_time_is_active
+        assert not started.set_parameters([Parameter("use_sim_time", value=False)])[0].successful
+        started.destroy_node()
+
+
 # ------------------------------------------------------------------ small pieces
 def test_qos_profiles():
     from cbcl_pr_ros.nodes.qos import describe_qos, image_qos, status_qos
