@@ -36,6 +36,7 @@ __all__ = [
     "image_msg_to_rgb",
     "compressed_msg_to_rgb",
     "compressed_size",
+    "check_pixels",
     "rgb_to_image_msg",
     "make_feature_msg",
     "features_from_msgs",
@@ -79,7 +80,7 @@ def image_msg_to_rgb(msg: Image, max_pixels: int = RequestLimits.max_image_pixel
     work for a frame of more than ``max_pixels`` (width x height): whoever publishes on a camera topic
     chooses the size, and every later step (crops, resizing, drawing, JPEG for the page) scales with it.
     """
-    _check_pixels("image", int(msg.width), int(msg.height), max_pixels)
+    check_pixels("image", int(msg.width), int(msg.height), max_pixels)
     return image_to_rgb(msg.encoding, int(msg.height), int(msg.width), int(msg.step),
                         msg.data, bool(msg.is_bigendian))
 
@@ -90,11 +91,12 @@ def compressed_msg_to_rgb(msg: CompressedImage, max_pixels: int = RequestLimits.
     header states, read before decoding: a 261 KB PNG of 16384x16384 decoded to 768 MiB)."""
     data = bytes(msg.data)
     width, height = compressed_size(data)
-    _check_pixels("compressed image", width, height, max_pixels)
+    check_pixels("compressed image", width, height, max_pixels)
     return compressed_to_rgb(msg.format, data)
 
 
-def _check_pixels(what: str, width: int, height: int, max_pixels: int) -> None:
+def check_pixels(what: str, width: int, height: int, max_pixels: int) -> None:
+    """ValueError for a picture of more than ``max_pixels`` (width x height), before any work on it."""
     if width * height > max_pixels:
         raise ValueError(f"{what} of {width}x{height} pixels; the most decoded is {max_pixels} "
                          "(parameter max_image_pixels)")

@@ -17,7 +17,7 @@ from geometry_msgs.msg import Point, Quaternion, Vector3
 from std_msgs.msg import Header
 
 from cbcl_pr_ros.msg import DetectedObject, Detections, ObjectFeatures
-from cbcl_pr_ros.nodes.conversions import copy_header
+from cbcl_pr_ros.nodes.conversions import check_pixels, copy_header
 from cbcl_pr_ros.nodes.debug_image import caption
 from cbcl_pr_ros.objects.frame import ObjectFrame, ObjectJoins
 from cbcl_pr_ros.objects.pieces import MAX_CANDIDATES
@@ -66,9 +66,7 @@ def depth_msg_to_array(msg: Any, max_pixels: int = RequestLimits.max_image_pixel
     """
     enc = str(msg.encoding).upper()
     h, w, step = int(msg.height), int(msg.width), int(msg.step)
-    if w * h > max_pixels:
-        raise ValueError(f"depth image of {w}x{h} pixels; the most decoded is {max_pixels} "
-                         "(parameter max_image_pixels)")
+    check_pixels("depth image", w, h, max_pixels)
     if enc in ("32FC1", "TYPE_32FC1"):
         dtype, px, scale = np.dtype(">f4" if msg.is_bigendian else "<f4"), 4, 1.0
     elif enc in ("16UC1", "MONO16", "TYPE_16UC1"):
