@@ -34,14 +34,20 @@ of the other robots of its fleet (docs/nodes.md "Fleet mode", docs/security.md "
   teaching it does not hold (an update lost to a flood, a restart, a dropped packet) sends a
   ``REQUEST`` naming the sender and the class, and the sender publishes that class's ``LEARNED``
   again.  Requests are bounded per digest and repeated at most once a period per class; teaching
-  whose merge was refused here (or that came back forgotten) is not asked for again before
-  :data:`REFUSED_BACKOFF` periods.
+  whose merge was refused here (or that came back forgotten) is not asked of the robot that sent it
+  again before :data:`REFUSED_BACKOFF` periods (another robot's digest listing it is asked: one
+  sender's refused copy, a liar's for instance, must not stop the exchange with the others).
+* **Per sender.** What is remembered of a robot (its forgets, its refused copies, the classes asked
+  of it) is kept per robot (:class:`~cbcl_pr_ros.runtime.per_sender.PerSender`): each within its
+  own quota, at most :data:`ROBOTS_KEPT` robots besides this one, this robot's own forgets never
+  dropped for a peer's; a flood from one name pushes out only that name's entries.
 
 Anything refused changes nothing and yields one line for the log (refusals by the allow-list or the
 rate limit, which a flood produces, are marked so that the node logs them at most once a second).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -54,12 +60,14 @@ from typing import Any
 from cbcl_pr_ros.core import MemoryFileError, state_from_bytes, state_to_bytes
 from cbcl_pr_ros.core.merge import PeerRules, one_class_state
 from cbcl_pr_ros.core.provenance import ids
+from cbcl_pr_ros.runtime.per_sender import PerSender
 from cbcl_pr_ros.runtime.rate_limit import RateLimiter
 from cbcl_pr_ros.request_checks import RequestError, check_label, quote
 
 __all__ = ["LEARNED", "FORGOTTEN", "RENAMED", "DIGEST", "REQUEST", "OPS", "FleetSettings", "ClassUpdate", "Received",
            "FleetMember", "MAX_IDS", "NAME_PATTERN", "MAX_SENDERS", "REQUESTS_PER_DIGEST", "DIGEST_CHUNK_BYTES",
-           "MAX_DIGEST_BYTES", "MAX_UPDATE_HEADER_BYTES", "REFUSED_BACKOFF"]
+           "MAX_DIGEST_BYTES", "MAX_UPDATE_HEADER_BYTES", "REFUSED_BACKOFF", "ROBOTS_KEPT", "TOMBSTONES_PER_ROBOT",
+           "REFUSED_PER_ROBOT", "ASKED_PER_ROBOT"]
 
 LEARNED, FORGOTTEN, RENAMED, DIGEST, REQUEST = 0, 1, 2, 3, 4
 OPS = {LEARNED: "learned", FORGOTTEN: "forgot", RENAMED: "renamed", DIGEST: "digest", REQUEST: "request"}
@@ -77,7 +85,13 @@ REFUSED_BACKOFF = 10  # digest periods before teaching refused here (quota, a pa
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # fleet and robot names
 MAX_IDS = 64  # contribution ids per update (a class keeps at most 64 contributions)
 _ID = re.compile(r"[0-9a-f]{16}")
-_TOMBSTONES = 4096  # forgotten (contribution id, robot that forgot it) pairs remembered
+# what is remembered per robot, so that one sender's flood pushes out only its own entries: at most
+# ROBOTS_KEPT robots besides this one per table (the one least recently written dropped whole), each
+# within a quota; the three tables hold about 19 MB when every robot fills its quota
+ROBOTS_KEPT = 64
+TOMBSTONES_PER_ROBOT = 1024  # contribution ids a robot forgot (sixteen classes of 64 contributions)
+REFUSED_PER_ROBOT = 256  # a robot's copies refused here: not asked of it again for a while
+ASKED_PER_ROBOT = 256  # classes asked of a robot (each at most once per half digest period)
 
 
 @dataclass(frozen=True)
@@ -155,11 +169,12 @@ class FleetMember:
         self._published: dict[str, frozenset[str]] = {}
         self._sequence = 0
         self._lock = threading.Lock()
-        self._forgotten: OrderedDict[tuple[str, str], None] = OrderedDict()  # (id, robot that forgot it)
+        # robot that forgot -> contribution ids; this robot's own never dropped for a peer's
+        self._forgotten = PerSender(TOMBSTONES_PER_ROBOT, ROBOTS_KEPT, kept=(settings.robot,))
         self._last_digest: float | None = None
-        self._asked: OrderedDict[tuple[str, str], float] = OrderedDict()  # (robot, class): when asked
+        self._asked = PerSender(ASKED_PER_ROBOT, ROBOTS_KEPT)  # robot -> class asked of it: when
         self._resent: OrderedDict[str, float] = OrderedDict()  # class: when sent again on request
-        self._refused: OrderedDict[frozenset[str], float] = OrderedDict()  # teaching refused here: when
+        self._refused = PerSender(REFUSED_PER_ROBOT, ROBOTS_KEPT)  # sender -> its teaching refused here: when
         controller.learner_.set_robot_name(settings.robot)
 
     # ------------------------------------------------------------------ outgoing
@@ -305,16 +320,16 @@ class FleetMember:
         if got != covering:
             raise ValueError("the contribution ids do not match the statistics' provenance")
         with self._lock:
-            if self._all_forgotten(state.provenance[name], u.robot):  # not asked for again for a while
-                _remember(self._refused, got, self._clock())
+            if self._all_forgotten(state.provenance[name], u.robot):  # not asked of it again for a while
+                self._refused.put(u.robot, _teaching_key(got), self._clock())
                 return Received(False, f"fleet update from {who}: '{name}' was forgotten in the fleet; "
                                        "not learned again")
         k = c.learner_.config.max_clusters
         rules = PeerRules(self.settings.robot, None if k is None else k // 2, u.robot)  # half of K for peers
         out = c.merge_state(state, f"'{name}' from {who}", rules)
-        if not out.success:  # not asked for again for a while (REFUSED_BACKOFF digest periods)
+        if not out.success:  # not asked of this sender again for a while (REFUSED_BACKOFF digest periods)
             with self._lock:
-                _remember(self._refused, got, self._clock())
+                self._refused.put(u.robot, _teaching_key(got), self._clock())
         return Received(out.success, out.message)
 
     def _digest_received(self, u: ClassUpdate, who: str) -> Received:
@@ -327,14 +342,13 @@ class FleetMember:
             for name, got in listed.items():
                 if len(asked) >= REQUESTS_PER_DIGEST:
                     break
-                last = self._asked.get((u.robot, name))
-                refused = self._refused.get(got)
+                last = self._asked.get(u.robot, name)
                 # a digest names no robots: teaching forgotten is asked for, refused when it comes
-                # (_all_forgotten) and then not asked for again before REFUSED_BACKOFF periods
+                # (_all_forgotten) and then not asked of that sender again before REFUSED_BACKOFF periods
                 if got <= held or (last is not None and 0 <= now - last < 0.5 * self.settings.digest_s) \
-                        or (refused is not None and 0 <= now - refused < REFUSED_BACKOFF * self.settings.digest_s):
+                        or self._refused_lately(u.robot, got, now):
                     continue
-                _remember(self._asked, (u.robot, name), now)
+                self._asked.put(u.robot, name, now)
                 asked.append(self._update(REQUEST, name, u.robot, frozenset()))
         for r in asked:
             self._publish(r)
@@ -343,16 +357,22 @@ class FleetMember:
         return Received(True, f"asked {who} again for {', '.join(quote(r.class_name) for r in asked)}: its "
                               "digest lists teaching this robot does not hold")
 
+    def _refused_lately(self, robot: str, got: frozenset[str], now: float) -> bool:
+        """Whether ``robot``'s copy of this teaching was refused here within REFUSED_BACKOFF periods
+        (under ``self._lock``)."""
+        when = self._refused.get(robot, _teaching_key(got))
+        return when is not None and 0 <= now - when < REFUSED_BACKOFF * self.settings.digest_s
+
     def _tombstone(self, contribution_ids: frozenset[str], robot: str) -> None:
-        """Remember that ``robot`` forgot these contributions (under ``self._lock``; at most _TOMBSTONES)."""
-        for i in contribution_ids:
-            _remember(self._forgotten, (i, robot), None, _TOMBSTONES)
+        """Remember that ``robot`` forgot these contributions (under ``self._lock``; within its quota)."""
+        for i in sorted(contribution_ids):
+            self._forgotten.put(robot, i)
 
     def _all_forgotten(self, entries: Any, sender: str) -> bool:
         """Whether every contribution was forgotten by the robot it names (the sender's for teaching of
         unknown origin, as a merge records it); another robot's forget of it does not count (under
         ``self._lock``)."""
-        return all((c.id, c.robot or sender) in self._forgotten for c in entries)
+        return all((c.robot or sender, c.id) in self._forgotten for c in entries)
 
 
 def _remember(table: OrderedDict, key: Any, value: Any, limit: int = 4096) -> None:
@@ -360,6 +380,11 @@ def _remember(table: OrderedDict, key: Any, value: Any, limit: int = 4096) -> No
     table.move_to_end(key)
     while len(table) > limit:
         table.popitem(last=False)
+
+
+def _teaching_key(got: frozenset[str]) -> bytes:
+    """A set of contribution ids as 16 bytes: up to 64 ids would keep ~6 KB per remembered refusal."""
+    return hashlib.blake2b("".join(sorted(got)).encode(), digest_size=16).digest()
 
 
 def _digest_chunks(held: dict[str, list[str]]) -> list[bytes]:

@@ -9,10 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig, state_to_bytes
+from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig, persistence, state_to_bytes
 from cbcl_pr_ros.service.controller import LearnerController
 from cbcl_pr_ros.service import fleet as fleet_module
-from cbcl_pr_ros.service.fleet import DIGEST, FORGOTTEN, LEARNED, RENAMED, ClassUpdate, FleetMember, FleetSettings
+from cbcl_pr_ros.service.fleet import (DIGEST, FORGOTTEN, LEARNED, RENAMED, REQUEST, ClassUpdate, FleetMember,
+                                       FleetSettings)
 from cbcl_pr_ros.service.memory_files import MemoryStore
 
 D = 12
@@ -112,7 +113,7 @@ def test_a_peer_naming_our_contribution_ids_cannot_forget_or_rename_a_class_we_w
     assert [r.applied for r in said] == [False, False], said
     assert "this robot was taught it" in said[0].message and "was taught it under that name" in said[1].message
     assert _fingerprint(c1) == before
-    assert not set(mine["mug"]) & {i for i, _ in m1._forgotten}  # our teaching is not marked forgotten either
+    assert not set(mine["mug"]) & {i for _, i in m1._forgotten}  # our teaching is not marked forgotten either
     again = _controller(tmp_path, "r1")  # a restart
     assert again.load_at_startup(move_aside=True) and sorted(again.classes) == ["box", "mug"]
     # a class known from a peer alone still follows that peer's forget
@@ -333,3 +334,136 @@ def test_a_forget_still_stops_stale_relays_and_the_forgetting_robot_takes_no_cop
     assert not bus.deliver(m2, n)[0].applied and "box" in c2.classes  # kept: robot2 was taught it
     r = m3.receive(pooled)
     assert r.applied and "box" in c3.classes, r.message
+
+
+# What a member remembers of one sender never gives way to another sender's traffic: forgotten
+# teaching (tombstones), the digest's back-off after a refused LEARNED and the classes asked are kept
+# per robot, each robot within its own quota, this robot's own forgets never pushed out by a peer's.
+
+def _flood(member, robot: str, messages: int, start: int = 0) -> list:
+    """``messages`` FORGOTTENs from ``robot``, each naming 64 ids no one was ever taught."""
+    return [member.receive(ClassUpdate("home", robot, k, FORGOTTEN, "junk", "",
+                                       tuple(f"{(start + k) * 64 + i:016x}" for i in range(64))))
+            for k in range(messages)]
+
+
+def test_a_flood_of_forgets_from_one_peer_pushes_out_only_its_own(tmp_path):
+    """All tombstones shared one bound of 4096 pairs: mallory, allowed in the fleet, sent 150
+    FORGOTTENs of 64 made-up ids (within its own rate) and robot2 no longer remembered that robot1
+    had forgotten its mug, nor its own forget of the cup: a stale relay of the mug (robot3 had missed
+    the forget) brought it back. Now each robot's forgets have their own quota."""
+    bus = Bus()
+    c1, c2, c3 = (_controller(tmp_path, f"r{i}") for i in (1, 2, 3))
+    bus.member(c1, "robot1")
+    m3 = bus.member(c3, "robot3")
+    m2 = bus.member(c2, "robot2", burst=200)
+    assert c1.teach("mug", _shots(1.0)).success and c2.teach("cup", _shots(5.0, seed=2)).success
+    bus.deliver(m3)
+    bus.deliver(m2)
+    stale = {u.class_name: u for u in bus.sent if u.robot == "robot3" and u.op == LEARNED}
+    assert set(stale) == {"mug", "cup"} and "mug" in c2.classes
+    n = len(bus.sent)
+    assert c1.forget("mug").success and c2.forget("cup").success  # robot3 misses both forgets
+    assert m2.receive(bus.sent[n]).applied and c2.classes == []  # robot1's forget of the mug
+    flood = _flood(m2, "mallory", 150)
+    assert all(r.applied for r in flood)  # 9600 pairs: the old bound was 4096 in all
+    for name in ("mug", "cup"):
+        r = m2.receive(stale[name])
+        assert not r.applied and "forgotten" in r.message, (name, r.message)
+    assert c2.classes == []
+    assert sum(1 for _ in m2._forgotten.entries("mallory")) == fleet_module.TOMBSTONES_PER_ROBOT
+
+
+def test_robots_past_the_bound_drop_the_oldest_peer_never_this_robots_own(tmp_path):
+    """Names are what senders say: a peer inventing robot names adds robots, each within its quota;
+    past ROBOTS_KEPT the peer whose forgets came least recently is dropped whole, this robot's own
+    forgets never (a relay of its own forgotten teaching was refused before too, but by the "speaking
+    for us" check, no longer as forgotten)."""
+    bus = Bus()
+    c1, c2 = _controller(tmp_path, "r1"), _controller(tmp_path, "r2")
+    m1, m2 = bus.member(c1, "robot1"), bus.member(c2, "robot2")
+    assert c2.teach("cup", _shots(5.0, seed=2)).success
+    bus.deliver(m1)
+    relay = next(u for u in bus.sent if u.robot == "robot1" and u.class_name == "cup")
+    n = len(bus.sent)
+    assert c2.forget("cup").success and bus.sent[n].op == FORGOTTEN
+    names = 70  # 4480 pairs: the old bound, 4096 in all, dropped robot2's own forget of the cup
+    for k in range(names):
+        _flood(m2, f"name{k}", 1, start=k)
+    r = m2.receive(relay)
+    assert not r.applied and "forgotten" in r.message and "cup" not in c2.classes, r.message
+    t = m2._forgotten
+    assert fleet_module.ROBOTS_KEPT < names and len(t.senders()) == fleet_module.ROBOTS_KEPT + 1
+    assert "robot2" in t.senders() and "name0" not in t.senders() and f"name{names - 1}" in t.senders()
+
+
+def _refused_copy(u: ClassUpdate, robot: str) -> ClassUpdate:
+    """``u``'s class and ids, sent by ``robot`` with statistics of another feature transform: a copy
+    every check of the file passes and the merge refuses."""
+    state = persistence.state_from_bytes(u.class_memory)
+    bent = dataclasses.replace(state, config={**state.config, "transform_power": 0.25})
+    return dataclasses.replace(u, robot=robot, class_memory=state_to_bytes(bent))
+
+
+def test_a_refused_copy_from_one_peer_does_not_stop_asking_another(tmp_path):
+    """The back-off after a refused LEARNED was kept by contribution ids alone: mallory sent robot2's
+    cup (ids are public) with statistics the merge refuses, and robot1 then skipped the cup in
+    robot2's digests for 10 periods. Now a refusal backs off only the requests to its sender."""
+    bus = Bus()
+    c1, c2 = _controller(tmp_path, "r1"), _controller(tmp_path, "r2")
+    m1, m2 = bus.member(c1, "robot1"), bus.member(c2, "robot2")
+    assert c2.teach("cup", _shots(5.0, seed=2)).success  # robot1 misses it
+    cup = bus.sent[-1]
+    r = m1.receive(_refused_copy(cup, "mallory"))
+    assert not r.applied and "transform" in r.message, r.message
+    n = len(bus.sent)
+    assert m2.tick() == 1 and bus.sent[n].op == DIGEST
+    digest = bus.sent[n]
+    # mallory's digest listing the cup is not asked about: its copy was refused here a moment ago
+    assert not m1.receive(dataclasses.replace(digest, robot="mallory")).applied and len(bus.sent) == n + 1
+    assert m1.receive(digest).applied  # robot2's: robot1 asks robot2 for the cup
+    asked = [u for u in bus.sent[n + 1:] if u.op == REQUEST]
+    assert [(u.class_name, u.new_name) for u in asked] == [("cup", "robot2")]
+    assert m2.receive(asked[0]).applied and m1.receive(bus.sent[-1]).applied and "cup" in c1.classes
+
+
+def test_a_peers_refusals_fill_its_own_quota_not_anothers(tmp_path, monkeypatch):
+    """One sender's many refused copies evict only its own back-off entries: robot2's refused cup is
+    still not asked for again after mallory's refusals passed the quota."""
+    monkeypatch.setattr(fleet_module, "REFUSED_PER_ROBOT", 2)
+    bus = Bus()
+    c1, c2, cm = _controller(tmp_path, "r1"), _controller(tmp_path, "r2"), _controller(tmp_path, "rm")
+    m1, m2 = bus.member(c1, "robot1"), bus.member(c2, "robot2")
+    assert c2.teach("cup", _shots(5.0, seed=2)).success
+    cup = bus.sent[-1]
+    assert not m1.receive(_refused_copy(cup, "robot2")).applied  # robot2's own copy refused here
+    bus.member(cm, "mallory")
+    for k in range(4):
+        assert cm.teach(f"c{k}", _shots(2.0 + k, seed=k)).success
+        r = m1.receive(_refused_copy(bus.sent[-1], "mallory"))
+        assert not r.applied and "transform" in r.message, r.message
+    assert len(list(m1._refused.entries("mallory"))) == 2 and len(list(m1._refused.entries("robot2"))) == 1
+    n = len(bus.sent)
+    m2.tick()
+    assert not m1.receive(bus.sent[n]).applied
+    assert not [u for u in bus.sent[n + 1:] if u.op == REQUEST], "robot2's back-off was pushed out"
+
+
+def test_a_flood_of_digests_from_one_peer_does_not_erase_what_was_asked_of_another(tmp_path):
+    """The classes asked for (each at most once per half period and robot) shared one bound of 4096
+    with every sender: mallory's digests, 16 requests each, pushed robot2's out, and robot2's next
+    digest was asked about again within the half period. Now each robot's requests have their quota."""
+    bus = Bus()
+    c1, c2 = _controller(tmp_path, "r1"), _controller(tmp_path, "r2")
+    m1, m2 = bus.member(c1, "robot1", burst=300), bus.member(c2, "robot2")
+    assert c2.teach("cup", _shots(5.0, seed=2)).success  # robot1 misses it
+    n = len(bus.sent)
+    m2.tick()
+    digest = bus.sent[n]
+    assert m1.receive(digest).applied and bus.sent[-1].op == REQUEST
+    for k in range(270):  # 4320 classes asked of mallory
+        listed = {f"x{k}_{j}": [f"{k * 16 + j:016x}"] for j in range(16)}
+        blob = json.dumps({"classes": listed}).encode()
+        assert m1.receive(ClassUpdate("home", "mallory", k, DIGEST, "", class_memory=blob)).applied
+    n = len(bus.sent)
+    assert not m1.receive(digest).applied and len(bus.sent) == n  # asked a moment ago: not again
