@@ -3,10 +3,10 @@
 A page lists classes by name and a person teaches, forgets and points by name, so two classes whose
 names look the same are two objects the person cannot tell apart.  Unicode gives many spellings of
 one look: compatibility forms (fullwidth ``ｍｕｇ``, ligatures, mathematical letters), letter case,
-combining marks (an accent, or marks that draw nothing, such as the grapheme joiner), variation
-selectors, and a few letters that draw nothing at all (the Hangul fillers, the blank Braille
-pattern).  :func:`lookalike_key` folds all of these away, so names that differ only in them share a
-key.
+marks that draw nothing (variation selectors, the grapheme joiner), and a few letters that draw
+nothing at all (the Hangul fillers, the blank Braille pattern).  :func:`lookalike_key` folds all of
+these away, so names that differ only in them share a key.  Accents and vowel signs are kept: they
+are seen, and they tell words apart (``año`` and ``ano``; Devanagari and Thai write vowels as marks).
 
 What it does not fold: whole letters of another script that look like Latin ones (Cyrillic ``а``
 for ``a``, Greek ``ο`` for ``o``).  That needs the Unicode confusables table (UTS #39 skeletons),
@@ -14,6 +14,7 @@ which the standard library does not carry; docs/security.md says so.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Iterable
 
@@ -21,21 +22,23 @@ __all__ = ["BLANK_LETTERS", "lookalike_key", "readable", "lookalike_in", "differ
 
 # printable characters that draw nothing (Python counts them printable, so the label rule keeps them)
 BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
-_MARKS = ("Mn", "Me")  # nonspacing (accents, variation selectors, the grapheme joiner) and enclosing marks
+# marks that draw nothing: the grapheme joiner, the Mongolian and the standard variation selectors
+_INVISIBLE_MARKS = re.compile("[\u034f\u180b-\u180f\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 
 
 def lookalike_key(name: str) -> str:
-    """``name`` with every difference a reader cannot see folded away: compatibility forms (NFKD),
-    case (casefold), nonspacing and enclosing marks, blank letters, runs of spaces.  Two names with
-    one key look alike; the key is for comparing, never shown or stored."""
-    s = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", name).casefold())
-    s = "".join(ch for ch in s if unicodedata.category(ch) not in _MARKS and ch not in BLANK_LETTERS)
-    return unicodedata.normalize("NFKC", " ".join(s.split()))
+    """``name`` with every difference a reader cannot see folded away: compatibility forms (NFKC),
+    case (casefold), marks and letters that draw nothing, runs of spaces.  Accents stay.  Two names
+    with one key look alike; the key is for comparing, never shown or stored."""
+    s = _INVISIBLE_MARKS.sub("", unicodedata.normalize("NFKC", name))
+    s = unicodedata.normalize("NFKC", s.casefold())
+    s = "".join(ch for ch in s if ch not in BLANK_LETTERS)
+    return " ".join(s.split())
 
 
 def readable(name: str) -> bool:
-    """Whether ``name`` holds a letter, digit or symbol once marks and blank letters are set aside (a
-    name of combining marks or variation selectors alone draws nothing a person could read or type)."""
+    """Whether ``name`` holds a letter, digit or symbol once invisible marks and blank letters are set
+    aside (a name of combining marks or variation selectors alone is nothing a person could read or type)."""
     return any(unicodedata.category(ch)[0] in "LNS" for ch in lookalike_key(name))
 
 

@@ -85,14 +85,14 @@ def check_label(label: Any, what: str = "label") -> str:
 def check_new_label(label: str, known: Iterable[str], what: str = "name",
                     advice: str = "teach under that name, or forget or rename it first") -> str:
     """``label`` (already through :func:`check_label`) as the name of a class the memory does not hold
-    yet: it must hold a letter, digit or symbol once combining marks are set aside, and must not look
+    yet: it must hold a letter, digit or symbol (not marks or punctuation alone), and must not look
     like any of ``known`` (:mod:`cbcl_pr_ros.lookalike`), else a RequestError that names the known
     class and ends with ``advice``.  Only new names are checked: a memory that already holds two
     look-alike names keeps both, and each is still reached by its exact name."""
     if not readable(label):
         shown = ascii(label[:12]) + ("..." if len(label) > 12 else "")  # marks alone draw nothing: show them escaped
-        raise RequestError(f"{what} {shown} has no letter, digit or symbol once its combining marks "
-                           "and variation selectors are set aside; give the class a name a person can read")
+        raise RequestError(f"{what} {shown} has no letter, digit or symbol (marks, variation selectors or "
+                           "punctuation alone); give the class a name a person can read")
     other = lookalike_in(label, known)
     if other is not None:
         raise RequestError(f"{what} {quote(label)} looks like the known class {quote(other)} "

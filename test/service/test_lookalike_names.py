@@ -13,8 +13,8 @@ from cbcl_pr_ros.service.memory_files import MemoryStore
 D = 12
 NFC, NFD = "caf\u00e9 mug", "cafe\u0301 mug"
 # each looks like "mug" on a page: case, fullwidth letters, a variation selector, a grapheme joiner
-# (draws nothing), a Hangul filler (draws nothing), an accent, a doubled space inside
-LOOKALIKES = ["Mug", "MUG", "\uff4d\uff55\uff47", "mug\ufe0f", "mu\u034fg", "mug\u3164", "mu\u0308g"]
+# (draws nothing), a Hangul filler (draws nothing); an accent is seen, so "müg" is not among them
+LOOKALIKES = ["Mug", "MUG", "\uff4d\uff55\uff47", "mug\ufe0f", "mu\u034fg", "mug\u3164"]
 
 
 def _controller(tmp_path, sub: str = "r1") -> LearnerController:

@@ -225,7 +225,7 @@ def test_the_page_shows_why_a_look_alike_name_is_refused():
         assert not said[3]["ok"] and "no letter, digit or symbol" in said[3]["message"], said[3]
         assert robot.c.classes == ["caf\u00e9 mug"]
         _run(_good(server.url + "api/teach", {"label": "bowl", "track_id": 3}))
-        status, res = _run(_good(server.url + "api/rename", {"old": "bowl", "new": "CAFE MUG"}))
+        status, res = _run(_good(server.url + "api/rename", {"old": "bowl", "new": "CAF\u00c9 MUG"}))
         assert not res["ok"] and "looks like the known class" in res["message"] and robot.c.classes[-1] == "bowl"
     finally:
         server.stop()
