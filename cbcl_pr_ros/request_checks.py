@@ -12,7 +12,7 @@ import array
 import math
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS
 from cbcl_pr_ros.core.validation import check_label as core_check_label
 from cbcl_pr_ros.core.validation import quote  # noqa: F401 (re-exported: the nodes quote from here)
 from cbcl_pr_ros.features import image_to_rgb
+from cbcl_pr_ros.lookalike import difference, lookalike_in, readable
 
 __all__ = [
     "MAX_ENCODING_CHARS",
@@ -27,6 +28,7 @@ __all__ = [
     "RequestError",
     "RequestLimits",
     "check_label",
+    "check_new_label",
     "check_count",
     "check_image_fields",
     "check_timeout",
@@ -78,6 +80,24 @@ def check_label(label: Any, what: str = "label") -> str:
         return core_check_label(unicodedata.normalize("NFC", label.strip()), name=what)
     except ValueError as exc:
         raise RequestError(str(exc)) from None
+
+
+def check_new_label(label: str, known: Iterable[str], what: str = "name",
+                    advice: str = "teach under that name, or forget or rename it first") -> str:
+    """``label`` (already through :func:`check_label`) as the name of a class the memory does not hold
+    yet: it must hold a letter, digit or symbol (not marks or punctuation alone), and must not look
+    like any of ``known`` (:mod:`cbcl_pr_ros.lookalike`), else a RequestError that names the known
+    class and ends with ``advice``.  Only new names are checked: a memory that already holds two
+    look-alike names keeps both, and each is still reached by its exact name."""
+    if not readable(label):
+        shown = ascii(label[:12]) + ("..." if len(label) > 12 else "")  # marks alone draw nothing: show them escaped
+        raise RequestError(f"{what} {shown} has no letter, digit or symbol (marks, variation selectors or "
+                           "punctuation alone); give the class a name a person can read")
+    other = lookalike_in(label, known)
+    if other is not None:
+        raise RequestError(f"{what} {quote(label)} looks like the known class {quote(other)} "
+                           f"({difference(label, other)}); {advice}")
+    return label
 
 
 def check_count(n: int, limit: int, what: str) -> int:

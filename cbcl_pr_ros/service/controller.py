@@ -23,6 +23,7 @@ Every request field is untrusted (docs/security.md): labels, vectors and counts 
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -36,6 +37,7 @@ from cbcl_pr_ros.core.merge import merge_states
 from cbcl_pr_ros.core.negatives import MAX_NEGATIVES
 from cbcl_pr_ros.core.persistence import MAX_COUNTER, MemoryFileError, checked_bytes, state_from_bytes
 from cbcl_pr_ros.core.provenance import ids, own_shots
+from cbcl_pr_ros.lookalike import lookalike_key
 from cbcl_pr_ros.plurals import counted, noun
 from cbcl_pr_ros.runtime.heap import release_freed_memory
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
@@ -45,6 +47,7 @@ from cbcl_pr_ros.request_checks import (
     check_count,
     check_feature_values,
     check_label,
+    check_new_label,
     quote,
 )
 
@@ -417,12 +420,12 @@ class LearnerController:
 
     def _read_verified(self, name: str) -> tuple[Any, str, bytes]:
         """The state of memory file ``name`` in the store, read size-capped and verified completely
-        (this learner's backbone and width, valid class names), its name as shown, and its bytes."""
+        (this learner's backbone and width, class names valid as the core's rule has them), its name as
+        shown, and its bytes.  Stored names are taken as they are: composed to NFC, a name of 100
+        characters such as Hebrew presentation forms becomes 200, and a file that holds it must still load."""
         blob, shown = self.store.read(name)
         state = state_from_bytes(blob, f"'{shown}'", expected_backbone=self.backbone,
                                  expected_feature_dim=self.feature_dim)
-        for c in state.memory.classes:
-            check_label(c, "stored class name")
         return state, shown, blob
 
     def merge(self, name: str) -> Outcome:
@@ -443,13 +446,22 @@ class LearnerController:
         :class:`~cbcl_pr_ros.core.merge.PeerRules` of a fleet update (memory-wide fields stay ours; at
         most half of K and of max_memory_file_bytes go to classes known from peers alone).  Refused
         (nothing changes) when the memories cannot be merged, the result would not load back or would
-        exceed the memory file size limit."""
+        exceed the memory file size limit.  A class it adds must look like no other class of the merged
+        memory (:func:`~cbcl_pr_ros.request_checks.check_new_label`): a name that differs from a known one
+        only in case, accents or invisible characters is refused, not added as a second class."""
         with self._mutate:
             current = self.learner_
             try:
+                state = self._named_as_ours(state)
                 merged, report = merge_states(current.to_state(), state, peer)
                 if report.unchanged:
                     return self._outcome(True, f"nothing new from {origin}: {report.summary()}")
+                known = {lookalike_key(c): c for c in reversed(current.classes_)}  # each key once: a file
+                for name in report.added:  # of many classes costs one key per name, not one per pair
+                    key = lookalike_key(name)
+                    check_new_label(name, [known[key]] if key in known else [], "the class",
+                                    "rename one of the two first")
+                    known[key] = name
                 new = type(current).from_state(merged, model_version=min(int(current.model_version_) + 1,
                                                                           MAX_COUNTER))
                 new.robot_name = current.robot_name
@@ -474,6 +486,23 @@ class LearnerController:
         return Outcome(True, f"merged {origin}: {report.summary()}; {counted(n, 'class')}{self.ram_only_note()}",
                        int(new.model_version_), n)
 
+    def _named_as_ours(self, state: Any) -> Any:
+        """``state`` (a file's, a peer's) with each class it names as this memory spells it, else composed
+        to NFC: a class a memory written before names were composed holds decomposed pools with ours
+        instead of arriving as a second class that looks the same.  As it is when two of its names
+        would become one (the look-alike check of the merge then names them)."""
+        names = list(state.memory.classes)
+        ours = set(self.learner_.classes_)
+        to = {n: n if n in ours else self._spelled_as_stored(unicodedata.normalize("NFC", n)) for n in names}
+        moved = {n: t for n, t in to.items() if n != t}
+        if not moved or len(set(to.values())) < len(names) or set(moved.values()) & set(names):
+            return state
+        memory = state.memory
+        for n, t in moved.items():
+            memory = memory.renamed(n, t)
+        provenance = None if state.provenance is None else {to[c]: p for c, p in state.provenance.items()}
+        return dataclasses.replace(state, memory=memory, provenance=provenance, head=None)
+
     def taught_here(self, label: str) -> bool:
         """Whether ``label`` holds teaching of this robot's own (in its name, or of unknown origin: taught
         before it had one). Contribution ids travel in every update, so a peer could name all of ours."""
@@ -484,6 +513,7 @@ class LearnerController:
         contribution of ours is among ``covering`` (the peer's, as it forgot it): what the peer never
         knew is not lost, and a class this robot was taught is forgotten only by a request here."""
         with self._mutate:
+            label = self._spelled_as_stored(label)
             mine = self.learner_.provenance_.get(label)
             if mine is None:
                 return self._outcome(True, f"no class '{label}' to forget for {origin}")
@@ -505,6 +535,7 @@ class LearnerController:
         alone and every contribution of ours to it is among ``covering`` (the renamed class's, at the
         peer): a class this robot was taught keeps the name it was taught under."""
         with self._mutate:
+            old, new = self._spelled_as_stored(old), self._spelled_as_stored(new)
             mine = self.learner_.provenance_.get(old)
             if mine is not None and self.taught_here(old):
                 return self._outcome(False, f"rename of '{old}' by {origin} not applied here: this robot was "
@@ -512,6 +543,11 @@ class LearnerController:
             if mine is None or not ids(mine) <= covering or new in self.learner_.classes_:
                 return self._outcome(False, f"rename of '{old}' by {origin} not applied here: the class is "
                                      "unknown, holds teaching the peer never had, or the new name is taken")
+            try:
+                check_new_label(new, [c for c in self.learner_.classes_ if c != old], "the new name",
+                                "the class keeps its name here")
+            except RequestError as exc:
+                return self._outcome(False, f"rename of '{old}' by {origin} not applied here: {exc}")
             self.learner_.rename(old, new)
             failed = self._commit()
         self._changed()
@@ -542,6 +578,14 @@ class LearnerController:
                                f"{self.feature_dim} ({self.backbone})")
         return check_feature_values(arr, self.limits.max_feature_abs)
 
+    def _checked_views(self, views: Any, n: int) -> np.ndarray:
+        """(n, k, d) float32 teach-time views of ``n`` taught vectors, within the value limits; RequestError."""
+        views = np.asarray(views, np.float32)
+        if views.ndim != 3 or views.shape[0] != n or views.shape[2] != self.feature_dim:
+            raise RequestError(f"views must be ({n}, k, {self.feature_dim}), got {views.shape}")
+        check_feature_values(views.reshape(-1, self.feature_dim), self.limits.max_feature_abs)
+        return views
+
     def teach(self, label: str, feats: np.ndarray, source: str = "",
               views: np.ndarray | None = None, negatives: np.ndarray | None = None) -> TeachOutcome:
         """Learn ``label`` from (n, d) vectors: a new class, or more examples of a known one.
@@ -556,11 +600,7 @@ class LearnerController:
         try:
             label = check_label(label)
             feats = self.check_features(feats)
-            if views is not None:
-                views = np.asarray(views, np.float32)
-                if views.ndim != 3 or views.shape[0] != feats.shape[0] or views.shape[2] != self.feature_dim:
-                    raise RequestError(f"views must be ({feats.shape[0]}, k, {self.feature_dim}), got {views.shape}")
-                check_feature_values(views.reshape(-1, self.feature_dim), self.limits.max_feature_abs)
+            views = None if views is None else self._checked_views(views, feats.shape[0])
         except RequestError as exc:
             return self.refused(str(exc))
         try:
@@ -578,7 +618,11 @@ class LearnerController:
                 if negatives is not None:  # a taught class among the other objects is no negative
                     negatives = negatives[[not p.known for p in lrn.predict(negatives, top_k=1)]]
                 try:
+                    if not extended:  # a new class: its name must not look like a known one
+                        check_new_label(label, lrn.classes_)
                     res = lrn.teach(label, feats, views)
+                except RequestError as exc:
+                    return self.refused(f"nothing learned: {exc}")
                 except (TypeError, ValueError) as exc:
                     return self.refused(f"could not learn '{label}': {exc}")
                 if negatives is not None and len(negatives):
@@ -651,6 +695,11 @@ class LearnerController:
             if new in classes:
                 return self._outcome(False, f"'{new}' is already a learned class; forget it first or pick "
                                      "another name")
+            try:  # "mug" -> "Mug" is allowed: the class looks only like itself
+                check_new_label(new, [c for c in classes if c != old], "new label",
+                                "pick another name, or forget or rename that class first")
+            except RequestError as exc:
+                return self._outcome(False, f"cannot rename '{old}': {exc}")
             self.learner_.rename(old, new)
             failed = self._commit()
         self._changed()

@@ -52,6 +52,7 @@ import json
 import re
 import threading
 import time
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -314,13 +315,14 @@ class FleetMember:
                                      expected_backbone=c.backbone, expected_feature_dim=c.feature_dim)
         except MemoryFileError as exc:
             raise ValueError(str(exc)) from None
-        if state.memory.classes != (name,) or state.provenance is None:
+        held = state.memory.classes  # the peer's spelling: composed (as ours) by the merge
+        if len(held) != 1 or unicodedata.normalize("NFC", held[0]) != name or state.provenance is None:
             raise ValueError(f"the statistics must hold exactly the class {quote(name)} with its provenance")
-        got = frozenset(x.id for x in state.provenance[name])
+        got = frozenset(x.id for x in state.provenance[held[0]])
         if got != covering:
             raise ValueError("the contribution ids do not match the statistics' provenance")
         with self._lock:
-            if self._all_forgotten(state.provenance[name], u.robot):  # not asked of it again for a while
+            if self._all_forgotten(state.provenance[held[0]], u.robot):  # not asked of it again for a while
                 self._refused.put(u.robot, _teaching_key(got), self._clock())
                 return Received(False, f"fleet update from {who}: '{name}' was forgotten in the fleet; "
                                        "not learned again")

@@ -24,7 +24,8 @@ ROS_FREE = ("cbcl_pr_ros.core", "cbcl_pr_ros.features", "cbcl_pr_ros.evaluation"
             "cbcl_pr_ros.objects",
             "cbcl_pr_ros.robot", "cbcl_pr_ros.bags", "cbcl_pr_ros.service", "cbcl_pr_ros.runtime",
             "cbcl_pr_ros.settings", "cbcl_pr_ros.teaching_page", "cbcl_pr_ros.cli", "cbcl_pr_ros.share",
-            "cbcl_pr_ros.stamps", "cbcl_pr_ros.request_checks", "cbcl_pr_ros.plurals")
+            "cbcl_pr_ros.stamps", "cbcl_pr_ros.request_checks", "cbcl_pr_ros.plurals",
+            "cbcl_pr_ros.lookalike")
 # ROS-free packages allowed one ROS-ecosystem library that runs without ROS
 ROS_FREE_ALLOWED = {"cbcl_pr_ros.bags": {"rosbags"}}
 ROS_PACKAGES = {"rclpy", "rosidl_runtime_py", "rosidl_parser", "launch", "launch_ros", "ament_index_python",

@@ -187,3 +187,45 @@ def test_robot_faults_become_messages_and_the_server_keeps_serving(served):
     assert status == 200 and not res["ok"] and "could not teach" in res["message"]
     status, res = _run(_good(server.url + "api/rename", {"old": "a", "new": "a"}))
     assert status == 400 and "same as the old" in res["message"]
+
+
+class _LearnerRobot(FakeRobot):
+    """The page's teach and rename answered by a real learner controller (vectors made up per name)."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+        from cbcl_pr_ros.service.controller import LearnerController
+        super().__init__()
+        self.np = np
+        self.c = LearnerController(lambda d: CBCLPRLearner(LearnerConfig(seed=0), "synthetic", d), "synthetic", 4)
+
+    def teach_track(self, label, track_id):
+        from cbcl_pr_ros.teaching_page.client import Outcome
+        out = self.c.teach(label, self.np.random.default_rng(len(self.c.classes)).normal(1.0, 0.1, (4, 4)))
+        return Outcome(out.success, out.message)
+
+    def rename(self, old, new):
+        from cbcl_pr_ros.teaching_page.client import Outcome
+        out = self.c.rename(old, new)
+        return Outcome(out.success, out.message)
+
+
+def test_the_page_shows_why_a_look_alike_name_is_refused():
+    state, robot = PageState(), _LearnerRobot()
+    server = PageServer(state, robot, PageConfig(port=0, action_rate_hz=50.0, action_burst=50.0))
+    server.start()
+    state.set_frame(frame())
+    try:
+        said = [_run(_good(server.url + "api/teach", {"label": name, "track_id": 3}))[1]
+                for name in ("caf\u00e9 mug", "cafe\u0301 mug", "Caf\u00e9 Mug", "\u0301\ufe0f")]
+        assert said[0]["ok"] and said[1]["ok"] and "extended known class" in said[1]["message"]
+        assert not said[2]["ok"] and "looks like the known class 'caf\u00e9 mug'" in said[2]["message"], said[2]
+        assert not said[3]["ok"] and "no letter, digit or symbol" in said[3]["message"], said[3]
+        assert robot.c.classes == ["caf\u00e9 mug"]
+        _run(_good(server.url + "api/teach", {"label": "bowl", "track_id": 3}))
+        status, res = _run(_good(server.url + "api/rename", {"old": "bowl", "new": "CAF\u00c9 MUG"}))
+        assert not res["ok"] and "looks like the known class" in res["message"] and robot.c.classes[-1] == "bowl"
+    finally:
+        server.stop()
