@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import difflib
 import os
 import re
 import sys
@@ -223,11 +224,23 @@ def cmd_diff(opts, con: Console) -> None:
     con.print(table)
 
 
+_NAMED = 10  # classes a refusal names: a household's memory of a thousand made a typo a 13 kB line
+
+
+def _other_names(name: str, classes: tuple[str, ...], path: str) -> str:
+    """The classes a file holds, for a name it lacks: all of a few; of more, the count, the names
+    nearest the one asked for and where the whole list is."""
+    if len(classes) <= _NAMED:
+        return f"classes: {', '.join(classes) or 'none'}"
+    near = difflib.get_close_matches(name, classes, n=5)
+    hint = f"nearest: {', '.join(near)}; " if near else ""
+    return f"{counted(len(classes), 'class')}; {hint}'cbcl-memory info {path}' lists them all"
+
+
 def cmd_export(opts, con: Console) -> None:
     state = _read(opts.file, opts.max_bytes)
     if opts.name not in state.memory:
-        shown = opts.name[:64]
-        raise Refused(f"no class {shown!r} in {opts.file} (classes: {', '.join(state.memory.classes) or 'none'})")
+        raise Refused(f"no class {opts.name[:64]!r} in {opts.file} ({_other_names(opts.name, state.memory.classes, opts.file)})")
     blob = _checked(one_class_state(state, opts.name), opts.output)
     _write(opts.output, blob, opts.force)
     _say(con, f"exported class {opts.name!r} of {opts.file} to {opts.output} ({len(blob)} bytes: its statistics, "

@@ -33,7 +33,7 @@ def wait_ready(client: Any, timeout_s: float, settle_s: float = FIRST_CALL_SETTL
     return True
 
 
-def call_service(client: Any, request: Any, timeout_s: float, what: str = "its server",
+def call_service(client: Any, request: Any, timeout_s: float, what: str = "server",
                  ready_timeout_s: float | None = None, attempts: int = 1) -> Any:
     """Wait for the service (``ready_timeout_s``; default the smaller of ``timeout_s`` and 5 s), send
     ``request``, wait ``timeout_s`` for the answer; send it again up to ``attempts`` times in all when

@@ -270,7 +270,7 @@ class TeachingPageNode(Node):
             return
         try:
             rows = [(c.name, int(c.num_clusters), int(c.num_examples)) for c in res.classes[:MAX_SHOWN_CLASSES]]
-            self.state.set_classes(checked_classes(rows))
+            self.state.set_classes(checked_classes(rows), total=len(res.classes))
         except ValueError as exc:
             self.get_logger().warning(f"class list ignored: {exc}", throttle_duration_sec=10.0)
 

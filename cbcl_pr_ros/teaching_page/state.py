@@ -24,7 +24,10 @@ Listener = Callable[[str], None]
 UNSURE = 0.6
 
 
-MAX_SHOWN_CLASSES = 1000  # class names of a status the page keeps and sends to every open page
+# Classes the page keeps and lists (and class names of a status): a household robot's memory holds a
+# thousand and more, so the first 1,000 left its newest classes off the list (nothing said); a stranger's
+# list of this many names of 128 characters is still only a megabyte or so. Past it the page says how many more.
+MAX_SHOWN_CLASSES = 10_000
 
 
 def _check_counts(num: dict[str, Any]) -> None:
@@ -121,6 +124,7 @@ class Frame:
 class _Shared:
     status: dict[str, Any] = field(default_factory=dict)
     classes: list[dict[str, Any]] = field(default_factory=list)
+    classes_total: int = 0  # classes the learner holds: more than ``classes`` when the list was cut
     last_teach: dict[str, Any] | None = None
     notice: dict[str, Any] | None = None
     robot: dict[str, Any] = field(default_factory=dict)
@@ -183,8 +187,11 @@ class PageState:
     def set_status(self, status: dict[str, Any]) -> None:
         self._update(status=dict(status))
 
-    def set_classes(self, classes: list[dict[str, Any]]) -> None:
-        self._update(classes=[dict(c) for c in classes])
+    def set_classes(self, classes: list[dict[str, Any]], total: int | None = None) -> None:
+        """The class list; ``total``: how many classes the learner holds when ``classes`` are only
+        the first of them (the page then says how many it does not list)."""
+        total = len(classes) if total is None else max(int(total), len(classes))
+        self._update(classes=[dict(c) for c in classes], classes_total=total)
 
     def set_robot(self, robot: dict[str, Any]) -> None:
         """What the page can offer (e.g. ``{"arm": True}`` when a point_at service answers)."""
@@ -222,7 +229,8 @@ class PageState:
             frame = self._frame
             return self._version, {
                 "type": "state", "version": self._version, "status": dict(s.status),
-                "classes": [dict(c) for c in s.classes], "last_teach": s.last_teach, "notice": s.notice,
+                "classes": [dict(c) for c in s.classes], "classes_total": s.classes_total,
+                "last_teach": s.last_teach, "notice": s.notice,
                 "robot": dict(s.robot), "camera": dict(s.camera), "view": dict(s.view),
                 "frame": None if frame is None else {"width": frame.width, "height": frame.height,
                                                      "seq": frame.seq},

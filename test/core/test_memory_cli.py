@@ -93,6 +93,18 @@ def test_diff_and_export_class(files, tmp_path, capsys):
     assert "1 already known" in capsys.readouterr().out
 
 
+def test_export_of_a_name_a_large_memory_lacks_names_the_nearest_not_all(tmp_path, capsys):
+    """A mistyped name in a memory of a thousand classes answered with every class name (13 kB on one
+    line); now the count, the nearest names and where the whole list is."""
+    rng = np.random.default_rng(3)
+    _, path = _saved(tmp_path, "many.safetensors", "robot1", {f"object_{i:02d}": i % 7 for i in range(30)}, rng)
+    assert main(["export-class", str(path), "objcet_07", "-o", str(tmp_path / "t.safetensors")]) == 1
+    err = capsys.readouterr().err
+    assert "no class 'objcet_07'" in err and "30 classes" in err and "object_07" in err
+    assert "object_29" not in err and "cbcl-memory info" in err and len(err) < 400
+    assert not (tmp_path / "t.safetensors").exists()
+
+
 def _crafted(tmp_path, name: str, lrn, **edit):
     """``lrn``'s memory with fields edited past what load accepts (written without any check)."""
     import dataclasses

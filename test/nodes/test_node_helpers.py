@@ -821,6 +821,17 @@ def test_call_service_sends_again_only_when_allowed():
     assert never.sent == 3
 
 
+def test_call_service_names_a_missing_server_in_plain_words():
+    """Without ``what`` a missing server read "no its server answers '/fake'"."""
+    from cbcl_pr_ros.nodes.service_call import ServiceUnavailable, call_service
+
+    absent = _FakeClient(lost=0)
+    absent.wait_for_service = lambda timeout_sec: False
+    with pytest.raises(ServiceUnavailable) as refused:
+        call_service(absent, "req", 0.05)
+    assert str(refused.value).startswith("no server answers '/fake'") and absent.sent == 0
+
+
 def test_call_service_sees_an_answer_whose_done_callback_never_runs():
     """An answer that came before the done callback was added runs it as an executor task; a busy
     executor must not turn a delivered answer into a timeout."""

@@ -108,6 +108,18 @@ def test_the_first_class_counts_one_view_and_one_cluster(page):
     wait(lambda: text(driver, "st-memory") == "1 cluster, 13 kB", what="the memory line")
 
 
+def test_a_class_list_cut_by_the_page_says_how_many_it_leaves_out(page):
+    """Past the page's bound (state.MAX_SHOWN_CLASSES) the learner's newest classes are not listed:
+    the page says how many, instead of ending the list as if it were whole."""
+    driver, server, state, _ = page
+    driver.get(server.url)
+    wait(lambda: text(driver, "connection") == "connected", what="the websocket")
+    state.set_classes([{"name": f"cup{i}", "num_clusters": 1, "num_examples": 5} for i in range(3)], total=5)
+    wait(lambda: "and 2 more classes not listed here" in text(driver, "classes"), what="the unlisted count")
+    state.set_classes([{"name": "cup0", "num_clusters": 1, "num_examples": 5}])
+    wait(lambda: "not listed" not in text(driver, "classes"), what="a whole list without the line")
+
+
 def test_two_tabs_share_state_and_a_page_reconnects(page):
     driver, server, state, robot = page
     driver.get(server.url)

@@ -150,13 +150,13 @@ def test_the_page_node_refuses_an_oversized_detections_message_unbuilt_and_keeps
 def test_a_stranger_status_with_huge_names_is_refused_and_the_last_one_stays():
     """Anyone may publish ``status``: a backbone or class names of a megabyte used to go into the page's
     state (and from there to every open page on every change). Now such a status is ignored with one
-    throttled warning and the page keeps the last good one; a status of 5,000 names shows the first 1,000."""
+    throttled warning and the page keeps the last good one; a status of 15,000 names keeps the first 10,000."""
     import rclpy
 
     from cbcl_pr_ros.msg import LearnerStatus
     from cbcl_pr_ros.nodes.teaching_page import TeachingPageNode
 
-    MAX_SHOWN_CLASSES = 1000  # teaching_page.state.MAX_SHOWN_CLASSES
+    MAX_SHOWN_CLASSES = 10_000  # teaching_page.state.MAX_SHOWN_CLASSES
     context = rclpy.Context()
     rclpy.init(args=["page"], context=context)
     node = TeachingPageNode(start_server=False, context=context)
@@ -173,7 +173,7 @@ def test_a_stranger_status_with_huge_names_is_refused_and_the_last_one_stays():
             assert node.state.snapshot()[1]["status"] == good
         assert len(said) == 3 and all(kw.get("throttle_duration_sec", 0) >= 1 for _, kw in said)
         assert all(len(t) < 300 for t, _ in said)
-        node._on_status(LearnerStatus(num_classes=5000, backbone="x", class_names=[f"c{i}" for i in range(5000)]))
+        node._on_status(LearnerStatus(num_classes=15000, backbone="x", class_names=[f"c{i}" for i in range(15000)]))
         assert len(node.state.snapshot()[1]["status"]["class_names"]) == MAX_SHOWN_CLASSES
     finally:
         node.destroy_node()
@@ -225,6 +225,36 @@ def test_a_class_list_with_a_name_no_learner_gives_is_not_shown():
             node._on_class_list(ListClasses.Response(classes=[ClassInfo(name="cup"), ClassInfo(name=name)]))
             assert node.state.snapshot()[1]["classes"] == shown
         assert len(said) == 2 and all(len(t) < 300 and kw.get("throttle_duration_sec", 0) >= 1 for t, kw in said)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def test_a_household_of_over_a_thousand_classes_is_listed_whole_and_a_cut_is_said():
+    """A robot with a thousand taught objects taught one more: the page kept the first 1,000 classes of
+    the learner's list, so the newest (listed last) was missing from "What I know", with nothing said,
+    and could not be renamed or forgotten there. Now 1,500 classes are all listed, and past the page's
+    bound the state says how many the learner holds (the page shows "... and N more classes")."""
+    import rclpy
+
+    from cbcl_pr_ros.msg import ClassInfo
+    from cbcl_pr_ros.nodes.teaching_page import TeachingPageNode
+    from cbcl_pr_ros.srv import ListClasses
+    from cbcl_pr_ros.teaching_page.state import MAX_SHOWN_CLASSES
+
+    context = rclpy.Context()
+    rclpy.init(args=["page"], context=context)
+    node = TeachingPageNode(start_server=False, context=context)
+    try:
+        node._on_class_list(ListClasses.Response(classes=[ClassInfo(name=f"object_{i}", num_clusters=1,
+                                                                    num_examples=5) for i in range(1500)]))
+        state = node.state.snapshot()[1]
+        assert len(state["classes"]) == 1500 and state["classes"][-1]["name"] == "object_1499"
+        assert state["classes_total"] == 1500
+        more = MAX_SHOWN_CLASSES + 3
+        node._on_class_list(ListClasses.Response(classes=[ClassInfo(name=f"c{i}") for i in range(more)]))
+        state = node.state.snapshot()[1]
+        assert len(state["classes"]) == MAX_SHOWN_CLASSES and state["classes_total"] == more
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)

@@ -409,6 +409,13 @@ function showState(s) {
       li.textContent = "Nothing learned yet.";
       ul.appendChild(li);
     }
+    const unlisted = (s.classes_total || 0) - s.classes.length;
+    if (unlisted > 0) {  // the page lists a bounded number: say so rather than leave classes off unseen
+      const li = document.createElement("li");
+      li.id = "classes-unlisted";
+      li.textContent = `… and ${unlisted} more ${unlisted === 1 ? "class" : "classes"} not listed here (the page lists the first ${s.classes.length})`;
+      ul.appendChild(li);
+    }
   }
   $("st-classes").textContent = st.num_classes === undefined ? "–" : `${st.num_classes}`;
   $("st-memory").textContent = st.num_clusters === undefined ? "–"
