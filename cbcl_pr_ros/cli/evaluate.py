@@ -2,6 +2,7 @@
 
     cbcl-eval datasets                       # which data sets are present / missing
     cbcl-eval fsil-table --seeds 5           # FSIL table on every present data set
+    cbcl-eval --dataset fashion-mnist fsil-table --shots 1 --ways 2   # the quickest docs/results.md rows (~1.5 min)
     cbcl-eval --dataset fashion-mnist curves --ways 2,5
     cbcl-eval --synthetic all --seeds 2 --fast --out /tmp/x --docs /tmp/x/results.md
     cbcl-eval all                            # every table and figure, then their results document
@@ -24,14 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cbcl_pr_ros.cli.one_line_errors import OneLineErrorParser, did_you_mean
 from cbcl_pr_ros.core.threads import fit_threads
 from cbcl_pr_ros.evaluation import experiments as ex
-from cbcl_pr_ros.evaluation.datasets import discover, load_dataset
+from cbcl_pr_ros.evaluation.datasets import KNOWN_DATASETS, discover, load_dataset
 from cbcl_pr_ros.evaluation.featureset import FeatureSet, extract_feature_set, synthetic_feature_set
 from cbcl_pr_ros.evaluation.methods import METHODS, MethodContext
 from cbcl_pr_ros.evaluation.report import write_experiment
 from cbcl_pr_ros.evaluation.results_doc import write_results_doc
-from cbcl_pr_ros.features.backbones import make_backbone
+from cbcl_pr_ros.features.backbones import available_backbones, make_backbone
 
 __all__ = ["main", "build_parser"]
 
@@ -58,8 +60,20 @@ def _methods(s: str) -> list[str]:
     names = [v.strip() for v in s.split(",") if v.strip()]
     bad = [n for n in names if n not in METHODS]
     if bad:
-        raise argparse.ArgumentTypeError(f"unknown method(s) {bad}; known: {', '.join(METHODS)}")
+        which = ", ".join(f"{n!r}{did_you_mean(n, METHODS)}" for n in bad)
+        raise argparse.ArgumentTypeError(f"unknown method {which}; known: {', '.join(METHODS)}")
+    if not names:
+        raise argparse.ArgumentTypeError(f"no method named; known: {', '.join(METHODS)}")
     return names
+
+
+def _csv(values) -> str:
+    return ",".join(str(v) for v in values)
+
+
+# the default of the all-data commands' --ways (experiments.ablation and its kin)
+_TENTH = ("classes per increment (default: a tenth of the classes with 20 or more, e.g. 10 of 100 as in the paper, "
+          "else a fifth)")
 
 
 def _add_globals(p: argparse.ArgumentParser, suppress: bool = False) -> None:
@@ -72,26 +86,28 @@ def _add_globals(p: argparse.ArgumentParser, suppress: bool = False) -> None:
     add("--dataset", action="append", default=[], metavar="NAME[=PATH]",
                    help="restrict to this data set (repeatable); NAME=PATH adds any image folder")
     add("--synthetic", action="store_true", help="use synthetic Gaussian features (no images needed)")
-    add("--backbone", default="efficientnet_lite0",
+    add("--backbone", default="efficientnet_lite0", choices=available_backbones(), metavar="NAME",
         help="efficientnet_lite0 (default), efficientnet_lite1/2 (stronger, slower; weights in packages), "
              "resnet18/34 (with --weights)")
-    add("--runtime", default="onnx", choices=("onnx", "torch"))
+    add("--runtime", default="onnx", choices=("onnx", "torch"), help="backbone runtime (default onnx)")
     add("--weights", default=None, help="weights file for resnet18/34")
-    add("--threads", type=int, default=2, help="backbone threads for feature extraction")
+    add("--threads", type=int, default=2, help="backbone threads for feature extraction (default 2)")
     add("--compute-threads", type=int, default=1,
                    help="BLAS/torch threads for the methods (1 is fastest on a busy machine; see core.threads)")
     add("--train-per-class", type=int, default=300,
-                   help="fixed seeded subsample of training images per class (0 = all)")
-    add("--test-per-class", type=int, default=200, help="fixed seeded test subset per class (0 = all)")
+                   help="fixed seeded subsample of training images per class (default 300; 0 = all)")
+    add("--test-per-class", type=int, default=200, help="fixed seeded test subset per class (default 200; 0 = all)")
     add("--seeds", type=int, default=10, help="number of seeds (class orders), default 10")
-    add("--seed-start", type=int, default=0)
+    add("--seed-start", type=int, default=0, help="first seed (default 0); seeds are consecutive")
     add("--out", default=None, help="output root (default: a new folder runs/eval-<UTC time>; 'report' "
                                     "reads runs/bench)")
     add("--cache-dir", default="cache/eval", help="feature cache (default cache/eval)")
     add("--docs", default=None, help="results document written by 'all' and 'report' (default: "
                                      "<out>/results.md; 'report': runs/report-<UTC time>/results.md)")
     add("--fast", action="store_true", help="3 SGD epochs instead of 25 (smoke runs only)")
-    add("--methods", type=_methods, default=None, help="comma-separated subset of methods")
+    add("--methods", type=_methods, default=None,
+        help=f"comma-separated subset of the command's methods (default: the command's own list); "
+             f"names: {', '.join(METHODS)}")
     add("--reuse", action="store_true",
                    help="reuse a stored result (same command, data set, seeds, --fast and --methods) instead of rerunning")
     add("--refresh", type=_methods, default=None, metavar="METHODS",
@@ -100,36 +116,45 @@ def _add_globals(p: argparse.ArgumentParser, suppress: bool = False) -> None:
     add("--note", action="append", default=[], metavar="TEXT",
                    help="say why a run departs from the defaults (e.g. fewer seeds on a busy machine); "
                         "stored in the run's params and notes, repeatable")
-    add("-v", "--verbose", action="store_true")
+    add("-v", "--verbose", action="store_true", help="log the learner's steps")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cbcl-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineErrorParser(prog="cbcl-eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_globals(p)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("datasets", help="list present and missing data sets")
     s = sub.add_parser("fsil-table", help="few-shot incremental table (no base session)")
-    s.add_argument("--shots", type=_ints, default=list(ex.FSIL_SHOTS))
-    s.add_argument("--ways", type=_ints, default=[2, 5, 10, 20])
+    s.add_argument("--shots", type=_ints, default=list(ex.FSIL_SHOTS),
+                   help=f"shots per class, comma-separated (default {_csv(ex.FSIL_SHOTS)})")
+    s.add_argument("--ways", type=_ints, default=[2, 5, 10, 20],
+                   help="classes per increment, comma-separated (default 2,5,10,20; fewer than two increments: skipped)")
     s = sub.add_parser("sota", help="base session + n-way k-shot sessions (TOPIC/CEC)")
-    s.add_argument("--base", type=int, default=None)
-    s.add_argument("--ways", type=int, default=None)
-    s.add_argument("--shots", type=int, default=None)
+    s.add_argument("--base", type=int, default=None,
+                   help="classes of the base session, taught with all their data (default 60 %% of the classes, 60 of "
+                        "100 as in TOPIC/CEC)")
+    s.add_argument("--ways", type=int, default=None,
+                   help="classes per session after the base (default 5 %% of the classes, at least 1)")
+    s.add_argument("--shots", type=int, default=None, help="shots per class after the base (default 5)")
     s.add_argument("--session-dir", default=None, help="folder of session_<i>.txt index files")
     s = sub.add_parser("ablation", help="clustering and pseudo-rehearsal ablation (all data)")
-    s.add_argument("--ways", type=int, default=None)
+    s.add_argument("--ways", type=int, default=None, help=_TENTH)
     s.add_argument("--K", type=int, default=None, help="memory budget in clusters (default unlimited)")
     s = sub.add_parser("memory-budget", help="accuracy vs budget K, reduction vs removal")
-    s.add_argument("--ways", type=int, default=None)
-    s.add_argument("--budgets", type=_ints, default=None)
+    s.add_argument("--ways", type=int, default=None, help=_TENTH)
+    s.add_argument("--budgets", type=_ints, default=None,
+                   help="budgets K in clusters, comma-separated (default 10, 25, 50, 100 %% of the unlimited "
+                        "run's clusters, at least one per class)")
     s = sub.add_parser("curves", help="accuracy after each increment (all data)")
-    s.add_argument("--ways", type=_ints, default=[2, 5, 10, 20])
+    s.add_argument("--ways", type=_ints, default=[2, 5, 10, 20],
+                   help="classes per increment, comma-separated (default 2,5,10,20)")
     s = sub.add_parser("prediction-time", help="prediction time vs stored clusters")
-    s.add_argument("--ways", type=int, default=None)
+    s.add_argument("--ways", type=int, default=None, help=_TENTH)
     s = sub.add_parser("d-sweep", help="accuracy and clusters vs Agg-Var's D")
-    s.add_argument("--scales", type=_floats, default=[0.5, 0.75, 1.0, 1.25, 1.5, 3.0])
-    s.add_argument("--shots", type=int, default=10)
-    s.add_argument("--ways", type=int, default=2)
+    s.add_argument("--scales", type=_floats, default=[0.5, 0.75, 1.0, 1.25, 1.5, 3.0],
+                   help="D = scale x the learner's own D, comma-separated (default 0.5,0.75,1,1.25,1.5,3)")
+    s.add_argument("--shots", type=int, default=10, help="shots per class (default 10)")
+    s.add_argument("--ways", type=int, default=2, help="classes per increment (default 2)")
     sub.add_parser("all", help="every table and figure on every present data set, then the results document")
     sub.add_parser("report", help="rebuild the results document from the runs stored under --out (runs nothing)")
     for sp in sub.choices.values():
@@ -147,16 +172,36 @@ def _feature_sets(args) -> list[FeatureSet]:
         wanted.append(name)
         if path:
             overrides[name] = path
-    present, missing = discover(args.data_root, overrides)
-    for name, how in missing.items():
-        if not wanted or name in wanted:
-            print(f"[missing] {name}: {how}")
-    names = [n for n in present if not wanted or n in wanted]
-    if not names:
-        print("no data set present; nothing to run (see 'cbcl-eval datasets')")
+    unknown = [n for n in wanted if n not in KNOWN_DATASETS and n not in overrides]
+    if unknown:
+        name = unknown[0]
+        _fail(f"unknown data set {name!r}{did_you_mean(name, KNOWN_DATASETS)}; known: "
+              f"{', '.join(KNOWN_DATASETS)}, or NAME=PATH for an image folder of your own")
         return []
-    bb = make_backbone(args.backbone, runtime=args.runtime, weights_path=args.weights,
-                                 threads=args.threads, cache_dir=str(Path(args.cache_dir).parent / "onnx"))
+    try:
+        present, missing = discover(args.data_root, overrides)
+    except FileNotFoundError as exc:  # NAME=PATH to nothing
+        _fail(str(exc))
+        return []
+    names = [n for n in present if not wanted or n in wanted]
+    for name, how in missing.items():
+        if wanted and name in wanted:
+            if names:
+                print(f"[missing] {name}: {how}")
+            else:
+                _fail(f"data set {name} is not under {args.data_root}/; get it with: {how}")
+        elif not wanted:
+            print(f"[missing] {name}: {how}")
+    if not names:
+        if not wanted:
+            print(f"no data set present under {args.data_root}/; nothing to run (see 'cbcl-eval datasets')")
+        return []
+    try:
+        bb = make_backbone(args.backbone, runtime=args.runtime, weights_path=args.weights,
+                           threads=args.threads, cache_dir=str(Path(args.cache_dir).parent / "onnx"))
+    except (FileNotFoundError, ValueError) as exc:  # the paper's ResNets need a weights file named by --weights
+        _fail(str(exc))
+        return []
     out = []
     for n in names:
         try:
@@ -170,14 +215,15 @@ def _feature_sets(args) -> list[FeatureSet]:
     return out
 
 
+def _fail(message: str) -> None:
+    """One line on stderr for a run that cannot start (the caller returns exit status 1)."""
+    print(f"cbcl-eval: error: {message}", file=sys.stderr)
+
+
 DEFAULT_METHODS = {"fsil-table": ex.FSIL_METHODS, "sota": ex.SOTA_METHODS, "ablation": ex.ABLATION_METHODS,
                    "memory-budget": ex.BUDGET_METHODS,
                    "curves": ex.CURVE_METHODS, "prediction-time": ("cbcl", "cbcl-pr", "cbcl-pr-default")}
 
-
-_DEFAULT_METHODS = {"fsil-table": ex.FSIL_METHODS, "sota": ex.SOTA_METHODS, "ablation": ex.ABLATION_METHODS,
-                    "memory-budget": ex.BUDGET_METHODS, "curves": ex.CURVE_METHODS,
-                    "prediction-time": ("cbcl", "cbcl-pr", "cbcl-pr-default")}
 
 
 def planned_runs(cmd: str, n_classes: int, args, methods: list[str] | None = None) -> int:
@@ -189,7 +235,7 @@ def planned_runs(cmd: str, n_classes: int, args, methods: list[str] | None = Non
         default = ["cbcl-pr-default", "cbcl-pr", "cbcl"]
         sweep = [m for m in default if not args.methods or m in args.methods] or default
         return len(g("scales", [0.5, 0.75, 1.0, 1.25, 1.5, 3.0])) * seeds * len(sweep)
-    n_methods = len(methods or args.methods or _DEFAULT_METHODS[cmd])
+    n_methods = len(methods or args.methods or DEFAULT_METHODS[cmd])
     if cmd == "fsil-table":
         ways = ex.valid_ways(n_classes, g("ways", [2, 5, 10, 20]))[0]
         return len(g("shots", list(ex.FSIL_SHOTS))) * len(ways) * seeds * n_methods
@@ -426,10 +472,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         return _report(args)
     if args.seeds < 1:
-        print(f"--seeds must be >= 1, got {args.seeds}", file=sys.stderr)
+        _fail(f"--seeds must be >= 1, got {args.seeds}")
         return 2
     if args.threads < 1 or args.compute_threads < 1:
-        print("--threads and --compute-threads must be >= 1", file=sys.stderr)
+        _fail(f"--threads and --compute-threads must be >= 1, got {args.threads} and {args.compute_threads}")
         return 2
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

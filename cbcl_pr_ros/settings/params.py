@@ -154,8 +154,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     # --- learner: settings of the linear_sgd head only (classifier linear_sgd; the default head ignores them)
     ParamSpec("linear_sgd.rehearsal", "few_shot",
               "classifier linear_sgd only: pseudo-rehearsal few_shot (linear_sgd.exemplars_per_class for every "
-              "class, the paper's few-shot setting) or full (as many as each cluster holds, real vectors for "
-              "the new class)", (LEARNER,), choices=REHEARSAL_MODES, aliases=("rehearsal",)),
+              "class, the paper's few-shot setting) or full (as many as each cluster holds; a class being taught: "
+              "its real vectors, plus as many samples as it held before)", (LEARNER,), choices=REHEARSAL_MODES, aliases=("rehearsal",)),
     ParamSpec("linear_sgd.exemplars_per_class", 40,
               "classifier linear_sgd only: pseudo-exemplars drawn per class when linear_sgd.rehearsal=few_shot",
               (LEARNER,), min=1, max=100_000, aliases=("exemplars_per_class",)),

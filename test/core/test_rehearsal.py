@@ -64,3 +64,24 @@ def test_bad_mode_refused(rng):
     mem = ClusterMemory(2).with_taught({"a": rng.normal(0, 1, (3, 2))}, 1.0)
     with pytest.raises(ValueError, match="rehearsal mode"):
         pseudo_exemplars(mem, "bogus", np.random.default_rng(0))
+
+
+def test_full_rehearsal_keeps_replaying_a_class_taught_more_shots(rng):
+    """More shots of a known class, full-data rehearsal: the head still trains on what the class held
+    (replayed from its clusters) besides the new real shots; it used to get the new shots alone."""
+    from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
+
+    d = 8
+    e = np.eye(d)
+    first_a = rng.normal(0, 0.3, (50, d)) + 3 * e[0] + 1.5 * e[1]  # near b's side of the a-b boundary
+    b = rng.normal(0, 0.3, (50, d)) + 3 * e[1]
+    more_a = rng.normal(0, 0.3, (2, d)) - 3 * e[1]  # a second view of a, far from the first
+    learner = CBCLPRLearner(LearnerConfig.paper(rehearsal="full", distance_threshold=2.0), backbone="x",
+                            feature_dim=d)
+    learner.teach_increment({"a": first_a, "b": b})
+    assert (learner.predict_scores(first_a).argmax(1) == 0).mean() > 0.95
+    learner.teach("a", more_a)
+    assert learner.memory["a"].n_samples == 52
+    # before: trained on 2 vectors of a against 50 of b, most of a's first view was called b
+    assert (learner.predict_scores(first_a).argmax(1) == 0).mean() > 0.95
+    assert (learner.predict_scores(b).argmax(1) == 1).mean() > 0.95

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..memory import ClusterMemory
-from ..rehearsal import pseudo_exemplars
+from ..rehearsal import pseudo_exemplars, sample_class, sample_counts
 from .base import LinearSnapshot
 
 __all__ = ["SGDSchedule", "train_linear", "fit_linear_sgd"]
@@ -91,15 +91,25 @@ def fit_linear_sgd(
     """Pseudo-rehearsal + the paper's training.
 
     ``rehearsal="few_shot"``: ``per_class`` pseudo-exemplars for every class.  ``"full"``: classes
-    in ``real`` are trained on those real vectors, all others on ``m_i`` samples per cluster.
+    in ``real`` are trained on those real vectors, all others on ``m_i`` samples per cluster; a class
+    in ``real`` that the memory held before (more shots of a known class) also replays as many
+    samples as it held, drawn from its clusters, so the head does not forget its earlier shots.
     """
     real = dict(real or {})
     names = memory.classes
     if rehearsal == "full":
         replay = [c for c in names if c not in real]
         x, y = pseudo_exemplars(memory, "full", rng, per_class, replay, singleton_jitter)
-        xs = [x] + [np.asarray(real[c], np.float32) for c in names if c in real]
-        ys = [y] + [np.full(len(real[c]), names.index(c)) for c in names if c in real]
+        xs, ys = [x], [y]
+        for c in (c for c in names if c in real):
+            new = np.asarray(real[c], np.float32)
+            held = memory[c].n_samples - len(new)  # what the class held before this increment
+            if held > 0:
+                old = sample_class(memory[c], sample_counts(memory[c].counts, held), rng, singleton_jitter)
+                xs.append(old)
+                ys.append(np.full(len(old), names.index(c)))
+            xs.append(new)
+            ys.append(np.full(len(new), names.index(c)))
         x, y = np.concatenate(xs), np.concatenate(ys)
     else:
         x, y = pseudo_exemplars(memory, rehearsal, rng, per_class, None, singleton_jitter)
