@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import difflib
 import os
 import re
 import sys
@@ -44,6 +43,7 @@ from cbcl_pr_ros.core.persistence import (
     write_atomic,
 )
 from cbcl_pr_ros.core.provenance import ids
+from cbcl_pr_ros.lookalike import nearest
 from cbcl_pr_ros.plurals import counted
 
 __all__ = ["main", "build_parser"]
@@ -232,7 +232,7 @@ def _other_names(name: str, classes: tuple[str, ...], path: str) -> str:
     nearest the one asked for and where the whole list is."""
     if len(classes) <= _NAMED:
         return f"classes: {', '.join(classes) or 'none'}"
-    near = difflib.get_close_matches(name, classes, n=5)
+    near = nearest(name, classes)
     hint = f"nearest: {', '.join(near)}; " if near else ""
     return f"{counted(len(classes), 'class')}; {hint}'cbcl-memory info {path}' lists them all"
 
