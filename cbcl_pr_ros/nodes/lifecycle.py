@@ -24,9 +24,9 @@ makes every transition safe:
 
 Publishers made with :meth:`create_lifecycle_publisher` (or from a table of rows with
 :meth:`create_publishers`) publish only while active; :meth:`create_services` makes a table of
-guarded services (:meth:`start` makes them). Every topic of these nodes is created with :func:`overridable`, so its QoS
-follows rclpy's QoS overriding parameters (``qos_overrides.<topic>.publisher.reliability`` ...),
-given at start.
+guarded services (:meth:`start` makes them). Every topic of these nodes is created with
+:func:`overridable`, so its QoS follows rclpy's QoS overriding parameters
+(``qos_overrides.<topic>.publisher.reliability`` ...), given at start.
 """
 from __future__ import annotations
 
