@@ -1,4 +1,5 @@
-"""Class names a person cannot tell apart: one key per look, and which known name a new one looks like.
+"""Class names a person cannot tell apart: one key per look, which known name a new one looks like,
+and which known names come nearest one that is not known (a mistyped forget or rename).
 
 A page lists classes by name and a person teaches, forgets and points by name, so two classes whose
 names look the same are two objects the person cannot tell apart.  Unicode gives many spellings of
@@ -14,11 +15,12 @@ which the standard library does not carry; docs/security.md says so.
 """
 from __future__ import annotations
 
+import difflib
 import re
 import unicodedata
 from typing import Iterable
 
-__all__ = ["BLANK_LETTERS", "lookalike_key", "readable", "lookalike_in", "difference"]
+__all__ = ["BLANK_LETTERS", "lookalike_key", "readable", "lookalike_in", "nearest", "difference"]
 
 # printable characters that draw nothing (Python counts them printable, so the label rule keeps them)
 BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
@@ -46,6 +48,18 @@ def lookalike_in(name: str, known: Iterable[str]) -> str | None:
     """The first name of ``known``, other than ``name`` itself, that looks like ``name``; None if none."""
     key = lookalike_key(name)
     return next((k for k in known if k != name and lookalike_key(k) == key), None)
+
+
+def nearest(name: str, known: Iterable[str], n: int = 5) -> list[str]:
+    """Up to ``n`` names of ``known`` nearest ``name`` as a reader sees them, nearest first (their
+    :func:`lookalike_key` compared by :func:`difflib.get_close_matches`, so ``MUG`` finds ``mug``);
+    none when nothing comes close.  For a refusal of a name the memory lacks: at a thousand classes a
+    few near names help where a list cannot."""
+    by_key: dict[str, list[str]] = {}
+    for k in known:
+        by_key.setdefault(lookalike_key(k), []).append(k)
+    keys = difflib.get_close_matches(lookalike_key(name), list(by_key), n=n)
+    return [k for key in keys for k in by_key[key]][:n]
 
 
 def difference(name: str, other: str) -> str:

@@ -2,7 +2,7 @@
 
     cbcl-memory info memory.safetensors            # classes, clusters, shots, bytes, who taught them
     cbcl-memory merge robot1.safetensors robot2.safetensors -o fleet.safetensors
-    cbcl-memory diff robot1.safetensors robot2.safetensors
+    cbcl-memory diff robot1.safetensors robot2.safetensors     # a summary, the classes that differ (--all: all)
     cbcl-memory export-class memory.safetensors mug -o mug.safetensors
     cbcl-memory repair memory.safetensors.unreadable-1700000000 -o memory.safetensors
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import difflib
 import os
 import re
 import sys
@@ -44,7 +43,8 @@ from cbcl_pr_ros.core.persistence import (
     write_atomic,
 )
 from cbcl_pr_ros.core.provenance import ids
-from cbcl_pr_ros.plurals import counted
+from cbcl_pr_ros.lookalike import nearest
+from cbcl_pr_ros.plurals import counted, noun
 
 __all__ = ["main", "build_parser"]
 
@@ -74,9 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("b", help="the memory (or exported class) merged in")
     p.add_argument("-o", "--output", required=True, help="the merged memory file to write")
     p.add_argument("--force", action="store_true", help="overwrite the output file if it exists")
-    p = sub.add_parser("diff", help="classes only in one file, and how shared classes differ")
+    p = sub.add_parser("diff", help="classes only in one file, and how shared classes differ",
+                       description="A summary line (classes only in a, only in b, changed, the same), then a "
+                                   "table of the classes that differ; --all lists the same ones too.")
     p.add_argument("a")
     p.add_argument("b")
+    p.add_argument("--all", action="store_true", help="list every class, the same ones too")
     p = sub.add_parser("export-class", help="write one class as a memory file of its own")
     p.add_argument("file")
     p.add_argument("name", help="the class to export")
@@ -208,20 +211,43 @@ def cmd_diff(opts, con: Console) -> None:
     except (MergeError, ValueError) as exc:  # ValueError: a configuration no learner accepts
         _say(con, f"not mergeable: {exc}")
     pa, pb = filled_provenance(a), filled_provenance(b)
-    table = Table(title=safe(f"{opts.a} vs {opts.b}"))
-    for col in ("class", "in", "shots a", "shots b", "teaching"):
-        table.add_column(col)
+    rows, counts = [], {"a only": 0, "b only": 0, "changed": 0, "same": 0}
     for name in list(a.memory.classes) + [c for c in b.memory.classes if c not in a.memory]:
         in_a, in_b = name in a.memory, name in b.memory
-        where = "both" if in_a and in_b else ("a only" if in_a else "b only")
-        teaching = ""
+        where, teaching, kind = "both", "", "a only" if in_a else "b only"
         if in_a and in_b:
             ia, ib = ids(pa[name]), ids(pb[name])
             teaching = ("same" if ia == ib else "b holds all of a's" if ia < ib else "a holds all of b's" if ib < ia
                         else "separate (would pool)" if not ia & ib else "partly shared (merge refused)")
-        table.add_row(Text(safe(name)), where, str(a.memory[name].n_samples) if in_a else "",
-                      str(b.memory[name].n_samples) if in_b else "", teaching)
-    con.print(table)
+            kind = "same" if ia == ib and a.memory[name].n_samples == b.memory[name].n_samples else "changed"
+        else:
+            where = kind
+        counts[kind] += 1
+        if kind != "same" or opts.all:
+            rows.append((Text(safe(name)), where, str(a.memory[name].n_samples) if in_a else "",
+                         str(b.memory[name].n_samples) if in_b else "", teaching))
+    _say(con, _diff_summary(counts, opts.all))
+    if rows:
+        table = Table(title=safe(f"{opts.a} vs {opts.b}"))
+        for col in ("class", "in", "shots a", "shots b", "teaching"):
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*row)
+        con.print(table)
+
+
+def _diff_summary(counts: dict[str, int], listed_all: bool) -> str:
+    """One line of ``diff``: how many classes are only in a, only in b, changed and the same, and
+    which of them the table lists (at a thousand classes, nearly all are the same)."""
+    total = sum(counts.values())
+    line = (f"{counted(total, 'class')}: {counts['a only']} only in a, {counts['b only']} only in b, "
+            f"{counts['changed']} changed, {counts['same']} the same")
+    if listed_all or not counts["same"]:
+        return line
+    if counts["same"] == total:
+        return f"{line}; nothing differs (--all lists them)"
+    n = total - counts["same"]
+    return f"{line}; the table lists the {n} that {noun(n, 'differs', 'differ')} (--all: every class)"
 
 
 _NAMED = 10  # classes a refusal names: a household's memory of a thousand made a typo a 13 kB line
@@ -232,7 +258,7 @@ def _other_names(name: str, classes: tuple[str, ...], path: str) -> str:
     nearest the one asked for and where the whole list is."""
     if len(classes) <= _NAMED:
         return f"classes: {', '.join(classes) or 'none'}"
-    near = difflib.get_close_matches(name, classes, n=5)
+    near = nearest(name, classes)
     hint = f"nearest: {', '.join(near)}; " if near else ""
     return f"{counted(len(classes), 'class')}; {hint}'cbcl-memory info {path}' lists them all"
 

@@ -47,9 +47,9 @@ from cbcl_pr_ros.nodes.conversions import (
     stamp_to_ns,
 )
 from cbcl_pr_ros.nodes.detections_msgs import depth_msg_to_array, make_object_features_msg
-from cbcl_pr_ros.nodes.guard import guard_callback, guard_service
+from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, INACTIVE, ManagedNode, overridable
-from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos, service_qos
+from cbcl_pr_ros.nodes.qos import describe_qos, feature_qos, image_qos
 from cbcl_pr_ros.nodes.ros_params import ParameterRefused, declare_parameters, parameter, read_parameters
 from cbcl_pr_ros.nodes.spin import run_node
 from cbcl_pr_ros.objects import DepthPairing, ExtractSettings, ObjectReuse, PIECES, extract_objects
@@ -172,10 +172,6 @@ class FeatureExtractorNode(ManagedNode):
         self.features_pub: Any = None
         self.objects_pub: Any = None
         self.hint_timer: Any = None
-        self.extract_srv = self.create_service(ExtractFeatures, p["extract_service"],
-                                               guard_service(self, self._on_extract, "extract_features"),
-                                               qos_profile=service_qos(),
-                                               callback_group=self._srv_group)
         # depth messages, decoded once paired; a stranger's sizes: at most DEPTH_BYTES held (the newest always)
         self._depths: DepthPairing[Any] = DepthPairing(capacity=8, max_bytes=DEPTH_BYTES, size=lambda m: len(m.data))
         # a still picture keeps its proposals and crop features (objects/reuse.py); one worker uses it
@@ -199,7 +195,9 @@ class FeatureExtractorNode(ManagedNode):
         self._last_frame_time: float | None = None  # set at the first check: spinning may start late
         self._last_hint_time = 0.0
         self._hint_backoff = 1.0
-        self.start(bool(p["autostart"]))
+        # offered once the autostart has loaded the backbone (ManagedNode.start), never before it can answer
+        [self.extract_srv] = self.start(bool(p["autostart"]), [
+            (ExtractFeatures, p["extract_service"], self._on_extract, self._srv_group)])
 
     # ------------------------------------------------------------------ life cycle
     def _configure(self) -> None:
@@ -255,7 +253,7 @@ class FeatureExtractorNode(ManagedNode):
             f"{getattr(b, 'device', '?')}, precision {getattr(b, 'precision', '?')}) from "
             f"'{self.image_sub.topic_name}' ({self._msg_type.__name__}, QoS "
             f"{describe_qos(self.image_sub.qos_profile)}) to '{self.features_pub.topic_name}'; "
-            f"service '{self.extract_srv.srv_name}' (active)")
+            f"service '{self.resolve_service_name(p['extract_service'])}' (active)")
 
     def _deactivate(self) -> None:
         self.release("image_sub", "depth_sub", "info_sub", "hint_timer")

@@ -94,7 +94,8 @@ class LearnerNode(ManagedNode):
         self.add_post_set_parameters_callback(
             lambda changed: self._update_debug() if any(c.name == "debug_image" for c in changed) else None)
         s, mutate, query = self.session, self._mutate_group, self._query_group
-        self.create_services([
+        # offered once the autostart has loaded the memory (ManagedNode.start), never before it can answer
+        self.start(bool(p["autostart"]), [
             (TeachClass, "teach_class", self._on_teach, mutate),
             (ForgetClass, "forget_class", lambda q, r: fill_outcome_response(r, s.forget(q.label)), mutate),
             (RenameClass, "rename_class", lambda q, r: fill_outcome_response(r, s.rename(q.old_label, q.new_label)),
@@ -105,7 +106,6 @@ class LearnerNode(ManagedNode):
             (Classify, "classify", self._on_classify, query),
             (ListClasses, "list_classes", lambda q, r: fill_list_response(r, *s.class_list()), query),
         ])
-        self.start(bool(p["autostart"]))
 
     # ------------------------------------------------------------------ life cycle
     def _configure(self) -> None:

@@ -16,13 +16,17 @@ makes every transition safe:
 * a change a service commits holds :attr:`commit_lock` and checks the state again under it
   (:meth:`committing`); deactivate, cleanup and shutdown change the state first and then take that
   lock, so a commit in flight finishes before the transition goes on, and one that comes later is
-  refused with the reason. :meth:`_interrupt` (subclass) wakes requests that wait for data.
+  refused with the reason. :meth:`_interrupt` (subclass) wakes requests that wait for data;
+* the node's services appear on the graph only after :meth:`start`: an autostart configure runs in
+  the constructor, before anything spins (a learner loads its memory file there, seconds at a
+  thousand classes), and a client that saw a service then waited that long for its first answer.
+  Without autostart they appear at once and refuse with the lifecycle reason.
 
 Publishers made with :meth:`create_lifecycle_publisher` (or from a table of rows with
 :meth:`create_publishers`) publish only while active; :meth:`create_services` makes a table of
-guarded services. Every topic of these nodes is created with :func:`overridable`, so its QoS
-follows rclpy's QoS overriding parameters (``qos_overrides.<topic>.publisher.reliability`` ...),
-given at start.
+guarded services (:meth:`start` makes them). Every topic of these nodes is created with
+:func:`overridable`, so its QoS follows rclpy's QoS overriding parameters
+(``qos_overrides.<topic>.publisher.reliability`` ...), given at start.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.qos import QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
+from rclpy.service import Service
 
 from cbcl_pr_ros.nodes.guard import describe_exception, guard_service
 from cbcl_pr_ros.nodes.qos import service_qos
@@ -44,6 +49,8 @@ SUCCESS = TransitionCallbackReturn.SUCCESS
 FAILURE = TransitionCallbackReturn.FAILURE
 UNCONFIGURED, INACTIVE, ACTIVE, FINALIZED = "unconfigured", "inactive", "active", "finalized"
 _ORDER = {UNCONFIGURED: 0, INACTIVE: 1, ACTIVE: 2}
+# (service type, name, handler(request, response) -> response, callback group)
+ServiceRow = tuple[Any, str, Callable[[Any, Any], Any], Any]
 
 
 def overridable() -> QoSOverridingOptions:
@@ -108,16 +115,21 @@ class ManagedNode(LifecycleNode):
             setattr(self, attr, self.create_lifecycle_publisher(msg_type, topic, qos,
                                                                qos_overriding_options=overridable()))
 
-    def create_services(self, rows: Iterable[tuple[Any, str, Callable[[Any, Any], Any], Any]]) -> None:
+    def create_services(self, rows: Iterable[ServiceRow]) -> list[Service]:
         """Services from (service type, name, handler, callback group) rows, each handler guarded
         (:func:`~.guard.guard_service`, named by the service) and on :func:`~.qos.service_qos`."""
-        for srv_type, name, handler, group in rows:
-            self.create_service(srv_type, name, guard_service(self, handler, name), qos_profile=service_qos(),
-                                callback_group=group)
+        return [self.create_service(srv_type, name, guard_service(self, handler, name), qos_profile=service_qos(),
+                                    callback_group=group) for srv_type, name, handler, group in rows]
 
     # ------------------------------------------------------------------ start
-    def start(self, autostart: bool) -> None:
-        """Configure and activate now when ``autostart``; else wait for a lifecycle manager."""
+    def start(self, autostart: bool, services: Iterable[ServiceRow] = ()) -> list[Service]:
+        """Configure and activate now when ``autostart`` (else wait for a lifecycle manager), then offer
+        ``services`` (:meth:`create_services`): a client that finds one is answered without waiting
+        for the start, and one that starts first waits in ``wait_for_service``. Returns them."""
+        self._autostart(autostart)
+        return self.create_services(services)
+
+    def _autostart(self, autostart: bool) -> None:
         name = self.get_fully_qualified_name()
         if not autostart:
             self.get_logger().info(f"unconfigured, waiting for a lifecycle manager (autostart false): "

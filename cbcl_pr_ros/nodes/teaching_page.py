@@ -260,6 +260,9 @@ class TeachingPageNode(Node):
 
     def _refresh_classes(self) -> None:
         if not self.list_cli.service_is_ready():
+            # not listed: the next status asks again (a starting learner publishes its first status
+            # just before it offers list_classes)
+            self._listed_version = -1
             return
         fut = self.list_cli.call_async(ListClasses.Request())
 

@@ -37,7 +37,7 @@ from cbcl_pr_ros.core.merge import merge_states
 from cbcl_pr_ros.core.negatives import MAX_NEGATIVES
 from cbcl_pr_ros.core.persistence import MAX_COUNTER, MemoryFileError, checked_bytes, state_from_bytes
 from cbcl_pr_ros.core.provenance import ids, own_shots
-from cbcl_pr_ros.lookalike import lookalike_key
+from cbcl_pr_ros.lookalike import lookalike_key, nearest
 from cbcl_pr_ros.plurals import counted, noun
 from cbcl_pr_ros.runtime.heap import release_freed_memory
 from cbcl_pr_ros.service.memory_files import MemoryAccessError, MemoryStore
@@ -65,8 +65,8 @@ log = logging.getLogger(__name__)
 
 NOTHING_LEARNED = "nothing learned yet: teach a class first (TeachClass)"
 _KEPT = "; the current memory stays in use"
-# class names a refusal lists ("known: ..."): a memory of a thousand classes must not make every
-# mistyped forget a 100 KB answer and log line
+# class names a refusal lists ("known: ..."); above, the count and the nearest few: a memory of a
+# thousand classes must not make every mistyped forget a 100 KB answer and log line
 _LISTED = 10
 
 
@@ -126,12 +126,15 @@ def _reason(exc: Exception, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
-def _known(classes: list[str]) -> str:
-    """The classes for a refusal: the first few by name, then how many more (ListClasses has them all)."""
-    if not classes:
-        return "none"
-    more = len(classes) - _LISTED
-    return ", ".join(classes[:_LISTED]) + (f" and {more} more (ListClasses lists them all)" if more > 0 else "")
+def _known(classes: list[str], label: str) -> str:
+    """The classes for a refusal of ``label``, which the memory lacks: all of a few; of more, the
+    count and the names nearest ``label`` (the first ten of a thousand would not help; ListClasses
+    has them all)."""
+    if len(classes) <= _LISTED:
+        return f"known: {', '.join(classes) or 'none'}"
+    near = nearest(label, classes)
+    hint = f"nearest: {', '.join(near)}" if near else "none is named like it"
+    return f"{counted(len(classes), 'class')} known, {hint}; ListClasses lists them all"
 
 
 class LearnerController:
@@ -665,7 +668,7 @@ class LearnerController:
         with self._mutate:
             label = self._spelled_as_stored(label)
             if label not in self.learner_.classes_:
-                return self._outcome(False, f"no class '{label}' to forget (known: {_known(self.classes)})")
+                return self._outcome(False, f"no class '{label}' to forget ({_known(self.classes, label)})")
             self._set_training(+1)
             try:
                 self.learner_.forget(label)
@@ -689,7 +692,7 @@ class LearnerController:
             classes = self.classes
             old, new = self._spelled_as_stored(old), self._spelled_as_stored(new)
             if old not in classes:
-                return self._outcome(False, f"no class '{old}' to rename (known: {_known(classes)})")
+                return self._outcome(False, f"no class '{old}' to rename ({_known(classes, old)})")
             if new == old:
                 return self._outcome(False, f"'{old}' already has that name: nothing to rename")
             if new in classes:

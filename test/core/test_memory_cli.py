@@ -93,6 +93,30 @@ def test_diff_and_export_class(files, tmp_path, capsys):
     assert "1 already known" in capsys.readouterr().out
 
 
+def test_diff_of_large_memories_sums_up_and_lists_only_the_classes_that_differ(tmp_path, capsys):
+    """At a thousand classes diff printed a row per class, nearly all "same", and no count: now a summary
+    line and the classes that differ; --all lists every class."""
+    rng = np.random.default_rng(4)
+    a, pa = _saved(tmp_path, "a.safetensors", "robot1", {f"object_{i:02d}": i % 7 for i in range(30)}, rng)
+    b = CBCLPRLearner.load(pa)
+    b.forget("object_00")
+    b.teach_increment({"object_01": np.abs(rng.normal(2, 0.3, (6, D))), "teapot": np.abs(rng.normal(9, 0.3, (6, D)))})
+    pb = b.save(tmp_path / "b.safetensors")
+    assert main(["diff", str(pa), str(pb)]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the table may wrap
+    assert "31 classes: 1 only in a, 1 only in b, 1 changed, 28 the same" in out
+    assert "the table lists the 3 that differ (--all: every class)" in out
+    assert "object_00" in out and "object_01" in out and "teapot" in out and "object_05" not in out
+    assert main(["diff", str(pa), str(pb), "--all"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "31 classes: 1 only in a, 1 only in b, 1 changed, 28 the same" in out and "object_05" in out
+    assert "--all" not in out
+    assert main(["diff", str(pa), str(pa)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "30 classes: 0 only in a, 0 only in b, 0 changed, 30 the same; nothing differs" in out
+    assert "object_05" not in out
+
+
 def test_export_of_a_name_a_large_memory_lacks_names_the_nearest_not_all(tmp_path, capsys):
     """A mistyped name in a memory of a thousand classes answered with every class name (13 kB on one
     line); now the count, the nearest names and where the whole list is."""

@@ -340,3 +340,67 @@ def test_extractor_transitions_and_a_failing_configure(helpers, domain_id):
         node.destroy_node()  # shutdown transition from inactive: the worker thread ends
         assert node.phase == "finalized" and node._worker is None  # noqa: SLF001
         rclpy.shutdown(context=ctx)
+
+
+# ------------------------------------------------------------------ start
+def _held_start(monkeypatch: Any, owner: Any, attr: str) -> tuple[threading.Event, threading.Event]:
+    """``owner.attr`` (what a configure loads) waits until released; (entered, release)."""
+    entered, release = threading.Event(), threading.Event()
+    real = getattr(owner, attr)
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(120.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, attr, held)
+    return entered, release
+
+
+@pytest.mark.parametrize("kind", ["learner", "extractor"])
+def test_an_autostarting_node_offers_its_services_only_once_it_can_answer_them(monkeypatch, helpers, domain_id, kind):
+    """An autostart configure runs in the node's constructor, before anything spins (the learner loads
+    its memory file there: seconds at a thousand classes). A service listed meanwhile made a client's
+    first call wait that long (a 10 s call timed out): none is listed until the configure has ended."""
+    import rclpy
+    from rclpy.parameter import Parameter
+
+    from cbcl_pr_ros.nodes.feature_extractor import FeatureExtractorNode
+    from cbcl_pr_ros.nodes.learner import LearnerNode
+    from cbcl_pr_ros.service.learner_session import LearnerSession
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=domain_id)
+    if kind == "learner":
+        entered, release = _held_start(monkeypatch, LearnerSession, "configure")
+        names = ("/teach_class", "/list_classes", "/classify", "/forget_class", "/load_memory")
+        make = lambda: LearnerNode(feature_source=object(), context=ctx, parameter_overrides=[  # noqa: E731
+            Parameter("memory_path", value=""), Parameter("backbone", value="test"), Parameter("feature_dim", value=D)])
+    else:
+        entered, release = _held_start(monkeypatch, FeatureExtractorNode, "_configure")
+        names = ("/extract_features",)
+        make = lambda: FeatureExtractorNode(_Backbone(), context=ctx, parameter_overrides=[  # noqa: E731
+            Parameter("no_frame_warning_s", value=0.0)])
+    node_name = {"learner": "/learner", "extractor": "/feature_extractor"}[kind]
+    made: list = []
+    builder = threading.Thread(target=lambda: made.append(make()), daemon=True)
+    lister = rclpy.create_node("service_lister", context=ctx)
+    listed = lambda: {n for n, _types in lister.get_service_names_and_types()}  # noqa: E731
+    try:
+        builder.start()
+        assert entered.wait(60.0), "the autostart never reached its configure"
+        # the node is on the graph (its lifecycle services), its configure still held
+        assert helpers.wait_until(lambda: f"{node_name}/get_state" in listed(), 30.0), sorted(listed())
+        early = set(names) & listed()
+        assert not early, f"offered while the configure still ran: {sorted(early)}"
+        release.set()
+        builder.join(60.0)
+        assert made and made[0].phase == "active"
+        assert helpers.wait_until(lambda: set(names) <= listed(), 30.0), sorted(listed())
+    finally:
+        release.set()
+        builder.join(60.0)
+        for node in made:
+            node.destroy_node()
+        lister.destroy_node()
+        rclpy.shutdown(context=ctx)

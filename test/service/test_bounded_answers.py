@@ -37,14 +37,31 @@ def test_refusing_an_unknown_class_names_a_few_classes_not_all(tmp_path):
     for out in (c.forget("nope"), c.rename("nope", "other")):
         assert not out.success
         assert len(out.message) < 2000, len(out.message)  # 40 names of 124 characters: 5 KB before
-        assert classes[0] in out.message and "and 30 more (ListClasses lists them all)" in out.message
-        assert classes[-1] not in out.message
+        assert "40 classes known, none is named like it; ListClasses lists them all" in out.message
+        assert not any(name in out.message for name in classes)
     assert c.model_version == version and c.classes == classes
 
 
-def test_an_empty_memory_says_none_is_known(tmp_path):
+def test_a_mistyped_name_in_a_large_memory_is_answered_with_the_nearest_names(tmp_path):
+    """The refusal named the first ten classes taught: at a thousand, never the one meant. Now the
+    count and the nearest few, as a reader sees the names (case and fullwidth letters folded)."""
+    c = _many(tmp_path, 30)
+    for name in ("red mug", "red cup", "blue box"):
+        assert c.teach(name, np.random.default_rng(len(name)).normal(90, 0.3, (3, D)).astype(np.float32)).success
+    version, classes = c.model_version, c.classes
+    for out in (c.forget("red mgu"), c.rename("red mgu", "cup"), c.forget("ＲＥＤ ＭＵＧＳ")):
+        assert not out.success and "33 classes known, nearest: red mug" in out.message, out.message
+        assert "blue box" not in out.message and classes[0] not in out.message and len(out.message) < 1000
+    assert c.model_version == version and c.classes == classes
+
+
+def test_a_small_memory_lists_every_class_it_has(tmp_path):
     c = _controller(tmp_path)
     assert "(known: none)" in c.forget("mug").message and "(known: none)" in c.rename("mug", "cup").message
+    rng = np.random.default_rng(1)
+    for name, centre in (("mug", 0.0), ("box", 40.0)):
+        assert c.teach(name, rng.normal(centre, 0.3, (3, D)).astype(np.float32)).success
+    assert "no class 'bxo' to forget (known: mug, box)" in c.forget("bxo").message
 
 
 def test_renaming_a_class_to_its_own_name_is_refused_without_advice_to_forget_it(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 
 from cbcl_pr_ros.core.validation import MAX_LABEL_CHARS
 from cbcl_pr_ros.core.validation import check_label as core_check
-from cbcl_pr_ros.lookalike import lookalike_in, lookalike_key
+from cbcl_pr_ros.lookalike import lookalike_in, lookalike_key, nearest
 from cbcl_pr_ros.request_checks import RequestError, check_new_label
 from cbcl_pr_ros.request_checks import check_label as request_check
 
@@ -73,3 +73,10 @@ def test_a_name_is_never_its_own_look_alike_and_a_name_of_marks_alone_is_refused
         with pytest.raises(RequestError, match="no letter, digit or symbol"):
             check_new_label(marks, [])
     assert check_new_label("\u2615", []) == "\u2615"  # a symbol (an emoji) is a name
+
+
+def test_the_nearest_names_are_compared_as_a_reader_sees_them():
+    known = ["box", "mug", "Mug", "red mug", "teapot"]
+    assert nearest("MUGG", known)[:2] == ["mug", "Mug"]  # one look, both names (a file may hold look-alikes)
+    assert nearest("ｔｅａｐｏｔ", known) == ["teapot"]
+    assert nearest("zebra", known) == [] and nearest("mug", known, n=1) == ["mug"]

@@ -258,3 +258,35 @@ def test_a_household_of_over_a_thousand_classes_is_listed_whole_and_a_cut_is_sai
     finally:
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+def test_a_status_that_comes_before_the_learner_lists_its_classes_is_listed_at_the_next_one():
+    """A learner offers list_classes only once it can answer (after its first status, at activate): a
+    page that outlived a learner's restart took that status's model version as listed, asked nobody,
+    and kept showing the old classes until the memory changed again. Now the next status asks."""
+    import rclpy
+
+    from cbcl_pr_ros.msg import ClassInfo, LearnerStatus
+    from cbcl_pr_ros.nodes.teaching_page import TeachingPageNode
+    from cbcl_pr_ros.srv import ListClasses
+
+    context = rclpy.Context()
+    rclpy.init(args=["page"], context=context)
+    node = TeachingPageNode(start_server=False, context=context)
+    asked, ready = [], [False]
+    done = type("Done", (), {"add_done_callback": lambda self, fn: None})()
+    node.list_cli.service_is_ready = lambda: ready[0]
+    node.list_cli.call_async = lambda req: (asked.append(req), done)[1]
+    try:
+        node._on_class_list(ListClasses.Response(classes=[ClassInfo(name="mug")]))  # the old learner's list
+        restarted = LearnerStatus(num_classes=2, backbone="x", class_names=["mug", "box"], model_version=7)
+        node._on_status(restarted)  # the new learner's first status: list_classes not offered yet
+        assert asked == []
+        ready[0] = True
+        node._on_status(restarted)  # its next status (every status_period_s), same memory
+        assert len(asked) == 1
+        node._on_status(restarted)  # listed once
+        assert len(asked) == 1
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
