@@ -29,7 +29,12 @@ stream names the callback groups of its stream subscriptions in
 executor leaves them out. Each wake of the stream's executor then builds a wait set of a few
 subscriptions instead of every service, client and timer of the node, and the pool no longer wakes
 over and over for a message not yet taken (which kept the learner's spin thread busy for ~30 % of a
-core at 30 Hz with objects; docs/nodes.md).
+core at 30 Hz with objects; docs/nodes.md). The arm, the simulated world and the teaching page do the
+same with their steady topics and timers (a 20 Hz ``joint_states`` on a pool cost an idle arm 6-8 % of
+a core).
+
+With nothing to do a spin thread sleeps ``IDLE_WAIT_S`` and is woken when :func:`spinning` is left,
+instead of looking at its stop flag ten times a second (docs/nodes.md "Busy and quiet").
 """
 from __future__ import annotations
 
@@ -108,13 +113,32 @@ def executors_for(node: Node, threads_per_node: int) -> list[Executor]:
     return [WithoutGroupsExecutor(groups, threads, node.context), StreamGroupsExecutor(node, groups)]
 
 
-def spin_until(executor: Executor, stop: threading.Event) -> None:
+#: how long :func:`spinning`'s executors wait for work before they look at their stop flag again (leaving
+#: ``spinning`` wakes them at once). Each wait that runs out rebuilds the wait set in Python: at 0.1 s
+#: that cost 0.5-1 % of a core per executor, and the five node processes of a session have eleven.
+IDLE_WAIT_S = 2.0
+
+
+def _spin_once(executor: Executor, stop: threading.Event, timeout_s: float) -> None:
+    """One turn of ``executor`` that also ends when ``stop`` is set and the executor is woken
+    (``executor.wake()``): a plain ``spin_once`` waits its whole timeout through a wake-up that
+    brings no work. rclpy's ``spin_once_until_future_complete`` would do it with a future, but keeps a
+    callback on that future per call: a list that grows with every message."""
+    impl = getattr(executor, "_spin_once_impl", None)  # rclpy's own executors have it
+    if impl is None:
+        executor.spin_once(timeout_sec=min(timeout_s, 0.1))
+    else:
+        impl(timeout_s, stop.is_set)
+
+
+def spin_until(executor: Executor, stop: threading.Event, idle_s: float = 0.1) -> None:
     """``executor.spin()`` that ends when ``stop`` is set, leaving the executor usable for
-    :func:`stop_executor` (``Executor.shutdown`` would end it too, but with the race below)."""
+    :func:`stop_executor` (``Executor.shutdown`` would end it too, but with the race below).
+    ``stop`` is seen within ``idle_s``, or at once when the executor is woken after it is set."""
     try:
         while not stop.is_set() and executor.context.ok():
             try:
-                executor.spin_once(timeout_sec=0.1)
+                _spin_once(executor, stop, idle_s)
             except InvalidHandle:
                 # a lifecycle transition destroyed a subscription (and its QoS event handler) while
                 # this thread built the wait set; rclpy raises from add_to_wait_set instead of
@@ -152,7 +176,7 @@ def spinning(nodes: Sequence[Node], threads_per_node: int,
         mine[0].add_node(node)
         spun += [(e, f"spin-{node.get_name()}" + ("-stream" if i else "")) for i, e in enumerate(mine)]
     executors = [e for e, _ in spun]
-    threads = [threading.Thread(target=spin_until, args=(executor, stop), name=name, daemon=True)
+    threads = [threading.Thread(target=spin_until, args=(executor, stop, IDLE_WAIT_S), name=name, daemon=True)
                for executor, name in spun]
     for t in threads:
         t.start()
@@ -160,6 +184,8 @@ def spinning(nodes: Sequence[Node], threads_per_node: int,
         yield threads
     finally:
         stop.set()
+        for executor in executors:  # a thread waiting for work sees the flag now, not IDLE_WAIT_S later
+            executor.wake()
         for t in threads:
             t.join(timeout=10.0)
         for executor in executors:

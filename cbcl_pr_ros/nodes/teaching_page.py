@@ -118,17 +118,10 @@ class TeachingPageNode(Node):
         self._send_lock = threading.Lock()
         self._listed_version = -1
 
-        sensors = ReentrantCallbackGroup()
-        gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
-        self.create_subscription(Image, "image", gc(self._on_image, "image"), image_qos(), callback_group=sensors)
-        self.create_subscription(Detections, "detections", gc(self._on_detections, "detections"), result_qos(2),
-                                 callback_group=MutuallyExclusiveCallbackGroup(), raw=True)  # counted, then built
         self._home: tuple[float, float, float] | None = None  # where the camera looked at the table
         self._rehome_after = 0.0
-        self.create_subscription(PoseStamped, "camera_pose", gc(self._on_camera_pose, "camera pose"), 2,
-                                 callback_group=MutuallyExclusiveCallbackGroup())
-        self.create_subscription(LearnerStatus, "status", gc(self._on_status, "status"), status_qos(),
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self._subscribe()
+        gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
         calls = ReentrantCallbackGroup()  # answers arrive while a page thread waits for them
         mk = lambda t, n: self.create_client(t, n, qos_profile=service_qos(), callback_group=calls)  # noqa: E731
         self.teach_cli = mk(TeachClass, "teach_class")
@@ -153,6 +146,22 @@ class TeachingPageNode(Node):
                 raise ParameterRefused(listen_refusal(str(g("address")), int(g("port")), exc)) from None
             self.get_logger().info(f"teaching page on {self.server.url} (camera '{self.camera_topic}', "
                                    f"learner '{self.resolve_service_name('teach_class')}')")
+
+    def _subscribe(self) -> None:
+        """The topics spin on a single-threaded executor of their own (nodes/spin.py), the service
+        clients and timers on the pool: there, frames, detections and poses at camera rate woke the
+        pool's spin thread some 600 times a second (bench/bench_idle.py). None of these callbacks waits."""
+        one = MutuallyExclusiveCallbackGroup
+        sensors, detections, poses, status = one(), one(), one(), one()
+        self.stream_callback_groups = (sensors, detections, poses, status)
+        gc = lambda fn, what: guard_callback(self, fn, what)  # noqa: E731
+        self.create_subscription(Image, "image", gc(self._on_image, "image"), image_qos(), callback_group=sensors)
+        self.create_subscription(Detections, "detections", gc(self._on_detections, "detections"), result_qos(2),
+                                 callback_group=detections, raw=True)  # counted, then built
+        self.create_subscription(PoseStamped, "camera_pose", gc(self._on_camera_pose, "camera pose"), 2,
+                                 callback_group=poses)
+        self.create_subscription(LearnerStatus, "status", gc(self._on_status, "status"), status_qos(),
+                                 callback_group=status)
 
     # ------------------------------------------------------------------ camera and detections
     @property

@@ -16,6 +16,9 @@ class _Recorder:
     def publish(self, msg) -> None:
         self.sent.append((self.name, msg))
 
+    def get_subscription_count(self) -> int:
+        return 1  # someone listens: the world renders (test_idle_cost.py: nobody listens)
+
 
 def _stand_in(sent: list, publish_depth: bool) -> types.SimpleNamespace:
     from builtin_interfaces.msg import Time
