@@ -9,6 +9,7 @@ subscription is gone) and from stamps (vectors sent while paused never come back
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,16 @@ def _transition(cli: Any, node: str, label: str) -> bool:
 
     req = ChangeState.Request(transition=Transition(label=label))
     return cli.call(ChangeState, f"/{node}/change_state", req, timeout=START).success
+
+
+def _publishers(cli: Any, topic: str, wait_s: float = 30.0) -> list:
+    """The publishers the graph lists on ``topic``, once it lists any (discovery is asynchronous)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        infos = cli.node.get_publishers_info_by_topic(topic)
+        if infos or time.monotonic() > deadline:
+            return infos
+        time.sleep(0.05)
 
 
 def _state(cli: Any, node: str) -> str:
@@ -90,9 +101,9 @@ def test_learner_driven_by_a_lifecycle_manager_keeps_every_class(helpers, domain
         # configure: memory (none yet) loaded, publishers made; QoS override given at start is applied
         assert _transition(cli, "learner", "configure")
         assert _state(cli, "learner") == "inactive"
-        infos = cli.node.get_publishers_info_by_topic("/prediction")
+        infos = _publishers(cli, "/prediction")  # the graph learns of new publishers a moment later
         assert [i.qos_profile.reliability for i in infos] == [ReliabilityPolicy.BEST_EFFORT]
-        assert cli.node.get_publishers_info_by_topic("/status")[0].qos_profile.reliability == \
+        assert _publishers(cli, "/status")[0].qos_profile.reliability == \
             ReliabilityPolicy.RELIABLE  # no override: our default
         refused = _teach(cli, "mug", 0.0)
         assert not refused.success and "node is inactive" in refused.message, refused.message
