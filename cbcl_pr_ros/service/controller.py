@@ -387,6 +387,21 @@ class LearnerController:
             return False, f"{counted(n, 'change')} from fleet peers not saved: {msg}"
         return True, f"{counted(n, 'change')} from fleet peers saved: {msg}"
 
+    def _peers_saved_first(self, raise_error: bool = False) -> str:
+        """Write the peers' changes kept in RAM before a local change is made in place (under the lock):
+        "" when none wait or they are written, else why not.  A local change whose save fails goes back
+        to the file as last saved; were the peers' changes not in it, they would be dropped with it and
+        then announced to the fleet as forgotten.  ``raise_error``: a RequestError instead of the reason."""
+        if not self.unsaved_peer_changes_ or not self.keeps_file:
+            return ""
+        n = self.unsaved_peer_changes_
+        ok, msg, _, _ = self._save_to("")
+        self.last_save_ok_, self.last_save_error_ = ok, "" if ok else msg
+        why = "" if ok else f"{counted(n, 'change')} from fleet peers, kept in RAM, could not be written first: {msg}"
+        if why and raise_error:
+            raise RequestError(why)
+        return why
+
     def _held_for_peers(self, extra_bytes: int = 0) -> str:
         """A peer's change is served but kept in RAM until :meth:`save_peer_changes` (under the lock);
         "" as :meth:`_commit` answers a change made durable."""
@@ -650,9 +665,7 @@ class LearnerController:
               views: np.ndarray | None = None, negatives: np.ndarray | None = None) -> TeachOutcome:
         """Learn ``label`` from (n, d) vectors: a new class, or more examples of a known one.
 
-        ``source``: what the vectors are, in the answer after their count and in agreement with it
-        ("" = "feature vector(s)").
-
+        ``source``: what the vectors are, in the answer after their count ("" = "feature vector(s)").
         ``views`` (n, k, d): vectors of teach-time views of each taught image (the learner keeps them
         as spread, not as shots; see :meth:`CBCLPRLearner.teach_increment`).  ``negatives`` (m, d):
         the other objects of the teaching frames; those the memory answered unknown before this teach
@@ -680,6 +693,7 @@ class LearnerController:
                 try:
                     if not extended:  # a new class: its name must not look like a known one
                         check_new_label(label, lrn.classes_)
+                    self._peers_saved_first(raise_error=True)
                     res = lrn.teach(label, feats, views)
                 except RequestError as exc:
                     return self.refused(f"nothing learned: {exc}")
@@ -726,6 +740,9 @@ class LearnerController:
             label = self._spelled_as_stored(label)
             if label not in self.learner_.classes_:
                 return self._outcome(False, f"no class '{label}' to forget (known: {_known(self.classes)})")
+            blocked = self._peers_saved_first()
+            if blocked:
+                return self._outcome(False, f"nothing forgotten: {blocked}")
             self._set_training(+1)
             try:
                 self.learner_.forget(label)
@@ -760,6 +777,9 @@ class LearnerController:
                                 "pick another name, or forget or rename that class first")
             except RequestError as exc:
                 return self._outcome(False, f"cannot rename '{old}': {exc}")
+            blocked = self._peers_saved_first()
+            if blocked:
+                return self._outcome(False, f"nothing renamed: {blocked}")
             self.learner_.rename(old, new)
             failed = self._commit()
         self._changed()

@@ -14,7 +14,7 @@ import pytest
 
 from cbcl_pr_ros.core import CBCLPRLearner, LearnerConfig
 from cbcl_pr_ros.service.controller import LearnerController
-from cbcl_pr_ros.service.fleet import CPU_BURST_S, DIGEST, LEARNED, REQUEST, ClassUpdate, FleetMember, FleetSettings
+from cbcl_pr_ros.service.fleet import CPU_BURST_S, DIGEST, FORGOTTEN, LEARNED, REQUEST, ClassUpdate, FleetMember, FleetSettings
 from cbcl_pr_ros.service.memory_files import MemoryStore
 
 D = 12
@@ -93,7 +93,7 @@ def test_a_burst_of_peer_classes_is_written_once_per_period_and_with_the_next_lo
     assert all(m2.receive(u).applied for u in ups[6:])
     assert writes.n == 1
     assert c2.teach("mine", _shots(30.0, seed=99)).success
-    assert writes.n == 2 and c2.unsaved_peer_changes_ == 0
+    assert writes.n == 3 and c2.unsaved_peer_changes_ == 0  # the peers' changes first, then the teach
     assert _restarted(tmp_path, "r2") == sorted([f"thing{i}" for i in range(9)] + ["mine"])
 
 
@@ -193,3 +193,31 @@ def test_peer_classes_waiting_for_the_save_keep_the_file_within_half_its_limit(t
     assert any("up to" in r.message and "half of it for a peer's classes" in r.message for r in said)
     assert m2.flush() and os.path.getsize(c2.store.default_path) <= c2.store.max_bytes // 2
     assert len(_restarted(tmp_path, "r2")) == 1 + taken
+
+
+@pytest.mark.parametrize("good_writes", [0, 1])
+def test_a_local_change_whose_save_fails_keeps_the_peers_classes_and_announces_no_forget(tmp_path, good_writes):
+    """A failed local save serves the memory as last saved again. Were the peers' classes kept in RAM
+    not in that file, they went with it and the fleet was told this robot forgot them."""
+    ups = _peer_classes(tmp_path, 3)
+    c2, clock, sent = _controller(tmp_path, "r2"), Clock(), []
+    m2 = _member(c2, "robot2", sent, clock, save_s=10.0)
+    assert all(m2.receive(u).applied for u in ups)
+    write, calls = c2.store.write, []
+
+    def failing(*a, **kw):  # the disk fills up after ``good_writes`` writes
+        calls.append(1)
+        if len(calls) > good_writes:
+            raise OSError(28, "No space left on device")
+        return write(*a, **kw)
+    c2.store.write = failing
+    out = c2.teach("mine", _shots(30.0, seed=99))
+    assert not out.success and "nothing learned" in out.message, out.message
+    assert sorted(c2.classes) == ["thing0", "thing1", "thing2"]
+    m2.on_change()
+    assert not [u for u in sent if u.op == FORGOTTEN], sent
+    for op in (lambda: c2.forget("thing0"), lambda: c2.rename("thing1", "other")):
+        assert not op().success and sorted(c2.classes) == ["thing0", "thing1", "thing2"]
+    c2.store.write = write
+    assert c2.teach("mine", _shots(30.0, seed=99)).success
+    assert _restarted(tmp_path, "r2") == ["mine", "thing0", "thing1", "thing2"]
