@@ -7,19 +7,21 @@ member. A received message becomes a plain :class:`~cbcl_pr_ros.service.fleet.Cl
 session's :class:`~cbcl_pr_ros.service.fleet.FleetMember`, which decides everything; its answer is
 logged in one line (refusals by the allow-list or the rate limit at most once a second, so a flood
 cannot flood the log). While active, a timer of ``fleet_digest_period`` publishes the digest that
-lets a robot that missed an update ask for it again.
+lets a robot that missed an update ask for it again, and one of ``fleet_save_period`` writes the
+peers' changes kept in RAM (``LearnerSession.flush_fleet``).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from cbcl_pr_ros.msg import ClassUpdate as ClassUpdateMsg
+from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.service.fleet import ClassUpdate, FleetSettings, Received
 
 __all__ = ["class_update_from_msg", "class_update_msg", "class_update_received", "fleet_line", "fleet_qos",
-           "log_received", "FIELDS_BYTES"]
+           "fleet_timers", "log_received", "FIELDS_BYTES"]
 
 #: what a ClassUpdate holds besides its class statistics, at most: names and 64 contribution ids take a
 #: few KiB; a message larger than the statistics' cap plus this is no fleet member's
@@ -61,6 +63,15 @@ def class_update_received(msg: ClassUpdateMsg | bytes, max_update_bytes: int, lo
 
         msg = deserialize_message(bytes(msg), ClassUpdateMsg)
     return class_update_from_msg(msg)
+
+
+def fleet_timers(node: Any, settings: FleetSettings, digest: Callable[[], Any], save: Callable[[], Any],
+                 group: Any) -> tuple[Any, Any]:
+    """The node's fleet timers on its clock, in the fleet's callback group: the digest every
+    ``fleet_digest_period`` and the save of peers' changes every ``fleet_save_period`` (None where 0)."""
+    def every(period: float, call: Callable[[], Any], what: str) -> Any:
+        return node.create_timer(period, guard_callback(node, call, what), callback_group=group) if period > 0 else None
+    return every(settings.digest_s, digest, "fleet digest"), every(settings.save_s, save, "fleet save")
 
 
 def fleet_line(settings: FleetSettings, topic: str) -> str:

@@ -41,7 +41,8 @@ from cbcl_pr_ros.nodes.conversions import (classify_request_from_msg, fill_class
 from cbcl_pr_ros.nodes.detections_msgs import (built_within_bounds, make_detections_msg, make_marker_array,
                                                object_features_from_serialized, object_frame_from_msg)
 from cbcl_pr_ros.nodes.feature_source import ServiceFeatureSource
-from cbcl_pr_ros.nodes.fleet import class_update_msg, class_update_received, fleet_line, fleet_qos, log_received
+from cbcl_pr_ros.nodes.fleet import (class_update_msg, class_update_received, fleet_line, fleet_qos, fleet_timers,
+                                     log_received)
 from cbcl_pr_ros.nodes.guard import guard_callback
 from cbcl_pr_ros.nodes.learner_debug import DebugImage, debug_wanted
 from cbcl_pr_ros.nodes.lifecycle import ACTIVE, ManagedNode, overridable
@@ -64,7 +65,7 @@ class LearnerNode(ManagedNode):
     configure: builds the memory and loads its file (a file that exists but cannot be served fails
     the configure and is left untouched); activate: subscribes to the feature stream and publishes
     (predictions, status, detections, debug image); deactivate: lets the stream go, keeps every
-    class; cleanup: saves if the last autosave failed (refused while it cannot), frees.
+    class; cleanup: saves what is unsaved, peers' changes too (refused while it cannot), frees.
     classify, list_classes and save_memory answer while inactive; the services that change classes
     need the node active. The streams spin on their own thread (``stream_callback_groups``, spin.py).
     """
@@ -83,7 +84,7 @@ class LearnerNode(ManagedNode):
         # made by configure and activate, freed by cleanup and deactivate (ManagedNode.release)
         self.prediction_pub = self.status_pub = self.debug_pub = self.detections_pub = self.markers_pub = None
         self.fleet_pub = self.features_sub = self.objects_sub = self.fleet_sub = None
-        self.status_timer = self.fleet_timer = None
+        self.status_timer = self.fleet_timer = self.fleet_save_timer = None
         self._status_lock = threading.Lock()
 
         self.session = LearnerSession(self, p)
@@ -147,9 +148,8 @@ class LearnerNode(ManagedNode):
             self.fleet_sub = self.create_subscription(
                 ClassUpdateMsg, p["fleet_topic"], guard_callback(self, self._on_class_update, "class update"),
                 fleet_qos(p["fleet_history_depth"]), callback_group=self._fleet_group, raw=True)  # sized first
-            if fleet.settings.digest_s > 0:
-                self.fleet_timer = self.create_timer(fleet.settings.digest_s, guard_callback(
-                    self, fleet.tick, "fleet digest"), callback_group=self._fleet_group)
+            self.fleet_timer, self.fleet_save_timer = fleet_timers(self, fleet.settings, fleet.tick,
+                                                                  self.session.flush_fleet, self._fleet_group)
         self.session.activate()
         c = self.session.controller
         self.get_logger().info(
@@ -160,7 +160,7 @@ class LearnerNode(ManagedNode):
         self.session.interrupt()  # the node leaves the active state: wake the teaches waiting for frames
 
     def _deactivate(self) -> None:
-        self.release("features_sub", "objects_sub", "status_timer", "fleet_sub", "fleet_timer")
+        self.release("features_sub", "objects_sub", "status_timer", "fleet_sub", "fleet_timer", "fleet_save_timer")
         self.camera_poses.release(self)
         self.debug.release(self)
         self.session.pause()

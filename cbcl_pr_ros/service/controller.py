@@ -11,7 +11,12 @@ prediction never waits for a retrain. ``load`` replaces the learner object as on
 Persistence: the memory is saved after every change through a :class:`~.memory_files.MemoryStore`
 (a temporary file renamed over the target, inside the memory directory only), so a crash mid-save
 leaves the previous file intact. A success is a promise: a change answers success only once it is in
-the default file (or the node keeps no file by configuration, and the answer says so). When the save
+the default file (or the node keeps no file by configuration, and the answer says so). A fleet
+peer's change may instead be kept in RAM (``defer``) and written with the next save
+(:meth:`LearnerController.save_peer_changes`, which the fleet member calls at most once a
+``fleet_save_period``, and at deactivate and cleanup): at a thousand classes a save costs a sixth of
+a second, and a peer answers to nobody; its class lost to a crash is asked for again by the fleet's
+digest. When the save
 fails (full disk, the file above ``max_memory_file_bytes``, ...) the served memory goes back to the
 last one saved (kept as its file's bytes) and the change is refused with the reason. A file to load
 is read with a size cap, verified completely (:func:`~cbcl_pr_ros.core.persistence.state_from_bytes`),
@@ -33,7 +38,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from cbcl_pr_ros.core.merge import merge_states
+from cbcl_pr_ros.core.merge import merge_states, one_class_state
 from cbcl_pr_ros.core.negatives import MAX_NEGATIVES
 from cbcl_pr_ros.core.persistence import MAX_COUNTER, MemoryFileError, checked_bytes, state_from_bytes
 from cbcl_pr_ros.core.provenance import ids, own_shots
@@ -175,6 +180,8 @@ class LearnerController:
         self.limits = limits or RequestLimits()
         self.learner_: Any = make_learner(self.feature_dim)
         self._durable_blob: bytes | None = None  # the default file's content as last saved or loaded
+        self.unsaved_peer_changes_ = 0  # peers' changes served but not yet in the default file
+        self._unsaved_bytes = 0  # at most what they add to the file (the size check of deferred merges)
         self.last_save_ok_ = True
         self.last_save_error_ = ""
         self.moved_aside_ = ""  # where load_at_startup put a refused default file
@@ -255,8 +262,14 @@ class LearnerController:
         except OSError as exc:  # ENOSPC and the like, after the checks
             return False, f"could not write memory file: {exc.strerror or type(exc).__name__}", "", 0
         if name in ("", self.store.default_name):
-            self._durable_blob = blob
+            self._durable(blob)
         return True, f"saved {counted(len(lrn.classes_), 'class')} to '{shown}'", shown, size
+
+    def _durable(self, blob: bytes) -> None:
+        """The default file now holds exactly the served memory (``blob``): nothing is left unsaved."""
+        self._durable_blob = blob
+        self.unsaved_peer_changes_ = 0
+        self._unsaved_bytes = 0
 
     @property
     def keeps_file(self) -> bool:
@@ -346,20 +359,59 @@ class LearnerController:
     def save_if_unsaved(self) -> tuple[bool, str]:
         """Retry the autosave when the last one failed (before the memory is freed); (ok, message).
 
-        Every change is saved when it happens, so a memory whose last save succeeded is on disk.
-        RAM only (no default file): ok, with a message saying what is dropped.
+        Every change is saved when it happens, so a memory whose last save succeeded is on disk,
+        except fleet peers' changes kept in RAM until the next save (:meth:`save_peer_changes`):
+        those are written here. RAM only (no default file): ok, with a message saying what is dropped.
         """
         with self._mutate:
             n = len(self.learner_.classes_)
             if self.store is None or not self.store.default_name:
                 return True, (f"it lived in RAM only (memory_path ''), so its {counted(n, 'class')} "
                               f"{noun(n, 'is', 'are')} dropped" if n else "no classes to keep")
-            if self.last_save_ok_:
+            if self.last_save_ok_ and not self.unsaved_peer_changes_:
                 return True, (f"its {counted(n, 'class')} {noun(n, 'stays', 'stay')} saved in "
                               f"'{self.store.default_name}'" if n else "no classes to keep")
             ok, msg, _, _ = self._save_to("")
             self.last_save_ok_ = ok
             return ok, msg
+
+    def save_peer_changes(self) -> tuple[bool, str]:
+        """Write the fleet peers' changes kept in RAM (``defer``) to the default file, checked as every
+        save is; (ok, line to log), ("" when there was nothing to write). A failed write keeps them
+        served and unsaved (``last_save_ok`` false): the next call, and cleanup, try again."""
+        with self._mutate:
+            n = self.unsaved_peer_changes_
+            if not n or not self.keeps_file:
+                return True, ""
+            ok, msg, _, _ = self._save_to("")
+            self.last_save_ok_, self.last_save_error_ = ok, "" if ok else msg
+        if not ok:
+            log.warning("%s; %s from fleet peers stay in RAM only until the next save", msg, counted(n, "change"))
+            return False, f"{counted(n, 'change')} from fleet peers not saved: {msg}"
+        return True, f"{counted(n, 'change')} from fleet peers saved: {msg}"
+
+    def _peers_saved_first(self, raise_error: bool = False) -> str:
+        """Write the peers' changes kept in RAM before a local change is made in place (under the lock):
+        "" when none wait or they are written, else why not.  A local change whose save fails goes back
+        to the file as last saved; were the peers' changes not in it, they would be dropped with it and
+        then announced to the fleet as forgotten.  ``raise_error``: a RequestError instead of the reason."""
+        if not self.unsaved_peer_changes_ or not self.keeps_file:
+            return ""
+        n = self.unsaved_peer_changes_
+        ok, msg, _, _ = self._save_to("")
+        self.last_save_ok_, self.last_save_error_ = ok, "" if ok else msg
+        why = "" if ok else f"{counted(n, 'change')} from fleet peers, kept in RAM, could not be written first: {msg}"
+        if why and raise_error:
+            raise RequestError(why)
+        return why
+
+    def _held_for_peers(self, extra_bytes: int = 0) -> str:
+        """A peer's change is served but kept in RAM until :meth:`save_peer_changes` (under the lock);
+        "" as :meth:`_commit` answers a change made durable."""
+        release_freed_memory()
+        self.unsaved_peer_changes_ += 1
+        self._unsaved_bytes += extra_bytes
+        return ""
 
     def release(self, final: bool) -> tuple[bool, str]:
         """Free the memory (the node's cleanup) once every class is on disk; (ok, line to log).
@@ -411,7 +463,7 @@ class LearnerController:
                 return self._outcome(False, f"refused memory file {quote(name or 'default')}: "
                                      f"inconsistent ({_reason(exc)}){_KEPT}")
             if startup or name in ("", self.store.default_name):
-                self._durable_blob = blob  # the default file holds exactly this memory
+                self._durable(blob)  # the default file holds exactly this memory
             else:
                 failed = self._commit(new)  # into the default file before it is served
                 if failed:
@@ -442,7 +494,7 @@ class LearnerController:
             return self._outcome(False, f"refused memory file: {_reason(exc)}{_KEPT}")
         return self.merge_state(state, f"'{shown}'")
 
-    def merge_state(self, state: Any, origin: str, peer: Any = None) -> Outcome:
+    def merge_state(self, state: Any, origin: str, peer: Any = None, defer: bool = False) -> Outcome:
         """Merge a verified :class:`~cbcl_pr_ros.core.LearnerState` (a file's, a fleet peer's) into the
         memory (:mod:`cbcl_pr_ros.core.merge`): one new learner, checked as load checks a file,
         exercised, swapped in as one reference, autosaved.  ``peer``: the
@@ -451,7 +503,12 @@ class LearnerController:
         (nothing changes) when the memories cannot be merged, the result would not load back or would
         exceed the memory file size limit.  A class it adds must look like no other class of the merged
         memory (:func:`~cbcl_pr_ros.request_checks.check_new_label`): a name that differs from a known one
-        only in case, accents or invisible characters is refused, not added as a second class."""
+        only in case, accents or invisible characters is refused, not added as a second class.
+
+        ``defer`` (a fleet peer's update): served at once but written with the next save
+        (:meth:`save_peer_changes`); what it adds is checked instead, each class it changes as load
+        checks a file, and the file's size bounded by the last one saved plus those classes' own.
+        A merge that applies the budget K changes other classes too: it is saved at once."""
         with self._mutate:
             current = self.learner_
             try:
@@ -468,26 +525,41 @@ class LearnerController:
                 new = type(current).from_state(merged, model_version=min(int(current.model_version_) + 1,
                                                                           MAX_COUNTER))
                 new.robot_name = current.robot_name
-                blob = checked_bytes(new.to_state(), f"the memory merged with {origin}")
-                size = len(blob)
+                blob, size, extra = self._merged_bytes(new, report, origin, defer)
                 limit = self.store.max_bytes if self.store is not None else None
                 if limit is not None and peer is not None:
                     limit //= 2  # classes from peers never take the room this robot's own teaching needs
                 if limit is not None and size > limit:
                     share = ", half of it for a peer's classes" if peer is not None else ""
-                    return self._outcome(False, f"merge of {origin} refused: the memory would take {size} bytes, "
-                                         f"more than {limit} (max_memory_file_bytes{share}){_KEPT}")
+                    about = "up to " if blob is None else ""
+                    return self._outcome(False, f"merge of {origin} refused: the memory would take {about}{size} "
+                                         f"bytes, more than {limit} (max_memory_file_bytes{share}){_KEPT}")
                 self._exercise(new)
             except (TypeError, ValueError, ArithmeticError, MemoryFileError) as exc:
                 return self._outcome(False, f"merge of {origin} refused: {str(exc)[:300]}{_KEPT}")
-            failed = self._commit(new, blob)  # into the default file before it is served
-            if failed:
-                return self._outcome(False, f"nothing merged from {origin}: {failed}{_KEPT}")
+            if blob is None:
+                self._held_for_peers(extra)  # size checked above
+            else:
+                failed = self._commit(new, blob)  # into the default file before it is served
+                if failed:
+                    return self._outcome(False, f"nothing merged from {origin}: {failed}{_KEPT}")
             self.learner_ = new
         self._changed()
         n = len(new.classes_)
         return Outcome(True, f"merged {origin}: {report.summary()}; {counted(n, 'class')}{self.ram_only_note()}",
                        int(new.model_version_), n)
+
+    def _merged_bytes(self, new: Any, report: Any, origin: str, defer: bool) -> tuple[bytes | None, int, int]:
+        """(the file's bytes, their size, 0) of a merged memory checked as load checks it; deferred
+        (:meth:`merge_state`): (None, the size at most, what the merge adds at most), each class it
+        changed stored as a one-class file and read back with every rule of load. MemoryFileError."""
+        if not (defer and self.keeps_file and not report.reduced):
+            blob = checked_bytes(new.to_state(), f"the memory merged with {origin}")
+            return blob, len(blob), 0
+        state = new.to_state()
+        extra = sum(len(checked_bytes(one_class_state(state, n), f"'{n}' merged from {origin}"))
+                    for n in (*report.added, *report.pooled, *report.replaced))
+        return None, len(self._durable_blob or b"") + self._unsaved_bytes + extra, extra
 
     def _named_as_ours(self, state: Any) -> Any:
         """``state`` (a file's, a peer's) with each class it names as this memory spells it, else composed
@@ -511,10 +583,11 @@ class LearnerController:
         before it had one). Contribution ids travel in every update, so a peer could name all of ours."""
         return own_shots(self.learner_.provenance_.get(label, ()), self.learner_.robot_name) > 0
 
-    def forget_covered(self, label: str, covering: frozenset, origin: str) -> Outcome:
+    def forget_covered(self, label: str, covering: frozenset, origin: str, defer: bool = False) -> Outcome:
         """Forget ``label`` for a peer that forgot it, only when it is known from peers alone and every
         contribution of ours is among ``covering`` (the peer's, as it forgot it): what the peer never
-        knew is not lost, and a class this robot was taught is forgotten only by a request here."""
+        knew is not lost, and a class this robot was taught is forgotten only by a request here.
+        ``defer``: written with the next save (:meth:`merge_state`)."""
         with self._mutate:
             label = self._spelled_as_stored(label)
             mine = self.learner_.provenance_.get(label)
@@ -527,16 +600,17 @@ class LearnerController:
                 return self._outcome(False, f"kept '{label}' that {origin} forgot: it holds teaching {origin} "
                                      "never had")
             self.learner_.forget(label)  # checked and forgotten under one lock: no teach in between
-            failed = self._commit()
+            failed = self._held_for_peers() if defer and self.keeps_file else self._commit()
         self._changed()
         if failed:
             return self._outcome(False, f"kept '{label}' that {origin} forgot: {failed}")
         return self._outcome(True, f"forgot '{label}' as {origin} did{self.ram_only_note()}")
 
-    def rename_covered(self, old: str, new: str, covering: frozenset, origin: str) -> Outcome:
+    def rename_covered(self, old: str, new: str, covering: frozenset, origin: str, defer: bool = False) -> Outcome:
         """Rename ``old`` to ``new`` for a peer that renamed it, only when ``old`` is known from peers
         alone and every contribution of ours to it is among ``covering`` (the renamed class's, at the
-        peer): a class this robot was taught keeps the name it was taught under."""
+        peer): a class this robot was taught keeps the name it was taught under. ``defer``: written
+        with the next save (:meth:`merge_state`)."""
         with self._mutate:
             old, new = self._spelled_as_stored(old), self._spelled_as_stored(new)
             mine = self.learner_.provenance_.get(old)
@@ -552,7 +626,8 @@ class LearnerController:
             except RequestError as exc:
                 return self._outcome(False, f"rename of '{old}' by {origin} not applied here: {exc}")
             self.learner_.rename(old, new)
-            failed = self._commit()
+            # the new name stands in the class list, the provenance and the head: a few KiB at most
+            failed = self._held_for_peers(4 * len(new.encode())) if defer and self.keeps_file else self._commit()
         self._changed()
         if failed:
             return self._outcome(False, f"rename of '{old}' by {origin} not applied here: {failed}")
@@ -593,9 +668,7 @@ class LearnerController:
               views: np.ndarray | None = None, negatives: np.ndarray | None = None) -> TeachOutcome:
         """Learn ``label`` from (n, d) vectors: a new class, or more examples of a known one.
 
-        ``source``: what the vectors are, in the answer after their count and in agreement with it
-        ("" = "feature vector(s)").
-
+        ``source``: what the vectors are, in the answer after their count ("" = "feature vector(s)").
         ``views`` (n, k, d): vectors of teach-time views of each taught image (the learner keeps them
         as spread, not as shots; see :meth:`CBCLPRLearner.teach_increment`).  ``negatives`` (m, d):
         the other objects of the teaching frames; those the memory answered unknown before this teach
@@ -623,6 +696,7 @@ class LearnerController:
                 try:
                     if not extended:  # a new class: its name must not look like a known one
                         check_new_label(label, lrn.classes_)
+                    self._peers_saved_first(raise_error=True)
                     res = lrn.teach(label, feats, views)
                 except RequestError as exc:
                     return self.refused(f"nothing learned: {exc}")
@@ -669,6 +743,9 @@ class LearnerController:
             label = self._spelled_as_stored(label)
             if label not in self.learner_.classes_:
                 return self._outcome(False, f"no class '{label}' to forget ({_known(self.classes, label)})")
+            blocked = self._peers_saved_first()
+            if blocked:
+                return self._outcome(False, f"nothing forgotten: {blocked}")
             self._set_training(+1)
             try:
                 self.learner_.forget(label)
@@ -703,6 +780,9 @@ class LearnerController:
                                 "pick another name, or forget or rename that class first")
             except RequestError as exc:
                 return self._outcome(False, f"cannot rename '{old}': {exc}")
+            blocked = self._peers_saved_first()
+            if blocked:
+                return self._outcome(False, f"nothing renamed: {blocked}")
             self.learner_.rename(old, new)
             failed = self._commit()
         self._changed()

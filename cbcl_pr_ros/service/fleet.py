@@ -29,6 +29,16 @@ of the other robots of its fleet (docs/nodes.md "Fleet mode", docs/security.md "
   of it, and classes known from peers alone fill at most half of the cluster budget K.
 * **Rate.** Every sender has its own token bucket (``rate_hz``, ``burst``): a flood from one name
   spends that name's bucket only, never another robot's.
+* **CPU.** All senders together get ``cpu_share`` of one core on average
+  (:class:`~cbcl_pr_ros.runtime.cpu_share.CpuShare`, :data:`CPU_BURST_S` at once): each update
+  taken is charged the CPU time it cost, and while the share is spent every update is refused. A
+  merge at a thousand classes costs about a second, so names invented within the per-sender rate
+  (up to :data:`MAX_SENDERS` of them) would otherwise keep the learner's CPU busy; what is refused
+  is asked for again from the next digests.
+* **Saving.** A peer's change is served at once but written to the memory file with the next save
+  (:meth:`FleetMember.flush`, which the node's timer calls every ``save_s``; deactivate and cleanup
+  write too, and so does a local teach, forget, rename, load or merge, before its answer). A crash
+  loses at most the last ``save_s`` of peers' changes, which the digest asks for again.
 * **Convergence.** Every ``digest_s`` seconds (:meth:`FleetMember.tick`) a member publishes a
   ``DIGEST``: each class it holds with its contribution ids.  A member that sees a class whose
   teaching it does not hold (an update lost to a flood, a restart, a dropped packet) sends a
@@ -61,6 +71,7 @@ from typing import Any
 from cbcl_pr_ros.core import MemoryFileError, state_from_bytes, state_to_bytes
 from cbcl_pr_ros.core.merge import PeerRules, one_class_state
 from cbcl_pr_ros.core.provenance import ids
+from cbcl_pr_ros.runtime.cpu_share import CpuShare
 from cbcl_pr_ros.runtime.per_sender import PerSender
 from cbcl_pr_ros.runtime.rate_limit import RateLimiter
 from cbcl_pr_ros.request_checks import RequestError, check_label, quote
@@ -68,7 +79,7 @@ from cbcl_pr_ros.request_checks import RequestError, check_label, quote
 __all__ = ["LEARNED", "FORGOTTEN", "RENAMED", "DIGEST", "REQUEST", "OPS", "FleetSettings", "ClassUpdate", "Received",
            "FleetMember", "MAX_IDS", "NAME_PATTERN", "MAX_SENDERS", "REQUESTS_PER_DIGEST", "DIGEST_CHUNK_BYTES",
            "MAX_DIGEST_BYTES", "MAX_UPDATE_HEADER_BYTES", "REFUSED_BACKOFF", "ROBOTS_KEPT", "TOMBSTONES_PER_ROBOT",
-           "REFUSED_PER_ROBOT", "ASKED_PER_ROBOT"]
+           "REFUSED_PER_ROBOT", "ASKED_PER_ROBOT", "CPU_BURST_S"]
 
 LEARNED, FORGOTTEN, RENAMED, DIGEST, REQUEST = 0, 1, 2, 3, 4
 OPS = {LEARNED: "learned", FORGOTTEN: "forgot", RENAMED: "renamed", DIGEST: "digest", REQUEST: "request"}
@@ -93,6 +104,7 @@ ROBOTS_KEPT = 64
 TOMBSTONES_PER_ROBOT = 1024  # contribution ids a robot forgot (sixteen classes of 64 contributions)
 REFUSED_PER_ROBOT = 256  # a robot's copies refused here: not asked of it again for a while
 ASKED_PER_ROBOT = 256  # classes asked of a robot (each at most once per half digest period)
+CPU_BURST_S = 5.0  # CPU seconds the fleet's updates may take at once (a few merges at a thousand classes)
 
 
 @dataclass(frozen=True)
@@ -106,14 +118,18 @@ class FleetSettings:
     rate_hz: float = 5.0
     burst: int = 100
     digest_s: float = 10.0  # 0: no digest (nothing asked again)
+    save_s: float = 10.0  # peers' changes written at most this often; 0: each one at once
+    cpu_share: float = 0.25  # of one core, for every update of every peer together
 
     def __post_init__(self) -> None:
         for what, name in (("fleet", self.fleet), ("robot_name", self.robot), *(("fleet_allow entry", a)
                                                                                   for a in self.allow)):
             if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
                 raise ValueError(f"{what} must be 1-64 letters, digits, '_', '.' or '-', got {quote(str(name))}")
-        if self.max_update_bytes < 1024 or self.rate_hz <= 0 or self.burst < 1 or not self.digest_s >= 0:
-            raise ValueError("fleet limits must be positive (max_update_bytes >= 1024, digest_s >= 0)")
+        if self.max_update_bytes < 1024 or self.rate_hz <= 0 or self.burst < 1 or not self.digest_s >= 0 \
+                or not self.save_s >= 0 or not 0 < self.cpu_share <= 1:
+            raise ValueError("fleet limits must be positive (max_update_bytes >= 1024, digest_s >= 0, "
+                             "save_s >= 0, 0 < cpu_share <= 1)")
 
     @classmethod
     def from_params(cls, p: dict[str, Any]) -> "FleetSettings | None":
@@ -126,7 +142,8 @@ class FleetSettings:
         return cls(p["fleet"], p["robot_name"], allow, min(int(p["fleet_max_update_bytes"]),
                                                            int(p["max_memory_file_bytes"])),
                    float(p["fleet_max_update_rate"]), int(p["fleet_history_depth"]),
-                   float(p.get("fleet_digest_period", 10.0)))
+                   float(p.get("fleet_digest_period", 10.0)), float(p.get("fleet_save_period", 10.0)),
+                   float(p.get("fleet_cpu_share", 0.25)))
 
 
 @dataclass(frozen=True)
@@ -157,16 +174,20 @@ class FleetMember:
     """One learner's side of the fleet: publishes its changes through ``publish`` and applies peers'.
 
     ``controller`` is the learner's :class:`~.controller.LearnerController`; ``clock`` gives seconds
-    for the rate limit (the node passes its ROS clock).
+    for the rate limits and the saves (the node passes its ROS clock); ``cpu_clock`` the CPU seconds
+    an update costs (this thread's).
     """
 
     def __init__(self, controller: Any, settings: FleetSettings, publish: Callable[[ClassUpdate], None],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
         self.controller = controller
         self.settings = settings
         self._publish = publish
         self._clock = clock
         self._limits: OrderedDict[str, RateLimiter] = OrderedDict()  # one bucket per sender
+        self._cpu_clock = cpu_clock
+        self._cpu = CpuShare(settings.cpu_share, CPU_BURST_S)  # one for all senders together
         self._published: dict[str, frozenset[str]] = {}
         self._sequence = 0
         self._lock = threading.Lock()
@@ -259,13 +280,33 @@ class FleetMember:
         who = f"robot {quote(u.robot)}"
         if s.allow and u.robot not in s.allow:
             return Received(False, f"fleet update from {who} refused: not in fleet_allow", flood=True)
-        if not self._bucket(u.robot).allow(self._clock(), s.rate_hz):
+        now = self._clock()
+        if not self._bucket(u.robot).allow(now, s.rate_hz):
             return Received(False, f"fleet update from {who} refused: more than {s.rate_hz:g} updates/s "
                                    f"(burst {s.burst}) from this robot", flood=True)
+        if not self._cpu.ready(now):
+            return Received(False, f"fleet update from {who} refused: the fleet's updates used their share of "
+                                   f"this learner's CPU ({s.cpu_share:.0%} of a core, fleet_cpu_share); the "
+                                   "digest asks for what is missing later", flood=True)
+        c0 = self._cpu_clock()
         try:
-            return self._apply(u, who)
+            out = self._apply(u, who)
         except (RequestError, ValueError, TypeError) as exc:
-            return Received(False, f"fleet update from {who} refused: {str(exc)[:200]}")
+            out = Received(False, f"fleet update from {who} refused: {str(exc)[:200]}")
+        self._cpu.spend(now, self._cpu_clock() - c0)
+        return out
+
+    def flush(self) -> str:
+        """Write the peers' changes kept in RAM, if any; the line to log ("" when nothing waited). The
+        node's timer calls it every ``save_s`` (so a change waits at most that long, and the file is
+        written at most that often for peers), and deactivate calls it; a failed write is tried again
+        at the next call (cleanup refuses to free a memory that could not be written)."""
+        return self.controller.save_peer_changes()[1]
+
+    @property
+    def _defer(self) -> bool:
+        """Whether a peer's change waits for the next save (:meth:`flush`) rather than being saved at once."""
+        return self.settings.save_s > 0
 
     def _bucket(self, robot: str) -> RateLimiter:
         """The sender's own token bucket (at most MAX_SENDERS kept, least recently heard dropped)."""
@@ -301,10 +342,10 @@ class FleetMember:
             if not c.taught_here(name):  # a class kept as taught here: its teaching is not forgotten
                 with self._lock:  # in the sender's name: it counts only for the sender's own teaching
                     self._tombstone(covering, u.robot)
-            out = c.forget_covered(name, covering, who)
+            out = c.forget_covered(name, covering, who, defer=self._defer)
             return Received(out.success, out.message)
         if u.op == RENAMED:
-            out = c.rename_covered(name, new, covering, who)
+            out = c.rename_covered(name, new, covering, who, defer=self._defer)
             return Received(out.success, out.message)
         header = int.from_bytes(u.class_memory[:8], "little")  # safetensors: the header's length first
         if header > MAX_UPDATE_HEADER_BYTES:
@@ -328,7 +369,7 @@ class FleetMember:
                                        "not learned again")
         k = c.learner_.config.max_clusters
         rules = PeerRules(self.settings.robot, None if k is None else k // 2, u.robot)  # half of K for peers
-        out = c.merge_state(state, f"'{name}' from {who}", rules)
+        out = c.merge_state(state, f"'{name}' from {who}", rules, defer=self._defer)
         if not out.success:  # not asked of this sender again for a while (REFUSED_BACKOFF digest periods)
             with self._lock:
                 self._refused.put(u.robot, _teaching_key(got), self._clock())

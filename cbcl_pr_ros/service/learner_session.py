@@ -167,8 +167,18 @@ class LearnerSession:
         self.waiters.cancel_all()
 
     def pause(self) -> None:
-        """The node is deactivated: a classify while paused must not answer an old frame."""
+        """The node is deactivated: a classify while paused must not answer an old frame; fleet peers'
+        changes still in RAM are written now (no update arrives until the next activate)."""
         self._latest = None
+        self.flush_fleet()
+
+    def flush_fleet(self) -> None:
+        """Write fleet peers' changes kept in RAM (the node's fleet save timer calls it every
+        ``fleet_save_period``; cleanup writes them too: ``LearnerController.release``)."""
+        fleet = self.fleet
+        line = fleet.flush() if fleet is not None else ""
+        if line:
+            self.port.log(line, warning=" not saved: " in line)
 
     def cleanup(self, final: bool) -> tuple[bool, str] | None:
         """Free the memory once every class is on disk: (ok, line to log), None when none was built.

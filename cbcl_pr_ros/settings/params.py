@@ -305,6 +305,13 @@ PARAMS: tuple[ParamSpec, ...] = (
               "(more are refused; every robot has its own allowance)", (LEARNER,), min=0.01, max=1000.0),
     ParamSpec("fleet_digest_period", 10.0, "Seconds between the digests of the classes held, from which a "
               "robot that missed an update asks for it again; 0 = no digest", (LEARNER,), min=0.0, max=3600.0),
+    ParamSpec("fleet_save_period", 10.0, "Seconds a change taken from a fleet peer may wait in RAM before the "
+              "memory file is written (also written at deactivate, cleanup and every local change; a peer's "
+              "class lost to a crash is asked for again by the digest); 0 = write after each one",
+              (LEARNER,), min=0.0, max=3600.0),
+    ParamSpec("fleet_cpu_share", 0.25, "Share of one CPU core that the updates of all fleet peers together may "
+              "use on average (merges cost ~1 s each at 1000 classes); past it every update is refused until "
+              "the share refills", (LEARNER,), min=0.01, max=1.0),
     ParamSpec("fleet_max_update_bytes", 8 * 1024 * 1024, "Largest class statistics one update may carry "
               "(also capped by max_memory_file_bytes)", (LEARNER,), min=1024, max=2**31),
 )

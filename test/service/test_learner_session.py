@@ -314,3 +314,21 @@ def test_fleet_mode_publishes_a_taught_class_and_hears_peers():
     assert res is not None and not res.applied and session.controller.classes == ["mug"]
     plain, _ = _session()
     assert plain.fleet is None and plain.receive(learned[0]) is None
+
+
+def test_deactivate_writes_the_peers_classes_kept_in_ram(tmp_path):
+    """A peer's class waits for the next save (fleet_save_period); deactivate writes it, so a node
+    stopped cleanly never leaves it to the digest."""
+    files = {"memory_dir": str(tmp_path), "memory_path": "memory.safetensors", "fleet": "home"}
+    teacher, teacher_port = _session(**{**files, "memory_dir": str(tmp_path / "r1")}, robot_name="r1")
+    learner, port = _session(**{**files, "memory_dir": str(tmp_path / "r2")}, robot_name="r2")
+    assert _teach_vectors(teacher, "mug", 1.0).success
+    learned = [u for u in teacher_port.updates if u.op == LEARNED]
+    assert learner.receive(learned[0]).applied and learner.controller.classes == ["mug"]
+    again, _ = _session(**{**files, "memory_dir": str(tmp_path / "r2")}, robot_name="r2")
+    assert again.controller.classes == []  # served, not yet written
+    port.phase = INACTIVE
+    learner.pause()
+    assert any("1 change from fleet peers saved" in line for line, _ in port.lines), port.lines
+    again, _ = _session(**{**files, "memory_dir": str(tmp_path / "r2")}, robot_name="r2")
+    assert again.controller.classes == ["mug"]
