@@ -14,6 +14,8 @@ name, as the tests do (pytest.ini). A bench script finds this module with one li
 """
 from __future__ import annotations
 
+import json
+
 import os
 import sys
 import time
@@ -66,3 +68,14 @@ def vga_cpu_ms(run, frame, repeats: int = 3) -> float:
         run(frame)
         best = min(best, time.process_time() - t0)
     return best * 1000 * (640 * 480) / (frame.rgb.shape[0] * frame.rgb.shape[1])
+
+
+def store_labelled(path: str | Path, label: str, result: dict) -> Path:
+    """Put ``result`` under ``label`` in the JSON file at ``path``, keeping its other labels' runs
+    (a quiet and a busy run of one bench go into one file)."""
+    path = Path(path)
+    data = json.loads(path.read_text()) if path.is_file() else {}
+    data[label] = result
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"wrote {path}")
+    return path

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import socket
@@ -32,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
-from bench_common import REPO, out_path  # noqa: E402  (also puts the shared test helpers on the path)
+from bench_common import REPO, out_path, store_labelled  # noqa: E402  (also puts the shared test helpers on the path)
 from ros_testing import Client, Proc, fresh_domain, installed_executable, release_domain, ros_env  # noqa: E402
 
 CFG = REPO / "config"
@@ -222,11 +221,7 @@ def main() -> int:
               "nice": 10, "load_avg_start": os.getloadavg()[0], "log_dir": str(log_dir)}
     result.update(run(opts.window, opts.settle, opts.objects, log_dir))
     result["load_avg_end"] = os.getloadavg()[0]
-    path = Path(opts.out)
-    data = json.loads(path.read_text()) if path.is_file() else {}
-    data[opts.label] = result
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    print(f"wrote {path}")
+    store_labelled(opts.out, opts.label, result)
     return 0
 
 

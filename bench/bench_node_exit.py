@@ -13,7 +13,6 @@ how many exceeded the grace period).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import signal
@@ -26,7 +25,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_common
-from bench_common import REPO, out_path  # noqa: E402  (also puts the shared test helpers on the path)
+from bench_common import REPO, out_path, store_labelled  # noqa: E402  (also puts the shared test helpers on the path)
 from ros_testing import fresh_domain, installed_executable, release_domain, ros_env  # noqa: E402
 
 GRACE_S = 5.0  # launch's sigterm_timeout default
@@ -124,11 +123,7 @@ def main() -> int:
                                  "clean": all(r["rc"] == 0 and not r["traceback"] for r in runs)}
         print(f"{name}: exit {', '.join(f'{t:.2f}' for t in times)} s; rc {[r['rc'] for r in runs]}", flush=True)
     result["load_avg_end"] = os.getloadavg()[0]
-    path = Path(opts.out)
-    data = json.loads(path.read_text()) if path.is_file() else {}
-    data[opts.label] = result
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    print(f"wrote {path}")
+    store_labelled(opts.out, opts.label, result)
     return 0
 
 
