@@ -38,6 +38,8 @@ instead of looking at its stop flag ten times a second (docs/nodes.md "Busy and 
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import re
 import signal
@@ -124,11 +126,22 @@ def _spin_once(executor: Executor, stop: threading.Event, timeout_s: float) -> N
     (``executor.wake()``): a plain ``spin_once`` waits its whole timeout through a wake-up that
     brings no work. rclpy's ``spin_once_until_future_complete`` would do it with a future, but keeps a
     callback on that future per call: a list that grows with every message."""
-    impl = getattr(executor, "_spin_once_impl", None)  # rclpy's own executors have it
-    if impl is None:
+    if not _has_stoppable_turn(type(executor)):
         executor.spin_once(timeout_sec=min(timeout_s, 0.1))
     else:
-        impl(timeout_s, stop.is_set)
+        executor._spin_once_impl(timeout_sec=timeout_s, wait_condition=stop.is_set)
+
+
+@functools.lru_cache(maxsize=None)
+def _has_stoppable_turn(kind: type) -> bool:
+    """Whether ``kind`` has rclpy's ``_spin_once_impl(timeout_sec, wait_condition)`` (rclpy's own
+    executors in the pinned release; protected, so another release may change it: then the plain
+    ``spin_once`` with a short timeout)."""
+    try:
+        params = inspect.signature(getattr(kind, "_spin_once_impl")).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return {"timeout_sec", "wait_condition"} <= set(params)
 
 
 def spin_until(executor: Executor, stop: threading.Event, idle_s: float = 0.1) -> None:

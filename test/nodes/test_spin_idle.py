@@ -65,3 +65,29 @@ def test_an_idle_spin_thread_builds_no_wait_set_and_stops_when_woken(monkeypatch
             node.destroy_node()
         finally:
             rclpy.shutdown(context=ctx)
+
+
+def test_an_executor_without_rclpys_turn_falls_back_to_a_short_spin_once():
+    """The stoppable turn is rclpy's protected ``_spin_once_impl``: another release may lack it or
+    change its parameters, and then each turn is a plain ``spin_once`` of at most 0.1 s."""
+    import threading as _threading
+
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+    from cbcl_pr_ros.nodes import spin
+
+    class Changed:
+        def __init__(self) -> None:
+            self.timeouts: list[float] = []
+
+        def _spin_once_impl(self, timeout_sec=None):  # no wait_condition
+            raise AssertionError("a changed protected method must not be called")
+
+        def spin_once(self, timeout_sec=None) -> None:
+            self.timeouts.append(timeout_sec)
+
+    assert spin._has_stoppable_turn(SingleThreadedExecutor) and spin._has_stoppable_turn(MultiThreadedExecutor)
+    assert not spin._has_stoppable_turn(Changed)
+    changed = Changed()
+    spin._spin_once(changed, _threading.Event(), 2.0)
+    assert changed.timeouts == [0.1]
