@@ -64,7 +64,7 @@ def check_label(label: object, *, name: str = "label") -> str:
     if not label.strip():
         raise ValueError(f"empty {name}: give the class a name")
     if label.strip() != label:
-        raise ValueError(f"{name} {_quote(label)} has leading or trailing whitespace")
+        raise ValueError(f"{name} {quote(label)} has leading or trailing whitespace")
     if len(label) > MAX_LABEL_CHARS:
         raise ValueError(f"{name} has {len(label)} characters; the most is {MAX_LABEL_CHARS}")
     for i, ch in enumerate(label):
@@ -72,10 +72,6 @@ def check_label(label: object, *, name: str = "label") -> str:
             raise ValueError(f"{name} contains an unprintable character U+{ord(ch):04X} "
                              f"({unicodedata.category(ch)}) at position {i}; use printable characters only")
     return label
-
-
-def _quote(text: str, limit: int = 40) -> str:
-    return repr(text[:limit]) + (f"... ({len(text)} characters)" if len(text) > limit else "")
 
 
 def quote(text: object, limit: int = 40) -> str:

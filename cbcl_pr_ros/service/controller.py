@@ -383,8 +383,7 @@ class LearnerController:
             n = self.unsaved_peer_changes_
             if not n or not self.keeps_file:
                 return True, ""
-            ok, msg, _, _ = self._save_to("")
-            self.last_save_ok_, self.last_save_error_ = ok, "" if ok else msg
+            ok, msg = self._write_peer_changes()
         if not ok:
             log.warning("%s; %s from fleet peers stay in RAM only until the next save", msg, counted(n, "change"))
             return False, f"{counted(n, 'change')} from fleet peers not saved: {msg}"
@@ -398,12 +397,17 @@ class LearnerController:
         if not self.unsaved_peer_changes_ or not self.keeps_file:
             return ""
         n = self.unsaved_peer_changes_
-        ok, msg, _, _ = self._save_to("")
-        self.last_save_ok_, self.last_save_error_ = ok, "" if ok else msg
+        ok, msg = self._write_peer_changes()
         why = "" if ok else f"{counted(n, 'change')} from fleet peers, kept in RAM, could not be written first: {msg}"
         if why and raise_error:
             raise RequestError(why)
         return why
+
+    def _write_peer_changes(self) -> tuple[bool, str]:
+        """Save the served memory, peers' changes kept in RAM included (under the lock); (ok, message)."""
+        ok, msg, _, _ = self._save_to("")
+        self.last_save_ok_, self.last_save_error_ = ok, "" if ok else msg
+        return ok, msg
 
     def _held_for_peers(self, extra_bytes: int = 0) -> str:
         """A peer's change is served but kept in RAM until :meth:`save_peer_changes` (under the lock);

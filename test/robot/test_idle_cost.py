@@ -8,55 +8,19 @@ an arm doing nothing).
 """
 from __future__ import annotations
 
-import threading
 import types
 
-import numpy as np
 import pytest
-
-
-class _Recorder:
-    """A publisher with a subscriber."""
-
-    def __init__(self, name: str, sent: list) -> None:
-        self.name, self.sent = name, sent
-
-    def publish(self, msg) -> None:
-        self.sent.append((self.name, msg))
-
-    def get_subscription_count(self) -> int:
-        return 1
-
-
-class _Unheard(_Recorder):
-    def get_subscription_count(self) -> int:
-        return 0
-
-
-def _frame_world() -> types.SimpleNamespace:
-    from cbcl_pr_ros.robot.world import Frame
-
-    h, w = 4, 6
-    frame = Frame(rgb=np.zeros((h, w, 3), np.uint8), depth=np.full((h, w), 0.5, np.float32),
-                  segmentation=np.full((h, w), -1, np.int32), K=np.eye(3), camera_position=np.zeros(3),
-                  camera_quaternion=np.array([0.0, 0.0, 0.0, 1.0]), object_names=(), stamp=0.0)
-    return types.SimpleNamespace(render=lambda: frame)
+from world_stand_in import Recorder, blank_frame, world_stand_in
 
 
 def _world_without_listeners(sent: list, publish_depth: bool = True) -> types.SimpleNamespace:
     """The state publish_frame reads, every camera publisher without a subscriber and a world that
     fails the test when it renders."""
-    from builtin_interfaces.msg import Time
-
     def render():
         raise AssertionError("rendered a frame nobody subscribes to")
 
-    clock = types.SimpleNamespace(now=lambda: types.SimpleNamespace(to_msg=lambda: Time(sec=7, nanosec=5)))
-    return types.SimpleNamespace(
-        paused=False, camera_frame_id="camera", world_lock=threading.Lock(), get_clock=lambda: clock,
-        world=types.SimpleNamespace(render=render), publish_depth=publish_depth, frames_published=0,
-        image_pub=_Unheard("image", sent), info_pub=_Unheard("camera_info", sent),
-        depth_pub=_Unheard("depth", sent), pose_pub=_Unheard("camera_pose", sent))
+    return world_stand_in(sent, publish_depth, listeners=0, render=render)
 
 
 def test_the_world_renders_nothing_while_nobody_subscribes_to_its_camera():
@@ -74,8 +38,9 @@ def test_one_subscriber_on_any_camera_topic_brings_the_frames_back(listener):
 
     sent: list = []
     node = _world_without_listeners(sent)
-    node.world = _frame_world()
-    setattr(node, listener, _Recorder(getattr(node, listener).name, sent))
+    frame = blank_frame()
+    node.world = types.SimpleNamespace(render=lambda: frame)
+    setattr(node, listener, Recorder(getattr(node, listener).name, sent))
     assert SimWorldNode.publish_frame(node) is not None
     assert [name for name, _ in sent] == ["camera_pose", "image", "camera_info", "depth"]
 
@@ -85,7 +50,7 @@ def test_without_depth_a_depth_subscriber_alone_renders_nothing():
 
     sent: list = []
     node = _world_without_listeners(sent, publish_depth=False)
-    node.depth_pub = _Recorder("depth", sent)  # listens to a topic this world does not send
+    node.depth_pub = Recorder("depth", sent)  # listens to a topic this world does not send
     assert SimWorldNode.publish_frame(node) is None and sent == []
 
 
